@@ -1,0 +1,1 @@
+"""Amaranth 0.5 components of codnn: what becomes Verilog. One subpackage per engine."""

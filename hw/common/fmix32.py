@@ -1,0 +1,113 @@
+"""Pipelined streaming ``fmix32`` unit (SPEC.md section 5), the TernGrad engine's random source."""
+
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden.fmix32 import FMIX32_C1, FMIX32_C2
+
+__all__ = ["Fmix32Unit"]
+
+
+def _lane_layout(lanes):
+    return data.ArrayLayout(unsigned(32), lanes)
+
+
+class Fmix32Unit(wiring.Component):
+    """Apply ``fmix32`` to ``lanes`` unsigned 32-bit values per beat.
+
+    Each 32 x 32 multiplication (mod 2**32) is split into three 16 x 16 partial products
+    (``lo*lo``, ``lo*hi``, ``hi*lo``), registered on their own stage so that they map to DSP
+    blocks (iCE40 ``SB_MAC16``, ECP5 ``MULT18X18D``) or to short LUT multipliers.
+
+    Pipeline: (1) ``h ^ h>>16``; (2) partial products by ``C1``; (3) sum, ``^ >>13``;
+    (4) partial products by ``C2``; (5) sum, ``^ >>16``.
+
+    The whole pipeline advances when its last stage is empty or accepted
+    (``i.ready = ~o.valid | o.ready``), so backpressure stalls it without loss.
+
+    Latency: ``LATENCY`` = 5 cycles from an accepted input beat to the output beat being valid.
+    Throughput: one beat (``lanes`` values) per cycle when ``o.ready`` stays high.
+
+    Parameters
+    ----------
+    lanes : int
+        Values per beat, a positive integer.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(ArrayLayout(unsigned(32), lanes)))
+        Input values.
+    o : Out(stream.Signature(ArrayLayout(unsigned(32), lanes)))
+        ``fmix32`` of each input value, same lane order.
+
+    Raises
+    ------
+    TypeError
+        If ``lanes`` is not a positive integer.
+    """
+
+    LATENCY = 5
+
+    def __init__(self, *, lanes=1):
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes <= 0:
+            raise TypeError(f"Lane count must be a positive integer, not {lanes!r}")
+        self._lanes = lanes
+        super().__init__({
+            "i": In(stream.Signature(_lane_layout(lanes))),
+            "o": Out(stream.Signature(_lane_layout(lanes))),
+        })
+
+    @property
+    def lanes(self):
+        """Values per beat.
+
+        Returns
+        -------
+        int
+        """
+        return self._lanes
+
+    def elaborate(self, platform):
+        m = Module()
+
+        advance = Signal()
+        m.d.comb += [
+            advance.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(advance),
+        ]
+
+        valid = [Signal(name=f"stage{n + 1}_valid") for n in range(self.LATENCY)]
+        with m.If(advance):
+            m.d.sync += valid[0].eq(self.i.valid)
+            m.d.sync += [later.eq(earlier) for earlier, later in zip(valid, valid[1:])]
+        m.d.comb += self.o.valid.eq(valid[-1])
+
+        def register(value, name):
+            reg = Signal(len(value), name=name, reset_less=True)
+            with m.If(advance):
+                m.d.sync += reg.eq(value)
+            return reg
+
+        def partial_products(x, const, name):
+            lo, hi = x[:16], x[16:]
+            c_lo, c_hi = const & 0xFFFF, const >> 16
+            return (register(lo * c_lo, f"{name}_ll"),
+                    register((lo * c_hi)[:16], f"{name}_lh"),
+                    register((hi * c_lo)[:16], f"{name}_hl"))
+
+        def product_mod32(ll, lh, hl):
+            return (ll + ((lh + hl)[:16] << 16))[:32]
+
+        for lane in range(self.lanes):
+            h = self.i.payload[lane]
+            x1 = register(h ^ (h >> 16), f"lane{lane}_s1")
+            p1 = partial_products(x1, FMIX32_C1, f"lane{lane}_s2")
+            x2 = product_mod32(*p1)
+            x3 = register(x2 ^ (x2 >> 13), f"lane{lane}_s3")
+            p2 = partial_products(x3, FMIX32_C2, f"lane{lane}_s4")
+            x4 = product_mod32(*p2)
+            x5 = register(x4 ^ (x4 >> 16), f"lane{lane}_s5")
+            m.d.comb += self.o.payload[lane].eq(x5)
+
+        return m

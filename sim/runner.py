@@ -1,0 +1,207 @@
+"""One entry point that runs a cocotb testbench against an Amaranth component.
+
+``simulate`` converts the component to Verilog (``emit_src=False``), builds it with
+``cocotb_tools.runner`` on Verilator (default) or Icarus, runs a cocotb test module and
+returns what the testbench reported. Every artifact stays under ``build_root`` (default
+``./build``; ``CODNN_BUILD_DIR`` overrides it):
+
+``build_root/sim/<top>-<simulator>-<hash>/``  the Verilog and the compiled model, reused by
+every run of the same Verilog on the same simulator (a lock keeps parallel runs apart);
+``build_root/sim/runs/<top>-<simulator>-<n>/``  one folder per run: results XML, the
+testbench's report, the simulator log and, with ``waves=True``, the waveform.
+
+Testbenches get their configuration as JSON in ``CODNN_TB_CONFIG`` (with ``seed`` and
+``report``, the path of the JSON file they must write) and fail with plain ``assert``s. A
+failure comes back as ``SimulationFailure`` carrying the assertion messages and the seed.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import random
+import xml.etree.ElementTree as ElementTree
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from .simulators import SIMULATORS, use_simulator
+
+__all__ = ["SimulationFailure", "SimulationResult", "default_build_root", "simulate",
+           "write_verilog"]
+
+# Amaranth's output trips these Verilator lint warnings by design (wide/narrow arithmetic,
+# unused bits of a payload); they say nothing about correctness.
+_VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
+                   "-Wno-DECLFILENAME", "-Wno-PROCASSINIT", "-O2"]
+
+
+class SimulationFailure(AssertionError):
+    """A cocotb testbench failed; the message has its assertions, the seed and the log."""
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What one simulation run produced.
+
+    Attributes
+    ----------
+    simulator : str
+    seed : int
+    report : dict
+        What the testbench wrote to its report file (counts, cycles, ...).
+    run_dir : Path
+        Folder with the results XML, the log and the report.
+    waves : Path or None
+        The waveform file, when waves were requested.
+    """
+
+    simulator: str
+    seed: int
+    report: dict
+    run_dir: Path
+    waves: Path | None
+
+
+def default_build_root():
+    """Return ``$CODNN_BUILD_DIR`` or ``./build``, as an absolute path."""
+    return Path(os.environ.get("CODNN_BUILD_DIR", "build")).resolve()
+
+
+def write_verilog(component, name, path):
+    """Convert ``component`` to Verilog module ``name`` in file ``path``; return the text."""
+    text = verilog.convert(component, name=name, emit_src=False)
+    Path(path).write_text(text)
+    return text
+
+
+def _new_run_dir(runs, stem):
+    runs.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while True:
+        candidate = runs / f"{stem}-{n}"
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+
+
+def _failures(results_xml):
+    """Return the failure messages in a cocotb results file (empty when every test passed)."""
+    root = ElementTree.parse(results_xml).getroot()
+    messages = []
+    for case in root.iter("testcase"):
+        for failure in list(case.iter("failure")) + list(case.iter("error")):
+            text = (failure.get("message") or "").strip()
+            detail = (failure.text or "").strip()
+            messages.append(f"{case.get('name')}: {text}" + (f"\n{detail}" if detail else ""))
+    if not any(True for _ in root.iter("testcase")):
+        messages.append("the testbench ran no test")
+    return messages
+
+
+class _BuildDir:
+    """The compiled model of one Verilog text on one simulator, built once under a lock."""
+
+    def __init__(self, build_root, simulator, top, verilog_text, waves):
+        key = hashlib.sha256(f"{simulator}\n{waves}\n{verilog_text}".encode()).hexdigest()[:16]
+        self.path = build_root / "sim" / f"{top}-{simulator}-{key}"
+        self._top, self._simulator, self._text, self._waves = top, simulator, verilog_text, waves
+
+    @contextmanager
+    def locked(self):
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def ensure_built(self, runner):
+        with self.locked():
+            if (self.path / "built").exists():
+                return
+            source = self.path / f"{self._top}.v"
+            source.write_text(self._text)
+            build_args = _VERILATOR_ARGS if self._simulator == "verilator" else []
+            runner.build(sources=[source], hdl_toplevel=self._top, build_dir=self.path,
+                         timescale=("1ns", "1ps"), waves=self._waves, always=True,
+                         build_args=build_args, log_file=self.path / "build.log")
+            (self.path / "built").touch()
+
+
+def simulate(component, *, top, testbench, config=None, simulator="verilator", waves=False,
+             seed=None, build_root=None):
+    """Run cocotb test module ``testbench`` against ``component`` and return its report.
+
+    Parameters
+    ----------
+    component : amaranth.lib.wiring.Component
+    top : str
+        Verilog module name of the design.
+    testbench : str
+        cocotb test module, e.g. ``"sim.tb_fmix32"``, importable from ``sys.path``.
+    config : dict
+        JSON-serialisable parameters for the testbench.
+    simulator : str
+        ``"verilator"`` or ``"icarus"``.
+    waves : bool
+        Record a waveform (VCD on Verilator, FST on Icarus) in the run folder.
+    seed : int or None
+        Random seed for the testbench; None picks one (it is in the result and any failure).
+    build_root : path-like or None
+        Where artifacts go; ``default_build_root()`` if None.
+
+    Raises
+    ------
+    SimulationFailure
+        If the testbench fails.
+    ValueError, SimulatorMissing
+        If the simulator is unknown or not installed.
+    """
+    if simulator not in SIMULATORS:
+        raise ValueError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    use_simulator(simulator)
+    from cocotb_tools.runner import get_runner
+
+    seed = random.randrange(2**31) if seed is None else int(seed)
+    build_root = Path(build_root or default_build_root()).resolve()
+    runner = get_runner(simulator)
+    verilog_text = verilog.convert(component, name=top, emit_src=False)
+    build = _BuildDir(build_root, simulator, top, verilog_text, waves)
+    build.ensure_built(runner)
+    run_dir = _new_run_dir(build_root / "sim" / "runs", f"{top}-{simulator}")
+    # Icarus writes its waveform into the build folder: other runs wait, then it moves.
+    icarus_waves = waves and simulator == "icarus"
+    with build.locked() if icarus_waves else nullcontext():
+        _run(runner, testbench, top, build.path, run_dir, config, seed, waves)
+        if icarus_waves:
+            (build.path / f"{top}.fst").replace(run_dir / f"{top}.fst")
+    wave_file = run_dir / (f"{top}.fst" if icarus_waves else "dump.vcd") if waves else None
+    report_path = run_dir / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    return SimulationResult(simulator=simulator, seed=seed, report=report, run_dir=run_dir,
+                            waves=wave_file)
+
+
+def _run(runner, testbench, top, build_dir, run_dir, config, seed, waves):
+    results_xml = run_dir / "results.xml"
+    tb_config = dict(config or {}, seed=seed, report=str(run_dir / "report.json"))
+    extra_env = {"CODNN_TB_CONFIG": json.dumps(tb_config)}
+    try:
+        runner.test(test_module=testbench, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                    build_dir=build_dir, test_dir=run_dir, results_xml=str(results_xml),
+                    seed=seed, waves=waves, extra_env=extra_env, log_file=run_dir / "sim.log")
+    except SystemExit:
+        pass  # the runner exits on a failed test under pytest; the results file says why
+    simulator = type(runner).__name__.lower()
+    if not results_xml.exists():
+        log = run_dir / "sim.log"
+        tail = log.read_text(errors="replace").splitlines()[-3:] if log.exists() else []
+        raise SimulationFailure(f"{simulator} ended without results (seed {seed}); "
+                                f"see {log}:\n" + "\n".join(tail))
+    failures = _failures(results_xml)
+    if failures:
+        raise SimulationFailure("\n".join(failures)
+                                + f"\n(seed {seed}; log {run_dir / 'sim.log'})")

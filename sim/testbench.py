@@ -1,0 +1,116 @@
+"""The kit every cocotb testbench of codnn uses: configuration, clock and reset, stream
+endpoints with random idle cycles and backpressure, and the report file.
+
+Stream endpoints follow Amaranth's port names (``<name>__valid``, ``__ready``, ``__payload``).
+They are stepped once per clock cycle by the testbench: right after a rising edge the
+handles still show the values the flip-flops sampled at that edge, so ``step`` first records
+the handshake that happened there, then drives the next cycle's values.
+"""
+
+import json
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge
+
+__all__ = ["load_config", "write_report", "start_clock_and_reset", "StreamSource",
+           "StreamSink", "pack_lanes", "unpack_lanes"]
+
+
+def load_config():
+    """Return the testbench configuration the runner passed in ``CODNN_TB_CONFIG``."""
+    config = json.loads(os.environ["CODNN_TB_CONFIG"])
+    cocotb.log.info("codnn testbench seed=%d config=%s", config["seed"], config)
+    return config
+
+
+def write_report(config, report):
+    """Write the testbench's findings where the runner reads them."""
+    with open(config["report"], "w") as f:
+        json.dump(report, f)
+
+
+async def start_clock_and_reset(dut, cycles=2):
+    """Start a 10 ns clock on ``dut.clk`` and hold ``dut.rst`` high for ``cycles`` edges."""
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    dut.rst.value = 1
+    for _ in range(cycles):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+
+
+def pack_lanes(values, width):
+    """Pack integers, lane 0 in the least significant bits, into one payload integer."""
+    mask = (1 << width) - 1
+    word = 0
+    for lane, value in enumerate(values):
+        word |= (int(value) & mask) << (lane * width)
+    return word
+
+
+def unpack_lanes(word, width, lanes):
+    """Split a payload integer into ``lanes`` unsigned integers of ``width`` bits."""
+    mask = (1 << width) - 1
+    return [(word >> (lane * width)) & mask for lane in range(lanes)]
+
+
+class StreamSource:
+    """Drives an input stream of the DUT from a list of payload integers.
+
+    Between beats it stays idle with probability ``idle`` per cycle.
+    """
+
+    def __init__(self, dut, name, payloads, rng: random.Random, idle=0.0):
+        self._valid = getattr(dut, f"{name}__valid")
+        self._ready = getattr(dut, f"{name}__ready")
+        self._payload = getattr(dut, f"{name}__payload")
+        self._pending = list(payloads)
+        self._rng = rng
+        self._idle = idle
+        self.sent = 0
+        self._valid.value = 0
+
+    @property
+    def done(self):
+        return not self._pending and not int(self._valid.value)
+
+    def step(self):
+        """Record the handshake at the edge just passed, then drive the next cycle.
+
+        Returns True when a beat was accepted at that edge.
+        """
+        accepted = bool(int(self._valid.value) and int(self._ready.value))
+        if accepted:
+            self.sent += 1
+        if accepted or not int(self._valid.value):
+            if self._pending and self._rng.random() >= self._idle:
+                self._payload.value = self._pending.pop(0)
+                self._valid.value = 1
+            else:
+                self._valid.value = 0
+        return accepted
+
+
+class StreamSink:
+    """Takes beats from an output stream of the DUT, with ``ready`` low with probability
+    ``backpressure`` per cycle. Received payloads collect in ``beats``."""
+
+    def __init__(self, dut, name, rng: random.Random, backpressure=0.0):
+        self._valid = getattr(dut, f"{name}__valid")
+        self._ready = getattr(dut, f"{name}__ready")
+        self._payload = getattr(dut, f"{name}__payload")
+        self._rng = rng
+        self._backpressure = backpressure
+        self.beats = []
+        self._ready.value = 0
+
+    def step(self):
+        """Record the handshake at the edge just passed, then drive ``ready`` for the next
+        cycle. Returns True when a beat was taken at that edge."""
+        taken = bool(int(self._valid.value) and int(self._ready.value))
+        if taken:
+            self.beats.append(int(self._payload.value))
+        self._ready.value = int(self._rng.random() >= self._backpressure)
+        return taken

