@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from amaranth.back import verilog
+from amaranth.hdl import Value
 
 from .devices import get_device
 from .harness import IoHarness
@@ -102,7 +103,7 @@ def _count(cells, family, resource):
 
 
 def _port_bits(component):
-    return sum(len(value.as_value()) if hasattr(value, "as_value") else len(value)
+    return sum(len(Value.cast(value))
                for _, _, value in component.signature.flatten(component)) + 2  # clk, rst
 
 

@@ -1,0 +1,225 @@
+"""The ``codnn`` command line.
+
+Every command has ``--help``, prints a table by default and JSON with ``--json``. Bad
+arguments give one line on stderr saying what is wrong and exit code 2; a failed simulation
+or synthesis exits with 1.
+"""
+
+import argparse
+import sys
+
+from sim.runner import SimulationFailure
+from sim.simulators import SIMULATORS, SimulatorMissing
+from synth.devices import DEVICES
+from synth.flow import SynthesisError
+from synth.tools import ToolMissing
+
+from . import __version__
+from .engines import ENGINES
+from .flows import ParameterError, generate, run_simulation, run_synthesis
+from .render import err_console, print_json, print_record, print_rows
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    """Bad arguments: reported in one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return value
+
+
+def _probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability, not {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), not {text!r}")
+    return value
+
+
+def _add_engines(subparsers, command, help_text, add_options):
+    parser = subparsers.add_parser(command, help=help_text, description=help_text)
+    engines = parser.add_subparsers(dest="engine", metavar="ENGINE", required=True,
+                                    parser_class=_Parser)
+    for engine in ENGINES.values():
+        sub = engines.add_parser(engine.name, help=engine.summary,
+                                 description=f"{help_text}: {engine.summary}.")
+        for param in engine.params:
+            sub.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}",
+                             type=_positive_int if param.type is int else param.type,
+                             default=param.default,
+                             help=f"{param.help} (default {param.default})")
+        add_options(sub)
+        sub.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _build_parser():
+    parser = _Parser(prog="codnn", description="Hardware generator for algorithm/hardware "
+                     "co-design of deep learning.")
+    parser.add_argument("--version", action="version", version=f"codnn {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                     parser_class=_Parser)
+
+    doctor = commands.add_parser("doctor", help="check the toolchain",
+                                 description="Report which parts of the toolchain are "
+                                 "installed, their versions and how to get what is missing.")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    def generate_options(sub):
+        sub.add_argument("-o", "--output", required=True, metavar="DIR",
+                         help="folder for the Verilog and manifest.json")
+
+    def build_dir_option(sub):
+        sub.add_argument("--build-dir", metavar="DIR", default=None,
+                         help="artifact folder (default $CODNN_BUILD_DIR or ./build)")
+
+    def simulate_options(sub):
+        sub.add_argument("--sim", choices=SIMULATORS, default="verilator",
+                         help="simulator (default verilator)")
+        sub.add_argument("--waves", action="store_true", help="record a waveform")
+        sub.add_argument("--beats", type=_positive_int, default=1000,
+                         help="input beats of random stimulus (default 1000)")
+        sub.add_argument("--idle", type=_probability, default=0.2,
+                         help="probability of an idle input cycle (default 0.2)")
+        sub.add_argument("--backpressure", type=_probability, default=0.2,
+                         help="probability of output backpressure per cycle (default 0.2)")
+        sub.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+        build_dir_option(sub)
+
+    def synth_options(sub):
+        sub.add_argument("--device", choices=list(DEVICES), required=True, help="FPGA device")
+        sub.add_argument("--clock-mhz", type=_positive_float, default=None,
+                         help="clock constraint in MHz (default: per device)")
+        build_dir_option(sub)
+
+    _add_engines(commands, "generate", "Generate Verilog and manifest.json", generate_options)
+    _add_engines(commands, "simulate", "Simulate against the golden model", simulate_options)
+    _add_engines(commands, "synth", "Synthesize, place and time on an FPGA", synth_options)
+
+    demo = commands.add_parser("demo", help="run the main flow end to end",
+                               description="Generate, simulate against golden and synthesize "
+                               "every engine, then print a summary.")
+    demo.add_argument("--quick", action="store_true", help="smaller runs, Verilator only")
+    build_dir_option(demo)
+    return parser
+
+
+def _params(args):
+    return {key[len("param_"):]: value for key, value in vars(args).items()
+            if key.startswith("param_")}
+
+
+def _doctor(args):
+    from .doctor import check_toolchain
+    rows = check_toolchain()
+    if args.json:
+        print_json(rows)
+    else:
+        for row in rows:
+            row["status"] = "ok" if row["found"] else ("MISSING" if row["required"]
+                                                       else "missing (optional)")
+            row["fix"] = None if row["found"] else row["remedy"]
+        columns = [("name", "part"), ("status", "status"), ("version", "version"),
+                   ("role", "role")]
+        if not all(row["found"] for row in rows):
+            columns.append(("fix", "how to get it"))
+        print_rows("codnn toolchain", rows, columns)
+    return 0 if all(row["found"] for row in rows if row["required"]) else 1
+
+
+def _generate(args):
+    manifest = generate(args.engine, _params(args), args.output)
+    if args.json:
+        print_json(manifest)
+    else:
+        shown = {k: v for k, v in manifest.items() if k != "ports"}
+        shown["ports"] = ", ".join(f"{p['name']}[{p['width']}]" for p in manifest["ports"])
+        shown["written"] = f"{args.output}/{manifest['verilog']}, {args.output}/manifest.json"
+        print_record(f"codnn generate {args.engine}", shown)
+    return 0
+
+
+def _simulate(args):
+    with err_console.status(f"simulating {args.engine} on {args.sim}..."):
+        report = run_simulation(args.engine, _params(args), simulator=args.sim,
+                                beats=args.beats, idle=args.idle,
+                                backpressure=args.backpressure, seed=args.seed,
+                                waves=args.waves, build_root=args.build_dir)
+    if args.json:
+        print_json(report)
+    else:
+        print_record(f"codnn simulate {args.engine}", report)
+        if report["waves"]:
+            err_console.print(f"waveform written to {report['waves']}")
+    return 0
+
+
+def _synth(args):
+    with err_console.status(f"synthesizing {args.engine} for {args.device}...") as status:
+        report = run_synthesis(args.engine, _params(args), device=args.device,
+                               clock_mhz=args.clock_mhz, build_root=args.build_dir,
+                               progress=lambda stage: status.update(stage + "..."))
+    if args.json:
+        print_json(report)
+    else:
+        print_record(f"codnn synth {args.engine} --device {args.device}", report)
+    return 0
+
+
+def _demo(args):
+    from .demo import run_demo
+    return run_demo(quick=args.quick, build_root=args.build_dir)
+
+
+_COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
+             "synth": _synth, "demo": _demo}
+
+
+def main(argv=None):
+    """Run the command line; return the exit code."""
+    try:
+        args = _build_parser().parse_args(argv)
+        return _COMMANDS[args.command](args)
+    except (UsageError, ParameterError) as error:
+        message = str(error)
+        if not message.startswith("codnn"):
+            message = f"codnn: error: {message}"
+        print(message.splitlines()[0], file=sys.stderr)
+        return 2
+    except SimulationFailure as error:
+        print(f"codnn: simulation FAILED against golden:\n{error}", file=sys.stderr)
+        return 1
+    except (SynthesisError, SimulatorMissing, ToolMissing) as error:
+        print(f"codnn: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("codnn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

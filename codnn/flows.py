@@ -1,0 +1,121 @@
+"""The flows behind the commands: generate, simulate, synthesize one engine configuration.
+
+Each returns a plain dict (what ``--json`` prints and the tables show). The Verilog module of
+an engine is named after the engine.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+from amaranth.hdl import Value
+from amaranth.lib.wiring import Flow
+
+from sim.runner import default_build_root, simulate, write_verilog
+from synth.flow import synthesize
+
+from . import __version__
+from .engines import get_engine
+
+__all__ = ["ParameterError", "build_component", "generate", "run_simulation", "run_synthesis", "ports_of"]
+
+
+class ParameterError(ValueError):
+    """An engine or flow parameter is invalid; the message says which and why."""
+
+
+def build_component(engine_name, params):
+    """Return ``(engine, component, params)`` with defaults filled in.
+
+    Raises
+    ------
+    ParameterError
+        If the engine is unknown or a parameter is invalid (with the component's message).
+    """
+    try:
+        engine = get_engine(engine_name)
+    except ValueError as error:
+        raise ParameterError(str(error)) from error
+    full = engine.default_params()
+    unknown = set(params) - set(full)
+    if unknown:
+        raise ParameterError(f"Engine {engine.name} has no parameter "
+                             f"{sorted(unknown)[0]!r}; it takes {', '.join(full) or 'none'}")
+    full.update(params)
+    try:
+        component = engine.build(**full)
+    except (TypeError, ValueError) as error:
+        raise ParameterError(str(error)) from error
+    return engine, component, full
+
+
+def ports_of(component):
+    """List the Verilog ports of a component: name, direction and width."""
+    ports = [{"name": "clk", "direction": "input", "width": 1},
+             {"name": "rst", "direction": "input", "width": 1}]
+    for path, member, value in component.signature.flatten(component):
+        ports.append({"name": "__".join(str(p) for p in path),
+                      "direction": "input" if member.flow == Flow.In else "output",
+                      "width": len(Value.cast(value))})
+    return ports
+
+
+def generate(engine_name, params, out_dir):
+    """Write ``<engine>.v`` and ``manifest.json`` into ``out_dir``; return the manifest."""
+    engine, component, params = build_component(engine_name, params)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verilog_path = out_dir / f"{engine.name}.v"
+    text = write_verilog(component, engine.name, verilog_path)
+    manifest = {
+        "engine": engine.name,
+        "top": engine.name,
+        "verilog": verilog_path.name,
+        "verilog_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "parameters": params,
+        "ports": ports_of(component),
+        "clock": "clk (rising edge)",
+        "reset": "rst (synchronous, active high)",
+        "latency_cycles": engine.latency(component),
+        "throughput": engine.throughput(component),
+        "generator": f"codnn {__version__}",
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, idle=0.2,
+                   backpressure=0.2, seed=None, waves=False, build_root=None):
+    """Simulate an engine against its golden model; return the run's figures.
+
+    Raises
+    ------
+    sim.runner.SimulationFailure
+        If any output or cycle count differs from golden.
+    """
+    engine, component, params = build_component(engine_name, params)
+    if not isinstance(beats, int) or beats <= 0:
+        raise ParameterError(f"Beat count must be a positive integer, not {beats!r}")
+    for name, p in (("Idle", idle), ("Backpressure", backpressure)):
+        if not 0 <= p < 1:
+            raise ParameterError(f"{name} probability must lie in [0, 1), not {p!r}")
+    config = engine.tb_config(params, component, beats, idle, backpressure)
+    result = simulate(component, top=engine.name, testbench=engine.testbench, config=config,
+                      simulator=simulator, waves=waves, seed=seed,
+                      build_root=build_root or default_build_root())
+    return {"engine": engine.name, "parameters": params, "simulator": simulator,
+            "result": "pass", "seed": result.seed, "idle": idle,
+            "backpressure": backpressure, **result.report,
+            "waves": str(result.waves) if result.waves else None,
+            "run_dir": str(result.run_dir)}
+
+
+def run_synthesis(engine_name, params, *, device, clock_mhz=None, build_root=None,
+                  progress=None):
+    """Synthesize an engine on a device; return the report as a dict."""
+    engine, component, params = build_component(engine_name, params)
+    if clock_mhz is not None and not clock_mhz > 0:
+        raise ParameterError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
+    report = synthesize(component, top=engine.name, device=device, clock_mhz=clock_mhz,
+                        build_root=build_root or default_build_root(), progress=progress)
+    return {"engine": engine.name, "parameters": params, **report.to_dict()}

