@@ -125,9 +125,13 @@ class _BuildDir:
             source = self.path / f"{self._top}.v"
             source.write_text(self._text)
             build_args = _VERILATOR_ARGS if self._simulator == "verilator" else []
-            runner.build(sources=[source], hdl_toplevel=self._top, build_dir=self.path,
-                         timescale=("1ns", "1ps"), waves=self._waves, always=True,
-                         build_args=build_args, log_file=self.path / "build.log")
+            try:
+                runner.build(sources=[source], hdl_toplevel=self._top, build_dir=self.path,
+                             timescale=("1ns", "1ps"), waves=self._waves, always=True,
+                             build_args=build_args, log_file=self.path / "build.log")
+            except (RuntimeError, SystemExit) as error:  # a failed command, a missing tool
+                raise SimulationFailure(f"{self._simulator} could not build {self._top} "
+                                        f"({error}); see {self.path / 'build.log'}") from error
             (self.path / "built").touch()
 
 

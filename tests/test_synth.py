@@ -34,7 +34,8 @@ def test_ecp5_25k_report_and_cache(build_root):
 
 def test_design_that_does_not_fit_gives_a_clear_error(build_root):
     # Two lanes need 12 DSP blocks; the UP5K has 8.
-    with pytest.raises(SynthesisError, match="nextpnr failed: ERROR: Unable to place cell"):
+    with pytest.raises(SynthesisError,
+                       match="design does not fit ice40-up5k: it needs more ICESTORM_DSP"):
         synthesize(Fmix32Unit(lanes=2), top="fmix32", device="ice40-up5k",
                    build_root=build_root)
 
