@@ -107,6 +107,10 @@ class _BuildDir:
     """The compiled model of one Verilog text on one simulator, built once under a lock."""
 
     def __init__(self, build_root, simulator, top, verilog_text, waves):
+        if simulator == "icarus":
+            # Icarus does not run `always @*` blocks at time 0, so a mux whose inputs never
+            # change stays X (amaranth-lang/amaranth#1629); `always_comb` blocks do run.
+            verilog_text = verilog_text.replace("always @*", "always_comb")
         key = hashlib.sha256(f"{simulator}\n{waves}\n{verilog_text}".encode()).hexdigest()[:16]
         self.path = build_root / "sim" / f"{top}-{simulator}-{key}"
         self._top, self._simulator, self._text, self._waves = top, simulator, verilog_text, waves

@@ -1,0 +1,209 @@
+"""Functional and cycle model of the column-combined systolic array (SPEC.md section 2).
+
+A packed layer (``golden.column_combining.PackedLayer`` with integer weights) runs on a
+``rows x cols`` weight-stationary array as tiles: row block ``i`` (array rows) times
+column block ``j`` (array columns = groups). A tile's data beat carries, for every array
+column, the ``alpha`` data values of its group's channels (zero for missing ones) and, for
+every row, the partial sum it adds to (``psum_in``): the bias for the first column block of
+a row block, the previous column block's result after that.
+
+Arithmetic: two's complement, products and sums wrap to ``acc_bits`` exactly like the RTL
+(wrapping is modular, so the order of accumulation does not matter). Output stage:
+``clamp(acc >> shift, 0, 2**out_bits - 1)`` with an arithmetic (floor) shift.
+
+The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, with both
+input streams always valid and the output always ready: weights load a row per cycle into
+the free one of two banks; data beats enter one per cycle while their tile's bank is
+loaded; a bank frees when its tile's last result leaves. Latency of a beat:
+``rows + cols (+1 with an output stage)`` cycles.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Tile", "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile",
+           "run_layer", "latency", "cycle_model", "CycleReport"]
+
+
+def wrap(values, bits):
+    """Wrap integers to ``bits``-bit two's complement."""
+    values = np.asarray(values, dtype=object if bits > 62 else np.int64)
+    half = 1 << (bits - 1)
+    return ((values + half) % (1 << bits)) - half
+
+
+def output_stage(acc, shift, out_bits):
+    """``clamp(acc >> shift, 0, 2**out_bits - 1)`` (arithmetic shift: floor)."""
+    return np.clip(np.asarray(acc, dtype=np.int64) >> shift, 0, (1 << out_bits) - 1)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One tile of a packed layer on the array.
+
+    Attributes
+    ----------
+    row_block, col_block : int
+    weights : numpy.ndarray, shape (rows, cols)
+        Integer weight of each cell (0 where the layer has no row or group there).
+    selects : numpy.ndarray, shape (rows, cols)
+        Stream select of each cell (0 where empty).
+    channels : numpy.ndarray, shape (cols, alpha)
+        Original channel feeding each stream of each array column, -1 for none.
+    """
+
+    row_block: int
+    col_block: int
+    weights: np.ndarray
+    selects: np.ndarray
+    channels: np.ndarray
+
+    @property
+    def used_cells(self):
+        return int(np.count_nonzero(self.weights))
+
+
+def make_tiles(packed, rows, cols):
+    """Cut a packed layer into tiles, row blocks outer, column blocks inner."""
+    N, G = packed.P.shape
+    alpha = packed.alpha
+    table = np.full((G, alpha), -1, dtype=np.int64)
+    for g, group in enumerate(packed.groups):
+        table[g, :len(group)] = group
+    result = []
+    for i in range(-(-N // rows)):
+        for j in range(max(1, -(-G // cols))):
+            r0, g0 = i * rows, j * cols
+            w = np.zeros((rows, cols), dtype=np.int64)
+            s = np.zeros((rows, cols), dtype=np.int64)
+            ch = np.full((cols, alpha), -1, dtype=np.int64)
+            block_P = packed.P[r0:r0 + rows, g0:g0 + cols]
+            w[:block_P.shape[0], :block_P.shape[1]] = block_P
+            s[:block_P.shape[0], :block_P.shape[1]] = packed.idx[r0:r0 + rows, g0:g0 + cols]
+            ch[:min(cols, G - g0)] = table[g0:g0 + cols]
+            result.append(Tile(i, j, w, s, ch))
+    return result
+
+
+def tile_beats(tile, X):
+    """Data of a tile's beats: ``(T, cols, alpha)`` integers from channels ``X`` (C x T)."""
+    X = np.asarray(X)
+    gathered = X[np.maximum(tile.channels, 0)]                   # cols x alpha x T
+    gathered = np.where(tile.channels[:, :, None] >= 0, gathered, 0)
+    return np.moveaxis(gathered, 2, 0)
+
+
+def run_tile(tile, beats, psum, acc_bits):
+    """Results ``(T, rows)`` of a tile: ``wrap(psum + sum_g w[r,g] * x[g, sel[r,g]])``."""
+    beats = np.asarray(beats, dtype=np.int64)                    # T x cols x alpha
+    selected = np.take_along_axis(beats[:, None, :, :],           # T x rows x cols
+                                  tile.selects[None, :, :, None], axis=3)[..., 0]
+    return wrap(np.asarray(psum, dtype=np.int64)
+                + (tile.weights[None] * selected).sum(axis=2), acc_bits)
+
+
+def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
+    """Run a packed layer tile by tile; return ``(per_tile, acc)``.
+
+    ``per_tile`` lists ``(tile, beats, psum_in, results)`` in stream order; ``acc`` is the
+    layer's ``N x T`` accumulator result (before any output stage).
+    """
+    X = np.asarray(X, dtype=np.int64)
+    N, T = packed.P.shape[0], X.shape[1]
+    bias = np.zeros(N, dtype=np.int64) if bias is None else np.asarray(bias, dtype=np.int64)
+    acc = np.zeros((N, T), dtype=np.int64)
+    per_tile = []
+    for tile in make_tiles(packed, rows, cols):
+        r0 = tile.row_block * rows
+        n = min(rows, N - r0)
+        if tile.col_block == 0:
+            psum = np.zeros((T, rows), dtype=np.int64)
+            psum[:, :n] = bias[r0:r0 + n][None, :]
+        else:
+            psum = per_tile[-1][3]
+        beats = tile_beats(tile, X)
+        results = run_tile(tile, beats, psum, acc_bits)
+        per_tile.append((tile, beats, psum, results))
+        acc[r0:r0 + n] = results[:, :n].T
+    return per_tile, acc
+
+
+def latency(rows, cols, out_stage):
+    """Cycles from a data beat's acceptance to its result being valid."""
+    return rows + cols + (1 if out_stage else 0)
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """Cycle-model figures in SCALE-Sim's terms.
+
+    ``cycles``: from the first weight beat accepted to the last result taken, both edges
+    included. ``overall_util``: useful MACs / (cycles x rows x cols).
+    ``mapping_efficiency``: used cells / (tiles x rows x cols).
+    """
+
+    cycles: int
+    tiles: int
+    beats: int
+    useful_macs: int
+    overall_util: float
+    mapping_efficiency: float
+
+
+def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
+    """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0).
+
+    Both input streams are always valid, the output always ready. Edge ``e`` = 0 is the
+    first weight beat's acceptance.
+    """
+    tile_sizes = [int(t) for t in tile_sizes]
+    if not tile_sizes or min(tile_sizes) < 1:
+        raise ValueError("Every tile needs at least one data beat")
+    L = latency(rows, cols, out_stage)
+    EMPTY, FULL, BUSY = 0, 1, 2
+    bank = [EMPTY, EMPTY]
+    load_bank = use_bank = 0
+    load_row = 0
+    weight_tiles = data_tile = beat_in_tile = 0
+    pipe = [None] * L            # pipe[k]: (bank, last) of the beat k+1 advances old
+    outputs, total = 0, sum(tile_sizes)
+    e = 0
+    while True:
+        out = pipe[-1]
+        weights_go = weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
+        data_go = data_tile < len(tile_sizes) and bank[use_bank] == FULL
+        # updates at edge e
+        if out is not None:
+            outputs += 1
+            if out[1]:
+                bank[out[0]] = EMPTY
+            if outputs == total:
+                break
+        new = None
+        if data_go:
+            beat_in_tile += 1
+            last = beat_in_tile == tile_sizes[data_tile]
+            new = (use_bank, last)
+            if last:
+                bank[use_bank] = BUSY
+                use_bank ^= 1
+                data_tile += 1
+                beat_in_tile = 0
+        if weights_go:
+            if load_row == rows - 1:
+                bank[load_bank] = FULL
+                load_bank ^= 1
+                load_row = 0
+                weight_tiles += 1
+            else:
+                load_row += 1
+        pipe = [new] + pipe[:-1]
+        e += 1
+    cycles = e + 1
+    useful = sum(u * t for u, t in zip(used_cells or [rows * cols] * len(tile_sizes),
+                                       tile_sizes))
+    used = sum(used_cells) if used_cells is not None else rows * cols * len(tile_sizes)
+    return CycleReport(cycles=cycles, tiles=len(tile_sizes), beats=total, useful_macs=useful,
+                       overall_util=useful / (cycles * rows * cols),
+                       mapping_efficiency=used / (len(tile_sizes) * rows * cols))

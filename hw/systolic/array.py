@@ -1,0 +1,260 @@
+"""Weight-stationary column-combined systolic array with double-buffered weights."""
+
+from amaranth.hdl import Array, Module, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+__all__ = ["ColumnCombinedArray"]
+
+MAC_KINDS = ("parallel",)
+
+_EMPTY, _FULL, _BUSY = 0, 1, 2
+
+
+def _positive_int(value, what):
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise TypeError(f"{what} must be a positive integer, not {value!r}")
+
+
+class ColumnCombinedArray(wiring.Component):
+    """A ``rows x cols`` column-combined systolic array (``alpha = 1``: the dense array).
+
+    Cell (r, g) holds, in each of two weight banks, a signed weight and a stream select.
+    Array column g receives ``alpha`` data streams (the channels of group g); the data move
+    up the column one cell per cycle, each cell multiplying its weight by stream
+    ``select``; partial sums enter row r at the left (``psum``), move right one cell per
+    cycle and leave at the right edge. Skew and deskew registers at the edges let whole
+    vectors go in and come out per beat.
+
+    Weights are double-buffered: a ``weights`` beat writes one array row (row 0 first) of
+    the bank not in use, so the next tile loads while the current one computes. Data beats
+    of a tile are accepted once its bank is loaded; the beat flagged ``last`` ends the tile
+    and the next beats use the other bank. A bank is free to load again when its tile's
+    last result has left. Each data beat carries its bank with it through the array, so
+    tiles follow one another without draining.
+
+    Arithmetic: ``acc = wrap(psum + sum_g w[r,g] * x[g][sel[r,g]], acc_bits)`` (two's
+    complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
+    2**out_bits - 1)`` (arithmetic shift), ``shift`` being a run-time input.
+
+    Latency: ``rows + cols`` cycles from a data beat's acceptance to its result, plus 1
+    with an output stage. Throughput: one data beat (one input vector) per cycle while
+    the result stream is not backpressured (``mac="parallel"``). Loading a tile's weights
+    takes ``rows`` cycles and overlaps the previous tile.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Array size.
+    alpha : int
+        Data streams per array column (original columns per group).
+    weight_bits : int
+        Two's complement weight width (>= 2).
+    data_bits : int
+        Data width.
+    data_signed : bool
+        Data are two's complement (else unsigned).
+    acc_bits : int
+        Accumulator width (>= 2).
+    mac : str
+        MAC kind: ``"parallel"``.
+    out_bits : int or None
+        Width of the output stage's result, or None for no output stage.
+
+    Attributes
+    ----------
+    weights : In(stream.Signature(StructLayout({"w": ArrayLayout(signed(weight_bits), cols),
+              "sel": ArrayLayout(unsigned(sel_bits), cols)})))
+        One array row per beat.
+    data : In(stream.Signature(StructLayout({"x": ArrayLayout(ArrayLayout(data, alpha), cols),
+           "psum": ArrayLayout(signed(acc_bits), rows), "last": 1})))
+        One input vector per beat: the ``alpha`` streams of every column, the partial sum
+        of every row, and whether this beat ends the tile.
+    result : Out(stream.Signature(StructLayout({"acc": ArrayLayout(signed(acc_bits), rows),
+             ["y": ArrayLayout(unsigned(out_bits), rows),] "last": 1})))
+    shift : In(range(acc_bits)), only with ``out_bits``
+        Output stage shift.
+
+    Raises
+    ------
+    TypeError
+        If a size or width is not a positive integer, or ``data_signed`` is not a bool.
+    ValueError
+        If ``mac`` is unknown, a width is too small, or ``out_bits`` exceeds ``acc_bits``.
+    """
+
+    def __init__(self, *, rows, cols, alpha=1, weight_bits=8, data_bits=8, data_signed=False,
+                 acc_bits=32, mac="parallel", out_bits=None):
+        _positive_int(rows, "Row count")
+        _positive_int(cols, "Column count")
+        _positive_int(alpha, "Alpha")
+        _positive_int(weight_bits, "Weight width")
+        _positive_int(data_bits, "Data width")
+        _positive_int(acc_bits, "Accumulator width")
+        if weight_bits < 2:
+            raise ValueError(f"Weight width must be at least 2 bits (two's complement), "
+                             f"not {weight_bits}")
+        if acc_bits < 2:
+            raise ValueError(f"Accumulator width must be at least 2 bits, not {acc_bits}")
+        if not isinstance(data_signed, bool):
+            raise TypeError(f"Data signedness must be a bool, not {data_signed!r}")
+        if mac not in MAC_KINDS:
+            raise ValueError(f"MAC kind must be one of {', '.join(MAC_KINDS)}, not {mac!r}")
+        if out_bits is not None:
+            _positive_int(out_bits, "Output width")
+            if out_bits > acc_bits:
+                raise ValueError(f"Output width ({out_bits}) must not exceed the accumulator "
+                                 f"width ({acc_bits})")
+        self._rows, self._cols, self._alpha = rows, cols, alpha
+        self._weight_bits, self._data_bits, self._data_signed = weight_bits, data_bits, data_signed
+        self._acc_bits, self._mac, self._out_bits = acc_bits, mac, out_bits
+        self._sel_bits = max(1, ceil_log2(alpha))
+
+        data_shape = signed(data_bits) if data_signed else unsigned(data_bits)
+        result_fields = {"acc": data.ArrayLayout(signed(acc_bits), rows)}
+        if out_bits is not None:
+            result_fields["y"] = data.ArrayLayout(unsigned(out_bits), rows)
+        result_fields["last"] = 1
+        members = {
+            "weights": In(stream.Signature(data.StructLayout({
+                "w": data.ArrayLayout(signed(weight_bits), cols),
+                "sel": data.ArrayLayout(unsigned(self._sel_bits), cols)}))),
+            "data": In(stream.Signature(data.StructLayout({
+                "x": data.ArrayLayout(data.ArrayLayout(data_shape, alpha), cols),
+                "psum": data.ArrayLayout(signed(acc_bits), rows),
+                "last": 1}))),
+            "result": Out(stream.Signature(data.StructLayout(result_fields))),
+        }
+        if out_bits is not None:
+            members["shift"] = In(range(acc_bits))
+        super().__init__(members)
+
+    rows = property(lambda self: self._rows, doc="Array rows.")
+    cols = property(lambda self: self._cols, doc="Array columns.")
+    alpha = property(lambda self: self._alpha, doc="Data streams per array column.")
+    weight_bits = property(lambda self: self._weight_bits, doc="Weight width.")
+    data_bits = property(lambda self: self._data_bits, doc="Data width.")
+    data_signed = property(lambda self: self._data_signed, doc="Whether data are signed.")
+    acc_bits = property(lambda self: self._acc_bits, doc="Accumulator width.")
+    mac = property(lambda self: self._mac, doc="MAC kind.")
+    out_bits = property(lambda self: self._out_bits, doc="Output stage width or None.")
+    sel_bits = property(lambda self: self._sel_bits, doc="Width of a stream select.")
+
+    @property
+    def latency(self):
+        """Cycles from a data beat's acceptance to its result being valid."""
+        return self.rows + self.cols + (1 if self.out_bits is not None else 0)
+
+    def elaborate(self, platform):
+        m = Module()
+        R, W = self.rows, self.cols
+        advance = Signal()
+        m.d.comb += advance.eq(~self.result.valid | self.result.ready)
+
+        # Control: two weight banks, each EMPTY -> FULL (loaded) -> BUSY (in use) -> EMPTY.
+        bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
+        load_bank = Signal(name="load_bank")
+        use_bank = Signal(name="use_bank")
+        load_row = Signal(range(R))
+        m.d.comb += [
+            self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
+            self.data.ready.eq(advance & (bank_state[use_bank] == _FULL)),
+        ]
+        weights_go = self.weights.valid & self.weights.ready
+        data_go = self.data.valid & self.data.ready
+
+        # Valid pipeline: (valid, bank, last) of each beat in flight.
+        L = self.latency
+        pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(L)]
+        pipe_bank = [Signal(name=f"pipe{k}_bank") for k in range(L)]
+        pipe_last = [Signal(name=f"pipe{k}_last") for k in range(L)]
+        with m.If(advance):
+            m.d.sync += [pipe_valid[0].eq(data_go), pipe_bank[0].eq(use_bank),
+                         pipe_last[0].eq(self.data.payload.last)]
+            for k in range(1, L):
+                m.d.sync += [pipe_valid[k].eq(pipe_valid[k - 1]),
+                             pipe_bank[k].eq(pipe_bank[k - 1]),
+                             pipe_last[k].eq(pipe_last[k - 1])]
+        m.d.comb += [self.result.valid.eq(pipe_valid[-1]),
+                     self.result.payload.last.eq(pipe_last[-1])]
+        tile_done = self.result.valid & self.result.ready & pipe_last[-1]
+
+        for b in range(2):
+            with m.If(tile_done & (pipe_bank[-1] == b)):
+                m.d.sync += bank_state[b].eq(_EMPTY)
+            with m.Elif(data_go & self.data.payload.last & (use_bank == b)):
+                m.d.sync += bank_state[b].eq(_BUSY)
+            with m.Elif(weights_go & (load_row == R - 1) & (load_bank == b)):
+                m.d.sync += bank_state[b].eq(_FULL)
+        with m.If(data_go & self.data.payload.last):
+            m.d.sync += use_bank.eq(~use_bank)
+        with m.If(weights_go):
+            with m.If(load_row == R - 1):
+                m.d.sync += [load_row.eq(0), load_bank.eq(~load_bank)]
+            with m.Else():
+                m.d.sync += load_row.eq(load_row + 1)
+
+        # Weight banks, written a row at a time.
+        weight = [[[Signal(signed(self.weight_bits), name=f"w{b}_r{r}_c{g}")
+                    for g in range(W)] for r in range(R)] for b in range(2)]
+        select = [[[Signal(self.sel_bits, name=f"sel{b}_r{r}_c{g}")
+                    for g in range(W)] for r in range(R)] for b in range(2)]
+        for b in range(2):
+            for r in range(R):
+                with m.If(weights_go & (load_bank == b) & (load_row == r)):
+                    for g in range(W):
+                        m.d.sync += [weight[b][r][g].eq(self.weights.payload.w[g]),
+                                     select[b][r][g].eq(self.weights.payload.sel[g])]
+
+        def stage(value, name):
+            reg = Signal(value.shape(), name=name)
+            with m.If(advance):
+                m.d.sync += reg.eq(value)
+            return reg
+
+        def delay(value, cycles, name):
+            for k in range(cycles):
+                value = stage(value, f"{name}_d{k}")
+            return value
+
+        # Input stage, then skew: column g's data wait g cycles, row r's psum R-1-r.
+        x_in = stage(self.data.payload.x, "x_in")
+        psum_in = stage(self.data.payload.psum, "psum_in")
+        bank_in = stage(use_bank, "bank_in")
+        column_data = [(delay(x_in[g], g, f"x_c{g}"), delay(bank_in, g, f"bank_c{g}"))
+                       for g in range(W)]
+        row_psum = [delay(psum_in[r], R - 1 - r, f"psum_r{r}") for r in range(R)]
+
+        # The cells: data move up (row R-1 is the bottom), partial sums move right.
+        for g in range(W):
+            x, bank = column_data[g]
+            for r in reversed(range(R)):
+                streams = Array(x[a] for a in range(self.alpha))
+                w = Array([weight[0][r][g], weight[1][r][g]])[bank]
+                sel = Array([select[0][r][g], select[1][r][g]])[bank]
+                product = w * streams[sel]
+                row_psum[r] = stage((row_psum[r] + product)[:self.acc_bits].as_signed(),
+                                    f"acc_r{r}_c{g}")
+                if r > 0:
+                    x, bank = stage(x, f"x_r{r}_c{g}"), stage(bank, f"bank_r{r}_c{g}")
+
+        # Deskew: row r waits r cycles so a vector's results leave together.
+        acc = [delay(row_psum[r], r, f"deskew_r{r}") for r in range(R)]
+        if self.out_bits is None:
+            for r in range(R):
+                m.d.comb += self.result.payload.acc[r].eq(acc[r])
+        else:
+            top = (1 << self.out_bits) - 1
+            for r in range(R):
+                shifted = acc[r] >> self.shift
+                clamped = Signal(self.out_bits, name=f"y_r{r}")
+                with m.If(shifted < 0):
+                    m.d.comb += clamped.eq(0)
+                with m.Elif(shifted > top):
+                    m.d.comb += clamped.eq(top)
+                with m.Else():
+                    m.d.comb += clamped.eq(shifted)
+                m.d.comb += [self.result.payload.acc[r].eq(stage(acc[r], f"out_acc_r{r}")),
+                             self.result.payload.y[r].eq(stage(clamped, f"out_y_r{r}"))]
+        return m
