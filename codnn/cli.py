@@ -17,6 +17,7 @@ from synth.tools import ToolMissing
 from . import __version__
 from .engines import ENGINES
 from .flows import ParameterError, generate, run_simulation, run_synthesis
+from .packfile import WeightFileError
 from .render import err_console, print_json, print_record, print_rows
 
 __all__ = ["main"]
@@ -41,6 +42,16 @@ def _positive_float(text):
     return value
 
 
+def _non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, not {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, not {text!r}")
+    return value
+
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -61,7 +72,21 @@ def _probability(text):
     return value
 
 
-def _add_engines(subparsers, command, help_text, add_options):
+def _add_param(parser, param, prefix):
+    option = f"--{param.name.replace('_', '-')}"
+    default = "none" if param.default is None else param.default
+    common = {"dest": f"{prefix}{param.name}", "default": param.default,
+              "help": f"{param.help} (default {default})"}
+    if param.type is bool:
+        parser.add_argument(option, action=argparse.BooleanOptionalAction, **common)
+    elif param.type is int:
+        parser.add_argument(option, type=_positive_int if param.name != "shift" else int,
+                            **common)
+    else:
+        parser.add_argument(option, type=param.type, choices=param.choices, **common)
+
+
+def _add_engines(subparsers, command, help_text, add_options, with_sim_params=False):
     parser = subparsers.add_parser(command, help=help_text, description=help_text)
     engines = parser.add_subparsers(dest="engine", metavar="ENGINE", required=True,
                                     parser_class=_Parser)
@@ -69,10 +94,10 @@ def _add_engines(subparsers, command, help_text, add_options):
         sub = engines.add_parser(engine.name, help=engine.summary,
                                  description=f"{help_text}: {engine.summary}.")
         for param in engine.params:
-            sub.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}",
-                             type=_positive_int if param.type is int else param.type,
-                             default=param.default,
-                             help=f"{param.help} (default {param.default})")
+            _add_param(sub, param, "param_")
+        if with_sim_params:
+            for param in engine.sim_params:
+                _add_param(sub, param, "sim_")
         add_options(sub)
         sub.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -102,7 +127,8 @@ def _build_parser():
                          help="simulator (default verilator)")
         sub.add_argument("--waves", action="store_true", help="record a waveform")
         sub.add_argument("--beats", type=_positive_int, default=1000,
-                         help="input beats of random stimulus (default 1000)")
+                         help="input beats of random stimulus (per tile for arrays; "
+                              "default 1000)")
         sub.add_argument("--idle", type=_probability, default=0.2,
                          help="probability of an idle input cycle (default 0.2)")
         sub.add_argument("--backpressure", type=_probability, default=0.2,
@@ -117,8 +143,27 @@ def _build_parser():
         build_dir_option(sub)
 
     _add_engines(commands, "generate", "Generate Verilog and manifest.json", generate_options)
-    _add_engines(commands, "simulate", "Simulate against the golden model", simulate_options)
+    _add_engines(commands, "simulate", "Simulate against the golden model", simulate_options,
+                 with_sim_params=True)
     _add_engines(commands, "synth", "Synthesize, place and time on an FPGA", synth_options)
+
+    pack_cmd = commands.add_parser(
+        "pack", help="pack sparse layers by column combining",
+        description="Group the columns of each layer (column combining), prune conflicts, "
+                    "write the packed form and report groups, conflicts pruned, packing "
+                    "efficiency and tiles against a dense array.")
+    pack_cmd.add_argument("weights", metavar="WEIGHTS",
+                          help=".npy (one N x C or conv layer) or .npz (one layer per key)")
+    pack_cmd.add_argument("--alpha", type=_positive_int, default=8,
+                          help="columns per group (default 8)")
+    pack_cmd.add_argument("--gamma", type=_non_negative_float, default=0.5,
+                          help="allowed conflicts per row (default 0.5)")
+    pack_cmd.add_argument("--rows", type=_positive_int, default=32,
+                          help="array rows for the tile count (default 32)")
+    pack_cmd.add_argument("--cols", type=_positive_int, default=32,
+                          help="array columns for the tile count (default 32)")
+    pack_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz")
+    pack_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
@@ -128,9 +173,9 @@ def _build_parser():
     return parser
 
 
-def _params(args):
-    return {key[len("param_"):]: value for key, value in vars(args).items()
-            if key.startswith("param_")}
+def _params(args, prefix="param_"):
+    return {key[len(prefix):]: value for key, value in vars(args).items()
+            if key.startswith(prefix)}
 
 
 def _doctor(args):
@@ -168,7 +213,8 @@ def _simulate(args):
         report = run_simulation(args.engine, _params(args), simulator=args.sim,
                                 beats=args.beats, idle=args.idle,
                                 backpressure=args.backpressure, seed=args.seed,
-                                waves=args.waves, build_root=args.build_dir)
+                                waves=args.waves, build_root=args.build_dir,
+                                sim_params=_params(args, "sim_"))
     if args.json:
         print_json(report)
     else:
@@ -190,13 +236,42 @@ def _synth(args):
     return 0
 
 
+def _pack(args):
+    from golden.column_combining import dense_tiles, tiles
+    from .packfile import pack_file, save_packed
+    with err_console.status(f"packing {args.weights}..."):
+        layers = pack_file(args.weights, args.alpha, args.gamma)
+    save_packed(args.output, {name: packed for name, (_, packed) in layers.items()})
+    rows = []
+    for name, (matrix, packed) in layers.items():
+        packed_tiles = tiles(packed, args.rows, args.cols)
+        dense = dense_tiles(matrix.shape, args.rows, args.cols)
+        rows.append({"layer": name, "shape": f"{matrix.shape[0]}x{matrix.shape[1]}",
+                     "nonzeros": int((matrix != 0).sum()), "groups": len(packed.groups),
+                     "conflicts_pruned": packed.pruned,
+                     "packing_efficiency": round(packed.efficiency, 4),
+                     "tiles": packed_tiles, "dense_tiles": dense,
+                     "tiles_vs_dense": round(packed_tiles / dense, 4)})
+    if args.json:
+        print_json({"alpha": args.alpha, "gamma": args.gamma, "array": [args.rows, args.cols],
+                    "output": args.output, "layers": rows})
+    else:
+        print_rows(f"codnn pack (alpha={args.alpha}, gamma={args.gamma}, "
+                   f"{args.rows}x{args.cols} array) -> {args.output}", rows,
+                   [("layer", "layer"), ("shape", "N x C"), ("nonzeros", "nnz"),
+                    ("groups", "groups"), ("conflicts_pruned", "pruned"),
+                    ("packing_efficiency", "pack eff"), ("tiles", "tiles"),
+                    ("dense_tiles", "dense"), ("tiles_vs_dense", "ratio")])
+    return 0
+
+
 def _demo(args):
     from .demo import run_demo
     return run_demo(quick=args.quick, build_root=args.build_dir)
 
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
-             "synth": _synth, "demo": _demo}
+             "synth": _synth, "pack": _pack, "demo": _demo}
 
 
 def main(argv=None):
@@ -204,7 +279,7 @@ def main(argv=None):
     try:
         args = _build_parser().parse_args(argv)
         return _COMMANDS[args.command](args)
-    except (UsageError, ParameterError) as error:
+    except (UsageError, ParameterError, WeightFileError) as error:
         message = str(error)
         if not message.startswith("codnn"):
             message = f"codnn: error: {message}"

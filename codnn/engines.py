@@ -1,26 +1,30 @@
 """The engines the command line knows: how to build each one, its parameters, its testbench.
 
-An ``Engine`` turns command-line parameters into an Amaranth component, names its Verilog
-module, and says which cocotb testbench holds it against the golden model and with what
-configuration. New engines register here and every command (generate, simulate, synth,
-demo) picks them up.
+An ``Engine`` turns command-line parameters into an Amaranth component, says which cocotb
+testbench holds it against the golden model and with what configuration. Its Verilog
+module is named after the engine. New engines register here and every command (generate,
+simulate, synth, demo) picks them up.
 """
 
 from dataclasses import dataclass
 
 from hw.common.fmix32 import Fmix32Unit
+from hw.systolic import ColumnCombinedArray
+from hw.systolic.array import MAC_KINDS
 
 __all__ = ["Param", "Engine", "ENGINES", "get_engine"]
 
 
 @dataclass(frozen=True)
 class Param:
-    """One generator parameter of an engine, as a command-line option ``--name``."""
+    """One parameter, as a command-line option ``--name`` (``bool``: ``--name/--no-name``;
+    a default of None means "not set")."""
 
     name: str
     type: type
     default: object
     help: str
+    choices: tuple = None
 
 
 @dataclass(frozen=True)
@@ -29,20 +33,17 @@ class Engine:
 
     Attributes
     ----------
-    name : str
-    summary : str
+    name, summary : str
     params : tuple of Param
-    build : callable
-        ``build(**params)`` returns the component; it validates the parameters.
+        Generator parameters; ``build(**params)`` returns the component and validates them.
+    sim_params : tuple of Param
+        Workload parameters of ``simulate`` (beyond beats, stalls and seed).
     testbench : str
         cocotb test module that checks the component against golden.
     tb_config : callable
-        ``tb_config(params, component, beats, idle, backpressure)`` returns the testbench's
-        configuration.
-    latency : callable
-        ``latency(component)`` returns the latency in cycles.
-    throughput : callable
-        ``throughput(component)`` returns a description of the throughput.
+        ``tb_config(component, sim_params, beats, idle, backpressure)`` -> testbench config.
+    latency, throughput : callable
+        ``(component)`` -> latency in cycles, throughput description.
     """
 
     name: str
@@ -53,9 +54,18 @@ class Engine:
     tb_config: object
     latency: object
     throughput: object
+    sim_params: tuple = ()
 
     def default_params(self):
         return {p.name: p.default for p in self.params}
+
+
+def _systolic_config(dut, sim, beats, idle, backpressure):
+    return {"rows": dut.rows, "cols": dut.cols, "alpha": dut.alpha,
+            "weight_bits": dut.weight_bits, "data_bits": dut.data_bits,
+            "data_signed": dut.data_signed, "acc_bits": dut.acc_bits,
+            "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
+            "backpressure": backpressure, **sim}
 
 
 ENGINES = {engine.name: engine for engine in [
@@ -65,11 +75,34 @@ ENGINES = {engine.name: engine for engine in [
         params=(Param("lanes", int, 1, "values per beat"),),
         build=lambda lanes: Fmix32Unit(lanes=lanes),
         testbench="sim.tb_fmix32",
-        tb_config=lambda params, dut, beats, idle, backpressure: {
+        tb_config=lambda dut, sim, beats, idle, backpressure: {
             "lanes": dut.lanes, "beats": beats, "idle": idle,
             "backpressure": backpressure, "latency": dut.LATENCY},
         latency=lambda dut: dut.LATENCY,
         throughput=lambda dut: f"{dut.lanes} values/cycle",
+    ),
+    Engine(
+        name="systolic",
+        summary="column-combined weight-stationary systolic array",
+        params=(Param("rows", int, 4, "array rows"),
+                Param("cols", int, 4, "array columns"),
+                Param("alpha", int, 4, "data streams per column (1 = dense array)"),
+                Param("weight_bits", int, 8, "weight width, two's complement"),
+                Param("data_bits", int, 8, "data width"),
+                Param("data_signed", bool, False, "signed data"),
+                Param("acc_bits", int, 32, "accumulator width"),
+                Param("mac", str, "parallel", "MAC kind", MAC_KINDS),
+                Param("out_bits", int, None, "output stage width (default: none)")),
+        build=lambda **p: ColumnCombinedArray(**p),
+        sim_params=(Param("layer_rows", int, 12, "filters of the random layer"),
+                    Param("layer_cols", int, 40, "input channels of the random layer"),
+                    Param("sparsity", float, 0.8, "fraction of weights pruned"),
+                    Param("gamma", float, 0.5, "allowed conflicts per row"),
+                    Param("shift", int, 8, "output stage shift")),
+        testbench="sim.tb_systolic",
+        tb_config=_systolic_config,
+        latency=lambda dut: dut.latency,
+        throughput=lambda dut: f"1 vector/cycle ({dut.rows * dut.cols} MACs/cycle)",
     ),
 ]}
 

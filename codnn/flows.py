@@ -85,7 +85,7 @@ def generate(engine_name, params, out_dir):
 
 
 def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, idle=0.2,
-                   backpressure=0.2, seed=None, waves=False, build_root=None):
+                   backpressure=0.2, seed=None, waves=False, build_root=None, sim_params=None):
     """Simulate an engine against its golden model; return the run's figures.
 
     Raises
@@ -99,12 +99,18 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
     for name, p in (("Idle", idle), ("Backpressure", backpressure)):
         if not 0 <= p < 1:
             raise ParameterError(f"{name} probability must lie in [0, 1), not {p!r}")
-    config = engine.tb_config(params, component, beats, idle, backpressure)
+    sim = {p.name: p.default for p in engine.sim_params}
+    unknown = set(sim_params or {}) - set(sim)
+    if unknown:
+        raise ParameterError(f"Engine {engine.name} has no simulation parameter "
+                             f"{sorted(unknown)[0]!r}")
+    sim.update(sim_params or {})
+    config = engine.tb_config(component, sim, beats, idle, backpressure)
     result = simulate(component, top=engine.name, testbench=engine.testbench, config=config,
                       simulator=simulator, waves=waves, seed=seed,
                       build_root=build_root or default_build_root())
-    return {"engine": engine.name, "parameters": params, "simulator": simulator,
-            "result": "pass", "seed": result.seed, "idle": idle,
+    return {"engine": engine.name, "parameters": params, "workload": sim,
+            "simulator": simulator, "result": "pass", "seed": result.seed, "idle": idle,
             "backpressure": backpressure, **result.report,
             "waves": str(result.waves) if result.waves else None,
             "run_dir": str(result.run_dir)}

@@ -1,0 +1,85 @@
+"""Reading weight files and writing packed layers (``codnn pack``).
+
+Input: ``.npy`` (one layer: an ``N x C`` matrix or ``C_out x C_in x k x k`` conv weights)
+or ``.npz`` (one layer per array, named by its key). Output ``.npz``: for every layer
+``<name>/P``, ``<name>/idx``, ``<name>/groups`` (``G x alpha`` original column indices,
+-1 padded), ``<name>/meta`` (``[alpha, gamma, columns, pruned]``); a ``.npy`` input's layer
+is named ``layer``.
+"""
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from golden.column_combining import conv_weight_matrix, pack
+
+__all__ = ["WeightFileError", "load_layers", "pack_file", "save_packed"]
+
+
+class WeightFileError(ValueError):
+    """A weight file is missing, unreadable or holds something that is not a layer."""
+
+
+def _as_matrix(name, array):
+    if array.ndim == 4:
+        return conv_weight_matrix(array)
+    if array.ndim != 2:
+        raise WeightFileError(f"layer {name!r} has shape {array.shape}: expected an N x C "
+                              f"matrix or C_out x C_in x k x k conv weights")
+    return array
+
+
+def load_layers(path):
+    """Return ``{name: N x C float matrix}`` from a ``.npy`` or ``.npz`` file.
+
+    Raises
+    ------
+    WeightFileError
+        If the file is missing, not a NumPy file, empty, or holds a non-layer array.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise WeightFileError(f"no such weight file: {path}")
+    try:
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                layers = {key: archive[key] for key in archive.files}
+        elif path.suffix == ".npy":
+            layers = {"layer": np.load(path, allow_pickle=False)}
+        else:
+            raise WeightFileError(f"{path}: weights must be a .npy or .npz file")
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+        if isinstance(error, WeightFileError):
+            raise
+        raise WeightFileError(f"{path} is not a readable NumPy file ({error})") from None
+    if not layers:
+        raise WeightFileError(f"{path} holds no arrays")
+    for name, array in layers.items():
+        if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype,
+                                                                      np.complexfloating):
+            raise WeightFileError(f"layer {name!r} holds {array.dtype}, not real numbers")
+        if not np.isfinite(array).all():
+            raise WeightFileError(f"layer {name!r} holds NaN or infinite weights")
+    return {name: _as_matrix(name, array) for name, array in layers.items()}
+
+
+def save_packed(path, packed_layers):
+    """Write ``{name: PackedLayer}`` to an ``.npz`` file (format in the module docstring)."""
+    arrays = {}
+    for name, packed in packed_layers.items():
+        table = np.full((len(packed.groups), packed.alpha), -1, dtype=np.int64)
+        for g, group in enumerate(packed.groups):
+            table[g, :len(group)] = group
+        arrays[f"{name}/P"] = packed.P
+        arrays[f"{name}/idx"] = packed.idx
+        arrays[f"{name}/groups"] = table
+        arrays[f"{name}/meta"] = np.array([packed.alpha, packed.gamma, packed.columns,
+                                           packed.pruned], dtype=np.float64)
+    np.savez(path, **arrays)
+
+
+def pack_file(path, alpha, gamma):
+    """Pack every layer of a weight file; return ``{name: (matrix, PackedLayer)}``."""
+    return {name: (matrix, pack(matrix, alpha, gamma))
+            for name, matrix in load_layers(path).items()}

@@ -1,0 +1,32 @@
+# amaranth: UnusedElaboratable=no
+"""The column-combined array's parameters and signature (its behaviour: test_sim_systolic)."""
+
+import pytest
+
+from hw.systolic import ColumnCombinedArray
+
+
+def test_signature_widths():
+    dut = ColumnCombinedArray(rows=4, cols=8, alpha=4, out_bits=8)
+    assert dut.latency == 4 + 8 + 1 and dut.sel_bits == 2
+    assert len(dut.data.payload.as_value()) == 8 * 4 * 8 + 4 * 32 + 1
+    assert len(dut.weights.payload.as_value()) == 8 * 8 + 8 * 2
+    assert len(dut.result.payload.as_value()) == 4 * 32 + 4 * 8 + 1
+    assert ColumnCombinedArray(rows=1, cols=1).latency == 2
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"rows": 0, "cols": 1}, TypeError, "Row count must be a positive integer, not 0"),
+    ({"rows": 1, "cols": -2}, TypeError, "Column count must be a positive integer, not -2"),
+    ({"rows": 1, "cols": 1, "alpha": 1.5}, TypeError, "Alpha must be a positive integer"),
+    ({"rows": 1, "cols": 1, "weight_bits": 1}, ValueError, "Weight width must be at least 2"),
+    ({"rows": 1, "cols": 1, "acc_bits": 1}, ValueError, "Accumulator width must be at least 2"),
+    ({"rows": 1, "cols": 1, "data_bits": 0}, TypeError, "Data width must be a positive"),
+    ({"rows": 1, "cols": 1, "data_signed": 1}, TypeError, "Data signedness must be a bool"),
+    ({"rows": 1, "cols": 1, "mac": "systolic"}, ValueError, "MAC kind must be one of"),
+    ({"rows": 1, "cols": 1, "out_bits": 40}, ValueError, "must not exceed the accumulator"),
+    ({"rows": 1, "cols": 1, "out_bits": 0}, TypeError, "Output width must be a positive"),
+])
+def test_invalid_parameters(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        ColumnCombinedArray(**kwargs)
