@@ -1,15 +1,17 @@
 """Rendering reports: rich tables for people, JSON for programs."""
 
 import json
+import sys
 
 from rich.console import Console
 from rich.table import Table
 
 __all__ = ["console", "err_console", "print_json", "print_record", "print_rows"]
 
-console = Console()
+# Rich wraps to 80 columns when not writing to a terminal; logs and pipes get 120.
+console = Console(width=None if sys.stdout.isatty() else 120)
 #: Progress and errors go to stderr so that ``--json`` output stays clean.
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 
 
 def print_json(value):

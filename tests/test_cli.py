@@ -108,3 +108,67 @@ def test_demo_quick_prints_the_summary(capsys):
     assert code == 0
     assert "codnn demo summary" in out and out.count("PASS") == 2
     assert "synth (ice40-up5k)" in out and "synth (ecp5-25k)" in out
+
+
+def test_pack_reports_and_writes_the_packed_layers(capsys, tmp_path):
+    import numpy as np
+    from golden.workloads import structured_layer
+    weights = tmp_path / "w.npz"
+    rng = np.random.default_rng(8)
+    np.savez(weights, fc=structured_layer(rng, 64, 512, 0.8),
+             conv=rng.standard_normal((8, 4, 3, 3)))
+    out = tmp_path / "packed.npz"
+    code, stdout, _ = run(capsys, "pack", str(weights), "--alpha", "8", "--gamma", "0.5",
+                          "--rows", "16", "--cols", "16", "-o", str(out), "--json")
+    assert code == 0
+    report = {layer["layer"]: layer for layer in json.loads(stdout)["layers"]}
+    assert report["conv"]["shape"] == "8x36"
+    assert report["fc"]["tiles_vs_dense"] <= 0.35
+    with np.load(out) as packed:
+        assert packed["fc/P"].shape == (64, report["fc"]["groups"])
+        assert packed["fc/groups"].shape == (report["fc"]["groups"], 8)
+        assert packed["fc/meta"][3] == report["fc"]["conflicts_pruned"]
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "no such weight file"),
+    (b"not numpy", "is not a readable NumPy file"),
+    ("1d", "expected an N x C matrix"),
+    ("nan", "NaN or infinite"),
+])
+def test_pack_bad_files_exit_2(capsys, tmp_path, content, expected):
+    import numpy as np
+    path = tmp_path / "w.npy"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content == "1d":
+        np.save(path, np.zeros(4))
+    elif content == "nan":
+        np.save(path, np.array([[1.0, np.nan]]))
+    code, out, err = run(capsys, "pack", str(path), "-o", str(tmp_path / "p.npz"))
+    assert code == 2 and expected in err and err.count("\n") == 1
+
+
+def test_generate_systolic(capsys, tmp_path):
+    code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
+                       "--alpha", "2", "--out-bits", "8", "-o", str(tmp_path), "--json")
+    manifest = json.loads(out)
+    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 1
+    ports = {p["name"]: p["width"] for p in manifest["ports"]}
+    assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5
+    assert "module systolic(" in (tmp_path / "systolic.v").read_text()
+
+
+def test_simulate_systolic_reports_utilization(capsys, icarus):
+    code, out, _ = run(capsys, "simulate", "systolic", "--sim", icarus, "--rows", "2",
+                       "--cols", "2", "--alpha", "2", "--beats", "5", "--idle", "0",
+                       "--backpressure", "0", "--seed", "4", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass"
+    assert report["cycles"] == report["model_cycles_without_stalls"]
+    assert 0 < report["overall_util"] <= 1 and 0 < report["mapping_efficiency"] <= 1
+
+
+def test_systolic_bad_parameter_exits_2(capsys):
+    code, _, err = run(capsys, "generate", "systolic", "--mac", "fancy", "-o", "x")
+    assert code == 2 and "invalid choice: 'fancy'" in err
