@@ -14,8 +14,9 @@ Arithmetic: two's complement, products and sums wrap to ``acc_bits`` exactly lik
 The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, with both
 input streams always valid and the output always ready: weights load a row per cycle into
 the free one of two banks; data beats enter one per cycle while their tile's bank is
-loaded; a bank frees when its tile's last result leaves. Latency of a beat:
-``rows + cols (+1 with an output stage)`` cycles.
+loaded and the output FIFO has room for them (credits); a bank frees when its tile's last
+result leaves the cells. A beat spends ``rows + cols (+1 with an output stage)`` cycles in
+the cells and skew registers, then 1 in the output FIFO.
 """
 
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Tile", "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile",
-           "run_layer", "latency", "cycle_model", "CycleReport"]
+           "run_layer", "pipeline_depth", "latency", "cycle_model", "CycleReport"]
 
 
 def wrap(values, bits):
@@ -129,9 +130,14 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
     return per_tile, acc
 
 
-def latency(rows, cols, out_stage):
-    """Cycles from a data beat's acceptance to its result being valid."""
+def pipeline_depth(rows, cols, out_stage):
+    """Register stages from an accepted data beat to the array's output FIFO."""
     return rows + cols + (1 if out_stage else 0)
+
+
+def latency(rows, cols, out_stage):
+    """Cycles from a data beat's acceptance to its result being valid at the output."""
+    return pipeline_depth(rows, cols, out_stage) + 1
 
 
 @dataclass(frozen=True)
@@ -160,26 +166,34 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
     tile_sizes = [int(t) for t in tile_sizes]
     if not tile_sizes or min(tile_sizes) < 1:
         raise ValueError("Every tile needs at least one data beat")
-    L = latency(rows, cols, out_stage)
+    L = pipeline_depth(rows, cols, out_stage)
+    depth = L + 2                # output FIFO entries, as in the RTL
     EMPTY, FULL, BUSY = 0, 1, 2
     bank = [EMPTY, EMPTY]
     load_bank = use_bank = 0
     load_row = 0
     weight_tiles = data_tile = beat_in_tile = 0
-    pipe = [None] * L            # pipe[k]: (bank, last) of the beat k+1 advances old
-    outputs, total = 0, sum(tile_sizes)
+    pipe = [None] * L            # pipe[k]: (bank, last) of the beat accepted k+1 edges ago
+    queued = occupancy = outputs = 0
+    total = sum(tile_sizes)
     e = 0
     while True:
-        out = pipe[-1]
+        result_go = queued > 0
         weights_go = weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
-        data_go = data_tile < len(tile_sizes) and bank[use_bank] == FULL
+        data_go = (data_tile < len(tile_sizes) and bank[use_bank] == FULL
+                   and occupancy < depth)
+        leaving = pipe[-1]
         # updates at edge e
-        if out is not None:
+        if result_go:
+            queued -= 1
             outputs += 1
-            if out[1]:
-                bank[out[0]] = EMPTY
             if outputs == total:
                 break
+        if leaving is not None:
+            queued += 1
+            if leaving[1]:
+                bank[leaving[0]] = EMPTY
+        occupancy += int(data_go) - int(result_go)
         new = None
         if data_go:
             beat_in_tile += 1

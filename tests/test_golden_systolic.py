@@ -38,13 +38,18 @@ def test_accumulator_wraps():
 
 
 def test_cycle_model_by_hand():
-    # rows=2: weights at edges 0,1; data at 2..11; latency 2+3=5: last result at 16.
-    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 17
-    assert latency(2, 3, True) == 6
-    # Tile 2's weights load during tile 1; tile 3 waits for bank 0 to drain.
+    # rows=2: weights at edges 0,1; data at 2..11; latency 2+3+1=6: last result at 17.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 18
+    assert latency(2, 3, True) == 7
+    # Tile 2's weights load during tile 1 (edges 2,3) and its beats follow at 12..21.
+    # Tile 3's wait for bank 0, free once tile 1's last beat (accepted at 11) leaves the
+    # cells at edge 16: they load at 17,18, in time for its beats at 22..31; the last
+    # result is taken 6 edges later, at 37.
     report = cycle_model([10, 10, 10], rows=2, cols=3, out_stage=False)
-    assert report.cycles == 37 and report.beats == 30 and report.tiles == 3
-    assert report.overall_util == pytest.approx(30 * 6 / (37 * 6))
+    assert report.cycles == 38 and report.beats == 30 and report.tiles == 3
+    assert report.overall_util == pytest.approx(30 * 6 / (38 * 6))
+    # Short tiles: tile 3's weights wait for tile 1 to leave the cells, so beats stall.
+    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 17
 
 
 def test_cycle_model_rejects_empty_tiles():

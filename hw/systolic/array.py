@@ -1,7 +1,7 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
-from amaranth.hdl import Array, Module, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Array, Module, Signal, Value, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -31,17 +31,23 @@ class ColumnCombinedArray(wiring.Component):
     the bank not in use, so the next tile loads while the current one computes. Data beats
     of a tile are accepted once its bank is loaded; the beat flagged ``last`` ends the tile
     and the next beats use the other bank. A bank is free to load again when its tile's
-    last result has left. Each data beat carries its bank with it through the array, so
-    tiles follow one another without draining.
+    last result has left the cells. Each data beat carries its bank with it through the
+    array, so tiles follow one another without draining.
+
+    The array itself never stalls (no clock enable on its thousands of registers): results
+    go into an output FIFO of ``latency + 2`` entries, and a data beat is accepted only
+    while the beats in flight and in the FIFO leave room for it (credits), so output
+    backpressure throttles the input instead.
 
     Arithmetic: ``acc = wrap(psum + sum_g w[r,g] * x[g][sel[r,g]], acc_bits)`` (two's
     complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
     2**out_bits - 1)`` (arithmetic shift), ``shift`` being a run-time input.
 
-    Latency: ``rows + cols`` cycles from a data beat's acceptance to its result, plus 1
-    with an output stage. Throughput: one data beat (one input vector) per cycle while
-    the result stream is not backpressured (``mac="parallel"``). Loading a tile's weights
-    takes ``rows`` cycles and overlaps the previous tile.
+    Latency: ``rows + cols + 1`` cycles from a data beat's acceptance to its result being
+    valid on ``result`` (``rows + cols`` through the cells and skew registers, 1 through the
+    FIFO), plus 1 with an output stage. Throughput: one data beat (one input vector) per
+    cycle while the result stream is not backpressured (``mac="parallel"``). Loading a
+    tile's weights takes ``rows`` cycles and overlaps the previous tile.
 
     Parameters
     ----------
@@ -142,15 +148,31 @@ class ColumnCombinedArray(wiring.Component):
     sel_bits = property(lambda self: self._sel_bits, doc="Width of a stream select.")
 
     @property
-    def latency(self):
-        """Cycles from a data beat's acceptance to its result being valid."""
+    def pipeline_depth(self):
+        """Register stages from an accepted data beat to the output FIFO."""
         return self.rows + self.cols + (1 if self.out_bits is not None else 0)
+
+    @property
+    def fifo_depth(self):
+        """Entries of the output FIFO: enough that an always-ready output never throttles."""
+        return self.pipeline_depth + 2
+
+    @property
+    def latency(self):
+        """Cycles from a data beat's acceptance to its result being valid on ``result``."""
+        return self.pipeline_depth + 1
 
     def elaborate(self, platform):
         m = Module()
         R, W = self.rows, self.cols
-        advance = Signal()
-        m.d.comb += advance.eq(~self.result.valid | self.result.ready)
+        L = self.pipeline_depth
+
+        m.submodules.fifo = out_fifo = fifo.SyncFIFO(
+            width=len(Value.cast(self.result.payload)), depth=self.fifo_depth)
+        # Credits: beats in the cells or the FIFO; accept only while one more fits.
+        occupancy = Signal(range(self.fifo_depth + 1))
+        room = Signal()
+        m.d.comb += room.eq(occupancy < self.fifo_depth)
 
         # Control: two weight banks, each EMPTY -> FULL (loaded) -> BUSY (in use) -> EMPTY.
         bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
@@ -159,26 +181,27 @@ class ColumnCombinedArray(wiring.Component):
         load_row = Signal(range(R))
         m.d.comb += [
             self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
-            self.data.ready.eq(advance & (bank_state[use_bank] == _FULL)),
+            self.data.ready.eq(room & (bank_state[use_bank] == _FULL)),
         ]
         weights_go = self.weights.valid & self.weights.ready
         data_go = self.data.valid & self.data.ready
+        result_go = self.result.valid & self.result.ready
+        with m.If(data_go & ~result_go):
+            m.d.sync += occupancy.eq(occupancy + 1)
+        with m.Elif(result_go & ~data_go):
+            m.d.sync += occupancy.eq(occupancy - 1)
 
         # Valid pipeline: (valid, bank, last) of each beat in flight.
-        L = self.latency
         pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(L)]
         pipe_bank = [Signal(name=f"pipe{k}_bank") for k in range(L)]
         pipe_last = [Signal(name=f"pipe{k}_last") for k in range(L)]
-        with m.If(advance):
-            m.d.sync += [pipe_valid[0].eq(data_go), pipe_bank[0].eq(use_bank),
-                         pipe_last[0].eq(self.data.payload.last)]
-            for k in range(1, L):
-                m.d.sync += [pipe_valid[k].eq(pipe_valid[k - 1]),
-                             pipe_bank[k].eq(pipe_bank[k - 1]),
-                             pipe_last[k].eq(pipe_last[k - 1])]
-        m.d.comb += [self.result.valid.eq(pipe_valid[-1]),
-                     self.result.payload.last.eq(pipe_last[-1])]
-        tile_done = self.result.valid & self.result.ready & pipe_last[-1]
+        m.d.sync += [pipe_valid[0].eq(data_go), pipe_bank[0].eq(use_bank),
+                     pipe_last[0].eq(self.data.payload.last)]
+        for k in range(1, L):
+            m.d.sync += [pipe_valid[k].eq(pipe_valid[k - 1]),
+                         pipe_bank[k].eq(pipe_bank[k - 1]),
+                         pipe_last[k].eq(pipe_last[k - 1])]
+        tile_done = pipe_valid[-1] & pipe_last[-1]
 
         for b in range(2):
             with m.If(tile_done & (pipe_bank[-1] == b)):
@@ -209,8 +232,7 @@ class ColumnCombinedArray(wiring.Component):
 
         def stage(value, name):
             reg = Signal(value.shape(), name=name)
-            with m.If(advance):
-                m.d.sync += reg.eq(value)
+            m.d.sync += reg.eq(value)
             return reg
 
         def delay(value, cycles, name):
@@ -241,9 +263,11 @@ class ColumnCombinedArray(wiring.Component):
 
         # Deskew: row r waits r cycles so a vector's results leave together.
         acc = [delay(row_psum[r], r, f"deskew_r{r}") for r in range(R)]
+        result = Signal(self.result.payload.shape())
+        m.d.comb += result.last.eq(pipe_last[-1])
         if self.out_bits is None:
             for r in range(R):
-                m.d.comb += self.result.payload.acc[r].eq(acc[r])
+                m.d.comb += result.acc[r].eq(acc[r])
         else:
             top = (1 << self.out_bits) - 1
             for r in range(R):
@@ -255,6 +279,14 @@ class ColumnCombinedArray(wiring.Component):
                     m.d.comb += clamped.eq(top)
                 with m.Else():
                     m.d.comb += clamped.eq(shifted)
-                m.d.comb += [self.result.payload.acc[r].eq(stage(acc[r], f"out_acc_r{r}")),
-                             self.result.payload.y[r].eq(stage(clamped, f"out_y_r{r}"))]
+                m.d.comb += [result.acc[r].eq(stage(acc[r], f"out_acc_r{r}")),
+                             result.y[r].eq(stage(clamped, f"out_y_r{r}"))]
+
+        m.d.comb += [
+            out_fifo.w_data.eq(result),
+            out_fifo.w_en.eq(pipe_valid[-1]),
+            Value.cast(self.result.payload).eq(out_fifo.r_data),
+            self.result.valid.eq(out_fifo.r_rdy),
+            out_fifo.r_en.eq(self.result.ready),
+        ]
         return m
