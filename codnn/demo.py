@@ -2,7 +2,8 @@
 
 For each engine: generate Verilog and a manifest, simulate against the golden model with
 random idle cycles and backpressure (Verilator, and Icarus when installed), synthesize for
-an iCE40 and an ECP5 device; then print one summary table.
+an iCE40 and an ECP5 device; then print one summary table. The systolic array runs a
+magnitude-pruned layer packed by column combining (alpha 8, gamma 0.5) as tiles.
 """
 
 from pathlib import Path
@@ -15,10 +16,14 @@ from .render import console, err_console, print_rows
 
 __all__ = ["DEMO_STEPS", "run_demo"]
 
-#: (engine, parameters, devices to synthesize for)
+#: (engine, parameters, simulation workload, beats (per tile), devices to synthesize for)
 DEMO_STEPS = [
-    ("fmix32", {"lanes": 1}, ("ice40-up5k", "ecp5-25k")),
-    ("fmix32", {"lanes": 4}, ("ecp5-25k",)),
+    ("fmix32", {"lanes": 1}, {}, 4000, ("ice40-up5k", "ecp5-25k")),
+    ("fmix32", {"lanes": 4}, {}, 4000, ("ecp5-25k",)),
+    ("systolic", {"rows": 4, "cols": 4, "alpha": 8, "out_bits": 8},
+     {"layer_rows": 16, "layer_cols": 256, "sparsity": 0.8, "gamma": 0.5}, 32, ("ecp5-25k",)),
+    ("systolic", {"rows": 2, "cols": 4, "alpha": 8, "out_bits": 8},
+     {"layer_rows": 6, "layer_cols": 64, "sparsity": 0.8, "gamma": 0.5}, 16, ("ice40-up5k",)),
 ]
 
 
@@ -37,12 +42,24 @@ def _simulators(quick):
     return ["verilator", "icarus"]
 
 
+def _sim_figures(report):
+    if "tiles" in report:
+        w = report["workload"]
+        return (f"{w['layer_rows']}x{w['layer_cols']} layer at {w['sparsity']:.0%} sparsity: "
+                f"{report['groups']} groups, {report['tiles']} tiles, {report['beats']} "
+                f"vectors equal golden in {report['cycles']} cycles (model "
+                f"{report['model_cycles_without_stalls']} without stalls), mapping "
+                f"efficiency {report['mapping_efficiency']:.0%}")
+    return (f"{report['values']} values equal golden in {report['cycles']} cycles "
+            f"(20% idle/backpressure, seed {report['seed']})")
+
+
 def run_demo(*, quick=False, build_root=None):
     """Run the demo; print progress and the summary. Returns the exit code (0 = all passed)."""
     build_root = Path(build_root or default_build_root())
-    beats = 500 if quick else 4000
     rows = []
-    total = sum(1 + len(_simulators(quick)) + len(devices) for _, _, devices in DEMO_STEPS)
+    simulators = _simulators(quick)
+    total = sum(1 + len(simulators) + len(step[-1]) for step in DEMO_STEPS)
     done = 0
 
     def step(label):
@@ -50,7 +67,8 @@ def run_demo(*, quick=False, build_root=None):
         done += 1
         err_console.print(f"[{done}/{total}] {label}")
 
-    for engine, params, devices in DEMO_STEPS:
+    for engine, params, workload, beats, devices in DEMO_STEPS:
+        beats = max(1, beats // 8) if quick else beats
         config = f"{engine} {_describe(params)}"
         out_dir = build_root / "demo" / f"{engine}-{_describe(params).replace(' ', '-')}"
         step(f"generate {config}")
@@ -59,15 +77,12 @@ def run_demo(*, quick=False, build_root=None):
                      "figures": f"{out_dir / manifest['verilog']}, latency "
                                 f"{manifest['latency_cycles']} cycles, "
                                 f"{manifest['throughput']}"})
-        for simulator in _simulators(quick):
+        for simulator in simulators:
             step(f"simulate {config} on {simulator} against golden")
             report = run_simulation(engine, params, simulator=simulator, beats=beats,
-                                    seed=2026, build_root=build_root)
+                                    seed=2026, build_root=build_root, sim_params=workload)
             rows.append({"step": f"simulate ({simulator})", "config": config,
-                         "result": "PASS",
-                         "figures": f"{report['values']} values equal golden in "
-                                    f"{report['cycles']} cycles (20% idle/backpressure, "
-                                    f"seed {report['seed']})"})
+                         "result": "PASS", "figures": _sim_figures(report)})
         for device in devices:
             step(f"synthesize {config} for {device}")
             synth = run_synthesis(engine, params, device=device, build_root=build_root)

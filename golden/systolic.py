@@ -15,8 +15,8 @@ The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, 
 input streams always valid and the output always ready: weights load a row per cycle into
 the free one of two banks; data beats enter one per cycle while their tile's bank is
 loaded and the output FIFO has room for them (credits); a bank frees when its tile's last
-result leaves the cells. A beat spends ``rows + cols (+1 with an output stage)`` cycles in
-the cells and skew registers, then 1 in the output FIFO.
+result leaves the cells. A beat spends ``pipeline_depth`` cycles in the skew registers and
+cells, then 1 in the output FIFO.
 """
 
 from dataclasses import dataclass
@@ -131,8 +131,10 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
 
 
 def pipeline_depth(rows, cols, out_stage):
-    """Register stages from an accepted data beat to the array's output FIFO."""
-    return rows + cols + (1 if out_stage else 0)
+    """Register stages from an accepted data beat to the array's output FIFO: the input
+    register, skew and cells (``rows + cols + 2``: a cell adds two operand/product stages
+    before its adder) and 2 for an output stage."""
+    return rows + cols + 2 + (2 if out_stage else 0)
 
 
 def latency(rows, cols, out_stage):

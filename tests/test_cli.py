@@ -106,7 +106,7 @@ def test_help_for_every_command():
 def test_demo_quick_prints_the_summary(capsys):
     code, out, err = run(capsys, "demo", "--quick")
     assert code == 0
-    assert "codnn demo summary" in out and out.count("PASS") == 2
+    assert "codnn demo summary" in out and out.count("PASS") == 4
     assert "synth (ice40-up5k)" in out and "synth (ecp5-25k)" in out
 
 
@@ -153,7 +153,7 @@ def test_generate_systolic(capsys, tmp_path):
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
                        "--alpha", "2", "--out-bits", "8", "-o", str(tmp_path), "--json")
     manifest = json.loads(out)
-    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 1 + 1
+    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 2 + 2 + 1
     ports = {p["name"]: p["width"] for p in manifest["ports"]}
     assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5
     assert "module systolic(" in (tmp_path / "systolic.v").read_text()

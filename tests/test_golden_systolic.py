@@ -38,18 +38,20 @@ def test_accumulator_wraps():
 
 
 def test_cycle_model_by_hand():
-    # rows=2: weights at edges 0,1; data at 2..11; latency 2+3+1=6: last result at 17.
-    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 18
-    assert latency(2, 3, True) == 7
+    # rows=2, cols=3: 7 register stages, then the FIFO: latency 8. Weights at edges 0,1;
+    # data at 2..11; the last result is taken at 19.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 20
+    assert latency(2, 3, True) == 10
     # Tile 2's weights load during tile 1 (edges 2,3) and its beats follow at 12..21.
     # Tile 3's wait for bank 0, free once tile 1's last beat (accepted at 11) leaves the
-    # cells at edge 16: they load at 17,18, in time for its beats at 22..31; the last
-    # result is taken 6 edges later, at 37.
+    # cells at edge 18: they load at 19,20, in time for its beats at 22..31; the last
+    # result is taken 8 edges later, at 39.
     report = cycle_model([10, 10, 10], rows=2, cols=3, out_stage=False)
-    assert report.cycles == 38 and report.beats == 30 and report.tiles == 3
-    assert report.overall_util == pytest.approx(30 * 6 / (38 * 6))
-    # Short tiles: tile 3's weights wait for tile 1 to leave the cells, so beats stall.
-    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 17
+    assert report.cycles == 40 and report.beats == 30 and report.tiles == 3
+    assert report.overall_util == pytest.approx(30 * 6 / (40 * 6))
+    # Short tiles: tile 3's weights wait for tile 1 (accepted at 2) to leave the cells at
+    # 9; they load at 10,11, its beat enters at 12 and leaves the FIFO at 20.
+    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 21
 
 
 def test_cycle_model_rejects_empty_tiles():

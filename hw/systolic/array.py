@@ -1,6 +1,6 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
-from amaranth.hdl import Array, Module, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -43,9 +43,15 @@ class ColumnCombinedArray(wiring.Component):
     complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
     2**out_bits - 1)`` (arithmetic shift), ``shift`` being a run-time input.
 
-    Latency: ``rows + cols + 1`` cycles from a data beat's acceptance to its result being
-    valid on ``result`` (``rows + cols`` through the cells and skew registers, 1 through the
-    FIFO), plus 1 with an output stage. Throughput: one data beat (one input vector) per
+    Each cell is pipelined in three steps, so that no path holds more than one of the
+    operand multiplexers, the multiplier and the accumulator adder: (1) register the weight
+    and the selected stream of the data's bank, (2) register their product, (3) add it to
+    the partial sum. Partial sums enter two cycles later to match; data still move one
+    cell per cycle. The output stage takes two steps (shift, then clamp).
+
+    Latency: ``rows + cols + 3`` cycles from a data beat's acceptance to its result being
+    valid on ``result`` (``rows + cols + 2`` through the skew registers and cells, 1
+    through the FIFO), plus 2 with an output stage. Throughput: one data beat (one input vector) per
     cycle while the result stream is not backpressured (``mac="parallel"``). Loading a
     tile's weights takes ``rows`` cycles and overlaps the previous tile.
 
@@ -150,7 +156,7 @@ class ColumnCombinedArray(wiring.Component):
     @property
     def pipeline_depth(self):
         """Register stages from an accepted data beat to the output FIFO."""
-        return self.rows + self.cols + (1 if self.out_bits is not None else 0)
+        return self.rows + self.cols + 2 + (2 if self.out_bits is not None else 0)
 
     @property
     def fifo_depth(self):
@@ -240,22 +246,25 @@ class ColumnCombinedArray(wiring.Component):
                 value = stage(value, f"{name}_d{k}")
             return value
 
-        # Input stage, then skew: column g's data wait g cycles, row r's psum R-1-r.
+        # Input stage, then skew: column g's data wait g cycles, row r's psum R-1-r and
+        # the two cycles a cell takes before its adder.
         x_in = stage(self.data.payload.x, "x_in")
         psum_in = stage(self.data.payload.psum, "psum_in")
         bank_in = stage(use_bank, "bank_in")
         column_data = [(delay(x_in[g], g, f"x_c{g}"), delay(bank_in, g, f"bank_c{g}"))
                        for g in range(W)]
-        row_psum = [delay(psum_in[r], R - 1 - r, f"psum_r{r}") for r in range(R)]
+        row_psum = [delay(psum_in[r], R + 1 - r, f"psum_r{r}") for r in range(R)]
 
         # The cells: data move up (row R-1 is the bottom), partial sums move right.
         for g in range(W):
             x, bank = column_data[g]
             for r in reversed(range(R)):
                 streams = Array(x[a] for a in range(self.alpha))
-                w = Array([weight[0][r][g], weight[1][r][g]])[bank]
-                sel = Array([select[0][r][g], select[1][r][g]])[bank]
-                product = w * streams[sel]
+                w = Mux(bank, weight[1][r][g], weight[0][r][g])
+                sel = Mux(bank, select[1][r][g], select[0][r][g])
+                w_op = stage(w, f"wop_r{r}_c{g}")
+                x_op = stage(streams[sel], f"xop_r{r}_c{g}")
+                product = stage(w_op * x_op, f"prod_r{r}_c{g}")
                 row_psum[r] = stage((row_psum[r] + product)[:self.acc_bits].as_signed(),
                                     f"acc_r{r}_c{g}")
                 if r > 0:
@@ -271,7 +280,7 @@ class ColumnCombinedArray(wiring.Component):
         else:
             top = (1 << self.out_bits) - 1
             for r in range(R):
-                shifted = acc[r] >> self.shift
+                shifted = stage(acc[r] >> self.shift, f"shifted_r{r}")
                 clamped = Signal(self.out_bits, name=f"y_r{r}")
                 with m.If(shifted < 0):
                     m.d.comb += clamped.eq(0)
@@ -279,7 +288,7 @@ class ColumnCombinedArray(wiring.Component):
                     m.d.comb += clamped.eq(top)
                 with m.Else():
                     m.d.comb += clamped.eq(shifted)
-                m.d.comb += [result.acc[r].eq(stage(acc[r], f"out_acc_r{r}")),
+                m.d.comb += [result.acc[r].eq(delay(acc[r], 2, f"out_acc_r{r}")),
                              result.y[r].eq(stage(clamped, f"out_y_r{r}"))]
 
         m.d.comb += [
