@@ -52,6 +52,16 @@ def _non_negative_float(text):
     return value
 
 
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, not {text!r}")
+    return value
+
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -80,8 +90,7 @@ def _add_param(parser, param, prefix):
     if param.type is bool:
         parser.add_argument(option, action=argparse.BooleanOptionalAction, **common)
     elif param.type is int:
-        parser.add_argument(option, type=_positive_int if param.name != "shift" else int,
-                            **common)
+        parser.add_argument(option, type=_non_negative_int, **common)
     else:
         parser.add_argument(option, type=param.type, choices=param.choices, **common)
 

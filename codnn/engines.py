@@ -1,3 +1,6 @@
+# amaranth: UnusedElaboratable=no
+# (components built here are either elaborated by a flow or dropped when a flow rejects its
+# workload with a clear error; the warning would only repeat that error)
 """The engines the command line knows: how to build each one, its parameters, its testbench.
 
 An ``Engine`` turns command-line parameters into an Amaranth component, says which cocotb
@@ -6,11 +9,20 @@ module is named after the engine. New engines register here and every command (g
 simulate, synth, demo) picks them up.
 """
 
+import dataclasses
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+
+from golden.systolic import check_fits
+from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
+
+from .packfile import load_packed
 
 __all__ = ["Param", "Engine", "ENGINES", "get_engine"]
 
@@ -41,7 +53,8 @@ class Engine:
     testbench : str
         cocotb test module that checks the component against golden.
     tb_config : callable
-        ``tb_config(component, sim_params, beats, idle, backpressure)`` -> testbench config.
+        ``tb_config(component, sim_params, beats, idle, backpressure, build_root)`` ->
+        testbench config; raises ``ValueError`` for a workload that cannot run.
     latency, throughput : callable
         ``(component)`` -> latency in cycles, throughput description.
     """
@@ -60,12 +73,42 @@ class Engine:
         return {p.name: p.default for p in self.params}
 
 
-def _systolic_config(dut, sim, beats, idle, backpressure):
-    return {"rows": dut.rows, "cols": dut.cols, "alpha": dut.alpha,
-            "weight_bits": dut.weight_bits, "data_bits": dut.data_bits,
-            "data_signed": dut.data_signed, "acc_bits": dut.acc_bits,
-            "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
-            "backpressure": backpressure, **sim}
+def _packed_workload(dut, path, layer, build_root):
+    """Load a user's packed layer, quantize float weights, check it fits the array, and
+    write it where the testbench reads it. Returns that path."""
+    layers = load_packed(path)
+    if layer is None:
+        if len(layers) > 1:
+            raise ValueError(f"{path} holds layers {', '.join(layers)}: choose one with "
+                             f"--layer")
+        layer = next(iter(layers))
+    if layer not in layers:
+        raise ValueError(f"{path} has no layer {layer!r}; it has {', '.join(layers)}")
+    packed = layers[layer]
+    if not np.all(np.equal(np.mod(packed.P, 1), 0)):
+        weights, _ = quantize_symmetric(packed.P, dut.weight_bits)
+        packed = dataclasses.replace(packed, P=weights)
+    check_fits(packed, alpha=dut.alpha, weight_bits=dut.weight_bits)
+    arrays = packed.to_arrays()
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes()
+                                     for a in arrays.values())).hexdigest()[:16]
+    out = Path(build_root) / "workloads" / f"{digest}.npz"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **arrays)
+    return str(out)
+
+
+def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
+    config = {"rows": dut.rows, "cols": dut.cols, "alpha": dut.alpha,
+              "weight_bits": dut.weight_bits, "data_bits": dut.data_bits,
+              "data_signed": dut.data_signed, "acc_bits": dut.acc_bits,
+              "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
+              "backpressure": backpressure, **sim}
+    if dut.out_bits is not None and not 0 <= sim["shift"] < dut.acc_bits:
+        raise ValueError(f"Shift must lie in 0..{dut.acc_bits - 1}, not {sim['shift']}")
+    if sim["packed"]:
+        config["packed"] = _packed_workload(dut, sim["packed"], sim["layer"], build_root)
+    return config
 
 
 ENGINES = {engine.name: engine for engine in [
@@ -75,7 +118,7 @@ ENGINES = {engine.name: engine for engine in [
         params=(Param("lanes", int, 1, "values per beat"),),
         build=lambda lanes: Fmix32Unit(lanes=lanes),
         testbench="sim.tb_fmix32",
-        tb_config=lambda dut, sim, beats, idle, backpressure: {
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
             "lanes": dut.lanes, "beats": beats, "idle": idle,
             "backpressure": backpressure, "latency": dut.LATENCY},
         latency=lambda dut: dut.LATENCY,
@@ -98,7 +141,10 @@ ENGINES = {engine.name: engine for engine in [
                     Param("layer_cols", int, 40, "input channels of the random layer"),
                     Param("sparsity", float, 0.8, "fraction of weights pruned"),
                     Param("gamma", float, 0.5, "allowed conflicts per row"),
-                    Param("shift", int, 8, "output stage shift")),
+                    Param("shift", int, 8, "output stage shift"),
+                    Param("packed", str, None, "run this packed layer file (codnn pack) "
+                          "instead of a random layer; float weights are quantized"),
+                    Param("layer", str, None, "layer of the packed file")),
         testbench="sim.tb_systolic",
         tb_config=_systolic_config,
         latency=lambda dut: dut.latency,

@@ -105,10 +105,13 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
         raise ParameterError(f"Engine {engine.name} has no simulation parameter "
                              f"{sorted(unknown)[0]!r}")
     sim.update(sim_params or {})
-    config = engine.tb_config(component, sim, beats, idle, backpressure)
+    build_root = build_root or default_build_root()
+    try:
+        config = engine.tb_config(component, sim, beats, idle, backpressure, build_root)
+    except (TypeError, ValueError) as error:
+        raise ParameterError(str(error)) from error
     result = simulate(component, top=engine.name, testbench=engine.testbench, config=config,
-                      simulator=simulator, waves=waves, seed=seed,
-                      build_root=build_root or default_build_root())
+                      simulator=simulator, waves=waves, seed=seed, build_root=build_root)
     return {"engine": engine.name, "parameters": params, "workload": sim,
             "simulator": simulator, "result": "pass", "seed": result.seed, "idle": idle,
             "backpressure": backpressure, **result.report,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.column_combining import conv_weight_matrix, pack
+from golden.column_combining import PackedLayer, conv_weight_matrix, pack
 
-__all__ = ["WeightFileError", "load_layers", "pack_file", "save_packed"]
+__all__ = ["WeightFileError", "load_layers", "load_packed", "pack_file", "save_packed"]
 
 
 class WeightFileError(ValueError):
@@ -66,17 +66,38 @@ def load_layers(path):
 
 def save_packed(path, packed_layers):
     """Write ``{name: PackedLayer}`` to an ``.npz`` file (format in the module docstring)."""
-    arrays = {}
-    for name, packed in packed_layers.items():
-        table = np.full((len(packed.groups), packed.alpha), -1, dtype=np.int64)
-        for g, group in enumerate(packed.groups):
-            table[g, :len(group)] = group
-        arrays[f"{name}/P"] = packed.P
-        arrays[f"{name}/idx"] = packed.idx
-        arrays[f"{name}/groups"] = table
-        arrays[f"{name}/meta"] = np.array([packed.alpha, packed.gamma, packed.columns,
-                                           packed.pruned], dtype=np.float64)
-    np.savez(path, **arrays)
+    np.savez(path, **{f"{name}/{key}": array for name, packed in packed_layers.items()
+                      for key, array in packed.to_arrays().items()})
+
+
+def load_packed(path):
+    """Read ``{name: PackedLayer}`` from a file ``save_packed`` wrote.
+
+    Raises
+    ------
+    WeightFileError
+        If the file is missing, unreadable, or not a packed layer file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise WeightFileError(f"no such packed file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+        raise WeightFileError(f"{path} is not a readable packed file ({error})") from None
+    names = sorted({key.rpartition("/")[0] for key in arrays if "/" in key})
+    if not names:
+        raise WeightFileError(f"{path} holds no packed layer (write it with codnn pack)")
+    layers = {}
+    for name in names:
+        try:
+            layers[name] = PackedLayer.from_arrays(
+                {key.rpartition("/")[2]: value for key, value in arrays.items()
+                 if key.rpartition("/")[0] == name})
+        except ValueError as error:
+            raise WeightFileError(f"{path}, layer {name!r}: {error}") from None
+    return layers
 
 
 def pack_file(path, alpha, gamma):

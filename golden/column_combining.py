@@ -85,6 +85,39 @@ class PackedLayer:
         out[rows, self.channel_matrix()[rows, cols]] = self.P[rows, cols]
         return out
 
+    def to_arrays(self):
+        """The packed layer as plain arrays: ``P``, ``idx``, ``groups`` (``G x alpha``
+        column indices, -1 padded) and ``meta`` (``[alpha, gamma, columns, pruned]``)."""
+        return {"P": self.P, "idx": self.idx, "groups": _group_table(self.groups, self.alpha),
+                "meta": np.array([self.alpha, self.gamma, self.columns, self.pruned],
+                                 dtype=np.float64)}
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """Rebuild a packed layer from ``to_arrays``'s arrays.
+
+        Raises
+        ------
+        ValueError
+            If the arrays are missing or inconsistent.
+        """
+        try:
+            P, idx, table, meta = (np.asarray(arrays[k]) for k in ("P", "idx", "groups",
+                                                                   "meta"))
+        except KeyError as missing:
+            raise ValueError(f"packed layer lacks its {missing.args[0]!r} array") from None
+        if P.ndim != 2 or idx.shape != P.shape or table.ndim != 2 or meta.shape != (4,) \
+                or table.shape[0] != P.shape[1]:
+            raise ValueError(f"packed layer arrays do not match: P {P.shape}, idx "
+                             f"{idx.shape}, groups {table.shape}, meta {meta.shape}")
+        alpha, gamma, columns, pruned = int(meta[0]), float(meta[1]), int(meta[2]), int(meta[3])
+        groups = tuple(tuple(int(c) for c in row if c >= 0) for row in table)
+        if table.shape[1] != alpha or (idx.size and (idx.min() < 0 or idx.max() >= alpha)) \
+                or any(not g or max(g) >= columns for g in groups):
+            raise ValueError("packed layer groups or selects are out of range")
+        return cls(P=P, idx=idx.astype(np.int64), groups=groups, alpha=alpha, gamma=gamma,
+                   columns=columns, pruned=pruned)
+
     def matmul(self, x):
         """``y = P (*) x`` through the packed form; ``x`` has shape ``(C,)`` or ``(C, T)``."""
         x = np.asarray(x)

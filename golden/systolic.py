@@ -16,14 +16,15 @@ input streams always valid and the output always ready: weights load a row per c
 the free one of two banks; data beats enter one per cycle while their tile's bank is
 loaded and the output FIFO has room for them (credits); a bank frees when its tile's last
 result leaves the cells. A beat spends ``pipeline_depth`` cycles in the skew registers and
-cells, then 1 in the output FIFO.
+cells, then ``FIFO_LATENCY`` in the output FIFO.
 """
 
+import collections
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Tile", "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile",
+__all__ = ["FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile",
            "run_layer", "pipeline_depth", "latency", "cycle_model", "CycleReport"]
 
 
@@ -63,6 +64,29 @@ class Tile:
     @property
     def used_cells(self):
         return int(np.count_nonzero(self.weights))
+
+
+def check_fits(packed, *, alpha, weight_bits):
+    """Check that a packed layer can run on an array with ``alpha`` streams per column and
+    ``weight_bits``-bit weights.
+
+    Raises
+    ------
+    ValueError
+        If the layer was packed with a larger alpha, or a weight is not an integer in
+        ``-2**(weight_bits-1) .. 2**(weight_bits-1)-1``.
+    """
+    if packed.alpha > alpha:
+        raise ValueError(f"the layer was packed with alpha={packed.alpha}, the array takes "
+                         f"at most {alpha} streams per column")
+    P = np.asarray(packed.P)
+    if not np.all(np.equal(np.mod(P, 1), 0)):
+        raise ValueError(f"weights must be integers for the array (quantize them to "
+                         f"{weight_bits} bits first)")
+    low, high = -(1 << (weight_bits - 1)), (1 << (weight_bits - 1)) - 1
+    if P.size and (P.min() < low or P.max() > high):
+        raise ValueError(f"weights {int(P.min())}..{int(P.max())} do not fit {weight_bits} "
+                         f"bits ({low}..{high})")
 
 
 def make_tiles(packed, rows, cols):
@@ -130,6 +154,11 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
     return per_tile, acc
 
 
+#: Edges from a result's write into the array's (block RAM) output FIFO to its first
+#: possible read.
+FIFO_LATENCY = 2
+
+
 def pipeline_depth(rows, cols, out_stage):
     """Register stages from an accepted data beat to the array's output FIFO: the input
     register, skew and cells (``rows + cols + 2``: a cell adds two operand/product stages
@@ -139,7 +168,7 @@ def pipeline_depth(rows, cols, out_stage):
 
 def latency(rows, cols, out_stage):
     """Cycles from a data beat's acceptance to its result being valid at the output."""
-    return pipeline_depth(rows, cols, out_stage) + 1
+    return pipeline_depth(rows, cols, out_stage) + FIFO_LATENCY
 
 
 @dataclass(frozen=True)
@@ -169,30 +198,31 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
     if not tile_sizes or min(tile_sizes) < 1:
         raise ValueError("Every tile needs at least one data beat")
     L = pipeline_depth(rows, cols, out_stage)
-    depth = L + 2                # output FIFO entries, as in the RTL
+    depth = L + FIFO_LATENCY + 1          # output FIFO entries, as in the RTL
     EMPTY, FULL, BUSY = 0, 1, 2
     bank = [EMPTY, EMPTY]
     load_bank = use_bank = 0
     load_row = 0
     weight_tiles = data_tile = beat_in_tile = 0
     pipe = [None] * L            # pipe[k]: (bank, last) of the beat accepted k+1 edges ago
-    queued = occupancy = outputs = 0
+    queue = collections.deque()           # edge at which each FIFO entry can be read
+    occupancy = outputs = 0
     total = sum(tile_sizes)
     e = 0
     while True:
-        result_go = queued > 0
+        result_go = bool(queue) and queue[0] <= e
         weights_go = weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
         data_go = (data_tile < len(tile_sizes) and bank[use_bank] == FULL
                    and occupancy < depth)
         leaving = pipe[-1]
         # updates at edge e
         if result_go:
-            queued -= 1
+            queue.popleft()
             outputs += 1
             if outputs == total:
                 break
         if leaving is not None:
-            queued += 1
+            queue.append(e + FIFO_LATENCY)
             if leaving[1]:
                 bank[leaving[0]] = EMPTY
         occupancy += int(data_go) - int(result_go)

@@ -2,9 +2,10 @@
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``alpha``,
 ``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``out_bits``), the run-time
-``shift``, the layer (``layer_rows`` x ``layer_cols`` filter matrix at ``sparsity``,
-magnitude-pruned from a structured random layer, packed with ``gamma``), ``vectors`` input
-vectors, ``idle``/``backpressure`` probabilities and ``seed``.
+``shift``, the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
+``layer_rows`` x ``layer_cols`` filter matrix at ``sparsity``, magnitude-pruned from a
+structured random layer, packed with ``gamma``), ``vectors`` input vectors per tile,
+``idle``/``backpressure`` probabilities and ``seed``.
 
 The layer runs as tiles: all tiles' weights go in on the weight stream, all tiles' data
 beats on the data stream. A beat's ``psum`` is the bias (first column block) or the golden
@@ -20,8 +21,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from golden.column_combining import pack
-from golden.systolic import cycle_model, output_stage, run_layer
+from golden.column_combining import PackedLayer, pack
+from golden.systolic import check_fits, cycle_model, output_stage, run_layer
 from golden.workloads import quantize_symmetric, structured_layer
 from sim.testbench import (StreamSink, StreamSource, load_config, pack_lanes,
                            start_clock_and_reset, unpack_lanes, write_report)
@@ -32,17 +33,26 @@ def _signed(values, bits):
 
 
 def build_workload(config):
-    """Return ``(packed, per_tile, acc)`` for a configuration (also used by the CLI)."""
+    """Return ``(packed, per_tile, acc)`` for a configuration.
+
+    The layer is ``config["packed"]`` (an ``.npz`` of ``PackedLayer.to_arrays``, integer
+    weights that fit the array) when given, else a structured random layer.
+    """
     rng = np.random.default_rng(config["seed"])
-    layer = structured_layer(rng, config["layer_rows"], config["layer_cols"],
-                             config["sparsity"])
-    weights, _ = quantize_symmetric(layer, config["weight_bits"])
-    packed = pack(weights, config["alpha"], config["gamma"])
+    if config.get("packed"):
+        with np.load(config["packed"], allow_pickle=False) as arrays:
+            packed = PackedLayer.from_arrays(arrays)
+        check_fits(packed, alpha=config["alpha"], weight_bits=config["weight_bits"])
+    else:
+        layer = structured_layer(rng, config["layer_rows"], config["layer_cols"],
+                                 config["sparsity"])
+        weights, _ = quantize_symmetric(layer, config["weight_bits"])
+        packed = pack(weights, config["alpha"], config["gamma"])
     bits = config["data_bits"]
     low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if config["data_signed"] else (0, 1 << bits)
-    X = rng.integers(low, high, size=(config["layer_cols"], config["vectors"]))
+    X = rng.integers(low, high, size=(packed.columns, config["vectors"]))
     X[:, 0] = high - 1                                   # a full-scale vector
-    bias = rng.integers(-(1 << 12), 1 << 12, size=config["layer_rows"])
+    bias = rng.integers(-(1 << 12), 1 << 12, size=packed.rows)
     per_tile, acc = run_layer(packed, X, rows=config["rows"], cols=config["cols"],
                               acc_bits=config["acc_bits"], bias=bias)
     return packed, per_tile, acc

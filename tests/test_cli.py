@@ -69,7 +69,9 @@ def test_synth_json(capsys):
 
 
 @pytest.mark.parametrize("argv,expected", [
-    (["generate", "fmix32", "--lanes", "0", "-o", "x"], "--lanes: expected a positive integer"),
+    (["generate", "fmix32", "--lanes", "-1", "-o", "x"], "--lanes: expected an integer >= 0"),
+    (["generate", "fmix32", "--lanes", "0", "-o", "x"], "Lane count must be a positive"),
+    (["simulate", "systolic", "--out-bits", "8", "--shift", "40"], "Shift must lie in 0..31"),
     (["generate", "fmix32"], "required: -o/--output"),
     (["generate", "nosuch", "-o", "x"], "invalid choice: 'nosuch'"),
     (["synth", "fmix32", "--device", "xc7"], "invalid choice: 'xc7'"),
@@ -153,7 +155,7 @@ def test_generate_systolic(capsys, tmp_path):
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
                        "--alpha", "2", "--out-bits", "8", "-o", str(tmp_path), "--json")
     manifest = json.loads(out)
-    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 2 + 2 + 1
+    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 2 + 2 + 2
     ports = {p["name"]: p["width"] for p in manifest["ports"]}
     assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5
     assert "module systolic(" in (tmp_path / "systolic.v").read_text()
@@ -172,3 +174,50 @@ def test_simulate_systolic_reports_utilization(capsys, icarus):
 def test_systolic_bad_parameter_exits_2(capsys):
     code, _, err = run(capsys, "generate", "systolic", "--mac", "fancy", "-o", "x")
     assert code == 2 and "invalid choice: 'fancy'" in err
+
+
+def _packed_file(tmp_path, **layers):
+    import numpy as np
+    from codnn.packfile import save_packed
+    from golden.column_combining import pack
+    path = tmp_path / "packed.npz"
+    save_packed(path, {name: pack(F, alpha, 0.5) for name, (F, alpha) in layers.items()})
+    return str(path)
+
+
+def test_simulate_a_packed_layer_file(capsys, tmp_path, icarus):
+    import numpy as np
+    from golden.workloads import structured_layer
+    layer = structured_layer(np.random.default_rng(6), 6, 48, 0.8)      # float weights
+    path = _packed_file(tmp_path, fc=(layer, 4))
+    code, out, _ = run(capsys, "simulate", "systolic", "--sim", icarus, "--rows", "3",
+                       "--cols", "2", "--alpha", "4", "--beats", "3", "--packed", path,
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass"
+    assert report["tiles"] == 2 * -(-report["groups"] // 2)
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("alpha", "packed with alpha=8, the array takes at most 4"),
+    ("wide", "do not fit 8 bits"),
+    ("layers", "holds layers a, b: choose one with --layer"),
+    ("missing", "has no layer 'c'"),
+    ("not-packed", "holds no packed layer"),
+])
+def test_packed_file_that_does_not_match_the_array_exits_2(capsys, tmp_path, case, expected):
+    import numpy as np
+    F = np.array([[0, 300, 0, 5], [7, 0, 0, 0]])
+    argv = ["simulate", "systolic", "--alpha", "4"]
+    if case == "alpha":
+        path = _packed_file(tmp_path, a=(F // 100, 8))
+    elif case == "wide":
+        path = _packed_file(tmp_path, a=(F, 4))
+    elif case in ("layers", "missing"):
+        path = _packed_file(tmp_path, a=(F // 100, 2), b=(F // 100, 2))
+        argv += ["--layer", "c"] if case == "missing" else []
+    else:
+        path = str(tmp_path / "w.npz")
+        np.savez(path, weights=F)
+    code, _, err = run(capsys, *argv, "--packed", path)
+    assert code == 2 and expected in err and err.count("\n") == 1, err

@@ -38,20 +38,20 @@ def test_accumulator_wraps():
 
 
 def test_cycle_model_by_hand():
-    # rows=2, cols=3: 7 register stages, then the FIFO: latency 8. Weights at edges 0,1;
-    # data at 2..11; the last result is taken at 19.
-    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 20
-    assert latency(2, 3, True) == 10
+    # rows=2, cols=3: 7 register stages, then 2 through the FIFO: latency 9. Weights at
+    # edges 0,1; data at 2..11; the last result is taken at 20.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 21
+    assert latency(2, 3, True) == 11
     # Tile 2's weights load during tile 1 (edges 2,3) and its beats follow at 12..21.
     # Tile 3's wait for bank 0, free once tile 1's last beat (accepted at 11) leaves the
     # cells at edge 18: they load at 19,20, in time for its beats at 22..31; the last
-    # result is taken 8 edges later, at 39.
+    # result is taken 9 edges later, at 40.
     report = cycle_model([10, 10, 10], rows=2, cols=3, out_stage=False)
-    assert report.cycles == 40 and report.beats == 30 and report.tiles == 3
-    assert report.overall_util == pytest.approx(30 * 6 / (40 * 6))
+    assert report.cycles == 41 and report.beats == 30 and report.tiles == 3
+    assert report.overall_util == pytest.approx(30 * 6 / (41 * 6))
     # Short tiles: tile 3's weights wait for tile 1 (accepted at 2) to leave the cells at
-    # 9; they load at 10,11, its beat enters at 12 and leaves the FIFO at 20.
-    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 21
+    # 9; they load at 10,11, its beat enters at 12 and leaves the FIFO at 21.
+    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 22
 
 
 def test_cycle_model_rejects_empty_tiles():

@@ -8,12 +8,12 @@ from hw.systolic import ColumnCombinedArray
 
 def test_signature_widths():
     dut = ColumnCombinedArray(rows=4, cols=8, alpha=4, out_bits=8)
-    assert dut.latency == 4 + 8 + 2 + 2 + 1 and dut.sel_bits == 2
-    assert dut.fifo_depth == dut.pipeline_depth + 2
+    assert dut.latency == 4 + 8 + 2 + 2 + 2 and dut.sel_bits == 2
+    assert dut.fifo_depth == dut.pipeline_depth + 3
     assert len(dut.data.payload.as_value()) == 8 * 4 * 8 + 4 * 32 + 1
     assert len(dut.weights.payload.as_value()) == 8 * 8 + 8 * 2
     assert len(dut.result.payload.as_value()) == 4 * 32 + 4 * 8 + 1
-    assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 2 + 1
+    assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 2 + 2
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

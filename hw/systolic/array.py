@@ -35,7 +35,8 @@ class ColumnCombinedArray(wiring.Component):
     array, so tiles follow one another without draining.
 
     The array itself never stalls (no clock enable on its thousands of registers): results
-    go into an output FIFO of ``latency + 2`` entries, and a data beat is accepted only
+    go into a block-RAM output FIFO of ``pipeline_depth + 3`` entries (2 cycles from write to
+    read), and a data beat is accepted only
     while the beats in flight and in the FIFO leave room for it (credits), so output
     backpressure throttles the input instead.
 
@@ -49,8 +50,8 @@ class ColumnCombinedArray(wiring.Component):
     the partial sum. Partial sums enter two cycles later to match; data still move one
     cell per cycle. The output stage takes two steps (shift, then clamp).
 
-    Latency: ``rows + cols + 3`` cycles from a data beat's acceptance to its result being
-    valid on ``result`` (``rows + cols + 2`` through the skew registers and cells, 1
+    Latency: ``rows + cols + 4`` cycles from a data beat's acceptance to its result being
+    valid on ``result`` (``rows + cols + 2`` through the skew registers and cells, 2
     through the FIFO), plus 2 with an output stage. Throughput: one data beat (one input vector) per
     cycle while the result stream is not backpressured (``mac="parallel"``). Loading a
     tile's weights takes ``rows`` cycles and overlaps the previous tile.
@@ -161,19 +162,20 @@ class ColumnCombinedArray(wiring.Component):
     @property
     def fifo_depth(self):
         """Entries of the output FIFO: enough that an always-ready output never throttles."""
-        return self.pipeline_depth + 2
+        return self.pipeline_depth + 3
 
     @property
     def latency(self):
         """Cycles from a data beat's acceptance to its result being valid on ``result``."""
-        return self.pipeline_depth + 1
+        return self.pipeline_depth + 2
 
     def elaborate(self, platform):
         m = Module()
         R, W = self.rows, self.cols
         L = self.pipeline_depth
 
-        m.submodules.fifo = out_fifo = fifo.SyncFIFO(
+        # Buffered: synchronous reads, so the FIFO maps to block RAM.
+        m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(
             width=len(Value.cast(self.result.payload)), depth=self.fifo_depth)
         # Credits: beats in the cells or the FIFO; accept only while one more fits.
         occupancy = Signal(range(self.fifo_depth + 1))
