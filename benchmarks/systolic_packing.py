@@ -53,12 +53,13 @@ def main():
                                  cols=args.array, out_stage=True,
                                  used_cells=[t.used_cells for t in layer_tiles]).cycles
             nonzeros = int(np.count_nonzero(layer))
+            packed_tiles = tiles(packed, args.array, args.array)
             rows.append({
                 "layer": f"{shape[0]}x{shape[1]}", "sparsity": f"{sparsity:.0%}",
                 "groups": len(packed.groups), "pack_eff": f"{packed.efficiency:.3f}",
                 "lost": f"{packed.pruned / nonzeros:.1%}",
-                "tiles": tiles(packed, args.array, args.array),
-                "tiles_ratio": f"{tiles(packed, args.array, args.array) / dense_tiles(shape, args.array, args.array):.3f}",
+                "tiles": packed_tiles,
+                "tiles_ratio": f"{packed_tiles / dense_tiles(shape, args.array, args.array):.3f}",
                 "cycles_ratio": f"{cycles / base_cycles:.3f}",
                 "pack_s": f"{seconds:.2f}"})
     print_rows(f"column combining, alpha={args.alpha}, gamma={args.gamma}, "

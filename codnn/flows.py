@@ -17,7 +17,8 @@ from synth.flow import synthesize
 from . import __version__
 from .engines import get_engine
 
-__all__ = ["ParameterError", "build_component", "generate", "run_simulation", "run_synthesis", "ports_of"]
+__all__ = ["ParameterError", "build_component", "generate", "run_simulation", "run_synthesis",
+           "ports_of"]
 
 
 class ParameterError(ValueError):

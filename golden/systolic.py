@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile",
+__all__ = ["FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
+           "output_stage", "run_tile",
            "run_layer", "pipeline_depth", "latency", "cycle_model", "CycleReport"]
 
 
