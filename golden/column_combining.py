@@ -232,7 +232,6 @@ def pack(F, alpha, gamma):
     """
     F = _check_matrix(F)
     groups = group_columns(F, alpha, gamma)
-    N = F.shape[0]
     table = _group_table(groups, alpha)                          # G x alpha
     # Within each group, sort columns ascending so argmax's first hit is the lowest index.
     order = np.argsort(np.where(table < 0, np.iinfo(np.int64).max, table), axis=1,

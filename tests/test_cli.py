@@ -1,10 +1,12 @@
 # amaranth: UnusedElaboratable=no
 """The codnn command line: every command, its JSON, and its handling of bad arguments."""
 
+import hashlib
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from codnn.cli import main
@@ -42,7 +44,6 @@ def test_generate_writes_verilog_and_manifest(capsys, tmp_path):
     ports = {p["name"]: p for p in manifest["ports"]}
     assert ports["i__payload"] == {"name": "i__payload", "direction": "input", "width": 96}
     assert ports["o__ready"]["direction"] == "input"
-    import hashlib
     assert manifest["verilog_sha256"] == hashlib.sha256(verilog.encode()).hexdigest()
 
 
@@ -113,7 +114,6 @@ def test_demo_quick_prints_the_summary(capsys):
 
 
 def test_pack_reports_and_writes_the_packed_layers(capsys, tmp_path):
-    import numpy as np
     from golden.workloads import structured_layer
     weights = tmp_path / "w.npz"
     rng = np.random.default_rng(8)
@@ -139,7 +139,6 @@ def test_pack_reports_and_writes_the_packed_layers(capsys, tmp_path):
     ("nan", "NaN or infinite"),
 ])
 def test_pack_bad_files_exit_2(capsys, tmp_path, content, expected):
-    import numpy as np
     path = tmp_path / "w.npy"
     if isinstance(content, bytes):
         path.write_bytes(content)
@@ -177,7 +176,6 @@ def test_systolic_bad_parameter_exits_2(capsys):
 
 
 def _packed_file(tmp_path, **layers):
-    import numpy as np
     from codnn.packfile import save_packed
     from golden.column_combining import pack
     path = tmp_path / "packed.npz"
@@ -186,7 +184,6 @@ def _packed_file(tmp_path, **layers):
 
 
 def test_simulate_a_packed_layer_file(capsys, tmp_path, icarus):
-    import numpy as np
     from golden.workloads import structured_layer
     layer = structured_layer(np.random.default_rng(6), 6, 48, 0.8)      # float weights
     path = _packed_file(tmp_path, fc=(layer, 4))
@@ -206,7 +203,6 @@ def test_simulate_a_packed_layer_file(capsys, tmp_path, icarus):
     ("not-packed", "holds no packed layer"),
 ])
 def test_packed_file_that_does_not_match_the_array_exits_2(capsys, tmp_path, case, expected):
-    import numpy as np
     F = np.array([[0, 300, 0, 5], [7, 0, 0, 0]])
     argv = ["simulate", "systolic", "--alpha", "4"]
     if case == "alpha":
