@@ -239,7 +239,7 @@ class ColumnCombinedArray(wiring.Component):
                                      select[b][r][g].eq(self.weights.payload.sel[g])]
 
         def stage(value, name):
-            reg = Signal(value.shape(), name=name)
+            reg = Signal(value.shape(), name=name, reset_less=True)  # qualified by pipe_valid
             m.d.sync += reg.eq(value)
             return reg
 
