@@ -55,7 +55,8 @@ def _sim_figures(report):
 
 
 def run_demo(*, quick=False, build_root=None):
-    """Run the demo; print progress and the summary. Returns the exit code (0 = all passed)."""
+    """Run the demo, printing progress and the summary; return 0. A step that fails raises
+    (``SimulationFailure``, ``SynthesisError``), which the command line reports."""
     build_root = Path(build_root or default_build_root())
     rows = []
     simulators = _simulators(quick)
