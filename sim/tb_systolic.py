@@ -19,12 +19,11 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import RisingEdge
 
 from golden.column_combining import PackedLayer, pack
 from golden.systolic import check_fits, cycle_model, output_stage, run_layer
 from golden.workloads import quantize_symmetric, structured_layer
-from sim.testbench import (StreamSink, StreamSource, load_config, pack_lanes,
+from sim.testbench import (StreamSink, StreamSource, clock_edges, load_config, pack_lanes,
                            start_clock_and_reset, unpack_lanes, write_report)
 
 
@@ -87,12 +86,10 @@ async def array_matches_golden(dut):
     data = StreamSource(dut, "data", data_beats, rng, idle=config["idle"])
     sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])
     limit = (len(weight_beats) + len(data_beats)) * 20 + 1000
-    cycle, first, last_out = 0, None, None
-    while len(sink.beats) < len(expected):
-        await RisingEdge(dut.clk)
-        cycle += 1
-        assert cycle < limit, (f"only {len(sink.beats)} of {len(expected)} results after "
-                               f"{limit} cycles (seed {seed})")
+    first = last_out = None
+    async for cycle in clock_edges(dut, limit, lambda: (
+            f"only {len(sink.beats)} of {len(expected)} results after {limit} cycles "
+            f"(seed {seed})")):
         if weights.step() and first is None:
             first = cycle
         data.step()
@@ -116,6 +113,8 @@ async def array_matches_golden(dut):
                                                 f"{int(want_y[r])}, got {y[r]} (seed {seed})")
             offset += R * ob
         assert (word >> offset) & 1 == want_last, f"{where}: last flag wrong (seed {seed})"
+        if len(sink.beats) == len(expected):
+            break
 
     cycles = last_out - first + 1
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,

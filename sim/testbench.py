@@ -15,8 +15,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
-__all__ = ["load_config", "write_report", "start_clock_and_reset", "StreamSource",
-           "StreamSink", "pack_lanes", "unpack_lanes"]
+__all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
+           "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes"]
 
 
 def load_config():
@@ -39,6 +39,15 @@ async def start_clock_and_reset(dut, cycles=2):
     for _ in range(cycles):
         await RisingEdge(dut.clk)
     dut.rst.value = 0
+
+
+async def clock_edges(dut, limit, stalled):
+    """Yield 1, 2, ... after each rising edge of ``dut.clk``, up to ``limit`` edges; then fail
+    with ``stalled()`` (a description of what never arrived) instead of hanging."""
+    for cycle in range(1, limit + 1):
+        await RisingEdge(dut.clk)
+        yield cycle
+    raise AssertionError(stalled())
 
 
 def pack_lanes(values, width):
