@@ -101,7 +101,7 @@ def _packed_workload(dut, path, layer, build_root):
 def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
     config = {"rows": dut.rows, "cols": dut.cols, "alpha": dut.alpha,
               "weight_bits": dut.weight_bits, "data_bits": dut.data_bits,
-              "data_signed": dut.data_signed, "acc_bits": dut.acc_bits,
+              "data_signed": dut.data_signed, "acc_bits": dut.acc_bits, "mac": dut.mac,
               "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
               "backpressure": backpressure, **sim}
     if dut.out_bits is not None and not 0 <= sim["shift"] < dut.acc_bits:
@@ -148,7 +148,10 @@ ENGINES = {engine.name: engine for engine in [
         testbench="sim.tb_systolic",
         tb_config=_systolic_config,
         latency=lambda dut: dut.latency,
-        throughput=lambda dut: f"1 vector/cycle ({dut.rows * dut.cols} MACs/cycle)",
+        throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
+                                f"({dut.rows * dut.cols} MACs/vector)"
+                                if dut.beat_cycles > 1 else
+                                f"1 vector/cycle ({dut.rows * dut.cols} MACs/cycle)"),
     ),
 ]}
 

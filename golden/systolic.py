@@ -14,7 +14,8 @@ Arithmetic: two's complement, products and sums wrap to ``acc_bits`` exactly lik
 The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, with both
 input streams always valid and the output always ready: weights load a row per cycle into
 the free one of two banks; data beats enter one per cycle while their tile's bank is
-loaded and the output FIFO has room for them (credits); a bank frees when its tile's last
+loaded and the output FIFO has room for them (credits), one per ``beat_cycles`` (the
+bit-serial MAC takes ``data_bits`` cycles per beat); a bank frees when its tile's last
 result leaves the cells. A beat spends ``pipeline_depth`` cycles in the skew registers and
 cells, then ``FIFO_LATENCY`` in the output FIFO.
 """
@@ -160,16 +161,17 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
 FIFO_LATENCY = 2
 
 
-def pipeline_depth(rows, cols, out_stage):
+def pipeline_depth(rows, cols, out_stage, beat_cycles=1):
     """Register stages from an accepted data beat to the array's output FIFO: the input
-    register, skew and cells (``rows + cols + 2``: a cell adds two operand/product stages
-    before its adder) and 2 for an output stage."""
-    return rows + cols + 2 + (2 if out_stage else 0)
+    register, skew and cells (``rows + cols + 1 + beat_cycles``: a cell takes an operand
+    step and ``beat_cycles`` product steps before its adder) and 2 for an output stage.
+    ``beat_cycles`` is 1 for parallel MACs, ``data_bits`` for bit-serial ones."""
+    return rows + cols + 1 + beat_cycles + (2 if out_stage else 0)
 
 
-def latency(rows, cols, out_stage):
+def latency(rows, cols, out_stage, beat_cycles=1):
     """Cycles from a data beat's acceptance to its result being valid at the output."""
-    return pipeline_depth(rows, cols, out_stage) + FIFO_LATENCY
+    return pipeline_depth(rows, cols, out_stage, beat_cycles) + FIFO_LATENCY
 
 
 @dataclass(frozen=True)
@@ -189,8 +191,10 @@ class CycleReport:
     mapping_efficiency: float
 
 
-def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
-    """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0).
+def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, used_cells=None):
+    """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0), with
+    a data beat accepted at most every ``beat_cycles`` cycles (1: parallel MACs,
+    ``data_bits``: bit-serial).
 
     Both input streams are always valid, the output always ready. Edge ``e`` = 0 is the
     first weight beat's acceptance.
@@ -198,7 +202,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
     tile_sizes = [int(t) for t in tile_sizes]
     if not tile_sizes or min(tile_sizes) < 1:
         raise ValueError("Every tile needs at least one data beat")
-    L = pipeline_depth(rows, cols, out_stage)
+    L = pipeline_depth(rows, cols, out_stage, beat_cycles)
     depth = L + FIFO_LATENCY + 1          # output FIFO entries, as in the RTL
     EMPTY, FULL, BUSY = 0, 1, 2
     bank = [EMPTY, EMPTY]
@@ -208,13 +212,14 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
     pipe = [None] * L            # pipe[k]: (bank, last) of the beat accepted k+1 edges ago
     queue = collections.deque()           # edge at which each FIFO entry can be read
     occupancy = outputs = 0
+    next_beat = 0                         # first edge the serializer takes a beat
     total = sum(tile_sizes)
     e = 0
     while True:
         result_go = bool(queue) and queue[0] <= e
         weights_go = weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
         data_go = (data_tile < len(tile_sizes) and bank[use_bank] == FULL
-                   and occupancy < depth)
+                   and occupancy < depth and e >= next_beat)
         leaving = pipe[-1]
         # updates at edge e
         if result_go:
@@ -229,6 +234,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, used_cells=None):
         occupancy += int(data_go) - int(result_go)
         new = None
         if data_go:
+            next_beat = e + beat_cycles
             beat_in_tile += 1
             last = beat_in_tile == tile_sizes[data_tile]
             new = (use_bank, last)

@@ -1,7 +1,7 @@
 """cocotb testbench: the column-combined systolic array against ``golden.systolic``.
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``alpha``,
-``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``out_bits``), the run-time
+``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``mac``, ``out_bits``), the run-time
 ``shift``, the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
 ``layer_rows`` x ``layer_cols`` filter matrix at ``sparsity``, magnitude-pruned from a
 structured random layer, packed with ``gamma``), ``vectors`` input vectors per tile,
@@ -117,8 +117,9 @@ async def array_matches_golden(dut):
             break
 
     cycles = last_out - first + 1
+    beat_cycles = config["data_bits"] if config["mac"] == "bitserial" else 1
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
-                        out_stage=ob is not None,
+                        out_stage=ob is not None, beat_cycles=beat_cycles,
                         used_cells=[tile.used_cells for tile, *_ in per_tile])
     if config["idle"] == 0 and config["backpressure"] == 0:
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "

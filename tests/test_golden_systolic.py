@@ -54,6 +54,13 @@ def test_cycle_model_by_hand():
     assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 22
 
 
+def test_bitserial_cycle_model_by_hand():
+    # 4-bit serial MACs: a beat every 4 cycles and 3 more product steps (10 register
+    # stages). Data at 2, 6, ..., 38; the last leaves the cells at 48 and the FIFO at 50.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, beat_cycles=4).cycles == 51
+    assert latency(2, 3, False, beat_cycles=4) == 12
+
+
 def test_cycle_model_rejects_empty_tiles():
     with pytest.raises(ValueError, match="at least one data beat"):
         cycle_model([3, 0], rows=2, cols=2, out_stage=False)

@@ -3,6 +3,7 @@
 
 import pytest
 
+from golden.systolic import latency
 from hw.systolic import ColumnCombinedArray
 
 
@@ -14,6 +15,12 @@ def test_signature_widths():
     assert len(dut.weights.payload.as_value()) == 8 * 8 + 8 * 2
     assert len(dut.result.payload.as_value()) == 4 * 32 + 4 * 8 + 1
     assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 2 + 2
+
+
+def test_bitserial_takes_data_bits_cycles_per_beat():
+    dut = ColumnCombinedArray(rows=2, cols=3, mac="bitserial", data_bits=4)
+    assert dut.beat_cycles == 4 and dut.latency == latency(2, 3, False, beat_cycles=4)
+    assert ColumnCombinedArray(rows=2, cols=3).beat_cycles == 1
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

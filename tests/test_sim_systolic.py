@@ -12,12 +12,12 @@ from hw.systolic import ColumnCombinedArray
 from sim.runner import simulate
 
 ARRAY_KEYS = ("rows", "cols", "alpha", "weight_bits", "data_bits", "data_signed",
-              "acc_bits", "out_bits")
+              "acc_bits", "mac", "out_bits")
 
 
 def _run(simulator, seed, *, stalls, vectors, **config):
     config = {"weight_bits": 8, "data_bits": 8, "data_signed": False, "acc_bits": 32,
-              "out_bits": None, "shift": 6, "gamma": 0.5, "vectors": vectors,
+              "mac": "parallel", "out_bits": None, "shift": 6, "gamma": 0.5, "vectors": vectors,
               "idle": 0.3 if stalls else 0.0, "backpressure": 0.4 if stalls else 0.0,
               **config}
     dut = ColumnCombinedArray(**{k: config[k] for k in ARRAY_KEYS})
@@ -39,12 +39,22 @@ CONFIGS = {
     "3x2-a2-narrow": dict(rows=3, cols=2, alpha=2, weight_bits=4, data_bits=4,
                           acc_bits=10, out_bits=4, shift=2, layer_rows=7, layer_cols=19,
                           sparsity=0.5),
+    # bit-serial MACs: unsigned alpha 4 with an output stage, signed alpha 8 wrapping
+    "4x8-a4-bitserial": dict(rows=4, cols=8, alpha=4, mac="bitserial", out_bits=8,
+                             layer_rows=9, layer_cols=70, sparsity=0.75),
+    "8x3-a8-bitserial-signed": dict(rows=8, cols=3, alpha=8, mac="bitserial",
+                                    data_signed=True, data_bits=5, acc_bits=14,
+                                    layer_rows=20, layer_cols=200, sparsity=0.85),
+    "1x1-bitserial-1bit": dict(rows=1, cols=1, alpha=2, mac="bitserial", data_bits=1,
+                               layer_rows=3, layer_cols=5, sparsity=0.3),
 }
 
 
 @pytest.mark.parametrize("name,simulator", [
     ("1x1-dense", "verilator"), ("4x8-a4-signed", "verilator"),
     ("8x3-a8-layer", "verilator"), ("3x2-a2-narrow", "icarus"), ("1x1-dense", "icarus"),
+    ("4x8-a4-bitserial", "verilator"), ("8x3-a8-bitserial-signed", "verilator"),
+    ("1x1-bitserial-1bit", "verilator"), ("8x3-a8-bitserial-signed", "icarus"),
 ])
 def test_array_equals_golden(name, simulator, request):
     if simulator == "icarus":

@@ -1,15 +1,29 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
-from amaranth.hdl import Array, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 __all__ = ["ColumnCombinedArray"]
 
-MAC_KINDS = ("parallel",)
+MAC_KINDS = ("parallel", "bitserial")
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
+
+
+def _stage(m, value, name):
+    """A register on ``value`` (no reset: its validity travels in the array's valid pipe)."""
+    reg = Signal(value.shape(), name=name, reset_less=True)
+    m.d.sync += reg.eq(value)
+    return reg
+
+
+def _delay(m, value, cycles, name):
+    """``value`` delayed by ``cycles`` registers."""
+    for k in range(cycles):
+        value = _stage(m, value, f"{name}_d{k}")
+    return value
 
 
 def _positive_int(value, what):
@@ -35,25 +49,29 @@ class ColumnCombinedArray(wiring.Component):
     array, so tiles follow one another without draining.
 
     The array itself never stalls (no clock enable on its thousands of registers): results
-    go into a block-RAM output FIFO of ``pipeline_depth + 3`` entries (2 cycles from write to
-    read), and a data beat is accepted only
-    while the beats in flight and in the FIFO leave room for it (credits), so output
-    backpressure throttles the input instead.
+    go into a block-RAM output FIFO of ``pipeline_depth + 3`` entries (2 cycles from write
+    to read), and a data beat is accepted only while the beats in flight and in the FIFO
+    leave room for it (credits), so output backpressure throttles the input instead.
 
     Arithmetic: ``acc = wrap(psum + sum_g w[r,g] * x[g][sel[r,g]], acc_bits)`` (two's
     complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
     2**out_bits - 1)`` (arithmetic shift), ``shift`` being a run-time input.
 
-    Each cell is pipelined in three steps, so that no path holds more than one of the
-    operand multiplexers, the multiplier and the accumulator adder: (1) register the weight
-    and the selected stream of the data's bank, (2) register their product, (3) add it to
-    the partial sum. Partial sums enter two cycles later to match; data still move one
-    cell per cycle. The output stage takes two steps (shift, then clamp).
+    MAC kinds. ``parallel``: each cell is pipelined in three steps, so that no path holds
+    more than one of the operand multiplexers, the multiplier and the accumulator adder:
+    (1) register the weight and the selected stream of the data's bank, (2) register
+    their product, (3) add it to the partial sum. ``bitserial``: the data go up the
+    columns one bit per cycle, LSB first (a beat takes ``data_bits`` cycles); a cell
+    builds its product with a shift-add register (no multiplier) over ``data_bits``
+    cycles and adds it to the partial sum, which stays bit-parallel. Partial sums enter
+    late enough to meet the products; data move one cell per cycle. The output stage
+    takes two steps (shift, then clamp).
 
-    Latency: ``rows + cols + 4`` cycles from a data beat's acceptance to its result being
-    valid on ``result`` (``rows + cols + 2`` through the skew registers and cells, 2
-    through the FIFO), plus 2 with an output stage. Throughput: one data beat (one input vector) per
-    cycle while the result stream is not backpressured (``mac="parallel"``). Loading a
+    Latency: ``rows + cols + 3 + beat_cycles`` cycles from a data beat's acceptance to its
+    result being valid on ``result`` (``pipeline_depth`` through the skew registers and
+    cells, 2 through the FIFO), plus 2 with an output stage; ``beat_cycles`` is 1
+    (parallel) or ``data_bits`` (bitserial). Throughput: one data beat (one input vector)
+    per ``beat_cycles`` cycles while the result stream is not backpressured. Loading a
     tile's weights takes ``rows`` cycles and overlaps the previous tile.
 
     Parameters
@@ -71,7 +89,7 @@ class ColumnCombinedArray(wiring.Component):
     acc_bits : int
         Accumulator width (>= 2).
     mac : str
-        MAC kind: ``"parallel"``.
+        MAC kind: ``"parallel"`` or ``"bitserial"``.
     out_bits : int or None
         Width of the output stage's result, or None for no output stage.
 
@@ -155,9 +173,15 @@ class ColumnCombinedArray(wiring.Component):
     sel_bits = property(lambda self: self._sel_bits, doc="Width of a stream select.")
 
     @property
+    def beat_cycles(self):
+        """Cycles per data beat in steady state: 1 (parallel) or ``data_bits`` (bitserial)."""
+        return 1 if self.mac == "parallel" else self.data_bits
+
+    @property
     def pipeline_depth(self):
         """Register stages from an accepted data beat to the output FIFO."""
-        return self.rows + self.cols + 2 + (2 if self.out_bits is not None else 0)
+        return (self.rows + self.cols + 1 + self.beat_cycles
+                + (2 if self.out_bits is not None else 0))
 
     @property
     def fifo_depth(self):
@@ -187,13 +211,21 @@ class ColumnCombinedArray(wiring.Component):
         load_bank = Signal(name="load_bank")
         use_bank = Signal(name="use_bank")
         load_row = Signal(range(R))
+        # A serial MAC takes a beat per data_bits cycles: accept one once the previous
+        # beat's last bit is going in.
+        bit_index = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
         m.d.comb += [
             self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
-            self.data.ready.eq(room & (bank_state[use_bank] == _FULL)),
+            self.data.ready.eq(room & (bank_state[use_bank] == _FULL)
+                               & (bit_index == self.beat_cycles - 1)),
         ]
         weights_go = self.weights.valid & self.weights.ready
         data_go = self.data.valid & self.data.ready
         result_go = self.result.valid & self.result.ready
+        with m.If(data_go):
+            m.d.sync += bit_index.eq(0)
+        with m.Elif(bit_index != self.beat_cycles - 1):
+            m.d.sync += bit_index.eq(bit_index + 1)
         with m.If(data_go & ~result_go):
             m.d.sync += occupancy.eq(occupancy + 1)
         with m.Elif(result_go & ~data_go):
@@ -238,42 +270,18 @@ class ColumnCombinedArray(wiring.Component):
                         m.d.sync += [weight[b][r][g].eq(self.weights.payload.w[g]),
                                      select[b][r][g].eq(self.weights.payload.sel[g])]
 
-        def stage(value, name):
-            reg = Signal(value.shape(), name=name, reset_less=True)  # qualified by pipe_valid
-            m.d.sync += reg.eq(value)
-            return reg
-
-        def delay(value, cycles, name):
-            for k in range(cycles):
-                value = stage(value, f"{name}_d{k}")
-            return value
-
-        # Input stage, then skew: column g's data wait g cycles, row r's psum R-1-r and
-        # the two cycles a cell takes before its adder.
-        x_in = stage(self.data.payload.x, "x_in")
-        psum_in = stage(self.data.payload.psum, "psum_in")
-        bank_in = stage(use_bank, "bank_in")
-        column_data = [(delay(x_in[g], g, f"x_c{g}"), delay(bank_in, g, f"bank_c{g}"))
-                       for g in range(W)]
-        row_psum = [delay(psum_in[r], R + 1 - r, f"psum_r{r}") for r in range(R)]
-
-        # The cells: data move up (row R-1 is the bottom), partial sums move right.
-        for g in range(W):
-            x, bank = column_data[g]
-            for r in reversed(range(R)):
-                streams = Array(x[a] for a in range(self.alpha))
-                w = Mux(bank, weight[1][r][g], weight[0][r][g])
-                sel = Mux(bank, select[1][r][g], select[0][r][g])
-                w_op = stage(w, f"wop_r{r}_c{g}")
-                x_op = stage(streams[sel], f"xop_r{r}_c{g}")
-                product = stage(w_op * x_op, f"prod_r{r}_c{g}")
-                row_psum[r] = stage((row_psum[r] + product)[:self.acc_bits].as_signed(),
-                                    f"acc_r{r}_c{g}")
-                if r > 0:
-                    x, bank = stage(x, f"x_r{r}_c{g}"), stage(bank, f"bank_r{r}_c{g}")
+        # Partial sums enter after the input register; row r's wait until its cells'
+        # products are ready: R-1-r cycles of skew plus the cell's steps before its adder.
+        psum_in = _stage(m, self.data.payload.psum, "psum_in")
+        row_psum = [_delay(m, psum_in[r], R - r + self.beat_cycles, f"psum_r{r}")
+                    for r in range(R)]
+        if self.mac == "parallel":
+            self._parallel_cells(m, row_psum, weight, select, use_bank)
+        else:
+            self._bitserial_cells(m, row_psum, weight, select, use_bank, data_go, bit_index)
 
         # Deskew: row r waits r cycles so a vector's results leave together.
-        acc = [delay(row_psum[r], r, f"deskew_r{r}") for r in range(R)]
+        acc = [_delay(m, row_psum[r], r, f"deskew_r{r}") for r in range(R)]
         result = Signal(self.result.payload.shape())
         m.d.comb += result.last.eq(pipe_last[-1])
         if self.out_bits is None:
@@ -282,7 +290,7 @@ class ColumnCombinedArray(wiring.Component):
         else:
             top = (1 << self.out_bits) - 1
             for r in range(R):
-                shifted = stage(acc[r] >> self.shift, f"shifted_r{r}")
+                shifted = _stage(m, acc[r] >> self.shift, f"shifted_r{r}")
                 clamped = Signal(self.out_bits, name=f"y_r{r}")
                 with m.If(shifted < 0):
                     m.d.comb += clamped.eq(0)
@@ -290,8 +298,8 @@ class ColumnCombinedArray(wiring.Component):
                     m.d.comb += clamped.eq(top)
                 with m.Else():
                     m.d.comb += clamped.eq(shifted)
-                m.d.comb += [result.acc[r].eq(delay(acc[r], 2, f"out_acc_r{r}")),
-                             result.y[r].eq(stage(clamped, f"out_y_r{r}"))]
+                m.d.comb += [result.acc[r].eq(_delay(m, acc[r], 2, f"out_acc_r{r}")),
+                             result.y[r].eq(_stage(m, clamped, f"out_y_r{r}"))]
 
         m.d.comb += [
             out_fifo.w_data.eq(result),
@@ -301,3 +309,74 @@ class ColumnCombinedArray(wiring.Component):
             out_fifo.r_en.eq(self.result.ready),
         ]
         return m
+
+    def _parallel_cells(self, m, row_psum, weight, select, use_bank):
+        """Cells with a multiplier: a data beat goes in whole, one per cycle."""
+        R, W = self.rows, self.cols
+        # Input register, then skew: column g's data wait g cycles.
+        x_in = _stage(m, self.data.payload.x, "x_in")
+        bank_in = _stage(m, use_bank, "bank_in")
+        for g in range(W):
+            x = _delay(m, x_in[g], g, f"x_c{g}")
+            bank = _delay(m, bank_in, g, f"bank_c{g}")
+            # Data move up (row R-1 is the bottom), partial sums move right.
+            for r in reversed(range(R)):
+                streams = Array(x[a] for a in range(self.alpha))
+                w_op = _stage(m, Mux(bank, weight[1][r][g], weight[0][r][g]), f"wop_r{r}_c{g}")
+                sel = Mux(bank, select[1][r][g], select[0][r][g])
+                x_op = _stage(m, streams[sel], f"xop_r{r}_c{g}")
+                product = _stage(m, w_op * x_op, f"prod_r{r}_c{g}")
+                row_psum[r] = _stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
+                                     f"acc_r{r}_c{g}")
+                if r > 0:
+                    x, bank = _stage(m, x, f"x_r{r}_c{g}"), _stage(m, bank, f"bank_r{r}_c{g}")
+
+    def _bitserial_cells(self, m, row_psum, weight, select, use_bank, data_go, bit_index):
+        """Cells with a shift-add MAC: the data go in serially, LSB first, a bit per cycle.
+
+        A cell registers its weight and the selected stream's bit, then adds the weight
+        (bit 1) or nothing into a product register that shifts right each cycle, so the
+        product is complete (``data_bits`` cycles after the first bit) without a
+        multiplier; for signed data the last (sign) bit subtracts. The complete product
+        is added to the partial sum passing by in that cycle.
+        """
+        R, W, D = self.rows, self.cols, self.data_bits
+        # Edge: one shift register per stream, loaded with a beat and emptied LSB first.
+        shifters = [[Signal(D, name=f"xs_c{g}_s{a}", reset_less=True)
+                     for a in range(self.alpha)] for g in range(W)]
+        bank_in = Signal(name="bank_in", reset_less=True)
+        with m.If(data_go):
+            m.d.sync += bank_in.eq(use_bank)
+            for g in range(W):
+                for a in range(self.alpha):
+                    m.d.sync += shifters[g][a].eq(self.data.payload.x[g][a])
+        with m.Else():
+            for g in range(W):
+                for a in range(self.alpha):
+                    m.d.sync += shifters[g][a].eq(shifters[g][a] >> 1)
+        first_in, sign_in = bit_index == 0, bit_index == D - 1
+        for g in range(W):
+            bits = _delay(m, Cat(shifters[g][a][0] for a in range(self.alpha)), g, f"x_c{g}")
+            bank = _delay(m, bank_in, g, f"bank_c{g}")
+            first = _delay(m, first_in, g, f"first_c{g}")
+            sign = _delay(m, sign_in, g, f"sign_c{g}") if self.data_signed else C(0)
+            for r in reversed(range(R)):
+                w_op = _stage(m, Mux(bank, weight[1][r][g], weight[0][r][g]), f"wop_r{r}_c{g}")
+                sel = Mux(bank, select[1][r][g], select[0][r][g])
+                bit_op = _stage(m, bits.bit_select(sel, 1), f"xop_r{r}_c{g}")
+                first_op = _stage(m, first, f"first_r{r}_c{g}")
+                sign_op = _stage(m, sign, f"sign_r{r}_c{g}") if self.data_signed else C(0)
+                # product = product / 2 + term * 2**(D-1); the low D-1 bits only shift.
+                product = Signal(signed(self.weight_bits + D + 1), name=f"prod_r{r}_c{g}",
+                                 reset_less=True)
+                half = Mux(first_op, 0, product >> 1)
+                term = Mux(bit_op, Mux(sign_op, -w_op, w_op), 0)
+                m.d.sync += product.eq(Cat(half[:D - 1], (half >> (D - 1)) + term))
+                row_psum[r] = _stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
+                                     f"acc_r{r}_c{g}")
+                if r > 0:
+                    bits, bank, first = (_stage(m, bits, f"x_r{r}_c{g}"),
+                                         _stage(m, bank, f"bank_r{r}_c{g}"),
+                                         _stage(m, first, f"first_r{r}_c{g}_up"))
+                    if self.data_signed:
+                        sign = _stage(m, sign, f"sign_r{r}_c{g}_up")
