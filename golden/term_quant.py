@@ -23,7 +23,7 @@ import functools
 import numpy as np
 
 __all__ = ["ENCODINGS", "quantize", "digit_table", "terms", "digits", "reveal",
-           "truncate", "group", "ungroup", "term_counts", "term_pairs",
+           "truncate", "kept_digits", "group_terms", "lockstep_pairs", "group", "ungroup", "term_counts", "term_pairs",
            "tmac_cycles", "pmac_cycles"]
 
 ENCODINGS = ("binary", "naf", "booth")
@@ -187,6 +187,48 @@ def truncate(values, beta, encoding="naf", mag_bits=7, *, counts=False):
     _check_budget(beta, "Data term budget")
     out, kept = reveal(np.asarray(values)[..., None], beta, encoding, mag_bits, counts=True)
     return (out[..., 0], kept[..., 0]) if counts else out[..., 0]
+
+
+def kept_digits(values, alpha, encoding="naf", mag_bits=7):
+    """Signed digits (int8, ``values.shape + (mag_bits + 1,)``) of the terms each value
+    keeps when its group (the last axis) is revealed with budget ``alpha``."""
+    d = digits(values, mag_bits, encoding)
+    kept = reveal(values, alpha, encoding, mag_bits, counts=True)[1]
+    present = d != 0
+    above = np.cumsum(present[..., ::-1], axis=-1)[..., ::-1] - present   # terms above e
+    return np.where(present & (above < kept[..., None]), d, 0).astype(np.int8)
+
+
+def group_terms(values, alpha, encoding="naf", mag_bits=7):
+    """The terms one group (a 1-D array of ``g`` values) keeps under budget ``alpha``, in
+    the order term revealing takes them (exponent descending, lowest index first), as
+    ``[(sign, exponent, index), ...]``: a tMAC's weight term queue."""
+    values = _check_values(values, mag_bits)
+    kept = reveal(values[None, :], alpha, encoding, mag_bits, counts=True)[1][0]
+    chosen = [(sign, e, j) for j, v in enumerate(values)
+              for sign, e in terms(int(v), mag_bits, encoding)[:kept[j]]]
+    return sorted(chosen, key=lambda t: (-t[1], t[2]))
+
+
+def lockstep_pairs(weights, data, alpha, beta, encoding="naf", mag_bits=7):
+    """The term pairs a tMAC processes for one group in lockstep: ``alpha * beta`` slots,
+    weight term ``i`` (of ``group_terms(weights, alpha)``) against data term ``k`` (of the
+    top ``beta`` terms of the data value it belongs to), ``i`` outer. Each slot is
+    ``(weight_exponent, data_exponent, negative)`` or None when either term is missing.
+    The pairs sum to ``dot(reveal(weights), truncate(data))`` exactly."""
+    data = _check_values(data, mag_bits)
+    w_terms = group_terms(weights, alpha, encoding, mag_bits)
+    x_terms = [terms(int(x), mag_bits, encoding)[:beta] for x in data]
+    slots = []
+    for i in range(alpha):
+        for k in range(beta):
+            if i < len(w_terms) and k < len(x_terms[w_terms[i][2]]):
+                sw, ew, j = w_terms[i]
+                sx, ex = x_terms[j][k]
+                slots.append((ew, ex, sw * sx < 0))
+            else:
+                slots.append(None)
+    return slots
 
 
 def group(matrix, g):

@@ -10,14 +10,11 @@ Report: ``values``, ``beats``, ``cycles`` (first input edge to last output edge,
 and ``values_per_cycle``.
 """
 
-import random
-
 import cocotb
 import numpy as np
 
 from golden.fmix32 import fmix32
-from sim.testbench import (StreamSink, StreamSource, clock_edges, load_config, pack_lanes,
-                           start_clock_and_reset, unpack_lanes, write_report)
+from sim.testbench import check_stream, load_config, pack_lanes, unpack_lanes, write_report
 
 _CORNERS = [0, 1, 0x8000_0000, 0xFFFF_FFFF]
 
@@ -32,37 +29,20 @@ def _stimulus(rng, lanes, beats):
 async def fmix32_matches_golden(dut):
     config = load_config()
     lanes, beats = config["lanes"], config["beats"]
-    rng = random.Random(config["seed"])
     values = _stimulus(np.random.default_rng(config["seed"]), lanes, beats)
     expected = fmix32(values)
 
-    await start_clock_and_reset(dut)
-    source = StreamSource(dut, "i", [pack_lanes(row, 32) for row in values], rng,
-                          idle=config["idle"])
-    sink = StreamSink(dut, "o", rng, backpressure=config["backpressure"])
-    limit = (beats + config["latency"]) * 20 + 100
-    first_in = last_out = None
-    async for cycle in clock_edges(dut, limit, lambda: (
-            f"only {len(sink.beats)} of {beats} beats after {limit} cycles "
-            f"(seed {config['seed']})")):
-        if source.step() and first_in is None:
-            first_in = cycle
-        if sink.step():
-            last_out = cycle
-            k = len(sink.beats) - 1
-            got = unpack_lanes(sink.beats[-1], 32, lanes)
-            for lane in range(lanes):
-                assert got[lane] == int(expected[k, lane]), (
-                    f"beat {k} lane {lane}: fmix32(0x{int(values[k, lane]):08x}) expected "
-                    f"0x{int(expected[k, lane]):08x}, got 0x{got[lane]:08x} "
-                    f"(seed {config['seed']})")
-            if len(sink.beats) == beats:
-                break
+    def check(k, word):
+        got = unpack_lanes(word, 32, lanes)
+        for lane in range(lanes):
+            assert got[lane] == int(expected[k, lane]), (
+                f"beat {k} lane {lane}: fmix32(0x{int(values[k, lane]):08x}) expected "
+                f"0x{int(expected[k, lane]):08x}, got 0x{got[lane]:08x} "
+                f"(seed {config['seed']})")
 
-    cycles = last_out - first_in + 1
-    if config["idle"] == 0 and config["backpressure"] == 0:
-        model = beats + config["latency"]
-        assert cycles == model, (f"{cycles} cycles from first input to last output, "
-                                 f"cycle model says {model} (seed {config['seed']})")
+    cycles = await check_stream(dut, config, source="i", sink="o",
+                                payloads=[pack_lanes(row, 32) for row in values],
+                                expected=expected, check=check,
+                                latency_cycles=config["latency"])
     write_report(config, {"values": beats * lanes, "beats": beats, "cycles": cycles,
                           "values_per_cycle": beats * lanes / cycles})

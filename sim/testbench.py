@@ -16,7 +16,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
 __all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
-           "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes"]
+           "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes", "check_stream"]
 
 
 def load_config():
@@ -123,3 +123,36 @@ class StreamSink:
             self.beats.append(int(self._payload.value))
         self._ready.value = int(self._rng.random() >= self._backpressure)
         return taken
+
+
+async def check_stream(dut, config, *, source, sink, payloads, expected, check,
+                       latency_cycles):
+    """Drive ``payloads`` into stream ``source`` and take ``len(expected)`` beats from
+    stream ``sink`` (random idle cycles and backpressure from ``config``), calling
+    ``check(k, word)`` on each output beat ``k``. Without stalls, the cycles from the first
+    accepted input to the last output (both edges included) must equal
+    ``len(payloads) + latency_cycles``. Returns that cycle count.
+    """
+    seed = config["seed"]
+    await start_clock_and_reset(dut)
+    rng = random.Random(seed)
+    driver = StreamSource(dut, source, payloads, rng, idle=config["idle"])
+    taker = StreamSink(dut, sink, rng, backpressure=config["backpressure"])
+    limit = (len(payloads) + latency_cycles) * 20 + 100
+    first_in = last_out = None
+    async for cycle in clock_edges(dut, limit, lambda: (
+            f"only {len(taker.beats)} of {len(expected)} output beats after {limit} cycles "
+            f"(seed {seed})")):
+        if driver.step() and first_in is None:
+            first_in = cycle
+        if taker.step():
+            last_out = cycle
+            check(len(taker.beats) - 1, taker.beats[-1])
+            if len(taker.beats) == len(expected):
+                break
+    cycles = last_out - first_in + 1
+    if config["idle"] == 0 and config["backpressure"] == 0:
+        model = len(payloads) + latency_cycles
+        assert cycles == model, (f"{cycles} cycles from first input to last output, "
+                                 f"cycle model says {model} (seed {seed})")
+    return cycles

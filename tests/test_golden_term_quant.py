@@ -5,7 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.term_quant import (ENCODINGS, digit_table, group, pmac_cycles, quantize, reveal,
+from golden.term_quant import (ENCODINGS, digit_table, group, group_terms, kept_digits,
+                               lockstep_pairs,
+                               pmac_cycles, quantize, reveal,
                                term_counts, term_pairs, terms, tmac_cycles, truncate, ungroup)
 
 
@@ -131,3 +133,28 @@ def test_term_pairs_and_cycles():
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_group_terms_follow_the_reveal_order():
+    assert group_terms(np.array([67, 10, 81]), 4, "binary") == [
+        (1, 6, 0), (1, 6, 2), (1, 4, 2), (1, 3, 1)]
+    assert group_terms(np.array([-3, 0]), 8, "naf") == [(-1, 2, 0), (1, 0, 0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-127, 127), st.integers(-127, 127)), min_size=1,
+                max_size=8), st.integers(1, 12), st.integers(1, 4), st.sampled_from(ENCODINGS))
+def test_lockstep_pairs_sum_to_the_revealed_dot_product(pairs, alpha, beta, encoding):
+    w, x = np.array(pairs).T
+    slots = lockstep_pairs(w, x, alpha, beta, encoding)
+    assert len(slots) == alpha * beta
+    total = sum((-1 if neg else 1) << (ew + ex) for ew, ex, neg in filter(None, slots))
+    assert total == int(reveal(w[None], alpha, encoding)[0] @ truncate(x, beta, encoding))
+
+
+def test_kept_digits_add_up_to_the_revealed_values():
+    rng = np.random.default_rng(9)
+    values = rng.integers(-127, 128, size=(300, 6))
+    for encoding in ENCODINGS:
+        kept = kept_digits(values, 7, encoding).astype(np.int64)
+        assert np.array_equal(kept @ (1 << np.arange(8)), reveal(values, 7, encoding))

@@ -1,10 +1,11 @@
 """Pipelined streaming ``fmix32`` unit (SPEC.md section 5), the TernGrad engine's random source."""
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Module, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.fmix32 import FMIX32_C1, FMIX32_C2
+from hw.common.pipeline import StallPipeline
 
 __all__ = ["Fmix32Unit"]
 
@@ -70,24 +71,7 @@ class Fmix32Unit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-
-        advance = Signal()
-        m.d.comb += [
-            advance.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(advance),
-        ]
-
-        valid = [Signal(name=f"stage{n + 1}_valid") for n in range(self.LATENCY)]
-        with m.If(advance):
-            m.d.sync += valid[0].eq(self.i.valid)
-            m.d.sync += [later.eq(earlier) for earlier, later in zip(valid, valid[1:])]
-        m.d.comb += self.o.valid.eq(valid[-1])
-
-        def register(value, name):
-            reg = Signal(len(value), name=name, reset_less=True)
-            with m.If(advance):
-                m.d.sync += reg.eq(value)
-            return reg
+        register = StallPipeline(m, self.i, self.o, self.LATENCY).register
 
         def partial_products(x, const, name):
             lo, hi = x[:16], x[16:]
