@@ -54,6 +54,7 @@ def main():
                 r = run_synthesis(engine.name, params, device=device)
             except SynthesisError as error:
                 rows.append({"device": device, "config": label,
+                             **(error.synthesized or {}),
                              "note": str(error).split(" (log:")[0]})
                 continue
             rows.append({"device": device, "config": label, "lut": r["lut"], "ff": r["ff"],

@@ -29,7 +29,15 @@ __all__ = ["SynthesisError", "SynthReport", "synthesize"]
 
 
 class SynthesisError(RuntimeError):
-    """yosys or nextpnr failed; the message has the tool's last error and its log."""
+    """yosys or nextpnr failed; the message has the tool's last error and its log.
+
+    ``synthesized`` holds the component's LUT and FF counts after synthesis when
+    placement failed (a design that does not fit), else None.
+    """
+
+    def __init__(self, message, synthesized=None):
+        super().__init__(message)
+        self.synthesized = synthesized
 
 
 # yosys cell types counted in each resource, per family; CCU2C holds two LUT4s.
@@ -208,15 +216,29 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
                    "--report", "nextpnr.json", "--timing-allow-fail"]
         if dev.family == "ice40":
             command.append("--pcf-allow-unconstrained")
-        _run(command, work / "nextpnr.log", work, "nextpnr", dev.name)
+        try:
+            _run(command, work / "nextpnr.log", work, "nextpnr", dev.name)
+        except SynthesisError as error:
+            cells = _synthesized_cells(work)
+            counts = {"lut": _count(cells, dev.family, "lut"), "ff": _flip_flops(cells)}
+            raise SynthesisError(f"{error} (after synthesis: {counts['lut']} LUT, "
+                                 f"{counts['ff']} FF)", counts) from None
 
         report = _report(dev, top, clock_mhz, component, work)
         cached.write_text(json.dumps(report.to_dict(), indent=1))
         return report
 
 
+def _synthesized_cells(work):
+    return json.loads((work / "stat.json").read_text())["design"]["num_cells_by_type"]
+
+
+def _flip_flops(cells):
+    return sum(n for cell, n in cells.items() if cell.startswith(("SB_DFF", "TRELLIS_FF")))
+
+
 def _report(dev, top, clock_mhz, component, work):
-    cells = json.loads((work / "stat.json").read_text())["design"]["num_cells_by_type"]
+    cells = _synthesized_cells(work)
     placed = json.loads((work / "nextpnr.json").read_text())
     utilization = placed["utilization"]
     names = _PLACED[dev.family]
@@ -225,8 +247,7 @@ def _report(dev, top, clock_mhz, component, work):
     return SynthReport(
         top=top, device=dev.name, part=dev.part,
         lut=_count(cells, dev.family, "lut"),
-        ff=sum(n for cell, n in cells.items()
-               if cell.startswith(("SB_DFF", "TRELLIS_FF"))),
+        ff=_flip_flops(cells),
         carry=_count(cells, dev.family, "carry"),
         dsp=_count(cells, dev.family, "dsp"),
         bram=_count(cells, dev.family, "bram"),

@@ -46,9 +46,14 @@ def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):
 def test_design_that_does_not_fit_gives_a_clear_error(build_root):
     # Eight lanes of LUT multipliers need more logic cells than the HX8K's 7680.
     with pytest.raises(SynthesisError,
-                       match="design does not fit ice40-hx8k: it needs more ICESTORM_LC"):
+                       match="design does not fit ice40-hx8k: it needs more ICESTORM_LC") \
+            as failure:
         synthesize(Fmix32Unit(lanes=8), top="fmix32", device="ice40-hx8k",
                    build_root=build_root)
+    # What it needs is in the message and on the exception.
+    lut, ff = failure.value.synthesized["lut"], failure.value.synthesized["ff"]
+    assert lut > 7680 and ff > 0
+    assert f"(after synthesis: {lut} LUT, {ff} FF)" in str(failure.value)
 
 
 def test_unknown_device_lists_the_known_ones():

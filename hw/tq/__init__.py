@@ -1,0 +1,8 @@
+"""Term-quantization gateware: term encoder, term revealer, term lister, tMAC and pMAC."""
+
+from hw.tq.encoder import TermEncoder
+from hw.tq.lister import TermLister
+from hw.tq.mac import PMac, TMac
+from hw.tq.revealer import TermRevealer
+
+__all__ = ["TermEncoder", "TermRevealer", "TermLister", "TMac", "PMac"]

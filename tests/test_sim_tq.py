@@ -1,0 +1,72 @@
+# amaranth: UnusedElaboratable=no
+"""The term-quantization units in cocotb against golden: every output beat, and the cycle
+count without stalls (the testbench asserts both)."""
+
+import pytest
+
+from hw.tq import PMac, TermEncoder, TermLister, TermRevealer, TMac
+from sim.runner import simulate
+
+
+def _run(dut, unit, simulator, seed, *, stalls, **config):
+    config = {"unit": unit, "mag_bits": dut.mag_bits, "idle": 0.3 if stalls else 0.0,
+              "backpressure": 0.4 if stalls else 0.0, **config}
+    print(f"seed={seed} config={config}")
+    return simulate(dut, top=f"tq_{unit}", testbench="sim.tb_tq", simulator=simulator,
+                    config=config, seed=seed).report
+
+
+def _both(dut, unit, simulator, count, **config):
+    """With stalls, then without (cycles == inputs + latency)."""
+    stalled = _run(dut, unit, simulator, 21, stalls=True, **config)
+    steady = _run(dut, unit, simulator, 22, stalls=False, **config)
+    assert steady["cycles"] == steady["inputs"] + config["latency"]
+    assert stalled["cycles"] > stalled["inputs"] + config["latency"]
+    assert steady["outputs"] == count
+    return steady
+
+
+@pytest.mark.parametrize("encoding,lanes,mag_bits,simulator", [
+    ("naf", 4, 7, "verilator"), ("binary", 1, 7, "verilator"), ("booth", 2, 5, "verilator"),
+    ("naf", 2, 10, "icarus"),
+])
+def test_term_encoder(encoding, lanes, mag_bits, simulator, request):
+    if simulator == "icarus":
+        request.getfixturevalue("icarus")
+    dut = TermEncoder(lanes=lanes, mag_bits=mag_bits, encoding=encoding)
+    _both(dut, "encoder", simulator, 600, lanes=lanes, encoding=encoding, beats=600,
+          latency=dut.LATENCY)
+
+
+@pytest.mark.parametrize("lanes,group,budget,encoding,simulator", [
+    (4, 1, 3, "naf", "verilator"),          # data: each value's top beta terms
+    (8, 4, 6, "naf", "verilator"),          # groups of 4 under a shared budget
+    (3, 3, 4, "binary", "icarus"),
+])
+def test_term_revealer(lanes, group, budget, encoding, simulator, request):
+    if simulator == "icarus":
+        request.getfixturevalue("icarus")
+    dut = TermRevealer(lanes=lanes, group=group, budget=budget)
+    _both(dut, "revealer", simulator, 500, lanes=lanes, group=group, budget=budget,
+          encoding=encoding, beats=500, latency=dut.latency)
+
+
+def test_term_lister():
+    dut = TermLister(lanes=3, slots=3)
+    _both(dut, "lister", "verilator", 500, lanes=3, slots=3, encoding="naf", beats=500,
+          latency=dut.latency)
+
+
+@pytest.mark.parametrize("alpha,beta,g,acc_bits,encoding", [
+    (12, 3, 8, 32, "naf"), (4, 2, 3, 16, "binary"), (1, 1, 1, 12, "booth"),
+])
+def test_tmac(alpha, beta, g, acc_bits, encoding):
+    dut = TMac(acc_bits=acc_bits)
+    _both(dut, "tmac", "verilator", 150, alpha=alpha, beta=beta, g=g, acc_bits=acc_bits,
+          encoding=encoding, groups=150, latency=dut.LATENCY)
+
+
+def test_pmac(icarus):
+    for simulator in ("verilator", icarus):
+        dut = PMac(acc_bits=24)
+        _both(dut, "pmac", simulator, 200, g=8, acc_bits=24, groups=200, latency=dut.LATENCY)
