@@ -70,8 +70,9 @@ async def array_matches_golden(dut):
     weight_beats, data_beats, expected = [], [], []
     for tile, beats, psum, results in per_tile:
         for r in range(R):
-            weight_beats.append(pack_lanes(tile.weights[r], wb)
-                                | pack_lanes(tile.selects[r], sel_bits) << (W * wb))
+            weight_beats.append(pack_lanes(
+                [(int(w) & ((1 << wb) - 1)) | int(sel) << wb
+                 for w, sel in zip(tile.weights[r], tile.selects[r])], wb + sel_bits))
         for t in range(len(beats)):
             x = pack_lanes(beats[t].reshape(-1), db)
             word = x | pack_lanes(psum[t], ab) << (W * alpha * db)

@@ -1,0 +1,233 @@
+"""The shell every weight-stationary array of codnn shares: double-buffered weights, data
+beats accepted on credits, partial sums skewed in and deskewed out, an optional output
+stage and a block-RAM output FIFO. A subclass supplies its cells."""
+
+from amaranth.hdl import Array, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["WeightStationaryArray", "stage", "delay", "positive_int"]
+
+_EMPTY, _FULL, _BUSY = 0, 1, 2
+
+
+def stage(m, value, name):
+    """A register on ``value`` (no reset: its validity travels in the array's valid pipe)."""
+    reg = Signal(value.shape(), name=name, reset_less=True)
+    m.d.sync += reg.eq(value)
+    return reg
+
+
+def delay(m, value, cycles, name):
+    """``value`` delayed by ``cycles`` registers."""
+    for k in range(cycles):
+        value = stage(m, value, f"{name}_d{k}")
+    return value
+
+
+def positive_int(value, what):
+    """Raise ``TypeError`` unless ``value`` is a positive integer."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise TypeError(f"{what} must be a positive integer, not {value!r}")
+
+
+class WeightStationaryArray(wiring.Component):
+    """A ``rows x cols`` weight-stationary array: partial sums enter row r at the left
+    (``psum``), move right one cell per cycle and leave at the right edge.
+
+    Weights are double-buffered: a ``weights`` beat writes one array row (row 0 first) of
+    the bank not in use, so the next tile loads while the current one computes. Data beats
+    of a tile are accepted once its bank is loaded; the beat flagged ``last`` ends the tile
+    and the next beats use the other bank. A bank is free to load again when its tile's
+    last result has left the cells. Each data beat carries its bank with it through the
+    array, so tiles follow one another without draining.
+
+    The array never stalls (no clock enable on its thousands of registers): results go
+    into a block-RAM output FIFO of ``pipeline_depth + 3`` entries (2 cycles from write to
+    read), and a data beat is accepted only while the beats in flight and in the FIFO leave
+    room for it (credits), so output backpressure throttles the input instead. A beat is
+    accepted at most every ``beat_cycles`` cycles (cells that take several cycles per beat).
+
+    With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
+    (arithmetic shift, in two steps), ``shift`` being a run-time input.
+
+    Latency: ``pipeline_depth + 2`` cycles from a data beat's acceptance to its result on
+    ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + beat_cycles`` (+2 with
+    an output stage): the input register, the subclass's edge, the skew of the columns and
+    rows, an operand step and ``beat_cycles`` steps to a cell's product.
+
+    A subclass passes the layouts of a cell's weight and of a column's data, and
+    implements ``_cells``.
+    """
+
+    def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
+                 beat_cycles, edge_latency):
+        if out_bits is not None:
+            positive_int(out_bits, "Output width")
+            if out_bits > acc_bits:
+                raise ValueError(f"Output width ({out_bits}) must not exceed the accumulator "
+                                 f"width ({acc_bits})")
+        self._rows, self._cols, self._acc_bits, self._out_bits = rows, cols, acc_bits, out_bits
+        self._cell_weight = cell_weight
+        self._beat_cycles, self._edge_latency = beat_cycles, edge_latency
+        result_fields = {"acc": data.ArrayLayout(signed(acc_bits), rows)}
+        if out_bits is not None:
+            result_fields["y"] = data.ArrayLayout(unsigned(out_bits), rows)
+        result_fields["last"] = 1
+        members = {
+            "weights": In(stream.Signature(data.ArrayLayout(cell_weight, cols))),
+            "data": In(stream.Signature(data.StructLayout({
+                "x": data.ArrayLayout(column_data, cols),
+                "psum": data.ArrayLayout(signed(acc_bits), rows),
+                "last": 1}))),
+            "result": Out(stream.Signature(data.StructLayout(result_fields))),
+        }
+        if out_bits is not None:
+            members["shift"] = In(range(acc_bits))
+        super().__init__(members)
+
+    rows = property(lambda self: self._rows, doc="Array rows.")
+    cols = property(lambda self: self._cols, doc="Array columns.")
+    acc_bits = property(lambda self: self._acc_bits, doc="Accumulator width.")
+    out_bits = property(lambda self: self._out_bits, doc="Output stage width or None.")
+    beat_cycles = property(lambda self: self._beat_cycles,
+                           doc="Cycles per data beat in steady state.")
+
+    @property
+    def pipeline_depth(self):
+        """Register stages from an accepted data beat to the output FIFO."""
+        return (self.rows + self.cols + 1 + self._edge_latency + self.beat_cycles
+                + (2 if self.out_bits is not None else 0))
+
+    @property
+    def fifo_depth(self):
+        """Entries of the output FIFO: enough that an always-ready output never throttles."""
+        return self.pipeline_depth + 3
+
+    @property
+    def latency(self):
+        """Cycles from a data beat's acceptance to its result being valid on ``result``."""
+        return self.pipeline_depth + 2
+
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase):
+        """Build the edge and the cells. ``weight(r, c, bank)`` is cell (r, c)'s weight in
+        ``bank`` (a view of the cell weight layout); ``phase`` counts 0, 1, ... cycles
+        since the last accepted beat, saturating at ``beat_cycles - 1``. Replace each
+        ``row_psum[r]`` with the row's partial sum after the last column."""
+        raise NotImplementedError
+
+    def elaborate(self, platform):
+        m = Module()
+        R, W = self.rows, self.cols
+        L = self.pipeline_depth
+
+        # Buffered: synchronous reads, so the FIFO maps to block RAM.
+        m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(
+            width=len(Value.cast(self.result.payload)), depth=self.fifo_depth)
+        # Credits: beats in the cells or the FIFO; accept only while one more fits.
+        occupancy = Signal(range(self.fifo_depth + 1))
+        room = Signal()
+        m.d.comb += room.eq(occupancy < self.fifo_depth)
+
+        # Control: two weight banks, each EMPTY -> FULL (loaded) -> BUSY (in use) -> EMPTY.
+        bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
+        load_bank = Signal(name="load_bank")
+        use_bank = Signal(name="use_bank")
+        load_row = Signal(range(R))
+        # Cycles since the last accepted beat; the next is accepted once it has had
+        # beat_cycles of them.
+        phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
+        m.d.comb += [
+            self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
+            self.data.ready.eq(room & (bank_state[use_bank] == _FULL)
+                               & (phase == self.beat_cycles - 1)),
+        ]
+        weights_go = self.weights.valid & self.weights.ready
+        data_go = self.data.valid & self.data.ready
+        result_go = self.result.valid & self.result.ready
+        with m.If(data_go):
+            m.d.sync += phase.eq(0)
+        with m.Elif(phase != self.beat_cycles - 1):
+            m.d.sync += phase.eq(phase + 1)
+        with m.If(data_go & ~result_go):
+            m.d.sync += occupancy.eq(occupancy + 1)
+        with m.Elif(result_go & ~data_go):
+            m.d.sync += occupancy.eq(occupancy - 1)
+
+        # Valid pipeline: (valid, bank, last) of each beat in flight.
+        pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(L)]
+        pipe_bank = [Signal(name=f"pipe{k}_bank") for k in range(L)]
+        pipe_last = [Signal(name=f"pipe{k}_last") for k in range(L)]
+        m.d.sync += [pipe_valid[0].eq(data_go), pipe_bank[0].eq(use_bank),
+                     pipe_last[0].eq(self.data.payload.last)]
+        for k in range(1, L):
+            m.d.sync += [pipe_valid[k].eq(pipe_valid[k - 1]),
+                         pipe_bank[k].eq(pipe_bank[k - 1]),
+                         pipe_last[k].eq(pipe_last[k - 1])]
+        tile_done = pipe_valid[-1] & pipe_last[-1]
+
+        for b in range(2):
+            with m.If(tile_done & (pipe_bank[-1] == b)):
+                m.d.sync += bank_state[b].eq(_EMPTY)
+            with m.Elif(data_go & self.data.payload.last & (use_bank == b)):
+                m.d.sync += bank_state[b].eq(_BUSY)
+            with m.Elif(weights_go & (load_row == R - 1) & (load_bank == b)):
+                m.d.sync += bank_state[b].eq(_FULL)
+        with m.If(data_go & self.data.payload.last):
+            m.d.sync += use_bank.eq(~use_bank)
+        with m.If(weights_go):
+            with m.If(load_row == R - 1):
+                m.d.sync += [load_row.eq(0), load_bank.eq(~load_bank)]
+            with m.Else():
+                m.d.sync += load_row.eq(load_row + 1)
+
+        # Weight banks, written a row at a time.
+        banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
+                  for r in range(R)] for b in range(2)]
+        for b in range(2):
+            for r in range(R):
+                with m.If(weights_go & (load_bank == b) & (load_row == r)):
+                    for c in range(W):
+                        m.d.sync += banks[b][r][c].eq(self.weights.payload[c])
+
+        def weight(r, c, bank):
+            raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
+            return data.View(self._cell_weight, raw)
+
+        # Partial sums enter after the input register; row r's wait until its cells'
+        # products are ready: R-1-r cycles of skew, the edge, and the cell's steps before
+        # its adder.
+        psum_in = stage(m, self.data.payload.psum, "psum_in")
+        row_psum = [delay(m, psum_in[r], R - r + self._edge_latency + self.beat_cycles,
+                          f"psum_r{r}") for r in range(R)]
+        self._cells(m, row_psum, weight, use_bank, data_go, phase)
+
+        # Deskew: row r waits r cycles so a vector's results leave together.
+        acc = [delay(m, row_psum[r], r, f"deskew_r{r}") for r in range(R)]
+        result = Signal(self.result.payload.shape())
+        m.d.comb += result.last.eq(pipe_last[-1])
+        if self.out_bits is None:
+            for r in range(R):
+                m.d.comb += result.acc[r].eq(acc[r])
+        else:
+            top = (1 << self.out_bits) - 1
+            for r in range(R):
+                shifted = stage(m, acc[r] >> self.shift, f"shifted_r{r}")
+                clamped = Signal(self.out_bits, name=f"y_r{r}")
+                with m.If(shifted < 0):
+                    m.d.comb += clamped.eq(0)
+                with m.Elif(shifted > top):
+                    m.d.comb += clamped.eq(top)
+                with m.Else():
+                    m.d.comb += clamped.eq(shifted)
+                m.d.comb += [result.acc[r].eq(delay(m, acc[r], 2, f"out_acc_r{r}")),
+                             result.y[r].eq(stage(m, clamped, f"out_y_r{r}"))]
+
+        m.d.comb += [
+            out_fifo.w_data.eq(result),
+            out_fifo.w_en.eq(pipe_valid[-1]),
+            Value.cast(self.result.payload).eq(out_fifo.r_data),
+            self.result.valid.eq(out_fifo.r_rdy),
+            out_fifo.r_en.eq(self.result.ready),
+        ]
+        return m
