@@ -161,17 +161,18 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
 FIFO_LATENCY = 2
 
 
-def pipeline_depth(rows, cols, out_stage, beat_cycles=1):
+def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0):
     """Register stages from an accepted data beat to the array's output FIFO: the input
-    register, skew and cells (``rows + cols + 1 + beat_cycles``: a cell takes an operand
-    step and ``beat_cycles`` product steps before its adder) and 2 for an output stage.
-    ``beat_cycles`` is 1 for parallel MACs, ``data_bits`` for bit-serial ones."""
-    return rows + cols + 1 + beat_cycles + (2 if out_stage else 0)
+    register, the data edge (``edge_latency``), skew and cells (``rows + cols +
+    beat_cycles``: a cell takes an operand step and ``beat_cycles`` product steps before
+    its adder) and 2 for an output stage. ``beat_cycles`` is 1 for parallel MACs,
+    ``data_bits`` for bit-serial ones, ``alpha * beta`` for tMACs."""
+    return rows + cols + 1 + edge_latency + beat_cycles + (2 if out_stage else 0)
 
 
-def latency(rows, cols, out_stage, beat_cycles=1):
+def latency(rows, cols, out_stage, beat_cycles=1, edge_latency=0):
     """Cycles from a data beat's acceptance to its result being valid at the output."""
-    return pipeline_depth(rows, cols, out_stage, beat_cycles) + FIFO_LATENCY
+    return pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency) + FIFO_LATENCY
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,11 @@ class CycleReport:
     mapping_efficiency: float
 
 
-def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, used_cells=None):
+def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latency=0,
+                used_cells=None):
     """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0), with
     a data beat accepted at most every ``beat_cycles`` cycles (1: parallel MACs,
-    ``data_bits``: bit-serial).
+    ``data_bits``: bit-serial) and ``edge_latency`` cycles of data edge before the cells.
 
     Both input streams are always valid, the output always ready. Edge ``e`` = 0 is the
     first weight beat's acceptance.
@@ -202,7 +204,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, used_cells=
     tile_sizes = [int(t) for t in tile_sizes]
     if not tile_sizes or min(tile_sizes) < 1:
         raise ValueError("Every tile needs at least one data beat")
-    L = pipeline_depth(rows, cols, out_stage, beat_cycles)
+    L = pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency)
     depth = L + FIFO_LATENCY + 1          # output FIFO entries, as in the RTL
     EMPTY, FULL, BUSY = 0, 1, 2
     bank = [EMPTY, EMPTY]

@@ -15,20 +15,13 @@ compared with golden; without idle cycles and backpressure the cycles from the f
 beat to the last result must equal ``golden.systolic.cycle_model``.
 """
 
-import random
-
 import cocotb
 import numpy as np
 
 from golden.column_combining import PackedLayer, pack
-from golden.systolic import check_fits, cycle_model, output_stage, run_layer
+from golden.systolic import check_fits, cycle_model, run_layer
 from golden.workloads import quantize_symmetric, structured_layer
-from sim.testbench import (StreamSink, StreamSource, clock_edges, load_config, pack_lanes,
-                           start_clock_and_reset, unpack_lanes, write_report)
-
-
-def _signed(values, bits):
-    return [v - (1 << bits) if v >> (bits - 1) else v for v in values]
+from sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
 
 
 def build_workload(config):
@@ -77,47 +70,11 @@ async def array_matches_golden(dut):
             x = pack_lanes(beats[t].reshape(-1), db)
             word = x | pack_lanes(psum[t], ab) << (W * alpha * db)
             data_beats.append(word | int(t == len(beats) - 1) << (W * alpha * db + R * ab))
-            expected.append((tile, t, results[t], t == len(beats) - 1))
+            expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
+                             results[t], t == len(beats) - 1))
 
-    await start_clock_and_reset(dut)
-    if ob is not None:
-        dut.shift.value = config["shift"]
-    rng = random.Random(seed)
-    weights = StreamSource(dut, "weights", weight_beats, rng, idle=config["idle"])
-    data = StreamSource(dut, "data", data_beats, rng, idle=config["idle"])
-    sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])
-    limit = (len(weight_beats) + len(data_beats)) * 20 + 1000
-    first = last_out = None
-    async for cycle in clock_edges(dut, limit, lambda: (
-            f"only {len(sink.beats)} of {len(expected)} results after {limit} cycles "
-            f"(seed {seed})")):
-        if weights.step() and first is None:
-            first = cycle
-        data.step()
-        if not sink.step():
-            continue
-        last_out = cycle
-        k = len(sink.beats) - 1
-        tile, t, want, want_last = expected[k]
-        word = sink.beats[-1]
-        got = _signed(unpack_lanes(word, ab, R), ab)
-        where = f"tile ({tile.row_block},{tile.col_block}) vector {t}"
-        for r in range(R):
-            assert got[r] == int(want[r]), (f"{where} row {r}: acc expected {int(want[r])}, "
-                                            f"got {got[r]} (seed {seed})")
-        offset = R * ab
-        if ob is not None:
-            y = unpack_lanes(word >> offset, ob, R)
-            want_y = output_stage(want, config["shift"], ob)
-            for r in range(R):
-                assert y[r] == int(want_y[r]), (f"{where} row {r}: y expected "
-                                                f"{int(want_y[r])}, got {y[r]} (seed {seed})")
-            offset += R * ob
-        assert (word >> offset) & 1 == want_last, f"{where}: last flag wrong (seed {seed})"
-        if len(sink.beats) == len(expected):
-            break
-
-    cycles = last_out - first + 1
+    cycles = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
+                             results=len(expected), check=result_checker(config, expected))
     beat_cycles = config["data_bits"] if config["mac"] == "bitserial" else 1
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
                         out_stage=ob is not None, beat_cycles=beat_cycles,

@@ -15,8 +15,11 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
+from golden.systolic import output_stage
+
 __all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
-           "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes", "check_stream"]
+           "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes", "check_stream",
+           "run_array", "result_checker"]
 
 
 def load_config():
@@ -156,3 +159,57 @@ async def check_stream(dut, config, *, source, sink, payloads, expected, check,
         assert cycles == model, (f"{cycles} cycles from first input to last output, "
                                  f"cycle model says {model} (seed {seed})")
     return cycles
+
+
+async def run_array(dut, config, *, weight_beats, data_beats, results, check):
+    """Run a weight-stationary array (``hw.common.ws_array``): all weight beats on
+    ``weights``, all data beats on ``data`` (random idle cycles), ``results`` beats taken
+    from ``result`` (random backpressure), ``check(k, word)`` called on each. Returns the
+    cycles from the first accepted weight beat to the last result, both included."""
+    seed = config["seed"]
+    await start_clock_and_reset(dut)
+    if config.get("out_bits") is not None:
+        dut.shift.value = config["shift"]
+    rng = random.Random(seed)
+    weights = StreamSource(dut, "weights", weight_beats, rng, idle=config["idle"])
+    data = StreamSource(dut, "data", data_beats, rng, idle=config["idle"])
+    sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])
+    limit = (len(weight_beats) + len(data_beats) * config.get("beat_cycles", 1)) * 20 + 1000
+    first = last_out = None
+    async for cycle in clock_edges(dut, limit, lambda: (
+            f"only {len(sink.beats)} of {results} results after {limit} cycles "
+            f"(seed {seed})")):
+        if weights.step() and first is None:
+            first = cycle
+        data.step()
+        if sink.step():
+            last_out = cycle
+            check(len(sink.beats) - 1, sink.beats[-1])
+            if len(sink.beats) == results:
+                break
+    return last_out - first + 1
+
+
+def result_checker(config, expected):
+    """A ``check`` for ``run_array``: result beat ``k`` must hold ``expected[k] = (where,
+    acc, last)``: every row's ``acc`` (``acc_bits`` two's complement), with ``out_bits``
+    every row's ``clamp(acc >> shift)``, and the ``last`` flag."""
+    rows, ab, ob, seed = config["rows"], config["acc_bits"], config["out_bits"], config["seed"]
+
+    def check(k, word):
+        where, want, want_last = expected[k]
+        got = [v - (1 << ab) if v >> (ab - 1) else v for v in unpack_lanes(word, ab, rows)]
+        for r in range(rows):
+            assert got[r] == int(want[r]), (f"{where} row {r}: acc expected {int(want[r])}, "
+                                            f"got {got[r]} (seed {seed})")
+        offset = rows * ab
+        if ob is not None:
+            y = unpack_lanes(word >> offset, ob, rows)
+            want_y = output_stage(want, config["shift"], ob)
+            for r in range(rows):
+                assert y[r] == int(want_y[r]), (f"{where} row {r}: y expected "
+                                                f"{int(want_y[r])}, got {y[r]} (seed {seed})")
+            offset += rows * ob
+        assert (word >> offset) & 1 == want_last, f"{where}: last flag wrong (seed {seed})"
+
+    return check

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from golden.tq_array import run_tq_layer
 from golden.term_quant import (ENCODINGS, digit_table, group, group_terms, kept_digits,
                                lockstep_pairs,
                                pmac_cycles, quantize, reveal,
@@ -158,3 +159,18 @@ def test_kept_digits_add_up_to_the_revealed_values():
     for encoding in ENCODINGS:
         kept = kept_digits(values, 7, encoding).astype(np.int64)
         assert np.array_equal(kept @ (1 << np.arange(8)), reveal(values, 7, encoding))
+
+
+@pytest.mark.parametrize("rows,cols,g", [(1, 1, 1), (3, 2, 4), (4, 5, 3)])
+def test_tq_layer_equals_revealed_dense_product(rows, cols, g):
+    rng = np.random.default_rng(rows * 10 + cols)
+    W = rng.integers(-127, 128, (7, 22))
+    X = rng.integers(-127, 128, (22, 5))
+    bias = rng.integers(-1000, 1000, 7)
+    per_tile, acc = run_tq_layer(W, X, g=g, alpha=6, beta=2, rows=rows, cols=cols,
+                                 bias=bias)
+    revealed = ungroup(reveal(group(W, g), 6), 22)
+    assert np.array_equal(acc, revealed @ truncate(X, 2) + bias[:, None])
+    assert len(per_tile) == -(-7 // rows) * -(-(-(-22 // g)) // cols)
+    tile = per_tile[0][0]
+    assert tile.queues[0][0] == group_terms(W[0, :g], 6)

@@ -92,6 +92,8 @@ class WeightStationaryArray(wiring.Component):
     out_bits = property(lambda self: self._out_bits, doc="Output stage width or None.")
     beat_cycles = property(lambda self: self._beat_cycles,
                            doc="Cycles per data beat in steady state.")
+    edge_latency = property(lambda self: self._edge_latency,
+                            doc="Cycles of data edge between the input register and the cells.")
 
     @property
     def pipeline_depth(self):

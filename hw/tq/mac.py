@@ -21,7 +21,16 @@ from amaranth.lib.wiring import In, Out
 
 from hw.tq.layouts import check_mag_bits, exponent_bits
 
-__all__ = ["TMac", "PMac"]
+__all__ = ["TMac", "PMac", "pair_addend"]
+
+
+def pair_addend(w_exp, x_exp, neg, present, width):
+    """A term pair's addend, ``+-2**(w_exp + x_exp)`` (0 unless ``present``), as a
+    ``width``-bit two's complement value: a one-hot or, negative, a thermometer code
+    (ones from the exponent up), so no adder or negation is needed to form it."""
+    power = (C(1, width) << (w_exp + x_exp))[:width]
+    minus = (~(power - 1))[:width]
+    return Mux(present, Mux(neg, minus, power), 0)[:width].as_signed()
 
 
 class _GroupMac(wiring.Component):
@@ -79,11 +88,7 @@ class TMac(_GroupMac):
                          mag_bits=mag_bits, acc_bits=acc_bits)
 
     def _addend(self, beat):
-        shift = beat.w_exp + beat.x_exp
-        one = C(1, self.acc_bits)
-        power = (one << shift)[:self.acc_bits]                 # +2**shift
-        minus = (~(power - 1))[:self.acc_bits].as_signed()      # -2**shift: ones from shift up
-        return Mux(beat.present, Mux(beat.neg, minus, power.as_signed()), 0)
+        return pair_addend(beat.w_exp, beat.x_exp, beat.neg, beat.present, self.acc_bits)
 
 
 class PMac(_GroupMac):

@@ -1,0 +1,92 @@
+"""Functional model of the TQ array (``hw.tq.array``): a layer run as tiles of tMACs.
+
+A layer's integer weights ``W`` (``N x K``, sign-magnitude range) are cut into groups of
+``g`` input channels (``golden.term_quant.group``: the last group zero-padded); cell
+(r, c) of a ``rows x cols`` array holds one group as its term queue: the ``alpha`` terms
+term revealing keeps, in reveal order. Tile (i, j) covers output rows ``i*rows ..`` and
+groups ``j*cols ..``. A data beat carries, for every array column, the group's ``g`` data
+values (zero past ``K``) and every row's partial sum (bias, then the previous column
+block's results, as in ``golden.systolic``). The hardware truncates each data value to its
+top ``beta`` terms. Results: ``wrap(psum + sum over groups of revealed(w) . truncated(x),
+acc_bits)``.
+
+Cycles: ``golden.systolic.cycle_model`` with ``beat_cycles = alpha * beta`` and the edge's
+``edge_latency`` (the array's own property).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from golden.systolic import wrap
+from golden.term_quant import group, group_terms, reveal, truncate
+
+__all__ = ["TqTile", "make_tq_tiles", "run_tq_layer"]
+
+
+@dataclass(frozen=True)
+class TqTile:
+    """One tile: ``queues[r][c]`` is cell (r, c)'s term queue ``[(sign, exp, index)]``;
+    ``weights`` the revealed weights ``(rows, cols, g)``; ``groups`` the layer's group
+    index of each array column (-1 past the last)."""
+
+    row_block: int
+    col_block: int
+    queues: list
+    weights: np.ndarray
+    groups: np.ndarray
+
+
+def make_tq_tiles(W, *, g, alpha, rows, cols, encoding="naf", mag_bits=7):
+    """Cut a quantized layer into TQ tiles, row blocks outer, column blocks inner."""
+    grouped = group(np.asarray(W, dtype=np.int64), g)            # N x G x g
+    N, G, _ = grouped.shape
+    revealed = reveal(grouped, alpha, encoding, mag_bits)
+    tiles = []
+    for i in range(-(-N // rows)):
+        for j in range(-(-G // cols)):
+            weights = np.zeros((rows, cols, g), dtype=np.int64)
+            queues = [[[] for _ in range(cols)] for _ in range(rows)]
+            for r in range(rows):
+                for c in range(cols):
+                    n, k = i * rows + r, j * cols + c
+                    if n < N and k < G:
+                        weights[r, c] = revealed[n, k]
+                        queues[r][c] = group_terms(grouped[n, k], alpha, encoding, mag_bits)
+            groups = np.array([j * cols + c if j * cols + c < G else -1 for c in range(cols)])
+            tiles.append(TqTile(i, j, queues, weights, groups))
+    return tiles
+
+
+def run_tq_layer(W, X, *, g, alpha, beta, rows, cols, acc_bits=32, bias=None,
+                 encoding="naf", mag_bits=7):
+    """Run a layer on the TQ array; return ``(per_tile, acc)``.
+
+    ``per_tile`` lists ``(tile, beats, psum_in, results)`` in stream order, ``beats`` being
+    ``(T, cols, g)`` data values; ``acc`` is the ``N x T`` accumulator result.
+    """
+    W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)
+    N, T = W.shape[0], X.shape[1]
+    bias = np.zeros(N, dtype=np.int64) if bias is None else np.asarray(bias, dtype=np.int64)
+    Xg = group(X.T, g)                                           # T x G x g
+    Xt = truncate(Xg, beta, encoding, mag_bits)
+    acc = np.zeros((N, T), dtype=np.int64)
+    per_tile = []
+    for tile in make_tq_tiles(W, g=g, alpha=alpha, rows=rows, cols=cols, encoding=encoding,
+                              mag_bits=mag_bits):
+        r0 = tile.row_block * rows
+        n = min(rows, N - r0)
+        valid = tile.groups >= 0
+        beats = np.zeros((T, cols, g), dtype=np.int64)
+        beats[:, valid] = Xg[:, tile.groups[valid]]
+        data = np.zeros_like(beats)
+        data[:, valid] = Xt[:, tile.groups[valid]]
+        if tile.col_block == 0:
+            psum = np.zeros((T, rows), dtype=np.int64)
+            psum[:, :n] = bias[r0:r0 + n][None, :]
+        else:
+            psum = per_tile[-1][3]
+        results = wrap(psum + np.einsum("rcj,tcj->tr", tile.weights, data), acc_bits)
+        per_tile.append((tile, beats, psum, results))
+        acc[r0:r0 + n] = results[:, :n].T
+    return per_tile, acc

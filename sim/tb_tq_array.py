@@ -1,0 +1,74 @@
+"""cocotb testbench: the TQ array against ``golden.tq_array``.
+
+Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``g``,
+``alpha``, ``beta``, ``mag_bits``, ``encoding``, ``acc_bits``, ``out_bits``), the run-time
+``shift``, the layer (``layer_rows`` x ``layer_cols`` from a structured random layer,
+quantized to ``mag_bits`` magnitude bits), ``vectors`` data vectors (random over the full
+range, with a full-scale one) per tile, ``idle``/``backpressure`` and ``seed``.
+
+Every tile's weight queues go in on ``weights``, its vectors on ``data`` with partial sums
+chained as in ``sim.tb_systolic``; every result beat is compared with golden and, without
+stalls, the cycles from the first weight beat to the last result with
+``golden.systolic.cycle_model`` (``alpha * beta`` cycles per vector).
+"""
+
+import cocotb
+import numpy as np
+
+from golden.systolic import cycle_model
+from golden.tq_array import run_tq_layer
+from golden.workloads import quantize_symmetric, structured_layer
+from sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
+
+
+def _queue_word(queue, alpha, mb, g):
+    """A cell's weight queue as ``alpha`` (exp, neg, idx, valid) slots."""
+    e, i = max(1, mb.bit_length()), max(1, (g - 1).bit_length())
+    slots = [exp | (sign < 0) << e | idx << (e + 1) | 1 << (e + 1 + i)
+             for sign, exp, idx in queue]
+    return pack_lanes(slots + [0] * (alpha - len(slots)), e + i + 2)
+
+
+@cocotb.test()
+async def tq_array_matches_golden(dut):
+    config = load_config()
+    seed = config["seed"]
+    R, W, g, alpha, beta = (config[k] for k in ("rows", "cols", "g", "alpha", "beta"))
+    mb, ab = config["mag_bits"], config["acc_bits"]
+    rng = np.random.default_rng(seed)
+    layer = structured_layer(rng, config["layer_rows"], config["layer_cols"], 0.0)
+    weights, _ = quantize_symmetric(layer, mb + 1)
+    top = (1 << mb) - 1
+    X = rng.integers(-top, top + 1, size=(config["layer_cols"], config["vectors"]))
+    X[:, 0] = top
+    bias = rng.integers(-(1 << 12), 1 << 12, size=config["layer_rows"])
+    per_tile, _ = run_tq_layer(weights, X, g=g, alpha=alpha, beta=beta, rows=R, cols=W,
+                               acc_bits=ab, bias=bias, encoding=config["encoding"],
+                               mag_bits=mb)
+
+    e, i = max(1, mb.bit_length()), max(1, (g - 1).bit_length())
+    queue_bits = alpha * (e + i + 2)
+    weight_beats, data_beats, expected = [], [], []
+    for tile, beats, psum, results in per_tile:
+        for r in range(R):
+            weight_beats.append(pack_lanes([_queue_word(q, alpha, mb, g)
+                                            for q in tile.queues[r]], queue_bits))
+        for t in range(len(beats)):
+            x = pack_lanes([abs(v) | (v < 0) << mb for v in beats[t].reshape(-1)], mb + 1)
+            offset = W * g * (mb + 1)
+            word = x | pack_lanes(psum[t], ab) << offset
+            data_beats.append(word | int(t == len(beats) - 1) << (offset + R * ab))
+            expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
+                             results[t], t == len(beats) - 1))
+
+    config["beat_cycles"] = alpha * beta
+    cycles = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
+                             results=len(expected), check=result_checker(config, expected))
+    model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
+                        out_stage=config["out_bits"] is not None, beat_cycles=alpha * beta,
+                        edge_latency=config["edge_latency"])
+    if config["idle"] == 0 and config["backpressure"] == 0:
+        assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "
+                                        f"cycle model says {model.cycles} (seed {seed})")
+    write_report(config, {"tiles": model.tiles, "beats": model.beats, "cycles": cycles,
+                          "model_cycles_without_stalls": model.cycles})
