@@ -8,6 +8,7 @@ or synthesis exits with 1.
 import argparse
 import sys
 
+from golden.term_quant import ENCODINGS
 from sim.runner import SimulationFailure
 from sim.simulators import SIMULATORS, SimulatorMissing
 from synth.devices import DEVICES
@@ -144,6 +145,27 @@ def _build_parser():
     pack_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz")
     pack_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    quant_cmd = commands.add_parser(
+        "quantize", help="term-quantize layers (term revealing)",
+        description="Quantize each layer to sign-magnitude integers, keep the top ALPHA "
+                    "terms of every group of G input channels, write both and report terms "
+                    "per weight, term pairs against 8-bit uniform quantization and error.")
+    quant_cmd.add_argument("weights", metavar="WEIGHTS",
+                           help=".npy (one N x C or conv layer) or .npz (one layer per key)")
+    quant_cmd.add_argument("--group", type=_positive_int, default=8,
+                           help="values per group along the input axis (default 8)")
+    quant_cmd.add_argument("--budget", type=_positive_int, default=12,
+                           help="terms kept per group, alpha (default 12)")
+    quant_cmd.add_argument("--data-terms", type=_positive_int, default=3,
+                           help="terms kept per data value, beta, for the pair count "
+                                "(default 3)")
+    quant_cmd.add_argument("--encoding", choices=ENCODINGS, default="naf",
+                           help="term encoding (default naf)")
+    quant_cmd.add_argument("--mag-bits", type=_positive_int, default=7,
+                           help="magnitude bits (default 7: -127..127)")
+    quant_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz")
+    quant_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
                                "every engine, then print a summary.")
@@ -244,13 +266,37 @@ def _pack(args):
     return 0
 
 
+def _quantize(args):
+    from .quantfile import quantize_file
+    try:
+        with err_console.status(f"quantizing {args.weights}..."):
+            rows = quantize_file(args.weights, args.output, g=args.group, alpha=args.budget,
+                                 beta=args.data_terms, encoding=args.encoding,
+                                 mag_bits=args.mag_bits)
+    except WeightFileError:
+        raise
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    if args.json:
+        print_json({"group": args.group, "budget": args.budget, "data_terms": args.data_terms,
+                    "encoding": args.encoding, "output": args.output, "layers": rows})
+    else:
+        print_rows(f"codnn quantize (g={args.group}, alpha={args.budget}, "
+                   f"beta={args.data_terms}, {args.encoding}) -> {args.output}", rows,
+                   [("layer", "layer"), ("shape", "N x C"), ("terms_before", "terms/w UQ"),
+                    ("terms_after", "terms/w TQ"), ("pairs_per_mac_tq", "pairs/MAC TQ"),
+                    ("pairs_ratio", "fewer pairs than UQ8"), ("sqnr_uq_db", "SQNR UQ dB"),
+                    ("sqnr_tq_db", "SQNR TQ dB")])
+    return 0
+
+
 def _demo(args):
     from .demo import run_demo
     return run_demo(quick=args.quick, build_root=args.build_dir)
 
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
-             "synth": _synth, "pack": _pack, "demo": _demo}
+             "synth": _synth, "pack": _pack, "quantize": _quantize, "demo": _demo}
 
 
 def main(argv=None):

@@ -3,7 +3,8 @@
 For each engine: generate Verilog and a manifest, simulate against the golden model with
 random idle cycles and backpressure (Verilator, and Icarus when installed), synthesize for
 an iCE40 and an ECP5 device; then print one summary table. The systolic array runs a
-magnitude-pruned layer packed by column combining (alpha 8, gamma 0.5) as tiles.
+magnitude-pruned layer packed by column combining (alpha 8, gamma 0.5) as tiles; the TQ
+array a layer term-revealed in groups of 8 (alpha 12) with data truncated to 3 terms.
 """
 
 from pathlib import Path
@@ -24,6 +25,8 @@ DEMO_STEPS = [
      {"layer_rows": 16, "layer_cols": 256, "sparsity": 0.8, "gamma": 0.5}, 32, ("ecp5-25k",)),
     ("systolic", {"rows": 2, "cols": 4, "alpha": 8, "out_bits": 8},
      {"layer_rows": 6, "layer_cols": 64, "sparsity": 0.8, "gamma": 0.5}, 16, ("ice40-up5k",)),
+    ("tq", {"rows": 2, "cols": 2, "g": 8, "alpha": 12, "beta": 3},
+     {"layer_rows": 4, "layer_cols": 64}, 8, ("ecp5-25k",)),
 ]
 
 
@@ -43,8 +46,14 @@ def _simulators(quick):
 
 
 def _sim_figures(report):
+    w = report["workload"]
+    if "groups" not in report and "tiles" in report:
+        p = report["parameters"]
+        return (f"{w['layer_rows']}x{w['layer_cols']} layer, groups of {p['g']} revealed "
+                f"to {p['alpha']} terms, data to {p['beta']}: {report['tiles']} tiles, "
+                f"{report['beats']} vectors equal golden in {report['cycles']} cycles "
+                f"(model {report['model_cycles_without_stalls']} without stalls)")
     if "tiles" in report:
-        w = report["workload"]
         return (f"{w['layer_rows']}x{w['layer_cols']} layer at {w['sparsity']:.0%} sparsity: "
                 f"{report['groups']} groups, {report['tiles']} tiles, {report['beats']} "
                 f"vectors equal golden in {report['cycles']} cycles (model "

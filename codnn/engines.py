@@ -21,6 +21,8 @@ from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
+from hw.tq import PMac, TermQuantArray, TMac
+from hw.tq.encoder import ENCODINGS
 
 from .packfile import load_packed
 
@@ -111,6 +113,36 @@ def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
     return config
 
 
+def _tq_config(dut, sim, beats, idle, backpressure, build_root):
+    config = {"rows": dut.rows, "cols": dut.cols, "g": dut.g, "alpha": dut.alpha,
+              "beta": dut.beta, "mag_bits": dut.mag_bits, "encoding": dut.encoding,
+              "acc_bits": dut.acc_bits, "out_bits": dut.out_bits,
+              "edge_latency": dut.edge_latency, "vectors": beats, "idle": idle,
+              "backpressure": backpressure, **sim}
+    if dut.out_bits is not None and not 0 <= sim["shift"] < dut.acc_bits:
+        raise ValueError(f"Shift must lie in 0..{dut.acc_bits - 1}, not {sim['shift']}")
+    for name in ("layer_rows", "layer_cols"):
+        if sim[name] < 1:
+            raise ValueError(f"{name.replace('_', ' ').capitalize()} must be positive, "
+                             f"not {sim[name]}")
+    return config
+
+
+def _mac_engine(name, cls, summary, sim_params, group_beats):
+    return Engine(
+        name=name, summary=summary,
+        params=(Param("mag_bits", int, 7, "magnitude bits of the values"),
+                Param("acc_bits", int, 32, "accumulator width")),
+        build=lambda **p: cls(**p),
+        sim_params=sim_params,
+        testbench="sim.tb_tq",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
+            "unit": name, "mag_bits": dut.mag_bits, "acc_bits": dut.acc_bits, "groups": beats,
+            "idle": idle, "backpressure": backpressure, "latency": dut.LATENCY, **sim},
+        latency=lambda dut: dut.LATENCY,
+        throughput=lambda dut: f"1 {group_beats}/cycle")
+
+
 ENGINES = {engine.name: engine for engine in [
     Engine(
         name="fmix32",
@@ -153,6 +185,35 @@ ENGINES = {engine.name: engine for engine in [
                                 if dut.beat_cycles > 1 else
                                 f"1 vector/cycle ({dut.rows * dut.cols} MACs/cycle)"),
     ),
+    Engine(
+        name="tq",
+        summary="term-quantization array of tMACs (term revealing, lockstep term pairs)",
+        params=(Param("rows", int, 4, "array rows"),
+                Param("cols", int, 4, "array columns (groups per row)"),
+                Param("g", int, 8, "values per group"),
+                Param("alpha", int, 12, "weight terms per group"),
+                Param("beta", int, 3, "terms kept per data value"),
+                Param("mag_bits", int, 7, "magnitude bits of weights and data"),
+                Param("encoding", str, "naf", "data term encoding", ENCODINGS),
+                Param("acc_bits", int, 32, "accumulator width"),
+                Param("out_bits", int, None, "output stage width (default: none)")),
+        build=lambda **p: TermQuantArray(**p),
+        sim_params=(Param("layer_rows", int, 8, "outputs of the random layer"),
+                    Param("layer_cols", int, 64, "inputs of the random layer"),
+                    Param("shift", int, 12, "output stage shift")),
+        testbench="sim.tb_tq_array",
+        tb_config=_tq_config,
+        latency=lambda dut: dut.latency,
+        throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
+                                f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
+    ),
+    _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
+                (Param("g", int, 8, "values per group"),
+                 Param("alpha", int, 12, "weight terms per group"),
+                 Param("beta", int, 3, "terms kept per data value"),
+                 Param("encoding", str, "naf", "term encoding", ENCODINGS)), "term pair"),
+    _mac_engine("pmac", PMac, "parallel MAC baseline (one product per cycle)",
+                (Param("g", int, 8, "values per group"),), "product"),
 ]}
 
 

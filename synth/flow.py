@@ -103,7 +103,8 @@ def _run(command, log, cwd, what, device):
         lines = Path(log).read_text(errors="replace").splitlines()
         errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
         error = errors[0].strip() if errors else "?"
-        full = re.search(r"no BELs remaining to implement cell type '(\w+)'", error)
+        full = (re.search(r"no BELs remaining to implement cell type '(\w+)'", error)
+                or re.search(r"Failed to expand region .* of \d+ (\w+?)s?$", error))
         if full:
             raise SynthesisError(f"design does not fit {device}: it needs more "
                                  f"{full.group(1)} than the device has (log: {log})")

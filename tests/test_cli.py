@@ -100,7 +100,7 @@ def test_invalid_engine_parameter_from_the_component(capsys, tmp_path):
 def test_help_for_every_command():
     for argv in (["--help"], ["doctor", "--help"], ["generate", "fmix32", "--help"],
                  ["simulate", "fmix32", "--help"], ["synth", "fmix32", "--help"],
-                 ["demo", "--help"]):
+                 ["quantize", "--help"], ["simulate", "tq", "--help"], ["demo", "--help"]):
         result = subprocess.run([sys.executable, "-m", "codnn.cli", *argv],
                                 capture_output=True, text=True)
         assert result.returncode == 0 and "usage: codnn" in result.stdout, argv
@@ -109,7 +109,7 @@ def test_help_for_every_command():
 def test_demo_quick_prints_the_summary(capsys):
     code, out, err = run(capsys, "demo", "--quick")
     assert code == 0
-    assert "codnn demo summary" in out and out.count("PASS") == 4
+    assert "codnn demo summary" in out and out.count("PASS") == 5
     assert "synth (ice40-up5k)" in out and "synth (ecp5-25k)" in out
 
 
@@ -217,3 +217,56 @@ def test_packed_file_that_does_not_match_the_array_exits_2(capsys, tmp_path, cas
         np.savez(path, weights=F)
     code, _, err = run(capsys, *argv, "--packed", path)
     assert code == 2 and expected in err and err.count("\n") == 1, err
+
+
+def test_quantize_reports_and_writes_the_revealed_layers(capsys, tmp_path):
+    weights = tmp_path / "w.npz"
+    rng = np.random.default_rng(12)
+    np.savez(weights, fc=rng.standard_normal((16, 50)), conv=rng.standard_normal((8, 4, 3, 3)))
+    out = tmp_path / "tq.npz"
+    code, stdout, _ = run(capsys, "quantize", str(weights), "--group", "8", "--budget", "12",
+                          "--data-terms", "3", "-o", str(out), "--json")
+    assert code == 0
+    report = {layer["layer"]: layer for layer in json.loads(stdout)["layers"]}
+    assert report["conv"]["shape"] == "8x36"
+    # 7 groups of 8 per row of 50: 7 * 12 * 3 pairs against 50 * 64
+    assert report["fc"]["pairs_ratio"] == round(50 * 64 / (7 * 36), 2)
+    assert report["fc"]["terms_after"] <= 12 * 7 / 50 < report["fc"]["terms_before"]
+    assert report["fc"]["sqnr_uq_db"] > report["fc"]["sqnr_tq_db"] > 10
+    from golden.term_quant import group, reveal, ungroup
+    with np.load(out) as saved:
+        q, tq = saved["fc/q"], saved["fc/tq"]
+        assert np.array_equal(tq, ungroup(reveal(group(q, 8), 12), 50))
+        assert saved["fc/meta"].tolist() == [8, 12, 7, 1]
+        # conv: channels innermost, so a group is 8 channels... of only 4: padded
+        assert saved["conv/q"].shape == (8, 36)
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["--budget", "0"], "expected a positive integer"),
+    (["--encoding", "ternary"], "invalid choice: 'ternary'"),
+    (["--mag-bits", "16"], "Magnitude width must be an integer in 1..15"),
+])
+def test_quantize_bad_arguments_exit_2(capsys, tmp_path, argv, expected):
+    np.save(tmp_path / "w.npy", np.ones((2, 3)))
+    code, _, err = run(capsys, "quantize", str(tmp_path / "w.npy"), "-o",
+                       str(tmp_path / "q.npz"), *argv)
+    assert code == 2 and expected in err and err.count("\n") == 1
+
+
+def test_simulate_tq_array(capsys):
+    code, out, _ = run(capsys, "simulate", "tq", "--rows", "2", "--cols", "2", "--g", "4",
+                       "--alpha", "6", "--beta", "2", "--layer-rows", "3", "--layer-cols",
+                       "20", "--beats", "4", "--idle", "0", "--backpressure", "0",
+                       "--seed", "5", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass"
+    assert report["cycles"] == report["model_cycles_without_stalls"]
+    assert report["tiles"] == 2 * 3 and report["beats"] == 4 * 6
+
+
+def test_tq_bad_parameters_exit_2(capsys):
+    code, _, err = run(capsys, "generate", "tq", "--alpha", "0", "-o", "x")
+    assert code == 2 and "Weight term budget must be a positive integer" in err
+    code, _, err = run(capsys, "simulate", "tq", "--layer-cols", "0")
+    assert code == 2 and "Layer cols must be positive" in err
