@@ -55,12 +55,14 @@ class _GroupMac(wiring.Component):
         m.d.comb += [advance.eq(~self.result.valid | self.result.ready),
                      self.pairs.ready.eq(advance)]
         valid1 = Signal()
-        addend = Signal(signed(self.acc_bits), reset_less=True)
+        # Addends fit 2 * mag_bits + 2 bits (a product, or +-2**e with e <= 2 * mag_bits).
+        width = min(self.acc_bits, 2 * self.mag_bits + 2)
+        addend = Signal(signed(width), reset_less=True)
         first, last = Signal(reset_less=True), Signal(reset_less=True)
         psum = Signal(signed(self.acc_bits), reset_less=True)
         acc = Signal(signed(self.acc_bits), reset_less=True)
         with m.If(advance):
-            m.d.sync += [valid1.eq(self.pairs.valid), addend.eq(self._addend(beat)),
+            m.d.sync += [valid1.eq(self.pairs.valid), addend.eq(self._addend(beat, width)),
                          first.eq(beat.first), last.eq(beat.last), psum.eq(beat.psum),
                          self.result.valid.eq(valid1 & last)]
             with m.If(valid1):
@@ -87,8 +89,8 @@ class TMac(_GroupMac):
         super().__init__({"w_exp": e, "x_exp": e, "neg": 1, "present": 1},
                          mag_bits=mag_bits, acc_bits=acc_bits)
 
-    def _addend(self, beat):
-        return pair_addend(beat.w_exp, beat.x_exp, beat.neg, beat.present, self.acc_bits)
+    def _addend(self, beat, width):
+        return pair_addend(beat.w_exp, beat.x_exp, beat.neg, beat.present, width)
 
 
 class PMac(_GroupMac):
@@ -108,5 +110,5 @@ class PMac(_GroupMac):
         super().__init__({"w": signed(mag_bits + 1), "x": signed(mag_bits + 1)},
                          mag_bits=mag_bits, acc_bits=acc_bits)
 
-    def _addend(self, beat):
+    def _addend(self, beat, width):
         return beat.w * beat.x
