@@ -239,6 +239,7 @@ def _synth(args):
 
 def _pack(args):
     from golden.column_combining import dense_tiles, tiles
+
     from .packfile import pack_file, save_packed
     with err_console.status(f"packing {args.weights}..."):
         layers = pack_file(args.weights, args.alpha, args.gamma)
@@ -273,9 +274,9 @@ def _quantize(args):
             rows = quantize_file(args.weights, args.output, g=args.group, alpha=args.budget,
                                  beta=args.data_terms, encoding=args.encoding,
                                  mag_bits=args.mag_bits)
-    except WeightFileError:
-        raise
     except ValueError as error:
+        if isinstance(error, WeightFileError):     # already says which file and why
+            raise
         raise UsageError(str(error)) from error
     if args.json:
         print_json({"group": args.group, "budget": args.budget, "data_terms": args.data_terms,

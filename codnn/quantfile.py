@@ -13,7 +13,7 @@ revealed integers, same shape), ``<name>/scale`` (float: value = integer * scale
 
 import numpy as np
 
-from golden.term_quant import (ENCODINGS, group, quantize, reveal, term_counts, ungroup)
+from golden.term_quant import ENCODINGS, group, quantize, reveal, term_counts, ungroup
 
 from .packfile import load_layers
 

@@ -23,8 +23,8 @@ import functools
 import numpy as np
 
 __all__ = ["ENCODINGS", "quantize", "digit_table", "terms", "digits", "reveal",
-           "truncate", "kept_digits", "group_terms", "lockstep_pairs", "group", "ungroup", "term_counts", "term_pairs",
-           "tmac_cycles", "pmac_cycles"]
+           "truncate", "kept_digits", "group_terms", "lockstep_pairs", "group", "ungroup",
+           "term_counts", "term_pairs", "tmac_cycles", "pmac_cycles"]
 
 ENCODINGS = ("binary", "naf", "booth")
 

@@ -5,11 +5,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from golden.term_quant import (
+    ENCODINGS,
+    digit_table,
+    group,
+    group_terms,
+    kept_digits,
+    lockstep_pairs,
+    pmac_cycles,
+    quantize,
+    reveal,
+    term_counts,
+    term_pairs,
+    terms,
+    tmac_cycles,
+    truncate,
+    ungroup,
+)
 from golden.tq_array import run_tq_layer
-from golden.term_quant import (ENCODINGS, digit_table, group, group_terms, kept_digits,
-                               lockstep_pairs,
-                               pmac_cycles, quantize, reveal,
-                               term_counts, term_pairs, terms, tmac_cycles, truncate, ungroup)
 
 
 def greedy_reveal(group_values, alpha, encoding, mag_bits=7):
