@@ -55,7 +55,8 @@ def _layers(model):
 
 def run(model, train_x, test_x, *, g, alpha=None, beta=None, encoding="naf"):
     """Integer inference on ``test_x``; TQ when ``alpha``/``beta`` are given. Returns
-    (logits, actual term pairs per image, profiler term pairs per image)."""
+    (logits, actual term pairs per image, profiler term pairs per image), the pair counts
+    as one entry per layer."""
     layers = _layers(model)
     # Data scales: max-abs of each layer's input over the training set (float model).
     scales, h = [], train_x
@@ -65,24 +66,23 @@ def run(model, train_x, test_x, *, g, alpha=None, beta=None, encoding="naf"):
         if n < len(layers) - 1:
             h = np.maximum(h, 0)
     h = test_x
-    pairs = profiler = 0
+    pairs, profiler = [], []
     for n, (w, b) in enumerate(layers):
         sw, sx = _scale(w), scales[n]
         wq, xq = quantize(w, sw, MAG_BITS), quantize(h, sx, MAG_BITS)
         if alpha is None:
             wt, xt = term_counts(wq, "binary", MAG_BITS), term_counts(xq, "binary", MAG_BITS)
-            profiler += len(test_x) * w.size * (MAG_BITS + 1) ** 2
+            profiler.append(w.size * (MAG_BITS + 1) ** 2)
         else:
             wq, wt = (ungroup(a, w.shape[1]) for a in
                       reveal(group(wq, g), alpha, encoding, MAG_BITS, counts=True))
             xq, xt = truncate(xq, beta, encoding, MAG_BITS, counts=True)
-            profiler += len(test_x) * w.shape[0] * -(-w.shape[1] // g) * alpha * beta
-        pairs += int((xt @ wt.T).sum())
+            profiler.append(w.shape[0] * -(-w.shape[1] // g) * alpha * beta)
+        pairs.append(int((xt @ wt.T).sum()) / len(test_x))
         h = (xq @ wq.T) * (sw * sx) + b
         if n < len(layers) - 1:
             h = np.maximum(h, 0)
-    images = len(test_x)
-    return h, pairs / images, profiler / images
+    return h, pairs, profiler
 
 
 def sqnr_db(reference, approx):
@@ -125,14 +125,23 @@ def main():
         return float((logits.argmax(axis=1) == test_y).mean())
 
     float_acc = float((model.predict(test_x) == test_y).mean())
-    uq_logits, uq_pairs, uq_profiler = run(model, train_x, test_x, g=args.g)
+    uq_logits, uq_layers, uq_profiler_layers = run(model, train_x, test_x, g=args.g)
+    uq_pairs, uq_profiler = sum(uq_layers), sum(uq_profiler_layers)
+    by_layer = [{"config": "UQ8", **{f"l{n}": f"{p:.0f} / {a:.0f}" for n, (p, a) in
+                                     enumerate(zip(uq_profiler_layers, uq_layers))}}]
     rows = [{"config": "float", "acc": f"{100 * float_acc:.2f}"},
             {"config": "UQ8 weights and data", "acc": f"{100 * accuracy(uq_logits):.2f}",
              "profiler": f"{uq_profiler:.0f} (1.0x)", "actual": f"{uq_pairs:.0f} (1.0x)"}]
     for alpha in (int(a) for a in args.alphas.split(",")):
         for beta in (int(b) for b in args.betas.split(",")):
-            logits, pairs, profiler = run(model, train_x, test_x, g=args.g, alpha=alpha,
-                                          beta=beta, encoding=args.encoding)
+            logits, layer_pairs, layer_profiler = run(model, train_x, test_x, g=args.g,
+                                                      alpha=alpha, beta=beta,
+                                                      encoding=args.encoding)
+            pairs, profiler = sum(layer_pairs), sum(layer_profiler)
+            by_layer.append({"config": f"TQ alpha={alpha} beta={beta}", **{
+                f"l{n}": f"{p:.0f} ({uq_profiler_layers[n] / p:.1f}x) / {a:.0f} "
+                         f"({uq_layers[n] / a:.1f}x)"
+                for n, (p, a) in enumerate(zip(layer_profiler, layer_pairs))}})
             rows.append({"config": f"TQ g={args.g} alpha={alpha} beta={beta}",
                          "acc": f"{100 * accuracy(logits):.2f}",
                          "profiler": f"{profiler:.0f} ({uq_profiler / profiler:.1f}x fewer)",
@@ -141,6 +150,9 @@ def main():
                [("config", "configuration"), ("acc", "test accuracy %"),
                 ("profiler", "term pairs, paper's count"),
                 ("actual", "term pairs, actual")])
+    print_rows("term pairs per image by layer: paper's count / actual (fewer than UQ8)",
+               by_layer, [("config", "configuration"), ("l0", "layer 1 (64x64)"),
+                          ("l1", "layer 2 (10x64)")])
 
     sqnr_rows = []
     for alpha in (int(a) for a in args.alphas.split(",")):
