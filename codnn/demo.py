@@ -4,7 +4,7 @@ For each engine: generate Verilog and a manifest, simulate against the golden mo
 random idle cycles and backpressure (Verilator, and Icarus when installed), synthesize for
 an iCE40 and an ECP5 device; then print one summary table. The systolic array runs a
 magnitude-pruned layer packed by column combining (alpha 8, gamma 0.5) as tiles; the TQ
-array a layer term-revealed in groups of 8 (alpha 12) with data truncated to 3 terms.
+array a layer term-revealed in groups of 4 (alpha 6) with data truncated to 2 terms.
 """
 
 from pathlib import Path
@@ -25,8 +25,8 @@ DEMO_STEPS = [
      {"layer_rows": 16, "layer_cols": 256, "sparsity": 0.8, "gamma": 0.5}, 32, ("ecp5-25k",)),
     ("systolic", {"rows": 2, "cols": 4, "alpha": 8, "out_bits": 8},
      {"layer_rows": 6, "layer_cols": 64, "sparsity": 0.8, "gamma": 0.5}, 16, ("ice40-up5k",)),
-    ("tq", {"rows": 2, "cols": 2, "g": 8, "alpha": 12, "beta": 3},
-     {"layer_rows": 4, "layer_cols": 64}, 8, ("ecp5-25k",)),
+    ("tq", {"rows": 2, "cols": 2, "g": 4, "alpha": 6, "beta": 2},
+     {"layer_rows": 4, "layer_cols": 32}, 8, ("ice40-up5k",)),
 ]
 
 

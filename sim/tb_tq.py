@@ -7,7 +7,8 @@ Configuration (``CODNN_TB_CONFIG``): ``unit`` (``encoder``, ``revealer``, ``list
 unit's) and ``seed``.
 
 Values are random over the full range, with 0, +-max and groups of equal values (ties at
-the waterline) mixed in. Every output beat is compared with golden; without stalls the
+the waterline) mixed in; the revealer's first groups can be given (``first_groups``, for
+SPEC.md's vectors). Every output beat is compared with golden; without stalls the
 cycles from the first input to the last output must equal ``inputs + latency`` (for the
 MACs: ``alpha * beta`` term pairs or ``g`` products per group, one per cycle).
 
@@ -55,6 +56,8 @@ def _encoder(config, rng):
 def _revealer(config, rng):
     mb, lanes, group = config["mag_bits"], config["lanes"], config["group"]
     values = _values(rng, (config["beats"] * lanes // group, group), mb)
+    spec = np.array(config.get("first_groups", []), dtype=np.int64).reshape(-1, group)
+    values[:len(spec)] = spec
     d = digits(values, mb, config["encoding"]).reshape(config["beats"], lanes, mb + 1)
     kept = kept_digits(values, config["budget"], config["encoding"], mb)
     values = values.reshape(config["beats"], lanes)

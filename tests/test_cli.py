@@ -255,6 +255,7 @@ def test_quantize_bad_arguments_exit_2(capsys, tmp_path, argv, expected):
 
 
 def test_simulate_tq_array(capsys):
+    # The demo's array, so the compiled model is shared.
     code, out, _ = run(capsys, "simulate", "tq", "--rows", "2", "--cols", "2", "--g", "4",
                        "--alpha", "6", "--beta", "2", "--layer-rows", "3", "--layer-cols",
                        "20", "--beats", "4", "--idle", "0", "--backpressure", "0",

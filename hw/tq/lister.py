@@ -1,12 +1,12 @@
 """Term lister: a value's signed digits to its queue of terms, largest first."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import C, Cat, Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.pipeline import StallPipeline
 from hw.tq.encoder import check_lanes
-from hw.tq.layouts import check_mag_bits, signed_digits, term
+from hw.tq.layouts import check_mag_bits, exponent_bits, signed_digits, term
 
 __all__ = ["TermLister"]
 
@@ -55,17 +55,18 @@ class TermLister(wiring.Component):
             pos, neg = self.i.payload[lane].pos, self.i.payload[lane].neg
             listed = []
             for k in range(self.slots):
-                found = Signal(term(self.mag_bits), name=f"found_l{lane}_s{k}")
-                # Priority encoder: the last assignment (highest exponent) wins.
+                # Priority encoder as one expression (the highest exponent wins): no
+                # partial assignments in a comb process, which Icarus re-runs forever.
+                exp, neg_bit, valid = C(0, exponent_bits(self.mag_bits)), C(0, 1), C(0, 1)
                 for e in range(width):
-                    with m.If(pos[e] | neg[e]):
-                        m.d.comb += [found.exp.eq(e), found.neg.eq(neg[e]), found.valid.eq(1)]
-                clear = ~(found.valid << found.exp)[:width]
+                    has = pos[e] | neg[e]
+                    exp, neg_bit, valid = Mux(has, e, exp), Mux(has, neg[e], neg_bit), has | valid
+                clear = ~(valid << exp)[:width]
                 pos, neg = (register(pos & clear, f"pos_l{lane}_s{k}"),
                             register(neg & clear, f"neg_l{lane}_s{k}"))
                 listed = [register(t, f"term_l{lane}_s{k}_{n}")
                           for n, t in enumerate(listed)]
-                listed.append(register(found.as_value(), f"term_l{lane}_s{k}_{k}"))
+                listed.append(register(Cat(exp, neg_bit, valid), f"term_l{lane}_s{k}_{k}"))
             for k, t in enumerate(listed):
                 m.d.comb += self.o.payload[lane][k].eq(t)
         return m
