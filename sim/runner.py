@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import xml.etree.ElementTree as ElementTree
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -105,14 +106,26 @@ def _failures(results_xml):
     return messages
 
 
+# yosys puts a dummy register, read by every `always @*` block, in each module so that the
+# blocks run once at time 0; Icarus sets its initializer before time 0 without an event, so
+# a mux whose inputs never change stays X (amaranth-lang/amaranth#1629). Toggling the
+# register after time 0's first step runs every block once. (`always_comb` would run them
+# too, but Icarus re-runs some `always_comb` blocks forever: the simulation hangs.)
+_TIME_ZERO_REG = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
+                            re.MULTILINE)
+
+
+def _icarus_time_zero(verilog_text):
+    return _TIME_ZERO_REG.sub(lambda m: f"{m.group(0)}\n{m.group(1)}initial #0 {m.group(2)}= 1'h1;",
+                              verilog_text)
+
+
 class _BuildDir:
     """The compiled model of one Verilog text on one simulator, built once under a lock."""
 
     def __init__(self, build_root, simulator, top, verilog_text, waves):
         if simulator == "icarus":
-            # Icarus does not run `always @*` blocks at time 0, so a mux whose inputs never
-            # change stays X (amaranth-lang/amaranth#1629); `always_comb` blocks do run.
-            verilog_text = verilog_text.replace("always @*", "always_comb")
+            verilog_text = _icarus_time_zero(verilog_text)
         key = hashlib.sha256(f"{simulator}\n{waves}\n{verilog_text}".encode()).hexdigest()[:16]
         self.path = build_root / "sim" / f"{top}-{simulator}-{key}"
         self._top, self._simulator, self._text, self._waves = top, simulator, verilog_text, waves
