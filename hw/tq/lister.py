@@ -55,8 +55,7 @@ class TermLister(wiring.Component):
             pos, neg = self.i.payload[lane].pos, self.i.payload[lane].neg
             listed = []
             for k in range(self.slots):
-                # Priority encoder as one expression (the highest exponent wins): no
-                # partial assignments in a comb process, which Icarus re-runs forever.
+                # Priority encoder, one expression: the highest exponent wins.
                 exp, neg_bit, valid = C(0, exponent_bits(self.mag_bits)), C(0, 1), C(0, 1)
                 for e in range(width):
                     has = pos[e] | neg[e]
