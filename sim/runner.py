@@ -111,13 +111,13 @@ def _failures(results_xml):
 # a mux whose inputs never change stays X (amaranth-lang/amaranth#1629). Toggling the
 # register after time 0's first step runs every block once. (`always_comb` would run them
 # too, but Icarus re-runs some `always_comb` blocks forever: the simulation hangs.)
-_TIME_ZERO_REG = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$",
-                            re.MULTILINE)
+_TIME_ZERO_REG = re.compile(
+    r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$", re.MULTILINE)
 
 
 def _icarus_time_zero(verilog_text):
-    return _TIME_ZERO_REG.sub(lambda m: f"{m.group(0)}\n{m.group(1)}initial #0 {m.group(2)}= 1'h1;",
-                              verilog_text)
+    return _TIME_ZERO_REG.sub(
+        lambda m: f"{m.group(0)}\n{m.group(1)}initial #0 {m.group(2)}= 1'h1;", verilog_text)
 
 
 class _BuildDir:
