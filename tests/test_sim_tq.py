@@ -85,8 +85,8 @@ ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc
     # non-square, NAF, output stage, several tiles with partial sums chained
     (dict(rows=3, cols=2, g=4, alpha=6, beta=2, out_bits=8, shift=10, layer_rows=7,
           layer_cols=29), "verilator"),
-    # the paper's g=8, alpha=12, beta=3 on a 1 x 2 array, narrow accumulator (wraps)
-    (dict(rows=1, cols=2, g=8, alpha=12, beta=3, acc_bits=18, layer_rows=3,
+    # the paper's g=8, alpha=12, beta=3 on one cell, narrow accumulator (wraps), 5 tiles
+    (dict(rows=1, cols=1, g=8, alpha=12, beta=3, acc_bits=18, layer_rows=1,
           layer_cols=40), "verilator"),
     (dict(rows=2, cols=3, g=2, alpha=3, beta=1, encoding="booth", layer_rows=3,
           layer_cols=13), "icarus"),
