@@ -128,6 +128,24 @@ class StreamSink:
         return taken
 
 
+async def _exchange(dut, config, sources, sink, count, check, *, limit):
+    """Step ``sources`` and ``sink`` every clock edge until ``count`` beats came out (each
+    passed to ``check(k, word)``), failing after ``limit`` edges. Returns the edges of the
+    first beat the first source delivered and of the last output beat."""
+    first = last = None
+    async for cycle in clock_edges(dut, limit, lambda: (
+            f"only {len(sink.beats)} of {count} output beats after {limit} cycles "
+            f"(seed {config['seed']})")):
+        for n, source in enumerate(sources):
+            if source.step() and n == 0 and first is None:
+                first = cycle
+        if sink.step():
+            last = cycle
+            check(len(sink.beats) - 1, sink.beats[-1])
+            if len(sink.beats) == count:
+                return first, last
+
+
 async def check_stream(dut, config, *, source, sink, payloads, expected, check,
                        latency_cycles):
     """Drive ``payloads`` into stream ``source`` and take ``len(expected)`` beats from
@@ -136,28 +154,17 @@ async def check_stream(dut, config, *, source, sink, payloads, expected, check,
     accepted input to the last output (both edges included) must equal
     ``len(payloads) + latency_cycles``. Returns that cycle count.
     """
-    seed = config["seed"]
     await start_clock_and_reset(dut)
-    rng = random.Random(seed)
-    driver = StreamSource(dut, source, payloads, rng, idle=config["idle"])
-    taker = StreamSink(dut, sink, rng, backpressure=config["backpressure"])
-    limit = (len(payloads) + latency_cycles) * 20 + 100
-    first_in = last_out = None
-    async for cycle in clock_edges(dut, limit, lambda: (
-            f"only {len(taker.beats)} of {len(expected)} output beats after {limit} cycles "
-            f"(seed {seed})")):
-        if driver.step() and first_in is None:
-            first_in = cycle
-        if taker.step():
-            last_out = cycle
-            check(len(taker.beats) - 1, taker.beats[-1])
-            if len(taker.beats) == len(expected):
-                break
+    rng = random.Random(config["seed"])
+    first_in, last_out = await _exchange(
+        dut, config, [StreamSource(dut, source, payloads, rng, idle=config["idle"])],
+        StreamSink(dut, sink, rng, backpressure=config["backpressure"]), len(expected), check,
+        limit=(len(payloads) + latency_cycles) * 20 + 100)
     cycles = last_out - first_in + 1
     if config["idle"] == 0 and config["backpressure"] == 0:
         model = len(payloads) + latency_cycles
         assert cycles == model, (f"{cycles} cycles from first input to last output, "
-                                 f"cycle model says {model} (seed {seed})")
+                                 f"cycle model says {model} (seed {config['seed']})")
     return cycles
 
 
@@ -166,27 +173,15 @@ async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     ``weights``, all data beats on ``data`` (random idle cycles), ``results`` beats taken
     from ``result`` (random backpressure), ``check(k, word)`` called on each. Returns the
     cycles from the first accepted weight beat to the last result, both included."""
-    seed = config["seed"]
     await start_clock_and_reset(dut)
     if config.get("out_bits") is not None:
         dut.shift.value = config["shift"]
-    rng = random.Random(seed)
-    weights = StreamSource(dut, "weights", weight_beats, rng, idle=config["idle"])
-    data = StreamSource(dut, "data", data_beats, rng, idle=config["idle"])
+    rng = random.Random(config["seed"])
+    sources = [StreamSource(dut, "weights", weight_beats, rng, idle=config["idle"]),
+               StreamSource(dut, "data", data_beats, rng, idle=config["idle"])]
     sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])
     limit = (len(weight_beats) + len(data_beats) * config.get("beat_cycles", 1)) * 20 + 1000
-    first = last_out = None
-    async for cycle in clock_edges(dut, limit, lambda: (
-            f"only {len(sink.beats)} of {results} results after {limit} cycles "
-            f"(seed {seed})")):
-        if weights.step() and first is None:
-            first = cycle
-        data.step()
-        if sink.step():
-            last_out = cycle
-            check(len(sink.beats) - 1, sink.beats[-1])
-            if len(sink.beats) == results:
-                break
+    first, last_out = await _exchange(dut, config, sources, sink, results, check, limit=limit)
     return last_out - first + 1
 
 
