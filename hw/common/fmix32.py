@@ -5,6 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.fmix32 import FMIX32_C1, FMIX32_C2
+from hw.common.params import positive_int
 from hw.common.pipeline import StallPipeline
 
 __all__ = ["Fmix32Unit"]
@@ -51,8 +52,7 @@ class Fmix32Unit(wiring.Component):
     LATENCY = 5
 
     def __init__(self, *, lanes=1):
-        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes <= 0:
-            raise TypeError(f"Lane count must be a positive integer, not {lanes!r}")
+        positive_int(lanes, "Lane count")
         self._lanes = lanes
         super().__init__({
             "i": In(stream.Signature(_lane_layout(lanes))),

@@ -6,7 +6,9 @@ from amaranth.hdl import Array, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["WeightStationaryArray", "stage", "delay", "positive_int"]
+from hw.common.params import positive_int
+
+__all__ = ["WeightStationaryArray", "stage", "delay"]
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 
@@ -23,12 +25,6 @@ def delay(m, value, cycles, name):
     for k in range(cycles):
         value = stage(m, value, f"{name}_d{k}")
     return value
-
-
-def positive_int(value, what):
-    """Raise ``TypeError`` unless ``value`` is a positive integer."""
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise TypeError(f"{what} must be a positive integer, not {value!r}")
 
 
 class WeightStationaryArray(wiring.Component):

@@ -4,7 +4,8 @@ from amaranth.hdl import Array, C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
-from hw.common.ws_array import WeightStationaryArray, delay, positive_int, stage
+from hw.common.params import positive_int
+from hw.common.ws_array import WeightStationaryArray, delay, stage
 
 __all__ = ["ColumnCombinedArray"]
 

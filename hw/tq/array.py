@@ -4,7 +4,8 @@ from amaranth.hdl import Array, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
-from hw.common.ws_array import WeightStationaryArray, delay, positive_int, stage
+from hw.common.params import positive_int
+from hw.common.ws_array import WeightStationaryArray, delay, stage
 from hw.tq.encoder import ENCODINGS, TermEncoder
 from hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
 from hw.tq.lister import TermLister

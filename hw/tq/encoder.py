@@ -4,18 +4,13 @@ from amaranth.hdl import C, Cat, Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.params import positive_int
 from hw.common.pipeline import StallPipeline
 from hw.tq.layouts import check_mag_bits, sign_magnitude, signed_digits
 
-__all__ = ["ENCODINGS", "TermEncoder", "check_lanes"]
+__all__ = ["ENCODINGS", "TermEncoder"]
 
 ENCODINGS = ("binary", "naf", "booth")
-
-
-def check_lanes(lanes, what="Lane count"):
-    """Raise ``TypeError`` unless ``lanes`` is a positive integer."""
-    if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes <= 0:
-        raise TypeError(f"{what} must be a positive integer, not {lanes!r}")
 
 
 class TermEncoder(wiring.Component):
@@ -46,7 +41,7 @@ class TermEncoder(wiring.Component):
     LATENCY = 2
 
     def __init__(self, *, lanes=1, mag_bits=7, encoding="naf"):
-        check_lanes(lanes)
+        positive_int(lanes, "Lane count")
         check_mag_bits(mag_bits)
         if encoding not in ENCODINGS:
             raise ValueError(f"Encoding must be one of {', '.join(ENCODINGS)}, "

@@ -4,8 +4,8 @@ from amaranth.hdl import C, Cat, Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.params import positive_int
 from hw.common.pipeline import StallPipeline
-from hw.tq.encoder import check_lanes
 from hw.tq.layouts import check_mag_bits, exponent_bits, signed_digits, term
 
 __all__ = ["TermLister"]
@@ -28,8 +28,8 @@ class TermLister(wiring.Component):
     """
 
     def __init__(self, *, lanes=1, slots=3, mag_bits=7):
-        check_lanes(lanes)
-        check_lanes(slots, "Slot count")
+        positive_int(lanes, "Lane count")
+        positive_int(slots, "Slot count")
         check_mag_bits(mag_bits)
         self._lanes, self._slots, self._mag_bits = lanes, slots, mag_bits
         super().__init__({

@@ -5,8 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from hw.common.params import positive_int
 from hw.common.pipeline import StallPipeline
-from hw.tq.encoder import check_lanes
 from hw.tq.layouts import check_mag_bits, signed_digits
 
 __all__ = ["TermRevealer"]
@@ -41,9 +41,9 @@ class TermRevealer(wiring.Component):
     """
 
     def __init__(self, *, lanes=1, group=1, budget=3, mag_bits=7):
-        check_lanes(lanes)
-        check_lanes(group, "Group size")
-        check_lanes(budget, "Budget")
+        positive_int(lanes, "Lane count")
+        positive_int(group, "Group size")
+        positive_int(budget, "Budget")
         check_mag_bits(mag_bits)
         if lanes % group:
             raise ValueError(f"Lane count ({lanes}) must be a multiple of the group size "
