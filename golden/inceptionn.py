@@ -1,0 +1,216 @@
+"""INCEPTIONN-style error-bounded gradient codec (SPEC.md section 4).
+
+Every float32 ``x`` (sign ``s``, biased exponent ``e``, significand ``sig = 1.m`` as a
+24-bit integer) gets a 2-bit tag and a payload, for an error bound ``2**-b``::
+
+    tag 3  e >= 127              the 32 bits unchanged (|x| >= 1, Inf, NaN)    4 bytes
+    tag 0  e < 127-b             nothing; decodes to +0.0                      0 bytes
+    tag 1  127-b <= e < 134-b    s<<7  | sig >> (150-e-b)  = floor(|x|*2**b)   1 byte
+    tag 2  134-b <= e < 127      s<<15 | sig >> (135-e)    = floor(|x|*2**15)  2 bytes (LE)
+
+so ``|x - decompress(compress(x))| < 2**-b`` for finite ``|x| < 1`` and the rest is exact.
+A message is a 4-byte little-endian count ``n``, then ``ceil(n/8)`` blocks; a block is a
+16-bit little-endian tag word (value ``i``'s tag in bits ``2i+1..2i``) followed by the
+payloads of its 8 values in order; values past ``n`` in the last block have tag 0.
+
+Both directions are vectorized, except one pass over the block lengths in ``decompress``
+(a block's position depends on every block before it).
+"""
+
+import numpy as np
+
+__all__ = ["BOUND_BITS", "DEFAULT_BOUND_BITS", "BLOCK", "PAYLOAD_BYTES", "CorruptMessage",
+           "check_bound_bits", "classify", "compress", "decompress", "compressed_size"]
+
+#: The error bounds ``2**-b`` the codec supports: ``b`` in 7..15.
+BOUND_BITS = range(7, 16)
+DEFAULT_BOUND_BITS = 10
+#: Values per block (one 16-bit tag word).
+BLOCK = 8
+#: Payload bytes of tags 0, 1, 2, 3.
+PAYLOAD_BYTES = np.array([0, 1, 2, 4], dtype=np.int64)
+
+_HEADER = 4
+_PAYLOAD_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFF_FFFF], dtype=np.uint32)
+#: Bytes of a block, indexed by its tag word.
+_BLOCK_BYTES = 2 + sum(PAYLOAD_BYTES[(np.arange(1 << 16) >> (2 * i)) & 3] for i in range(8))
+
+
+class CorruptMessage(ValueError):
+    """A compressed message that does not parse: truncated, trailing bytes, bad tags."""
+
+
+def check_bound_bits(bound_bits):
+    """Raise ``ValueError`` unless ``bound_bits`` is an integer in 7..15."""
+    if isinstance(bound_bits, bool) or not isinstance(bound_bits, (int, np.integer)) \
+            or bound_bits not in BOUND_BITS:
+        raise ValueError(f"Error bound bits must be an integer in 7..15, not {bound_bits!r}")
+
+
+def _float32_bits(x):
+    array = np.asarray(x)
+    if array.dtype != np.float32:
+        raise TypeError(f"Gradients must be float32, not {array.dtype}")
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint32)
+
+
+def classify(x, bound_bits=DEFAULT_BOUND_BITS):
+    """Return the tags and payloads (as integers) of float32 values.
+
+    Returns
+    -------
+    tags : numpy.ndarray of uint8
+    payloads : numpy.ndarray of uint32
+        The payload as a little-endian integer of ``PAYLOAD_BYTES[tag]`` bytes.
+    """
+    check_bound_bits(bound_bits)
+    bits = _float32_bits(x)
+    exponent = ((bits >> 23) & 0xFF).astype(np.int16)
+    sign = bits >> 31
+    significand = (bits & 0x7F_FFFF) | 0x80_0000
+    small = exponent >= 127 - bound_bits
+    large = exponent >= 134 - bound_bits
+    raw = exponent >= 127
+    tags = small.view(np.uint8) + large.view(np.uint8) + raw.view(np.uint8)
+    # Each class's shift lies in 0..23 inside the class; clipped outside it (masked below).
+    shift = np.where(large, 135 - exponent, 150 - bound_bits - exponent)
+    payloads = significand >> np.clip(shift, 0, 31).astype(np.uint32)
+    payloads |= sign << np.where(large, 15, 7).astype(np.uint32)
+    payloads[~small] = 0
+    payloads[raw] = bits[raw]
+    return tags, payloads
+
+
+def compressed_size(count):
+    """Bounds on the bytes of a message of ``count`` values: ``(smallest, largest)``."""
+    blocks = -(-count // BLOCK)
+    return _HEADER + 2 * blocks, _HEADER + 2 * blocks + 4 * count
+
+
+def compress(x, bound_bits=DEFAULT_BOUND_BITS):
+    """Compress float32 gradients (any shape, flattened in C order) into one message.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not float32.
+    ValueError
+        If ``bound_bits`` is not in 7..15 or there are 2**32 values or more.
+    """
+    tags, payloads = classify(x, bound_bits)
+    count = tags.size
+    if count >= 1 << 32:
+        raise ValueError(f"A message holds fewer than 2**32 values, not {count}")
+    blocks = -(-count // BLOCK)
+    padded = blocks * BLOCK
+    tags = np.concatenate([tags, np.zeros(padded - count, np.uint8)]).reshape(blocks, BLOCK)
+    payloads = np.concatenate([payloads, np.zeros(padded - count, np.uint32)])
+    tag_words = (tags.astype(np.uint32) << (2 * np.arange(BLOCK, dtype=np.uint32))).sum(
+        axis=1, dtype=np.uint32)
+    # Items in wire order: each block's tag word, then its 8 payloads.
+    values = np.concatenate([tag_words[:, None], payloads.reshape(blocks, BLOCK)], axis=1)
+    lengths = np.concatenate([np.full((blocks, 1), 2, np.uint8),
+                              PAYLOAD_BYTES[tags].astype(np.uint8)], axis=1)
+    values, lengths = values.reshape(-1), lengths.reshape(-1)
+    ends = _HEADER + np.cumsum(lengths, dtype=np.int64)
+    present = lengths > 0
+    values, offsets = values[present], ends[present] - lengths[present]
+    # An item's bytes past its length are zero, so each item writes all 4 bytes, highest
+    # first: a later item's real byte always lands in a later pass than a zero it covers.
+    out = np.zeros(int(ends[-1]) + 4 if blocks else _HEADER + 4, np.uint8)
+    for k in range(3, -1, -1):
+        out[offsets + k] = (values >> np.uint32(8 * k)).astype(np.uint8)
+    out[:_HEADER] = np.frombuffer(np.uint32(count).tobytes(), np.uint8)
+    return out[:-4].tobytes()
+
+
+#: Blocks one step of the jump table skips in ``_block_starts``.
+_JUMP = 16
+
+
+def _block_starts(raw, blocks):
+    """Byte offset of every block of a message (``raw`` as uint8) and the offset past the last.
+
+    ``step[p]`` is where a block starting at byte ``p`` ends; squaring it four times gives
+    the start 16 blocks on, so only ``blocks/16`` steps run in Python.
+    """
+    size = raw.size
+    index = np.int64 if size >= 1 << 30 else np.int32
+    padded = np.concatenate([raw, np.zeros(1, np.uint8)]).astype(np.uint32)
+    step = np.arange(size, dtype=index)
+    step += _BLOCK_BYTES.astype(index)[padded[:-1] | padded[1:] << 8]
+    np.minimum(step, size, out=step)
+    step = np.concatenate([step, np.array([size], index)])
+    jump = step
+    for _ in range(_JUMP.bit_length() - 1):
+        jump = jump[jump]
+    anchors = [_HEADER]
+    for _ in range(-(-blocks // _JUMP) - 1):
+        anchors.append(int(jump[anchors[-1]]))
+    starts = np.empty((len(anchors), _JUMP), index)
+    starts[:, 0] = anchors
+    for k in range(1, _JUMP):
+        starts[:, k] = step[starts[:, k - 1]]
+    starts = starts.reshape(-1)[:blocks].astype(np.int64)
+    if blocks and starts[-1] + 2 > size:
+        cut = int(np.argmax(starts + 2 > size))
+        raise CorruptMessage(f"Message cut at byte {size}: block {cut} of {blocks}"
+                             " has no tag word")
+    last = starts[-1] if blocks else _HEADER
+    end = last + (int(_BLOCK_BYTES[raw[last] | raw[last + 1].astype(np.uint32) << 8])
+                  if blocks else 0)
+    return starts, end
+
+
+def decompress(data, bound_bits=DEFAULT_BOUND_BITS):
+    """Decode one message into a flat float32 array.
+
+    Raises
+    ------
+    CorruptMessage
+        If the message is shorter than its count needs, has bytes past its last block, or
+        gives a nonzero tag to a value past the count.
+    ValueError
+        If ``bound_bits`` is not in 7..15.
+    """
+    check_bound_bits(bound_bits)
+    data = bytes(data)
+    if len(data) < _HEADER:
+        raise CorruptMessage(f"Message of {len(data)} bytes has no 4-byte count")
+    count = int.from_bytes(data[:_HEADER], "little")
+    blocks = -(-count // BLOCK)
+    if len(data) < compressed_size(count)[0]:
+        raise CorruptMessage(f"Message cut at byte {len(data)}: a count of {count} needs at"
+                             f" least {compressed_size(count)[0]} bytes")
+    raw = np.frombuffer(data, np.uint8)
+    starts, end = _block_starts(raw, blocks)
+    if end > len(data):
+        raise CorruptMessage(f"Message cut at byte {len(data)}: its blocks need {end} bytes")
+    if end < len(data):
+        raise CorruptMessage(f"{len(data) - end} bytes past the last of {blocks} blocks")
+    tag_words = raw[starts].astype(np.uint32) | raw[starts + 1].astype(np.uint32) << 8
+    tags = ((tag_words[:, None] >> (2 * np.arange(BLOCK, dtype=np.uint32))) & 3).astype(np.uint8)
+    if tags.reshape(-1)[count:].any():
+        raise CorruptMessage("Nonzero tag on a value past the message's count")
+    lengths = PAYLOAD_BYTES.astype(np.uint8)[tags]
+    offsets = starts[:, None] + 2 + np.cumsum(lengths, axis=1, dtype=np.int64) - lengths
+    offsets, tags = offsets.reshape(-1)[:count], tags.reshape(-1)[:count]
+    # Read 4 bytes at every offset (past the end reads padding); keep the payload's bytes.
+    padded = np.concatenate([raw, np.zeros(4, np.uint8)])
+    payloads = np.zeros(count, np.uint32)
+    for k in range(4):
+        payloads |= padded[offsets + k].astype(np.uint32) << np.uint32(8 * k)
+    payloads &= _PAYLOAD_MASK[tags]
+    return _decode(tags, payloads, bound_bits)
+
+
+def _decode(tags, payloads, bound_bits):
+    """Values of tags and payloads: the magnitudes times 2**-b or 2**-15 are exact."""
+    small = tags == 1
+    magnitude = np.where(small, payloads & 0x7F, payloads & 0x7FFF).astype(np.float32)
+    magnitude *= np.where(small, np.float32(2.0 ** -bound_bits), np.float32(2.0 ** -15))
+    bits = magnitude.view(np.uint32)
+    bits |= (np.where(small, payloads >> 7, payloads >> 15) & 1) << 31
+    raw = tags == 3
+    bits[raw] = payloads[raw]
+    return magnitude
