@@ -1,0 +1,300 @@
+"""INCEPTIONN-style gradient compressor (SPEC.md section 4): ``lanes`` float32 per cycle in,
+compressed messages out on a stream of the same width."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.nic.layouts import beat_layout, check_lanes
+from hw.nic.packer import BytePacker
+
+__all__ = ["InceptionnCompressor", "classify_value", "BLOCK_BYTES"]
+
+#: Largest compressed block: a 16-bit tag word and 8 raw float32.
+BLOCK_BYTES = 2 + 8 * 4
+
+
+class _Kind(enum.Enum, shape=2):
+    NONE = 0
+    VALUES = 1          # a beat of values
+    CHUNK = 2           # bytes passed to the packer as they are (count header, bypass)
+
+
+class _State(enum.Enum, shape=3):
+    DESCRIPTOR = 0      # waiting for a message's first beat
+    VALUES = 1
+    PAD = 2             # the input ended early: zeros up to the count
+    DROP = 3            # beats past the count, up to the input's last
+    BYPASS = 4
+
+
+def classify_value(m, bits, bound_bits):
+    """Tag (2 bits) and payload (32 bits, little-endian bytes) of one float32, for
+    ``bound_bits`` in 7..15."""
+    sign, exponent = bits[31], bits[23:31]
+    significand = Cat(bits[:23], Const(1, 1))
+    tag = Signal(2, name="tag")
+    payload = Signal(32, name="payload")
+    with m.If(exponent >= 127):
+        m.d.comb += [tag.eq(3), payload.eq(bits)]
+    with m.Elif(exponent + bound_bits < 127):
+        m.d.comb += tag.eq(0)
+    with m.Elif(exponent + bound_bits < 134):
+        shift = Signal(5, name="small_shift")           # 150 - e - b: 17..23 here
+        m.d.comb += [shift.eq(150 - exponent - bound_bits), tag.eq(1),
+                     payload.eq(Cat((significand >> shift)[:7], sign))]
+    with m.Else():
+        shift = Signal(5, name="large_shift")           # 135 - e: 9..b+1 here
+        m.d.comb += [shift.eq(135 - exponent), tag.eq(2),
+                     payload.eq(Cat((significand >> shift)[:15], sign))]
+    return tag, payload
+
+
+class InceptionnCompressor(wiring.Component):
+    """Compress value messages into INCEPTIONN-style messages, ``lanes`` values per beat.
+
+    Input: a descriptor beat with the count ``n`` (``hw.nic.layouts``), then the value
+    beats, ``last`` on the final one. Output: the compressed message (4-byte count, then
+    ``ceil(n/8)`` blocks) as full beats of ``4 * lanes`` bytes, the final one keeping what
+    is left, ``last`` set. ``bound_bits`` and ``bypass`` are read at each descriptor beat;
+    in bypass the message's beats pass through unchanged (repacked as full beats).
+
+    Defined behaviour on bad input (each raises ``error`` (sticky) and counts in
+    ``error_count``): ``bound_bits`` outside 7..15 is clamped into that range; a message
+    whose input ends before ``n`` values is padded with zeros up to ``n``; beats past the
+    ``n``-th value are dropped up to the input's ``last``. The next message is read
+    normally either way.
+
+    Latency: 4 cycles from a group's last beat (8 values, or the message's end) to its
+    first compressed byte in an output beat. Throughput: one input beat per cycle while
+    the compressed blocks average at most ``4 * lanes`` bytes per input beat and the output
+    is not backpressured; a message end costs the cycles its compressed tail takes to leave.
+
+    Parameters
+    ----------
+    lanes : int
+        Float32 values per beat: 1, 2, 4, 8 or 16.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(beat_layout(4 * lanes)))
+    o : Out(stream.Signature(beat_layout(4 * lanes)))
+    bound_bits : In(4)
+        ``b`` of the error bound ``2**-b``.
+    bypass : In(1)
+    error : Out(1)
+    error_count : Out(16)
+        Bad messages seen, saturating.
+    """
+
+    def __init__(self, *, lanes=8):
+        check_lanes(lanes)
+        self._lanes = lanes
+        beat = beat_layout(4 * lanes)
+        super().__init__({
+            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+            "bound_bits": In(4, init=10), "bypass": In(1),
+            "error": Out(1), "error_count": Out(16),
+        })
+
+    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
+
+    @property
+    def blocks_per_group(self):
+        """Blocks packed together: ``max(1, lanes / 8)``."""
+        return max(1, self.lanes // 8)
+
+    @property
+    def beats_per_group(self):
+        """Input beats that make one group: ``max(1, 8 / lanes)``."""
+        return max(1, 8 // self.lanes)
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes, blocks = self.lanes, self.blocks_per_group
+        group_values = 8 * blocks
+        chunk_bytes = BLOCK_BYTES * blocks
+        m.submodules.packer = packer = BytePacker(chunk_bytes=chunk_bytes,
+                                                  beat_bytes=4 * lanes)
+        wiring.connect(m, wiring.flipped(self.o), packer.o)
+
+        advance = Signal()
+        m.d.comb += advance.eq(packer.i.ready | ~packer.i.valid)
+
+        # Stage 1: one beat of the message, classified by kind.
+        stage1 = Signal(data.StructLayout({
+            "kind": _Kind, "bits": unsigned(32 * lanes), "count": range(lanes + 1),
+            "final": 1, "length": range(4 * lanes + 1), "last": 1, "bound_bits": 4,
+        }))
+        self._read_input(m, advance, stage1)
+
+        # Stage 2: a group of 8 * blocks tags and payloads, or a chunk.
+        tags = Signal(data.ArrayLayout(2, group_values))
+        payloads = Signal(data.ArrayLayout(32, group_values))
+        group_blocks = Signal(range(blocks + 1))
+        group_last, group_valid, chunk2_valid = Signal(), Signal(), Signal()
+        chunk2 = Signal(data.StructLayout({"bits": unsigned(32 * lanes),
+                                           "length": range(4 * lanes + 1), "last": 1}))
+        slot = Signal(range(self.beats_per_group))
+        lane_tags, lane_payloads = [], []
+        for k in range(lanes):
+            tag, payload = classify_value(m, stage1.bits[32 * k:32 * (k + 1)],
+                                          stage1.bound_bits)
+            lane_tags.append(Mux(k < stage1.count, tag, 0))
+            lane_payloads.append(Mux(k < stage1.count, payload, 0))
+        with m.If(advance):
+            m.d.sync += [group_valid.eq(0), chunk2_valid.eq(0)]
+            with m.If(stage1.kind == _Kind.VALUES):
+                done = stage1.final | (slot == self.beats_per_group - 1)
+                for k in range(group_values):
+                    position = k % lanes
+                    if lanes >= 8:
+                        m.d.sync += [tags[k].eq(lane_tags[position]),
+                                     payloads[k].eq(lane_payloads[position])]
+                        continue
+                    with m.If(slot == k // lanes):
+                        m.d.sync += [tags[k].eq(lane_tags[position]),
+                                     payloads[k].eq(lane_payloads[position])]
+                    with m.Elif(slot == 0):          # a new group: clear later slots
+                        m.d.sync += [tags[k].eq(0), payloads[k].eq(0)]
+                m.d.sync += [
+                    group_valid.eq(done), group_last.eq(stage1.final),
+                    slot.eq(Mux(done, 0, slot + 1)),
+                    group_blocks.eq(1 if lanes < 8 else (stage1.count + 7) >> 3),
+                ]
+            with m.Elif(stage1.kind == _Kind.CHUNK):
+                m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
+                             chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
+
+        # Stage 3: the chunk for the packer.
+        block_data, block_length = [], []
+        for j in range(blocks):
+            block_tags = [tags[8 * j + i] for i in range(8)]
+            block_payloads = [payloads[8 * j + i] for i in range(8)]
+            packed, length = _pack_block(m, block_tags, block_payloads, j)
+            block_data.append(packed)
+            block_length.append(length)
+        group_data = Signal(8 * chunk_bytes)
+        group_length = Signal(range(chunk_bytes + 1))
+        m.d.comb += [group_data.eq(block_data[0]), group_length.eq(block_length[0])]
+        if blocks == 2:
+            with m.If(group_blocks == 2):
+                m.d.comb += [
+                    group_data.eq(block_data[0] | (block_data[1] << Cat(Const(0, 3),
+                                                                          block_length[0]))),
+                    group_length.eq(block_length[0] + block_length[1]),
+                ]
+        with m.If(advance):
+            m.d.sync += packer.i.valid.eq(group_valid | chunk2_valid)
+            with m.If(group_valid):
+                m.d.sync += [packer.i.payload.data.eq(group_data),
+                             packer.i.payload.length.eq(group_length),
+                             packer.i.payload.last.eq(group_last)]
+            with m.Else():
+                m.d.sync += [packer.i.payload.data.eq(chunk2.bits),
+                             packer.i.payload.length.eq(chunk2.length),
+                             packer.i.payload.last.eq(chunk2.last)]
+        return m
+
+    def _read_input(self, m, advance, stage1):
+        """The message state machine: fills stage 1 from the input beats (or zeros)."""
+        lanes = self.lanes
+        state = Signal(_State)
+        remaining = Signal(32)
+        bound_bits = Signal(4, init=10)
+        beat = self.i.payload
+        taken = Signal()
+        m.d.comb += [self.i.ready.eq(advance & (state != _State.PAD)),
+                     taken.eq(self.i.valid & self.i.ready)]
+
+        flag = Signal()
+        with m.If(flag):
+            m.d.sync += self.error.eq(1)
+            with m.If(self.error_count != 0xFFFF):
+                m.d.sync += self.error_count.eq(self.error_count + 1)
+
+        kept_bytes = Signal(range(4 * lanes + 1))
+        m.d.comb += kept_bytes.eq(sum(beat.keep[k] for k in range(4 * lanes)))
+        masked = Cat(beat.data[8 * k:8 * (k + 1)] & beat.keep[k].replicate(8)
+                     for k in range(4 * lanes))
+        final = Signal()
+        m.d.comb += final.eq(remaining <= lanes)
+
+        with m.If(advance):
+            m.d.sync += stage1.kind.eq(_Kind.NONE)
+
+        def values(bits):
+            m.d.sync += [stage1.kind.eq(_Kind.VALUES), stage1.bits.eq(bits),
+                         stage1.count.eq(Mux(final, remaining, lanes)),
+                         stage1.final.eq(final), stage1.bound_bits.eq(bound_bits),
+                         remaining.eq(Mux(final, 0, remaining - lanes))]
+
+        with m.Switch(state):
+            with m.Case(_State.DESCRIPTOR):
+                with m.If(taken):
+                    count = beat.data[:32]
+                    requested = self.bound_bits
+                    m.d.sync += bound_bits.eq(Mux(requested < 7, 7,
+                                                  Mux(requested > 15, 15, requested)))
+                    with m.If(self.bypass):
+                        m.d.sync += [stage1.kind.eq(_Kind.CHUNK), stage1.bits.eq(masked),
+                                     stage1.length.eq(kept_bytes), stage1.last.eq(beat.last)]
+                        with m.If(~beat.last):
+                            m.d.sync += state.eq(_State.BYPASS)
+                    with m.Else():
+                        m.d.comb += flag.eq((requested < 7) | (requested > 15)
+                                            | ((count == 0) != beat.last))
+                        m.d.sync += [stage1.kind.eq(_Kind.CHUNK), stage1.bits.eq(count),
+                                     stage1.length.eq(4), stage1.last.eq(count == 0),
+                                     remaining.eq(count)]
+                        with m.If(count == 0):
+                            with m.If(~beat.last):
+                                m.d.sync += state.eq(_State.DROP)
+                        with m.Elif(beat.last):
+                            m.d.sync += state.eq(_State.PAD)
+                        with m.Else():
+                            m.d.sync += state.eq(_State.VALUES)
+            with m.Case(_State.VALUES):
+                with m.If(taken):
+                    values(beat.data)
+                    with m.If(final):
+                        with m.If(beat.last):
+                            m.d.sync += state.eq(_State.DESCRIPTOR)
+                        with m.Else():
+                            m.d.comb += flag.eq(1)
+                            m.d.sync += state.eq(_State.DROP)
+                    with m.Elif(beat.last):
+                        m.d.comb += flag.eq(1)
+                        m.d.sync += state.eq(_State.PAD)
+            with m.Case(_State.PAD):
+                with m.If(advance):
+                    values(0)
+                    with m.If(final):
+                        m.d.sync += state.eq(_State.DESCRIPTOR)
+            with m.Case(_State.DROP):
+                with m.If(taken & beat.last):
+                    m.d.sync += state.eq(_State.DESCRIPTOR)
+            with m.Case(_State.BYPASS):
+                with m.If(taken):
+                    m.d.sync += [stage1.kind.eq(_Kind.CHUNK), stage1.bits.eq(masked),
+                                 stage1.length.eq(kept_bytes), stage1.last.eq(beat.last)]
+                    with m.If(beat.last):
+                        m.d.sync += state.eq(_State.DESCRIPTOR)
+
+
+def _pack_block(m, tags, payloads, index):
+    """One block's bytes (tag word, then the payloads in order) and its length."""
+    offset = Const(2, 6)
+    packed = Cat(*tags)                       # the tag word, bytes 0 and 1
+    for i, (tag, payload) in enumerate(zip(tags, payloads)):
+        placed = Signal(8 * BLOCK_BYTES, name=f"block{index}_value{i}")
+        m.d.comb += placed.eq(payload << Cat(Const(0, 3), offset))
+        packed = packed | placed
+        size = Signal(3, name=f"block{index}_size{i}")
+        m.d.comb += size.eq(Mux(tag == 3, 4, tag))
+        next_offset = Signal(6, name=f"block{index}_offset{i + 1}")
+        m.d.comb += next_offset.eq(offset + size)
+        offset = next_offset
+    block = Signal(8 * BLOCK_BYTES, name=f"block{index}")
+    m.d.comb += block.eq(packed)
+    return block, offset

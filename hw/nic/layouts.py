@@ -1,0 +1,41 @@
+"""Stream payloads of the NIC engines and the lane-count check they share.
+
+A *beat* is one AXI4-Stream transfer: ``data`` (``lanes`` float32, byte 0 in bits 7..0),
+``keep`` (one bit per byte; the valid bytes of a beat are its lowest ones) and ``last``
+(the message's final beat). A *chunk* is what a stage hands the byte packer: up to
+``bytes`` bytes, the first ``length`` of them valid (the rest zero), and ``last``.
+
+Value messages (the compressor's input, the decompressor's output) start with a
+*descriptor beat*: bytes 0..3 hold the value count ``n`` (little-endian), the rest are zero
+and ignored; ``ceil(n / lanes)`` beats of values follow, the last one keeping ``4 * (n mod
+lanes)`` bytes (all if that is 0).
+"""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+from amaranth.utils import ceil_log2
+
+__all__ = ["LANES", "check_lanes", "beat_layout", "chunk_layout"]
+
+#: Lane counts the engines support (float32 values per beat).
+LANES = (1, 2, 4, 8, 16)
+
+
+def check_lanes(lanes):
+    """Raise ``ValueError`` unless ``lanes`` is one of ``LANES``."""
+    if isinstance(lanes, bool) or lanes not in LANES:
+        raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
+                         f"not {lanes!r}")
+
+
+def beat_layout(nbytes):
+    """An AXI4-Stream beat of ``nbytes`` bytes."""
+    return data.StructLayout({"data": unsigned(8 * nbytes), "keep": unsigned(nbytes),
+                              "last": unsigned(1)})
+
+
+def chunk_layout(nbytes):
+    """A chunk of at most ``nbytes`` bytes for the byte packer."""
+    return data.StructLayout({"data": unsigned(8 * nbytes),
+                              "length": unsigned(ceil_log2(nbytes + 1)),
+                              "last": unsigned(1)})
