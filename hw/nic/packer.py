@@ -14,9 +14,9 @@ class BytePacker(wiring.Component):
     """Append chunks of 0..``chunk_bytes`` bytes to a buffer and emit it ``beat_bytes`` at a
     time; a chunk marked ``last`` ends the message, whose final beat keeps what is left.
 
-    The buffer holds ``chunk_bytes + beat_bytes`` bytes. A chunk is taken whenever at most
-    ``beat_bytes`` are buffered and no message end is pending (``i.ready`` depends on
-    registers only); a beat leaves whenever a full beat is buffered, or what is left of an
+    The buffer holds ``chunk_bytes + 2 * beat_bytes`` bytes. A chunk is taken whenever at
+    most ``2 * beat_bytes`` are buffered and no message end is pending (``i.ready`` depends
+    on registers only), so chunks of at most ``beat_bytes`` never wait; a beat leaves whenever a full beat is buffered, or what is left of an
     ended message (a beat keeping no byte if nothing is left, so the message still ends).
 
     Latency: 1 cycle (a chunk's first byte is in an output beat the cycle after it is
@@ -47,7 +47,7 @@ class BytePacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = self.beat_bytes
-        size = self.chunk_bytes + width
+        size = self.chunk_bytes + 2 * width
         buffer = Signal(8 * size)
         fill = Signal(range(size + 1))
         ending = Signal()                      # the buffer holds the end of a message
@@ -59,7 +59,7 @@ class BytePacker(wiring.Component):
             self.o.payload.data.eq(buffer[:8 * width]),
             self.o.payload.keep.eq(Cat(fill > k for k in range(width))),
             self.o.payload.last.eq(final),
-            self.i.ready.eq(~ending & (fill <= width)),
+            self.i.ready.eq(~ending & (fill <= 2 * width)),
         ]
 
         # What stays after this cycle's output beat, then the chunk appended at its end.
