@@ -18,6 +18,7 @@ from synth.tools import ToolMissing
 from . import __version__
 from .engines import ENGINES
 from .flows import ParameterError, generate, run_simulation, run_synthesis
+from .gradfile import CODECS
 from .packfile import WeightFileError
 from .render import err_console, print_json, print_record, print_rows
 
@@ -166,6 +167,28 @@ def _build_parser():
     quant_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz")
     quant_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    compress_cmd = commands.add_parser(
+        "compress", help="compress gradients (INCEPTIONN-style or TernGrad)",
+        description="Compress a .npy of gradients (converted to float32) with the golden "
+                    "codec into a self-describing file; report the ratio and the error.")
+    compress_cmd.add_argument("gradients", metavar="GRADS.npy")
+    compress_cmd.add_argument("--codec", choices=CODECS, required=True)
+    compress_cmd.add_argument("--bound-bits", type=int, default=10,
+                              help="inceptionn: error bound 2**-B, B in 7..15 (default 10)")
+    compress_cmd.add_argument("--seed", type=int, default=0,
+                              help="terngrad: random seed, 0..2**32-1 (default 0)")
+    compress_cmd.add_argument("--clip", type=_positive_float, default=None,
+                              help="terngrad: scaler CLIP * std instead of max|g| "
+                                   "(the paper uses 2.5)")
+    compress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.bin")
+    compress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    decompress_cmd = commands.add_parser(
+        "decompress", help="decode a file written by codnn compress",
+        description="Decode a compressed gradient file into a .npy of float32.")
+    decompress_cmd.add_argument("compressed", metavar="IN.bin")
+    decompress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.npy")
+    decompress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
                                "every engine, then print a summary.")
@@ -291,13 +314,41 @@ def _quantize(args):
     return 0
 
 
+def _compress(args):
+    from .gradfile import compress_file
+    try:
+        with err_console.status(f"compressing {args.gradients} ({args.codec})..."):
+            report = compress_file(args.gradients, args.output, codec=args.codec,
+                                   bound_bits=args.bound_bits, seed=args.seed, clip=args.clip)
+    except ValueError as error:
+        if isinstance(error, WeightFileError):
+            raise
+        raise UsageError(str(error)) from error
+    if args.json:
+        print_json(report)
+    else:
+        print_record(f"codnn compress --codec {args.codec}", report)
+    return 0
+
+
+def _decompress(args):
+    from .gradfile import decompress_file
+    report = decompress_file(args.compressed, args.output)
+    if args.json:
+        print_json(report)
+    else:
+        print_record("codnn decompress", report)
+    return 0
+
+
 def _demo(args):
     from .demo import run_demo
     return run_demo(quick=args.quick, build_root=args.build_dir)
 
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
-             "synth": _synth, "pack": _pack, "quantize": _quantize, "demo": _demo}
+             "synth": _synth, "pack": _pack, "quantize": _quantize, "compress": _compress,
+             "decompress": _decompress, "demo": _demo}
 
 
 def main(argv=None):

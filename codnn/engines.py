@@ -19,6 +19,7 @@ import numpy as np
 from golden.systolic import check_fits
 from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
+from hw.nic import AxiStreamTop, CodecLoopback, InceptionnCompressor, InceptionnDecompressor
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
@@ -128,6 +129,52 @@ def _tq_config(dut, sim, beats, idle, backpressure, build_root):
     return config
 
 
+def _nic_config(name, dut, sim, beats, idle, backpressure):
+    """Messages of 0, 1, 7, 8, 9 values, then ``beats`` beats' worth in messages of
+    ``message_values`` (or the user's gradients), plus the bad messages with ``corrupt``."""
+    lanes = len(dut.s_axis_tkeep) // 4
+    size = sim["message_values"]
+    if size < 1:
+        raise ValueError(f"Message size must be a positive number of values, not {size}")
+    if not 7 <= sim["bound_bits"] <= 15:
+        raise ValueError(f"Error bound bits must lie in 7..15, not {sim['bound_bits']}")
+    total = beats * lanes
+    counts = [0, 1, 7, 8, 9] + [size] * (total // size) + ([total % size] if total % size
+                                                            else [])
+    config = {"engine": name, "lanes": lanes, "counts": counts, "idle": idle,
+              "backpressure": backpressure, **sim}
+    if sim["gradients"]:
+        path = Path(sim["gradients"])
+        if not path.is_file():
+            raise ValueError(f"Gradient file {path} does not exist")
+        try:
+            grads = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path} is not a .npy array: {error}") from None
+        if not np.issubdtype(grads.dtype, np.floating):
+            raise ValueError(f"{path} holds {grads.dtype}, not floating-point gradients")
+        config["gradients"] = str(path.resolve())
+    return config
+
+
+def _nic_engine(name, cls, summary, throughput):
+    return Engine(
+        name=name, summary=summary,
+        params=(Param("lanes", int, 8, "float32 values per beat (1, 2, 4, 8, 16)"),),
+        build=lambda lanes: AxiStreamTop(cls(lanes=lanes)),
+        sim_params=(Param("bound_bits", int, 10, "error bound 2**-b"),
+                    Param("message_values", int, 4096, "values per message"),
+                    Param("corrupt", bool, True, "also send bad messages (error flag, "
+                          "recovery)"),
+                    Param("gradients", str, None, "send this .npy of float gradients "
+                          "instead of random values")),
+        testbench="sim.tb_nic",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: _nic_config(
+            name, dut, sim, beats, idle, backpressure),
+        latency=lambda dut: dut.engine.LATENCY,
+        throughput=throughput)
+
+
 def _mac_engine(name, cls, summary, sim_params, group_beats):
     return Engine(
         name=name, summary=summary,
@@ -207,6 +254,17 @@ ENGINES = {engine.name: engine for engine in [
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
     ),
+    _nic_engine("compressor", InceptionnCompressor,
+                "INCEPTIONN-style gradient compressor, AXI4-Stream",
+                lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} float32)/cycle while the "
+                            f"compressed data fits the output"),
+    _nic_engine("decompressor", InceptionnDecompressor,
+                "INCEPTIONN-style gradient decompressor, AXI4-Stream",
+                lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle while the input "
+                            f"keeps up"),
+    _nic_engine("loopback", CodecLoopback,
+                "compressor into decompressor (round trip), AXI4-Stream",
+                lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle"),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
                 (Param("g", int, 8, "values per group"),
                  Param("alpha", int, 12, "weight terms per group"),

@@ -1,7 +1,8 @@
-"""cocotb testbench: an INCEPTIONN-style compressor or decompressor (AXI4-Stream top, driven
-by cocotbext-axi) against ``golden.inceptionn``.
+"""cocotb testbench: an INCEPTIONN-style compressor, decompressor or the two in a loop
+(AXI4-Stream top, driven by cocotbext-axi) against ``golden.inceptionn``.
 
-Configuration (``CODNN_TB_CONFIG``): ``engine`` (``compressor`` or ``decompressor``),
+Configuration (``CODNN_TB_CONFIG``): ``engine`` (``compressor``, ``decompressor`` or
+``loopback``),
 ``lanes``, ``bound_bits``; the messages: ``counts`` (values per message) with values drawn
 by ``sim.tb_nic.message_values``, or ``gradients`` (a .npy file, sent as messages of
 ``message_values`` values); ``corrupt`` adds the bad messages of ``bad_cases`` between the
@@ -51,18 +52,19 @@ def group_fits(x, bound_bits, lanes):
 def bad_cases(rng, engine, lanes, b):
     """(input frame, expected output frame or None) of each kind of bad message."""
     x = message_values(rng, 3 * max(BLOCK, lanes) + 5, b)
-    if engine == "compressor":
+    if engine != "decompressor":
         head = len(x).to_bytes(4, "little") + bytes(4 * lanes - 4)
         short = x[:3 * lanes]
-        return [
-            # Fewer values than the count: padded with zeros.
-            (head + short.tobytes(), compress(np.concatenate(
-                [short, np.zeros(len(x) - len(short), np.float32)]), b)),
-            # More beats than the count: dropped.
-            (head + x.tobytes() + x[:2 * lanes].tobytes(), compress(x, b)),
-            # A count of 0 with values after it.
-            (bytes(4 * lanes) + x[:lanes].tobytes(), compress(x[:0], b)),
+        padded = np.concatenate([short, np.zeros(len(x) - len(short), np.float32)])
+        cases = [
+            (head + short.tobytes(), padded),                      # fewer values: padded
+            (head + x.tobytes() + x[:2 * lanes].tobytes(), x),     # more beats: dropped
+            (bytes(4 * lanes) + x[:lanes].tobytes(), x[:0]),       # count 0, values after
         ]
+        if engine == "loopback":
+            return [(frame, value_frame(decompress(compress(y, b), b), lanes))
+                    for frame, y in cases]
+        return [(frame, compress(y, b)) for frame, y in cases]
     message = compress(x, b)
     group = max(BLOCK, lanes)
     decoded = decompress(message, b)
@@ -132,6 +134,9 @@ async def nic_engine_matches_golden(dut):
         fits = group_fits(x, b, lanes)
         if engine == "compressor":
             cases.append((value_frame(x, lanes), compress(x, b), False, fits))
+        elif engine == "loopback":
+            cases.append((value_frame(x, lanes),
+                          value_frame(decompress(compress(x, b), b), lanes), False, fits))
         else:
             message = compress(x, b)
             cases.append((message, value_frame(decompress(message, b), lanes), False, fits))
@@ -179,13 +184,13 @@ async def nic_engine_matches_golden(dut):
     full_rate = [k for k, case in enumerate(cases) if case[3]]
     # The previous message's compressed tail may still be leaving the packer.
     tail = -(-(34 * max(1, lanes // BLOCK) + 4 * lanes) // (4 * lanes)) + 1
-    if engine == "compressor" and not config["backpressure"]:
+    if engine != "decompressor" and not config["backpressure"]:
         for k in full_rate:
             assert monitor.stalls[k] <= tail, (
                 f"message {k}: input refused {monitor.stalls[k]} times mid-message, more than "
                 f"the {tail} the previous message's tail may take (seed {seed})")
     good_outputs = [n for n, (k, _) in enumerate(expected) if cases[k][3]]
-    if engine == "decompressor" and not config["idle"] and not config["backpressure"]:
+    if engine != "compressor" and not config["idle"] and not config["backpressure"]:
         for n in good_outputs:
             assert monitor.gaps[n] == 0, (f"output message {n}: {monitor.gaps[n]} gap cycles "
                                           f"mid-message (seed {seed})")

@@ -1,0 +1,11 @@
+"""NIC gradient-compression gateware: the byte packer, the INCEPTIONN-style compressor and
+decompressor, their loop and the AXI4-Stream top."""
+
+from hw.nic.axis import AxiStreamTop
+from hw.nic.compressor import InceptionnCompressor
+from hw.nic.decompressor import InceptionnDecompressor
+from hw.nic.loopback import CodecLoopback
+from hw.nic.packer import BytePacker
+
+__all__ = ["BytePacker", "InceptionnCompressor", "InceptionnDecompressor", "CodecLoopback",
+           "AxiStreamTop"]

@@ -87,6 +87,9 @@ class InceptionnCompressor(wiring.Component):
         Bad messages seen, saturating.
     """
 
+    #: Cycles from a group's last input beat to its first byte in an output beat.
+    LATENCY = 4
+
     def __init__(self, *, lanes=8):
         check_lanes(lanes)
         self._lanes = lanes

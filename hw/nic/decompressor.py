@@ -91,6 +91,9 @@ class InceptionnDecompressor(wiring.Component):
     error_count : Out(16)
     """
 
+    #: Cycles from a block's last byte buffered to its values in an output beat.
+    LATENCY = 2
+
     def __init__(self, *, lanes=8):
         check_lanes(lanes)
         self._lanes = lanes

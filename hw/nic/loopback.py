@@ -1,0 +1,58 @@
+"""Compressor into decompressor: the round trip a pair of NICs makes, on one chip."""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.nic.compressor import InceptionnCompressor
+from hw.nic.decompressor import InceptionnDecompressor
+from hw.nic.layouts import beat_layout, check_lanes
+
+__all__ = ["CodecLoopback"]
+
+
+class CodecLoopback(wiring.Component):
+    """Value messages in, through an ``InceptionnCompressor`` and an
+    ``InceptionnDecompressor`` of the same width, value messages out.
+
+    Latency: the compressor's plus the decompressor's. Throughput: the slower of the two
+    on the data at hand.
+
+    Attributes
+    ----------
+    i, o : In/Out(stream.Signature(beat_layout(4 * lanes)))
+    bound_bits, bypass : In
+        Shared by both engines.
+    error : Out(1)
+        Either engine's error flag.
+    error_count : Out(17)
+        Bad messages both engines counted.
+    """
+
+    def __init__(self, *, lanes=8):
+        check_lanes(lanes)
+        self._lanes = lanes
+        beat = beat_layout(4 * lanes)
+        super().__init__({
+            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+            "bound_bits": In(4, init=10), "bypass": In(1),
+            "error": Out(1), "error_count": Out(17),
+        })
+
+    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
+
+    #: The compressor's latency plus the decompressor's.
+    LATENCY = InceptionnCompressor.LATENCY + InceptionnDecompressor.LATENCY
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.compressor = compressor = InceptionnCompressor(lanes=self.lanes)
+        m.submodules.decompressor = decompressor = InceptionnDecompressor(lanes=self.lanes)
+        wiring.connect(m, wiring.flipped(self.i), compressor.i)
+        wiring.connect(m, compressor.o, decompressor.i)
+        wiring.connect(m, decompressor.o, wiring.flipped(self.o))
+        for engine in (compressor, decompressor):
+            m.d.comb += [engine.bound_bits.eq(self.bound_bits), engine.bypass.eq(self.bypass)]
+        m.d.comb += [self.error.eq(compressor.error | decompressor.error),
+                     self.error_count.eq(compressor.error_count + decompressor.error_count)]
+        return m
