@@ -16,13 +16,15 @@ class BytePacker(wiring.Component):
 
     The buffer holds ``chunk_bytes + 2 * beat_bytes`` bytes. A chunk is taken whenever at
     most ``2 * beat_bytes`` are buffered and no message end is pending (``i.ready`` depends
-    on registers only), so chunks of at most ``beat_bytes`` never wait; a beat leaves whenever a full beat is buffered, or what is left of an
-    ended message (a beat keeping no byte if nothing is left, so the message still ends).
+    on registers only), so chunks of at most ``beat_bytes`` never wait. A full beat leaves
+    once a byte more is buffered (so the message's final beat is always one with bytes),
+    and the rest when the message has ended; a message of no bytes at all is one beat that
+    keeps none.
 
-    Latency: 1 cycle (a chunk's first byte is in an output beat the cycle after it is
-    taken). Throughput: one chunk per cycle while chunks average at most ``beat_bytes``
-    bytes and ``o.ready`` stays high; a message end costs the cycles its tail takes to
-    leave.
+    Latency: 1 cycle from the chunk that completes a beat (and one byte more) or ends the
+    message to that beat. Throughput: one chunk per cycle while chunks average at most
+    ``beat_bytes`` bytes and ``o.ready`` stays high; a message end costs the cycles its
+    tail takes to leave.
 
     Parameters
     ----------
@@ -55,7 +57,7 @@ class BytePacker(wiring.Component):
         final = Signal()
         m.d.comb += [
             final.eq(ending & (fill <= width)),
-            self.o.valid.eq((fill >= width) | ending),
+            self.o.valid.eq((fill > width) | ending),
             self.o.payload.data.eq(buffer[:8 * width]),
             self.o.payload.keep.eq(Cat(fill > k for k in range(width))),
             self.o.payload.last.eq(final),

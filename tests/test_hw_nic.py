@@ -1,0 +1,61 @@
+# amaranth: UnusedElaboratable=no
+"""The NIC engines' parameters and ports, and the byte packer on Amaranth's simulator."""
+
+import random
+
+import pytest
+
+from hw.nic import AxiStreamTop, BytePacker, CodecLoopback, InceptionnCompressor
+from hw.nic import InceptionnDecompressor
+from sim.pysim import run_stream_test
+
+
+@pytest.mark.parametrize("build,error,message", [
+    (lambda: InceptionnCompressor(lanes=3), ValueError, "Lane count must be one of 1, 2, 4, 8"),
+    (lambda: InceptionnDecompressor(lanes=0), ValueError, "not 0"),
+    (lambda: CodecLoopback(lanes=True), ValueError, "not True"),
+    (lambda: BytePacker(chunk_bytes=0, beat_bytes=4), TypeError,
+     "Chunk size must be a positive integer"),
+    (lambda: BytePacker(chunk_bytes=4, beat_bytes=2.0), TypeError,
+     "Beat size must be a positive integer"),
+])
+def test_invalid_parameters(build, error, message):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_axi_top_port_names():
+    top = AxiStreamTop(InceptionnDecompressor(lanes=16))
+    names = set(top.signature.members)
+    for prefix in ("s_axis", "m_axis"):
+        assert {f"{prefix}_t{n}" for n in ("data", "keep", "last", "valid", "ready")} <= names
+    assert len(top.s_axis_tdata) == 512 and len(top.m_axis_tkeep) == 64
+    assert {"bound_bits", "bypass", "error", "error_count"} <= names
+
+
+@pytest.mark.parametrize("chunk_bytes,beat_bytes", [(5, 2), (3, 8), (34, 32)])
+def test_packer_concatenates_chunks_into_beats(chunk_bytes, beat_bytes):
+    rng = random.Random(chunk_bytes)
+    messages = [[bytes(rng.randrange(256) for _ in range(rng.randrange(chunk_bytes + 1)))
+                 for _ in range(rng.randrange(1, 12))] for _ in range(6)]
+    messages.append([b""])                       # an empty message still ends
+    beats, expected = [], []
+    for chunks in messages:
+        for k, chunk in enumerate(chunks):
+            beats.append({"data": int.from_bytes(chunk, "little"), "length": len(chunk),
+                          "last": k == len(chunks) - 1})
+        data = b"".join(chunks)
+        expected.append(data)
+    count = sum(max(1, -(-len(d) // beat_bytes)) for d in expected)
+    dut = BytePacker(chunk_bytes=chunk_bytes, beat_bytes=beat_bytes)
+    out, _ = run_stream_test(dut, beats, expected_count=count, rng=rng, idle=0.3,
+                             backpressure=0.3)
+    frames, current = [], b""
+    for beat in out:
+        kept = bin(int(beat.keep)).count("1")
+        assert int(beat.keep) == (1 << kept) - 1, "kept bytes must be the lowest ones"
+        current += int(beat.data).to_bytes(beat_bytes, "little")[:kept]
+        if beat.last:
+            frames.append(current)
+            current = b""
+    assert frames == expected
