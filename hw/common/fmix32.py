@@ -8,7 +8,7 @@ from golden.fmix32 import FMIX32_C1, FMIX32_C2
 from hw.common.params import positive_int
 from hw.common.pipeline import StallPipeline
 
-__all__ = ["Fmix32Unit"]
+__all__ = ["Fmix32Unit", "fmix32_stages"]
 
 
 def _lane_layout(lanes):
@@ -73,25 +73,30 @@ class Fmix32Unit(wiring.Component):
         m = Module()
         register = StallPipeline(m, self.i, self.o, self.LATENCY).register
 
-        def partial_products(x, const, name):
-            lo, hi = x[:16], x[16:]
-            c_lo, c_hi = const & 0xFFFF, const >> 16
-            return (register(lo * c_lo, f"{name}_ll"),
-                    register((lo * c_hi)[:16], f"{name}_lh"),
-                    register((hi * c_lo)[:16], f"{name}_hl"))
-
-        def product_mod32(ll, lh, hl):
-            return (ll + ((lh + hl)[:16] << 16))[:32]
-
         for lane in range(self.lanes):
-            h = self.i.payload[lane]
-            x1 = register(h ^ (h >> 16), f"lane{lane}_s1")
-            p1 = partial_products(x1, FMIX32_C1, f"lane{lane}_s2")
-            x2 = product_mod32(*p1)
-            x3 = register(x2 ^ (x2 >> 13), f"lane{lane}_s3")
-            p2 = partial_products(x3, FMIX32_C2, f"lane{lane}_s4")
-            x4 = product_mod32(*p2)
-            x5 = register(x4 ^ (x4 >> 16), f"lane{lane}_s5")
-            m.d.comb += self.o.payload[lane].eq(x5)
-
+            m.d.comb += self.o.payload[lane].eq(fmix32_stages(register, self.i.payload[lane],
+                                                              f"lane{lane}"))
         return m
+
+
+def fmix32_stages(register, h, name):
+    """``fmix32(h)`` over 5 register stages made by ``register(value, name)`` (a
+    ``StallPipeline``'s): (1) ``h ^ h>>16``; (2) partial products by ``C1``; (3) sum,
+    ``^ >>13``; (4) partial products by ``C2``; (5) sum, ``^ >>16``. Each 32 x 32
+    multiplication (mod 2**32) is three 16 x 16 partial products (``lo*lo``, ``lo*hi``,
+    ``hi*lo``) on their own stage, for DSP blocks or short LUT multipliers."""
+    def partial_products(x, const, stage):
+        lo, hi = x[:16], x[16:]
+        c_lo, c_hi = const & 0xFFFF, const >> 16
+        return (register(lo * c_lo, f"{stage}_ll"),
+                register((lo * c_hi)[:16], f"{stage}_lh"),
+                register((hi * c_lo)[:16], f"{stage}_hl"))
+
+    def product_mod32(ll, lh, hl):
+        return (ll + ((lh + hl)[:16] << 16))[:32]
+
+    x1 = register(h ^ (h >> 16), f"{name}_s1")
+    x2 = product_mod32(*partial_products(x1, FMIX32_C1, f"{name}_s2"))
+    x3 = register(x2 ^ (x2 >> 13), f"{name}_s3")
+    x4 = product_mod32(*partial_products(x3, FMIX32_C2, f"{name}_s4"))
+    return register(x4 ^ (x4 >> 16), f"{name}_s5")

@@ -2,30 +2,17 @@
 compressed messages out on a stream of the same width."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.nic.layouts import beat_layout, check_lanes
+from hw.nic.layouts import beat_layout, check_lanes, count_errors
 from hw.nic.packer import BytePacker
+from hw.nic.reader import Item, MessageReader
 
 __all__ = ["InceptionnCompressor", "classify_value", "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
-
-
-class _Kind(enum.Enum, shape=2):
-    NONE = 0
-    VALUES = 1          # a beat of values
-    CHUNK = 2           # bytes passed to the packer as they are (count header, bypass)
-
-
-class _State(enum.Enum, shape=3):
-    DESCRIPTOR = 0      # waiting for a message's first beat
-    VALUES = 1
-    PAD = 2             # the input ended early: zeros up to the count
-    DROP = 3            # beats past the count, up to the input's last
-    BYPASS = 4
 
 
 def classify_value(m, bits, bound_bits):
@@ -124,12 +111,17 @@ class InceptionnCompressor(wiring.Component):
         advance = Signal()
         m.d.comb += advance.eq(packer.i.ready | ~packer.i.valid)
 
-        # Stage 1: one beat of the message, classified by kind.
-        stage1 = Signal(data.StructLayout({
-            "kind": _Kind, "bits": unsigned(32 * lanes), "count": range(lanes + 1),
-            "final": 1, "length": range(4 * lanes + 1), "last": 1, "bound_bits": 4,
-        }))
-        self._read_input(m, advance, stage1)
+        # Stage 1: one beat of the message.
+        flag = Signal()
+        count_errors(m, flag, self.error, self.error_count)
+        reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=self.bypass)
+        stage1 = reader.item
+        bound_bits = Signal(4, init=10)
+        with m.If(reader.descriptor):
+            requested = self.bound_bits
+            m.d.sync += bound_bits.eq(Mux(requested < 7, 7, Mux(requested > 15, 15, requested)))
+            with m.If((requested < 7) | (requested > 15)):
+                m.d.comb += flag.eq(1)
 
         # Stage 2: a group of 8 * blocks tags and payloads, or a chunk.
         tags = Signal(data.ArrayLayout(2, group_values))
@@ -141,13 +133,12 @@ class InceptionnCompressor(wiring.Component):
         slot = Signal(range(self.beats_per_group))
         lane_tags, lane_payloads = [], []
         for k in range(lanes):
-            tag, payload = classify_value(m, stage1.bits[32 * k:32 * (k + 1)],
-                                          stage1.bound_bits)
-            lane_tags.append(Mux(k < stage1.count, tag, 0))
-            lane_payloads.append(Mux(k < stage1.count, payload, 0))
+            tag, payload = classify_value(m, stage1.bits[32 * k:32 * (k + 1)], bound_bits)
+            lane_tags.append(tag)
+            lane_payloads.append(payload)
         with m.If(advance):
             m.d.sync += [group_valid.eq(0), chunk2_valid.eq(0)]
-            with m.If(stage1.kind == _Kind.VALUES):
+            with m.If(stage1.kind == Item.VALUES):
                 done = stage1.final | (slot == self.beats_per_group - 1)
                 for k in range(group_values):
                     position = k % lanes
@@ -165,7 +156,10 @@ class InceptionnCompressor(wiring.Component):
                     slot.eq(Mux(done, 0, slot + 1)),
                     group_blocks.eq(1 if lanes < 8 else (stage1.count + 7) >> 3),
                 ]
-            with m.Elif(stage1.kind == _Kind.CHUNK):
+            with m.Elif(stage1.kind == Item.HEADER):
+                m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
+                             chunk2.length.eq(4), chunk2.last.eq(stage1.last)]
+            with m.Elif(stage1.kind == Item.RAW):
                 m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
                              chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
 
@@ -198,91 +192,6 @@ class InceptionnCompressor(wiring.Component):
                              packer.i.payload.length.eq(chunk2.length),
                              packer.i.payload.last.eq(chunk2.last)]
         return m
-
-    def _read_input(self, m, advance, stage1):
-        """The message state machine: fills stage 1 from the input beats (or zeros)."""
-        lanes = self.lanes
-        state = Signal(_State)
-        remaining = Signal(32)
-        bound_bits = Signal(4, init=10)
-        beat = self.i.payload
-        taken = Signal()
-        m.d.comb += [self.i.ready.eq(advance & (state != _State.PAD)),
-                     taken.eq(self.i.valid & self.i.ready)]
-
-        flag = Signal()
-        with m.If(flag):
-            m.d.sync += self.error.eq(1)
-            with m.If(self.error_count != 0xFFFF):
-                m.d.sync += self.error_count.eq(self.error_count + 1)
-
-        kept_bytes = Signal(range(4 * lanes + 1))
-        m.d.comb += kept_bytes.eq(sum(beat.keep[k] for k in range(4 * lanes)))
-        masked = Cat(beat.data[8 * k:8 * (k + 1)] & beat.keep[k].replicate(8)
-                     for k in range(4 * lanes))
-        final = Signal()
-        m.d.comb += final.eq(remaining <= lanes)
-
-        with m.If(advance):
-            m.d.sync += stage1.kind.eq(_Kind.NONE)
-
-        def values(bits):
-            m.d.sync += [stage1.kind.eq(_Kind.VALUES), stage1.bits.eq(bits),
-                         stage1.count.eq(Mux(final, remaining, lanes)),
-                         stage1.final.eq(final), stage1.bound_bits.eq(bound_bits),
-                         remaining.eq(Mux(final, 0, remaining - lanes))]
-
-        with m.Switch(state):
-            with m.Case(_State.DESCRIPTOR):
-                with m.If(taken):
-                    count = beat.data[:32]
-                    requested = self.bound_bits
-                    m.d.sync += bound_bits.eq(Mux(requested < 7, 7,
-                                                  Mux(requested > 15, 15, requested)))
-                    with m.If(self.bypass):
-                        m.d.sync += [stage1.kind.eq(_Kind.CHUNK), stage1.bits.eq(masked),
-                                     stage1.length.eq(kept_bytes), stage1.last.eq(beat.last)]
-                        with m.If(~beat.last):
-                            m.d.sync += state.eq(_State.BYPASS)
-                    with m.Else():
-                        m.d.comb += flag.eq((requested < 7) | (requested > 15)
-                                            | ((count == 0) != beat.last))
-                        m.d.sync += [stage1.kind.eq(_Kind.CHUNK), stage1.bits.eq(count),
-                                     stage1.length.eq(4), stage1.last.eq(count == 0),
-                                     remaining.eq(count)]
-                        with m.If(count == 0):
-                            with m.If(~beat.last):
-                                m.d.sync += state.eq(_State.DROP)
-                        with m.Elif(beat.last):
-                            m.d.sync += state.eq(_State.PAD)
-                        with m.Else():
-                            m.d.sync += state.eq(_State.VALUES)
-            with m.Case(_State.VALUES):
-                with m.If(taken):
-                    values(beat.data)
-                    with m.If(final):
-                        with m.If(beat.last):
-                            m.d.sync += state.eq(_State.DESCRIPTOR)
-                        with m.Else():
-                            m.d.comb += flag.eq(1)
-                            m.d.sync += state.eq(_State.DROP)
-                    with m.Elif(beat.last):
-                        m.d.comb += flag.eq(1)
-                        m.d.sync += state.eq(_State.PAD)
-            with m.Case(_State.PAD):
-                with m.If(advance):
-                    values(0)
-                    with m.If(final):
-                        m.d.sync += state.eq(_State.DESCRIPTOR)
-            with m.Case(_State.DROP):
-                with m.If(taken & beat.last):
-                    m.d.sync += state.eq(_State.DESCRIPTOR)
-            with m.Case(_State.BYPASS):
-                with m.If(taken):
-                    m.d.sync += [stage1.kind.eq(_Kind.CHUNK), stage1.bits.eq(masked),
-                                 stage1.length.eq(kept_bytes), stage1.last.eq(beat.last)]
-                    with m.If(beat.last):
-                        m.d.sync += state.eq(_State.DESCRIPTOR)
 
 
 def _pack_block(m, tags, payloads, index):

@@ -6,7 +6,8 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.nic.compressor import BLOCK_BYTES
-from hw.nic.layouts import beat_layout, check_lanes
+from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.window import ByteWindow
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
 
@@ -115,37 +116,13 @@ class InceptionnDecompressor(wiring.Component):
         sub_beats = max(1, 8 // lanes)
         size = BLOCK_BYTES * blocks + width
 
-        # The byte window: the input's bytes not parsed yet, byte 0 first.
-        window = Signal(8 * size)
-        fill = Signal(range(size + 1))
-        ended = Signal()                   # the message's last input beat is in the window
-        consume = Signal(range(size + 1))
-        clear = Signal()                   # drop everything in the window
-        beat = self.i.payload
-        kept_bytes = Signal(range(width + 1))
-        m.d.comb += kept_bytes.eq(sum(beat.keep[k] for k in range(width)))
-        masked = Cat(beat.data[8 * k:8 * (k + 1)] & beat.keep[k].replicate(8)
-                     for k in range(width))
         state = Signal(_State)
-        m.d.comb += self.i.ready.eq(~ended & ((fill <= size - width) | (state == _State.DROP)))
-        left = Signal.like(fill)
-        m.d.comb += left.eq(fill - consume)
-        with m.If(clear):
-            m.d.sync += [window.eq(0), fill.eq(0)]
-        with m.Else():
-            m.d.sync += [window.eq(window >> Cat(Const(0, 3), consume)), fill.eq(left)]
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += ended.eq(beat.last)
-            with m.If(~clear):
-                m.d.sync += [window.eq((window >> Cat(Const(0, 3), consume))
-                                       | (masked << Cat(Const(0, 3), left))),
-                             fill.eq(left + kept_bytes)]
+        window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP)
+        fill, ended, consume, clear = window.fill, window.ended, window.consume, window.clear
+        beat = self.i.payload
 
         flag = Signal()
-        with m.If(flag):
-            m.d.sync += self.error.eq(1)
-            with m.If(self.error_count != 0xFFFF):
-                m.d.sync += self.error_count.eq(self.error_count + 1)
+        count_errors(m, flag, self.error, self.error_count)
 
         # The hold: one parsed group, sent out ``lanes`` values per beat.
         hold_tags = Signal(data.ArrayLayout(2, group_values))
@@ -198,7 +175,7 @@ class InceptionnDecompressor(wiring.Component):
         sizes = []
         for j in range(blocks):
             block = Signal(8 * BLOCK_BYTES, name=f"block{j}")
-            m.d.comb += block.eq(window >> Cat(Const(0, 3), base))
+            m.d.comb += block.eq(window.data >> Cat(Const(0, 3), base))
             tag_word = block[:16]
             sizes.append(_block_size(m, tag_word, f"block{j}_size"))
             offset = Const(2, 6)
@@ -240,7 +217,7 @@ class InceptionnDecompressor(wiring.Component):
                         m.d.sync += state.eq(_State.BYPASS)
                     with m.Elif(fill >= 4):
                         with m.If(~hold_valid & out_free):
-                            count = window[:32]
+                            count = window.data[:32]
                             requested = self.bound_bits
                             m.d.comb += [consume.eq(4), flag.eq((requested < 7)
                                                                 | (requested > 15))]
@@ -254,8 +231,7 @@ class InceptionnDecompressor(wiring.Component):
                                 self.o.payload.last.eq(count == 0),
                             ]
                     with m.Elif(ended):
-                        m.d.comb += [flag.eq(1), clear.eq(1)]
-                        m.d.sync += ended.eq(0)
+                        m.d.comb += [flag.eq(1), clear.eq(1), window.finish.eq(1)]
             with m.Case(_State.BLOCKS):
                 with m.If(present & hold_free):
                     m.d.comb += consume.eq(wanted)
@@ -274,18 +250,21 @@ class InceptionnDecompressor(wiring.Component):
                     m.d.comb += flag.eq(1)
                     m.d.sync += state.eq(_State.DROP)
                 with m.Elif(ended):
-                    m.d.sync += [ended.eq(0), state.eq(_State.HEADER)]
+                    m.d.comb += window.finish.eq(1)
+                    m.d.sync += state.eq(_State.HEADER)
             with m.Case(_State.DROP):
                 m.d.comb += clear.eq(1)
                 with m.If(ended | (self.i.valid & self.i.ready & beat.last)):
-                    m.d.sync += [ended.eq(0), state.eq(_State.HEADER)]
+                    m.d.comb += window.finish.eq(1)
+                    m.d.sync += state.eq(_State.HEADER)
             with m.Case(_State.BYPASS):
                 with m.If(out_free & ~hold_valid & ((fill >= width) | ended)):
                     m.d.comb += consume.eq(Mux(fill < width, fill, width))
                     final_beat = ended & (fill <= width)
-                    m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(window[:8 * width]),
+                    m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(window.data[:8 * width]),
                                  self.o.payload.keep.eq(Cat(fill > k for k in range(width))),
                                  self.o.payload.last.eq(final_beat)]
                     with m.If(final_beat):
-                        m.d.sync += [ended.eq(0), state.eq(_State.HEADER)]
+                        m.d.comb += window.finish.eq(1)
+                    m.d.sync += state.eq(_State.HEADER)
         return m

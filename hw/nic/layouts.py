@@ -11,11 +11,11 @@ and ignored; ``ceil(n / lanes)`` beats of values follow, the last one keeping ``
 lanes)`` bytes (all if that is 0).
 """
 
-from amaranth.hdl import unsigned
+from amaranth.hdl import Cat, Signal, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
-__all__ = ["LANES", "check_lanes", "beat_layout", "chunk_layout"]
+__all__ = ["LANES", "check_lanes", "beat_layout", "chunk_layout", "beat_bytes", "count_errors"]
 
 #: Lane counts the engines support (float32 values per beat).
 LANES = (1, 2, 4, 8, 16)
@@ -39,3 +39,22 @@ def chunk_layout(nbytes):
     return data.StructLayout({"data": unsigned(8 * nbytes),
                               "length": unsigned(ceil_log2(nbytes + 1)),
                               "last": unsigned(1)})
+
+
+def beat_bytes(m, beat):
+    """The number of bytes a beat keeps, and its data with the bytes it does not keep
+    zeroed."""
+    width = len(beat.keep)
+    count = Signal(range(width + 1), name="kept_bytes")
+    m.d.comb += count.eq(sum(beat.keep[k] for k in range(width)))
+    masked = Cat(beat.data[8 * k:8 * (k + 1)] & beat.keep[k].replicate(8) for k in range(width))
+    return count, masked
+
+
+def count_errors(m, flag, error, error_count):
+    """Each cycle ``flag`` is high: set the sticky ``error`` and count in ``error_count``
+    (saturating)."""
+    with m.If(flag):
+        m.d.sync += error.eq(1)
+        with m.If(error_count != (1 << len(error_count)) - 1):
+            m.d.sync += error_count.eq(error_count + 1)

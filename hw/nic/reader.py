@@ -1,0 +1,123 @@
+"""The front end of the engines that take value messages: descriptor, value beats, and the
+defined behaviour of messages whose length does not match their count."""
+
+from amaranth.hdl import Cat, Const, Mux, Signal, unsigned
+from amaranth.lib import data, enum
+
+from hw.nic.layouts import beat_bytes
+
+__all__ = ["Item", "MessageReader"]
+
+
+class Item(enum.Enum, shape=2):
+    """What the reader's output register holds."""
+    NONE = 0
+    VALUES = 1          # a beat of values
+    HEADER = 2          # a message's start; ``bits[:32]`` is its count
+    RAW = 3             # a beat passed on as it is (bypass): ``length`` bytes of ``bits``
+
+
+class _State(enum.Enum, shape=3):
+    DESCRIPTOR = 0      # waiting for a message's first beat
+    VALUES = 1
+    PAD = 2             # the input ended early: zeros up to the count
+    DROP = 3            # beats past the count, up to the input's last
+    BYPASS = 4
+
+
+class MessageReader:
+    """Read value messages from stream ``i`` into the register ``item`` of module ``m``,
+    one beat each cycle ``advance`` is high.
+
+    ``item`` holds ``kind`` (an ``Item``), ``bits`` (the beat's values, zero past
+    ``count``), ``count`` (values in the beat), ``final`` (the message's last value beat),
+    ``index`` (the message index of lane 0), and for ``RAW`` beats ``length`` and ``last``.
+    A descriptor beat gives a ``HEADER`` item (``last`` set when the count is 0); with
+    ``bypass`` high at the descriptor every beat of the message is a ``RAW`` item.
+
+    A message whose input ends before its count is padded with zero beats (the input waits
+    meanwhile); beats past the count are dropped up to the input's ``last``. Either pulses
+    ``flag``. ``descriptor`` is high in the cycle a (non-bypass) descriptor beat is taken,
+    for the engine to sample its per-message settings.
+
+    Latency: 1 cycle. Throughput: one beat per cycle while ``advance`` stays high.
+    """
+
+    def __init__(self, m, i, advance, *, lanes, flag, bypass):
+        self.item = Signal(data.StructLayout({
+            "kind": Item, "bits": unsigned(32 * lanes), "count": range(lanes + 1),
+            "final": 1, "index": 32, "length": range(4 * lanes + 1), "last": 1,
+        }))
+        self.descriptor = Signal()
+        item, beat = self.item, i.payload
+        state = Signal(_State)
+        remaining = Signal(32)
+        index = Signal(32)
+        taken = Signal()
+        m.d.comb += [i.ready.eq(advance & (state != _State.PAD)),
+                     taken.eq(i.valid & i.ready)]
+        kept_bytes, masked = beat_bytes(m, beat)
+        final = Signal()
+        m.d.comb += final.eq(remaining <= lanes)
+
+        with m.If(advance):
+            m.d.sync += item.kind.eq(Item.NONE)
+
+        count = Signal(range(lanes + 1))
+        m.d.comb += count.eq(Mux(final, remaining, lanes))
+
+        def values(bits):
+            kept = Cat(Mux(k < count, bits[32 * k:32 * (k + 1)], 0) for k in range(lanes))
+            m.d.sync += [item.kind.eq(Item.VALUES), item.bits.eq(kept),
+                         item.count.eq(count), item.final.eq(final),
+                         item.index.eq(index), index.eq(index + lanes),
+                         remaining.eq(Mux(final, 0, remaining - lanes))]
+
+        def raw():
+            m.d.sync += [item.kind.eq(Item.RAW), item.bits.eq(masked),
+                         item.length.eq(kept_bytes), item.last.eq(beat.last)]
+
+        with m.Switch(state):
+            with m.Case(_State.DESCRIPTOR):
+                with m.If(taken & bypass):
+                    raw()
+                    with m.If(~beat.last):
+                        m.d.sync += state.eq(_State.BYPASS)
+                with m.Elif(taken):
+                    total = beat.data[:32]
+                    m.d.comb += [self.descriptor.eq(1),
+                                 flag.eq((total == 0) != beat.last)]
+                    m.d.sync += [item.kind.eq(Item.HEADER), item.bits.eq(total),
+                                 item.last.eq(total == 0), remaining.eq(total), index.eq(0)]
+                    with m.If(total == 0):
+                        with m.If(~beat.last):
+                            m.d.sync += state.eq(_State.DROP)
+                    with m.Elif(beat.last):
+                        m.d.sync += state.eq(_State.PAD)
+                    with m.Else():
+                        m.d.sync += state.eq(_State.VALUES)
+            with m.Case(_State.VALUES):
+                with m.If(taken):
+                    values(beat.data)
+                    with m.If(final):
+                        with m.If(beat.last):
+                            m.d.sync += state.eq(_State.DESCRIPTOR)
+                        with m.Else():
+                            m.d.comb += flag.eq(1)
+                            m.d.sync += state.eq(_State.DROP)
+                    with m.Elif(beat.last):
+                        m.d.comb += flag.eq(1)
+                        m.d.sync += state.eq(_State.PAD)
+            with m.Case(_State.PAD):
+                with m.If(advance):
+                    values(Const(0, 32 * lanes))
+                    with m.If(final):
+                        m.d.sync += state.eq(_State.DESCRIPTOR)
+            with m.Case(_State.DROP):
+                with m.If(taken & beat.last):
+                    m.d.sync += state.eq(_State.DESCRIPTOR)
+            with m.Case(_State.BYPASS):
+                with m.If(taken):
+                    raw()
+                    with m.If(beat.last):
+                        m.d.sync += state.eq(_State.DESCRIPTOR)
