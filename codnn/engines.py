@@ -19,7 +19,15 @@ import numpy as np
 from golden.systolic import check_fits
 from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
-from hw.nic import AxiStreamTop, CodecLoopback, InceptionnCompressor, InceptionnDecompressor
+from hw.nic import (
+    AxiStreamTop,
+    CodecLoopback,
+    InceptionnCompressor,
+    InceptionnDecompressor,
+    MaxAbs,
+    TernGradDecoder,
+    TernGradEncoder,
+)
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
@@ -136,8 +144,10 @@ def _nic_config(name, dut, sim, beats, idle, backpressure):
     size = sim["message_values"]
     if size < 1:
         raise ValueError(f"Message size must be a positive number of values, not {size}")
-    if not 7 <= sim["bound_bits"] <= 15:
+    if "bound_bits" in sim and not 7 <= sim["bound_bits"] <= 15:
         raise ValueError(f"Error bound bits must lie in 7..15, not {sim['bound_bits']}")
+    if sim.get("scaler") is not None and not (np.isfinite(sim["scaler"]) and sim["scaler"] > 0):
+        raise ValueError(f"Scaler must be a positive number, not {sim['scaler']}")
     total = beats * lanes
     counts = [0, 1, 7, 8, 9] + [size] * (total // size) + ([total % size] if total % size
                                                             else [])
@@ -157,12 +167,17 @@ def _nic_config(name, dut, sim, beats, idle, backpressure):
     return config
 
 
-def _nic_engine(name, cls, summary, throughput):
+_INCEPTIONN_PARAMS = (Param("bound_bits", int, 10, "error bound 2**-b"),)
+_TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x the std of "
+                          "the values)"),)
+
+
+def _nic_engine(name, cls, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
     return Engine(
         name=name, summary=summary,
         params=(Param("lanes", int, 8, "float32 values per beat (1, 2, 4, 8, 16)"),),
         build=lambda lanes: AxiStreamTop(cls(lanes=lanes)),
-        sim_params=(Param("bound_bits", int, 10, "error bound 2**-b"),
+        sim_params=(*codec_params,
                     Param("message_values", int, 4096, "values per message"),
                     Param("corrupt", bool, True, "also send bad messages (error flag, "
                           "recovery)"),
@@ -265,6 +280,15 @@ ENGINES = {engine.name: engine for engine in [
     _nic_engine("loopback", CodecLoopback,
                 "compressor into decompressor (round trip), AXI4-Stream",
                 lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle"),
+    _nic_engine("terngrad", TernGradEncoder, "TernGrad encoder (counter-based random "
+                "numbers, 2-bit codes), AXI4-Stream",
+                lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} float32)/cycle",
+                _TERNGRAD_PARAMS),
+    _nic_engine("terngrad_decoder", TernGradDecoder, "TernGrad decoder, AXI4-Stream",
+                lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle", ()),
+    _nic_engine("maxabs", MaxAbs, "max|g| of each message (the TernGrad scaler), "
+                "AXI4-Stream", lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} "
+                "float32)/cycle", ()),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
                 (Param("g", int, 8, "values per group"),
                  Param("alpha", int, 12, "weight terms per group"),

@@ -1,18 +1,22 @@
-"""cocotb testbench: an INCEPTIONN-style compressor, decompressor or the two in a loop
-(AXI4-Stream top, driven by cocotbext-axi) against ``golden.inceptionn``.
+"""cocotb testbench: a NIC engine (AXI4-Stream top, driven by cocotbext-axi) against its
+golden codec: the INCEPTIONN-style ``compressor``, ``decompressor`` or the two in a
+``loopback`` (``golden.inceptionn``), the ``terngrad`` encoder or ``terngrad_decoder``
+(``golden.terngrad``), or the ``maxabs`` scaler unit (``max|g|`` of the finite values).
 
-Configuration (``CODNN_TB_CONFIG``): ``engine`` (``compressor``, ``decompressor`` or
-``loopback``),
-``lanes``, ``bound_bits``; the messages: ``counts`` (values per message) with values drawn
-by ``sim.tb_nic.message_values``, or ``gradients`` (a .npy file, sent as messages of
-``message_values`` values); ``corrupt`` adds the bad messages of ``bad_cases`` between the
-good ones; ``idle``/``backpressure`` (probability per cycle) and ``seed``.
+Configuration (``CODNN_TB_CONFIG``): ``engine``, ``lanes``, ``bound_bits`` (INCEPTIONN) or
+``scaler``/``seed`` (TernGrad: the scaler's float value, default ``2.5 * std`` of the
+finite values; the random stream's seed is the run's seed); the messages: ``counts``
+(values per message) with values drawn by ``message_values``, or ``gradients`` (a .npy
+file, sent as messages of ``message_values`` values); ``corrupt`` adds the bad messages of
+``bad_cases`` between the good ones; ``bypass`` sends every message with the engine's
+bypass on (out as in); ``idle``/``backpressure`` (probability per cycle).
 
 Every output frame must equal golden byte for byte, ``error_count`` must equal the number of
-bad messages, and without backpressure (compressor) or stalls (decompressor) a message
-whose every group compresses to at most its raw size must not stall the input (compressor;
-beyond the cycles the previous message's tail takes to leave) or leave a gap in its output
-(decompressor).
+bad messages (and ``nonfinite`` the NaN/Inf values a TernGrad encoder or the max-abs
+unit took), and without
+backpressure (encoders) or stalls (decoders) a message whose every group compresses to at
+most its raw size must not stall the input (encoders; beyond the cycles the previous
+message's tail takes to leave) or leave a gap in its output (decoders).
 """
 
 import random
@@ -22,6 +26,7 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
+from golden import terngrad
 from golden.inceptionn import BLOCK, classify, compress, decompress
 from golden.value_frames import special_values, value_frame
 from sim.testbench import load_config, start_clock_and_reset, write_report
@@ -49,36 +54,93 @@ def group_fits(x, bound_bits, lanes):
     return bool(np.all(sizes.sum(axis=1) + 2 * (group // BLOCK) <= 4 * group))
 
 
-def bad_cases(rng, engine, lanes, b):
-    """(input frame, expected output frame or None) of each kind of bad message."""
-    x = message_values(rng, 3 * max(BLOCK, lanes) + 5, b)
-    if engine != "decompressor":
+class _Codec:
+    """The golden model an engine is held against: ``encode(x) -> bytes``, ``decode(bytes)
+    -> float32``; TernGrad with the run's fixed scaler and seed, NaN/Inf coded as 0."""
+
+    def __init__(self, config, messages):
+        self.inceptionn = config["engine"] in ("compressor", "decompressor", "loopback")
+        self.maxabs = config["engine"] == "maxabs"
+        self.b = config.get("bound_bits", 10)
+        self.seed = config["seed"] & 0xFFFF_FFFF
+        finite = np.concatenate([x[np.isfinite(x)] for x in messages] + [np.zeros(1)])
+        self.scaler = np.float32(config.get("scaler") or 2.5 * np.std(finite))
+
+    def encode(self, x):
+        if self.maxabs:
+            finite = np.abs(x[np.isfinite(x)])
+            return np.float32(finite.max() if finite.size else 0).tobytes()
+        if self.inceptionn:
+            return compress(x, self.b)
+        return terngrad.compress(np.where(np.isfinite(x), x, 0).astype(np.float32),
+                                 self.seed, scaler=self.scaler)
+
+    def decode(self, message):
+        return decompress(message, self.b) if self.inceptionn else terngrad.decompress(message)
+
+    def full_rate(self, x, lanes):
+        return group_fits(x, self.b, lanes) if self.inceptionn else True
+
+
+def good_case(codec, engine, lanes, x):
+    """(input frame, expected output frame, values the engine takes) of a message."""
+    if engine in ("compressor", "terngrad", "maxabs"):
+        return value_frame(x, lanes), codec.encode(x), x
+    if engine == "loopback":
+        return value_frame(x, lanes), value_frame(codec.decode(codec.encode(x)), lanes), x
+    message = codec.encode(x)
+    return message, value_frame(codec.decode(message), lanes), x[:0]
+
+
+def bad_cases(rng, codec, engine, lanes):
+    """(input frame, expected output frame or None, values taken) of each kind of bad
+    message."""
+    x = message_values(rng, 3 * max(BLOCK, lanes) + 5, codec.b)
+    if engine in ("compressor", "terngrad", "loopback", "maxabs"):
         head = len(x).to_bytes(4, "little") + bytes(4 * lanes - 4)
         short = x[:3 * lanes]
         padded = np.concatenate([short, np.zeros(len(x) - len(short), np.float32)])
         cases = [
-            (head + short.tobytes(), padded),                      # fewer values: padded
-            (head + x.tobytes() + x[:2 * lanes].tobytes(), x),     # more beats: dropped
-            (bytes(4 * lanes) + x[:lanes].tobytes(), x[:0]),       # count 0, values after
+            (head + short.tobytes(), padded, short),               # fewer values: padded
+            (head + x.tobytes() + x[:2 * lanes].tobytes(), x, x),  # more beats: dropped
+            (bytes(4 * lanes) + x[:lanes].tobytes(), x[:0], x[:0]),  # count 0, values after
         ]
         if engine == "loopback":
-            return [(frame, value_frame(decompress(compress(y, b), b), lanes))
-                    for frame, y in cases]
-        return [(frame, compress(y, b)) for frame, y in cases]
-    message = compress(x, b)
-    group = max(BLOCK, lanes)
-    decoded = decompress(message, b)
-    cut = len(compress(x[:2 * group], b)) + 3            # two whole groups, then part
+            return [(frame, value_frame(codec.decode(codec.encode(y)), lanes), taken)
+                    for frame, y, taken in cases]
+        return [(frame, codec.encode(y), taken) for frame, y, taken in cases]
+    message = codec.encode(x)
+    decoded = codec.decode(message)
+    if codec.inceptionn:
+        group = max(BLOCK, lanes)
+        cut = len(compress(x[:2 * group], codec.b)) + 3      # two whole groups, then part
+        # A count of 7 whose block gives the eighth value a tag (1.0: raw).
+        eight = np.concatenate([x[:7], np.ones(1, np.float32)])
+        stray = (7).to_bytes(4, "little") + compress(eight, codec.b)[4:]
+        stray_out = decompress(compress(eight, codec.b), codec.b)[:7]
+        short_header = 3
+        extra = []
+    else:
+        group = max(4, lanes)
+        cut = 8 + 2 * group // 4 + (1 if lanes >= 8 else 0)  # two beats' codes, then part
+        # A count of 7 whose last byte gives an eighth value code +1.
+        eight = terngrad.compress(np.ones(8, np.float32), 1, scaler=1.0)
+        stray = eight[:4] + (7).to_bytes(4, "little") + eight[8:]
+        stray_out = terngrad.decompress(eight)[:7]
+        short_header = 7
+        # Code 10 on element 1: decoded as +0.0.
+        ten = bytearray(message)
+        ten[8] = (ten[8] & ~0x0C) | 0x08
+        fixed = bytearray(ten)
+        fixed[8] &= ~0x0C
+        extra = [(bytes(ten), value_frame(terngrad.decompress(bytes(fixed)), lanes), x[:0])]
     whole = np.concatenate([decoded[:2 * group], np.zeros(len(x) - 2 * group, np.float32)])
-    # A count of 7 whose block gives the eighth value a tag (1.0: raw).
-    eight = np.concatenate([x[:7], np.ones(1, np.float32)])
-    stray = (7).to_bytes(4, "little") + compress(eight, b)[4:]
     return [
-        (message[:cut], value_frame(whole, lanes)),
-        (message + b"\x01\x02", value_frame(decoded, lanes)),
-        (stray, value_frame(decompress(compress(eight, b), b)[:7], lanes)),
-        (message[:3], None),
-    ]
+        (message[:cut], value_frame(whole, lanes), x[:0]),
+        (message + b"\x01\x02", value_frame(decoded, lanes), x[:0]),
+        (stray, value_frame(stray_out, lanes), x[:0]),
+        (message[:short_header], None, x[:0]),
+    ] + extra
 
 
 class _Monitor:
@@ -121,7 +183,8 @@ def _pauses(rng, probability):
 @cocotb.test()
 async def nic_engine_matches_golden(dut):
     config = load_config()
-    seed, engine, lanes, b = (config[k] for k in ("seed", "engine", "lanes", "bound_bits"))
+    seed, engine, lanes = config["seed"], config["engine"], config["lanes"]
+    b = config.get("bound_bits", 10)
     rng = np.random.default_rng(seed)
     if config.get("gradients"):
         flat = np.load(config["gradients"]).astype(np.float32).reshape(-1)
@@ -129,26 +192,21 @@ async def nic_engine_matches_golden(dut):
         messages = [flat[k:k + size] for k in range(0, len(flat), size)]
     else:
         messages = [message_values(rng, n, b) for n in config["counts"]]
-    cases = []                      # (input frame, expected output or None, bad, full rate)
+    codec = _Codec(config, messages)
+    cases = []          # (input frame, expected output or None, values taken, bad, full rate)
     for x in messages:
-        fits = group_fits(x, b, lanes)
-        if engine == "compressor":
-            cases.append((value_frame(x, lanes), compress(x, b), False, fits))
-        elif engine == "loopback":
-            cases.append((value_frame(x, lanes),
-                          value_frame(decompress(compress(x, b), b), lanes), False, fits))
-        else:
-            message = compress(x, b)
-            cases.append((message, value_frame(decompress(message, b), lanes), False, fits))
-    if config.get("corrupt"):
-        bad = bad_cases(rng, engine, lanes, b)
-        for k, (frame, expected) in enumerate(bad):
-            cases.insert(1 + k * 2, (frame, expected, True, False))
+        cases.append((*good_case(codec, engine, lanes, x), False, codec.full_rate(x, lanes)))
+    if config.get("bypass"):            # the on/off switch: every message passes as it is
+        cases = [(frame, frame, x[:0], False, False) for frame, *_ in cases]
+    elif config.get("corrupt"):
+        for k, case in enumerate(bad_cases(rng, codec, engine, lanes)):
+            cases.insert(1 + k * 2, (*case, True, False))
 
-    dut.bound_bits.value = b
-    dut.bypass.value = 0
-    dut.m_axis_tready.value = 0
-    dut.s_axis_tvalid.value = 0
+    if codec.inceptionn:
+        dut.bound_bits.value = b
+    elif engine == "terngrad":
+        dut.scaler.value = int(np.float32(codec.scaler).view(np.uint32))
+        dut.seed.value = codec.seed
     await start_clock_and_reset(dut)
     source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst)
@@ -159,15 +217,15 @@ async def nic_engine_matches_golden(dut):
         sink.set_pause_generator(_pauses(pace, config["backpressure"]))
     monitor = _Monitor(dut)
     cocotb.start_soon(monitor.run())
-    for frame, _, _, _ in cases:
+    for frame, *_ in cases:
         await source.send(AxiStreamFrame(frame))
-    expected = [(k, out) for k, (_, out, _, _) in enumerate(cases) if out is not None]
-    total_bytes = sum(len(frame) + len(out or b"") for frame, out, _, _ in cases)
+    expected = [(k, case[1]) for k, case in enumerate(cases) if case[1] is not None]
+    total_bytes = sum(len(case[0]) + len(case[1] or b"") for case in cases)
     budget = (total_bytes // (4 * lanes) + 100 * len(cases)) * 20 * 10
     for n, (k, want) in enumerate(expected):
         frame = await with_timeout(sink.recv(), budget, "ns")
         got = bytes(frame.tdata)
-        where = f"message {k} ({'bad' if cases[k][2] else 'good'}, seed {seed})"
+        where = f"message {k} ({'bad' if cases[k][3] else 'good'}, seed {seed})"
         assert len(got) == len(want), f"{where}: {len(got)} bytes, golden {len(want)}"
         if got != want:
             first = next(i for i in range(len(want)) if got[i] != want[i])
@@ -177,25 +235,35 @@ async def nic_engine_matches_golden(dut):
     for _ in range(20):
         await RisingEdge(dut.clk)
     assert sink.empty(), f"extra output frames after the last expected one (seed {seed})"
-    bad = sum(1 for case in cases if case[2])
+    bad = sum(1 for case in cases if case[3])
     assert int(dut.error_count.value) == bad, (
         f"error_count {int(dut.error_count.value)}, {bad} bad messages (seed {seed})")
-    assert int(dut.error.value) == (bad > 0)
-    full_rate = [k for k, case in enumerate(cases) if case[3]]
+    if engine in ("terngrad", "maxabs"):
+        taken = np.concatenate([case[2] for case in cases])
+        nonfinite = int((~np.isfinite(taken)).sum())
+        assert int(dut.nonfinite.value) == nonfinite, (
+            f"nonfinite {int(dut.nonfinite.value)}, {nonfinite} NaN/Inf values sent "
+            f"(seed {seed})")
+        assert int(dut.error.value) == (bad > 0 or nonfinite > 0)
+    else:
+        assert int(dut.error.value) == (bad > 0)
+    full_rate = [k for k, case in enumerate(cases) if case[4]]
     # The previous message's compressed tail may still be leaving the packer.
     tail = -(-(34 * max(1, lanes // BLOCK) + 4 * lanes) // (4 * lanes)) + 1
-    if engine != "decompressor" and not config["backpressure"]:
+    if engine in ("compressor", "terngrad", "loopback", "maxabs") \
+            and not config["backpressure"]:
         for k in full_rate:
             assert monitor.stalls[k] <= tail, (
                 f"message {k}: input refused {monitor.stalls[k]} times mid-message, more than "
                 f"the {tail} the previous message's tail may take (seed {seed})")
-    good_outputs = [n for n, (k, _) in enumerate(expected) if cases[k][3]]
-    if engine != "compressor" and not config["idle"] and not config["backpressure"]:
+    good_outputs = [n for n, (k, _) in enumerate(expected) if cases[k][4]]
+    if engine in ("decompressor", "terngrad_decoder", "loopback") and not config["idle"] \
+            and not config["backpressure"]:
         for n in good_outputs:
             assert monitor.gaps[n] == 0, (f"output message {n}: {monitor.gaps[n]} gap cycles "
                                           f"mid-message (seed {seed})")
     values = sum(len(x) for x in messages)
-    packed = sum(len(compress(x, b)) for x in messages)
+    packed = sum(len(codec.encode(x)) for x in messages)
     write_report(config, {"messages": len(cases), "values": values, "bad_messages": bad,
                           "ratio": 4 * values / packed if packed else 0.0,
                           "stalls": sum(monitor.stalls), "gaps": sum(monitor.gaps)})

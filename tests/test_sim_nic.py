@@ -5,19 +5,28 @@ rate on compressible messages (the testbench asserts all three)."""
 
 import pytest
 
-from hw.nic import AxiStreamTop, CodecLoopback, InceptionnCompressor, InceptionnDecompressor
+from hw.nic import (
+    AxiStreamTop,
+    CodecLoopback,
+    InceptionnCompressor,
+    InceptionnDecompressor,
+    MaxAbs,
+    TernGradDecoder,
+    TernGradEncoder,
+)
 from sim.runner import simulate
 
 ENGINES = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompressor,
-           "loopback": CodecLoopback}
+           "loopback": CodecLoopback, "terngrad": TernGradEncoder,
+           "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
 #: Message sizes every configuration sends: empty, one value, around a block, a few beats.
 EDGE_COUNTS = [0, 1, 7, 8, 9, 8 * 16 + 3, 4099]
 
 
-def _run(engine, lanes, *, simulator="verilator", seed, bound_bits=10, counts=EDGE_COUNTS,
-         idle=0.3, backpressure=0.3, corrupt=True):
-    config = {"engine": engine, "lanes": lanes, "bound_bits": bound_bits, "counts": counts,
-              "corrupt": corrupt, "idle": idle, "backpressure": backpressure}
+def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle=0.3,
+         backpressure=0.3, corrupt=True, **codec):
+    config = {"engine": engine, "lanes": lanes, "counts": counts, "corrupt": corrupt,
+              "idle": idle, "backpressure": backpressure, **codec}
     print(f"seed={seed} config={config}")
     top = AxiStreamTop(ENGINES[engine](lanes=lanes))
     return simulate(top, top=f"nic_{engine}", testbench="sim.tb_nic", simulator=simulator,
@@ -51,3 +60,24 @@ def test_loopback_million_values():
 @pytest.mark.parametrize("engine,lanes", [("compressor", 4), ("decompressor", 2)])
 def test_icarus(engine, lanes, icarus):
     _run(engine, lanes, simulator=icarus, seed=47, counts=EDGE_COUNTS[:6])
+
+
+@pytest.mark.parametrize("engine,lanes", [("terngrad", 1), ("terngrad", 8), ("terngrad", 16),
+                                          ("terngrad_decoder", 2), ("terngrad_decoder", 8),
+                                          ("maxabs", 4)])
+def test_terngrad_engines_with_stalls_and_bad_messages(engine, lanes):
+    report = _run(engine, lanes, seed=51 + lanes)
+    assert report["bad_messages"] == {"terngrad": 3, "maxabs": 3}.get(engine, 5)
+
+
+def test_terngrad_huge_and_tiny_scalers():
+    # Scalers far above and below the values exercise both saturated shifts of the exact
+    # comparison (every code 0; every nonzero value kept).
+    for seed, scaler in ((53, 1e30), (54, 1e-30)):
+        _run("terngrad", 4, seed=seed, scaler=scaler, counts=[1000], corrupt=False)
+
+
+@pytest.mark.parametrize("engine", ["compressor", "decompressor", "terngrad",
+                                    "terngrad_decoder"])
+def test_bypass_passes_messages_unchanged(engine):
+    _run(engine, 4, seed=55, counts=[0, 9, 500], bypass=True)

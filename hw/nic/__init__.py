@@ -1,11 +1,13 @@
 """NIC gradient-compression gateware: the byte packer, the INCEPTIONN-style compressor and
-decompressor, their loop and the AXI4-Stream top."""
+decompressor, their loop, the TernGrad encoder, decoder and max-abs unit, and the AXI4-Stream top."""
 
 from hw.nic.axis import AxiStreamTop
 from hw.nic.compressor import InceptionnCompressor
 from hw.nic.decompressor import InceptionnDecompressor
 from hw.nic.loopback import CodecLoopback
+from hw.nic.maxabs import MaxAbs
 from hw.nic.packer import BytePacker
+from hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["BytePacker", "InceptionnCompressor", "InceptionnDecompressor", "CodecLoopback",
-           "AxiStreamTop"]
+           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop"]

@@ -1,0 +1,92 @@
+"""Max-abs reduction: the TernGrad scaler ``max|g|`` of each value message, in a first pass."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.reader import Item, MessageReader
+
+__all__ = ["MaxAbs"]
+
+
+class MaxAbs(wiring.Component):
+    """The largest ``|g|`` of each value message, ``lanes`` values per cycle.
+
+    Input: value messages (``hw.nic.layouts``). Output: one beat per message keeping 4
+    bytes, the float32 bits of ``max|g|`` (+0.0 for an empty message), ``last`` set. Finite
+    non-negative float32 order like their bits as integers, so the reduction compares
+    ``bits & 0x7FFFFFFF``.
+
+    Defined behaviour on bad input (``error`` is sticky): NaN/Inf values are left out of
+    the maximum and count in ``nonfinite``; a message whose input ends before its count
+    (the rest count as zeros) or has beats past it (dropped) counts in ``error_count``.
+
+    Latency: 2 cycles from a message's last value beat to its output beat. Throughput: one
+    input beat per cycle while the output is not backpressured.
+
+    Parameters
+    ----------
+    lanes : int
+        Float32 values per beat: 1, 2, 4, 8 or 16.
+
+    Attributes
+    ----------
+    i, o : In/Out(stream.Signature(beat_layout(4 * lanes)))
+    error : Out(1)
+    error_count : Out(16)
+    nonfinite : Out(32)
+    """
+
+    LATENCY = 2
+
+    def __init__(self, *, lanes=8):
+        check_lanes(lanes)
+        self._lanes = lanes
+        beat = beat_layout(4 * lanes)
+        super().__init__({
+            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+            "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
+        })
+
+    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.lanes
+        flag = Signal()
+        count_errors(m, flag, self.error, self.error_count)
+        advance = Signal()
+        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+        reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=Const(0))
+        item = reader.item
+
+        largest = Const(0, 31)
+        bad = []
+        for k in range(lanes):
+            bits = item.bits[32 * k:32 * (k + 1)]
+            finite = bits[23:31] != 0xFF
+            magnitude = Signal(31, name=f"lane{k}_magnitude")
+            m.d.comb += magnitude.eq(Mux(finite, bits[:31], 0))
+            bigger = Signal(31, name=f"max_to_lane{k}")
+            m.d.comb += bigger.eq(Mux(magnitude > largest, magnitude, largest))
+            largest = bigger
+            bad.append(~finite)
+        running = Signal(31)
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(advance):
+            with m.Switch(item.kind):
+                with m.Case(Item.HEADER):
+                    m.d.sync += running.eq(0)
+                    with m.If(item.last):
+                        m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(0)]
+                with m.Case(Item.VALUES):
+                    total = Mux(largest > running, largest, running)
+                    m.d.sync += [running.eq(total), self.nonfinite.eq(self.nonfinite + sum(bad))]
+                    with m.If(Cat(*bad).any()):
+                        m.d.sync += self.error.eq(1)
+                    with m.If(item.final):
+                        m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(total)]
+        m.d.comb += [self.o.payload.keep.eq(0xF), self.o.payload.last.eq(1)]
+        return m

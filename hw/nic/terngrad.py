@@ -1,0 +1,342 @@
+"""TernGrad encoder and decoder (SPEC.md section 5): value messages to and from TernGrad
+messages (scaler, count, 2-bit codes four per byte), ``lanes`` values per cycle."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.common.fmix32 import fmix32_stages
+from hw.common.pipeline import StallPipeline
+from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.packer import BytePacker
+from hw.nic.reader import Item, MessageReader
+from hw.nic.window import ByteWindow
+
+__all__ = ["TernGradEncoder", "TernGradDecoder", "float_parts", "finite_non_negative"]
+
+
+def float_parts(m, bits, name):
+    """Significand (24 bits, hidden bit included) and exponent (denormals: 1) of a float32,
+    so that its magnitude is ``significand * 2**(exponent - 150)``."""
+    exponent = bits[23:31]
+    significand = Signal(24, name=f"{name}_significand")
+    scale = Signal(8, name=f"{name}_exponent")
+    m.d.comb += [significand.eq(Cat(bits[:23], exponent != 0)),
+                 scale.eq(Mux(exponent == 0, 1, exponent))]
+    return significand, scale
+
+
+def finite_non_negative(bits):
+    """True for a float32 that is neither negative nor Inf/NaN (+0.0 is allowed)."""
+    return ~bits[31] & (bits[23:31] != 0xFF)
+
+
+def _survives(m, g_significand, g_exponent, product, s_exponent, name):
+    """``|g| * 2**24 > u * s`` exactly, from ``g``'s parts, ``product = u * s_significand``
+    (48 bits) and ``s``'s exponent: ``g_significand * 2**k > product`` with
+    ``k = g_exponent - s_exponent + 24``, as ``g_significand << k > product`` for ``k >= 0``
+    and ``g_significand > product << -k`` below. Shifts saturate where the answer no longer
+    changes: past 48 the left side wins (``product < 2**48``), past 24 the right side does
+    unless ``product`` is 0 (``g_significand < 2**24``)."""
+    g_signed = Signal(signed(10), name=f"{name}_g_exponent")
+    s_signed = Signal(signed(10), name=f"{name}_s_exponent")
+    k = Signal(signed(11), name=f"{name}_k")
+    m.d.comb += [g_signed.eq(g_exponent), s_signed.eq(s_exponent),
+                 k.eq(g_signed - s_signed + 24)]
+    up = Signal(range(49), name=f"{name}_up")
+    down = Signal(range(25), name=f"{name}_down")
+    m.d.comb += [up.eq(Mux(k >= 48, 48, Mux(k > 0, k, 0))),
+                 down.eq(Mux(k <= -24, 24, Mux(k < 0, -k, 0)))]
+    return (g_significand << up) > (product << down)
+
+
+class TernGradEncoder(wiring.Component):
+    """Ternarize value messages into TernGrad messages, ``lanes`` values per beat.
+
+    Input: value messages (``hw.nic.layouts``). Output: ``scaler`` (4 bytes), the count (4
+    bytes), the codes of ``ceil(n/4)`` bytes, as full beats of ``4 * lanes`` bytes, the
+    final one keeping what is left. ``scaler``, ``seed`` and ``bypass`` are read at each
+    descriptor beat; element ``i`` is kept (``+-1``) when ``|g_i| * 2**24 > u_i * scaler``
+    with ``u_i = fmix32(seed + i) >> 8``. In bypass a message passes unchanged.
+
+    Defined behaviour on bad input (``error`` is sticky): each NaN/Inf value gets code 0 and
+    counts in ``nonfinite``; a scaler that is negative, Inf or NaN gives every code of its
+    message 0; it, a message whose input ends before its count (padded with zeros) and one
+    with beats past its count (dropped) count in ``error_count``.
+
+    Latency: ``LATENCY`` cycles from a value beat to its codes in the packer (plus the
+    beats per code byte with fewer than 4 lanes). Throughput: one input beat per cycle
+    while the output is not backpressured; a message end costs the cycles its tail takes
+    to leave.
+
+    Parameters
+    ----------
+    lanes : int
+        Float32 values per beat: 1, 2, 4, 8 or 16.
+
+    Attributes
+    ----------
+    i, o : In/Out(stream.Signature(beat_layout(4 * lanes)))
+    scaler, seed : In(32)
+        The scaler's float32 bits; the random stream's seed.
+    bypass : In(1)
+    error : Out(1)
+    error_count : Out(16)
+    nonfinite : Out(32)
+    """
+
+    #: Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 1.
+    LATENCY = 8
+
+    def __init__(self, *, lanes=8):
+        check_lanes(lanes)
+        self._lanes = lanes
+        beat = beat_layout(4 * lanes)
+        super().__init__({
+            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+            "scaler": In(32), "seed": In(32), "bypass": In(1),
+            "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
+        })
+
+    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.lanes
+        width = 4 * lanes
+        m.submodules.packer = packer = BytePacker(chunk_bytes=max(8, width), beat_bytes=width)
+        wiring.connect(m, wiring.flipped(self.o), packer.o)
+
+        flag = Signal()
+        count_errors(m, flag, self.error, self.error_count)
+        pipe_in = stream.Signature(0).create()
+        pipe_out = stream.Signature(0).create()
+        reader = MessageReader(m, self.i, pipe_in.ready | ~pipe_in.valid, lanes=lanes,
+                               flag=flag, bypass=self.bypass)
+        item = reader.item
+        m.d.comb += pipe_in.valid.eq(item.kind != Item.NONE)
+        scaler, seed = Signal(32), Signal(32)
+        usable = Signal()                       # the message's scaler is finite, >= 0
+        with m.If(reader.descriptor):
+            m.d.sync += [scaler.eq(self.scaler), seed.eq(self.seed),
+                         usable.eq(finite_non_negative(self.scaler))]
+            with m.If(~finite_non_negative(self.scaler)):
+                m.d.comb += flag.eq(1)
+
+        pipe = StallPipeline(m, pipe_in, pipe_out, self.LATENCY - 1)
+
+        def delay(value, stages, name):
+            for n in range(stages):
+                value = pipe.register(value, f"{name}_d{n}")
+            return value
+
+        late = delay(item, 6, "item")
+        s_bits, s_usable = delay(scaler, 6, "scaler"), delay(usable, 6, "usable")
+        s_significand, s_exponent = float_parts(m, s_bits, "scaler")
+        codes, bad = [], []
+        for k in range(lanes):
+            u = fmix32_stages(pipe.register, seed + item.index + k, f"lane{k}_hash")[8:]
+            product = pipe.register(u * s_significand, f"lane{k}_product")
+            g = late.bits[32 * k:32 * (k + 1)]
+            g_significand, g_exponent = float_parts(m, g, f"lane{k}_g")
+            finite = g[23:31] != 0xFF
+            keep = _survives(m, g_significand, g_exponent, product, s_exponent, f"lane{k}")
+            codes.append(Mux(keep & finite & s_usable, Mux(g[31], 3, 1), 0))
+            bad.append((late.kind == Item.VALUES) & ~finite)
+        out_item = pipe.register(late, "out_item")
+        out_codes = pipe.register(Cat(*codes), "out_codes")
+        out_scaler = pipe.register(s_bits, "out_scaler")
+        out_bad = pipe.register(Cat(*bad), "out_bad")
+        with m.If(pipe_out.valid & pipe_out.ready):
+            m.d.sync += self.nonfinite.eq(self.nonfinite + sum(out_bad[k] for k in range(lanes)))
+            with m.If(out_bad.any()):
+                m.d.sync += self.error.eq(1)
+
+        # Code bytes: lanes / 4 per beat, or one per 4 / lanes beats.
+        chunk = packer.i
+        m.d.comb += pipe_out.ready.eq(~chunk.valid | chunk.ready)
+        with m.If(chunk.valid & chunk.ready):
+            m.d.sync += chunk.valid.eq(0)
+        slots = max(1, 4 // lanes)
+        slot = Signal(range(slots))
+        partial = Signal(8)
+        with m.If(pipe_out.valid & pipe_out.ready):
+            with m.Switch(out_item.kind):
+                with m.Case(Item.HEADER):
+                    m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(Cat(out_scaler,
+                                                                              out_item.bits[:32])),
+                                 chunk.payload.length.eq(8),
+                                 chunk.payload.last.eq(out_item.last)]
+                with m.Case(Item.RAW):
+                    m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(out_item.bits),
+                                 chunk.payload.length.eq(out_item.length),
+                                 chunk.payload.last.eq(out_item.last)]
+                with m.Case(Item.VALUES):
+                    if lanes >= 4:
+                        m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(out_codes),
+                                     chunk.payload.length.eq((out_item.count + 3) >> 2),
+                                     chunk.payload.last.eq(out_item.final)]
+                    else:
+                        done = out_item.final | (slot == slots - 1)
+                        byte = Mux(slot == 0, 0, partial) | (out_codes << (2 * lanes * slot))
+                        m.d.sync += [partial.eq(byte), slot.eq(Mux(done, 0, slot + 1)),
+                                     chunk.valid.eq(done), chunk.payload.data.eq(byte),
+                                     chunk.payload.length.eq(1),
+                                     chunk.payload.last.eq(out_item.final)]
+        return m
+
+
+class _State(enum.Enum, shape=3):
+    HEADER = 0
+    CODES = 1
+    TAIL = 2
+    PAD = 3
+    DROP = 4
+    BYPASS = 5
+
+
+class TernGradDecoder(wiring.Component):
+    """Decode TernGrad messages into value messages of ``t_i * scaler``, ``lanes`` values
+    per beat.
+
+    Input: TernGrad messages (scaler, count ``n``, ``ceil(n/4)`` code bytes), ``last`` on
+    each message's final beat. Output: a descriptor beat with ``n``, then ``ceil(n/lanes)``
+    value beats: ``+scaler`` for code 01, ``-scaler`` (sign bit set) for 11, ``+0.0`` for 00.
+    ``bypass`` is read at the start of each message.
+
+    Defined behaviour on bad input (each raises ``error`` and counts in ``error_count``): a
+    code 10 decodes to +0.0; a message cut before its codes gives the values of the whole
+    code bytes received, then zeros up to ``n``; bytes past the codes, or a nonzero code
+    past the count, are dropped up to the input's ``last``; a message shorter than its 8
+    header bytes gives no output. The next message is read normally either way.
+
+    Latency: 1 cycle from a code byte buffered to its values in an output beat.
+    Throughput: ``lanes`` values per cycle; a message costs 2 cycles more.
+
+    Parameters
+    ----------
+    lanes : int
+        Float32 values per beat: 1, 2, 4, 8 or 16.
+
+    Attributes
+    ----------
+    i, o : In/Out(stream.Signature(beat_layout(4 * lanes)))
+    bypass : In(1)
+    error : Out(1)
+    error_count : Out(16)
+    """
+
+    LATENCY = 1
+
+    def __init__(self, *, lanes=8):
+        check_lanes(lanes)
+        self._lanes = lanes
+        beat = beat_layout(4 * lanes)
+        super().__init__({
+            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+            "bypass": In(1), "error": Out(1), "error_count": Out(16),
+        })
+
+    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.lanes
+        width = 4 * lanes
+        state = Signal(_State)
+        window = ByteWindow(m, self.i, size=max(8, width) + width,
+                            discard=state == _State.DROP)
+        fill, ended = window.fill, window.ended
+        flag = Signal()
+        count_errors(m, flag, self.error, self.error_count)
+
+        out = self.o
+        out_free = Signal()
+        m.d.comb += out_free.eq(~out.valid | out.ready)
+        with m.If(out.valid & out.ready):
+            m.d.sync += out.valid.eq(0)
+
+        scaler = Signal(32)
+        remaining = Signal(32)
+        this_beat = Signal(range(lanes + 1))
+        m.d.comb += this_beat.eq(Mux(remaining < lanes, remaining, lanes))
+        final = Signal()
+        m.d.comb += final.eq(remaining <= lanes)
+        # Lanes >= 4: a beat's codes are its first ceil(count/4) bytes. Fewer lanes: a
+        # byte holds 4 / lanes beats, slot ``sub`` at bits 2*lanes*sub and up.
+        sub_beats = max(1, 4 // lanes)
+        sub = Signal(range(sub_beats))
+        code_bytes = Signal(range(lanes // 4 + 2))
+        m.d.comb += code_bytes.eq((this_beat + 3) >> 2 if lanes >= 4 else 1)
+        codes = window.data >> (2 * lanes * sub) if sub_beats > 1 else window.data
+        values, not_ternary, stray_codes = [], [], []
+        for k in range(lanes):
+            code = codes[2 * k:2 * k + 2]
+            value = Signal(32, name=f"lane{k}_value")
+            m.d.comb += value.eq(Mux(code == 1, scaler, Mux(code == 3, scaler | 1 << 31, 0)))
+            values.append(Mux(k < this_beat, value, 0))
+            not_ternary.append((k < this_beat) & (code == 2))
+            stray_codes.append((k >= this_beat) & (k < 4 * code_bytes) & (code != 0))
+        if lanes >= 4:
+            stray = final & Cat(*stray_codes).any()
+        else:                          # codes past the count, in this slot and later ones
+            stray = final & ((window.data[:8] >> (2 * (lanes * sub + this_beat))) != 0)
+        byte_done = final | (sub == sub_beats - 1)
+
+        with m.Switch(state):
+            with m.Case(_State.HEADER):
+                with m.If(self.bypass & ((fill != 0) | ended)):
+                    m.d.sync += state.eq(_State.BYPASS)
+                with m.Elif(fill >= 8):
+                    with m.If(out_free):
+                        count = window.data[32:64]
+                        m.d.comb += window.consume.eq(8)
+                        m.d.sync += [scaler.eq(window.data[:32]), remaining.eq(count), sub.eq(0),
+                                     state.eq(Mux(count == 0, _State.TAIL, _State.CODES)),
+                                     out.valid.eq(1), out.payload.data.eq(count),
+                                     out.payload.keep.eq(Const(-1, width)),
+                                     out.payload.last.eq(count == 0)]
+                with m.Elif(ended):
+                    m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
+            with m.Case(_State.CODES, _State.PAD):
+                padding = state == _State.PAD
+                with m.If(out_free & (padding | (fill >= code_bytes))):
+                    with m.If(~padding):
+                        m.d.comb += [window.consume.eq(Mux(byte_done, code_bytes, 0)),
+                                     flag.eq(Cat(*not_ternary).any() | stray)]
+                    m.d.sync += [
+                        out.valid.eq(1), out.payload.data.eq(Mux(padding, 0, Cat(*values))),
+                        out.payload.keep.eq(Cat((this_beat > k).replicate(4)
+                                                for k in range(lanes))),
+                        out.payload.last.eq(final),
+                        remaining.eq(remaining - this_beat),
+                        sub.eq(Mux(byte_done, 0, sub + 1)),
+                    ]
+                    with m.If(final):
+                        m.d.sync += state.eq(Mux(~padding & stray, _State.DROP, _State.TAIL))
+                with m.Elif(~padding & ended & (fill < code_bytes)):
+                    m.d.comb += [flag.eq(1), window.clear.eq(1)]
+                    m.d.sync += state.eq(_State.PAD)
+            with m.Case(_State.TAIL):
+                with m.If(fill != 0):
+                    m.d.comb += flag.eq(1)
+                    m.d.sync += state.eq(_State.DROP)
+                with m.Elif(ended):
+                    m.d.comb += window.finish.eq(1)
+                    m.d.sync += state.eq(_State.HEADER)
+            with m.Case(_State.DROP):
+                m.d.comb += window.clear.eq(1)
+                with m.If(ended | (self.i.valid & self.i.ready & self.i.payload.last)):
+                    m.d.comb += window.finish.eq(1)
+                    m.d.sync += state.eq(_State.HEADER)
+            with m.Case(_State.BYPASS):
+                with m.If(out_free & ((fill >= width) | ended)):
+                    m.d.comb += window.consume.eq(Mux(fill < width, fill, width))
+                    final_beat = ended & (fill <= width)
+                    m.d.sync += [out.valid.eq(1), out.payload.data.eq(window.data[:8 * width]),
+                                 out.payload.keep.eq(Cat(fill > k for k in range(width))),
+                                 out.payload.last.eq(final_beat)]
+                    with m.If(final_beat):
+                        m.d.comb += window.finish.eq(1)
+                        m.d.sync += state.eq(_State.HEADER)
+        return m
