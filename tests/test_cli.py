@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from codnn.cli import main
+from golden import inceptionn, terngrad
 
 
 def run(capsys, *argv):
@@ -271,3 +272,72 @@ def test_tq_bad_parameters_exit_2(capsys):
     assert code == 2 and "Weight term budget must be a positive integer" in err
     code, _, err = run(capsys, "simulate", "tq", "--layer-cols", "0")
     assert code == 2 and "Layer cols must be positive" in err
+
+
+def test_compress_and_decompress_round_trip(capsys, tmp_path):
+    grads = np.random.default_rng(3).normal(0, 0.05, (40, 33)).astype(np.float32)
+    np.save(tmp_path / "g.npy", grads)
+    code, out, _ = run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", "inceptionn",
+                       "--bound-bits", "9", "-o", str(tmp_path / "g.bin"), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["bound_holds"] and report["values"] == grads.size
+    assert report["compressed_bytes"] == len(inceptionn.compress(grads, 9))
+    code, out, _ = run(capsys, "decompress", str(tmp_path / "g.bin"), "-o",
+                       str(tmp_path / "back.npy"), "--json")
+    back = np.load(tmp_path / "back.npy")
+    assert code == 0 and back.shape == grads.shape
+    assert np.array_equal(back.reshape(-1), inceptionn.decompress(inceptionn.compress(grads, 9), 9))
+    code, out, _ = run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", "terngrad",
+                       "--seed", "77", "--clip", "2.5", "-o", str(tmp_path / "t.bin"))
+    assert code == 0 and "terngrad" in out
+    run(capsys, "decompress", str(tmp_path / "t.bin"), "-o", str(tmp_path / "t.npy"))
+    expected = terngrad.decompress(terngrad.compress(grads, 77, clip=2.5))
+    assert np.array_equal(np.load(tmp_path / "t.npy").reshape(-1), expected)
+
+
+@pytest.mark.parametrize("setup,argv,expected", [
+    (lambda d: np.save(d / "g.npy", np.array([np.nan], np.float32)),
+     ["compress", "{d}/g.npy", "--codec", "terngrad", "-o", "{d}/o.bin"], "NaN/Inf"),
+    (lambda d: np.save(d / "g.npy", np.zeros(3, np.float32)),
+     ["compress", "{d}/g.npy", "--codec", "inceptionn", "--bound-bits", "16", "-o",
+      "{d}/o.bin"], "must be an integer in 7..15, not 16"),
+    (lambda d: np.save(d / "g.npy", np.zeros(3, np.float32)),
+     ["compress", "{d}/g.npy", "--codec", "zstd", "-o", "{d}/o.bin"], "invalid choice"),
+    (lambda d: np.save(d / "g.npy", np.zeros(3, np.int32)),
+     ["compress", "{d}/g.npy", "--codec", "inceptionn", "-o", "{d}/o.bin"],
+     "not floating-point"),
+    (lambda d: (d / "g.npy").write_bytes(b"junk"),
+     ["compress", "{d}/g.npy", "--codec", "inceptionn", "-o", "{d}/o.bin"], "not a .npy"),
+    (lambda d: (d / "c.bin").write_bytes(b"CODNNGC\x01" + bytes(8)),
+     ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "unknown codec 0"),
+    (lambda d: (d / "c.bin").write_bytes(b"hello world, not ours"),
+     ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "bad magic"),
+    (lambda d: None, ["decompress", "{d}/none.bin", "-o", "{d}/o.npy"], "does not exist"),
+])
+def test_compress_bad_input_exits_2(capsys, tmp_path, setup, argv, expected):
+    setup(tmp_path)
+    code, out, err = run(capsys, *[a.format(d=tmp_path) for a in argv])
+    assert code == 2 and expected in err and err.count("\n") == 1, err
+
+
+def test_corrupt_compressed_file_exits_2(capsys, tmp_path):
+    np.save(tmp_path / "g.npy", np.linspace(-0.5, 0.5, 100, dtype=np.float32))
+    run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", "inceptionn", "-o",
+        str(tmp_path / "g.bin"))
+    data = (tmp_path / "g.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(data[:-5])
+    code, _, err = run(capsys, "decompress", str(tmp_path / "cut.bin"), "-o",
+                       str(tmp_path / "o.npy"))
+    assert code == 2 and "cut at byte" in err
+
+
+def test_simulate_nic_engines_json(capsys):
+    for engine in ("compressor", "terngrad_decoder"):
+        code, out, _ = run(capsys, "simulate", engine, "--lanes", "2", "--beats", "40",
+                           "--seed", "5", "--json")
+        report = json.loads(out)
+        assert code == 0 and report["result"] == "pass" and report["bad_messages"] >= 3
+    code, _, err = run(capsys, "simulate", "compressor", "--lanes", "3")
+    assert code == 2 and "Lane count must be one of 1, 2, 4, 8, 16" in err
+    code, _, err = run(capsys, "simulate", "compressor", "--bound-bits", "20")
+    assert code == 2 and "must lie in 7..15" in err
