@@ -33,6 +33,7 @@ from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
 from hw.tq.encoder import ENCODINGS
 
+from .gradfile import load_gradients
 from .packfile import load_packed
 
 __all__ = ["Param", "Engine", "ENGINES", "get_engine"]
@@ -137,9 +138,10 @@ def _tq_config(dut, sim, beats, idle, backpressure, build_root):
     return config
 
 
-def _nic_config(name, dut, sim, beats, idle, backpressure):
+def _nic_config(name, dut, sim, beats, idle, backpressure, build_root):
     """Messages of 0, 1, 7, 8, 9 values, then ``beats`` beats' worth in messages of
-    ``message_values`` (or the user's gradients), plus the bad messages with ``corrupt``."""
+    ``message_values`` (or the user's gradients, as float32 in the build folder), plus the
+    bad messages with ``corrupt``."""
     lanes = len(dut.s_axis_tkeep) // 4
     size = sim["message_values"]
     if size < 1:
@@ -154,16 +156,12 @@ def _nic_config(name, dut, sim, beats, idle, backpressure):
     config = {"engine": name, "lanes": lanes, "counts": counts, "idle": idle,
               "backpressure": backpressure, **sim}
     if sim["gradients"]:
-        path = Path(sim["gradients"])
-        if not path.is_file():
-            raise ValueError(f"Gradient file {path} does not exist")
-        try:
-            grads = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{path} is not a .npy array: {error}") from None
-        if not np.issubdtype(grads.dtype, np.floating):
-            raise ValueError(f"{path} holds {grads.dtype}, not floating-point gradients")
-        config["gradients"] = str(path.resolve())
+        grads = load_gradients(sim["gradients"]).reshape(-1)
+        digest = hashlib.sha256(grads.tobytes()).hexdigest()[:16]
+        out = Path(build_root) / "workloads" / f"gradients-{digest}.npy"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out, grads)
+        config["gradients"] = str(out)
     return config
 
 
@@ -181,11 +179,11 @@ def _nic_engine(name, cls, summary, throughput, codec_params=_INCEPTIONN_PARAMS)
                     Param("message_values", int, 4096, "values per message"),
                     Param("corrupt", bool, True, "also send bad messages (error flag, "
                           "recovery)"),
-                    Param("gradients", str, None, "send this .npy of float gradients "
-                          "instead of random values")),
+                    Param("gradients", str, None, "send these gradients (.npy, or .npz: "
+                          "its arrays in order) instead of random values")),
         testbench="sim.tb_nic",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: _nic_config(
-            name, dut, sim, beats, idle, backpressure),
+            name, dut, sim, beats, idle, backpressure, build_root),
         latency=lambda dut: dut.engine.LATENCY,
         throughput=throughput)
 

@@ -22,21 +22,38 @@ from golden import inceptionn, terngrad
 
 from .packfile import WeightFileError
 
-__all__ = ["CODECS", "compress_file", "decompress_file"]
+__all__ = ["CODECS", "load_gradients", "compress_file", "decompress_file"]
 
 CODECS = ("inceptionn", "terngrad")
 _MAGIC = b"CODNNGC\x01"
 _HEADER = struct.Struct("<8sBBBBI")
 
 
-def _load_gradients(path):
+def load_gradients(path):
+    """The float gradients of a ``.npy`` (any shape) or ``.npz`` (its arrays with at least
+    one dimension, in order, flattened and joined), as float32.
+
+    Raises
+    ------
+    codnn.packfile.WeightFileError
+        If the file is missing, unreadable, or holds no floating-point array.
+    """
     path = Path(path)
     if not path.is_file():
         raise WeightFileError(f"Gradient file {path} does not exist")
     try:
-        grads = np.load(path, allow_pickle=False)
+        loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as error:
-        raise WeightFileError(f"{path} is not a .npy array: {error}") from None
+        raise WeightFileError(f"{path} is not a .npy/.npz array: {error}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            arrays = [loaded[k] for k in loaded.files]
+        arrays = [a.reshape(-1) for a in arrays if a.ndim]
+        if not arrays:
+            raise WeightFileError(f"{path} holds no arrays")
+        grads = np.concatenate(arrays)
+    else:
+        grads = loaded
     if not np.issubdtype(grads.dtype, np.floating):
         raise WeightFileError(f"{path} holds {grads.dtype}, not floating-point gradients")
     if grads.ndim > 32:
@@ -59,7 +76,7 @@ def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BI
     """
     if codec not in CODECS:
         raise ValueError(f"Codec must be one of {', '.join(CODECS)}, not {codec!r}")
-    grads = _load_gradients(path)
+    grads = load_gradients(path)
     x = grads.astype(np.float32)
     start = time.perf_counter()
     if codec == "inceptionn":

@@ -20,7 +20,7 @@ ENGINES = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompr
            "loopback": CodecLoopback, "terngrad": TernGradEncoder,
            "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
 #: Message sizes every configuration sends: empty, one value, around a block, a few beats.
-EDGE_COUNTS = [0, 1, 7, 8, 9, 8 * 16 + 3, 4099]
+EDGE_COUNTS = [0, 1, 7, 8, 9, 8 * 16 + 3, 1027]
 
 
 def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle=0.3,
@@ -33,8 +33,10 @@ def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle
                     config=config, seed=seed).report
 
 
-@pytest.mark.parametrize("engine", ["compressor", "decompressor"])
-@pytest.mark.parametrize("lanes,bound_bits", [(1, 7), (2, 12), (4, 15), (8, 10), (16, 9)])
+@pytest.mark.parametrize("engine,lanes,bound_bits", [
+    ("compressor", 1, 7), ("compressor", 4, 15), ("compressor", 16, 9),
+    ("decompressor", 2, 12), ("decompressor", 8, 10), ("decompressor", 16, 9),
+])
 def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
     report = _run(engine, lanes, seed=31 + lanes, bound_bits=bound_bits)
     assert report["bad_messages"] == (3 if engine == "compressor" else 4)
@@ -45,16 +47,16 @@ def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
 def test_full_rate_without_stalls(engine):
     # The testbench asserts no refused input (compressor) and no output gap (decompressor)
     # inside compressible messages; check that it saw real traffic.
-    report = _run(engine, 8, seed=41, idle=0.0, backpressure=0.0, counts=[2048] * 8,
+    report = _run(engine, 16, seed=41, idle=0.0, backpressure=0.0, counts=[4096] * 8,
                   corrupt=False)
-    assert report["values"] == 8 * 2048 and report["ratio"] > 1.5
+    assert report["values"] == 8 * 4096 and report["ratio"] > 1.5
 
 
-def test_loopback_million_values():
-    """Compressor into decompressor: a million values at 16 lanes, every byte checked."""
-    report = _run("loopback", 16, seed=43, counts=[100_000] * 10, idle=0.1,
+def test_loopback_many_values():
+    """Compressor into decompressor: 300 000 values at 16 lanes, every byte checked."""
+    report = _run("loopback", 16, seed=43, counts=[60_000] * 5, idle=0.1,
                   backpressure=0.1, corrupt=True)
-    assert report["values"] == 1_000_000
+    assert report["values"] == 300_000
 
 
 @pytest.mark.parametrize("engine,lanes", [("compressor", 4), ("decompressor", 2)])
@@ -62,7 +64,7 @@ def test_icarus(engine, lanes, icarus):
     _run(engine, lanes, simulator=icarus, seed=47, counts=EDGE_COUNTS[:6])
 
 
-@pytest.mark.parametrize("engine,lanes", [("terngrad", 1), ("terngrad", 8), ("terngrad", 16),
+@pytest.mark.parametrize("engine,lanes", [("terngrad", 1), ("terngrad", 16),
                                           ("terngrad_decoder", 2), ("terngrad_decoder", 8),
                                           ("maxabs", 4)])
 def test_terngrad_engines_with_stalls_and_bad_messages(engine, lanes):
@@ -77,7 +79,7 @@ def test_terngrad_huge_and_tiny_scalers():
         _run("terngrad", 4, seed=seed, scaler=scaler, counts=[1000], corrupt=False)
 
 
-@pytest.mark.parametrize("engine", ["compressor", "decompressor", "terngrad",
-                                    "terngrad_decoder"])
-def test_bypass_passes_messages_unchanged(engine):
-    _run(engine, 4, seed=55, counts=[0, 9, 500], bypass=True)
+@pytest.mark.parametrize("engine,lanes", [("compressor", 4), ("decompressor", 8),
+                                          ("terngrad", 4), ("terngrad_decoder", 8)])
+def test_bypass_passes_messages_unchanged(engine, lanes):
+    _run(engine, lanes, seed=55, counts=[0, 9, 500], bypass=True)

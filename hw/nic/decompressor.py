@@ -114,7 +114,7 @@ class InceptionnDecompressor(wiring.Component):
         blocks = max(1, lanes // 8)
         group_values = 8 * blocks
         sub_beats = max(1, 8 // lanes)
-        size = BLOCK_BYTES * blocks + width
+        size = BLOCK_BYTES * blocks + 2 * width      # room to take a beat while a block waits
 
         state = Signal(_State)
         window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP)
