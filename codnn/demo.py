@@ -4,7 +4,10 @@ For each engine: generate Verilog and a manifest, simulate against the golden mo
 random idle cycles and backpressure (Verilator, and Icarus when installed), synthesize for
 an iCE40 and an ECP5 device; then print one summary table. The systolic array runs a
 magnitude-pruned layer packed by column combining (alpha 8, gamma 0.5) as tiles; the TQ
-array a layer term-revealed in groups of 4 (alpha 6) with data truncated to 2 terms.
+array a layer term-revealed in groups of 4 (alpha 6) with data truncated to 2 terms; the
+gradient compressor real gradients (an MLP trained on scikit-learn's digits, dumped by
+``benchmarks/gradient_dumps.py``) with bad messages between them. ``--quick`` runs fewer
+beats, Verilator only, and leaves out the slow syntheses (marked in ``DEMO_STEPS``).
 """
 
 from pathlib import Path
@@ -17,16 +20,25 @@ from .render import console, err_console, print_rows
 
 __all__ = ["DEMO_STEPS", "run_demo"]
 
-#: (engine, parameters, simulation workload, beats (per tile), devices to synthesize for)
+#: The real gradients the demo sends through the compressor.
+GRADIENTS = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / \
+    "digits_mlp_gradients.npz"
+
+#: (engine, parameters, simulation workload, beats (per tile), devices to synthesize for,
+#: synthesize with --quick too)
 DEMO_STEPS = [
-    ("fmix32", {"lanes": 1}, {}, 4000, ("ice40-up5k", "ecp5-25k")),
-    ("fmix32", {"lanes": 4}, {}, 4000, ("ecp5-25k",)),
+    ("fmix32", {"lanes": 1}, {}, 4000, ("ice40-up5k", "ecp5-25k"), True),
+    ("fmix32", {"lanes": 4}, {}, 4000, ("ecp5-25k",), True),
     ("systolic", {"rows": 4, "cols": 4, "alpha": 8, "out_bits": 8},
-     {"layer_rows": 16, "layer_cols": 256, "sparsity": 0.8, "gamma": 0.5}, 32, ("ecp5-25k",)),
+     {"layer_rows": 16, "layer_cols": 256, "sparsity": 0.8, "gamma": 0.5}, 32, ("ecp5-25k",),
+     True),
     ("systolic", {"rows": 2, "cols": 4, "alpha": 8, "out_bits": 8},
-     {"layer_rows": 6, "layer_cols": 64, "sparsity": 0.8, "gamma": 0.5}, 16, ("ice40-up5k",)),
+     {"layer_rows": 6, "layer_cols": 64, "sparsity": 0.8, "gamma": 0.5}, 16, ("ice40-up5k",),
+     True),
     ("tq", {"rows": 2, "cols": 2, "g": 4, "alpha": 6, "beta": 2},
-     {"layer_rows": 4, "layer_cols": 32}, 8, ("ice40-up5k",)),
+     {"layer_rows": 4, "layer_cols": 32}, 8, ("ice40-up5k",), True),
+    ("compressor", {"lanes": 1}, {"gradients": str(GRADIENTS), "bound_bits": 10}, 1,
+     ("ice40-up5k",), False),
 ]
 
 
@@ -59,6 +71,10 @@ def _sim_figures(report):
                 f"vectors equal golden in {report['cycles']} cycles (model "
                 f"{report['model_cycles_without_stalls']} without stalls), mapping "
                 f"efficiency {report['mapping_efficiency']:.0%}")
+    if "ratio" in report:
+        return (f"{report['values']} real gradient values in {report['messages']} messages "
+                f"({report['bad_messages']} of them bad): every byte equals golden, ratio "
+                f"{report['ratio']:.2f}x at b={w['bound_bits']}")
     return (f"{report['values']} values equal golden in {report['cycles']} cycles "
             f"(20% idle/backpressure, seed {report['seed']})")
 
@@ -69,7 +85,9 @@ def run_demo(*, quick=False, build_root=None):
     build_root = Path(build_root or default_build_root())
     rows = []
     simulators = _simulators(quick)
-    total = sum(1 + len(simulators) + len(step[-1]) for step in DEMO_STEPS)
+    steps = [(engine, params, workload, beats, devices if synth_quick or not quick else ())
+             for engine, params, workload, beats, devices, synth_quick in DEMO_STEPS]
+    total = sum(1 + len(simulators) + len(step[-1]) for step in steps)
     done = 0
 
     def step(label):
@@ -77,7 +95,7 @@ def run_demo(*, quick=False, build_root=None):
         done += 1
         err_console.print(f"[{done}/{total}] {label}")
 
-    for engine, params, workload, beats, devices in DEMO_STEPS:
+    for engine, params, workload, beats, devices in steps:
         beats = max(1, beats // 8) if quick else beats
         config = f"{engine} {_describe(params)}"
         out_dir = build_root / "demo" / f"{engine}-{_describe(params).replace(' ', '-')}"

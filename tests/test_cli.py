@@ -110,7 +110,8 @@ def test_help_for_every_command():
 def test_demo_quick_prints_the_summary(capsys):
     code, out, err = run(capsys, "demo", "--quick")
     assert code == 0
-    assert "codnn demo summary" in out and out.count("PASS") == 5
+    assert "codnn demo summary" in out and out.count("PASS") == 6
+    assert "real gradient values" in out
     assert "synth (ice40-up5k)" in out and "synth (ecp5-25k)" in out
 
 
