@@ -19,8 +19,8 @@ import argparse
 import time
 
 import numpy as np
-
 from gradient_dumps import DEFAULT_OUTPUT, dump, load
+
 from golden import inceptionn, terngrad
 
 

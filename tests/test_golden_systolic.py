@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from golden.column_combining import pack
-from golden.systolic import (cycle_model, latency, make_tiles, output_stage, run_layer,
-                             wrap)
+from golden.systolic import cycle_model, latency, make_tiles, output_stage, run_layer, wrap
 
 
 def test_wrap_is_twos_complement():

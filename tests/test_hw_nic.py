@@ -5,8 +5,13 @@ import random
 
 import pytest
 
-from hw.nic import AxiStreamTop, BytePacker, CodecLoopback, InceptionnCompressor
-from hw.nic import InceptionnDecompressor
+from hw.nic import (
+    AxiStreamTop,
+    BytePacker,
+    CodecLoopback,
+    InceptionnCompressor,
+    InceptionnDecompressor,
+)
 from sim.pysim import run_stream_test
 
 

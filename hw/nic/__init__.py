@@ -1,5 +1,6 @@
 """NIC gradient-compression gateware: the byte packer, the INCEPTIONN-style compressor and
-decompressor, their loop, the TernGrad encoder, decoder and max-abs unit, and the AXI4-Stream top."""
+decompressor, their loop, the TernGrad encoder, decoder and max-abs unit, and the
+AXI4-Stream top."""
 
 from hw.nic.axis import AxiStreamTop
 from hw.nic.compressor import InceptionnCompressor

@@ -66,10 +66,10 @@ class InceptionnDecompressor(wiring.Component):
 
     Defined behaviour on bad input (each raises ``error`` (sticky) and counts in
     ``error_count``): a message cut before its count's blocks gives the values of every
-    whole group of ``max(8, lanes)`` values received, then zeros up to ``n``; bytes past the last block, or a nonzero tag past the
-    count, are dropped up to the input's ``last``; a message shorter than its count field
-    gives no output. ``bound_bits`` outside 7..15 is clamped. The next message is read
-    normally either way.
+    whole group of ``max(8, lanes)`` values received, then zeros up to ``n``; bytes past
+    the last block, or a nonzero tag past the count, are dropped up to the input's
+    ``last``; a message shorter than its count field gives no output. ``bound_bits``
+    outside 7..15 is clamped. The next message is read normally either way.
 
     Latency: 2 cycles from the cycle a block's last byte is buffered to its first values
     in an output beat. Throughput: ``lanes`` values per cycle while the input delivers the
@@ -261,7 +261,8 @@ class InceptionnDecompressor(wiring.Component):
                 with m.If(out_free & ~hold_valid & ((fill >= width) | ended)):
                     m.d.comb += consume.eq(Mux(fill < width, fill, width))
                     final_beat = ended & (fill <= width)
-                    m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(window.data[:8 * width]),
+                    m.d.sync += [self.o.valid.eq(1),
+                                 self.o.payload.data.eq(window.data[:8 * width]),
                                  self.o.payload.keep.eq(Cat(fill > k for k in range(width))),
                                  self.o.payload.last.eq(final_beat)]
                     with m.If(final_beat):

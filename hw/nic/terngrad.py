@@ -2,7 +2,7 @@
 messages (scaler, count, 2-bit codes four per byte), ``lanes`` values per cycle."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.fmix32 import fmix32_stages
