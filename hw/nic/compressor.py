@@ -2,10 +2,10 @@
 compressed messages out on a stream of the same width."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker
 from hw.nic.reader import Item, MessageReader
 
@@ -37,7 +37,7 @@ def classify_value(m, bits, bound_bits):
     return tag, payload
 
 
-class InceptionnCompressor(wiring.Component):
+class InceptionnCompressor(StreamEngine):
     """Compress value messages into INCEPTIONN-style messages, ``lanes`` values per beat.
 
     Input: a descriptor beat with the count ``n`` (``hw.nic.layouts``), then the value
@@ -78,16 +78,10 @@ class InceptionnCompressor(wiring.Component):
     LATENCY = 4
 
     def __init__(self, *, lanes=8):
-        check_lanes(lanes)
-        self._lanes = lanes
-        beat = beat_layout(4 * lanes)
-        super().__init__({
-            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+        super().__init__(lanes, {
             "bound_bits": In(4, init=10), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
         })
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
 
     @property
     def blocks_per_group(self):

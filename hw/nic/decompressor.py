@@ -2,11 +2,11 @@
 ``lanes`` float32 per cycle out."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import data, enum
 from amaranth.lib.wiring import In, Out
 
 from hw.nic.compressor import BLOCK_BYTES
-from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.window import ByteWindow
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
@@ -55,7 +55,7 @@ def _block_size(m, tag_word, name):
     return size
 
 
-class InceptionnDecompressor(wiring.Component):
+class InceptionnDecompressor(StreamEngine):
     """Decode INCEPTIONN-style messages into value messages, ``lanes`` values per beat.
 
     Input: compressed messages (4-byte count ``n``, then ``ceil(n/8)`` blocks), ``last``
@@ -96,16 +96,10 @@ class InceptionnDecompressor(wiring.Component):
     LATENCY = 2
 
     def __init__(self, *, lanes=8):
-        check_lanes(lanes)
-        self._lanes = lanes
-        beat = beat_layout(4 * lanes)
-        super().__init__({
-            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+        super().__init__(lanes, {
             "bound_bits": In(4, init=10), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
         })
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
 
     def elaborate(self, platform):
         m = Module()

@@ -12,10 +12,12 @@ lanes)`` bytes (all if that is 0).
 """
 
 from amaranth.hdl import Cat, Signal, unsigned
-from amaranth.lib import data
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-__all__ = ["LANES", "check_lanes", "beat_layout", "chunk_layout", "beat_bytes", "count_errors"]
+__all__ = ["LANES", "check_lanes", "beat_layout", "chunk_layout", "beat_bytes", "count_errors",
+           "StreamEngine"]
 
 #: Lane counts the engines support (float32 values per beat).
 LANES = (1, 2, 4, 8, 16)
@@ -58,3 +60,17 @@ def count_errors(m, flag, error, error_count):
         m.d.sync += error.eq(1)
         with m.If(error_count != (1 << len(error_count)) - 1):
             m.d.sync += error_count.eq(error_count + 1)
+
+
+class StreamEngine(wiring.Component):
+    """Base of the NIC engines: streams ``i`` and ``o`` of ``beat_layout(4 * lanes)``, plus
+    the engine's own ``ports``, after checking ``lanes``."""
+
+    def __init__(self, lanes, ports):
+        check_lanes(lanes)
+        self._lanes = lanes
+        beat = beat_layout(4 * lanes)
+        super().__init__({"i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+                          **ports})
+
+    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")

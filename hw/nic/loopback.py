@@ -1,17 +1,17 @@
 """Compressor into decompressor: the round trip a pair of NICs makes, on one chip."""
 
 from amaranth.hdl import Module
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.nic.compressor import InceptionnCompressor
 from hw.nic.decompressor import InceptionnDecompressor
-from hw.nic.layouts import beat_layout, check_lanes
+from hw.nic.layouts import StreamEngine
 
 __all__ = ["CodecLoopback"]
 
 
-class CodecLoopback(wiring.Component):
+class CodecLoopback(StreamEngine):
     """Value messages in, through an ``InceptionnCompressor`` and an
     ``InceptionnDecompressor`` of the same width, value messages out.
 
@@ -30,16 +30,10 @@ class CodecLoopback(wiring.Component):
     """
 
     def __init__(self, *, lanes=8):
-        check_lanes(lanes)
-        self._lanes = lanes
-        beat = beat_layout(4 * lanes)
-        super().__init__({
-            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+        super().__init__(lanes, {
             "bound_bits": In(4, init=10), "bypass": In(1),
             "error": Out(1), "error_count": Out(17),
         })
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
 
     #: The compressor's latency plus the decompressor's.
     LATENCY = InceptionnCompressor.LATENCY + InceptionnDecompressor.LATENCY

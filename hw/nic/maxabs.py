@@ -1,16 +1,15 @@
 """Max-abs reduction: the TernGrad scaler ``max|g|`` of each value message, in a first pass."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
-from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.reader import Item, MessageReader
 
 __all__ = ["MaxAbs"]
 
 
-class MaxAbs(wiring.Component):
+class MaxAbs(StreamEngine):
     """The largest ``|g|`` of each value message, ``lanes`` values per cycle.
 
     Input: value messages (``hw.nic.layouts``). Output: one beat per message keeping 4
@@ -41,15 +40,9 @@ class MaxAbs(wiring.Component):
     LATENCY = 2
 
     def __init__(self, *, lanes=8):
-        check_lanes(lanes)
-        self._lanes = lanes
-        beat = beat_layout(4 * lanes)
-        super().__init__({
-            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+        super().__init__(lanes, {
             "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
         })
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
 
     def elaborate(self, platform):
         m = Module()

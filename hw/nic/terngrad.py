@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.fmix32 import fmix32_stages
 from hw.common.pipeline import StallPipeline
-from hw.nic.layouts import beat_layout, check_lanes, count_errors
+from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker
 from hw.nic.reader import Item, MessageReader
 from hw.nic.window import ByteWindow
@@ -50,7 +50,7 @@ def _survives(m, g_significand, g_exponent, product, s_exponent, name):
     return (g_significand << up) > (product << down)
 
 
-class TernGradEncoder(wiring.Component):
+class TernGradEncoder(StreamEngine):
     """Ternarize value messages into TernGrad messages, ``lanes`` values per beat.
 
     Input: value messages (``hw.nic.layouts``). Output: ``scaler`` (4 bytes), the count (4
@@ -89,16 +89,10 @@ class TernGradEncoder(wiring.Component):
     LATENCY = 8
 
     def __init__(self, *, lanes=8):
-        check_lanes(lanes)
-        self._lanes = lanes
-        beat = beat_layout(4 * lanes)
-        super().__init__({
-            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+        super().__init__(lanes, {
             "scaler": In(32), "seed": In(32), "bypass": In(1),
             "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
         })
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
 
     def elaborate(self, platform):
         m = Module()
@@ -195,7 +189,7 @@ class _State(enum.Enum, shape=3):
     BYPASS = 5
 
 
-class TernGradDecoder(wiring.Component):
+class TernGradDecoder(StreamEngine):
     """Decode TernGrad messages into value messages of ``t_i * scaler``, ``lanes`` values
     per beat.
 
@@ -229,15 +223,9 @@ class TernGradDecoder(wiring.Component):
     LATENCY = 1
 
     def __init__(self, *, lanes=8):
-        check_lanes(lanes)
-        self._lanes = lanes
-        beat = beat_layout(4 * lanes)
-        super().__init__({
-            "i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
+        super().__init__(lanes, {
             "bypass": In(1), "error": Out(1), "error_count": Out(16),
         })
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
 
     def elaborate(self, platform):
         m = Module()
