@@ -113,7 +113,6 @@ class InceptionnDecompressor(StreamEngine):
         state = Signal(_State)
         window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP)
         fill, ended, consume, clear = window.fill, window.ended, window.consume, window.clear
-        beat = self.i.payload
 
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
@@ -239,27 +238,6 @@ class InceptionnDecompressor(StreamEngine):
             with m.Case(_State.PAD):
                 with m.If(hold_free):
                     load_hold(0, 0)
-            with m.Case(_State.TAIL):
-                with m.If(fill != 0):
-                    m.d.comb += flag.eq(1)
-                    m.d.sync += state.eq(_State.DROP)
-                with m.Elif(ended):
-                    m.d.comb += window.finish.eq(1)
-                    m.d.sync += state.eq(_State.HEADER)
-            with m.Case(_State.DROP):
-                m.d.comb += clear.eq(1)
-                with m.If(ended | (self.i.valid & self.i.ready & beat.last)):
-                    m.d.comb += window.finish.eq(1)
-                    m.d.sync += state.eq(_State.HEADER)
-            with m.Case(_State.BYPASS):
-                with m.If(out_free & ~hold_valid & ((fill >= width) | ended)):
-                    m.d.comb += consume.eq(Mux(fill < width, fill, width))
-                    final_beat = ended & (fill <= width)
-                    m.d.sync += [self.o.valid.eq(1),
-                                 self.o.payload.data.eq(window.data[:8 * width]),
-                                 self.o.payload.keep.eq(Cat(fill > k for k in range(width))),
-                                 self.o.payload.last.eq(final_beat)]
-                    with m.If(final_beat):
-                        m.d.comb += window.finish.eq(1)
-                    m.d.sync += state.eq(_State.HEADER)
+            window.message_end_cases(m, state, _State, flag=flag, out=self.o,
+                                     out_free=out_free & ~hold_valid)
         return m

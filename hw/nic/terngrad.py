@@ -305,26 +305,6 @@ class TernGradDecoder(StreamEngine):
                 with m.Elif(~padding & ended & (fill < code_bytes)):
                     m.d.comb += [flag.eq(1), window.clear.eq(1)]
                     m.d.sync += state.eq(_State.PAD)
-            with m.Case(_State.TAIL):
-                with m.If(fill != 0):
-                    m.d.comb += flag.eq(1)
-                    m.d.sync += state.eq(_State.DROP)
-                with m.Elif(ended):
-                    m.d.comb += window.finish.eq(1)
-                    m.d.sync += state.eq(_State.HEADER)
-            with m.Case(_State.DROP):
-                m.d.comb += window.clear.eq(1)
-                with m.If(ended | (self.i.valid & self.i.ready & self.i.payload.last)):
-                    m.d.comb += window.finish.eq(1)
-                    m.d.sync += state.eq(_State.HEADER)
-            with m.Case(_State.BYPASS):
-                with m.If(out_free & ((fill >= width) | ended)):
-                    m.d.comb += window.consume.eq(Mux(fill < width, fill, width))
-                    final_beat = ended & (fill <= width)
-                    m.d.sync += [out.valid.eq(1), out.payload.data.eq(window.data[:8 * width]),
-                                 out.payload.keep.eq(Cat(fill > k for k in range(width))),
-                                 out.payload.last.eq(final_beat)]
-                    with m.If(final_beat):
-                        m.d.comb += window.finish.eq(1)
-                        m.d.sync += state.eq(_State.HEADER)
+            window.message_end_cases(m, state, _State, flag=flag, out=out,
+                                     out_free=out_free)
         return m

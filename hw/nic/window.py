@@ -1,6 +1,6 @@
 """Byte window: the front end of the engines that parse compressed messages."""
 
-from amaranth.hdl import Cat, Const, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal
 
 from hw.nic.layouts import beat_bytes
 
@@ -22,6 +22,7 @@ class ByteWindow:
 
     def __init__(self, m, i, *, size, discard):
         width = len(i.payload.keep)
+        self._i, self._width = i, width
         self.data = Signal(8 * size)
         self.fill = Signal(range(size + 1))
         self.ended = Signal()
@@ -44,3 +45,36 @@ class ByteWindow:
                              self.fill.eq(left + nbytes)]
         with m.If(self.finish):                # also drops a last beat being discarded
             m.d.sync += self.ended.eq(0)
+
+    def message_end_cases(self, m, state, states, *, flag, out, out_free):
+        """The ``m.Case`` blocks of a decoder's states ``TAIL``, ``DROP`` and ``BYPASS``
+        (members of the enum ``states``; all return to ``HEADER``):
+
+        ``TAIL``: the message's last value has gone out; bytes left before ``last`` are an
+        error (``flag``) and go to ``DROP``. ``DROP``: discard up to the input's ``last``.
+        ``BYPASS``: send the window's bytes out unchanged as full beats on ``out`` (when
+        ``out_free``), ``last`` on the message's final one.
+        """
+        width, i = self._width, self._i
+        with m.Case(states.TAIL):
+            with m.If(self.fill != 0):
+                m.d.comb += flag.eq(1)
+                m.d.sync += state.eq(states.DROP)
+            with m.Elif(self.ended):
+                m.d.comb += self.finish.eq(1)
+                m.d.sync += state.eq(states.HEADER)
+        with m.Case(states.DROP):
+            m.d.comb += self.clear.eq(1)
+            with m.If(self.ended | (i.valid & i.ready & i.payload.last)):
+                m.d.comb += self.finish.eq(1)
+                m.d.sync += state.eq(states.HEADER)
+        with m.Case(states.BYPASS):
+            with m.If(out_free & ((self.fill >= width) | self.ended)):
+                m.d.comb += self.consume.eq(Mux(self.fill < width, self.fill, width))
+                final = self.ended & (self.fill <= width)
+                m.d.sync += [out.valid.eq(1), out.payload.data.eq(self.data[:8 * width]),
+                             out.payload.keep.eq(Cat(self.fill > k for k in range(width))),
+                             out.payload.last.eq(final)]
+                with m.If(final):
+                    m.d.comb += self.finish.eq(1)
+                    m.d.sync += state.eq(states.HEADER)
