@@ -1,0 +1,224 @@
+"""The device end of the host link: UART, frames, CRC, request buffer, responses."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.common.params import positive_int
+
+from .crc import crc16_update
+from .protocol import MAX_PAYLOAD, SYNC, Status
+from .uart import UartRx, UartTx
+
+__all__ = ["HostLink"]
+
+REQUEST = data.StructLayout({"command": 8, "length": 16})
+RESPONSE = data.StructLayout({"status": 8, "length": 16})
+
+
+class HostLink(wiring.Component):
+    """Receive request frames (``hw.soc.protocol``) on ``rx``, send response frames on ``tx``.
+
+    A frame's payload goes into a ``MAX_PAYLOAD``-byte buffer; only when its CRC matches
+    is it offered on ``request``, and the executor reads its payload through
+    ``buffer_addr``/``buffer_data`` (one cycle from address to data). The executor then
+    answers with one ``response`` header and exactly ``length`` bytes on
+    ``response_data``; the link adds SYNC and CRC. The link answers by itself, with an
+    empty payload, a bad CRC (``BAD_CRC``), a length above ``MAX_PAYLOAD`` (``BAD_LENGTH``;
+    the frame's remaining ``length + 2`` bytes are dropped) and a frame cut short
+    (``TRUNCATED``: the line quiet for ``timeout_bytes`` byte times in the middle of a
+    frame). Bytes before a SYNC, and bytes that arrive while a request executes, are
+    dropped. The link takes the next frame once the response has been sent.
+
+    Throughput: the UART's, one byte per ``10 * divisor`` cycles each way.
+
+    Parameters
+    ----------
+    divisor : int
+        Clock cycles per UART bit (>= 4).
+    timeout_bytes : int
+        Quiet byte times that end a frame cut short.
+
+    Attributes
+    ----------
+    rx : In(1)
+    tx : Out(1)
+    request : Out(stream.Signature(StructLayout({"command": 8, "length": 16})))
+    buffer_addr : In(range(MAX_PAYLOAD))
+    buffer_data : Out(8)
+    response : In(stream.Signature(StructLayout({"status": 8, "length": 16})))
+    response_data : In(stream.Signature(8))
+    clear : In(1)
+        Zero the counters.
+    frames_ok, frames_bad : Out(16)
+        Requests received with a good CRC; frames answered with an error by the link.
+    """
+
+    def __init__(self, *, divisor, timeout_bytes=2000):
+        positive_int(timeout_bytes, "Timeout (byte times)")
+        if timeout_bytes < 16:     # longer than an error response, so DISCARD outlasts it
+            raise ValueError(f"Timeout must be at least 16 byte times, not {timeout_bytes}")
+        self._rx = UartRx(divisor=divisor)
+        self._tx = UartTx(divisor=divisor)
+        self._timeout = timeout_bytes * 10 * divisor
+        super().__init__({
+            "rx": In(1, init=1), "tx": Out(1, init=1),
+            "request": Out(stream.Signature(REQUEST)),
+            "buffer_addr": In(range(MAX_PAYLOAD)), "buffer_data": Out(8),
+            "response": In(stream.Signature(RESPONSE)),
+            "response_data": In(stream.Signature(8)),
+            "clear": In(1), "frames_ok": Out(16), "frames_bad": Out(16)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.uart_rx = rx = self._rx
+        m.submodules.uart_tx = tx = self._tx
+        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx)]
+        m.submodules.buffer = buffer = memory.Memory(shape=8, depth=MAX_PAYLOAD, init=[])
+        write = buffer.write_port()
+        read = buffer.read_port(transparent_for=())
+        m.d.comb += [read.addr.eq(self.buffer_addr), self.buffer_data.eq(read.data)]
+
+        # Receiver.
+        byte = rx.data.payload
+        got = rx.data.valid
+        crc = Signal(16)
+        index = Signal(17)                      # payload bytes (and CRC bytes discarded)
+        quiet = Signal(range(self._timeout + 1))
+        timed_out = quiet == self._timeout
+        received_crc = Signal(8)
+        error_pending = Signal()
+        error_status = Signal(8)
+        sent = Signal()
+        with m.If(got):
+            m.d.sync += [quiet.eq(0), crc.eq(crc16_update(crc, byte))]
+        with m.Elif(~timed_out):
+            m.d.sync += quiet.eq(quiet + 1)
+
+        def fail(status, then):
+            m.d.sync += [error_pending.eq(1), error_status.eq(status),
+                         self.frames_bad.eq(self.frames_bad + 1)]
+            m.next = then
+
+        with m.FSM():
+            with m.State("HUNT"):
+                with m.If(got & (byte == SYNC)):
+                    m.d.sync += crc.eq(0xFFFF)
+                    m.next = "CODE"
+            with m.State("CODE"):
+                with m.If(got):
+                    m.d.sync += self.request.payload.command.eq(byte)
+                    m.next = "LEN0"
+                with m.Elif(timed_out):
+                    fail(Status.TRUNCATED, "RESPOND")
+            with m.State("LEN0"):
+                with m.If(got):
+                    m.d.sync += self.request.payload.length[:8].eq(byte)
+                    m.next = "LEN1"
+                with m.Elif(timed_out):
+                    fail(Status.TRUNCATED, "RESPOND")
+            with m.State("LEN1"):
+                length = byte << 8 | self.request.payload.length[:8]
+                with m.If(got):
+                    m.d.sync += [self.request.payload.length[8:].eq(byte), index.eq(0)]
+                    with m.If(length > MAX_PAYLOAD):
+                        fail(Status.BAD_LENGTH, "DISCARD")
+                    with m.Elif(length == 0):
+                        m.next = "CRC0"
+                    with m.Else():
+                        m.next = "PAYLOAD"
+                with m.Elif(timed_out):
+                    fail(Status.TRUNCATED, "RESPOND")
+            with m.State("PAYLOAD"):
+                m.d.comb += [write.addr.eq(index), write.data.eq(byte), write.en.eq(got)]
+                with m.If(got):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index + 1 == self.request.payload.length):
+                        m.next = "CRC0"
+                with m.Elif(timed_out):
+                    fail(Status.TRUNCATED, "RESPOND")
+            with m.State("CRC0"):
+                with m.If(got):
+                    m.d.sync += [received_crc.eq(byte), crc.eq(crc)]     # hold the CRC
+                    m.next = "CRC1"
+                with m.Elif(timed_out):
+                    fail(Status.TRUNCATED, "RESPOND")
+            with m.State("CRC1"):
+                with m.If(got):
+                    m.d.sync += crc.eq(crc)
+                    with m.If((byte << 8 | received_crc) == crc):
+                        m.d.sync += self.frames_ok.eq(self.frames_ok + 1)
+                        m.next = "REQUEST"
+                    with m.Else():
+                        fail(Status.BAD_CRC, "RESPOND")
+                with m.Elif(timed_out):
+                    fail(Status.TRUNCATED, "RESPOND")
+            with m.State("REQUEST"):
+                m.d.comb += self.request.valid.eq(1)
+                with m.If(self.request.ready):
+                    m.next = "RESPOND"
+            with m.State("RESPOND"):
+                with m.If(sent):
+                    m.next = "HUNT"
+            with m.State("DISCARD"):
+                with m.If(got):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index + 1 == self.request.payload.length + 2):
+                        m.next = "HUNT"
+                with m.Elif(timed_out):
+                    m.next = "HUNT"
+        with m.If(self.clear):
+            m.d.sync += [self.frames_ok.eq(0), self.frames_bad.eq(0)]
+
+        # Sender.
+        out_crc = Signal(16)
+        status = Signal(8)
+        length = Signal(16)
+        left = Signal(16)
+        out = tx.data
+        taken = out.valid & out.ready
+
+        def send(value, then, checked=True):
+            m.d.comb += [out.payload.eq(value), out.valid.eq(1)]
+            with m.If(out.ready):
+                if checked:
+                    m.d.sync += out_crc.eq(crc16_update(out_crc, value))
+                m.next = then
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(error_pending):
+                    m.d.sync += [error_pending.eq(0), status.eq(error_status), length.eq(0)]
+                    m.next = "SYNC"
+                with m.Else():
+                    m.d.comb += self.response.ready.eq(1)
+                    with m.If(self.response.valid):
+                        m.d.sync += [status.eq(self.response.payload.status),
+                                     length.eq(self.response.payload.length)]
+                        m.next = "SYNC"
+            with m.State("SYNC"):
+                send(SYNC, "CODE", checked=False)
+                m.d.sync += [out_crc.eq(0xFFFF), left.eq(length)]
+            with m.State("CODE"):
+                send(status, "LEN0")
+            with m.State("LEN0"):
+                send(length[:8], "LEN1")
+            with m.State("LEN1"):
+                send(length[8:], "DATA")
+                with m.If(out.ready & (length == 0)):
+                    m.next = "CRC0"
+            with m.State("DATA"):
+                m.d.comb += [out.payload.eq(self.response_data.payload),
+                             out.valid.eq(self.response_data.valid),
+                             self.response_data.ready.eq(out.ready)]
+                with m.If(taken):
+                    m.d.sync += [left.eq(left - 1), out_crc.eq(crc16_update(out_crc, out.payload))]
+                    with m.If(left == 1):
+                        m.next = "CRC0"
+            with m.State("CRC0"):
+                send(out_crc[:8], "CRC1", checked=False)
+            with m.State("CRC1"):
+                send(out_crc[8:], "IDLE", checked=False)
+                with m.If(out.ready):
+                    m.d.comb += sent.eq(1)
+        return m

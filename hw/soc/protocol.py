@@ -1,0 +1,73 @@
+"""The host link's framed command protocol: byte codes, CRC and frame layout.
+
+Plain Python, shared by the gateware (``hw.soc.link``, ``hw.soc.systolic``) and the host
+driver (``codnn.board``) so both sides agree on every number.
+
+A frame, host to device and device to host alike::
+
+    SYNC (0xA5) | code (u8) | length (u16 LE) | payload (length bytes) | CRC (u16 LE)
+
+The CRC is CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, no reflection, no
+final XOR) over the code, the length and the payload. A request's code is a ``Command``, a
+response's a ``Status``. Every request gets exactly one response, after which the device
+takes the next request; bytes that arrive while it executes a request are dropped.
+"""
+
+from enum import IntEnum
+
+__all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "Command", "Status", "crc16", "frame"]
+
+SYNC = 0xA5
+#: Largest request payload the device buffers; responses may be longer (up to 65535).
+MAX_PAYLOAD = 256
+PROTOCOL_VERSION = 1
+
+
+class Command(IntEnum):
+    """Request codes and their payloads (all integers little-endian)."""
+
+    #: no payload; forget the weights and results, zero the counters.
+    RESET = 0x01
+    #: no payload; the response carries the status block (``codnn.board.DeviceStatus``).
+    STATUS = 0x02
+    #: u16 first row, then whole weight rows (``weight_row_bytes`` each) of the tile.
+    WRITE_WEIGHTS = 0x10
+    #: u16 first vector, then whole data vectors (``data_vector_bytes`` each).
+    WRITE_DATA = 0x11
+    #: u16 vector count, u8 flags (bit 0: accumulate onto the stored results); the
+    #: response carries the run's cycle count (u32).
+    RUN = 0x12
+    #: u16 first vector, u16 count; the response carries the results
+    #: (``result_vector_bytes`` each).
+    READ_RESULTS = 0x13
+
+
+class Status(IntEnum):
+    """Response codes."""
+
+    OK = 0x00
+    BAD_CRC = 0x01           # the request's CRC did not match: nothing was done
+    UNKNOWN_COMMAND = 0x02
+    BAD_LENGTH = 0x03        # length above MAX_PAYLOAD: the rest of the frame is dropped
+    TRUNCATED = 0x04         # the line went quiet in the middle of a frame
+    NO_WEIGHTS = 0x05        # data written or a run started before the tile's weights
+    NO_RESULTS = 0x06        # results read (or accumulated onto) before a run
+    BAD_ARGUMENT = 0x07      # a row, vector or count outside the device's memories
+
+
+def crc16(data, crc=0xFFFF):
+    """CRC-16/CCITT-FALSE of ``data`` (bytes), continuing from ``crc``."""
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc
+
+
+def frame(code, payload=b""):
+    """Return the bytes of a frame with ``code`` and ``payload``."""
+    payload = bytes(payload)
+    if len(payload) > 0xFFFF:
+        raise ValueError(f"Payload must be at most 65535 bytes, not {len(payload)}")
+    body = bytes([code]) + len(payload).to_bytes(2, "little") + payload
+    return bytes([SYNC]) + body + crc16(body).to_bytes(2, "little")
