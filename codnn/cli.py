@@ -189,6 +189,25 @@ def _build_parser():
     decompress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.npy")
     decompress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    run_cmd = commands.add_parser(
+        "run", help="run a packed layer on a board (or the simulated board top)",
+        description="Run one packed layer on the board top (hw/soc) through the UART host "
+                    "link, tile by tile, and check the accumulators against golden.")
+    run_cmd.add_argument("packed", metavar="PACKED.npz", help="written by codnn pack")
+    run_cmd.add_argument("inputs", metavar="INPUTS.npy",
+                         help="integer inputs, channels x vectors")
+    run_cmd.add_argument("--layer", default=None, help="layer name (default: the first)")
+    where = run_cmd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0")
+    where.add_argument("--sim", action="store_true",
+                       help="run on the simulated board top (Amaranth simulator)")
+    run_cmd.add_argument("--baud", type=_positive_int, default=115200,
+                         help="baud rate (default 115200)")
+    for name, default in (("rows", 4), ("cols", 4), ("depth", 16)):
+        run_cmd.add_argument(f"--{name}", type=_positive_int, default=default,
+                             help=f"--sim: array {name} (default {default})")
+    run_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
                                "every engine, then print a summary.")
@@ -341,6 +360,62 @@ def _decompress(args):
     return 0
 
 
+def _run(args):
+    import numpy as np
+
+    from golden.systolic import run_layer
+
+    from .board import Board, DeviceError, LinkError, open_serial
+    from .packfile import load_packed
+    layers = load_packed(args.packed)
+    name = args.layer or next(iter(layers))
+    if name not in layers:
+        raise UsageError(f"{args.packed} has no layer {name!r}; it has {', '.join(layers)}")
+    packed = layers[name]
+    try:
+        X = np.load(args.inputs, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{args.inputs} is not a readable .npy file ({error})") from None
+    if X.ndim != 2 or X.shape[0] != packed.columns or not np.issubdtype(X.dtype, np.integer):
+        raise UsageError(f"{args.inputs}: expected integer inputs of shape "
+                         f"({packed.columns}, T), not {X.dtype} {X.shape}")
+
+    def host(port):
+        board = Board(port)
+        status = board.status()
+        try:
+            acc, cycles = board.run_layer(packed, X)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        return status, acc, cycles
+
+    try:
+        with err_console.status(f"running layer {name} on "
+                                f"{'the simulated board' if args.sim else args.port}..."):
+            if args.sim:
+                from hw.soc import SystolicSoc
+                from sim.uart_bridge import run_with_port
+                dut = SystolicSoc(rows=args.rows, cols=args.cols, alpha=packed.alpha,
+                                  depth=args.depth, divisor=4, timeout_bytes=16)
+                status, acc, cycles = run_with_port(dut, 4, host)
+            else:
+                status, acc, cycles = host(open_serial(args.port, args.baud))
+    except (LinkError, DeviceError, OSError) as error:
+        print(f"codnn: error: {error}", file=sys.stderr)
+        return 1
+    _, want = run_layer(packed, X, rows=status.rows, cols=status.cols, acc_bits=status.acc_bits)
+    ok = bool(np.array_equal(acc, want))
+    report = {"layer": name, "device": "simulated board top" if args.sim else args.port,
+              "array": f"{status.rows}x{status.cols}, alpha {status.alpha}",
+              "vectors": int(X.shape[1]), "device_cycles": cycles,
+              "result": "pass" if ok else "FAIL"}
+    if args.json:
+        print_json(report)
+    else:
+        print_record("codnn run", report)
+    return 0 if ok else 1
+
+
 def _demo(args):
     from .demo import run_demo
     return run_demo(quick=args.quick, build_root=args.build_dir)
@@ -348,7 +423,7 @@ def _demo(args):
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
              "synth": _synth, "pack": _pack, "quantize": _quantize, "compress": _compress,
-             "decompress": _decompress, "demo": _demo}
+             "decompress": _decompress, "run": _run, "demo": _demo}
 
 
 def main(argv=None):

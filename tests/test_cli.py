@@ -101,7 +101,8 @@ def test_invalid_engine_parameter_from_the_component(capsys, tmp_path):
 def test_help_for_every_command():
     for argv in (["--help"], ["doctor", "--help"], ["generate", "fmix32", "--help"],
                  ["simulate", "fmix32", "--help"], ["synth", "fmix32", "--help"],
-                 ["quantize", "--help"], ["simulate", "tq", "--help"], ["demo", "--help"]):
+                 ["quantize", "--help"], ["simulate", "tq", "--help"], ["demo", "--help"],
+                 ["run", "--help"]):
         result = subprocess.run([sys.executable, "-m", "codnn.cli", *argv],
                                 capture_output=True, text=True)
         assert result.returncode == 0 and "usage: codnn" in result.stdout, argv
@@ -342,3 +343,46 @@ def test_simulate_nic_engines_json(capsys):
     assert code == 2 and "Lane count must be one of 1, 2, 4, 8, 16" in err
     code, _, err = run(capsys, "simulate", "compressor", "--bound-bits", "20")
     assert code == 2 and "must lie in 7..15" in err
+
+
+def _run_files(tmp_path):
+    from golden.workloads import quantize_symmetric, structured_layer
+    rng = np.random.default_rng(11)
+    F, _ = quantize_symmetric(structured_layer(rng, 6, 12, 0.7), 8)
+    packed = _packed_file(tmp_path, layer=(F, 4))
+    inputs = tmp_path / "x.npy"
+    np.save(inputs, rng.integers(0, 256, (12, 5)))
+    return packed, str(inputs)
+
+
+def test_run_a_layer_on_the_simulated_board(capsys, tmp_path):
+    packed, inputs = _run_files(tmp_path)
+    code, out, _ = run(capsys, "run", packed, inputs, "--sim", "--rows", "4", "--cols", "2",
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass" and report["device_cycles"] > 0
+    assert report["array"] == "4x2, alpha 4"
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("float", "expected integer inputs of shape (12, T)"),
+    ("shape", "expected integer inputs of shape (12, T)"),
+    ("layer", "has no layer 'nope'"),
+])
+def test_run_bad_inputs_exit_2(capsys, tmp_path, case, expected):
+    packed, inputs = _run_files(tmp_path)
+    extra = []
+    if case == "float":
+        np.save(inputs, np.zeros((12, 5)))
+    elif case == "shape":
+        np.save(inputs, np.zeros((11, 5), dtype=np.int64))
+    else:
+        extra = ["--layer", "nope"]
+    code, _, err = run(capsys, "run", packed, inputs, "--sim", *extra)
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
+
+
+def test_run_on_a_missing_port_exits_1(capsys, tmp_path):
+    packed, inputs = _run_files(tmp_path)
+    code, _, err = run(capsys, "run", packed, inputs, "--port", str(tmp_path / "ttyNONE"))
+    assert code == 1 and "could not open port" in err
