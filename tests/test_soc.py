@@ -195,15 +195,20 @@ def test_bad_requests_get_error_responses():
         expect(Status.OK, frame(Command.WRITE_WEIGHTS, bytes([0, 0]) + bytes(6)))
         expect(Status.BAD_ARGUMENT, frame(Command.RUN, bytes([5, 0, 0])))         # > depth
         expect(Status.NO_RESULTS, frame(Command.RUN, bytes([1, 0, 1])))           # accumulate
+        expect(Status.OK, frame(Command.WRITE_DATA, bytes([0, 0, 0x12, 0x34])))
+        expect(Status.OK, frame(Command.RUN, bytes([1, 0, 0])))
+        expect(Status.BAD_ARGUMENT, frame(Command.RUN, bytes([2, 0, 1])))  # > stored results
+        expect(Status.BAD_ARGUMENT, frame(Command.READ_RESULTS, bytes([1, 0, 1, 0])))
+        assert board.read_results(0, 1, board.status()).shape == (1, 2)
+        board.reset()
         with pytest.raises(DeviceError, match="NO_RESULTS"):
             board.read_results(0, 1, board.status())
-        board.reset()
         st = board.status()
-        assert not st.weights_loaded and st.frames_bad == 0 and st.frames_ok == 1
+        assert not st.weights_loaded and st.frames_bad == 0 and st.frames_ok == 3
         return seen
 
     seen = run_with_port(dut, 4, host)
-    assert len(seen) == 13
+    assert len(seen) == 17
 
 
 def test_driver_reports_a_silent_device():

@@ -36,8 +36,8 @@ class SystolicSoc(wiring.Component):
     sends stored results; ``STATUS`` answers with the status block; ``RESET`` forgets the
     weights and results and zeros the counters. Writing data or running before weights
     gives ``NO_WEIGHTS``, reading or accumulating before a run ``NO_RESULTS``, a row,
-    vector or count outside the memories or a payload of the wrong size
-    ``BAD_ARGUMENT``.
+    vector or count outside the memories (or, accumulating, beyond the stored results) or
+    a payload of the wrong size ``BAD_ARGUMENT``.
 
     Status block (little-endian): version u8, rows u8, cols u8, alpha u8, weight_bits u8,
     data_bits u8, flags u8 (bit 0 data signed, bit 1 bit-serial MAC), acc_bits u8, depth
@@ -206,7 +206,8 @@ class SystolicSoc(wiring.Component):
                             reply(Status.NO_WEIGHTS)
                         with m.Elif(second[0] & ~valid):
                             reply(Status.NO_RESULTS)
-                        with m.Elif((first == 0) | (first > D)):
+                        with m.Elif((first == 0) | (first > D)
+                                    | (second[0] & (first > result_count))):
                             reply(Status.BAD_ARGUMENT)
                         with m.Else():
                             m.d.sync += [address.eq(0), primed.eq(0), cycles.eq(0),
