@@ -28,6 +28,8 @@ SEED = 20261122
     (lambda: UartRx(divisor=3), ValueError, "at least 4, not 3"),
     (lambda: UartTx(divisor=0), TypeError, "positive integer"),
     (lambda: HostLink(divisor=8, timeout_bytes=15), ValueError, "at least 16 byte times"),
+    (lambda: HostLink(divisor=2), ValueError, "at least 4, not 2"),
+    (lambda: SystolicSoc(rows=2, cols=2, divisor=2), ValueError, "at least 4, not 2"),
     (lambda: SystolicSoc(rows=256, cols=2), ValueError, "Row count must be at most 255"),
     (lambda: SystolicSoc(rows=2, cols=2, depth=0), TypeError, "Depth must be a positive"),
     (lambda: SystolicSoc(rows=2, cols=2, depth=65536), ValueError, "at most 65535"),

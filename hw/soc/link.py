@@ -8,7 +8,7 @@ from hw.common.params import positive_int
 
 from .crc import crc16_update
 from .protocol import MAX_PAYLOAD, SYNC, Status
-from .uart import UartRx, UartTx
+from .uart import UartRx, UartTx, check_divisor
 
 __all__ = ["HostLink"]
 
@@ -55,6 +55,7 @@ class HostLink(wiring.Component):
     """
 
     def __init__(self, *, divisor, timeout_bytes=2000):
+        check_divisor(divisor)
         positive_int(timeout_bytes, "Timeout (byte times)")
         if timeout_bytes < 16:     # longer than an error response, so DISCARD outlasts it
             raise ValueError(f"Timeout must be at least 16 byte times, not {timeout_bytes}")

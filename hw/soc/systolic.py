@@ -1,3 +1,6 @@
+# amaranth: UnusedElaboratable=no
+# (the array is built first, for its own parameter checks; a later check of the board
+# top's parameters then drops it with a clear error, which the warning would only repeat)
 """A board-ready top: the column-combined systolic array behind the UART host link."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
@@ -85,7 +88,6 @@ class SystolicSoc(wiring.Component):
         positive_int(depth, "Depth")
         if depth > 0xFFFF:
             raise ValueError(f"Depth must be at most 65535 vectors, not {depth}")
-        self._link = HostLink(divisor=divisor, timeout_bytes=timeout_bytes)
         self._depth = depth
         array = self._array
         self._row_bits = len(Value.cast(array.weights.payload))
@@ -95,6 +97,7 @@ class SystolicSoc(wiring.Component):
             if _nbytes(bits) > MAX_PAYLOAD - 2:
                 raise ValueError(f"{what} takes {_nbytes(bits)} bytes, more than one request "
                                  f"carries ({MAX_PAYLOAD - 2}); use a smaller array")
+        self._link = HostLink(divisor=divisor, timeout_bytes=timeout_bytes)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1)})
 
     array = property(lambda self: self._array, doc="The systolic array.")

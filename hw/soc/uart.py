@@ -6,10 +6,11 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.params import positive_int
 
-__all__ = ["UartRx", "UartTx"]
+__all__ = ["UartRx", "UartTx", "check_divisor"]
 
 
-def _check_divisor(divisor):
+def check_divisor(divisor):
+    """Raise unless ``divisor`` (clock cycles per bit) is an integer of at least 4."""
     positive_int(divisor, "Clock cycles per bit (divisor)")
     if divisor < 4:
         raise ValueError(f"Clock cycles per bit (divisor) must be at least 4, not {divisor}")
@@ -40,7 +41,7 @@ class UartRx(wiring.Component):
     """
 
     def __init__(self, *, divisor):
-        _check_divisor(divisor)
+        check_divisor(divisor)
         self._divisor = divisor
         super().__init__({"rx": In(1, init=1),
                           "data": Out(stream.Signature(8, always_ready=True)),
@@ -107,7 +108,7 @@ class UartTx(wiring.Component):
     """
 
     def __init__(self, *, divisor):
-        _check_divisor(divisor)
+        check_divisor(divisor)
         self._divisor = divisor
         super().__init__({"data": In(stream.Signature(8)), "tx": Out(1, init=1)})
 
