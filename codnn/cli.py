@@ -11,13 +11,14 @@ import sys
 from golden.term_quant import ENCODINGS
 from sim.runner import SimulationFailure
 from sim.simulators import SIMULATORS, SimulatorMissing
+from synth.bitstream import BOARDS
 from synth.devices import DEVICES
 from synth.flow import SynthesisError
 from synth.tools import ToolMissing
 
 from . import __version__
-from .engines import ENGINES
-from .flows import ParameterError, generate, run_simulation, run_synthesis
+from .engines import BOARD_DESIGNS, ENGINES
+from .flows import ParameterError, generate, run_bitstream, run_simulation, run_synthesis
 from .gradfile import CODECS
 from .packfile import WeightFileError
 from .render import err_console, print_json, print_record, print_rows
@@ -207,6 +208,23 @@ def _build_parser():
         run_cmd.add_argument(f"--{name}", type=_positive_int, default=default,
                              help=f"--sim: array {name} (default {default})")
     run_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    bitstream_cmd = commands.add_parser(
+        "bitstream", help="build a board's bitstream of a host-link design",
+        description="Build the bitstream of a board-ready design (an engine behind the UART "
+                    "host link, hw/soc) for a board, through amaranth-boards and the YoWASP "
+                    "tools, and report utilization, Fmax against the board clock and where "
+                    "the bitstream is. Nothing is programmed.")
+    bitstream_cmd.add_argument("--board", required=True, metavar="BOARD",
+                               help=f"one of {', '.join(BOARDS)}")
+    bitstream_cmd.add_argument("--design", choices=list(BOARD_DESIGNS), default="systolic",
+                               help="design (default systolic)")
+    for param in BOARD_DESIGNS["systolic"].params:
+        _add_param(bitstream_cmd, param, "param_")
+    bitstream_cmd.add_argument("--baud", type=_positive_int, default=115200,
+                               help="UART baud rate (default 115200)")
+    build_dir_option(bitstream_cmd)
+    bitstream_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
@@ -416,6 +434,18 @@ def _run(args):
     return 0 if ok else 1
 
 
+def _bitstream(args):
+    with err_console.status(f"building {args.design} for {args.board}...") as status:
+        report = run_bitstream(args.design, _params(args), board=args.board, baud=args.baud,
+                               build_root=args.build_dir,
+                               progress=lambda stage: status.update(stage + "..."))
+    if args.json:
+        print_json(report)
+    else:
+        print_record(f"codnn bitstream --board {args.board} --design {args.design}", report)
+    return 0
+
+
 def _demo(args):
     from .demo import run_demo
     return run_demo(quick=args.quick, build_root=args.build_dir)
@@ -423,7 +453,8 @@ def _demo(args):
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
              "synth": _synth, "pack": _pack, "quantize": _quantize, "compress": _compress,
-             "decompress": _decompress, "run": _run, "demo": _demo}
+             "decompress": _decompress, "run": _run, "bitstream": _bitstream,
+             "demo": _demo}
 
 
 def main(argv=None):

