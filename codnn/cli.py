@@ -7,9 +7,10 @@ or synthesis exits with 1.
 
 import argparse
 import sys
+from pathlib import Path
 
 from golden.term_quant import ENCODINGS
-from sim.runner import SimulationFailure
+from sim.runner import SimulationFailure, default_build_root
 from sim.simulators import SIMULATORS, SimulatorMissing
 from synth.bitstream import BOARDS
 from synth.devices import DEVICES
@@ -22,6 +23,7 @@ from .flows import ParameterError, generate, run_bitstream, run_simulation, run_
 from .gradfile import CODECS
 from .packfile import WeightFileError
 from .render import err_console, print_json, print_record, print_rows
+from .sweep import COLUMNS, SweepError
 
 __all__ = ["main"]
 
@@ -117,6 +119,12 @@ def _build_parser():
                          help="probability of output backpressure per cycle (default 0.2)")
         sub.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
         build_dir_option(sub)
+
+    def parallel_options(sub):
+        sub.add_argument("--workers", type=_positive_int, default=None,
+                         help="parallel synthesis processes (default: one per core)")
+        sub.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="run on the Dask cluster at ADDRESS (tcp://host:port) instead")
 
     def synth_options(sub):
         sub.add_argument("--device", choices=list(DEVICES), required=True, help="FPGA device")
@@ -225,6 +233,27 @@ def _build_parser():
                                help="UART baud rate (default 115200)")
     build_dir_option(bitstream_cmd)
     bitstream_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    sweep_cmd = commands.add_parser(
+        "sweep", help="synthesize a grid of configurations in parallel",
+        description="Synthesize every combination of the given parameter values on every "
+                    "device, in parallel on this machine's cores or on a Dask cluster, and "
+                    "write the figures as CSV and JSON with a Pareto plot (PNG) of "
+                    "throughput (Fmax x work per cycle) against LUTs.")
+    sweep_cmd.add_argument("engine", metavar="ENGINE", choices=list(ENGINES),
+                           help=f"one of {', '.join(ENGINES)}")
+    sweep_cmd.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
+                           help="values of one parameter (repeat for more; others default)")
+    sweep_cmd.add_argument("--device", required=True, metavar="D1,D2",
+                           help=f"devices, comma-separated: {', '.join(DEVICES)}")
+    sweep_cmd.add_argument("--clock-mhz", type=_positive_float, default=None,
+                           help="clock constraint in MHz (default: per device)")
+    parallel_options(sweep_cmd)
+    sweep_cmd.add_argument("-o", "--output", metavar="PREFIX", default=None,
+                           help="write PREFIX.csv, PREFIX.json, PREFIX.png (default "
+                                "BUILD_DIR/sweep/ENGINE)")
+    build_dir_option(sweep_cmd)
+    sweep_cmd.add_argument("--json", action="store_true", help="print the rows as JSON")
 
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
@@ -446,6 +475,40 @@ def _bitstream(args):
     return 0
 
 
+def _progress_line(done, total, row):
+    config = " ".join(f"{k}={v}" for k, v in row.items()
+                      if k not in COLUMNS and k not in ("engine", "device"))
+    result = f"{row['fmax_mhz']:g} MHz" if row["status"] == "ok" else row["status"]
+    return f"[{done}/{total}] {row['engine']} {config} on {row['device']}: {result}"
+
+
+def _sweep(args):
+    from .sweep import pareto_front, parse_grid, sweep, write_sweep
+    grid = parse_grid(args.engine, args.param)
+    devices = [d.strip() for d in args.device.split(",") if d.strip()]
+    build_root = args.build_dir or default_build_root()
+    with err_console.status(f"sweeping {args.engine}...") as status:
+        rows = sweep(args.engine, grid, devices, clock_mhz=args.clock_mhz,
+                     workers=args.workers, scheduler=args.scheduler, build_root=build_root,
+                     progress=lambda *a: status.update(_progress_line(*a)))
+    paths = write_sweep(rows, grid, args.output or Path(build_root) / "sweep" / args.engine)
+    if args.json:
+        print_json({"rows": rows, "files": paths})
+        return 0
+    front = {id(row) for row in pareto_front(rows)}
+    table = [{**row, "pareto": "*" if id(row) in front else "",
+              "throughput": f"{row['throughput_per_s'] / 1e9:.3g} G{row['rate_unit']}/s"
+              if row["status"] == "ok" else None} for row in rows]
+    print_rows(f"codnn sweep {args.engine}", table,
+               [(name, name) for name in grid] + [
+                   ("device", "device"), ("lut", "LUT"), ("ff", "FF"), ("dsp", "DSP"),
+                   ("bram", "BRAM"), ("fmax_mhz", "Fmax MHz"), ("throughput", "throughput"),
+                   ("pareto", "Pareto"), ("status", "status")])
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
 def _demo(args):
     from .demo import run_demo
     return run_demo(quick=args.quick, build_root=args.build_dir)
@@ -454,7 +517,7 @@ def _demo(args):
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
              "synth": _synth, "pack": _pack, "quantize": _quantize, "compress": _compress,
              "decompress": _decompress, "run": _run, "bitstream": _bitstream,
-             "demo": _demo}
+             "sweep": _sweep, "demo": _demo}
 
 
 def main(argv=None):
@@ -471,7 +534,7 @@ def main(argv=None):
     except SimulationFailure as error:
         print(f"codnn: simulation FAILED against golden:\n{error}", file=sys.stderr)
         return 1
-    except (SynthesisError, SimulatorMissing, ToolMissing) as error:
+    except (SynthesisError, SimulatorMissing, ToolMissing, SweepError) as error:
         print(f"codnn: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -70,6 +70,9 @@ class Engine:
         testbench config; raises ``ValueError`` for a workload that cannot run.
     latency, throughput : callable
         ``(component)`` -> latency in cycles, throughput description.
+    rate : callable
+        ``(component)`` -> ``(items, unit)``: steady-state work per cycle (``codnn sweep``
+        multiplies it by Fmax).
     """
 
     name: str
@@ -80,6 +83,7 @@ class Engine:
     tb_config: object
     latency: object
     throughput: object
+    rate: object
     sim_params: tuple = ()
 
     def default_params(self):
@@ -186,7 +190,8 @@ def _nic_engine(name, cls, summary, throughput, codec_params=_INCEPTIONN_PARAMS)
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: _nic_config(
             name, dut, sim, beats, idle, backpressure, build_root),
         latency=lambda dut: dut.engine.LATENCY,
-        throughput=throughput)
+        throughput=throughput,
+        rate=lambda dut: (len(dut.s_axis_tkeep) // 4, "float32"))
 
 
 def _mac_engine(name, cls, summary, sim_params, group_beats):
@@ -201,7 +206,8 @@ def _mac_engine(name, cls, summary, sim_params, group_beats):
             "unit": name, "mag_bits": dut.mag_bits, "acc_bits": dut.acc_bits, "groups": beats,
             "idle": idle, "backpressure": backpressure, "latency": dut.LATENCY, **sim},
         latency=lambda dut: dut.LATENCY,
-        throughput=lambda dut: f"1 {group_beats}/cycle")
+        throughput=lambda dut: f"1 {group_beats}/cycle",
+        rate=lambda dut: (1, group_beats))
 
 
 ENGINES = {engine.name: engine for engine in [
@@ -216,6 +222,7 @@ ENGINES = {engine.name: engine for engine in [
             "backpressure": backpressure, "latency": dut.LATENCY},
         latency=lambda dut: dut.LATENCY,
         throughput=lambda dut: f"{dut.lanes} values/cycle",
+        rate=lambda dut: (dut.lanes, "hash"),
     ),
     Engine(
         name="systolic",
@@ -245,6 +252,7 @@ ENGINES = {engine.name: engine for engine in [
                                 f"({dut.rows * dut.cols} MACs/vector)"
                                 if dut.beat_cycles > 1 else
                                 f"1 vector/cycle ({dut.rows * dut.cols} MACs/cycle)"),
+        rate=lambda dut: (dut.rows * dut.cols / dut.beat_cycles, "MAC"),
     ),
     Engine(
         name="tq",
@@ -267,6 +275,7 @@ ENGINES = {engine.name: engine for engine in [
         latency=lambda dut: dut.latency,
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
+        rate=lambda dut: (dut.rows * dut.cols * dut.g / dut.beat_cycles, "MAC"),
     ),
     _nic_engine("compressor", InceptionnCompressor,
                 "INCEPTIONN-style gradient compressor, AXI4-Stream",

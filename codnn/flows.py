@@ -123,13 +123,17 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
 
 def run_synthesis(engine_name, params, *, device, clock_mhz=None, build_root=None,
                   progress=None):
-    """Synthesize an engine on a device; return the report as a dict."""
+    """Synthesize an engine on a device; return the report as a dict (with the work per
+    cycle, ``rate_per_cycle`` ``rate_unit``, and ``throughput_per_s`` at Fmax)."""
     engine, component, params = build_component(engine_name, params)
     if clock_mhz is not None and not clock_mhz > 0:
         raise ParameterError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
     report = synthesize(component, top=engine.name, device=device, clock_mhz=clock_mhz,
                         build_root=build_root or default_build_root(), progress=progress)
-    return {"engine": engine.name, "parameters": params, **report.to_dict()}
+    items, unit = engine.rate(component)
+    return {"engine": engine.name, "parameters": params, **report.to_dict(),
+            "rate_per_cycle": items, "rate_unit": unit,
+            "throughput_per_s": items * report.fmax_mhz * 1e6}
 
 
 def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, progress=None):
