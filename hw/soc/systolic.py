@@ -11,12 +11,16 @@ from hw.common.params import positive_int
 from hw.systolic import ColumnCombinedArray
 
 from .link import HostLink
-from .protocol import MAX_PAYLOAD, PROTOCOL_VERSION, Command, Status
+from .protocol import (
+    MAX_PAYLOAD,
+    PROTOCOL_VERSION,
+    STATUS_BYTES,
+    STATUS_FIELDS,
+    Command,
+    Status,
+)
 
-__all__ = ["SystolicSoc", "STATUS_BYTES"]
-
-#: Bytes of the STATUS response (layout in ``SystolicSoc``).
-STATUS_BYTES = 23
+__all__ = ["SystolicSoc"]
 
 
 def _nbytes(bits):
@@ -42,10 +46,9 @@ class SystolicSoc(wiring.Component):
     vector or count outside the memories (or, accumulating, beyond the stored results) or
     a payload of the wrong size ``BAD_ARGUMENT``.
 
-    Status block (little-endian): version u8, rows u8, cols u8, alpha u8, weight_bits u8,
-    data_bits u8, flags u8 (bit 0 data signed, bit 1 bit-serial MAC), acc_bits u8, depth
-    u16, MAX_PAYLOAD u16, state u8 (bit 0 weights loaded, bit 1 results valid), frames_ok
-    u16, frames_bad u16, stored results u16, last run's cycles u32.
+    The status block is ``hw.soc.protocol.STATUS_FIELDS``: the array's configuration,
+    whether weights and results are held, the link's frame counters, the stored results
+    and the last run's cycles.
 
     Latency of ``RUN``: ``rows`` cycles of weights, then the array's (its latency plus one
     beat per vector, ``ColumnCombinedArray``), plus a few cycles of memory reads.
@@ -107,15 +110,21 @@ class SystolicSoc(wiring.Component):
     result_vector_bytes = property(lambda self: _nbytes(self._result_bits))
 
     def _status_block(self, loaded, valid, result_count, cycles, link):
+        """The STATUS payload (``hw.soc.protocol.STATUS_FIELDS``) as one value."""
         a = self.array
-        fields = [(PROTOCOL_VERSION, 8), (a.rows, 8), (a.cols, 8), (a.alpha, 8),
-                  (a.weight_bits, 8), (a.data_bits, 8),
-                  (int(a.data_signed) | int(a.mac == "bitserial") << 1, 8), (a.acc_bits, 8),
-                  (self.depth, 16), (MAX_PAYLOAD, 16)]
-        block = Cat(*(Const(v, w) for v, w in fields), loaded, valid, Const(0, 6),
-                    link.frames_ok, link.frames_bad, result_count, cycles)
-        assert len(block) == 8 * STATUS_BYTES
-        return block
+        values = {"version": PROTOCOL_VERSION, "rows": a.rows, "cols": a.cols,
+                  "alpha": a.alpha, "weight_bits": a.weight_bits, "data_bits": a.data_bits,
+                  "data_signed": int(a.data_signed), "bitserial": int(a.mac == "bitserial"),
+                  "acc_bits": a.acc_bits, "depth": self.depth, "max_payload": MAX_PAYLOAD,
+                  "weights_loaded": loaded, "results_valid": valid,
+                  "frames_ok": link.frames_ok, "frames_bad": link.frames_bad,
+                  "result_count": result_count, "last_run_cycles": cycles}
+        parts = []
+        for name, bits in STATUS_FIELDS:
+            value = values.get(name, 0)
+            parts.append(value if isinstance(value, Value) else Const(value, bits))
+            assert len(parts[-1]) == bits, name
+        return Cat(*parts)
 
     def elaborate(self, platform):
         m = Module()
@@ -159,9 +168,12 @@ class SystolicSoc(wiring.Component):
 
         m.d.comb += self.busy.eq(link.request.ready == 0)
 
+        results_follow = Signal()               # the reply's payload: stored results
+
         def reply(code, nbytes=0, then_results=False):
-            m.d.sync += [status.eq(code), reply_length.eq(nbytes)]
-            m.next = "HEADER_RESULTS" if then_results else "HEADER"
+            m.d.sync += [status.eq(code), reply_length.eq(nbytes),
+                         results_follow.eq(then_results)]
+            m.next = "HEADER"
 
         with m.FSM():
             with m.State("IDLE"):
@@ -298,14 +310,12 @@ class SystolicSoc(wiring.Component):
                 m.d.comb += [link.response.valid.eq(1), link.response.payload.status.eq(status),
                              link.response.payload.length.eq(reply_length)]
                 with m.If(link.response.ready):
-                    m.next = "EMIT"
-                    with m.If(reply_length == 0):
+                    with m.If(results_follow):
+                        m.next = "FETCH"
+                    with m.Elif(reply_length == 0):
                         m.next = "IDLE"
-            with m.State("HEADER_RESULTS"):
-                m.d.comb += [link.response.valid.eq(1), link.response.payload.status.eq(status),
-                             link.response.payload.length.eq(reply_length)]
-                with m.If(link.response.ready):
-                    m.next = "FETCH"
+                    with m.Else():
+                        m.next = "EMIT"
             with m.State("FETCH"):
                 m.d.comb += result_r.addr.eq(address)
                 m.next = "LOAD"

@@ -70,7 +70,7 @@ class TermEncoder(wiring.Component):
                 previous = (v << 1)[:width]                           # b_(i-1) at bit i
                 plus, minus = previous & ~v, v & ~previous
             else:
-                triple = register(value.mag * 3, f"triple{lane}")
+                triple = register((value.mag << 1) + value.mag, f"triple{lane}")  # no $mul
                 differ = triple ^ v
                 plus, minus = ((triple & differ) >> 1)[:width], ((v & differ) >> 1)[:width]
             digits = self.o.payload[lane]
