@@ -1,4 +1,4 @@
-"""Host driver of the board top (``hw.soc.systolic.SystolicSoc``) over a serial port.
+"""Host driver of the board tops (``hw.soc``: ``SystolicSoc``, ``TqSoc``) over a serial port.
 
 ``Board`` speaks the framed protocol of ``hw.soc.protocol`` over any object with
 pyserial's ``write(bytes)`` and ``read(n)`` (``read`` returns fewer bytes on a timeout): a
@@ -9,12 +9,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from golden.lanes import pack_lanes, unpack_lanes
 from golden.systolic import check_fits, make_tiles, tile_beats, wrap
+from golden.term_quant import ENCODINGS, group
+from golden.tq_array import data_vector_word, make_tq_tiles, weight_row_word
 from hw.soc.protocol import (
     MAX_PAYLOAD,
     PROTOCOL_VERSION,
     SYNC,
     Command,
+    Engine,
     Status,
     crc16,
     frame,
@@ -38,16 +42,13 @@ class DeviceError(RuntimeError):
 
 @dataclass(frozen=True)
 class DeviceStatus:
-    """The STATUS block: the array's configuration, state and counters."""
+    """The STATUS block: the engine, the array's size, its state and counters; ``config``
+    holds the engine's own parameters (``hw.soc.protocol.CONFIG_FIELDS``)."""
 
     version: int
+    engine: Engine
     rows: int
     cols: int
-    alpha: int
-    weight_bits: int
-    data_bits: int
-    data_signed: bool
-    bitserial: bool
     acc_bits: int
     depth: int
     max_payload: int
@@ -57,27 +58,20 @@ class DeviceStatus:
     frames_bad: int
     result_count: int
     last_run_cycles: int
+    config: dict
 
     @classmethod
     def parse(cls, block):
         """Decode a STATUS payload (``hw.soc.protocol.STATUS_FIELDS``); ``LinkError`` if
-        it has the wrong size."""
+        it comes from another protocol version or is malformed."""
+        block = bytes(block)
+        if block and block[0] != PROTOCOL_VERSION:
+            raise LinkError(f"device speaks protocol {block[0]}, the driver "
+                            f"{PROTOCOL_VERSION}")
         try:
             return cls(**unpack_status(block))
         except ValueError as error:
             raise LinkError(str(error)) from None
-
-    @property
-    def sel_bits(self):
-        return max(1, (self.alpha - 1).bit_length())
-
-
-def _pack(values, width):
-    """Little-endian bytes of ``values`` as consecutive ``width``-bit fields."""
-    word = 0
-    for i, v in enumerate(values):
-        word |= (int(v) & ((1 << width) - 1)) << (i * width)
-    return word.to_bytes(-(-len(values) * width // 8), "little")
 
 
 def open_serial(port, baud=115200, timeout=2.0):
@@ -121,11 +115,7 @@ class Board:
         return bytes(data)
 
     def status(self):
-        status = DeviceStatus.parse(self.request(Command.STATUS))
-        if status.version != PROTOCOL_VERSION:
-            raise LinkError(f"device speaks protocol {status.version}, the driver "
-                            f"{PROTOCOL_VERSION}")
-        return status
+        return DeviceStatus.parse(self.request(Command.STATUS))
 
     def reset(self):
         self.request(Command.RESET)
@@ -145,47 +135,111 @@ class Board:
         nbytes = -(-status.rows * status.acc_bits // 8)
         data = self.request(Command.READ_RESULTS, first.to_bytes(2, "little")
                             + count.to_bytes(2, "little"))
-        words = [int.from_bytes(data[i * nbytes:(i + 1) * nbytes], "little")
-                 for i in range(count)]
-        mask = (1 << status.acc_bits) - 1
-        raw = np.array([[(w >> (r * status.acc_bits)) & mask for r in range(status.rows)]
-                        for w in words], dtype=object)
+        raw = np.array([unpack_lanes(int.from_bytes(data[i * nbytes:(i + 1) * nbytes],
+                                                    "little"), status.acc_bits, status.rows)
+                        for i in range(count)], dtype=object)
         return wrap(raw, status.acc_bits).astype(np.int64)
 
-    def run_layer(self, packed, X, *, bias=None, progress=None):
-        """Run a packed layer (``golden.column_combining.PackedLayer``) on inputs ``X``
-        (channels x vectors); return ``(acc, cycles)``: the ``N x T`` accumulators as
-        ``golden.systolic.run_layer`` computes them, and the cycles of all runs."""
-        st = self.status()
-        check_fits(packed, alpha=st.alpha, weight_bits=st.weight_bits)
-        X = np.asarray(X, dtype=np.int64)
-        N, T = packed.P.shape[0], X.shape[1]
+    def _status_of(self, engine):
+        status = self.status()
+        if status.engine != engine:
+            raise ValueError(f"the device runs the {status.engine.name.lower()} array, not "
+                             f"the {engine.name.lower()} array")
+        return status
+
+    def _run_tiles(self, tiles, N, T, status, write, progress):
+        """Run ``tiles`` (row blocks outer, column blocks inner) over ``T`` vectors in
+        chunks of the device's depth; ``write(tile, t0)`` loads a tile's weights and the
+        chunk's vectors and returns how many. Returns ``(acc, cycles)``."""
         acc = np.zeros((N, T), dtype=np.int64)
-        cycles = 0
-        tiles = make_tiles(packed, st.rows, st.cols)
+        cycles, done = 0, 0
         blocks = {}
         for tile in tiles:
             blocks.setdefault(tile.row_block, []).append(tile)
-        cell = st.weight_bits + st.sel_bits
-        done = 0
         for row_block, row_tiles in blocks.items():
-            r0, k = row_block * st.rows, min(st.rows, N - row_block * st.rows)
-            for t0 in range(0, T, st.depth):
+            r0 = row_block * status.rows
+            k = min(status.rows, N - r0)
+            for t0 in range(0, T, status.depth):
                 for tile in row_tiles:              # column blocks accumulate on the device
-                    rows = [_pack([(int(w) & ((1 << st.weight_bits) - 1))
-                                   | int(s) << st.weight_bits
-                                   for w, s in zip(tile.weights[r], tile.selects[r])], cell)
-                            for r in range(st.rows)]
-                    self._write_rows(Command.WRITE_WEIGHTS, 0, rows, len(rows[0]))
-                    beats = tile_beats(tile, X[:, t0:t0 + st.depth])
-                    vectors = [_pack(beat.reshape(-1), st.data_bits) for beat in beats]
-                    self._write_rows(Command.WRITE_DATA, 0, vectors, len(vectors[0]))
-                    cycles += self.run(len(beats), accumulate=tile.col_block > 0)
+                    count = write(tile, t0)
+                    cycles += self.run(count, accumulate=tile.col_block > 0)
                     done += 1
                     if progress:
-                        progress(done, len(tiles) * -(-T // st.depth))
-                results = self.read_results(0, len(beats), st)
-                acc[r0:r0 + k, t0:t0 + len(beats)] = results[:, :k].T
-        if bias is not None:
-            acc = wrap(acc + np.asarray(bias, dtype=np.int64)[:, None], st.acc_bits)
+                        progress(done, len(tiles) * -(-T // status.depth))
+                results = self.read_results(0, count, status)
+                acc[r0:r0 + k, t0:t0 + count] = results[:, :k].T
         return acc, cycles
+
+    def _write(self, command, words, nbytes):
+        self._write_rows(command, 0, [w.to_bytes(nbytes, "little") for w in words], nbytes)
+
+    def run_layer(self, packed, X, *, bias=None, progress=None):
+        """Run a packed layer (``golden.column_combining.PackedLayer``) on inputs ``X``
+        (channels x vectors) on the systolic array; return ``(acc, cycles)``: the ``N x T``
+        accumulators as ``golden.systolic.run_layer`` computes them, and the cycles of all
+        runs."""
+        st = self._status_of(Engine.SYSTOLIC)
+        alpha, wb, db = (st.config[k] for k in ("alpha", "weight_bits", "data_bits"))
+        check_fits(packed, alpha=alpha, weight_bits=wb)
+        X = np.asarray(X, dtype=np.int64)
+        cell = wb + max(1, (alpha - 1).bit_length())
+        row_bytes, vector_bytes = -(-st.cols * cell // 8), -(-st.cols * alpha * db // 8)
+
+        def write(tile, t0):
+            self._write(Command.WRITE_WEIGHTS, [
+                pack_lanes([(int(w) & ((1 << wb) - 1)) | int(s) << wb
+                            for w, s in zip(tile.weights[r], tile.selects[r])], cell)
+                for r in range(st.rows)], row_bytes)
+            beats = tile_beats(tile, X[:, t0:t0 + st.depth])
+            self._write(Command.WRITE_DATA, [pack_lanes(beat.reshape(-1), db)
+                                             for beat in beats], vector_bytes)
+            return len(beats)
+
+        acc, cycles = self._run_tiles(make_tiles(packed, st.rows, st.cols), packed.P.shape[0],
+                                      X.shape[1], st, write, progress)
+        return _add_bias(acc, bias, st.acc_bits), cycles
+
+    def run_tq_layer(self, W, X, *, bias=None, progress=None):
+        """Run a quantized layer ``W`` (``N x K`` integers within the device's
+        ``mag_bits``) on inputs ``X`` (``K x T``) on the TQ array; return ``(acc,
+        cycles)``: the accumulators as ``golden.tq_array.run_tq_layer`` computes them (with
+        the device's g, alpha, beta and encoding), and the cycles of all runs."""
+        st = self._status_of(Engine.TQ)
+        g, alpha, mb = (st.config[k] for k in ("g", "alpha", "mag_bits"))
+        W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)
+        if W.ndim != 2 or X.ndim != 2 or X.shape[0] != W.shape[1]:
+            raise ValueError(f"Expected N x K weights and K x T inputs, not {W.shape} and "
+                             f"{X.shape}")
+        top = (1 << mb) - 1
+        for name, values in (("Weights", W), ("Inputs", X)):
+            if values.size and np.abs(values).max() > top:
+                raise ValueError(f"{name} must lie in -{top}..{top} for {mb} magnitude "
+                                 f"bits, not {np.abs(values).max()}")
+        slot_bits = max(1, mb.bit_length()) + max(1, (g - 1).bit_length()) + 2
+        row_bytes = -(-st.cols * alpha * slot_bits // 8)
+        vector_bytes = -(-st.cols * g * (mb + 1) // 8)
+        Xg = group(X.T, g)                                           # T x G x g
+
+        def write(tile, t0):
+            self._write(Command.WRITE_WEIGHTS, [
+                weight_row_word(tile.queues[r], alpha=alpha, mag_bits=mb, g=g)
+                for r in range(st.rows)], row_bytes)
+            chunk = Xg[t0:t0 + st.depth]
+            beats = np.zeros((len(chunk), st.cols, g), dtype=np.int64)
+            valid = tile.groups >= 0
+            beats[:, valid] = chunk[:, tile.groups[valid]]
+            self._write(Command.WRITE_DATA, [data_vector_word(beat, mag_bits=mb)
+                                             for beat in beats], vector_bytes)
+            return len(beats)
+
+        tiles = make_tq_tiles(W, g=g, alpha=alpha, rows=st.rows, cols=st.cols,
+                              encoding=ENCODINGS[st.config["encoding"]], mag_bits=mb)
+        acc, cycles = self._run_tiles(tiles, W.shape[0], X.shape[1], st, write, progress)
+        return _add_bias(acc, bias, st.acc_bits), cycles
+
+
+def _add_bias(acc, bias, acc_bits):
+    """The device runs without bias; adding it on the host is the same modulo 2**acc_bits."""
+    if bias is None:
+        return acc
+    return wrap(acc + np.asarray(bias, dtype=np.int64)[:, None], acc_bits)

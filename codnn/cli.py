@@ -6,6 +6,7 @@ or synthesis exits with 1.
 """
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -58,11 +59,12 @@ _non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a finite 
 _probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
 
 
-def _add_param(parser, param, prefix):
+def _add_param(parser, param, prefix, default_text=None):
     option = f"--{param.name.replace('_', '-')}"
-    default = "none" if param.default is None else param.default
+    if default_text is None:
+        default_text = "none" if param.default is None else param.default
     common = {"dest": f"{prefix}{param.name}", "default": param.default,
-              "help": f"{param.help} (default {default})"}
+              "help": f"{param.help} (default {default_text})"}
     if param.type is bool:
         parser.add_argument(option, action=argparse.BooleanOptionalAction, **common)
     elif param.type is int:
@@ -221,10 +223,13 @@ def _build_parser():
     decompress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     run_cmd = commands.add_parser(
-        "run", help="run a packed layer on a board (or the simulated board top)",
-        description="Run one packed layer on the board top (hw/soc) through the UART host "
-                    "link, tile by tile, and check the accumulators against golden.")
-    run_cmd.add_argument("packed", metavar="PACKED.npz", help="written by codnn pack")
+        "run", help="run a packed or term-quantized layer on a board (or a simulated one)",
+        description="Run one layer on a board top (hw/soc) through the UART host link, "
+                    "tile by tile, and check the accumulators against golden: a packed "
+                    "layer (codnn pack) on the systolic array, a term-quantized one (codnn "
+                    "quantize) on the TQ array.")
+    run_cmd.add_argument("layers", metavar="LAYERS.npz",
+                         help="written by codnn pack or codnn quantize")
     run_cmd.add_argument("inputs", metavar="INPUTS.npy",
                          help="integer inputs, channels x vectors")
     run_cmd.add_argument("--layer", default=None, help="layer name (default: the first)")
@@ -237,6 +242,8 @@ def _build_parser():
     for name, default in (("rows", 4), ("cols", 4), ("depth", 16)):
         run_cmd.add_argument(f"--{name}", type=_positive_int, default=default,
                              help=f"--sim: array {name} (default {default})")
+    run_cmd.add_argument("--beta", type=_positive_int, default=3,
+                         help="--sim, TQ array: terms kept per data value (default 3)")
     run_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     bitstream_cmd = commands.add_parser(
@@ -248,9 +255,17 @@ def _build_parser():
     bitstream_cmd.add_argument("--board", required=True, metavar="BOARD",
                                help=f"one of {', '.join(BOARDS)}")
     bitstream_cmd.add_argument("--design", choices=list(BOARD_DESIGNS), default="systolic",
-                               help="design (default systolic)")
-    for param in BOARD_DESIGNS["systolic"].params:
-        _add_param(bitstream_cmd, param, "param_")
+                               help="design: " + "; ".join(f"{d.name}: {d.summary}" for d in
+                                                          BOARD_DESIGNS.values())
+                               + " (default systolic)")
+    defaults = {}                           # every design's parameters, each once
+    for design in BOARD_DESIGNS.values():
+        for param in design.params:
+            defaults.setdefault(param.name, (param, []))[1].append(
+                f"{design.name} {param.default}")
+    for param, texts in defaults.values():     # unset: the chosen design's default
+        _add_param(bitstream_cmd, dataclasses.replace(param, default=None), "param_",
+                   default_text=", ".join(texts))
     bitstream_cmd.add_argument("--baud", type=_positive_int, default=115200,
                                help="UART baud rate (default 115200)")
     build_dir_option(bitstream_cmd)
@@ -440,27 +455,39 @@ def _run(args):
     import numpy as np
 
     from golden.systolic import run_layer
+    from golden.tq_array import run_tq_layer
 
     from .board import Board, DeviceError, LinkError, open_serial
-    from .packfile import load_packed
-    layers = load_packed(args.packed)
+    from .packfile import load_packed, read_layer_arrays
+    from .quantfile import load_quantized
+    arrays = read_layer_arrays(args.layers, "layer", "codnn pack or codnn quantize")
+    tq = all("tq" in layer for layer in arrays.values())     # codnn quantize writes <layer>/tq
+    layers = load_quantized(args.layers) if tq else load_packed(args.layers)
     name = args.layer or next(iter(layers))
     if name not in layers:
-        raise UsageError(f"{args.packed} has no layer {name!r}; it has {', '.join(layers)}")
-    packed = layers[name]
+        raise UsageError(f"{args.layers} has no layer {name!r}; it has {', '.join(layers)}")
+    layer = layers[name]
+    columns = layer.q.shape[1] if tq else layer.columns
     try:
         X = np.load(args.inputs, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise UsageError(f"{args.inputs} is not a readable .npy file ({error})") from None
-    if X.ndim != 2 or X.shape[0] != packed.columns or not np.issubdtype(X.dtype, np.integer):
+    if X.ndim != 2 or X.shape[0] != columns or not np.issubdtype(X.dtype, np.integer):
         raise UsageError(f"{args.inputs}: expected integer inputs of shape "
-                         f"({packed.columns}, T), not {X.dtype} {X.shape}")
+                         f"({columns}, T), not {X.dtype} {X.shape}")
 
     def host(port):
         board = Board(port)
         status = board.status()
         try:
-            acc, cycles = board.run_layer(packed, X)
+            if tq:
+                device = {k: status.config.get(k) for k in ("g", "alpha", "mag_bits")}
+                mine = {"g": layer.g, "alpha": layer.alpha, "mag_bits": layer.mag_bits}
+                if device != mine:
+                    raise ValueError(f"the device's TQ array has {device}, the layer {mine}")
+                acc, cycles = board.run_tq_layer(layer.q, X)
+            else:
+                acc, cycles = board.run_layer(layer, X)
         except ValueError as error:
             raise UsageError(str(error)) from None
         return status, acc, cycles
@@ -469,21 +496,32 @@ def _run(args):
         with err_console.status(f"running layer {name} on "
                                 f"{'the simulated board' if args.sim else args.port}..."):
             if args.sim:
-                from hw.soc import SystolicSoc
+                from hw.soc import SystolicSoc, TqSoc
                 from sim.uart_bridge import run_with_port
-                dut = SystolicSoc(rows=args.rows, cols=args.cols, alpha=packed.alpha,
-                                  depth=args.depth, divisor=4, timeout_bytes=16)
+                size = {"rows": args.rows, "cols": args.cols, "depth": args.depth,
+                        "divisor": 4, "timeout_bytes": 16}
+                dut = (TqSoc(g=layer.g, alpha=layer.alpha, beta=args.beta,
+                             mag_bits=layer.mag_bits, encoding=layer.encoding, **size) if tq
+                       else SystolicSoc(alpha=layer.alpha, **size))
                 status, acc, cycles = run_with_port(dut, 4, host)
             else:
                 status, acc, cycles = host(open_serial(args.port, args.baud))
     except (LinkError, DeviceError, OSError) as error:
         print(f"codnn: error: {error}", file=sys.stderr)
         return 1
-    _, want = run_layer(packed, X, rows=status.rows, cols=status.cols, acc_bits=status.acc_bits)
+    size = {"rows": status.rows, "cols": status.cols, "acc_bits": status.acc_bits}
+    config = status.config
+    if tq:
+        _, want = run_tq_layer(layer.q, X, g=layer.g, alpha=layer.alpha, beta=config["beta"],
+                               encoding=layer.encoding, mag_bits=layer.mag_bits, **size)
+        array = (f"TQ {status.rows}x{status.cols}, g {config['g']}, alpha {config['alpha']}, "
+                 f"beta {config['beta']}")
+    else:
+        _, want = run_layer(layer, X, **size)
+        array = f"{status.rows}x{status.cols}, alpha {config['alpha']}"
     ok = bool(np.array_equal(acc, want))
     report = {"layer": name, "device": "simulated board top" if args.sim else args.port,
-              "array": f"{status.rows}x{status.cols}, alpha {status.alpha}",
-              "vectors": int(X.shape[1]), "device_cycles": cycles,
+              "array": array, "vectors": int(X.shape[1]), "device_cycles": cycles,
               "result": "pass" if ok else "FAIL"}
     if args.json:
         print_json(report)
@@ -494,7 +532,8 @@ def _run(args):
 
 def _bitstream(args):
     with err_console.status(f"building {args.design} for {args.board}...") as status:
-        report = run_bitstream(args.design, _params(args), board=args.board, baud=args.baud,
+        params = {k: v for k, v in _params(args).items() if v is not None}
+        report = run_bitstream(args.design, params, board=args.board, baud=args.baud,
                                build_root=args.build_dir,
                                progress=lambda stage: status.update(stage + "..."))
     if args.json:

@@ -28,7 +28,7 @@ from hw.nic import (
     TernGradDecoder,
     TernGradEncoder,
 )
-from hw.soc import SystolicSoc
+from hw.soc import SystolicSoc, TqSoc
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
@@ -338,15 +338,26 @@ class BoardDesign:
         return {p.name: p.default for p in self.params}
 
 
-# The board top's defaults: a configuration that fits every board (iCEBreaker included).
-_SOC_DEFAULTS = {"rows": 2, "cols": 2, "alpha": 2}
+def _soc_params(engine, **defaults):
+    """A board design's parameters: the engine's (no output stage: the host reads the
+    accumulators), new ``defaults``, and the depth of the vector memories."""
+    return tuple(dataclasses.replace(p, default=defaults.get(p.name, p.default))
+                 for p in ENGINES[engine].params if p.name != "out_bits") + (
+        Param("depth", int, 16, "data vectors and results held"),)
 
+
+# Defaults: the systolic one fits every board; the TQ one (its edge encodes, reveals and
+# lists every data value; its weight queues sit in flip-flops) needs an ECP5 board, and the
+# iCEBreaker takes it at 1 x 1.
 BOARD_DESIGNS = {design.name: design for design in [
     BoardDesign(
         name="systolic",
         summary="the systolic array with memories for one tile (hw.soc.SystolicSoc)",
-        params=tuple(dataclasses.replace(p, default=_SOC_DEFAULTS.get(p.name, p.default))
-                     for p in ENGINES["systolic"].params if p.name != "out_bits")
-        + (Param("depth", int, 16, "data vectors and results held"),),
+        params=_soc_params("systolic", rows=2, cols=2, alpha=2),
         build=lambda **p: SystolicSoc(**p)),
+    BoardDesign(
+        name="tq",
+        summary="the TQ array with memories for one tile (hw.soc.TqSoc)",
+        params=_soc_params("tq", rows=2, cols=2, g=4, alpha=6, beta=2),
+        build=lambda **p: TqSoc(**p)),
 ]}

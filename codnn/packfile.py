@@ -75,6 +75,33 @@ def save_packed(path, packed_layers):
                       for key, array in packed.to_arrays().items()})
 
 
+def read_layer_arrays(path, what, writer):
+    """``{layer: {key: array}}`` of an ``.npz`` whose arrays are named ``<layer>/<key>``.
+
+    Raises
+    ------
+    WeightFileError
+        If the file is missing, unreadable or holds no such arrays (the message names
+        ``what`` the file should be and the command, ``writer``, that writes it).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise WeightFileError(f"no such {what} file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+        raise WeightFileError(f"{path} is not a readable {what} file ({error})") from None
+    layers = {}
+    for key, value in arrays.items():
+        name, slash, field = key.rpartition("/")
+        if slash:
+            layers.setdefault(name, {})[field] = value
+    if not layers:
+        raise WeightFileError(f"{path} holds no {what} layer (write it with {writer})")
+    return dict(sorted(layers.items()))
+
+
 def load_packed(path):
     """Read ``{name: PackedLayer}`` from a file ``save_packed`` wrote.
 
@@ -83,23 +110,10 @@ def load_packed(path):
     WeightFileError
         If the file is missing, unreadable, or not a packed layer file.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise WeightFileError(f"no such packed file: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
-        raise WeightFileError(f"{path} is not a readable packed file ({error})") from None
-    names = sorted({key.rpartition("/")[0] for key in arrays if "/" in key})
-    if not names:
-        raise WeightFileError(f"{path} holds no packed layer (write it with codnn pack)")
     layers = {}
-    for name in names:
+    for name, arrays in read_layer_arrays(path, "packed", "codnn pack").items():
         try:
-            layers[name] = PackedLayer.from_arrays(
-                {key.rpartition("/")[2]: value for key, value in arrays.items()
-                 if key.rpartition("/")[0] == name})
+            layers[name] = PackedLayer.from_arrays(arrays)
         except ValueError as error:
             raise WeightFileError(f"{path}, layer {name!r}: {error}") from None
     return layers

@@ -11,13 +11,52 @@ revealed integers, same shape), ``<name>/scale`` (float: value = integer * scale
 ``<name>/meta`` (``[g, alpha, mag_bits, encoding index in ENCODINGS]``).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from golden.term_quant import ENCODINGS, group, quantize, reveal, term_counts, ungroup
 
-from .packfile import load_layers
+from .packfile import WeightFileError, load_layers, read_layer_arrays
 
-__all__ = ["quantize_file"]
+__all__ = ["QuantizedLayer", "quantize_file", "load_quantized"]
+
+
+@dataclass(frozen=True)
+class QuantizedLayer:
+    """One layer of a ``codnn quantize`` file: the uniform integers ``q`` (``N x K``) and
+    the term quantization it was revealed with."""
+
+    q: np.ndarray
+    g: int
+    alpha: int
+    mag_bits: int
+    encoding: str
+
+
+def load_quantized(path):
+    """Read ``{name: QuantizedLayer}`` from a file ``quantize_file`` wrote.
+
+    Raises
+    ------
+    WeightFileError
+        If the file is missing, unreadable, or not a term-quantized layer file.
+    """
+    layers = {}
+    for name, arrays in read_layer_arrays(path, "term-quantized", "codnn quantize").items():
+        q, meta = arrays.get("q"), arrays.get("meta")
+        if q is None or meta is None or meta.shape != (4,) or q.ndim != 2 \
+                or not np.issubdtype(q.dtype, np.integer):
+            raise WeightFileError(f"{path}, layer {name!r}: not a term-quantized layer "
+                                  f"(expected integer q and a 4-value meta)")
+        g, alpha, mag_bits, encoding = (int(v) for v in meta)
+        if min(g, alpha, mag_bits) < 1 or not 0 <= encoding < len(ENCODINGS) \
+                or (q.size and int(np.abs(q).max()) >= 1 << mag_bits):
+            raise WeightFileError(f"{path}, layer {name!r}: meta {meta.tolist()} does not "
+                                  f"describe its integers")
+        layers[name] = QuantizedLayer(q.astype(np.int64), g, alpha, mag_bits,
+                                      ENCODINGS[encoding])
+    return layers
 
 
 def _sqnr_db(reference, approx):

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from golden.lanes import pack_lanes
 from golden.systolic import wrap
 from golden.term_quant import group, group_terms, reveal, truncate
 
-__all__ = ["TqTile", "make_tq_tiles", "run_tq_layer"]
+__all__ = ["TqTile", "make_tq_tiles", "run_tq_layer", "weight_row_word", "data_vector_word"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,24 @@ def run_tq_layer(W, X, *, g, alpha, beta, rows, cols, acc_bits=32, bias=None,
         per_tile.append((tile, beats, psum, results))
         acc[r0:r0 + n] = results[:, :n].T
     return per_tile, acc
+
+
+def weight_row_word(queues, *, alpha, mag_bits, g):
+    """A ``weights`` beat of the TQ array (``hw.tq.array``): one array row's term queues
+    (``TqTile.queues[r]``), each as ``alpha`` (exp, neg, idx, valid) slots, empty slots
+    zero."""
+    e, i = max(1, mag_bits.bit_length()), max(1, (g - 1).bit_length())
+    slot_bits = e + i + 2
+
+    def queue_word(queue):
+        slots = [exp | (sign < 0) << e | idx << (e + 1) | 1 << (e + 1 + i)
+                 for sign, exp, idx in queue]
+        return pack_lanes(slots + [0] * (alpha - len(slots)), slot_bits)
+    return pack_lanes([queue_word(q) for q in queues], alpha * slot_bits)
+
+
+def data_vector_word(values, *, mag_bits):
+    """The ``x`` field of a TQ data beat: values (``cols x g``, row-major) in
+    sign-magnitude, ``mag_bits + 1`` bits each."""
+    return pack_lanes([abs(int(v)) | (v < 0) << mag_bits for v in np.ravel(values)],
+                      mag_bits + 1)

@@ -16,17 +16,9 @@ import cocotb
 import numpy as np
 
 from golden.systolic import cycle_model
-from golden.tq_array import run_tq_layer
+from golden.tq_array import data_vector_word, run_tq_layer, weight_row_word
 from golden.workloads import quantize_symmetric, structured_layer
 from sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
-
-
-def _queue_word(queue, alpha, mb, g):
-    """A cell's weight queue as ``alpha`` (exp, neg, idx, valid) slots."""
-    e, i = max(1, mb.bit_length()), max(1, (g - 1).bit_length())
-    slots = [exp | (sign < 0) << e | idx << (e + 1) | 1 << (e + 1 + i)
-             for sign, exp, idx in queue]
-    return pack_lanes(slots + [0] * (alpha - len(slots)), e + i + 2)
 
 
 @cocotb.test()
@@ -46,15 +38,12 @@ async def tq_array_matches_golden(dut):
                                acc_bits=ab, bias=bias, encoding=config["encoding"],
                                mag_bits=mb)
 
-    e, i = max(1, mb.bit_length()), max(1, (g - 1).bit_length())
-    queue_bits = alpha * (e + i + 2)
     weight_beats, data_beats, expected = [], [], []
     for tile, beats, psum, results in per_tile:
         for r in range(R):
-            weight_beats.append(pack_lanes([_queue_word(q, alpha, mb, g)
-                                            for q in tile.queues[r]], queue_bits))
+            weight_beats.append(weight_row_word(tile.queues[r], alpha=alpha, mag_bits=mb, g=g))
         for t in range(len(beats)):
-            x = pack_lanes([abs(v) | (v < 0) << mb for v in beats[t].reshape(-1)], mb + 1)
+            x = data_vector_word(beats[t], mag_bits=mb)
             offset = W * g * (mb + 1)
             word = x | pack_lanes(psum[t], ab) << offset
             data_beats.append(word | int(t == len(beats) - 1) << (offset + R * ab))

@@ -15,6 +15,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
+from golden.lanes import pack_lanes, unpack_lanes
 from golden.systolic import output_stage
 
 __all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
@@ -51,21 +52,6 @@ async def clock_edges(dut, limit, stalled):
         await RisingEdge(dut.clk)
         yield cycle
     raise AssertionError(stalled())
-
-
-def pack_lanes(values, width):
-    """Pack integers, lane 0 in the least significant bits, into one payload integer."""
-    mask = (1 << width) - 1
-    word = 0
-    for lane, value in enumerate(values):
-        word |= (int(value) & mask) << (lane * width)
-    return word
-
-
-def unpack_lanes(word, width, lanes):
-    """Split a payload integer into ``lanes`` unsigned integers of ``width`` bits."""
-    mask = (1 << width) - 1
-    return [(word >> (lane * width)) & mask for lane in range(lanes)]
 
 
 class StreamSource:

@@ -67,6 +67,9 @@ def test_design_too_big_for_the_board_names_boards_that_have_room(build_root):
     (["--board", "icebreaker", "--rows", "0"], "Row count must be a positive integer"),
     (["--board", "icebreaker", "--depth", "70000"], "Depth must be at most 65535"),
     (["--board", "icebreaker", "--design", "nosuch"], "invalid choice: 'nosuch'"),
+    (["--board", "icebreaker", "--design", "tq", "--weight-bits", "8"],
+     "Design tq has no parameter 'weight_bits'"),
+    (["--board", "icebreaker", "--design", "tq", "--g", "300"], "g must be at most 255"),
 ])
 def test_bad_bitstream_arguments_exit_2(argv, message, capsys, build_root):
     assert main(["bitstream", *argv, "--build-dir", str(build_root)]) == 2
@@ -75,7 +78,7 @@ def test_bad_bitstream_arguments_exit_2(argv, message, capsys, build_root):
 
 
 def test_unknown_design_and_parameter():
-    with pytest.raises(ParameterError, match="Design must be one of systolic"):
+    with pytest.raises(ParameterError, match="Design must be one of systolic, tq"):
         run_bitstream("nosuch", {}, board="icebreaker")
     with pytest.raises(ParameterError, match="Design systolic has no parameter 'lanes'"):
         run_bitstream("systolic", {"lanes": 4}, board="icebreaker")

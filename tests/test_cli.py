@@ -382,6 +382,24 @@ def test_run_bad_inputs_exit_2(capsys, tmp_path, case, expected):
     assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
 
 
+def test_run_a_term_quantized_layer_on_the_simulated_tq_board(capsys, tmp_path):
+    rng = np.random.default_rng(21)
+    np.save(tmp_path / "w.npy", rng.standard_normal((5, 10)))
+    np.save(tmp_path / "x.npy", rng.integers(-127, 128, size=(10, 6)))
+    np.save(tmp_path / "big.npy", np.full((10, 6), 200))
+    quantized = str(tmp_path / "tq.npz")
+    assert run(capsys, "quantize", str(tmp_path / "w.npy"), "--group", "4", "--budget", "5",
+               "-o", quantized)[0] == 0
+    code, out, _ = run(capsys, "run", quantized, str(tmp_path / "x.npy"), "--sim", "--rows",
+                       "2", "--cols", "2", "--depth", "4", "--beta", "2", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass" and report["device_cycles"] > 0
+    assert report["array"] == "TQ 2x2, g 4, alpha 5, beta 2"
+    code, _, err = run(capsys, "run", quantized, str(tmp_path / "big.npy"), "--sim",
+                       "--rows", "2", "--cols", "2")
+    assert code == 2 and "Inputs must lie in -127..127 for 7 magnitude bits" in err
+
+
 def test_run_on_a_missing_port_exits_1(capsys, tmp_path):
     packed, inputs = _run_files(tmp_path)
     code, _, err = run(capsys, "run", packed, inputs, "--port", str(tmp_path / "ttyNONE"))

@@ -13,11 +13,13 @@ from amaranth.sim import Simulator
 from codnn.board import Board, DeviceError, LinkError
 from golden.column_combining import pack
 from golden.systolic import run_layer
+from golden.tq_array import run_tq_layer
 from golden.workloads import quantize_symmetric, structured_layer
 from hw.soc.crc import crc16_update
 from hw.soc.link import HostLink
-from hw.soc.protocol import SYNC, Command, Status, crc16, frame
+from hw.soc.protocol import PROTOCOL_VERSION, SYNC, Command, Engine, Status, crc16, frame
 from hw.soc.systolic import SystolicSoc
+from hw.soc.tq import TqSoc
 from hw.soc.uart import UartRx, UartTx
 from sim.uart_bridge import run_with_port
 
@@ -35,6 +37,8 @@ SEED = 20261122
     (lambda: SystolicSoc(rows=2, cols=2, depth=65536), ValueError, "at most 65535"),
     (lambda: SystolicSoc(rows=2, cols=200, alpha=2), ValueError, "A data vector takes"),
     (lambda: SystolicSoc(rows=2, cols=2, mac="serial"), ValueError, "MAC kind"),
+    (lambda: TqSoc(rows=2, cols=2, g=256, alpha=2), ValueError, "g must be at most 255"),
+    (lambda: TqSoc(rows=2, cols=2, encoding="csd"), ValueError, "Encoding must be one of"),
 ])
 def test_invalid_parameters(build, error, message):
     with pytest.raises(error, match=message):
@@ -151,9 +155,39 @@ def test_layer_through_the_uart_equals_golden():
     acc, cycles, status = run_with_port(dut, 4, host)
     _, want = run_layer(packed, X, rows=4, cols=3, bias=bias)
     np.testing.assert_array_equal(acc, want)
-    assert (status.rows, status.cols, status.alpha, status.depth) == (4, 3, 2, 4)
+    assert (status.engine, status.rows, status.cols, status.config["alpha"], status.depth) == \
+        (Engine.SYSTOLIC, 4, 3, 2, 4)
     assert status.weights_loaded and status.results_valid and status.frames_bad == 0
     assert cycles > 0 and status.last_run_cycles > 0
+
+
+def test_tq_layer_through_the_uart_equals_golden():
+    """The TQ array's top: a layer of 5 filters over 10 inputs in groups of 4 (3 groups:
+    2 column blocks on a 2 x 2 array, 3 row blocks), 7 vectors in chunks of 4; the
+    accumulators equal golden, and the systolic driver call is refused."""
+    rng = np.random.default_rng(SEED + 1)
+    print(f"seed {SEED + 1}")
+    W = rng.integers(-127, 128, size=(5, 10))
+    X = rng.integers(-127, 128, size=(10, 7))
+    X[:, 0] = 127
+    bias = rng.integers(-1000, 1000, 5)
+    dut = TqSoc(rows=2, cols=2, g=4, alpha=6, beta=2, depth=4, divisor=4, timeout_bytes=16)
+
+    def host(port):
+        board = Board(port)
+        with pytest.raises(ValueError, match="runs the tq array, not the systolic array"):
+            board.run_layer(None, X)
+        with pytest.raises(ValueError, match="Weights must lie in -127..127"):
+            board.run_tq_layer(W * 2, X)
+        acc, cycles = board.run_tq_layer(W, X, bias=bias)
+        return acc, cycles, board.status()
+
+    acc, cycles, status = run_with_port(dut, 4, host)
+    _, want = run_tq_layer(W, X, g=4, alpha=6, beta=2, rows=2, cols=2, bias=bias)
+    np.testing.assert_array_equal(acc, want)
+    assert status.engine == Engine.TQ and status.config == {
+        "g": 4, "alpha": 6, "beta": 2, "mag_bits": 7, "encoding": 1}
+    assert status.frames_bad == 0 and cycles > 0
 
 
 def _raw(port, data):
@@ -181,7 +215,7 @@ def test_bad_requests_get_error_responses():
             got, _ = _raw(port, data)
             seen.append(got)
             assert got == status, (status, got, data.hex())
-            assert board.status().version == 1            # still responsive
+            assert board.status().version == PROTOCOL_VERSION  # still responsive
 
         good = frame(Command.STATUS)
         expect(Status.BAD_CRC, good[:-1] + bytes([good[-1] ^ 1]))

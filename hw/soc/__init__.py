@@ -1,7 +1,9 @@
 """Board-level tops: the engines behind a UART host link (``hw.soc.protocol``)."""
 
+from .array_soc import ArraySoc
 from .link import HostLink
 from .systolic import SystolicSoc
+from .tq import TqSoc
 from .uart import UartRx, UartTx
 
-__all__ = ["HostLink", "SystolicSoc", "UartRx", "UartTx"]
+__all__ = ["ArraySoc", "HostLink", "SystolicSoc", "TqSoc", "UartRx", "UartTx"]

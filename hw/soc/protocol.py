@@ -16,22 +16,37 @@ takes the next request; bytes that arrive while it executes a request are droppe
 from enum import IntEnum
 
 __all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "STATUS_FIELDS", "STATUS_BYTES",
-           "Command", "Status", "crc16", "frame", "unpack_status"]
+           "CONFIG_FIELDS", "Engine", "Command", "Status", "crc16", "frame", "unpack_status"]
 
 SYNC = 0xA5
 #: Largest request payload the device buffers; responses may be longer (up to 65535).
 MAX_PAYLOAD = 256
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+
+
+class Engine(IntEnum):
+    """What the device runs (the STATUS block's ``engine``)."""
+
+    SYSTOLIC = 1             # column-combined systolic array (hw.systolic)
+    TQ = 2                   # term-quantization array (hw.tq)
+
 
 #: The STATUS response's payload: little-endian bit fields in this order, (name, bits);
-#: names starting with ``_`` are reserved (zero).
+#: names starting with ``_`` are reserved (zero). ``config`` is the engine's own
+#: parameters, laid out as ``CONFIG_FIELDS[engine]``.
 STATUS_FIELDS = (
-    ("version", 8), ("rows", 8), ("cols", 8), ("alpha", 8), ("weight_bits", 8),
-    ("data_bits", 8), ("data_signed", 1), ("bitserial", 1), ("_flags", 6), ("acc_bits", 8),
+    ("version", 8), ("engine", 8), ("rows", 8), ("cols", 8), ("acc_bits", 8),
     ("depth", 16), ("max_payload", 16), ("weights_loaded", 1), ("results_valid", 1),
     ("_state", 6), ("frames_ok", 16), ("frames_bad", 16), ("result_count", 16),
-    ("last_run_cycles", 32))
+    ("last_run_cycles", 32), ("config", 48))
 STATUS_BYTES = sum(bits for _, bits in STATUS_FIELDS) // 8
+#: Each engine's ``config`` fields (48 bits, the rest zero). TQ's ``encoding`` indexes
+#: ``golden.term_quant.ENCODINGS``.
+CONFIG_FIELDS = {
+    Engine.SYSTOLIC: (("alpha", 8), ("weight_bits", 8), ("data_bits", 8),
+                      ("data_signed", 1), ("bitserial", 1)),
+    Engine.TQ: (("g", 8), ("alpha", 8), ("beta", 8), ("mag_bits", 8), ("encoding", 8)),
+}
 
 
 class Command(IntEnum):
@@ -84,21 +99,31 @@ def frame(code, payload=b""):
     return bytes([SYNC]) + body + crc16(body).to_bytes(2, "little")
 
 
+def _unpack(word, fields):
+    values = {}
+    for name, bits in fields:
+        value = word & ((1 << bits) - 1)
+        word >>= bits
+        if not name.startswith("_"):
+            values[name] = bool(value) if bits == 1 else value
+    return values
+
+
 def unpack_status(block):
-    """The named ``STATUS_FIELDS`` of a status payload, as ints (bools for 1-bit fields).
+    """The named ``STATUS_FIELDS`` of a status payload, as ints (bools for 1-bit fields);
+    ``config`` decoded as a dict by the engine's ``CONFIG_FIELDS``.
 
     Raises
     ------
     ValueError
-        If ``block`` is not ``STATUS_BYTES`` long.
+        If ``block`` is not ``STATUS_BYTES`` long or names an unknown engine.
     """
     block = bytes(block)
     if len(block) != STATUS_BYTES:
         raise ValueError(f"status block has {len(block)} bytes, not {STATUS_BYTES}")
-    word, fields = int.from_bytes(block, "little"), {}
-    for name, bits in STATUS_FIELDS:
-        value = word & ((1 << bits) - 1)
-        word >>= bits
-        if not name.startswith("_"):
-            fields[name] = bool(value) if bits == 1 else value
-    return fields
+    values = _unpack(int.from_bytes(block, "little"), STATUS_FIELDS)
+    if values["engine"] not in Engine._value2member_map_:
+        raise ValueError(f"status block names unknown engine {values['engine']}")
+    values["engine"] = Engine(values["engine"])
+    values["config"] = _unpack(values["config"], CONFIG_FIELDS[values["engine"]])
+    return values

@@ -1,343 +1,40 @@
 # amaranth: UnusedElaboratable=no
 # (the array is built first, for its own parameter checks; a later check of the board
 # top's parameters then drops it with a clear error, which the warning would only repeat)
-"""A board-ready top: the column-combined systolic array behind the UART host link."""
+"""The column-combined systolic array behind the UART host link."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import memory, wiring
-from amaranth.lib.wiring import In, Out
-
-from hw.common.params import positive_int
 from hw.systolic import ColumnCombinedArray
 
-from .link import HostLink
-from .protocol import (
-    MAX_PAYLOAD,
-    PROTOCOL_VERSION,
-    STATUS_BYTES,
-    STATUS_FIELDS,
-    Command,
-    Status,
-)
+from .array_soc import ArraySoc
+from .protocol import Engine
 
 __all__ = ["SystolicSoc"]
 
 
-def _nbytes(bits):
-    return -(-bits // 8)
-
-
-class SystolicSoc(wiring.Component):
-    """``ColumnCombinedArray`` with memories for one tile, run by requests over a UART.
-
-    Memories: the tile's weights (``rows`` rows of ``weight_row_bytes``), ``depth`` data
-    vectors (``data_vector_bytes``: the ``x`` field of a data beat) and ``depth`` results
-    (``result_vector_bytes``: the ``acc`` field). Rows, vectors and results travel as
-    little-endian bytes of the array's own bit layouts.
-
-    Requests (``hw.soc.protocol.Command``): ``WRITE_WEIGHTS`` and ``WRITE_DATA`` copy whole
-    rows or vectors from the request into the memories (the tile's weights count as loaded
-    once a write ends at row ``rows - 1``); ``RUN`` feeds the weights, then ``count`` data
-    vectors with partial sums 0 or, with the accumulate flag, the stored results, stores
-    the ``count`` results and answers with the cycles it took (u32); ``READ_RESULTS``
-    sends stored results; ``STATUS`` answers with the status block; ``RESET`` forgets the
-    weights and results and zeros the counters. Writing data or running before weights
-    gives ``NO_WEIGHTS``, reading or accumulating before a run ``NO_RESULTS``, a row,
-    vector or count outside the memories (or, accumulating, beyond the stored results) or
-    a payload of the wrong size ``BAD_ARGUMENT``.
-
-    The status block is ``hw.soc.protocol.STATUS_FIELDS``: the array's configuration,
-    whether weights and results are held, the link's frame counters, the stored results
-    and the last run's cycles.
-
-    Latency of ``RUN``: ``rows`` cycles of weights, then the array's (its latency plus one
-    beat per vector, ``ColumnCombinedArray``), plus a few cycles of memory reads.
+class SystolicSoc(ArraySoc):
+    """``ArraySoc`` around a ``ColumnCombinedArray``: a weight row is ``cols`` cells of
+    (``w``: weight_bits, ``sel``), a data vector ``cols x alpha`` values of data_bits.
 
     Parameters
     ----------
     rows, cols, alpha, weight_bits, data_bits, data_signed, acc_bits, mac
         The array's (``ColumnCombinedArray``); sizes and widths at most 255.
-    depth : int
-        Data vectors and results held (1..65535).
-    divisor : int
-        Clock cycles per UART bit.
-    timeout_bytes : int
-        Quiet byte times that end a frame cut short (``HostLink``).
-
-    Attributes
-    ----------
-    rx : In(1)
-    tx : Out(1)
-    busy : Out(1)
-        High while a request executes (an LED).
+    depth, divisor, timeout_bytes
+        As ``ArraySoc``.
 
     Raises
     ------
     TypeError, ValueError
-        For the array's parameters as ``ColumnCombinedArray``; for a size above 255, a
-        depth outside 1..65535, or a weight row or data vector too wide for one request.
+        As ``ColumnCombinedArray`` and ``ArraySoc``.
     """
 
     def __init__(self, *, rows, cols, alpha=1, weight_bits=8, data_bits=8, data_signed=False,
                  acc_bits=32, mac="parallel", depth=64, divisor=104, timeout_bytes=2000):
-        self._array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha,
-                                          weight_bits=weight_bits, data_bits=data_bits,
-                                          data_signed=data_signed, acc_bits=acc_bits, mac=mac)
-        for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
-                            (weight_bits, "Weight width"), (data_bits, "Data width"),
-                            (acc_bits, "Accumulator width")):
-            if value > 255:
-                raise ValueError(f"{what} must be at most 255 for the host link, not {value}")
-        positive_int(depth, "Depth")
-        if depth > 0xFFFF:
-            raise ValueError(f"Depth must be at most 65535 vectors, not {depth}")
-        self._depth = depth
-        array = self._array
-        self._row_bits = len(Value.cast(array.weights.payload))
-        self._vector_bits = len(Value.cast(array.data.payload.x))
-        self._result_bits = len(Value.cast(array.result.payload.acc))
-        for bits, what in ((self._row_bits, "A weight row"), (self._vector_bits, "A data vector")):
-            if _nbytes(bits) > MAX_PAYLOAD - 2:
-                raise ValueError(f"{what} takes {_nbytes(bits)} bytes, more than one request "
-                                 f"carries ({MAX_PAYLOAD - 2}); use a smaller array")
-        self._link = HostLink(divisor=divisor, timeout_bytes=timeout_bytes)
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1)})
-
-    array = property(lambda self: self._array, doc="The systolic array.")
-    depth = property(lambda self: self._depth, doc="Data vectors and results held.")
-    weight_row_bytes = property(lambda self: _nbytes(self._row_bits))
-    data_vector_bytes = property(lambda self: _nbytes(self._vector_bits))
-    result_vector_bytes = property(lambda self: _nbytes(self._result_bits))
-
-    def _status_block(self, loaded, valid, result_count, cycles, link):
-        """The STATUS payload (``hw.soc.protocol.STATUS_FIELDS``) as one value."""
-        a = self.array
-        values = {"version": PROTOCOL_VERSION, "rows": a.rows, "cols": a.cols,
-                  "alpha": a.alpha, "weight_bits": a.weight_bits, "data_bits": a.data_bits,
-                  "data_signed": int(a.data_signed), "bitserial": int(a.mac == "bitserial"),
-                  "acc_bits": a.acc_bits, "depth": self.depth, "max_payload": MAX_PAYLOAD,
-                  "weights_loaded": loaded, "results_valid": valid,
-                  "frames_ok": link.frames_ok, "frames_bad": link.frames_bad,
-                  "result_count": result_count, "last_run_cycles": cycles}
-        parts = []
-        for name, bits in STATUS_FIELDS:
-            value = values.get(name, 0)
-            parts.append(value if isinstance(value, Value) else Const(value, bits))
-            assert len(parts[-1]) == bits, name
-        return Cat(*parts)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.link = link = self._link
-        m.submodules.array = array = self._array
-        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx)]
-        R, D = self.array.rows, self.depth
-        WB, DB, RB = self.weight_row_bytes, self.data_vector_bytes, self.result_vector_bytes
-
-        m.submodules.weight_mem = weight_mem = memory.Memory(
-            shape=self._row_bits, depth=R, init=[])
-        m.submodules.data_mem = data_mem = memory.Memory(
-            shape=self._vector_bits, depth=D, init=[])
-        m.submodules.result_mem = result_mem = memory.Memory(
-            shape=self._result_bits, depth=D, init=[])
-        weight_w, weight_r = weight_mem.write_port(), weight_mem.read_port(transparent_for=())
-        data_w, data_r = data_mem.write_port(), data_mem.read_port(transparent_for=())
-        result_w, result_r = result_mem.write_port(), result_mem.read_port(transparent_for=())
-
-        command = Signal(8)
-        length = Signal(16)
-        args = Signal(40)                       # the first five payload bytes
-        first, second = args[:16], args[16:32]
-        loaded, valid = Signal(), Signal()      # weights loaded, results valid
-        result_count = Signal(16)
-        cycles = Signal(32)
-        status, reply_length = Signal(8), Signal(16)
-        word_bytes = max(WB, DB)
-        word = Signal(8 * word_bytes)           # request bytes shift in at the top
-        out_bits = max(8 * RB, 8 * STATUS_BYTES)
-        out_word = Signal(out_bits)             # response bytes leave at the bottom
-        out_bytes = Signal(range(max(RB, STATUS_BYTES) + 1))
-        index = Signal(range(MAX_PAYLOAD + 1))  # payload byte (args, copies)
-        byte_in_word = Signal(range(word_bytes))
-        address = Signal(16)                    # memory row / vector
-        count = Signal(16)                      # rows or vectors of the request
-        end = Signal(17)
-        accumulate = Signal()
-        primed = Signal()
-        results_in = Signal(16)
-
-        m.d.comb += self.busy.eq(link.request.ready == 0)
-
-        results_follow = Signal()               # the reply's payload: stored results
-
-        def reply(code, nbytes=0, then_results=False):
-            m.d.sync += [status.eq(code), reply_length.eq(nbytes),
-                         results_follow.eq(then_results)]
-            m.next = "HEADER"
-
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += link.request.ready.eq(1)
-                with m.If(link.request.valid):
-                    m.d.sync += [command.eq(link.request.payload.command),
-                                 length.eq(link.request.payload.length), index.eq(0)]
-                    m.next = "ARGS"
-            with m.State("ARGS"):
-                m.d.comb += link.buffer_addr.eq(index)
-                m.d.sync += index.eq(index + 1)
-                with m.If(index != 0):
-                    m.d.sync += args.eq(Cat(args[8:], link.buffer_data))
-                with m.If(index == 5):
-                    m.next = "DECODE"
-            with m.State("DECODE"):
-                m.d.sync += [address.eq(first), count.eq(0), end.eq(2), index.eq(2),
-                             byte_in_word.eq(0)]
-                with m.Switch(command):
-                    with m.Case(Command.RESET, Command.STATUS):
-                        with m.If(length != 0):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(command == Command.RESET):
-                            m.d.sync += [loaded.eq(0), valid.eq(0), result_count.eq(0),
-                                         cycles.eq(0)]
-                            m.d.comb += link.clear.eq(1)
-                            reply(Status.OK)
-                        with m.Else():
-                            m.d.sync += [out_word.eq(self._status_block(
-                                loaded, valid, result_count, cycles, link)),
-                                out_bytes.eq(STATUS_BYTES)]
-                            reply(Status.OK, STATUS_BYTES)
-                    with m.Case(Command.WRITE_WEIGHTS):
-                        m.next = "MEASURE"
-                    with m.Case(Command.WRITE_DATA):
-                        with m.If(~loaded):
-                            reply(Status.NO_WEIGHTS)
-                        with m.Else():
-                            m.next = "MEASURE"
-                    with m.Case(Command.RUN):
-                        m.d.sync += [count.eq(first), accumulate.eq(second[0])]
-                        with m.If(length != 3):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(~loaded):
-                            reply(Status.NO_WEIGHTS)
-                        with m.Elif(second[0] & ~valid):
-                            reply(Status.NO_RESULTS)
-                        with m.Elif((first == 0) | (first > D)
-                                    | (second[0] & (first > result_count))):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Else():
-                            m.d.sync += [address.eq(0), primed.eq(0), cycles.eq(0),
-                                         results_in.eq(0), valid.eq(0)]
-                            m.next = "RUN_WEIGHTS"
-                    with m.Case(Command.READ_RESULTS):
-                        m.d.sync += [count.eq(second), end.eq(first + second)]
-                        with m.If(length != 4):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(~valid):
-                            reply(Status.NO_RESULTS)
-                        with m.Elif((second == 0) | (first + second > result_count)
-                                    | (second > 0xFFFF // RB)):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Else():
-                            reply(Status.OK, second * RB, then_results=True)
-                    with m.Default():
-                        reply(Status.UNKNOWN_COMMAND)
-
-            # WRITE_*: count the whole rows or vectors in the payload (no divider), copy.
-            is_weights = command == Command.WRITE_WEIGHTS
-            with m.State("MEASURE"):
-                with m.If(end < length):
-                    m.d.sync += [end.eq(end + Mux(is_weights, WB, DB)), count.eq(count + 1)]
-                with m.Elif((end != length) | (count == 0)
-                            | (first + count > Mux(is_weights, R, D))):
-                    reply(Status.BAD_ARGUMENT)
-                with m.Else():
-                    m.next = "COPY_ADDRESS"
-            with m.State("COPY_ADDRESS"):
-                m.d.comb += link.buffer_addr.eq(index)
-                m.d.sync += index.eq(index + 1)
-                m.next = "COPY_DATA"
-            with m.State("COPY_DATA"):
-                new_word = Cat(word[8:], link.buffer_data)
-                m.d.sync += [word.eq(new_word), byte_in_word.eq(byte_in_word + 1)]
-                m.d.comb += [weight_w.addr.eq(address), data_w.addr.eq(address),
-                             weight_w.data.eq(new_word[8 * (word_bytes - WB):]),
-                             data_w.data.eq(new_word[8 * (word_bytes - DB):])]
-                with m.If(byte_in_word == Mux(is_weights, WB - 1, DB - 1)):
-                    m.d.comb += [weight_w.en.eq(is_weights), data_w.en.eq(~is_weights)]
-                    m.d.sync += [byte_in_word.eq(0), address.eq(address + 1)]
-                with m.If(index == length):
-                    with m.If(is_weights & (address + 1 == R)):
-                        m.d.sync += loaded.eq(1)
-                    reply(Status.OK)
-                with m.Else():
-                    m.next = "COPY_ADDRESS"
-
-            # RUN: the tile's weights, then the data beats; results stored as they come.
-            with m.State("RUN_WEIGHTS"):
-                fire = array.weights.valid & array.weights.ready
-                m.d.comb += [weight_r.addr.eq(Mux(fire, address + 1, address)),
-                             array.weights.payload.eq(weight_r.data),
-                             array.weights.valid.eq(primed)]
-                m.d.sync += [primed.eq(1), cycles.eq(cycles + 1)]
-                with m.If(fire):
-                    m.d.sync += address.eq(address + 1)
-                    with m.If(address == R - 1):
-                        m.d.sync += [address.eq(0), primed.eq(0)]
-                        m.next = "RUN_DATA"
-            with m.State("RUN_DATA"):
-                fire = array.data.valid & array.data.ready
-                read_at = Mux(fire, address + 1, address)
-                m.d.comb += [data_r.addr.eq(read_at), result_r.addr.eq(read_at),
-                             array.data.payload.x.eq(data_r.data),
-                             array.data.payload.psum.eq(Mux(accumulate, result_r.data, 0)),
-                             array.data.payload.last.eq(address == count - 1),
-                             array.data.valid.eq(primed)]
-                m.d.sync += [primed.eq(1), cycles.eq(cycles + 1)]
-                with m.If(fire):
-                    m.d.sync += address.eq(address + 1)
-                    with m.If(address == count - 1):
-                        m.next = "RUN_DRAIN"
-            with m.State("RUN_DRAIN"):
-                m.d.sync += cycles.eq(cycles + 1)
-                with m.If(array.result.valid & array.result.payload.last):
-                    m.d.sync += [valid.eq(1), result_count.eq(count),
-                                 cycles.eq(cycles + 1), out_word.eq(cycles + 1),
-                                 out_bytes.eq(4)]
-                    reply(Status.OK, 4)
-
-            # Responses: the header, then the bytes of out_word (results: one per vector).
-            with m.State("HEADER"):
-                m.d.comb += [link.response.valid.eq(1), link.response.payload.status.eq(status),
-                             link.response.payload.length.eq(reply_length)]
-                with m.If(link.response.ready):
-                    with m.If(results_follow):
-                        m.next = "FETCH"
-                    with m.Elif(reply_length == 0):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "EMIT"
-            with m.State("FETCH"):
-                m.d.comb += result_r.addr.eq(address)
-                m.next = "LOAD"
-            with m.State("LOAD"):
-                m.d.sync += [out_word.eq(result_r.data), out_bytes.eq(RB)]
-                m.next = "EMIT"
-            with m.State("EMIT"):
-                m.d.comb += [link.response_data.valid.eq(1),
-                             link.response_data.payload.eq(out_word[:8])]
-                with m.If(link.response_data.ready):
-                    m.d.sync += [out_word.eq(out_word >> 8), out_bytes.eq(out_bytes - 1)]
-                    with m.If(out_bytes == 1):
-                        m.next = "IDLE"
-                        with m.If(command == Command.READ_RESULTS):
-                            m.d.sync += address.eq(address + 1)
-                            with m.If(address + 1 != end):
-                                m.next = "FETCH"
-
-        # Results go into the result memory as they leave the array (only RUN makes any).
-        m.d.comb += [array.result.ready.eq(1),
-                     result_w.addr.eq(results_in), result_w.data.eq(array.result.payload.acc),
-                     result_w.en.eq(array.result.valid)]
-        with m.If(array.result.valid):
-            m.d.sync += results_in.eq(results_in + 1)
-        return m
+        array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, weight_bits=weight_bits,
+                                    data_bits=data_bits, data_signed=data_signed,
+                                    acc_bits=acc_bits, mac=mac)
+        super().__init__(array, engine=Engine.SYSTOLIC, depth=depth, divisor=divisor,
+                         timeout_bytes=timeout_bytes,
+                         config={"alpha": alpha, "weight_bits": weight_bits,
+                                 "data_bits": data_bits, "data_signed": data_signed,
+                                 "bitserial": mac == "bitserial"})
