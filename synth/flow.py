@@ -189,7 +189,8 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         _yosys(dev, f"{top}_harness", work, json_out="harness.json")
 
         say(f"nextpnr place and route at {clock_mhz:g} MHz ({dev.name})")
-        command = [tool_path(dev.nextpnr), *dev.nextpnr_args, "--json", "harness.json",
+        command = [tool_path(dev.nextpnr), *dev.nextpnr_args, *dev.nextpnr_options,
+                   "--json", "harness.json",
                    "--freq", f"{clock_mhz:g}", "--seed", str(seed),
                    "--report", "nextpnr.json", "--timing-allow-fail"]
         if dev.family == "ice40":
