@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.params import positive_int
 
-from .link import HostLink
+from .link import HostLink, check_link
 from .protocol import (
     CONFIG_FIELDS,
     MAX_PAYLOAD,
@@ -101,6 +101,7 @@ class ArraySoc(wiring.Component):
             if _nbytes(bits) > MAX_PAYLOAD - 2:
                 raise ValueError(f"{what} takes {_nbytes(bits)} bytes, more than one request "
                                  f"carries ({MAX_PAYLOAD - 2}); use a smaller array")
+        check_link(divisor, timeout_bytes)
         self._link = HostLink(divisor=divisor, timeout_bytes=timeout_bytes)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1)})
 

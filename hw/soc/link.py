@@ -10,10 +10,19 @@ from .crc import crc16_update
 from .protocol import MAX_PAYLOAD, SYNC, Status
 from .uart import UartRx, UartTx, check_divisor
 
-__all__ = ["HostLink"]
+__all__ = ["HostLink", "check_link"]
 
 REQUEST = data.StructLayout({"command": 8, "length": 16})
 RESPONSE = data.StructLayout({"status": 8, "length": 16})
+
+
+def check_link(divisor, timeout_bytes):
+    """Raise unless ``HostLink(divisor=divisor, timeout_bytes=timeout_bytes)`` is valid (a
+    top checks before building anything it would then drop)."""
+    check_divisor(divisor)
+    positive_int(timeout_bytes, "Timeout (byte times)")
+    if timeout_bytes < 16:         # longer than an error response, so DISCARD outlasts it
+        raise ValueError(f"Timeout must be at least 16 byte times, not {timeout_bytes}")
 
 
 class HostLink(wiring.Component):
@@ -55,10 +64,7 @@ class HostLink(wiring.Component):
     """
 
     def __init__(self, *, divisor, timeout_bytes=2000):
-        check_divisor(divisor)
-        positive_int(timeout_bytes, "Timeout (byte times)")
-        if timeout_bytes < 16:     # longer than an error response, so DISCARD outlasts it
-            raise ValueError(f"Timeout must be at least 16 byte times, not {timeout_bytes}")
+        check_link(divisor, timeout_bytes)
         self._rx = UartRx(divisor=divisor)
         self._tx = UartTx(divisor=divisor)
         self._timeout = timeout_bytes * 10 * divisor
