@@ -222,6 +222,19 @@ def _build_parser():
     decompress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.npy")
     decompress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    pcap_cmd = commands.add_parser(
+        "pcap", help="apply the NIC packet rule to a packet capture",
+        description="Compress every gradient frame (Ethernet II / IPv4 / UDP, ToS 0x28, "
+                    "whole float32 payload) of a classic pcap capture as the NIC engine "
+                    "does, or with --decompress restore them; other frames pass unchanged.")
+    pcap_cmd.add_argument("capture", metavar="IN.pcap")
+    pcap_cmd.add_argument("-o", "--output", required=True, metavar="OUT.pcap")
+    pcap_cmd.add_argument("--bound-bits", type=_positive_int, default=10,
+                          help="error bound 2**-b, b in 7..15 (default 10)")
+    pcap_cmd.add_argument("--decompress", action="store_true",
+                          help="restore the values of ToS 0x28 frames (the receiver)")
+    pcap_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+
     run_cmd = commands.add_parser(
         "run", help="run a packed or term-quantized layer on a board (or a simulated one)",
         description="Run one layer on a board top (hw/soc) through the UART host link, "
@@ -451,6 +464,20 @@ def _decompress(args):
     return 0
 
 
+def _pcap(args):
+    from .pcapfile import rewrite_pcap
+    try:
+        report = rewrite_pcap(args.capture, args.output, bound_bits=args.bound_bits,
+                              decompress=args.decompress)
+    except ValueError as error:             # PcapError, a bad bound, a corrupt frame
+        raise UsageError(str(error)) from None
+    if args.json:
+        print_json(report)
+    else:
+        print_record(f"codnn pcap {args.capture}", report)
+    return 0
+
+
 def _run(args):
     import numpy as np
 
@@ -631,7 +658,7 @@ def _demo(args):
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
              "synth": _synth, "pack": _pack, "quantize": _quantize, "compress": _compress,
-             "decompress": _decompress, "run": _run, "bitstream": _bitstream,
+             "decompress": _decompress, "pcap": _pcap, "run": _run, "bitstream": _bitstream,
              "sweep": _sweep, "demo": _demo}
 
 

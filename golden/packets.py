@@ -1,0 +1,125 @@
+"""The NIC engine's packet rule (SPEC.md section 4): gradient frames compressed in flight.
+
+A *gradient frame* is an Ethernet II frame (no FCS) carrying IPv4 (EtherType 0x0800,
+version 4, header of ``IHL * 4`` bytes, not fragmented) carrying UDP (protocol 17), whose
+IPv4 ToS byte is ``GRADIENT_TOS`` (0x28), whose lengths agree (UDP length = IPv4 total
+length - header length, all within the frame) and whose UDP payload is a whole number of
+float32 values (little-endian). ``compress_frame`` replaces that payload with the
+INCEPTIONN message (``golden.inceptionn.compress``), sets the UDP length and the IPv4
+total length, recomputes the IPv4 header checksum and sets the UDP checksum to 0 (no
+checksum, allowed over IPv4). Every other frame passes unchanged, byte for byte. Bytes
+past the IPv4 packet (Ethernet padding) are dropped from a rewritten frame, which is then
+padded with zeros to the 60-byte Ethernet minimum again.
+
+``decompress_frame`` is the receiver's inverse for frames with ToS 0x28: the payload is
+decoded back into float32 values (a corrupt message raises
+``golden.inceptionn.CorruptMessage``; so does a ToS 0x28 frame the sender could not
+compress, its payload not whole float32 values: senders mark only gradient frames).
+
+A compressed payload is at most ``4 + n/4`` bytes longer than the ``4n`` it replaces
+(every value raw, plus the count and the tag words), so a full-size frame of
+incompressible values grows past a 1500-byte MTU: the sender should leave that room.
+"""
+
+import numpy as np
+
+from golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
+
+__all__ = ["GRADIENT_TOS", "MIN_FRAME", "ipv4_checksum", "gradient_payload", "compress_frame",
+           "decompress_frame"]
+
+GRADIENT_TOS = 0x28
+#: Smallest Ethernet frame without its FCS.
+MIN_FRAME = 60
+
+_ETH = 14
+_ETHERTYPE_IPV4 = 0x0800
+_UDP = 17
+_UDP_HEADER = 8
+
+
+def ipv4_checksum(header):
+    """The Internet checksum (RFC 1071) of an IPv4 header whose checksum field is zero."""
+    header = bytes(header)
+    if len(header) % 2:
+        header += b"\0"
+    total = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, len(header), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def _udp_payload(frame, tos):
+    """``(ip_start, ip_header_bytes, payload_start, payload_end)`` if ``frame`` is an
+    unfragmented Ethernet II / IPv4 / UDP frame with ToS ``tos`` and consistent lengths,
+    else None."""
+    if len(frame) < _ETH + 20 + _UDP_HEADER:
+        return None
+    if int.from_bytes(frame[12:14], "big") != _ETHERTYPE_IPV4:
+        return None
+    ip = _ETH
+    version, ihl = frame[ip] >> 4, frame[ip] & 0xF
+    header = 4 * ihl
+    if version != 4 or ihl < 5 or frame[ip + 1] != tos or frame[ip + 9] != _UDP:
+        return None
+    total = int.from_bytes(frame[ip + 2:ip + 4], "big")
+    fragment = int.from_bytes(frame[ip + 6:ip + 8], "big")
+    if fragment & 0x3FFF:                          # more fragments, or a fragment offset
+        return None
+    if total < header + _UDP_HEADER or ip + total > len(frame):
+        return None
+    udp = ip + header
+    if int.from_bytes(frame[udp + 4:udp + 6], "big") != total - header:
+        return None
+    return ip, header, udp + _UDP_HEADER, ip + total
+
+
+def gradient_payload(frame):
+    """The float32 values a gradient frame carries, or None for any other frame."""
+    frame = bytes(frame)
+    found = _udp_payload(frame, GRADIENT_TOS)
+    if found is None or (found[3] - found[2]) % 4:
+        return None
+    return np.frombuffer(frame[found[2]:found[3]], dtype="<f4")
+
+
+def _rewrite(frame, found, payload):
+    ip, header, start, _ = found
+    total = header + _UDP_HEADER + len(payload)
+    if total > 0xFFFF:
+        raise ValueError(f"a rewritten IPv4 packet of {total} bytes exceeds 65535")
+    out = bytearray(frame[:start] + payload)
+    out[ip + 2:ip + 4] = total.to_bytes(2, "big")
+    out[ip + 10:ip + 12] = b"\0\0"
+    out[ip + 10:ip + 12] = ipv4_checksum(out[ip:ip + header]).to_bytes(2, "big")
+    udp = ip + header
+    out[udp + 4:udp + 6] = (_UDP_HEADER + len(payload)).to_bytes(2, "big")
+    out[udp + 6:udp + 8] = b"\0\0"
+    return bytes(out.ljust(MIN_FRAME, b"\0"))
+
+
+def compress_frame(frame, bound_bits=DEFAULT_BOUND_BITS):
+    """Apply the packet rule to one frame (bytes, no FCS); return the frame to send."""
+    frame = bytes(frame)
+    values = gradient_payload(frame)
+    if values is None:
+        return frame
+    return _rewrite(frame, _udp_payload(frame, GRADIENT_TOS),
+                    compress(values, bound_bits))
+
+
+def decompress_frame(frame, bound_bits=DEFAULT_BOUND_BITS):
+    """The receiver's inverse: a frame with ToS 0x28 gets its float32 values back; other
+    frames pass unchanged.
+
+    Raises
+    ------
+    golden.inceptionn.CorruptMessage
+        If a ToS 0x28 frame's payload is not a whole compressed message.
+    """
+    frame = bytes(frame)
+    found = _udp_payload(frame, GRADIENT_TOS)
+    if found is None:
+        return frame
+    values = decompress(frame[found[2]:found[3]], bound_bits)
+    return _rewrite(frame, found, np.asarray(values, dtype="<f4").tobytes())
