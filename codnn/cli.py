@@ -313,6 +313,15 @@ def _build_parser():
     return parser
 
 
+def _show(args, title, report):
+    """Print a command's report (a table, or JSON with ``--json``); return exit code 0."""
+    if args.json:
+        print_json(report)
+    else:
+        print_record(title, report)
+    return 0
+
+
 def _params(args, prefix="param_"):
     return {key[len(prefix):]: value for key, value in vars(args).items()
             if key.startswith(prefix)}
@@ -376,11 +385,7 @@ def _synth(args):
         report = run_synthesis(args.engine, _params(args), device=args.device,
                                clock_mhz=args.clock_mhz, build_root=args.build_dir,
                                progress=lambda stage: status.update(stage + "..."))
-    if args.json:
-        print_json(report)
-    else:
-        print_record(f"codnn synth {args.engine} --device {args.device}", report)
-    return 0
+    return _show(args, f"codnn synth {args.engine} --device {args.device}", report)
 
 
 def _pack(args):
@@ -447,21 +452,13 @@ def _compress(args):
         if isinstance(error, WeightFileError):
             raise
         raise UsageError(str(error)) from error
-    if args.json:
-        print_json(report)
-    else:
-        print_record(f"codnn compress --codec {args.codec}", report)
-    return 0
+    return _show(args, f"codnn compress --codec {args.codec}", report)
 
 
 def _decompress(args):
     from .gradfile import decompress_file
     report = decompress_file(args.compressed, args.output)
-    if args.json:
-        print_json(report)
-    else:
-        print_record("codnn decompress", report)
-    return 0
+    return _show(args, "codnn decompress", report)
 
 
 def _pcap(args):
@@ -471,11 +468,7 @@ def _pcap(args):
                               decompress=args.decompress)
     except ValueError as error:             # PcapError, a bad bound, a corrupt frame
         raise UsageError(str(error)) from None
-    if args.json:
-        print_json(report)
-    else:
-        print_record(f"codnn pcap {args.capture}", report)
-    return 0
+    return _show(args, f"codnn pcap {args.capture}", report)
 
 
 def _run(args):
@@ -563,11 +556,7 @@ def _bitstream(args):
         report = run_bitstream(args.design, params, board=args.board, baud=args.baud,
                                build_root=args.build_dir,
                                progress=lambda stage: status.update(stage + "..."))
-    if args.json:
-        print_json(report)
-    else:
-        print_record(f"codnn bitstream --board {args.board} --design {args.design}", report)
-    return 0
+    return _show(args, f"codnn bitstream --board {args.board} --design {args.design}", report)
 
 
 def _check_baseline(args):
