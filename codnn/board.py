@@ -15,6 +15,7 @@ from golden.term_quant import ENCODINGS, group
 from golden.tq_array import data_vector_word, make_tq_tiles, weight_row_word
 from hw.soc.protocol import (
     MAX_PAYLOAD,
+    NIC_PORTS,
     PROTOCOL_VERSION,
     SYNC,
     Command,
@@ -236,6 +237,72 @@ class Board:
                               encoding=ENCODINGS[st.config["encoding"]], mag_bits=mb)
         acc, cycles = self._run_tiles(tiles, W.shape[0], X.shape[1], st, write, progress)
         return _add_bias(acc, bias, st.acc_bits), cycles
+
+
+    def run_frames(self, frames, **config):
+        """Stream AXI4-Stream frames (bytes: value messages or compressed messages, as
+        ``hw.nic.layouts`` defines them) one by one through the device's NIC engine with
+        the configuration ``config`` (``hw.soc.protocol.NIC_PORTS``: raw port values, the
+        rest at their reset values; TernGrad's scaler as its float32 bits). Returns
+        ``(outputs, report, cycles)``: the output frames, the engine's report after the last
+        frame (a dict: error, error_count, ...) and the cycles of all runs.
+
+        Raises
+        ------
+        ValueError
+            For a configuration field the engine does not have or a value too wide, an
+            empty frame, or a frame whose input or output does not fit the device's depth.
+        """
+        st = self._status_of(Engine.NIC)
+        kind = list(NIC_PORTS)[st.config["kind"]]
+        fields, report_fields = NIC_PORTS[kind]
+        unknown = set(config) - {name for name, _, _ in fields}
+        if unknown:
+            raise ValueError(f"The {kind} has no setting {sorted(unknown)[0]!r}; it has "
+                             f"{', '.join(n for n, _, _ in fields) or 'none'}")
+        word, offset = 0, 0
+        for name, bits, init in fields:
+            value = int(config.get(name, init))
+            if not 0 <= value < 1 << bits:
+                raise ValueError(f"{name} must lie in 0..{(1 << bits) - 1}, not {value}")
+            word, offset = word | value << offset, offset + bits
+        nb = 4 * st.config["lanes"]
+        beat_bytes = -(-(9 * nb + 1) // 8)
+        outputs, cycles, report = [], 0, {}
+        for number, stream_frame in enumerate(frames):
+            stream_frame = bytes(stream_frame)
+            chunks = [stream_frame[i:i + nb] for i in range(0, len(stream_frame), nb)]
+            if not chunks or len(chunks) > st.depth:
+                raise ValueError(f"frame {number} has {len(chunks)} beats; the device takes "
+                                 f"1..{st.depth}")
+            self._write(Command.WRITE_WEIGHTS, [word], max(1, -(-offset // 8)))
+            self._write(Command.WRITE_DATA, [
+                int.from_bytes(chunk, "little") | ((1 << len(chunk)) - 1) << 8 * nb
+                | int(k == len(chunks) - 1) << 9 * nb
+                for k, chunk in enumerate(chunks)], beat_bytes)
+            try:
+                cycles += self.run(len(chunks))
+            except DeviceError as error:
+                if error.status != Status.BAD_ARGUMENT:
+                    raise
+                raise ValueError(f"the output of frame {number} does not fit the device's "
+                                 f"{st.depth} beats") from None
+            count = self.status().result_count
+            data = self.request(Command.READ_RESULTS, (0).to_bytes(2, "little")
+                                + count.to_bytes(2, "little"))
+            beats = [int.from_bytes(data[k * beat_bytes:(k + 1) * beat_bytes], "little")
+                     for k in range(count)]
+            out = b""
+            for beat in beats[:-1]:                 # the last one is the terminator
+                kept = bin(beat >> 8 * nb & ((1 << nb) - 1)).count("1")
+                out += (beat & ((1 << 8 * nb) - 1)).to_bytes(nb, "little")[:kept]
+                if beat >> 9 * nb & 1:
+                    outputs.append(out)
+                    out = b""
+            report, value = {}, beats[-1]
+            for name, bits in report_fields:
+                report[name], value = value & ((1 << bits) - 1), value >> bits
+        return outputs, report, cycles
 
 
 def _add_bias(acc, bias, acc_bits):

@@ -28,7 +28,8 @@ from hw.nic import (
     TernGradDecoder,
     TernGradEncoder,
 )
-from hw.soc import SystolicSoc, TqSoc
+from hw.soc import NicSoc, SystolicSoc, TqSoc
+from hw.soc.nic import NIC_KINDS
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
@@ -347,8 +348,8 @@ def _soc_params(engine, **defaults):
 
 
 # Defaults: the systolic one fits every board; the TQ one (its edge encodes, reveals and
-# lists every data value; its weight queues sit in flip-flops) needs an ECP5 board, and the
-# iCEBreaker takes it at 1 x 1.
+# lists every data value; its weight queues sit in flip-flops) and the NIC one need an ECP5
+# board (the iCEBreaker takes the TQ array at 1 x 1).
 BOARD_DESIGNS = {design.name: design for design in [
     BoardDesign(
         name="systolic",
@@ -360,4 +361,11 @@ BOARD_DESIGNS = {design.name: design for design in [
         summary="the TQ array with memories for one tile (hw.soc.TqSoc)",
         params=_soc_params("tq", rows=2, cols=2, g=4, alpha=6, beta=2),
         build=lambda **p: TqSoc(**p)),
+    BoardDesign(
+        name="nic",
+        summary="a NIC engine with memories for one frame in and out (hw.soc.NicSoc)",
+        params=(Param("kind", str, "compressor", "NIC engine", tuple(NIC_KINDS)),
+                Param("lanes", int, 2, "float32 values per beat (1, 2, 4, 8, 16)"),
+                Param("depth", int, 64, "beats held in and out")),
+        build=lambda **p: NicSoc(**p)),
 ]}

@@ -12,11 +12,14 @@ from amaranth.sim import Simulator
 
 from codnn.board import Board, DeviceError, LinkError
 from golden.column_combining import pack
+from golden.inceptionn import compress, decompress
 from golden.systolic import run_layer
 from golden.tq_array import run_tq_layer
+from golden.value_frames import special_values, value_frame
 from golden.workloads import quantize_symmetric, structured_layer
 from hw.soc.crc import crc16_update
 from hw.soc.link import HostLink
+from hw.soc.nic import NicSoc
 from hw.soc.protocol import PROTOCOL_VERSION, SYNC, Command, Engine, Status, crc16, frame
 from hw.soc.systolic import SystolicSoc
 from hw.soc.tq import TqSoc
@@ -39,6 +42,9 @@ SEED = 20261122
     (lambda: SystolicSoc(rows=2, cols=2, mac="serial"), ValueError, "MAC kind"),
     (lambda: TqSoc(rows=2, cols=2, g=256, alpha=2), ValueError, "g must be at most 255"),
     (lambda: TqSoc(rows=2, cols=2, encoding="csd"), ValueError, "Encoding must be one of"),
+    (lambda: NicSoc(kind="zip"), ValueError, "NIC engine must be one of compressor"),
+    (lambda: NicSoc(kind="terngrad", lanes=1), ValueError, "report takes 49 bits"),
+    (lambda: NicSoc(kind="compressor", lanes=3), ValueError, "Lane count must be one of"),
 ])
 def test_invalid_parameters(build, error, message):
     with pytest.raises(error, match=message):
@@ -188,6 +194,59 @@ def test_tq_layer_through_the_uart_equals_golden():
     assert status.engine == Engine.TQ and status.config == {
         "g": 4, "alpha": 6, "beta": 2, "mag_bits": 7, "encoding": 1}
     assert status.frames_bad == 0 and cycles > 0
+
+
+def test_nic_compressor_through_the_uart_equals_golden():
+    """Value messages (0, 1, 9 and 40 values, every class edge, NaNs and infinities) go
+    through the compressor's top at a run-time bound of 2**-12, then with bypass on; every
+    output byte equals golden."""
+    rng = np.random.default_rng(SEED + 2)
+    print(f"seed {SEED + 2}")
+    values = [(rng.standard_normal(n) * 0.1).astype(np.float32) for n in (0, 1, 9, 40)]
+    values.append(special_values(12)[:60])
+    dut = NicSoc(kind="compressor", lanes=2, depth=48, divisor=4, timeout_bytes=16)
+
+    def host(port):
+        board = Board(port)
+        with pytest.raises(ValueError, match="has no setting 'seed'"):
+            board.run_frames([b"x"], seed=1)
+        with pytest.raises(ValueError, match="runs the nic array, not the tq array"):
+            board.run_tq_layer(np.zeros((1, 1)), np.zeros((1, 1)))
+        compressed = board.run_frames([value_frame(v, 2) for v in values], bound_bits=12)
+        bypassed = board.run_frames([value_frame(values[2], 2)], bypass=1)
+        return compressed, bypassed, board.status()
+
+    (outputs, report, cycles), (passed, _, _), status = run_with_port(dut, 4, host)
+    assert outputs == [compress(v, 12) for v in values]
+    assert report == {"error": 0, "error_count": 0} and cycles > 0
+    assert passed == [value_frame(values[2], 2)]
+    assert status.engine == Engine.NIC and status.config == {"lanes": 2, "kind": 0}
+
+
+def test_nic_decompressor_flags_a_cut_message_and_overflow_is_an_error():
+    """Compressed messages through the decompressor's top: a cut one raises the error flag
+    and counts, the next decodes; a message whose output exceeds the result memory is a
+    clear error and the device stays responsive."""
+    rng = np.random.default_rng(SEED + 3)
+    print(f"seed {SEED + 3}")
+    good = (rng.standard_normal(21) * 0.3).astype(np.float32)
+    message = compress(good, 10)
+    dut = NicSoc(kind="decompressor", lanes=2, depth=16, divisor=4, timeout_bytes=16)
+
+    def host(port):
+        board = Board(port)
+        first = board.run_frames([message])
+        cut = board.run_frames([message[:9], message])
+        with pytest.raises(ValueError, match="output of frame 0 does not fit the device's 16"):
+            board.run_frames([compress(np.zeros(100, np.float32), 10)])
+        return first, cut, board.status()
+
+    (first, report, _), (after_cut, cut_report, _), status = run_with_port(dut, 4, host)
+    want = value_frame(decompress(message, 10), 2)
+    assert first == [want] and report == {"error": 0, "error_count": 0}
+    assert after_cut[1] == want
+    assert cut_report["error"] == 1 and cut_report["error_count"] == 1
+    assert status.frames_bad == 0 and status.result_count == 16
 
 
 def _raw(port, data):

@@ -2,8 +2,9 @@
 
 from .array_soc import ArraySoc
 from .link import HostLink
+from .nic import NicSoc
 from .systolic import SystolicSoc
 from .tq import TqSoc
 from .uart import UartRx, UartTx
 
-__all__ = ["ArraySoc", "HostLink", "SystolicSoc", "TqSoc", "UartRx", "UartTx"]
+__all__ = ["ArraySoc", "HostLink", "NicSoc", "SystolicSoc", "TqSoc", "UartRx", "UartTx"]

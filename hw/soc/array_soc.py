@@ -169,6 +169,7 @@ class ArraySoc(wiring.Component):
         accumulate = Signal()
         primed = Signal()
         results_in = Signal(16)
+        overflow = Signal()                     # the result memory is full
 
         m.d.comb += self.busy.eq(link.request.ready == 0)
 
@@ -230,7 +231,7 @@ class ArraySoc(wiring.Component):
                             reply(Status.BAD_ARGUMENT)
                         with m.Else():
                             m.d.sync += [address.eq(0), primed.eq(0), cycles.eq(0),
-                                         results_in.eq(0), valid.eq(0)]
+                                         results_in.eq(0), overflow.eq(0), valid.eq(0)]
                             m.next = "RUN_WEIGHTS"
                     with m.Case(Command.READ_RESULTS):
                         m.d.sync += [count.eq(second), end.eq(first + second)]
@@ -304,10 +305,13 @@ class ArraySoc(wiring.Component):
             with m.State("RUN_DRAIN"):
                 m.d.sync += cycles.eq(cycles + 1)
                 with m.If(array.result.valid & array.result.payload.last):
-                    m.d.sync += [valid.eq(1), result_count.eq(count),
+                    m.d.sync += [valid.eq(1), result_count.eq(results_in + ~overflow),
                                  cycles.eq(cycles + 1), out_word.eq(cycles + 1),
                                  out_bytes.eq(4)]
-                    reply(Status.OK, 4)
+                    with m.If(overflow):
+                        reply(Status.BAD_ARGUMENT)
+                    with m.Else():
+                        reply(Status.OK, 4)
 
             # Responses: the header, then the bytes of out_word (results: one per vector).
             with m.State("HEADER"):
@@ -338,10 +342,14 @@ class ArraySoc(wiring.Component):
                             with m.If(address + 1 != end):
                                 m.next = "FETCH"
 
-        # Results go into the result memory as they leave the array (only RUN makes any).
+        # Results go into the result memory as they leave the array (only RUN makes any);
+        # an array makes one per vector, a NIC engine what it makes: those past the memory
+        # are dropped and the run answers BAD_ARGUMENT.
         m.d.comb += [array.result.ready.eq(1),
                      result_w.addr.eq(results_in), result_w.data.eq(array.result.payload.acc),
-                     result_w.en.eq(array.result.valid)]
-        with m.If(array.result.valid):
+                     result_w.en.eq(array.result.valid & ~overflow)]
+        with m.If(array.result.valid & ~overflow):
             m.d.sync += results_in.eq(results_in + 1)
+            with m.If(results_in == D - 1):
+                m.d.sync += overflow.eq(1)
         return m

@@ -16,7 +16,8 @@ takes the next request; bytes that arrive while it executes a request are droppe
 from enum import IntEnum
 
 __all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "STATUS_FIELDS", "STATUS_BYTES",
-           "CONFIG_FIELDS", "Engine", "Command", "Status", "crc16", "frame", "unpack_status"]
+           "CONFIG_FIELDS", "NIC_PORTS", "Engine", "Command", "Status", "crc16", "frame",
+           "unpack_status"]
 
 SYNC = 0xA5
 #: Largest request payload the device buffers; responses may be longer (up to 65535).
@@ -29,6 +30,7 @@ class Engine(IntEnum):
 
     SYSTOLIC = 1             # column-combined systolic array (hw.systolic)
     TQ = 2                   # term-quantization array (hw.tq)
+    NIC = 3                  # a NIC engine (hw.nic)
 
 
 #: The STATUS response's payload: little-endian bit fields in this order, (name, bits);
@@ -46,6 +48,24 @@ CONFIG_FIELDS = {
     Engine.SYSTOLIC: (("alpha", 8), ("weight_bits", 8), ("data_bits", 8),
                       ("data_signed", 1), ("bitserial", 1)),
     Engine.TQ: (("g", 8), ("alpha", 8), ("beta", 8), ("mag_bits", 8), ("encoding", 8)),
+    Engine.NIC: (("lanes", 8), ("kind", 8)),
+}
+
+#: The NIC engines a board top holds (the STATUS ``kind`` indexes this), each with its
+#: configuration word (``WRITE_WEIGHTS``; fields (name, bits, reset value)) and report (the
+#: terminator beat's data; fields (name, bits)): the engine's input and output ports,
+#: packed from bit 0.
+NIC_PORTS = {
+    "compressor": ((("bound_bits", 4, 10), ("bypass", 1, 0)),
+                   (("error", 1), ("error_count", 16))),
+    "decompressor": ((("bound_bits", 4, 10), ("bypass", 1, 0)),
+                     (("error", 1), ("error_count", 16))),
+    "loopback": ((("bound_bits", 4, 10), ("bypass", 1, 0)),
+                 (("error", 1), ("error_count", 17))),
+    "terngrad": ((("scaler", 32, 0), ("seed", 32, 0), ("bypass", 1, 0)),
+                 (("error", 1), ("error_count", 16), ("nonfinite", 32))),
+    "terngrad_decoder": ((("bypass", 1, 0),), (("error", 1), ("error_count", 16))),
+    "maxabs": ((), (("error", 1), ("error_count", 16), ("nonfinite", 32))),
 }
 
 
