@@ -1,4 +1,4 @@
-"""Host driver of the board tops (``hw.soc``: ``SystolicSoc``, ``TqSoc``) over a serial port.
+"""Host driver of the board tops (``hw.soc``: systolic, TQ and NIC) over a serial port.
 
 ``Board`` speaks the framed protocol of ``hw.soc.protocol`` over any object with
 pyserial's ``write(bytes)`` and ``read(n)`` (``read`` returns fewer bytes on a timeout): a
