@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from golden.term_quant import ENCODINGS
+from golden.value_frames import NIC_ENGINES, NicCodec, engine_frames
 from sim.runner import SimulationFailure, default_build_root
 from sim.simulators import SIMULATORS, SimulatorMissing
 from synth.baseline import BaselineError
@@ -125,6 +126,14 @@ def _build_parser():
                          help="probability of output backpressure per cycle (default 0.2)")
         sub.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
         build_dir_option(sub)
+
+    def board_options(sub):
+        where = sub.add_mutually_exclusive_group(required=True)
+        where.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0")
+        where.add_argument("--sim", action="store_true",
+                           help="run on the simulated board top (Amaranth simulator)")
+        sub.add_argument("--baud", type=_positive_int, default=115200,
+                         help="baud rate (default 115200)")
 
     def parallel_options(sub):
         sub.add_argument("--workers", type=_positive_int, default=None,
@@ -246,12 +255,7 @@ def _build_parser():
     run_cmd.add_argument("inputs", metavar="INPUTS.npy",
                          help="integer inputs, channels x vectors")
     run_cmd.add_argument("--layer", default=None, help="layer name (default: the first)")
-    where = run_cmd.add_mutually_exclusive_group(required=True)
-    where.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0")
-    where.add_argument("--sim", action="store_true",
-                       help="run on the simulated board top (Amaranth simulator)")
-    run_cmd.add_argument("--baud", type=_positive_int, default=115200,
-                         help="baud rate (default 115200)")
+    board_options(run_cmd)
     for name, default in (("rows", 4), ("cols", 4), ("depth", 16)):
         run_cmd.add_argument(f"--{name}", type=_positive_int, default=default,
                              help=f"--sim: array {name} (default {default})")
@@ -304,6 +308,29 @@ def _build_parser():
                                 "BUILD_DIR/sweep/ENGINE)")
     build_dir_option(sweep_cmd)
     sweep_cmd.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+    stream_cmd = commands.add_parser(
+        "stream", help="stream gradients through a NIC engine on a board (or a simulated one)",
+        description="Send gradients as messages through the NIC engine of a board top "
+                    "(hw/soc NicSoc) over the UART host link and check every output byte "
+                    "against golden; decoders get the messages golden encodes.")
+    stream_cmd.add_argument("gradients", metavar="GRADS", help=".npy or .npz of gradients")
+    board_options(stream_cmd)
+    stream_cmd.add_argument("--kind", choices=NIC_ENGINES, default="compressor",
+                            help="--sim: the engine (default compressor; a board says its own)")
+    stream_cmd.add_argument("--lanes", type=_positive_int, default=2,
+                            help="--sim: float32 values per beat (default 2)")
+    stream_cmd.add_argument("--depth", type=_positive_int, default=64,
+                            help="--sim: beats held in and out (default 64)")
+    stream_cmd.add_argument("--message-values", type=_positive_int, default=64,
+                            help="values per message (default 64)")
+    stream_cmd.add_argument("--bound-bits", type=_positive_int, default=10,
+                            help="INCEPTIONN error bound 2**-b, b in 7..15 (default 10)")
+    stream_cmd.add_argument("--seed", type=_non_negative_int, default=0,
+                            help="TernGrad seed (default 0)")
+    stream_cmd.add_argument("--scaler", type=_positive_float, default=None,
+                            help="TernGrad scaler (default 2.5 x the std of the gradients)")
+    stream_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     demo = commands.add_parser("demo", help="run the main flow end to end",
                                description="Generate, simulate against golden and synthesize "
@@ -516,13 +543,16 @@ def _run(args):
         with err_console.status(f"running layer {name} on "
                                 f"{'the simulated board' if args.sim else args.port}..."):
             if args.sim:
-                from hw.soc import SystolicSoc, TqSoc
                 from sim.uart_bridge import run_with_port
                 size = {"rows": args.rows, "cols": args.cols, "depth": args.depth,
                         "divisor": 4, "timeout_bytes": 16}
-                dut = (TqSoc(g=layer.g, alpha=layer.alpha, beta=args.beta,
-                             mag_bits=layer.mag_bits, encoding=layer.encoding, **size) if tq
-                       else SystolicSoc(alpha=layer.alpha, **size))
+                try:
+                    dut = (BOARD_DESIGNS["tq"].build(
+                        g=layer.g, alpha=layer.alpha, beta=args.beta, mag_bits=layer.mag_bits,
+                        encoding=layer.encoding, **size) if tq
+                        else BOARD_DESIGNS["systolic"].build(alpha=layer.alpha, **size))
+                except (TypeError, ValueError) as error:
+                    raise UsageError(str(error)) from None
                 status, acc, cycles = run_with_port(dut, 4, host)
             else:
                 status, acc, cycles = host(open_serial(args.port, args.baud))
@@ -547,6 +577,73 @@ def _run(args):
         print_json(report)
     else:
         print_record("codnn run", report)
+    return 0 if ok else 1
+
+
+def _stream(args):
+    import numpy as np
+
+    from golden.inceptionn import check_bound_bits
+    from hw.soc.protocol import NIC_PORTS, Engine
+
+    from .board import Board, DeviceError, LinkError, open_serial
+    from .gradfile import load_gradients
+    try:
+        check_bound_bits(args.bound_bits)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    values = load_gradients(args.gradients).reshape(-1)
+    size = args.message_values
+    messages = [values[k:k + size] for k in range(0, len(values), size)]
+
+    def host(port):
+        board = Board(port)
+        status = board.status()
+        if status.engine != Engine.NIC:
+            raise UsageError(f"the device runs the {status.engine.name.lower()} array, not "
+                             f"a NIC engine")
+        kind, lanes = NIC_ENGINES[status.config["kind"]], status.config["lanes"]
+        codec = NicCodec(kind, bound_bits=args.bound_bits, seed=args.seed,
+                         scaler=args.scaler, messages=messages)
+        frames = [engine_frames(codec, lanes, x) for x in messages]
+        settings = {"bound_bits": args.bound_bits, "seed": codec.seed,
+                    "scaler": int(np.float32(codec.scaler).view(np.uint32))}
+        names = {name for name, _, _ in NIC_PORTS[kind][0]}
+        try:
+            outputs, report, cycles = board.run_frames(
+                [frame for frame, _, _ in frames],
+                **{k: v for k, v in settings.items() if k in names})
+        except ValueError as error:
+            raise UsageError(f"{error}: send fewer --message-values") from None
+        return kind, lanes, frames, outputs, report, cycles
+
+    try:
+        with err_console.status(f"streaming {len(values)} values through "
+                                f"{'the simulated board' if args.sim else args.port}..."):
+            if args.sim:
+                from sim.uart_bridge import run_with_port
+                try:
+                    dut = BOARD_DESIGNS["nic"].build(kind=args.kind, lanes=args.lanes,
+                                                     depth=args.depth, divisor=4,
+                                                     timeout_bytes=16)
+                except ValueError as error:
+                    raise UsageError(str(error)) from None
+                result = run_with_port(dut, 4, host)
+            else:
+                result = host(open_serial(args.port, args.baud))
+    except (LinkError, DeviceError, OSError) as error:
+        print(f"codnn: error: {error}", file=sys.stderr)
+        return 1
+    kind, lanes, frames, outputs, report, cycles = result
+    wanted = [want for _, want, _ in frames]
+    ok = outputs == wanted
+    sent, received = sum(len(f) for f, _, _ in frames), sum(len(o) for o in outputs)
+    summary = {"engine": kind, "lanes": lanes, "device": "simulated board top" if args.sim
+               else args.port, "messages": len(messages), "values": int(len(values)),
+               "bytes_in": sent, "bytes_out": received,
+               "ratio": round(sent / received, 3) if received else None,
+               "device_cycles": cycles, **report, "result": "pass" if ok else "FAIL"}
+    _show(args, f"codnn stream ({kind})", summary)
     return 0 if ok else 1
 
 
@@ -647,8 +744,8 @@ def _demo(args):
 
 _COMMANDS = {"doctor": _doctor, "generate": _generate, "simulate": _simulate,
              "synth": _synth, "pack": _pack, "quantize": _quantize, "compress": _compress,
-             "decompress": _decompress, "pcap": _pcap, "run": _run, "bitstream": _bitstream,
-             "sweep": _sweep, "demo": _demo}
+             "decompress": _decompress, "pcap": _pcap, "run": _run, "stream": _stream,
+             "bitstream": _bitstream, "sweep": _sweep, "demo": _demo}
 
 
 def main(argv=None):

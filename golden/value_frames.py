@@ -1,9 +1,17 @@
-"""Value messages on a NIC engine's stream (``hw.nic.layouts``): a descriptor beat with the
-value count, then the float32 values, as the bytes of one AXI4-Stream frame."""
+"""Frames on a NIC engine's streams (``hw.nic.layouts``): value messages (a descriptor beat
+with the value count, then the float32 values, as the bytes of one AXI4-Stream frame), and
+what each engine takes and gives for a message of values."""
 
 import numpy as np
 
-__all__ = ["value_frame", "special_values"]
+from golden import terngrad
+from golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
+
+__all__ = ["value_frame", "special_values", "NIC_ENGINES", "NicCodec", "engine_frames"]
+
+#: The NIC engines (``hw.nic``) by the name the command line and the board tops use.
+NIC_ENGINES = ("compressor", "decompressor", "loopback", "terngrad", "terngrad_decoder",
+               "maxabs")
 
 
 def value_frame(values, lanes):
@@ -26,3 +34,47 @@ def special_values(bound_bits):
                                            0x7FFFFFFF], np.uint32)])
     bits = np.concatenate([bits, bits | np.uint32(1 << 31)])
     return bits.view(np.float32)
+
+
+class NicCodec:
+    """The golden model an engine is held against: ``encode(x) -> bytes``, ``decode(bytes)
+    -> float32``. INCEPTIONN with bound ``2**-bound_bits``; TernGrad with ``seed`` and a
+    fixed ``scaler`` (default 2.5 x the standard deviation of the finite values of all
+    ``messages``), NaN/Inf coded as 0; max-abs: the largest finite magnitude, as float32
+    bytes."""
+
+    def __init__(self, engine, *, bound_bits=DEFAULT_BOUND_BITS, seed=0, scaler=None,
+                 messages=()):
+        if engine not in NIC_ENGINES:
+            raise ValueError(f"NIC engine must be one of {', '.join(NIC_ENGINES)}, "
+                             f"not {engine!r}")
+        self.engine = engine
+        self.inceptionn = engine in ("compressor", "decompressor", "loopback")
+        self.b = bound_bits
+        self.seed = seed & 0xFFFF_FFFF
+        finite = np.concatenate([x[np.isfinite(x)] for x in messages] + [np.zeros(1)])
+        self.scaler = np.float32(scaler or 2.5 * np.std(finite))
+
+    def encode(self, x):
+        if self.engine == "maxabs":
+            finite = np.abs(x[np.isfinite(x)])
+            return np.float32(finite.max() if finite.size else 0).tobytes()
+        if self.inceptionn:
+            return compress(x, self.b)
+        return terngrad.compress(np.where(np.isfinite(x), x, 0).astype(np.float32),
+                                 self.seed, scaler=self.scaler)
+
+    def decode(self, message):
+        return decompress(message, self.b) if self.inceptionn else terngrad.decompress(message)
+
+
+def engine_frames(codec, lanes, x):
+    """``(input frame, expected output frame, values the engine takes)`` of a message of
+    float32 values ``x`` on ``codec.engine`` with ``lanes`` lanes (decoders take the
+    encoded message)."""
+    if codec.engine in ("compressor", "terngrad", "maxabs"):
+        return value_frame(x, lanes), codec.encode(x), x
+    if codec.engine == "loopback":
+        return value_frame(x, lanes), value_frame(codec.decode(codec.encode(x)), lanes), x
+    message = codec.encode(x)
+    return message, value_frame(codec.decode(message), lanes), x[:0]

@@ -28,7 +28,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from golden import terngrad
 from golden.inceptionn import BLOCK, classify, compress, decompress
-from golden.value_frames import special_values, value_frame
+from golden.value_frames import NicCodec, engine_frames, special_values, value_frame
 from sim.testbench import load_config, start_clock_and_reset, write_report
 
 #: Standard deviations of the random gradients: every class gets its share.
@@ -52,44 +52,6 @@ def group_fits(x, bound_bits, lanes):
     sizes = np.array([0, 1, 2, 4])[tags]
     sizes = np.concatenate([sizes, np.zeros(-len(sizes) % group, int)]).reshape(-1, group)
     return bool(np.all(sizes.sum(axis=1) + 2 * (group // BLOCK) <= 4 * group))
-
-
-class _Codec:
-    """The golden model an engine is held against: ``encode(x) -> bytes``, ``decode(bytes)
-    -> float32``; TernGrad with the run's fixed scaler and seed, NaN/Inf coded as 0."""
-
-    def __init__(self, config, messages):
-        self.inceptionn = config["engine"] in ("compressor", "decompressor", "loopback")
-        self.maxabs = config["engine"] == "maxabs"
-        self.b = config.get("bound_bits", 10)
-        self.seed = config["seed"] & 0xFFFF_FFFF
-        finite = np.concatenate([x[np.isfinite(x)] for x in messages] + [np.zeros(1)])
-        self.scaler = np.float32(config.get("scaler") or 2.5 * np.std(finite))
-
-    def encode(self, x):
-        if self.maxabs:
-            finite = np.abs(x[np.isfinite(x)])
-            return np.float32(finite.max() if finite.size else 0).tobytes()
-        if self.inceptionn:
-            return compress(x, self.b)
-        return terngrad.compress(np.where(np.isfinite(x), x, 0).astype(np.float32),
-                                 self.seed, scaler=self.scaler)
-
-    def decode(self, message):
-        return decompress(message, self.b) if self.inceptionn else terngrad.decompress(message)
-
-    def full_rate(self, x, lanes):
-        return group_fits(x, self.b, lanes) if self.inceptionn else True
-
-
-def good_case(codec, engine, lanes, x):
-    """(input frame, expected output frame, values the engine takes) of a message."""
-    if engine in ("compressor", "terngrad", "maxabs"):
-        return value_frame(x, lanes), codec.encode(x), x
-    if engine == "loopback":
-        return value_frame(x, lanes), value_frame(codec.decode(codec.encode(x)), lanes), x
-    message = codec.encode(x)
-    return message, value_frame(codec.decode(message), lanes), x[:0]
 
 
 def bad_cases(rng, codec, engine, lanes):
@@ -192,10 +154,12 @@ async def nic_engine_matches_golden(dut):
         messages = [flat[k:k + size] for k in range(0, len(flat), size)]
     else:
         messages = [message_values(rng, n, b) for n in config["counts"]]
-    codec = _Codec(config, messages)
+    codec = NicCodec(engine, bound_bits=config.get("bound_bits", 10), seed=config["seed"],
+                     scaler=config.get("scaler"), messages=messages)
     cases = []          # (input frame, expected output or None, values taken, bad, full rate)
     for x in messages:
-        cases.append((*good_case(codec, engine, lanes, x), False, codec.full_rate(x, lanes)))
+        full_rate = group_fits(x, codec.b, lanes) if codec.inceptionn else True
+        cases.append((*engine_frames(codec, lanes, x), False, full_rate))
     if config.get("bypass"):            # the on/off switch: every message passes as it is
         cases = [(frame, frame, x[:0], False, False) for frame, *_ in cases]
     elif config.get("corrupt"):

@@ -400,6 +400,30 @@ def test_run_a_term_quantized_layer_on_the_simulated_tq_board(capsys, tmp_path):
     assert code == 2 and "Inputs must lie in -127..127 for 7 magnitude bits" in err
 
 
+@pytest.mark.parametrize("kind", ["compressor", "terngrad", "decompressor"])
+def test_stream_gradients_through_a_simulated_nic_board(capsys, tmp_path, kind):
+    grads = tmp_path / "g.npy"
+    np.save(grads, (np.random.default_rng(22).standard_normal(150) * 0.05).astype(np.float32))
+    code, out, _ = run(capsys, "stream", str(grads), "--sim", "--kind", kind,
+                       "--message-values", "64", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["result"] == "pass" and report["messages"] == 3
+    assert report["engine"] == kind and report["error_count"] == 0
+    assert (report["ratio"] > 1) == (kind != "decompressor")
+
+
+@pytest.mark.parametrize("extra,expected", [
+    (["--bound-bits", "6"], "Error bound bits must be an integer in 7..15"),
+    (["--kind", "terngrad", "--lanes", "1"], "report takes 49 bits"),
+    (["--kind", "decompressor", "--depth", "8"], "does not fit the device's 8 beats"),
+])
+def test_stream_bad_arguments_exit_2(capsys, tmp_path, extra, expected):
+    grads = tmp_path / "g.npy"
+    np.save(grads, np.zeros(64, np.float32))
+    code, _, err = run(capsys, "stream", str(grads), "--sim", *extra)
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
+
+
 def test_run_on_a_missing_port_exits_1(capsys, tmp_path):
     packed, inputs = _run_files(tmp_path)
     code, _, err = run(capsys, "run", packed, inputs, "--port", str(tmp_path / "ttyNONE"))

@@ -7,6 +7,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import Flow, In, Out
 
+from golden.value_frames import NIC_ENGINES
 from hw.nic import (
     CodecLoopback,
     InceptionnCompressor,
@@ -15,7 +16,7 @@ from hw.nic import (
     TernGradDecoder,
     TernGradEncoder,
 )
-from hw.nic.layouts import beat_layout
+from hw.nic.layouts import beat_layout, check_lanes
 
 from .array_soc import ArraySoc
 from .protocol import NIC_PORTS, Engine
@@ -26,7 +27,7 @@ __all__ = ["NIC_KINDS", "NicCore", "NicSoc"]
 NIC_KINDS = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompressor,
              "loopback": CodecLoopback, "terngrad": TernGradEncoder,
              "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
-assert list(NIC_KINDS) == list(NIC_PORTS)
+assert list(NIC_KINDS) == list(NIC_PORTS) == list(NIC_ENGINES)
 
 
 class NicCore(wiring.Component):
@@ -135,11 +136,12 @@ class NicSoc(ArraySoc):
     def __init__(self, *, kind, lanes=2, depth=64, divisor=104, timeout_bytes=2000):
         if kind not in NIC_KINDS:
             raise ValueError(f"NIC engine must be one of {', '.join(NIC_KINDS)}, not {kind!r}")
-        engine = NIC_KINDS[kind](lanes=lanes)
+        check_lanes(lanes)
         config, report = NIC_PORTS[kind]
         if sum(bits for _, bits in report) > 32 * lanes:
             raise ValueError(f"The {kind}'s report takes {sum(b for _, b in report)} bits, "
                              f"more than a beat of {lanes} lanes holds: use more lanes")
+        engine = NIC_KINDS[kind](lanes=lanes)
         core = NicCore(engine)
         assert [(n, len(getattr(engine, n)), getattr(engine, n).init)
                 for n in core.config_ports] == list(config), kind
