@@ -27,7 +27,8 @@ def _nbytes(bits):
 
 class ArraySoc(wiring.Component):
     """A weight-stationary array (``hw.common.ws_array.WeightStationaryArray``: the
-    systolic or the TQ array) with memories for one tile, run by requests over a UART.
+    systolic or the TQ array; or ``hw.soc.nic.NicCore``, a NIC engine with the same
+    streams) with memories for one tile, run by requests over a UART.
 
     Memories: the tile's weights (``rows`` rows of ``weight_row_bytes``), ``depth`` data
     vectors (``data_vector_bytes``: the ``x`` field of a data beat) and ``depth`` results
@@ -38,7 +39,9 @@ class ArraySoc(wiring.Component):
     rows or vectors from the request into the memories (the tile's weights count as loaded
     once a write ends at row ``rows - 1``); ``RUN`` feeds the weights, then ``count`` data
     vectors with partial sums 0 or, with the accumulate flag, the stored results, stores
-    the ``count`` results and answers with the cycles it took (u32); ``READ_RESULTS``
+    the results (one per vector; a NIC core's output beats and terminator, those past
+    ``depth`` dropped with a ``BAD_ARGUMENT`` answer) until the one marked last and
+    answers with the cycles it took (u32); ``READ_RESULTS``
     sends stored results; ``STATUS`` answers with the status block; ``RESET`` forgets the
     weights and results and zeros the counters. Writing data or running before weights
     gives ``NO_WEIGHTS``, reading or accumulating before a run ``NO_RESULTS``, a row,
@@ -54,8 +57,9 @@ class ArraySoc(wiring.Component):
 
     Parameters
     ----------
-    array : WeightStationaryArray
-        The array (``rows``, ``cols``, ``acc_bits`` at most 255).
+    array : WeightStationaryArray or NicCore
+        The array (``rows``, ``cols``, ``acc_bits`` at most 255; streams ``weights``,
+        ``data`` with ``x``, ``psum``, ``last``, ``result`` with ``acc``, ``last``).
     engine : hw.soc.protocol.Engine
         What the STATUS block says the device runs.
     config : dict
