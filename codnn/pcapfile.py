@@ -17,7 +17,7 @@ from golden.packets import compress_frame, decompress_frame, gradient_payload
 
 __all__ = ["PcapError", "rewrite_pcap"]
 
-_MAGICS = {0xA1B2C3D4: False, 0xA1B23C4D: True}    # magic -> nanosecond timestamps
+_MAGICS = (0xA1B2C3D4, 0xA1B23C4D)     # micro- and nanosecond timestamps (copied as they are)
 _ETHERNET = 1
 
 

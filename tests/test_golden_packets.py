@@ -171,3 +171,22 @@ def test_bad_bound_and_corrupt_frames_exit_2(tmp_path, capsys):
     assert "Error bound bits must be an integer in 7..15, not 6" in capsys.readouterr().err
     assert main(["pcap", str(path), "-o", str(tmp_path / "o.pcap"), "--decompress"]) == 2
     assert "record 0: Message cut" in capsys.readouterr().err
+
+
+def test_big_endian_nanosecond_capture(tmp_path):
+    """Captures written on the other byte order, with nanosecond timestamps, keep both."""
+    import struct
+
+    from codnn.pcapfile import rewrite_pcap
+    values = np.linspace(-0.5, 0.5, 24, dtype=np.float32)
+    frame = _frame(values.tobytes())
+    path, out = tmp_path / "be.pcap", tmp_path / "out.pcap"
+    path.write_bytes(struct.pack(">IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)
+                     + struct.pack(">IIII", 1700000000, 123456789, len(frame), len(frame))
+                     + frame)
+    report = rewrite_pcap(path, out)
+    data = out.read_bytes()
+    assert report["gradient_frames"] == 1 and data[:4] == bytes.fromhex("a1b23c4d")
+    seconds, fraction, captured, original = struct.unpack(">IIII", data[24:40])
+    assert (seconds, fraction) == (1700000000, 123456789) and captured == original
+    assert data[40:40 + captured] == compress_frame(frame)
