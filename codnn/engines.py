@@ -19,17 +19,9 @@ import numpy as np
 from golden.systolic import check_fits
 from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
-from hw.nic import (
-    AxiStreamTop,
-    CodecLoopback,
-    InceptionnCompressor,
-    InceptionnDecompressor,
-    MaxAbs,
-    TernGradDecoder,
-    TernGradEncoder,
-)
+from hw.nic import ENGINES as NIC_ENGINES
+from hw.nic import AxiStreamTop
 from hw.soc import NicSoc, SystolicSoc, TqSoc
-from hw.soc.nic import NIC_KINDS
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
@@ -176,11 +168,11 @@ _TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x
                           "the values)"),)
 
 
-def _nic_engine(name, cls, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
+def _nic_engine(name, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
     return Engine(
         name=name, summary=summary,
         params=(Param("lanes", int, 8, "float32 values per beat (1, 2, 4, 8, 16)"),),
-        build=lambda lanes: AxiStreamTop(cls(lanes=lanes)),
+        build=lambda lanes: AxiStreamTop(NIC_ENGINES[name](lanes=lanes)),
         sim_params=(*codec_params,
                     Param("message_values", int, 4096, "values per message"),
                     Param("corrupt", bool, True, "also send bad messages (error flag, "
@@ -278,24 +270,24 @@ ENGINES = {engine.name: engine for engine in [
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
         rate=lambda dut: (dut.rows * dut.cols * dut.g / dut.beat_cycles, "MAC"),
     ),
-    _nic_engine("compressor", InceptionnCompressor,
+    _nic_engine("compressor",
                 "INCEPTIONN-style gradient compressor, AXI4-Stream",
                 lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} float32)/cycle while the "
                             f"compressed data fits the output"),
-    _nic_engine("decompressor", InceptionnDecompressor,
+    _nic_engine("decompressor",
                 "INCEPTIONN-style gradient decompressor, AXI4-Stream",
                 lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle while the input "
                             f"keeps up"),
-    _nic_engine("loopback", CodecLoopback,
+    _nic_engine("loopback",
                 "compressor into decompressor (round trip), AXI4-Stream",
                 lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle"),
-    _nic_engine("terngrad", TernGradEncoder, "TernGrad encoder (counter-based random "
+    _nic_engine("terngrad", "TernGrad encoder (counter-based random "
                 "numbers, 2-bit codes), AXI4-Stream",
                 lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} float32)/cycle",
                 _TERNGRAD_PARAMS),
-    _nic_engine("terngrad_decoder", TernGradDecoder, "TernGrad decoder, AXI4-Stream",
+    _nic_engine("terngrad_decoder", "TernGrad decoder, AXI4-Stream",
                 lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle", ()),
-    _nic_engine("maxabs", MaxAbs, "max|g| of each message (the TernGrad scaler), "
+    _nic_engine("maxabs", "max|g| of each message (the TernGrad scaler), "
                 "AXI4-Stream", lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} "
                 "float32)/cycle", ()),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
@@ -364,7 +356,7 @@ BOARD_DESIGNS = {design.name: design for design in [
     BoardDesign(
         name="nic",
         summary="a NIC engine with memories for one frame in and out (hw.soc.NicSoc)",
-        params=(Param("kind", str, "compressor", "NIC engine", tuple(NIC_KINDS)),
+        params=(Param("kind", str, "compressor", "NIC engine", tuple(NIC_ENGINES)),
                 Param("lanes", int, 2, "float32 values per beat (1, 2, 4, 8, 16)"),
                 Param("depth", int, 64, "beats held in and out")),
         build=lambda **p: NicSoc(**p)),

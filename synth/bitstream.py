@@ -73,30 +73,33 @@ class Board:
     extra_resources: tuple = ()
 
 
+def _ulx3s(size, platform, device, capacity):
+    return Board(f"ulx3s-{size}", f"ULX3S {size.upper()} (ECP5 LFE5U-{size.upper()})",
+                 platform, device, capacity, ("led", 0, None),
+                 "UART through the FTDI USB port; program with openFPGALoader -b ulx3s or "
+                 "fujprog")
+
+
+def _orangecrab(size, platform, device, capacity):
+    return Board(f"orangecrab-{size}", f"OrangeCrab r0.2 {size.upper()} (ECP5 "
+                 f"LFE5U-{size.upper()})", _without_dfu_suffix(platform), device, capacity,
+                 ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
+                 "USB-serial adapter; program with dfu-suffix -v 1209 -p 5af0 -a top.bit, "
+                 "then dfu-util -a 0 -D top.bit",
+                 (UARTResource(0, rx="0", tx="1", conn=("io", 0),
+                               attrs=Attrs(IO_TYPE="LVCMOS33")),))
+
+
 BOARDS = {board.name: board for board in [
     Board("icebreaker", "iCEBreaker (iCE40 UP5K)", ICEBreakerPlatform, "ice40-up5k", 5280,
           ("led", 0, None), "UART on the FTDI's second channel; program with iceprog or "
           "openFPGALoader -b ice40_generic"),
     Board("ice40-hx8k-evn", "iCE40-HX8K Breakout Board", ICE40HX8KBEVNPlatform, "ice40-hx8k",
           7680, ("led", 0, None), "UART on the FTDI's second channel; program with iceprog"),
-    Board("ulx3s-25f", "ULX3S 25F (ECP5 LFE5U-25F)", ULX3S_25F_Platform, "ecp5-25k", 24288,
-          ("led", 0, None), "UART through the FTDI USB port; program with openFPGALoader "
-          "-b ulx3s or fujprog"),
-    Board("ulx3s-85f", "ULX3S 85F (ECP5 LFE5U-85F)", ULX3S_85F_Platform, "ecp5-85k", 83640,
-          ("led", 0, None), "UART through the FTDI USB port; program with openFPGALoader "
-          "-b ulx3s or fujprog"),
-    Board("orangecrab-25f", "OrangeCrab r0.2 25F (ECP5 LFE5U-25F)",
-          _without_dfu_suffix(OrangeCrabR0_2_25FPlatform), "ecp5-25k", 24288,
-          ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
-          "USB-serial adapter; program with dfu-suffix -v 1209 -p 5af0 -a top.bit, then "
-          "dfu-util -a 0 -D top.bit",
-          (UARTResource(0, rx="0", tx="1", conn=("io", 0), attrs=Attrs(IO_TYPE="LVCMOS33")),)),
-    Board("orangecrab-85f", "OrangeCrab r0.2 85F (ECP5 LFE5U-85F)",
-          _without_dfu_suffix(OrangeCrabR0_2_85FPlatform), "ecp5-85k", 83640,
-          ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
-          "USB-serial adapter; program with dfu-suffix -v 1209 -p 5af0 -a top.bit, then "
-          "dfu-util -a 0 -D top.bit",
-          (UARTResource(0, rx="0", tx="1", conn=("io", 0), attrs=Attrs(IO_TYPE="LVCMOS33")),)),
+    _ulx3s("25f", ULX3S_25F_Platform, "ecp5-25k", 24288),
+    _ulx3s("85f", ULX3S_85F_Platform, "ecp5-85k", 83640),
+    _orangecrab("25f", OrangeCrabR0_2_25FPlatform, "ecp5-25k", 24288),
+    _orangecrab("85f", OrangeCrabR0_2_85FPlatform, "ecp5-85k", 83640),
 ]}
 
 

