@@ -529,7 +529,8 @@ def _run(args):
         try:
             if tq:
                 device = {k: status.config.get(k) for k in ("g", "alpha", "mag_bits")}
-                device["encoding"] = ENCODINGS[status.config["encoding"]]
+                code = status.config["encoding"]
+                device["encoding"] = ENCODINGS[code] if code < len(ENCODINGS) else code
                 mine = {"g": layer.g, "alpha": layer.alpha, "mag_bits": layer.mag_bits,
                         "encoding": layer.encoding}
                 if device != mine:
