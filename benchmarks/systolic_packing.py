@@ -19,7 +19,7 @@ import numpy as np
 
 from codnn.render import print_rows
 from golden.column_combining import dense_tiles, pack, tiles
-from golden.systolic import cycle_model, make_tiles
+from golden.systolic import PARALLEL_PRODUCT_STEPS, cycle_model, make_tiles
 from golden.workloads import structured_layer
 
 SHAPES = [(128, 1152), (256, 2304), (512, 4608)]
@@ -28,7 +28,8 @@ SPARSITIES = [0.7, 0.8, 0.9]
 
 def dense_cycles(shape, array, vectors):
     count = dense_tiles(shape, array, array)
-    return cycle_model([vectors] * count, rows=array, cols=array, out_stage=True).cycles
+    return cycle_model([vectors] * count, rows=array, cols=array, out_stage=True,
+                       product_steps=PARALLEL_PRODUCT_STEPS).cycles
 
 
 def main():
@@ -51,6 +52,7 @@ def main():
             layer_tiles = make_tiles(packed, args.array, args.array)
             cycles = cycle_model([args.vectors] * len(layer_tiles), rows=args.array,
                                  cols=args.array, out_stage=True,
+                                 product_steps=PARALLEL_PRODUCT_STEPS,
                                  used_cells=[t.used_cells for t in layer_tiles]).cycles
             nonzeros = int(np.count_nonzero(layer))
             packed_tiles = tiles(packed, args.array, args.array)

@@ -105,9 +105,16 @@ def _build_parser():
                                  "installed, their versions and how to get what is missing.")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    def target_option(sub, what):
+        sub.add_argument("--device", choices=list(DEVICES), default=None,
+                         help=f"{what} as elaborated for this FPGA, with its primitives "
+                              "where the engine has a faster form (ECP5: MULT18X18D "
+                              "multipliers with their registers); default: portable")
+
     def generate_options(sub):
         sub.add_argument("-o", "--output", required=True, metavar="DIR",
                          help="folder for the Verilog and manifest.json")
+        target_option(sub, "the Verilog")
 
     def build_dir_option(sub):
         sub.add_argument("--build-dir", metavar="DIR", default=None,
@@ -125,6 +132,7 @@ def _build_parser():
         sub.add_argument("--backpressure", type=_probability, default=0.2,
                          help="probability of output backpressure per cycle (default 0.2)")
         sub.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+        target_option(sub, "the engine")
         build_dir_option(sub)
 
     def board_options(sub):
@@ -373,11 +381,13 @@ def _doctor(args):
 
 
 def _generate(args):
-    manifest = generate(args.engine, _params(args), args.output)
+    manifest = generate(args.engine, _params(args), args.output, device=args.device)
     if args.json:
         print_json(manifest)
     else:
         shown = {k: v for k, v in manifest.items() if k != "ports"}
+        shown["device"] = manifest["device"] or "none (portable Verilog)"
+        shown["primitives"] = ", ".join(manifest["primitives"]) or "none"
         shown["ports"] = ", ".join(f"{p['name']}[{p['width']}]" for p in manifest["ports"])
         shown["written"] = f"{args.output}/{manifest['verilog']}, {args.output}/manifest.json"
         print_record(f"codnn generate {args.engine}", shown)
@@ -390,7 +400,7 @@ def _simulate(args):
                                 beats=args.beats, idle=args.idle,
                                 backpressure=args.backpressure, seed=args.seed,
                                 waves=args.waves, build_root=args.build_dir,
-                                sim_params=_params(args, "sim_"))
+                                sim_params=_params(args, "sim_"), device=args.device)
     if args.json:
         print_json(report)
     else:

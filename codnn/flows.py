@@ -11,8 +11,9 @@ from pathlib import Path
 from amaranth.hdl import Value
 from amaranth.lib.wiring import Flow
 
-from sim.runner import default_build_root, simulate, write_verilog
+from sim.runner import default_build_root, primitives_in, simulate, write_verilog
 from synth.bitstream import build_bitstream
+from synth.devices import get_device
 from synth.flow import synthesize
 
 from . import __version__
@@ -66,19 +67,34 @@ def ports_of(component):
     return ports
 
 
-def generate(engine_name, params, out_dir):
-    """Write ``<engine>.v`` and ``manifest.json`` into ``out_dir``; return the manifest."""
+def _platform(device):
+    """The Amaranth platform an engine is elaborated for: the ``Device`` or None."""
+    if device is None:
+        return None
+    try:
+        return get_device(device)
+    except ValueError as error:
+        raise ParameterError(str(error)) from error
+
+
+def generate(engine_name, params, out_dir, device=None):
+    """Write ``<engine>.v`` and ``manifest.json`` into ``out_dir``; return the manifest.
+    With ``device``, the Verilog is elaborated for it (it may instantiate the device's
+    primitives, listed in the manifest)."""
     engine, component, params = build_component(engine_name, params)
+    platform = _platform(device)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     verilog_path = out_dir / f"{engine.name}.v"
-    text = write_verilog(component, engine.name, verilog_path)
+    text = write_verilog(component, engine.name, verilog_path, platform)
     manifest = {
         "engine": engine.name,
         "top": engine.name,
         "verilog": verilog_path.name,
         "verilog_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "parameters": params,
+        "device": device,
+        "primitives": primitives_in(text),
         "ports": ports_of(component),
         "clock": "clk (rising edge)",
         "reset": "rst (synchronous, active high)",
@@ -91,8 +107,10 @@ def generate(engine_name, params, out_dir):
 
 
 def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, idle=0.2,
-                   backpressure=0.2, seed=None, waves=False, build_root=None, sim_params=None):
-    """Simulate an engine against its golden model; return the run's figures.
+                   backpressure=0.2, seed=None, waves=False, build_root=None, sim_params=None,
+                   device=None):
+    """Simulate an engine against its golden model; return the run's figures. With
+    ``device``, the engine as elaborated for it (its primitives through codnn's models).
 
     Raises
     ------
@@ -100,6 +118,7 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
         If any output or cycle count differs from golden.
     """
     engine, component, params = build_component(engine_name, params)
+    platform = _platform(device)
     if not isinstance(beats, int) or beats <= 0:
         raise ParameterError(f"Beat count must be a positive integer, not {beats!r}")
     for name, p in (("Idle", idle), ("Backpressure", backpressure)):
@@ -113,9 +132,11 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from error
     result = simulate(component, top=engine.name, testbench=engine.testbench, config=config,
-                      simulator=simulator, waves=waves, seed=seed, build_root=build_root)
+                      simulator=simulator, waves=waves, seed=seed, build_root=build_root,
+                      platform=platform)
     return {"engine": engine.name, "parameters": params, "workload": sim,
-            "simulator": simulator, "result": "pass", "seed": result.seed, "idle": idle,
+            "simulator": simulator, "device": device, "result": "pass", "seed": result.seed,
+            "idle": idle,
             "backpressure": backpressure, **result.report,
             "waves": str(result.waves) if result.waves else None,
             "run_dir": str(result.run_dir)}

@@ -27,7 +27,8 @@ import numpy as np
 
 __all__ = ["FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
            "output_stage", "run_tile",
-           "run_layer", "pipeline_depth", "latency", "cycle_model", "CycleReport"]
+           "run_layer", "PARALLEL_PRODUCT_STEPS", "mac_timing", "pipeline_depth", "latency",
+           "cycle_model", "CycleReport"]
 
 
 def wrap(values, bits):
@@ -161,18 +162,35 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
 FIFO_LATENCY = 2
 
 
-def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0):
+#: Register steps of the parallel MAC's pipelined multiplier, operands to product.
+PARALLEL_PRODUCT_STEPS = 2
+
+
+def mac_timing(mac, data_bits):
+    """``(beat_cycles, product_steps)`` of a systolic MAC kind: ``parallel`` takes a beat
+    per cycle and ``PARALLEL_PRODUCT_STEPS`` to a product, ``bitserial`` ``data_bits``
+    cycles for both."""
+    if mac == "parallel":
+        return 1, PARALLEL_PRODUCT_STEPS
+    return data_bits, data_bits
+
+
+def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
+                   product_steps=None):
     """Register stages from an accepted data beat to the array's output FIFO: the input
     register, the data edge (``edge_latency``), skew and cells (``rows + cols +
-    beat_cycles``: a cell takes an operand step and ``beat_cycles`` product steps before
-    its adder) and 2 for an output stage. ``beat_cycles`` is 1 for parallel MACs,
-    ``data_bits`` for bit-serial ones, ``alpha * beta`` for tMACs."""
-    return rows + cols + 1 + edge_latency + beat_cycles + (2 if out_stage else 0)
+    product_steps``: a cell takes an operand step and ``product_steps`` steps to its
+    product before its adder) and 2 for an output stage. ``product_steps`` (default
+    ``beat_cycles``) is 2 for parallel MACs (``mac_timing``), ``data_bits`` for
+    bit-serial ones, ``alpha * beta`` for tMACs."""
+    steps = beat_cycles if product_steps is None else product_steps
+    return rows + cols + 1 + edge_latency + steps + (2 if out_stage else 0)
 
 
-def latency(rows, cols, out_stage, beat_cycles=1, edge_latency=0):
+def latency(rows, cols, out_stage, beat_cycles=1, edge_latency=0, product_steps=None):
     """Cycles from a data beat's acceptance to its result being valid at the output."""
-    return pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency) + FIFO_LATENCY
+    return (pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency, product_steps)
+            + FIFO_LATENCY)
 
 
 @dataclass(frozen=True)
@@ -193,10 +211,11 @@ class CycleReport:
 
 
 def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latency=0,
-                used_cells=None):
+                product_steps=None, used_cells=None):
     """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0), with
     a data beat accepted at most every ``beat_cycles`` cycles (1: parallel MACs,
-    ``data_bits``: bit-serial) and ``edge_latency`` cycles of data edge before the cells.
+    ``data_bits``: bit-serial), ``edge_latency`` cycles of data edge before the cells and
+    ``product_steps`` from a cell's operands to its product (``pipeline_depth``).
 
     Both input streams are always valid, the output always ready. Edge ``e`` = 0 is the
     first weight beat's acceptance.
@@ -204,7 +223,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     tile_sizes = [int(t) for t in tile_sizes]
     if not tile_sizes or min(tile_sizes) < 1:
         raise ValueError("Every tile needs at least one data beat")
-    L = pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency)
+    L = pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency, product_steps)
     depth = L + FIFO_LATENCY + 1          # output FIFO entries, as in the RTL
     EMPTY, FULL, BUSY = 0, 1, 2
     bank = [EMPTY, EMPTY]

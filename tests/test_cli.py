@@ -159,18 +159,26 @@ def test_generate_systolic(capsys, tmp_path):
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
                        "--alpha", "2", "--out-bits", "8", "-o", str(tmp_path), "--json")
     manifest = json.loads(out)
-    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 2 + 2 + 2
+    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 3 + 2 + 2
+    assert manifest["device"] is None and manifest["primitives"] == []
     ports = {p["name"]: p["width"] for p in manifest["ports"]}
     assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5
     assert "module systolic(" in (tmp_path / "systolic.v").read_text()
+    # For an ECP5 the cells' multipliers are MULT18X18D blocks; same ports and latency.
+    code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
+                       "--device", "ecp5-25k", "-o", str(tmp_path / "ecp5"))
+    manifest = json.loads((tmp_path / "ecp5" / "manifest.json").read_text())
+    assert code == 0 and "MULT18X18D" in out and manifest["primitives"] == ["MULT18X18D"]
+    assert (tmp_path / "ecp5" / "systolic.v").read_text().count("  MULT18X18D #(") == 6
 
 
 def test_simulate_systolic_reports_utilization(capsys, icarus):
     code, out, _ = run(capsys, "simulate", "systolic", "--sim", icarus, "--rows", "2",
                        "--cols", "2", "--alpha", "2", "--beats", "5", "--idle", "0",
-                       "--backpressure", "0", "--seed", "4", "--json")
+                       "--backpressure", "0", "--seed", "4", "--device", "ecp5-25k",
+                       "--json")
     report = json.loads(out)
-    assert code == 0 and report["result"] == "pass"
+    assert code == 0 and report["result"] == "pass" and report["device"] == "ecp5-25k"
     assert report["cycles"] == report["model_cycles_without_stalls"]
     assert 0 < report["overall_util"] <= 1 and 0 < report["mapping_efficiency"] <= 1
 

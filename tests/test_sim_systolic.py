@@ -10,6 +10,7 @@ import pytest
 
 from hw.systolic import ColumnCombinedArray
 from sim.runner import simulate
+from synth.devices import get_device
 
 ARRAY_KEYS = ("rows", "cols", "alpha", "weight_bits", "data_bits", "data_signed",
               "acc_bits", "mac", "out_bits")
@@ -22,8 +23,9 @@ def _run(simulator, seed, *, stalls, vectors, **config):
               **config}
     dut = ColumnCombinedArray(**{k: config[k] for k in ARRAY_KEYS})
     print(f"seed={seed} config={config}")
+    platform = get_device(config["device"]) if "device" in config else None
     return simulate(dut, top="systolic", testbench="sim.tb_systolic", simulator=simulator,
-                    config=config, seed=seed).report
+                    config=config, seed=seed, platform=platform).report
 
 
 CONFIGS = {
@@ -32,9 +34,9 @@ CONFIGS = {
     # non-square, signed data, output stage, multi-tile
     "4x8-a4-signed": dict(rows=4, cols=8, alpha=4, data_signed=True, out_bits=8,
                           layer_rows=9, layer_cols=70, sparsity=0.75),
-    # tall-narrow, alpha 8, a realistic magnitude-pruned layer over many tiles
+    # tall-narrow, alpha 8, a realistic magnitude-pruned layer over many tiles, shift 13
     "8x3-a8-layer": dict(rows=8, cols=3, alpha=8, layer_rows=20, layer_cols=300,
-                         sparsity=0.85, acc_bits=24),
+                         sparsity=0.85, acc_bits=24, out_bits=8, shift=13),
     # alpha 2, small widths, accumulator wrap-around and saturation
     "3x2-a2-narrow": dict(rows=3, cols=2, alpha=2, weight_bits=4, data_bits=4,
                           acc_bits=10, out_bits=4, shift=2, layer_rows=7, layer_cols=19,
@@ -45,6 +47,13 @@ CONFIGS = {
     "8x3-a8-bitserial-signed": dict(rows=8, cols=3, alpha=8, mac="bitserial",
                                     data_signed=True, data_bits=5, acc_bits=14,
                                     layer_rows=20, layer_cols=200, sparsity=0.85),
+    # as synthesized for the ECP5-25F: 28 cells on MULT18X18D blocks (simulated with
+    # sim/primitives/MULT18X18D.v), the other 4 with multipliers split in LUTs
+    "4x8-a4-signed-ecp5": dict(rows=4, cols=8, alpha=4, data_signed=True, out_bits=8,
+                               shift=9, layer_rows=9, layer_cols=70, sparsity=0.75,
+                               device="ecp5-25k"),
+    "8x4-a2-ecp5": dict(rows=8, cols=4, alpha=2, data_bits=7, weight_bits=6, acc_bits=20,
+                        layer_rows=17, layer_cols=40, sparsity=0.6, device="ecp5-25k"),
     "1x1-bitserial-1bit": dict(rows=1, cols=1, alpha=2, mac="bitserial", data_bits=1,
                                layer_rows=3, layer_cols=5, sparsity=0.3),
 }
@@ -55,6 +64,7 @@ CONFIGS = {
     ("8x3-a8-layer", "verilator"), ("3x2-a2-narrow", "icarus"), ("1x1-dense", "icarus"),
     ("4x8-a4-bitserial", "verilator"), ("8x3-a8-bitserial-signed", "verilator"),
     ("1x1-bitserial-1bit", "verilator"), ("8x3-a8-bitserial-signed", "icarus"),
+    ("4x8-a4-signed-ecp5", "verilator"), ("8x4-a2-ecp5", "icarus"),
 ])
 def test_array_equals_golden(name, simulator, request):
     if simulator == "icarus":

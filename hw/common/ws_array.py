@@ -2,7 +2,7 @@
 beats accepted on credits, partial sums skewed in and deskewed out, an optional output
 stage and a block-RAM output FIFO. A subclass supplies its cells."""
 
-from amaranth.hdl import Array, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,19 +45,21 @@ class WeightStationaryArray(wiring.Component):
     accepted at most every ``beat_cycles`` cycles (cells that take several cycles per beat).
 
     With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
-    (arithmetic shift, in two steps), ``shift`` being a run-time input.
+    (arithmetic shift, in two steps), ``shift`` being a run-time input (registered: a
+    result takes the value ``shift`` had the cycle before its shift step).
 
     Latency: ``pipeline_depth + 2`` cycles from a data beat's acceptance to its result on
-    ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + beat_cycles`` (+2 with
-    an output stage): the input register, the subclass's edge, the skew of the columns and
-    rows, an operand step and ``beat_cycles`` steps to a cell's product.
+    ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + product_steps`` (+2
+    with an output stage): the input register, the subclass's edge, the skew of the columns
+    and rows, an operand step and ``product_steps`` steps to a cell's product
+    (``beat_cycles`` unless the subclass says otherwise).
 
     A subclass passes the layouts of a cell's weight and of a column's data, and
     implements ``_cells``.
     """
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
-                 beat_cycles, edge_latency):
+                 beat_cycles, edge_latency, product_steps=None):
         if out_bits is not None:
             positive_int(out_bits, "Output width")
             if out_bits > acc_bits:
@@ -66,6 +68,7 @@ class WeightStationaryArray(wiring.Component):
         self._rows, self._cols, self._acc_bits, self._out_bits = rows, cols, acc_bits, out_bits
         self._cell_weight = cell_weight
         self._beat_cycles, self._edge_latency = beat_cycles, edge_latency
+        self._product_steps = beat_cycles if product_steps is None else product_steps
         result_fields = {"acc": data.ArrayLayout(signed(acc_bits), rows)}
         if out_bits is not None:
             result_fields["y"] = data.ArrayLayout(unsigned(out_bits), rows)
@@ -90,11 +93,13 @@ class WeightStationaryArray(wiring.Component):
                            doc="Cycles per data beat in steady state.")
     edge_latency = property(lambda self: self._edge_latency,
                             doc="Cycles of data edge between the input register and the cells.")
+    product_steps = property(lambda self: self._product_steps,
+                             doc="Register steps from a cell's operands to its product.")
 
     @property
     def pipeline_depth(self):
         """Register stages from an accepted data beat to the output FIFO."""
-        return (self.rows + self.cols + 1 + self._edge_latency + self.beat_cycles
+        return (self.rows + self.cols + 1 + self._edge_latency + self._product_steps
                 + (2 if self.out_bits is not None else 0))
 
     @property
@@ -107,12 +112,33 @@ class WeightStationaryArray(wiring.Component):
         """Cycles from a data beat's acceptance to its result being valid on ``result``."""
         return self.pipeline_depth + 2
 
-    def _cells(self, m, row_psum, weight, use_bank, data_go, phase):
-        """Build the edge and the cells. ``weight(r, c, bank)`` is cell (r, c)'s weight in
-        ``bank`` (a view of the cell weight layout); ``phase`` counts 0, 1, ... cycles
-        since the last accepted beat, saturating at ``beat_cycles - 1``. Replace each
-        ``row_psum[r]`` with the row's partial sum after the last column."""
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
+        """Build the edge and the cells for ``platform`` (``elaborate``'s).
+        ``weight(r, c, bank)`` is cell (r, c)'s weight in ``bank`` (a view of the cell
+        weight layout); ``phase`` counts 0, 1, ... cycles since the last accepted beat,
+        saturating at ``beat_cycles - 1``. Replace each ``row_psum[r]`` with the row's
+        partial sum after the last column."""
         raise NotImplementedError
+
+    def _output_stage(self, m, acc, shift, mask, r):
+        """``clamp(acc >> shift, 0, 2**out_bits - 1)`` two register steps after ``acc``
+        (``shift`` and its ``mask`` are registers a cycle ahead of step 1).
+
+        No step holds a full barrel shifter or a comparison: step 1 shifts by the multiple
+        of 4 in ``shift`` (keeping the ``out_bits + 3`` bits the rest can use) and tests
+        for a negative value and for bits at or above ``out_bits + shift``; step 2 shifts
+        by the remaining 0..3 and clamps.
+        """
+        ob, ab = self.out_bits, self.acc_bits
+        wide = Cat(acc, acc[-1].replicate(ob + 3))          # room for the 3 fine bits
+        coarse = stage(m, (wide.as_signed() >> Cat(C(0, 2), shift[2:]))[:ob + 3],
+                       f"coarse_r{r}")
+        negative = stage(m, acc[-1], f"negative_r{r}")
+        over = stage(m, (acc[ob:ab - 1] & mask[ob:ab - 1]).any(), f"over_r{r}")
+        fine = stage(m, shift[:2], f"fine_shift_r{r}")
+        top = (1 << ob) - 1
+        return stage(m, Mux(negative, 0, Mux(over, top, (coarse >> fine)[:ob])),
+                     f"out_y_r{r}")
 
     def elaborate(self, platform):
         m = Module()
@@ -196,9 +222,9 @@ class WeightStationaryArray(wiring.Component):
         # products are ready: R-1-r cycles of skew, the edge, and the cell's steps before
         # its adder.
         psum_in = stage(m, self.data.payload.psum, "psum_in")
-        row_psum = [delay(m, psum_in[r], R - r + self._edge_latency + self.beat_cycles,
+        row_psum = [delay(m, psum_in[r], R - r + self._edge_latency + self._product_steps,
                           f"psum_r{r}") for r in range(R)]
-        self._cells(m, row_psum, weight, use_bank, data_go, phase)
+        self._cells(m, row_psum, weight, use_bank, data_go, phase, platform)
 
         # Deskew: row r waits r cycles so a vector's results leave together.
         acc = [delay(m, row_psum[r], r, f"deskew_r{r}") for r in range(R)]
@@ -208,18 +234,13 @@ class WeightStationaryArray(wiring.Component):
             for r in range(R):
                 m.d.comb += result.acc[r].eq(acc[r])
         else:
-            top = (1 << self.out_bits) - 1
+            # shift and its mask (bit k of acc lands at or above out_bits), one cycle ahead.
+            shift = stage(m, self.shift, "shift_q")
+            mask = stage(m, Cat((self.shift + self.out_bits) <= k
+                                for k in range(self.acc_bits)), "over_mask")
             for r in range(R):
-                shifted = stage(m, acc[r] >> self.shift, f"shifted_r{r}")
-                clamped = Signal(self.out_bits, name=f"y_r{r}")
-                with m.If(shifted < 0):
-                    m.d.comb += clamped.eq(0)
-                with m.Elif(shifted > top):
-                    m.d.comb += clamped.eq(top)
-                with m.Else():
-                    m.d.comb += clamped.eq(shifted)
                 m.d.comb += [result.acc[r].eq(delay(m, acc[r], 2, f"out_acc_r{r}")),
-                             result.y[r].eq(stage(m, clamped, f"out_y_r{r}"))]
+                             result.y[r].eq(self._output_stage(m, acc[r], shift, mask, r))]
 
         m.d.comb += [
             out_fifo.w_data.eq(result),

@@ -4,6 +4,7 @@ from amaranth.hdl import Array, C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
+from hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
 from hw.common.params import positive_int
 from hw.common.ws_array import WeightStationaryArray, delay, stage
 
@@ -31,22 +32,25 @@ class ColumnCombinedArray(WeightStationaryArray):
     complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
     2**out_bits - 1)`` (arithmetic shift), ``shift`` being a run-time input.
 
-    MAC kinds. ``parallel``: each cell is pipelined in three steps, so that no path holds
-    more than one of the operand multiplexers, the multiplier and the accumulator adder:
-    (1) register the weight and the selected stream of the data's bank, (2) register
-    their product, (3) add it to the partial sum. ``bitserial``: the data go up the
+    MAC kinds. ``parallel``: each cell is pipelined so that no path holds more than one
+    of the operand multiplexers, half a multiplier and the accumulator adder: register
+    the weight and the selected stream of the data's bank, take the product through a
+    two-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with its
+    registers, or two half products in LUTs once the blocks run out), add it to the
+    partial sum. ``bitserial``: the data go up the
     columns one bit per cycle, LSB first (a beat takes ``data_bits`` cycles); a cell
     builds its product with a shift-add register (no multiplier) over ``data_bits``
     cycles and adds it to the partial sum, which stays bit-parallel. Partial sums enter
     late enough to meet the products; data move one cell per cycle. The output stage
-    takes two steps (shift, then clamp).
+    takes two steps (coarse shift and range tests, then fine shift and clamp).
 
-    Latency: ``rows + cols + 3 + beat_cycles`` cycles from a data beat's acceptance to its
-    result being valid on ``result`` (``pipeline_depth`` through the skew registers and
-    cells, 2 through the FIFO), plus 2 with an output stage; ``beat_cycles`` is 1
-    (parallel) or ``data_bits`` (bitserial). Throughput: one data beat (one input vector)
-    per ``beat_cycles`` cycles while the result stream is not backpressured. Loading a
-    tile's weights takes ``rows`` cycles and overlaps the previous tile.
+    Latency: ``rows + cols + 3 + product_steps`` cycles from a data beat's acceptance to
+    its result being valid on ``result`` (``pipeline_depth`` through the skew registers
+    and cells, 2 through the FIFO), plus 2 with an output stage; ``product_steps`` is 2
+    (parallel) or ``data_bits`` (bitserial), ``beat_cycles`` 1 or ``data_bits``.
+    Throughput: one data beat (one input vector) per ``beat_cycles`` cycles while the
+    result stream is not backpressured. Loading a tile's weights takes ``rows`` cycles and
+    overlaps the previous tile.
 
     Parameters
     ----------
@@ -79,7 +83,8 @@ class ColumnCombinedArray(WeightStationaryArray):
     result : Out(stream.Signature(StructLayout({"acc": ArrayLayout(signed(acc_bits), rows),
              ["y": ArrayLayout(unsigned(out_bits), rows),] "last": 1})))
     shift : In(range(acc_bits)), only with ``out_bits``
-        Output stage shift.
+        Output stage shift, registered (a result takes the value of the cycle before its
+        shift step).
 
     Raises
     ------
@@ -116,7 +121,8 @@ class ColumnCombinedArray(WeightStationaryArray):
             cell_weight=data.StructLayout({"w": signed(weight_bits),
                                            "sel": unsigned(self._sel_bits)}),
             column_data=data.ArrayLayout(data_shape, alpha),
-            beat_cycles=1 if mac == "parallel" else data_bits, edge_latency=0)
+            beat_cycles=1 if mac == "parallel" else data_bits, edge_latency=0,
+            product_steps=PRODUCT_STEPS if mac == "parallel" else data_bits)
 
     alpha = property(lambda self: self._alpha, doc="Data streams per array column.")
     weight_bits = property(lambda self: self._weight_bits, doc="Weight width.")
@@ -125,14 +131,15 @@ class ColumnCombinedArray(WeightStationaryArray):
     mac = property(lambda self: self._mac, doc="MAC kind.")
     sel_bits = property(lambda self: self._sel_bits, doc="Width of a stream select.")
 
-    def _cells(self, m, row_psum, weight, use_bank, data_go, phase):
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
         if self.mac == "parallel":
-            self._parallel_cells(m, row_psum, weight, use_bank)
+            self._parallel_cells(m, row_psum, weight, use_bank, MultiplierPlan(platform))
         else:
             self._bitserial_cells(m, row_psum, weight, use_bank, data_go, phase)
 
-    def _parallel_cells(self, m, row_psum, weight, use_bank):
-        """Cells with a multiplier: a data beat goes in whole, one per cycle."""
+    def _parallel_cells(self, m, row_psum, weight, use_bank, plan):
+        """Cells with a multiplier (in ``plan``'s forms): a data beat goes in whole, one
+        per cycle."""
         R, W = self.rows, self.cols
         # Input register, then skew: column g's data wait g cycles.
         x_in = stage(m, self.data.payload.x, "x_in")
@@ -146,7 +153,9 @@ class ColumnCombinedArray(WeightStationaryArray):
                 cell = weight(r, g, bank)
                 w_op, sel = stage(m, cell.w, f"wop_r{r}_c{g}"), cell.sel
                 x_op = stage(m, streams[sel], f"xop_r{r}_c{g}")
-                product = stage(m, w_op * x_op, f"prod_r{r}_c{g}")
+                if not self.data_signed:
+                    x_op = Cat(x_op, C(0, 1)).as_signed()
+                product = pipelined_product(m, plan, w_op, x_op, f"prod_r{r}_c{g}")
                 row_psum[r] = stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
                                      f"acc_r{r}_c{g}")
                 if r > 0:

@@ -95,7 +95,7 @@ class TermQuantArray(WeightStationaryArray):
     mag_bits = property(lambda self: self._mag_bits, doc="Magnitude width.")
     encoding = property(lambda self: self._encoding, doc="Data term encoding.")
 
-    def _cells(self, m, row_psum, weight, use_bank, data_go, phase):
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
         R, W, g, beta = self.rows, self.cols, self.g, self.beta
         mb = self.mag_bits
         # Edge: register the beat, encode, truncate, list (free running: never stalls).

@@ -1,0 +1,75 @@
+"""Pipelined multipliers for array cells, in the form that runs fastest on the target."""
+
+from amaranth.hdl import ClockSignal, Const, Instance, Signal
+
+from hw.common.ws_array import stage
+
+__all__ = ["PRODUCT_STEPS", "MultiplierPlan", "pipelined_product"]
+
+#: Register steps from a cell's operand registers to its product register.
+PRODUCT_STEPS = 2
+
+#: Operand width of an ECP5 MULT18X18D (two's complement with SIGNEDA/SIGNEDB high).
+_ECP5_DSP_BITS = 18
+
+
+class MultiplierPlan:
+    """Which form each of a design's multipliers takes on ``platform``.
+
+    On an ECP5 target (a platform whose ``dsp_primitive`` is ``"MULT18X18D"``, with its
+    ``dsp_count``: a ``synth.devices.Device``) the first ``dsp_count`` multipliers are
+    MULT18X18D blocks with their input and output registers in use (yosys maps a
+    multiplier to the block without its registers, which caps a cell at ~120 MHz), and the
+    rest are split into two half products in LUTs, one pipeline step each. Anywhere else
+    (simulation, iCE40, board builds) a multiplier is ``*`` followed by two registers
+    (iCE40's DSP inference takes them into its SB_MAC16). Every form takes
+    ``PRODUCT_STEPS``.
+    """
+
+    def __init__(self, platform):
+        ecp5 = getattr(platform, "dsp_primitive", None) == "MULT18X18D"
+        self._budget = platform.dsp_count if ecp5 else None
+
+    def form(self, a_width, b_width):
+        """The form of the next multiplier of ``a_width`` x ``b_width`` signed bits:
+        ``"generic"``, ``"ecp5_dsp"`` or ``"lut_split"``."""
+        if self._budget is None:
+            return "generic"
+        if self._budget > 0 and max(a_width, b_width) <= _ECP5_DSP_BITS:
+            self._budget -= 1
+            return "ecp5_dsp"
+        return "lut_split" if b_width > 1 else "generic"
+
+
+def pipelined_product(m, plan, a, b, name):
+    """``a * b`` (signed values), ``PRODUCT_STEPS`` register steps after ``a`` and ``b``
+    (operand registers) are valid; returns the product register.
+
+    Latency: ``PRODUCT_STEPS`` cycles. Throughput: one product per cycle.
+    """
+    width = len(a) + len(b)
+    form = plan.form(len(a), len(b))
+    if form == "ecp5_dsp":
+        product = Signal(36, name=f"{name}_p")
+        pins = {f"i_A{k}": bit for k, bit in enumerate(_extend(a, _ECP5_DSP_BITS))}
+        pins.update({f"i_B{k}": bit for k, bit in enumerate(_extend(b, _ECP5_DSP_BITS))})
+        pins.update({f"o_P{k}": product[k] for k in range(36)})
+        m.submodules[f"{name}_dsp"] = Instance(
+            "MULT18X18D",
+            p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
+            p_GSR="DISABLED",
+            i_CLK0=ClockSignal("sync"), i_CE0=Const(1), i_RST0=Const(0),
+            i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
+            **pins)
+        return product[:width].as_signed()
+    if form == "lut_split":
+        half = len(b) // 2
+        low = stage(m, a * b[:half], f"{name}_low")                 # b's low bits: unsigned
+        high = stage(m, a * b[half:].as_signed(), f"{name}_high")
+        return stage(m, (low + (high << half))[:width].as_signed(), f"{name}_sum")
+    return stage(m, stage(m, a * b, f"{name}_raw"), f"{name}_product")
+
+
+def _extend(value, bits):
+    """The bits of signed ``value`` sign-extended to ``bits``."""
+    return [value[k] if k < len(value) else value[-1] for k in range(bits)]
