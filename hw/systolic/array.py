@@ -143,15 +143,17 @@ class ColumnCombinedArray(WeightStationaryArray):
         R, W = self.rows, self.cols
         # Input register, then skew: column g's data wait g cycles.
         x_in = stage(m, self.data.payload.x, "x_in")
-        bank_in = stage(m, use_bank, "bank_in")
         for g in range(W):
             x = delay(m, x_in[g], g, f"x_c{g}")
-            bank = delay(m, bank_in, g, f"bank_c{g}")
+            # The bank of the data reaching a cell, one cycle ahead: a cell registers its
+            # stream select from it, so no path holds both the bank and the stream muxes.
+            early = delay(m, use_bank, g, f"bank_c{g}")
             # Data move up (row R-1 is the bottom), partial sums move right.
             for r in reversed(range(R)):
+                bank = stage(m, early, f"bank_r{r}_c{g}")
                 streams = Array(x[a] for a in range(self.alpha))
-                cell = weight(r, g, bank)
-                w_op, sel = stage(m, cell.w, f"wop_r{r}_c{g}"), cell.sel
+                w_op = stage(m, weight(r, g, bank).w, f"wop_r{r}_c{g}")
+                sel = stage(m, weight(r, g, early).sel, f"sel_r{r}_c{g}")
                 x_op = stage(m, streams[sel], f"xop_r{r}_c{g}")
                 if not self.data_signed:
                     x_op = Cat(x_op, C(0, 1)).as_signed()
@@ -159,7 +161,7 @@ class ColumnCombinedArray(WeightStationaryArray):
                 row_psum[r] = stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
                                      f"acc_r{r}_c{g}")
                 if r > 0:
-                    x, bank = stage(m, x, f"x_r{r}_c{g}"), stage(m, bank, f"bank_r{r}_c{g}")
+                    x, early = stage(m, x, f"x_r{r}_c{g}"), bank
 
     def _bitserial_cells(self, m, row_psum, weight, use_bank, data_go, phase):
         """Cells with a shift-add MAC: the data go in serially, LSB first, a bit per cycle.
