@@ -52,7 +52,7 @@ class InceptionnCompressor(StreamEngine):
     ``n``-th value are dropped up to the input's ``last``. The next message is read
     normally either way.
 
-    Latency: 4 cycles from a group's last beat (8 values, or the message's end) to its
+    Latency: 5 cycles from a group's last beat (8 values, or the message's end) to its
     first compressed byte in an output beat. Throughput: one input beat per cycle while
     the compressed blocks average at most ``4 * lanes`` bytes per input beat and the output
     is not backpressured; a message end costs the cycles its compressed tail takes to leave.
@@ -75,7 +75,7 @@ class InceptionnCompressor(StreamEngine):
     """
 
     #: Cycles from a group's last input beat to its first byte in an output beat.
-    LATENCY = 4
+    LATENCY = 5
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -157,50 +157,55 @@ class InceptionnCompressor(StreamEngine):
                 m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
                              chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
 
-        # Stage 3: the chunk for the packer.
+        # Stage 3: each value's byte offset in its block (sums of the sizes before it).
+        tags3, payloads3 = Signal.like(tags), Signal.like(payloads)
+        offsets3 = Signal(data.ArrayLayout(range(BLOCK_BYTES + 1), 9 * blocks))
+        group3_blocks = Signal.like(group_blocks)
+        group3_last, group3_valid, chunk3_valid = Signal(), Signal(), Signal()
+        chunk3 = Signal.like(chunk2)
+        with m.If(advance):
+            m.d.sync += [tags3.eq(tags), payloads3.eq(payloads), group3_blocks.eq(group_blocks),
+                         group3_last.eq(group_last), group3_valid.eq(group_valid),
+                         chunk3_valid.eq(chunk2_valid), chunk3.eq(chunk2)]
+            for j in range(blocks):
+                sizes = [Mux(tags[8 * j + i] == 3, 4, tags[8 * j + i]) for i in range(8)]
+                for i in range(9):
+                    m.d.sync += offsets3[9 * j + i].eq(_tree_sum([Const(2, 6), *sizes[:i]]))
+
+        # Stage 4: the chunk for the packer.
         block_data, block_length = [], []
         for j in range(blocks):
-            block_tags = [tags[8 * j + i] for i in range(8)]
-            block_payloads = [payloads[8 * j + i] for i in range(8)]
-            packed, length = _pack_block(m, block_tags, block_payloads, j)
-            block_data.append(packed)
-            block_length.append(length)
+            packed = Cat(*(tags3[8 * j + i] for i in range(8)))   # the tag word, bytes 0-1
+            for i in range(8):
+                packed = packed | (payloads3[8 * j + i] << Cat(Const(0, 3),
+                                                              offsets3[9 * j + i]))
+            block_data.append(packed[:8 * BLOCK_BYTES])
+            block_length.append(offsets3[9 * j + 8])
         group_data = Signal(8 * chunk_bytes)
         group_length = Signal(range(chunk_bytes + 1))
         m.d.comb += [group_data.eq(block_data[0]), group_length.eq(block_length[0])]
         if blocks == 2:
-            with m.If(group_blocks == 2):
+            with m.If(group3_blocks == 2):
                 m.d.comb += [
                     group_data.eq(block_data[0] | (block_data[1] << Cat(Const(0, 3),
                                                                           block_length[0]))),
                     group_length.eq(block_length[0] + block_length[1]),
                 ]
         with m.If(advance):
-            m.d.sync += packer.i.valid.eq(group_valid | chunk2_valid)
-            with m.If(group_valid):
+            m.d.sync += packer.i.valid.eq(group3_valid | chunk3_valid)
+            with m.If(group3_valid):
                 m.d.sync += [packer.i.payload.data.eq(group_data),
                              packer.i.payload.length.eq(group_length),
-                             packer.i.payload.last.eq(group_last)]
+                             packer.i.payload.last.eq(group3_last)]
             with m.Else():
-                m.d.sync += [packer.i.payload.data.eq(chunk2.bits),
-                             packer.i.payload.length.eq(chunk2.length),
-                             packer.i.payload.last.eq(chunk2.last)]
+                m.d.sync += [packer.i.payload.data.eq(chunk3.bits),
+                             packer.i.payload.length.eq(chunk3.length),
+                             packer.i.payload.last.eq(chunk3.last)]
         return m
 
 
-def _pack_block(m, tags, payloads, index):
-    """One block's bytes (tag word, then the payloads in order) and its length."""
-    offset = Const(2, 6)
-    packed = Cat(*tags)                       # the tag word, bytes 0 and 1
-    for i, (tag, payload) in enumerate(zip(tags, payloads)):
-        placed = Signal(8 * BLOCK_BYTES, name=f"block{index}_value{i}")
-        m.d.comb += placed.eq(payload << Cat(Const(0, 3), offset))
-        packed = packed | placed
-        size = Signal(3, name=f"block{index}_size{i}")
-        m.d.comb += size.eq(Mux(tag == 3, 4, tag))
-        next_offset = Signal(6, name=f"block{index}_offset{i + 1}")
-        m.d.comb += next_offset.eq(offset + size)
-        offset = next_offset
-    block = Signal(8 * BLOCK_BYTES, name=f"block{index}")
-    m.d.comb += block.eq(packed)
-    return block, offset
+def _tree_sum(values):
+    """The sum of ``values`` as a balanced tree of adders (depth log2 of their count)."""
+    while len(values) > 1:
+        values = [a + b for a, b in zip(values[::2], values[1::2])] + values[len(values) & ~1:]
+    return values[0]
