@@ -13,7 +13,8 @@ Arithmetic: two's complement, products and sums wrap to ``acc_bits`` exactly lik
 
 The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, with both
 input streams always valid and the output always ready: weights load a row per cycle into
-the free one of two banks; data beats enter one per cycle while their tile's bank is
+the free one of two banks (a beat is written the edge after it is accepted, and the bank
+counts as loaded from then on); data beats enter one per cycle while their tile's bank is
 loaded and the output FIFO has room for them (credits), one per ``beat_cycles`` (the
 bit-serial MAC takes ``data_bits`` cycles per beat); a bank frees when its tile's last
 result leaves the cells. A beat spends ``pipeline_depth`` cycles in the skew registers and
@@ -229,6 +230,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     bank = [EMPTY, EMPTY]
     load_bank = use_bank = 0
     load_row = 0
+    filled = None                         # the bank whose last row is being written
     weight_tiles = data_tile = beat_in_tile = 0
     pipe = [None] * L            # pipe[k]: (bank, last) of the beat accepted k+1 edges ago
     queue = collections.deque()           # edge at which each FIFO entry can be read
@@ -264,9 +266,12 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
                 use_bank ^= 1
                 data_tile += 1
                 beat_in_tile = 0
+        if filled is not None:            # written the edge after its last row's beat
+            bank[filled] = FULL
+            filled = None
         if weights_go:
             if load_row == rows - 1:
-                bank[load_bank] = FULL
+                filled = load_bank
                 load_bank ^= 1
                 load_row = 0
                 weight_tiles += 1

@@ -38,25 +38,28 @@ def test_accumulator_wraps():
 
 def test_cycle_model_by_hand():
     # rows=2, cols=3: 7 register stages, then 2 through the FIFO: latency 9. Weights at
-    # edges 0,1; data at 2..11; the last result is taken at 20.
-    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 21
+    # edges 0,1, written at 1,2; data at 3..12; the last result is taken at 21.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False).cycles == 22
     assert latency(2, 3, True) == 11
-    # Tile 2's weights load during tile 1 (edges 2,3) and its beats follow at 12..21.
-    # Tile 3's wait for bank 0, free once tile 1's last beat (accepted at 11) leaves the
-    # cells at edge 18: they load at 19,20, in time for its beats at 22..31; the last
-    # result is taken 9 edges later, at 40.
+    # Tile 2's weights load during tile 1 (edges 2,3) and its beats follow at 13..22.
+    # Tile 3's wait for bank 0, free once tile 1's last beat (accepted at 12) leaves the
+    # cells at edge 19: they load at 20,21 and are written by 22, in time for its beats at
+    # 23..32; the last result is taken 9 edges later, at 41.
     report = cycle_model([10, 10, 10], rows=2, cols=3, out_stage=False)
-    assert report.cycles == 41 and report.beats == 30 and report.tiles == 3
-    assert report.overall_util == pytest.approx(30 * 6 / (41 * 6))
-    # Short tiles: tile 3's weights wait for tile 1 (accepted at 2) to leave the cells at
-    # 9; they load at 10,11, its beat enters at 12 and leaves the FIFO at 21.
-    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 22
+    assert report.cycles == 42 and report.beats == 30 and report.tiles == 3
+    assert report.overall_util == pytest.approx(30 * 6 / (42 * 6))
+    # Short tiles: tile 2's beat waits for its weights (edges 2,3, written by 4) until 5;
+    # tile 3's weights wait for tile 1 (accepted at 3) to leave the cells at 10; they load
+    # at 11,12, are written by 13, its beat enters at 14 and leaves the FIFO at 23.
+    assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 24
+    # Parallel MACs: 2 product steps, one more register stage than the default 1.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, product_steps=2).cycles == 23
 
 
 def test_bitserial_cycle_model_by_hand():
     # 4-bit serial MACs: a beat every 4 cycles and 3 more product steps (10 register
-    # stages). Data at 2, 6, ..., 38; the last leaves the cells at 48 and the FIFO at 50.
-    assert cycle_model([10], rows=2, cols=3, out_stage=False, beat_cycles=4).cycles == 51
+    # stages). Data at 3, 7, ..., 39; the last leaves the cells at 49 and the FIFO at 51.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, beat_cycles=4).cycles == 52
     assert latency(2, 3, False, beat_cycles=4) == 12
 
 

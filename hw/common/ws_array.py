@@ -32,7 +32,8 @@ class WeightStationaryArray(wiring.Component):
     (``psum``), move right one cell per cycle and leave at the right edge.
 
     Weights are double-buffered: a ``weights`` beat writes one array row (row 0 first) of
-    the bank not in use, so the next tile loads while the current one computes. Data beats
+    the bank not in use, the cycle after it is accepted (the row's write enable is
+    registered), so the next tile loads while the current one computes. Data beats
     of a tile are accepted once its bank is loaded; the beat flagged ``last`` ends the tile
     and the next beats use the other bank. A bank is free to load again when its tile's
     last result has left the cells. Each data beat carries its bank with it through the
@@ -190,12 +191,16 @@ class WeightStationaryArray(wiring.Component):
                          pipe_last[k].eq(pipe_last[k - 1])]
         tile_done = pipe_valid[-1] & pipe_last[-1]
 
+        # A weight beat is written the cycle after it is accepted (its row's write enable
+        # is registered: it reaches W cells' weights); its bank is FULL once it is written.
+        loaded, loaded_bank = Signal(name="loaded"), Signal(name="loaded_bank")
+        m.d.sync += [loaded.eq(weights_go & (load_row == R - 1)), loaded_bank.eq(load_bank)]
         for b in range(2):
             with m.If(tile_done & (pipe_bank[-1] == b)):
                 m.d.sync += bank_state[b].eq(_EMPTY)
             with m.Elif(data_go & self.data.payload.last & (use_bank == b)):
                 m.d.sync += bank_state[b].eq(_BUSY)
-            with m.Elif(weights_go & (load_row == R - 1) & (load_bank == b)):
+            with m.Elif(loaded & (loaded_bank == b)):
                 m.d.sync += bank_state[b].eq(_FULL)
         with m.If(data_go & self.data.payload.last):
             m.d.sync += use_bank.eq(~use_bank)
@@ -208,11 +213,14 @@ class WeightStationaryArray(wiring.Component):
         # Weight banks, written a row at a time.
         banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
                   for r in range(R)] for b in range(2)]
+        weights_q = stage(m, self.weights.payload, "weights_q")
         for b in range(2):
             for r in range(R):
-                with m.If(weights_go & (load_bank == b) & (load_row == r)):
+                write = Signal(name=f"write_b{b}_r{r}")
+                m.d.sync += write.eq(weights_go & (load_bank == b) & (load_row == r))
+                with m.If(write):
                     for c in range(W):
-                        m.d.sync += banks[b][r][c].eq(self.weights.payload[c])
+                        m.d.sync += banks[b][r][c].eq(weights_q[c])
 
         def weight(r, c, bank):
             raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
