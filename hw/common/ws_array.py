@@ -244,7 +244,7 @@ class WeightStationaryArray(wiring.Component):
         else:
             # shift and its mask (bit k of acc lands at or above out_bits), one cycle ahead.
             shift = stage(m, self.shift, "shift_q")
-            mask = stage(m, Cat((self.shift + self.out_bits) <= k
+            mask = stage(m, Cat(self.shift <= k - self.out_bits if k >= self.out_bits else C(0)
                                 for k in range(self.acc_bits)), "over_mask")
             for r in range(R):
                 m.d.comb += [result.acc[r].eq(delay(m, acc[r], 2, f"out_acc_r{r}")),
