@@ -175,7 +175,9 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
     harness = IoHarness(component)
     harness_v = verilog.convert(harness, name=f"{top}_harness", ports=harness.ports,
                                 platform=dev, emit_src=False)
-    key = hashlib.sha256(f"{dev.name}\n{clock_mhz}\n{seed}\n{component_v}".encode())
+    # The flow's own commands are part of the key: a changed flow measures again.
+    key = hashlib.sha256(f"{dev.name}\n{clock_mhz}\n{seed}\n{dev.synth_script(top)}\n"
+                         f"{dev.nextpnr_options}\n{component_v}".encode())
     work = Path(build_root).resolve() / "synth" / f"{top}-{dev.name}-{key.hexdigest()[:16]}"
     work.mkdir(parents=True, exist_ok=True)
     with open(work / ".lock", "w") as lock:
