@@ -32,8 +32,9 @@ class WeightStationaryArray(wiring.Component):
     (``psum``), move right one cell per cycle and leave at the right edge.
 
     Weights are double-buffered: a ``weights`` beat writes one array row (row 0 first) of
-    the bank not in use, the cycle after it is accepted (the row's write enable is
-    registered), so the next tile loads while the current one computes. Data beats
+    the bank not in use, column c ``c + 1`` cycles after the beat is accepted (the beat
+    and its write enables move right through registers, as the data do), so the next tile
+    loads while the current one computes. Data beats
     of a tile are accepted once its bank is loaded; the beat flagged ``last`` ends the tile
     and the next beats use the other bank. A bank is free to load again when its tile's
     last result has left the cells. Each data beat carries its bank with it through the
@@ -191,8 +192,8 @@ class WeightStationaryArray(wiring.Component):
                          pipe_last[k].eq(pipe_last[k - 1])]
         tile_done = pipe_valid[-1] & pipe_last[-1]
 
-        # A weight beat is written the cycle after it is accepted (its row's write enable
-        # is registered: it reaches W cells' weights); its bank is FULL once it is written.
+        # A weight beat reaches column 0 the cycle after it is accepted (its row's write
+        # enables are registered); its bank is FULL once column 0 is written.
         loaded, loaded_bank = Signal(name="loaded"), Signal(name="loaded_bank")
         m.d.sync += [loaded.eq(weights_go & (load_row == R - 1)), loaded_bank.eq(load_bank)]
         for b in range(2):
@@ -213,14 +214,25 @@ class WeightStationaryArray(wiring.Component):
         # Weight banks, written a row at a time.
         banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
                   for r in range(R)] for b in range(2)]
+        # The beat and its row's write enables then travel right a column per cycle, as
+        # the data do (column c is written c cycles after column 0, before data reach
+        # it): every cell's enable is a register of its own column.
         weights_q = stage(m, self.weights.payload, "weights_q")
+        beat = [weights_q[c] for c in range(W)]             # columns c.. of the beat
+        write = [[Signal(name=f"write_b{b}_r{r}_c0") for r in range(R)] for b in range(2)]
         for b in range(2):
             for r in range(R):
-                write = Signal(name=f"write_b{b}_r{r}")
-                m.d.sync += write.eq(weights_go & (load_bank == b) & (load_row == r))
-                with m.If(write):
-                    for c in range(W):
-                        m.d.sync += banks[b][r][c].eq(weights_q[c])
+                m.d.sync += write[b][r].eq(weights_go & (load_bank == b) & (load_row == r))
+        for c in range(W):
+            for b in range(2):
+                for r in range(R):
+                    with m.If(write[b][r]):
+                        m.d.sync += banks[b][r][c].eq(beat[0])
+            if c < W - 1:
+                beat = [stage(m, v, f"weights_c{c + 1}_{k}")
+                        for k, v in enumerate(beat[1:], c + 1)]
+                write = [[stage(m, write[b][r], f"write_b{b}_r{r}_c{c + 1}")
+                          for r in range(R)] for b in range(2)]
 
         def weight(r, c, bank):
             raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
