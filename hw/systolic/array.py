@@ -151,11 +151,17 @@ class ColumnCombinedArray(WeightStationaryArray):
             # Data move up (row R-1 is the bottom), partial sums move right.
             for r in reversed(range(R)):
                 bank = stage(m, early, f"bank_r{r}_c{g}")
-                streams = Array(x[a] for a in range(self.alpha))
                 w_op = stage(m, weight(r, g, bank).w, f"wop_r{r}_c{g}")
-                sel = stage(m, weight(r, g, early).sel, f"sel_r{r}_c{g}")
-                x_op = stage(m, streams[sel], f"xop_r{r}_c{g}")
-                if not self.data_signed:
+                # The select, one-hot: the stream multiplexer is an AND-OR, two LUT levels.
+                sel = stage(m, Cat(weight(r, g, early).sel == a for a in range(self.alpha)),
+                            f"sel_r{r}_c{g}")
+                selected = 0
+                for a in range(self.alpha):
+                    selected = selected | (x[a].as_unsigned() & sel[a].replicate(len(x[a])))
+                x_op = stage(m, selected[:len(x[0])], f"xop_r{r}_c{g}")
+                if self.data_signed:
+                    x_op = x_op.as_signed()
+                else:
                     x_op = Cat(x_op, C(0, 1)).as_signed()
                 product = pipelined_product(m, plan, w_op, x_op, f"prod_r{r}_c{g}")
                 row_psum[r] = stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
