@@ -47,8 +47,9 @@ class WeightStationaryArray(wiring.Component):
     accepted at most every ``beat_cycles`` cycles (cells that take several cycles per beat).
 
     With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
-    (arithmetic shift, in two steps), ``shift`` being a run-time input (registered: a
-    result takes the value ``shift`` had the cycle before its shift step).
+    (arithmetic shift, in two steps), ``shift`` being a run-time input, registered row by
+    row (all rows of a result use the value it had in one cycle; keep it steady while
+    results are in flight).
 
     Latency: ``pipeline_depth + 2`` cycles from a data beat's acceptance to its result on
     ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + product_steps`` (+2
@@ -246,21 +247,28 @@ class WeightStationaryArray(wiring.Component):
                           f"psum_r{r}") for r in range(R)]
         self._cells(m, row_psum, weight, use_bank, data_go, phase, platform)
 
-        # Deskew: row r waits r cycles so a vector's results leave together.
-        acc = [delay(m, row_psum[r], r, f"deskew_r{r}") for r in range(R)]
+        # Deskew: row r waits r cycles so a vector's results leave together (row R-1, the
+        # bottom, leaves the cells first).
         result = Signal(self.result.payload.shape())
         m.d.comb += result.last.eq(pipe_last[-1])
         if self.out_bits is None:
             for r in range(R):
-                m.d.comb += result.acc[r].eq(acc[r])
+                m.d.comb += result.acc[r].eq(delay(m, row_psum[r], r, f"deskew_r{r}"))
         else:
-            # shift and its mask (bit k of acc lands at or above out_bits), one cycle ahead.
-            shift = stage(m, self.shift, "shift_q")
+            # The output stage acts on each row as it leaves the cells. shift and its mask
+            # (bit k of acc lands at or above out_bits) go up the rows a register per row,
+            # so each row's shifter has copies of its own and a vector's rows all use the
+            # value shift had in one cycle.
+            shift = stage(m, self.shift, f"shift_r{R - 1}")
             mask = stage(m, Cat(self.shift <= k - self.out_bits if k >= self.out_bits else C(0)
-                                for k in range(self.acc_bits)), "over_mask")
-            for r in range(R):
-                m.d.comb += [result.acc[r].eq(delay(m, acc[r], 2, f"out_acc_r{r}")),
-                             result.y[r].eq(self._output_stage(m, acc[r], shift, mask, r))]
+                                for k in range(self.acc_bits)), f"over_mask_r{R - 1}")
+            for r in reversed(range(R)):
+                y = self._output_stage(m, row_psum[r], shift, mask, r)
+                m.d.comb += [result.acc[r].eq(delay(m, row_psum[r], r + 2, f"deskew_r{r}")),
+                             result.y[r].eq(delay(m, y, r, f"deskew_y_r{r}"))]
+                if r > 0:
+                    shift = stage(m, shift, f"shift_r{r - 1}")
+                    mask = stage(m, mask, f"over_mask_r{r - 1}")
 
         m.d.comb += [
             out_fifo.w_data.eq(result),

@@ -83,8 +83,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     result : Out(stream.Signature(StructLayout({"acc": ArrayLayout(signed(acc_bits), rows),
              ["y": ArrayLayout(unsigned(out_bits), rows),] "last": 1})))
     shift : In(range(acc_bits)), only with ``out_bits``
-        Output stage shift, registered (a result takes the value of the cycle before its
-        shift step).
+        Output stage shift, registered row by row (see ``WeightStationaryArray``).
 
     Raises
     ------
