@@ -52,8 +52,8 @@ def test_cycle_model_by_hand():
     # tile 3's weights wait for tile 1 (accepted at 3) to leave the cells at 10; they load
     # at 11,12, are written by 13, its beat enters at 14 and leaves the FIFO at 23.
     assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 24
-    # Parallel MACs: 2 product steps, one more register stage than the default 1.
-    assert cycle_model([10], rows=2, cols=3, out_stage=False, product_steps=2).cycles == 23
+    # Parallel MACs: 3 product steps, two more register stages than the default 1.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, product_steps=3).cycles == 24
 
 
 def test_bitserial_cycle_model_by_hand():

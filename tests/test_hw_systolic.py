@@ -13,13 +13,13 @@ from synth.devices import get_device
 
 def test_signature_widths():
     dut = ColumnCombinedArray(rows=4, cols=8, alpha=4, out_bits=8)
-    assert dut.latency == 4 + 8 + 3 + 2 + 2 and dut.sel_bits == 2
+    assert dut.latency == 4 + 8 + 4 + 2 + 2 and dut.sel_bits == 2
     assert dut.fifo_depth == dut.pipeline_depth + 3
     assert len(dut.data.payload.as_value()) == 8 * 4 * 8 + 4 * 32 + 1
     assert len(dut.weights.payload.as_value()) == 8 * 8 + 8 * 2
     assert len(dut.result.payload.as_value()) == 4 * 32 + 4 * 8 + 1
-    # rows + cols + input register + 2 product steps + FIFO
-    assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 1 + 2 + 2
+    # rows + cols + input register + 3 product steps + FIFO
+    assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 1 + 3 + 2
 
 
 def test_bitserial_takes_data_bits_cycles_per_beat():
@@ -45,14 +45,14 @@ def test_invalid_parameters(kwargs, error, message):
         ColumnCombinedArray(**kwargs)
 
 
-def test_ecp5_cells_take_dsp_blocks_then_split_lut_multipliers():
+def test_ecp5_cells_take_dsp_blocks_then_lut_multipliers():
     # ecp5-25k has 28 MULT18X18D: a 4 x 8 array puts 28 products on them, 4 in LUTs.
     text = verilog.convert(ColumnCombinedArray(rows=4, cols=8), name="systolic",
                            platform=get_device("ecp5-25k"), emit_src=False)
     assert len(re.findall(r"^\s*MULT18X18D\b", text, re.MULTILINE)) == 28
-    assert len(re.findall(r"reg \[\d+:0\] prod_r\d_c\d_low\b", text)) == 4
+    assert len(re.findall(r"reg \[\d+:0\] prod_r\d_c\d_part0\b", text)) == 4
     for device in ("ice40-up5k", None):       # one multiplier per cell, mapped by yosys
         text = verilog.convert(ColumnCombinedArray(rows=2, cols=2), name="systolic",
                                platform=device and get_device(device), emit_src=False)
-        assert "MULT18X18D" not in text and "_low" not in text
+        assert "MULT18X18D" not in text and "_part0" not in text
         assert len(re.findall(r"\* \$signed", text)) == 4

@@ -48,7 +48,7 @@ CONFIGS = {
                                     data_signed=True, data_bits=5, acc_bits=14,
                                     layer_rows=20, layer_cols=200, sparsity=0.85),
     # as synthesized for the ECP5-25F: 28 cells on MULT18X18D blocks (simulated with
-    # sim/primitives/MULT18X18D.v), the other 4 with multipliers split in LUTs
+    # sim/primitives/MULT18X18D.v), the other 4 with pipelined LUT multipliers
     "4x8-a4-signed-ecp5": dict(rows=4, cols=8, alpha=4, data_signed=True, out_bits=8,
                                shift=9, layer_rows=9, layer_cols=70, sparsity=0.75,
                                device="ecp5-25k"),

@@ -7,7 +7,10 @@ from hw.common.ws_array import stage
 __all__ = ["PRODUCT_STEPS", "MultiplierPlan", "pipelined_product"]
 
 #: Register steps from a cell's operand registers to its product register.
-PRODUCT_STEPS = 2
+PRODUCT_STEPS = 3
+
+#: Bits of ``b`` per partial product of the LUT form.
+_DIGIT_BITS = 2
 
 #: Operand width of an ECP5 MULT18X18D (two's complement with SIGNEDA/SIGNEDB high).
 _ECP5_DSP_BITS = 18
@@ -19,10 +22,11 @@ class MultiplierPlan:
     On an ECP5 target (a platform whose ``dsp_primitive`` is ``"MULT18X18D"``, with its
     ``dsp_count``: a ``synth.devices.Device``) the first ``dsp_count`` multipliers are
     MULT18X18D blocks with their input and output registers in use (yosys maps a
-    multiplier to the block without its registers, which caps a cell at ~120 MHz), and the
-    rest are split into two half products in LUTs, one pipeline step each. Anywhere else
-    (simulation, iCE40, board builds) a multiplier is ``*`` followed by two registers
-    (iCE40's DSP inference takes them into its SB_MAC16). Every form takes
+    multiplier to the block with its registers bypassed, which caps a cell at ~120 MHz)
+    and a fabric register after them; the rest are pipelined trees in LUTs: products by
+    the 2-bit digits of ``b``, pairs of those, then the rest, a step each. Anywhere else
+    (simulation, iCE40, board builds) a multiplier is ``*`` followed by three registers
+    (iCE40's DSP inference takes some of them into its SB_MAC16). Every form takes
     ``PRODUCT_STEPS``.
     """
 
@@ -32,13 +36,13 @@ class MultiplierPlan:
 
     def form(self, a_width, b_width):
         """The form of the next multiplier of ``a_width`` x ``b_width`` signed bits:
-        ``"generic"``, ``"ecp5_dsp"`` or ``"lut_split"``."""
+        ``"generic"``, ``"ecp5_dsp"`` or ``"lut_tree"``."""
         if self._budget is None:
             return "generic"
         if self._budget > 0 and max(a_width, b_width) <= _ECP5_DSP_BITS:
             self._budget -= 1
             return "ecp5_dsp"
-        return "lut_split" if b_width > 1 else "generic"
+        return "lut_tree" if b_width > 1 else "generic"
 
 
 def pipelined_product(m, plan, a, b, name):
@@ -61,13 +65,22 @@ def pipelined_product(m, plan, a, b, name):
             i_CLK0=ClockSignal("sync"), i_CE0=Const(1), i_RST0=Const(0),
             i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
             **pins)
-        return product[:width].as_signed()
-    if form == "lut_split":
-        half = len(b) // 2
-        low = stage(m, a * b[:half], f"{name}_low")                 # b's low bits: unsigned
-        high = stage(m, a * b[half:].as_signed(), f"{name}_high")
-        return stage(m, (low + (high << half))[:width].as_signed(), f"{name}_sum")
-    return stage(m, stage(m, a * b, f"{name}_raw"), f"{name}_product")
+        # The third step in the fabric, next to the adder the product feeds.
+        return stage(m, product[:width].as_signed(), f"{name}_product")
+    if form == "lut_tree":
+        # Step 1: a times each 2-bit digit of b (one adder each; the top digit signed).
+        starts = range(0, len(b), _DIGIT_BITS)
+        parts = []
+        for k, start in enumerate(starts):
+            digit = b[start:start + _DIGIT_BITS]
+            digit = digit.as_signed() if start + _DIGIT_BITS >= len(b) else digit
+            parts.append(stage(m, a * digit, f"{name}_part{k}") << start)
+        # Step 2: pairs of parts; step 3: the rest.
+        pairs = [stage(m, sum(parts[k:k + 2]), f"{name}_pair{k // 2}")
+                 for k in range(0, len(parts), 2)]
+        return stage(m, sum(pairs)[:width].as_signed(), f"{name}_sum")
+    raw = stage(m, a * b, f"{name}_raw")
+    return stage(m, stage(m, raw, f"{name}_piped"), f"{name}_product")
 
 
 def _extend(value, bits):
