@@ -32,9 +32,9 @@ class WeightStationaryArray(wiring.Component):
     (``psum``), move right one cell per cycle and leave at the right edge.
 
     Weights are double-buffered: a ``weights`` beat writes one array row (row 0 first) of
-    the bank not in use, column c ``c + 1`` cycles after the beat is accepted (the beat
-    and its write enables move right through registers, as the data do), so the next tile
-    loads while the current one computes. Data beats
+    the bank not in use (the beats move right and up through registers, as the data do;
+    all rows of column c are written ``c + 1`` cycles after the tile's last beat is
+    accepted), so the next tile loads while the current one computes. Data beats
     of a tile are accepted once its bank is loaded; the beat flagged ``last`` ends the tile
     and the next beats use the other bank. A bank is free to load again when its tile's
     last result has left the cells. Each data beat carries its bank with it through the
@@ -215,25 +215,30 @@ class WeightStationaryArray(wiring.Component):
         # Weight banks, written a row at a time.
         banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
                   for r in range(R)] for b in range(2)]
-        # The beat and its row's write enables then travel right a column per cycle, as
-        # the data do (column c is written c cycles after column 0, before data reach
-        # it): every cell's enable is a register of its own column.
+        # A weight beat and its tag (valid, bank, row) travel right a column per cycle and
+        # up each column a row per cycle, as the data do: row r of column c writes the
+        # beat that enters it when the tag names row r. Beat k enters row R-1 of column c
+        # k + 1 + c edges after it is accepted and row k R-1-k edges later, so every row
+        # of column c is written c + 1 edges after the last beat is accepted, and no write
+        # net spans more than a cell.
         weights_q = stage(m, self.weights.payload, "weights_q")
+        tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(R)}),
+                     name="weights_tag_c0")
+        m.d.sync += [tag.valid.eq(weights_go), tag.bank.eq(load_bank), tag.row.eq(load_row)]
         beat = [weights_q[c] for c in range(W)]             # columns c.. of the beat
-        write = [[Signal(name=f"write_b{b}_r{r}_c0") for r in range(R)] for b in range(2)]
-        for b in range(2):
-            for r in range(R):
-                m.d.sync += write[b][r].eq(weights_go & (load_bank == b) & (load_row == r))
         for c in range(W):
-            for b in range(2):
-                for r in range(R):
-                    with m.If(write[b][r]):
-                        m.d.sync += banks[b][r][c].eq(beat[0])
+            value, value_tag = beat[0], tag                 # entering row R-1
+            for r in reversed(range(R)):
+                for b in range(2):
+                    with m.If(value_tag.valid & (value_tag.bank == b) & (value_tag.row == r)):
+                        m.d.sync += banks[b][r][c].eq(value)
+                if r > 0:
+                    value = stage(m, value, f"weights_r{r - 1}_c{c}")
+                    value_tag = stage(m, value_tag, f"weights_tag_r{r - 1}_c{c}")
             if c < W - 1:
                 beat = [stage(m, v, f"weights_c{c + 1}_{k}")
                         for k, v in enumerate(beat[1:], c + 1)]
-                write = [[stage(m, write[b][r], f"write_b{b}_r{r}_c{c + 1}")
-                          for r in range(R)] for b in range(2)]
+                tag = stage(m, tag, f"weights_tag_c{c + 1}")
 
         def weight(r, c, bank):
             raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
