@@ -193,8 +193,8 @@ class WeightStationaryArray(wiring.Component):
                          pipe_last[k].eq(pipe_last[k - 1])]
         tile_done = pipe_valid[-1] & pipe_last[-1]
 
-        # A weight beat reaches column 0 the cycle after it is accepted (its row's write
-        # enables are registered); its bank is FULL once column 0 is written.
+        # A tile's weights are written in column 0 the edge after its last beat is
+        # accepted (below); its bank is FULL from then on.
         loaded, loaded_bank = Signal(name="loaded"), Signal(name="loaded_bank")
         m.d.sync += [loaded.eq(weights_go & (load_row == R - 1)), loaded_bank.eq(load_bank)]
         for b in range(2):
@@ -217,10 +217,10 @@ class WeightStationaryArray(wiring.Component):
                   for r in range(R)] for b in range(2)]
         # A weight beat and its tag (valid, bank, row) travel right a column per cycle and
         # up each column a row per cycle, as the data do: row r of column c writes the
-        # beat that enters it when the tag names row r. Beat k enters row R-1 of column c
-        # k + 1 + c edges after it is accepted and row k R-1-k edges later, so every row
-        # of column c is written c + 1 edges after the last beat is accepted, and no write
-        # net spans more than a cell.
+        # beat that reaches it when the tag names row r. Beat k reaches row R-1 of column
+        # c 1 + c edges after it is accepted and row k R-1-k edges later, so every row of
+        # column c is written 1 + c edges after the tile's last beat (k = R-1) is accepted,
+        # and no write net spans more than a cell.
         weights_q = stage(m, self.weights.payload, "weights_q")
         tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(R)}),
                      name="weights_tag_c0")
