@@ -38,7 +38,7 @@ def test_axi_top_port_names():
     assert {"bound_bits", "bypass", "error", "error_count"} <= names
 
 
-@pytest.mark.parametrize("chunk_bytes,beat_bytes", [(5, 2), (3, 8), (34, 32)])
+@pytest.mark.parametrize("chunk_bytes,beat_bytes", [(5, 2), (3, 8), (8, 4), (34, 32), (68, 64)])
 def test_packer_concatenates_chunks_into_beats(chunk_bytes, beat_bytes):
     rng = random.Random(chunk_bytes)
     messages = [[bytes(rng.randrange(256) for _ in range(rng.randrange(chunk_bytes + 1)))
@@ -64,3 +64,21 @@ def test_packer_concatenates_chunks_into_beats(chunk_bytes, beat_bytes):
             frames.append(current)
             current = b""
     assert frames == expected
+
+
+@pytest.mark.parametrize("chunk_bytes,beat_bytes", [(5, 2), (8, 4), (34, 32), (68, 64)])
+def test_packer_takes_a_chunk_per_cycle(chunk_bytes, beat_bytes):
+    """Chunks of at most a beat, no pauses: one chunk per cycle; the end of the message
+    leaves at most ``latency`` cycles plus the window's last two beats later."""
+    rng = random.Random(beat_bytes)
+    chunks = [bytes(rng.randrange(256) for _ in range(beat_bytes if k % 3 == 0
+                                                      else rng.randrange(beat_bytes + 1)))
+              for k in range(300)]
+    beats = [{"data": int.from_bytes(chunk, "little"), "length": len(chunk),
+              "last": k == len(chunks) - 1} for k, chunk in enumerate(chunks)]
+    dut = BytePacker(chunk_bytes=chunk_bytes, beat_bytes=beat_bytes)
+    count = -(-sum(map(len, chunks)) // beat_bytes)
+    out, cycles = run_stream_test(dut, beats, expected_count=count, rng=rng)
+    assert b"".join(int(beat.data).to_bytes(beat_bytes, "little") for beat in out)[
+        :sum(map(len, chunks))] == b"".join(chunks)
+    assert len(chunks) + dut.latency <= cycles <= len(chunks) + dut.latency + 2

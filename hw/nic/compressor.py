@@ -6,10 +6,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.nic.layouts import StreamEngine, count_errors
-from hw.nic.packer import BytePacker
+from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
-__all__ = ["InceptionnCompressor", "classify_value", "BLOCK_BYTES"]
+__all__ = ["InceptionnCompressor", "classify_value", "compressor_latency", "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
@@ -37,6 +37,12 @@ def classify_value(m, bits, bound_bits):
     return tag, payload
 
 
+def compressor_latency(lanes):
+    """Cycles from a group's last input beat to its first byte in an output beat: read,
+    classify, offsets, block, then the byte packer."""
+    return 4 + packer_latency(4 * lanes)
+
+
 class InceptionnCompressor(StreamEngine):
     """Compress value messages into INCEPTIONN-style messages, ``lanes`` values per beat.
 
@@ -52,8 +58,9 @@ class InceptionnCompressor(StreamEngine):
     ``n``-th value are dropped up to the input's ``last``. The next message is read
     normally either way.
 
-    Latency: 5 cycles from a group's last beat (8 values, or the message's end) to its
-    first compressed byte in an output beat. Throughput: one input beat per cycle while
+    Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
+    to its first compressed byte in an output beat: 4 stages (read, classify, offsets,
+    block) and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``: 8 with 8 lanes. Throughput: one input beat per cycle while
     the compressed blocks average at most ``4 * lanes`` bytes per input beat and the output
     is not backpressured; a message end costs the cycles its compressed tail takes to leave.
 
@@ -74,14 +81,15 @@ class InceptionnCompressor(StreamEngine):
         Bad messages seen, saturating.
     """
 
-    #: Cycles from a group's last input beat to its first byte in an output beat.
-    LATENCY = 5
-
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
             "bound_bits": In(4, init=10), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
         })
+
+    LATENCY = property(lambda self: compressor_latency(self.lanes),
+                       doc="Cycles from a group's last input beat to its first byte in an "
+                           "output beat.")
 
     @property
     def blocks_per_group(self):
@@ -97,8 +105,7 @@ class InceptionnCompressor(StreamEngine):
         m = Module()
         lanes, blocks = self.lanes, self.blocks_per_group
         group_values = 8 * blocks
-        chunk_bytes = BLOCK_BYTES * blocks
-        m.submodules.packer = packer = BytePacker(chunk_bytes=chunk_bytes,
+        m.submodules.packer = packer = BytePacker(chunk_bytes=BLOCK_BYTES * blocks,
                                                   beat_bytes=4 * lanes)
         wiring.connect(m, wiring.flipped(self.o), packer.o)
 
@@ -181,8 +188,8 @@ class InceptionnCompressor(StreamEngine):
                                                               offsets3[9 * j + i]))
             block_data.append(packed[:8 * BLOCK_BYTES])
             block_length.append(offsets3[9 * j + 8])
-        group_data = Signal(8 * chunk_bytes)
-        group_length = Signal(range(chunk_bytes + 1))
+        group_data = Signal(8 * BLOCK_BYTES * blocks)
+        group_length = Signal(range(BLOCK_BYTES * blocks + 1))
         m.d.comb += [group_data.eq(block_data[0]), group_length.eq(block_length[0])]
         if blocks == 2:
             with m.If(group3_blocks == 2):

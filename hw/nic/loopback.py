@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.nic.compressor import InceptionnCompressor
+from hw.nic.compressor import InceptionnCompressor, compressor_latency
 from hw.nic.decompressor import InceptionnDecompressor
 from hw.nic.layouts import StreamEngine
 
@@ -35,8 +35,10 @@ class CodecLoopback(StreamEngine):
             "error": Out(1), "error_count": Out(17),
         })
 
-    #: The compressor's latency plus the decompressor's.
-    LATENCY = InceptionnCompressor.LATENCY + InceptionnDecompressor.LATENCY
+    @property
+    def LATENCY(self):
+        """The compressor's latency plus the decompressor's."""
+        return compressor_latency(self.lanes) + InceptionnDecompressor.LATENCY
 
     def elaborate(self, platform):
         m = Module()
