@@ -38,7 +38,7 @@ DEMO_STEPS = [
     ("tq", {"rows": 2, "cols": 2, "g": 4, "alpha": 6, "beta": 2},
      {"layer_rows": 4, "layer_cols": 32}, 8, ("ice40-up5k",), True),
     ("compressor", {"lanes": 1}, {"gradients": str(GRADIENTS), "bound_bits": 10}, 1,
-     ("ice40-up5k",), False),
+     ("ice40-hx8k",), False),
 ]
 
 

@@ -9,38 +9,64 @@ from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
-__all__ = ["InceptionnCompressor", "classify_value", "compressor_latency", "BLOCK_BYTES"]
+__all__ = ["InceptionnCompressor", "compressor_latency", "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
 
 
-def classify_value(m, bits, bound_bits):
-    """Tag (2 bits) and payload (32 bits, little-endian bytes) of one float32, for
-    ``bound_bits`` in 7..15."""
-    sign, exponent = bits[31], bits[23:31]
-    significand = Cat(bits[:23], Const(1, 1))
+class Thresholds:
+    """Per-message registers derived from the bound ``b`` (7..15) so that classifying a
+    value needs no adder on ``b``: a value is 0 below exponent ``127 - b``, 8-bit below
+    ``134 - b``; the 8-bit class shifts its significand by ``150 - e - b``, whose low 3 bits
+    (it is 17..23) come from ``small_base = (133 - b) mod 8``."""
+
+    def __init__(self, b):
+        self.zero_below = Signal(8, init=127 - 10)
+        self.small_below = Signal(8, init=134 - 10)
+        self.small_base = Signal(3, init=(133 - 10) % 8)
+        self._b = b
+
+    def load(self):
+        """Statements loading the registers from ``b`` (sync domain)."""
+        b = self._b
+        return [self.zero_below.eq(127 - b), self.small_below.eq(134 - b),
+                self.small_base.eq(133 - b)]
+
+
+def classify_value(m, bits, thresholds):
+    """Tag (2 bits) of one float32 and the 3-bit amount that places its payload's
+    significand bits (``value_payload``)."""
+    exponent = bits[23:31]
     tag = Signal(2, name="tag")
-    payload = Signal(32, name="payload")
     with m.If(exponent >= 127):
-        m.d.comb += [tag.eq(3), payload.eq(bits)]
-    with m.Elif(exponent + bound_bits < 127):
+        m.d.comb += tag.eq(3)
+    with m.Elif(exponent < thresholds.zero_below):
         m.d.comb += tag.eq(0)
-    with m.Elif(exponent + bound_bits < 134):
-        shift = Signal(5, name="small_shift")           # 150 - e - b: 17..23 here
-        m.d.comb += [shift.eq(150 - exponent - bound_bits), tag.eq(1),
-                     payload.eq(Cat((significand >> shift)[:7], sign))]
+    with m.Elif(exponent < thresholds.small_below):
+        m.d.comb += tag.eq(1)
     with m.Else():
-        shift = Signal(5, name="large_shift")           # 135 - e: 9..b+1 here
-        m.d.comb += [shift.eq(135 - exponent), tag.eq(2),
-                     payload.eq(Cat((significand >> shift)[:15], sign))]
-    return tag, payload
+        m.d.comb += tag.eq(2)
+    # 8-bit class: shift 150 - e - b (17..23) -> amount 133 - b - e; 16-bit class: shift
+    # 135 - e (9..b+1) -> amount 126 - e (126 mod 8 = 6). Both fit 3 bits exactly.
+    amount = Signal(3, name="amount")
+    m.d.comb += amount.eq(Mux(tag == 1, thresholds.small_base, 6) - exponent[:3])
+    return tag, amount
+
+
+def value_payload(bits, tag, amount):
+    """Payload (32 bits, little-endian bytes) of one float32 of class ``tag``:
+    the value itself (3), its sign and 15 (2) or 7 (1) significand bits, nothing (0)."""
+    sign, significand = bits[31], Cat(bits[:23], Const(1, 1))
+    return Mux(tag == 3, bits,
+               Mux(tag == 2, Cat((significand[9:] >> amount)[:15], sign),
+                   Mux(tag == 1, Cat((significand[17:] >> amount)[:7], sign), 0)))
 
 
 def compressor_latency(lanes):
     """Cycles from a group's last input beat to its first byte in an output beat: read,
-    classify, offsets, block, then the byte packer."""
-    return 4 + packer_latency(4 * lanes)
+    classify, payloads, offsets, block, then the byte packer."""
+    return 5 + packer_latency(4 * lanes)
 
 
 class InceptionnCompressor(StreamEngine):
@@ -59,8 +85,9 @@ class InceptionnCompressor(StreamEngine):
     normally either way.
 
     Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
-    to its first compressed byte in an output beat: 4 stages (read, classify, offsets,
-    block) and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``: 8 with 8 lanes. Throughput: one input beat per cycle while
+    to its first compressed byte in an output beat: 5 stages (read, classify, payloads,
+    offsets, block) and the byte packer's ``1 + ceil(log2(4 * lanes) / 3)``: 8 with 8
+    lanes. Throughput: one input beat per cycle while
     the compressed blocks average at most ``4 * lanes`` bytes per input beat and the output
     is not backpressured; a message end costs the cycles its compressed tail takes to leave.
 
@@ -116,13 +143,24 @@ class InceptionnCompressor(StreamEngine):
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
         reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=self.bypass)
-        stage1 = reader.item
-        bound_bits = Signal(4, init=10)
+        requested = self.bound_bits
+        bound_bits = Signal(4)
+        m.d.comb += bound_bits.eq(Mux(requested < 7, 7, Mux(requested > 15, 15, requested)))
+        thresholds = Thresholds(bound_bits)
         with m.If(reader.descriptor):
-            requested = self.bound_bits
-            m.d.sync += bound_bits.eq(Mux(requested < 7, 7, Mux(requested > 15, 15, requested)))
+            m.d.sync += thresholds.load()
             with m.If((requested < 7) | (requested > 15)):
                 m.d.comb += flag.eq(1)
+
+        # Stage 1b: each value's class and payload shift.
+        stage1 = Signal.like(reader.item)
+        classes = Signal(data.ArrayLayout(data.StructLayout({"tag": 2, "amount": 3}), lanes))
+        with m.If(advance):
+            m.d.sync += stage1.eq(reader.item)
+            for k in range(lanes):
+                tag, amount = classify_value(m, reader.item.bits[32 * k:32 * (k + 1)],
+                                             thresholds)
+                m.d.sync += [classes[k].tag.eq(tag), classes[k].amount.eq(amount)]
 
         # Stage 2: a group of 8 * blocks tags and payloads, or a chunk.
         tags = Signal(data.ArrayLayout(2, group_values))
@@ -132,11 +170,9 @@ class InceptionnCompressor(StreamEngine):
         chunk2 = Signal(data.StructLayout({"bits": unsigned(32 * lanes),
                                            "length": range(4 * lanes + 1), "last": 1}))
         slot = Signal(range(self.beats_per_group))
-        lane_tags, lane_payloads = [], []
-        for k in range(lanes):
-            tag, payload = classify_value(m, stage1.bits[32 * k:32 * (k + 1)], bound_bits)
-            lane_tags.append(tag)
-            lane_payloads.append(payload)
+        lane_tags = [classes[k].tag for k in range(lanes)]
+        lane_payloads = [value_payload(stage1.bits[32 * k:32 * (k + 1)], classes[k].tag,
+                                       classes[k].amount) for k in range(lanes)]
         with m.If(advance):
             m.d.sync += [group_valid.eq(0), chunk2_valid.eq(0)]
             with m.If(stage1.kind == Item.VALUES):
@@ -184,8 +220,9 @@ class InceptionnCompressor(StreamEngine):
         for j in range(blocks):
             packed = Cat(*(tags3[8 * j + i] for i in range(8)))   # the tag word, bytes 0-1
             for i in range(8):
-                packed = packed | (payloads3[8 * j + i] << Cat(Const(0, 3),
-                                                              offsets3[9 * j + i]))
+                # Value i starts at byte 2..2+4i: a shifter only as wide as that range.
+                offset = offsets3[9 * j + i][:(2 + 4 * i).bit_length()]
+                packed = packed | (payloads3[8 * j + i] << Cat(Const(0, 3), offset))
             block_data.append(packed[:8 * BLOCK_BYTES])
             block_length.append(offsets3[9 * j + 8])
         group_data = Signal(8 * BLOCK_BYTES * blocks)

@@ -18,8 +18,8 @@ _CARRIED = ("valid", "length", "offset", "last", "empty")
 
 def packer_latency(beat_bytes):
     """Cycles from the chunk that releases a beat to that beat at the packer's output, for
-    ``beat_bytes`` bytes per beat: place, the rotate stages, the window."""
-    return 2 + -(-(beat_bytes - 1).bit_length() // ROTATE_BITS)
+    ``beat_bytes`` bytes per beat: the rotate stages, then the window."""
+    return 1 + max(1, -(-(beat_bytes - 1).bit_length() // ROTATE_BITS))
 
 
 class BytePacker(wiring.Component):
@@ -30,19 +30,18 @@ class BytePacker(wiring.Component):
     The chunk's place in the output does not depend on when beats leave: its offset in a
     beat is the running byte count modulo ``beat_bytes``. So the packer is a pipeline:
 
-    - *place* (behind a skid register, so ``i.ready`` is a register): the chunk's offset
-      and whether it ends or is the whole of an empty message;
     - *rotate*: the chunk shifted to its offset in a field of whole beats, ``ROTATE_BITS``
-      offset bits per register stage, with the number of beats it completes;
+      offset bits per register stage (the first stage takes the chunk), with its offset
+      and length for the number of beats it completes;
     - *window*: the field ORed into a window of beats at its first incomplete one (one
       of three beat positions: the only choice inside the loop) while the window's first
       beat leaves. A complete beat waits until a byte more has arrived (so a message's
       final beat always has bytes) or the message has ended; chunks wait while the
       message's end is in the window.
 
-    Latency: ``packer_latency(beat_bytes)`` (``2 + ceil(log2(beat_bytes) / 3)``) cycles from
-    the chunk that completes a beat and adds a byte more (or ends the message) to that beat. Throughput:
-    one chunk per cycle while chunks average at most ``beat_bytes`` bytes and ``o.ready``
+    Latency: ``packer_latency(beat_bytes)`` (``1 + ceil(log2(beat_bytes) / 3)``) cycles
+    from the chunk that completes a beat and adds a byte more (or ends the message) to that
+    beat. ``i.ready`` depends on registers only. Throughput: one chunk per cycle while chunks average at most ``beat_bytes`` bytes and ``o.ready``
     stays high; a message end costs the cycles its tail takes to leave.
 
     Parameters
@@ -79,36 +78,31 @@ class BytePacker(wiring.Component):
         field_beats = -(-(width - 1 + size) // width)   # beats a placed chunk can touch
         window_beats = field_beats + 2                   # chunks join at beat 0, 1 or 2
 
-        # Place: the chunk (from the skid register if it holds one), its offset in a beat,
-        # whether it ends the message and whether that message has no bytes at all.
-        skid = Signal.like(self.i.payload)
-        skid_valid = Signal()
-        m.d.comb += self.i.ready.eq(~skid_valid)
-        source = Signal.like(self.i.payload)
-        source_valid = Signal()
-        m.d.comb += [source.eq(Mux(skid_valid, skid, self.i.payload)),
-                     source_valid.eq(skid_valid | self.i.valid)]
-
+        # The chunk at the input, with its offset in a beat (the running byte count of the
+        # message modulo the beat) and whether it is the whole of an empty message.
         offset = Signal(max(1, self.offset_bits))       # of the next chunk
         started = Signal()                              # the message has bytes already
-        stage = Signal(data.StructLayout({
-            "valid": 1, "data": unsigned(8 * size), "length": range(size + 1),
-            "offset": len(offset), "last": 1, "empty": 1}))
-        stages, shifts, lows = [stage], [], []
-        end = Signal(range(width + size))
-        m.d.comb += end.eq(offset + source.length)
 
-        # Rotate: shift by the offset, a few bits per stage.
+        def stage_layout(nbytes):
+            return data.StructLayout({"valid": 1, "data": unsigned(8 * nbytes),
+                                      "length": range(size + 1), "offset": len(offset),
+                                      "last": 1, "empty": 1})
+
+        chunk = Signal(stage_layout(size))
+        source = self.i.payload
+        m.d.comb += [chunk.valid.eq(self.i.valid), chunk.data.eq(source.data),
+                     chunk.length.eq(source.length), chunk.offset.eq(offset),
+                     chunk.last.eq(source.last),
+                     chunk.empty.eq(source.last & ~started & (source.length == 0))]
+
+        # Rotate: shift by the offset, ROTATE_BITS bits per register stage.
+        stages, shifts, lows = [chunk], [], []
         shifted_bytes = size
-        for low in range(0, self.offset_bits, ROTATE_BITS):
-            bits = min(ROTATE_BITS, self.offset_bits - low)
-            prev = stages[-1]
+        for low in range(0, max(1, self.offset_bits), ROTATE_BITS):
+            bits = max(0, min(ROTATE_BITS, self.offset_bits - low))
             shifted_bytes = min(shifted_bytes + ((1 << bits) - 1 << low), field_beats * width)
-            nxt = Signal(data.StructLayout({
-                "valid": 1, "data": unsigned(8 * shifted_bytes), "length": range(size + 1),
-                "offset": len(offset), "last": 1, "empty": 1}), name=f"rotate{low}")
-            stages.append(nxt)
-            shifts.append(prev.offset[low:low + bits])
+            shifts.append(stages[-1].offset[low:low + bits])
+            stages.append(Signal(stage_layout(shifted_bytes), name=f"rotate{low}"))
             lows.append(low)
 
         # The last rotate stage's result: beats completed, final keep mask.
@@ -166,24 +160,18 @@ class BytePacker(wiring.Component):
         # Each stage takes its predecessor's content when it is empty or its own moves on.
         leaves = take
         frees = []
-        for n, current in reversed(list(enumerate(stages))):
-            frees.insert(0, Signal(name=f"stage{n}_free"))
+        for n, current in reversed(list(enumerate(stages[1:]))):
+            frees.insert(0, Signal(name=f"rotate{lows[n]}_free"))
             m.d.comb += frees[0].eq(~current.valid | leaves)
             leaves = frees[0]
-        for prev, nxt, free, amount, low in zip(stages, stages[1:], frees[1:], shifts, lows):
+        for prev, nxt, free, amount, low in zip(stages, stages[1:], frees, shifts, lows):
             with m.If(free):
                 m.d.sync += [getattr(nxt, name).eq(getattr(prev, name)) for name in _CARRIED]
                 m.d.sync += nxt.data.eq(prev.data << Cat(Const(0, 3 + low), amount))
-        with m.If(frees[0]):
-            m.d.sync += [stage.valid.eq(source_valid), skid_valid.eq(0)]
-            with m.If(source_valid):
-                m.d.sync += [
-                    stage.data.eq(source.data), stage.length.eq(source.length),
-                    stage.offset.eq(offset), stage.last.eq(source.last),
-                    stage.empty.eq(source.last & ~started & (source.length == 0)),
-                    offset.eq(Mux(source.last, 0, end % width)),
-                    started.eq(~source.last & (started | (source.length != 0))),
-                ]
-        with m.Elif(self.i.valid & self.i.ready):
-            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1)]
+        m.d.comb += self.i.ready.eq(frees[0])
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [
+                offset.eq(Mux(source.last, 0, (offset + source.length) % width)),
+                started.eq(~source.last & (started | (source.length != 0))),
+            ]
         return m
