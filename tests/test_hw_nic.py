@@ -59,6 +59,7 @@ def test_packer_concatenates_chunks_into_beats(chunk_bytes, beat_bytes):
     for beat in out:
         kept = bin(int(beat.keep)).count("1")
         assert int(beat.keep) == (1 << kept) - 1, "kept bytes must be the lowest ones"
+        assert int(beat.data) >> (8 * kept) == 0, "bytes not kept must be zero"
         current += int(beat.data).to_bytes(beat_bytes, "little")[:kept]
         if beat.last:
             frames.append(current)
