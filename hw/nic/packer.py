@@ -41,8 +41,9 @@ class BytePacker(wiring.Component):
 
     Latency: ``packer_latency(beat_bytes)`` (``1 + ceil(log2(beat_bytes) / 3)``) cycles
     from the chunk that completes a beat and adds a byte more (or ends the message) to that
-    beat. ``i.ready`` depends on registers only. Throughput: one chunk per cycle while chunks average at most ``beat_bytes`` bytes and ``o.ready``
-    stays high; a message end costs the cycles its tail takes to leave.
+    beat. ``i.ready`` depends on registers only. Throughput: one chunk per cycle while
+    chunks average at most ``beat_bytes`` bytes and ``o.ready`` stays high; a message end
+    costs the cycles its tail takes to leave.
 
     Parameters
     ----------

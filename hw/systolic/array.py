@@ -1,6 +1,6 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
-from amaranth.hdl import Array, C, Cat, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
