@@ -87,9 +87,9 @@ class InceptionnCompressor(StreamEngine):
     Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
     to its first compressed byte in an output beat: 5 stages (read, classify, payloads,
     offsets, block) and the byte packer's ``1 + ceil(log2(4 * lanes) / 3)``: 8 with 8
-    lanes. Throughput: one input beat per cycle while
-    the compressed blocks average at most ``4 * lanes`` bytes per input beat and the output
-    is not backpressured; a message end costs the cycles its compressed tail takes to leave.
+    lanes. Throughput: one input beat per cycle while the compressed blocks average at most
+    ``4 * lanes`` bytes per input beat and the output is not backpressured; a message end
+    costs the cycles its compressed tail takes to leave.
 
     Parameters
     ----------
