@@ -16,10 +16,15 @@ ROTATE_BITS = 3
 _CARRIED = ("valid", "length", "offset", "last", "empty")
 
 
+def _offset_bits(beat_bytes):
+    """Bits of a chunk's offset in a beat."""
+    return (beat_bytes - 1).bit_length()
+
+
 def packer_latency(beat_bytes):
     """Cycles from the chunk that releases a beat to that beat at the packer's output, for
     ``beat_bytes`` bytes per beat: the rotate stages, then the window."""
-    return 1 + max(1, -(-(beat_bytes - 1).bit_length() // ROTATE_BITS))
+    return 1 + max(1, -(-_offset_bits(beat_bytes) // ROTATE_BITS))
 
 
 class BytePacker(wiring.Component):
@@ -65,11 +70,6 @@ class BytePacker(wiring.Component):
     chunk_bytes = property(lambda self: self._chunk_bytes, doc="Largest chunk, in bytes.")
     beat_bytes = property(lambda self: self._beat_bytes, doc="Output beat width, in bytes.")
 
-    @property
-    def offset_bits(self):
-        """Bits of a chunk's offset in its first beat."""
-        return (self.beat_bytes - 1).bit_length()
-
     latency = property(lambda self: packer_latency(self.beat_bytes),
                        doc="Cycles from the chunk that releases a beat to that beat at ``o``.")
 
@@ -81,7 +81,8 @@ class BytePacker(wiring.Component):
 
         # The chunk at the input, with its offset in a beat (the running byte count of the
         # message modulo the beat) and whether it is the whole of an empty message.
-        offset = Signal(max(1, self.offset_bits))       # of the next chunk
+        offset_bits = _offset_bits(width)
+        offset = Signal(max(1, offset_bits))            # of the next chunk
         started = Signal()                              # the message has bytes already
 
         def stage_layout(nbytes):
@@ -97,14 +98,12 @@ class BytePacker(wiring.Component):
                      chunk.empty.eq(source.last & ~started & (source.length == 0))]
 
         # Rotate: shift by the offset, ROTATE_BITS bits per register stage.
-        stages, shifts, lows = [chunk], [], []
+        stages, lows = [chunk], list(range(0, max(1, offset_bits), ROTATE_BITS))
         shifted_bytes = size
-        for low in range(0, max(1, self.offset_bits), ROTATE_BITS):
-            bits = max(0, min(ROTATE_BITS, self.offset_bits - low))
+        for low in lows:
+            bits = max(0, min(ROTATE_BITS, offset_bits - low))
             shifted_bytes = min(shifted_bytes + ((1 << bits) - 1 << low), field_beats * width)
-            shifts.append(stages[-1].offset[low:low + bits])
             stages.append(Signal(stage_layout(shifted_bytes), name=f"rotate{low}"))
-            lows.append(low)
 
         # The last rotate stage's result: beats completed, final keep mask.
         last_stage = stages[-1]
@@ -165,7 +164,8 @@ class BytePacker(wiring.Component):
             frees.insert(0, Signal(name=f"rotate{lows[n]}_free"))
             m.d.comb += frees[0].eq(~current.valid | leaves)
             leaves = frees[0]
-        for prev, nxt, free, amount, low in zip(stages, stages[1:], frees, shifts, lows):
+        for prev, nxt, free, low in zip(stages, stages[1:], frees, lows):
+            amount = prev.offset[low:low + ROTATE_BITS]
             with m.If(free):
                 m.d.sync += [getattr(nxt, name).eq(getattr(prev, name)) for name in _CARRIED]
                 m.d.sync += nxt.data.eq(prev.data << Cat(Const(0, 3 + low), amount))
