@@ -9,7 +9,7 @@ from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
-__all__ = ["InceptionnCompressor", "compressor_latency", "BLOCK_BYTES"]
+__all__ = ["InceptionnCompressor", "compressor_latency", "block_offsets", "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
@@ -211,9 +211,8 @@ class InceptionnCompressor(StreamEngine):
                          group3_last.eq(group_last), group3_valid.eq(group_valid),
                          chunk3_valid.eq(chunk2_valid), chunk3.eq(chunk2)]
             for j in range(blocks):
-                sizes = [Mux(tags[8 * j + i] == 3, 4, tags[8 * j + i]) for i in range(8)]
-                for i in range(9):
-                    m.d.sync += offsets3[9 * j + i].eq(_tree_sum([Const(2, 6), *sizes[:i]]))
+                offsets = block_offsets([tags[8 * j + i] for i in range(8)])
+                m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
 
         # Stage 4: the chunk for the packer.
         block_data, block_length = [], []
@@ -246,6 +245,13 @@ class InceptionnCompressor(StreamEngine):
                              packer.i.payload.length.eq(chunk3.length),
                              packer.i.payload.last.eq(chunk3.last)]
         return m
+
+
+def block_offsets(tags):
+    """The byte offsets in a block of its 8 payloads, then the block's size (9 values),
+    from its 8 tags: 2 plus the payload sizes before, each sum a balanced adder tree."""
+    sizes = [Mux(tag == 3, 4, tag) for tag in tags]
+    return [_tree_sum([Const(2, 6), *sizes[:i]]) for i in range(9)]
 
 
 def _tree_sum(values):

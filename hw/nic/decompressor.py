@@ -5,7 +5,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum
 from amaranth.lib.wiring import In, Out
 
-from hw.nic.compressor import BLOCK_BYTES
+from hw.common.skid import SkidOutput
+from hw.nic.compressor import BLOCK_BYTES, block_offsets
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.window import ByteWindow
 
@@ -47,12 +48,9 @@ def decode_value(m, tag, payload, bound_bits):
     return bits
 
 
-def _block_size(m, tag_word, name):
-    """Bytes of a block (2..34) from its tag word."""
-    size = Signal(range(BLOCK_BYTES + 1), name=name)
-    m.d.comb += size.eq(2 + sum(Mux(tag_word[2 * i:2 * i + 2] == 3, 4, tag_word[2 * i:2 * i + 2])
-                                for i in range(8)))
-    return size
+def _bytes_at(data, position, last, nbytes):
+    """The ``nbytes`` bytes of ``data`` from byte ``position``, which is at most ``last``."""
+    return data[:8 * (last + nbytes)].bit_select(Cat(Const(0, 3), position), 8 * nbytes)
 
 
 class InceptionnDecompressor(StreamEngine):
@@ -71,8 +69,13 @@ class InceptionnDecompressor(StreamEngine):
     ``last``; a message shorter than its count field gives no output. ``bound_bits``
     outside 7..15 is clamped. The next message is read normally either way.
 
-    Latency: 2 cycles from the cycle a block's last byte is buffered to its first values
-    in an output beat. Throughput: ``lanes`` values per cycle while the input delivers the
+    A group's tag words are parsed a cycle before the group is taken, so that taking it
+    shifts the byte window by a registered size; ``o`` is driven through a
+    ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no parsing logic.
+
+    Latency: ``LATENCY`` cycles from the cycle a group's bytes are all buffered to its
+    first values on ``o`` (parse, hold, output register; one less when its tag words came
+    earlier). Throughput: ``lanes`` values per cycle while the input delivers the
     compressed bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and
     the output is not backpressured; a message costs 2 cycles more (its descriptor beat and
     its end).
@@ -92,8 +95,8 @@ class InceptionnDecompressor(StreamEngine):
     error_count : Out(16)
     """
 
-    #: Cycles from a block's last byte buffered to its values in an output beat.
-    LATENCY = 2
+    #: Cycles from a group's last byte buffered to its first values on ``o``.
+    LATENCY = 3
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -107,29 +110,28 @@ class InceptionnDecompressor(StreamEngine):
         width = 4 * lanes
         blocks = max(1, lanes // 8)
         group_values = 8 * blocks
+        group_bytes = BLOCK_BYTES * blocks
         sub_beats = max(1, 8 // lanes)
-        size = BLOCK_BYTES * blocks + 2 * width      # room to take a beat while a block waits
+        # Room for a parsed group, the next group's tag words and a beat being taken.
+        size = group_bytes + 2 * width + 2 * blocks
 
         state = Signal(_State)
         window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP)
-        fill, ended, consume, clear = window.fill, window.ended, window.consume, window.clear
+        fill, ended = window.fill, window.ended
+        out = SkidOutput(m, self.o)
 
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
 
-        # The hold: one parsed group, sent out ``lanes`` values per beat.
+        # The hold: one group, sent out ``lanes`` values per beat.
         hold_tags = Signal(data.ArrayLayout(2, group_values))
         hold_payloads = Signal(data.ArrayLayout(32, group_values))
         hold_valid, hold_final = Signal(), Signal()
         hold_left = Signal(range(group_values + 1))      # values of the group not yet sent
         hold_sub = Signal(range(sub_beats))
         bound_bits = Signal(4, init=10)
-        out_free = Signal()
-        m.d.comb += out_free.eq(~self.o.valid | self.o.ready)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
         emit = Signal()
-        m.d.comb += emit.eq(hold_valid & out_free)
+        m.d.comb += emit.eq(hold_valid & out.free)
         hold_free = Signal()
         m.d.comb += hold_free.eq(~hold_valid | (emit & (hold_left <= lanes)))
         with m.If(emit):
@@ -139,17 +141,17 @@ class InceptionnDecompressor(StreamEngine):
                 values.append(decode_value(m, hold_tags[index], hold_payloads[index],
                                            bound_bits))
             sent = Mux(hold_left < lanes, hold_left, lanes)
-            m.d.sync += [
-                self.o.valid.eq(1), self.o.payload.data.eq(Cat(*values)),
-                self.o.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
-                self.o.payload.last.eq(hold_final & (hold_left <= lanes)),
-                hold_left.eq(hold_left - sent),
-                hold_sub.eq(Mux(hold_left <= lanes, 0, hold_sub + 1)),
+            m.d.comb += [
+                out.write.eq(1), out.payload.data.eq(Cat(*values)),
+                out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
+                out.payload.last.eq(hold_final & (hold_left <= lanes)),
             ]
+            m.d.sync += [hold_left.eq(hold_left - sent),
+                         hold_sub.eq(Mux(hold_left <= lanes, 0, hold_sub + 1))]
             with m.If(hold_left <= lanes):
                 m.d.sync += hold_valid.eq(0)
 
-        remaining = Signal(32)
+        remaining = Signal(32)                  # values of the message not in the hold yet
         this_group = Signal(range(group_values + 1))
         m.d.comb += this_group.eq(Mux(remaining < group_values, remaining, group_values))
         final = Signal()
@@ -162,46 +164,58 @@ class InceptionnDecompressor(StreamEngine):
             with m.If(final):
                 m.d.sync += state.eq(_State.TAIL)
 
-        # Parse the blocks at the window's head.
-        parsed_tags, parsed_payloads = [], []
-        base = Const(0, 6)
-        sizes = []
+        # The parsed group: the window's first ``head_size`` bytes, its tags and payload
+        # offsets found a cycle ahead, so that taking it shifts the window by a register
+        # and unpacks it with registered offsets.
+        head_valid, head_stray = Signal(), Signal()
+        head_size = Signal(range(group_bytes + 1))           # 0 while no group is parsed
+        head_tags = Signal(data.ArrayLayout(2, group_values))
+        head_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        unparsed = Signal(32)                                # values of no parsed group yet
+
+        # Parse the group after the head's: its tag words at head_size (and after).
+        tag_words, offsets, ends = [], [], []
+        start = head_size
         for j in range(blocks):
-            block = Signal(8 * BLOCK_BYTES, name=f"block{j}")
-            m.d.comb += block.eq(window.data >> Cat(Const(0, 3), base))
-            tag_word = block[:16]
-            sizes.append(_block_size(m, tag_word, f"block{j}_size"))
-            offset = Const(2, 6)
-            for i in range(8):
-                tag = tag_word[2 * i:2 * i + 2]
-                nbytes = Mux(tag == 3, 4, tag)
-                field = Signal(32, name=f"block{j}_payload{i}")
-                raw = (block >> Cat(Const(0, 3), offset))[:32]
-                m.d.comb += field.eq(Mux(tag == 3, raw, Mux(tag == 2, raw[:16],
-                                                             Mux(tag == 1, raw[:8], 0))))
-                parsed_tags.append(tag)
-                parsed_payloads.append(field)
-                next_offset = Signal(6, name=f"block{j}_offset{i + 1}")
-                m.d.comb += next_offset.eq(offset + nbytes)
-                offset = next_offset
-            base = sizes[0]
-        wanted = Signal(range(BLOCK_BYTES * blocks + 1))        # bytes of this group's blocks
-        present = Signal()                                       # all of them buffered
-        first_present = (fill >= 2) & (fill >= sizes[0])
-        m.d.comb += [wanted.eq(sizes[0]), present.eq(first_present)]
-        if blocks == 2:
-            with m.If(remaining > 8):
-                m.d.comb += [wanted.eq(sizes[0] + sizes[1]),
-                             present.eq(first_present & (fill >= sizes[0] + 2)
-                                        & (fill >= sizes[0] + sizes[1]))]
+            tag_word = Signal(16, name=f"next_tags{j}")
+            m.d.comb += tag_word.eq(_bytes_at(window.data, start, group_bytes + BLOCK_BYTES * j,
+                                              2))
+            block = block_offsets([tag_word[2 * i:2 * i + 2] for i in range(8)])
+            base = 0 if j == 0 else offsets[-1]              # the first block's size
+            tag_words.append(tag_word)
+            offsets += [base + offset for offset in block]
+            ends.append(start + 2)
+            start = head_size + offsets[-1]
+        two_blocks = unparsed > 8 if blocks == 2 else Const(0)
+        next_size = Mux(two_blocks, offsets[-1], offsets[8])
+        tags_present = (fill >= ends[0]) & (~two_blocks | (fill >= ends[-1]))
+        parse_group = Mux(unparsed < group_values, unparsed, group_values)
+        parse_final = unparsed <= group_values
+        group_tags = Mux(two_blocks, Cat(*tag_words), tag_words[0])
         # Tags of the values past the count in the message's last group must be 0.
-        group_tags = Signal(2 * group_values)
-        m.d.comb += group_tags.eq(Cat(*parsed_tags[:8]))
-        if blocks == 2:
-            with m.If(remaining > 8):
-                m.d.comb += group_tags.eq(Cat(*parsed_tags))
-        stray = Signal()
-        m.d.comb += stray.eq(final & (group_tags >> (2 * this_group)).any())
+        stray = parse_final & (group_tags >> (2 * parse_group)).any()
+
+        # Unpack the head group's values.
+        payloads = []
+        for k in range(group_values):
+            tag = head_tags[k]
+            raw = _bytes_at(window.data, head_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
+                            4)
+            payloads.append(Mux(tag == 3, raw, Mux(tag == 2, raw[:16],
+                                                   Mux(tag == 1, raw[:8], 0))))
+
+        in_blocks = state == _State.BLOCKS
+        take, parse = Signal(), Signal()
+        m.d.comb += [take.eq(in_blocks & head_valid & hold_free & (fill >= head_size)),
+                     parse.eq(in_blocks & (~head_valid | take) & (unparsed != 0)
+                              & tags_present)]
+        with m.If(take):
+            m.d.sync += [head_valid.eq(0), head_size.eq(0)]
+        with m.If(parse):
+            m.d.sync += [head_valid.eq(1), head_size.eq(next_size), head_stray.eq(stray),
+                         head_tags.eq(Cat(*tag_words)), unparsed.eq(unparsed - parse_group)]
+            payload_offsets = [offset for k, offset in enumerate(offsets) if k % 9 != 8]
+            m.d.sync += [head_offsets[k].eq(offset) for k, offset in enumerate(payload_offsets)]
 
         with m.Switch(state):
             with m.Case(_State.HEADER):
@@ -209,35 +223,38 @@ class InceptionnDecompressor(StreamEngine):
                     with m.If(self.bypass):
                         m.d.sync += state.eq(_State.BYPASS)
                     with m.Elif(fill >= 4):
-                        with m.If(~hold_valid & out_free):
+                        with m.If(~hold_valid & out.free):
                             count = window.data[:32]
                             requested = self.bound_bits
-                            m.d.comb += [consume.eq(4), flag.eq((requested < 7)
-                                                                | (requested > 15))]
+                            m.d.comb += window.consume.eq(4)
+                            m.d.comb += [
+                                flag.eq((requested < 7) | (requested > 15)),
+                                out.write.eq(1), out.payload.data.eq(count),
+                                out.payload.keep.eq(Const(-1, width)),
+                                out.payload.last.eq(count == 0),
+                            ]
                             m.d.sync += [
                                 bound_bits.eq(Mux(requested < 7, 7,
                                                   Mux(requested > 15, 15, requested))),
-                                remaining.eq(count),
+                                remaining.eq(count), unparsed.eq(count),
                                 state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS)),
-                                self.o.valid.eq(1), self.o.payload.data.eq(count),
-                                self.o.payload.keep.eq(Const(-1, width)),
-                                self.o.payload.last.eq(count == 0),
                             ]
                     with m.Elif(ended):
-                        m.d.comb += [flag.eq(1), clear.eq(1), window.finish.eq(1)]
+                        m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
             with m.Case(_State.BLOCKS):
-                with m.If(present & hold_free):
-                    m.d.comb += consume.eq(wanted)
-                    load_hold(Cat(*parsed_tags), Cat(*parsed_payloads))
-                    with m.If(stray):
+                with m.If(take):
+                    m.d.comb += window.consume.eq(head_size)
+                    load_hold(head_tags, Cat(*payloads))
+                    with m.If(head_stray):
                         m.d.comb += flag.eq(1)
                         m.d.sync += state.eq(_State.DROP)
-                with m.Elif(ended & ~present):
-                    m.d.comb += [flag.eq(1), clear.eq(1)]
-                    m.d.sync += state.eq(_State.PAD)
+                with m.Elif(ended & Mux(head_valid, fill < head_size, ~tags_present)):
+                    # Cut: the bytes the next group needs will not come.
+                    m.d.comb += [flag.eq(1), window.clear.eq(1)]
+                    m.d.sync += [state.eq(_State.PAD), head_valid.eq(0), head_size.eq(0)]
             with m.Case(_State.PAD):
                 with m.If(hold_free):
                     load_hold(0, 0)
-            window.message_end_cases(m, state, _State, flag=flag, out=self.o,
-                                     out_free=out_free & ~hold_valid)
+            window.message_end_cases(m, state, _State, flag=flag, out=out,
+                                     out_free=out.free & ~hold_valid)
         return m

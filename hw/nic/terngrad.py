@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.fmix32 import fmix32_stages
 from hw.common.pipeline import StallPipeline
+from hw.common.skid import SkidOutput
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker
 from hw.nic.reader import Item, MessageReader
@@ -238,11 +239,8 @@ class TernGradDecoder(StreamEngine):
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
 
-        out = self.o
-        out_free = Signal()
-        m.d.comb += out_free.eq(~out.valid | out.ready)
-        with m.If(out.valid & out.ready):
-            m.d.sync += out.valid.eq(0)
+        out = SkidOutput(m, self.o)
+        out_free = out.free
 
         scaler = Signal(32)
         remaining = Signal(32)
@@ -280,8 +278,8 @@ class TernGradDecoder(StreamEngine):
                         count = window.data[32:64]
                         m.d.comb += window.consume.eq(8)
                         m.d.sync += [scaler.eq(window.data[:32]), remaining.eq(count), sub.eq(0),
-                                     state.eq(Mux(count == 0, _State.TAIL, _State.CODES)),
-                                     out.valid.eq(1), out.payload.data.eq(count),
+                                     state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
+                        m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
                                      out.payload.keep.eq(Const(-1, width)),
                                      out.payload.last.eq(count == 0)]
                 with m.Elif(ended):
@@ -292,14 +290,14 @@ class TernGradDecoder(StreamEngine):
                     with m.If(~padding):
                         m.d.comb += [window.consume.eq(Mux(byte_done, code_bytes, 0)),
                                      flag.eq(Cat(*not_ternary).any() | stray)]
-                    m.d.sync += [
-                        out.valid.eq(1), out.payload.data.eq(Mux(padding, 0, Cat(*values))),
+                    m.d.comb += [
+                        out.write.eq(1), out.payload.data.eq(Mux(padding, 0, Cat(*values))),
                         out.payload.keep.eq(Cat((this_beat > k).replicate(4)
                                                 for k in range(lanes))),
                         out.payload.last.eq(final),
-                        remaining.eq(remaining - this_beat),
-                        sub.eq(Mux(byte_done, 0, sub + 1)),
                     ]
+                    m.d.sync += [remaining.eq(remaining - this_beat),
+                                 sub.eq(Mux(byte_done, 0, sub + 1))]
                     with m.If(final):
                         m.d.sync += state.eq(Mux(~padding & stray, _State.DROP, _State.TAIL))
                 with m.Elif(~padding & ended & (fill < code_bytes)):

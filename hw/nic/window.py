@@ -52,8 +52,9 @@ class ByteWindow:
 
         ``TAIL``: the message's last value has gone out; bytes left before ``last`` are an
         error (``flag``) and go to ``DROP``. ``DROP``: discard up to the input's ``last``.
-        ``BYPASS``: send the window's bytes out unchanged as full beats on ``out`` (when
-        ``out_free``), ``last`` on the message's final one.
+        ``BYPASS``: send the window's bytes out unchanged as full beats to ``out`` (a
+        ``hw.common.skid.SkidOutput``, when ``out_free``), ``last`` on the message's final
+        one.
         """
         width, i = self._width, self._i
         with m.Case(states.TAIL):
@@ -72,7 +73,7 @@ class ByteWindow:
             with m.If(out_free & ((self.fill >= width) | self.ended)):
                 m.d.comb += self.consume.eq(Mux(self.fill < width, self.fill, width))
                 final = self.ended & (self.fill <= width)
-                m.d.sync += [out.valid.eq(1), out.payload.data.eq(self.data[:8 * width]),
+                m.d.comb += [out.write.eq(1), out.payload.data.eq(self.data[:8 * width]),
                              out.payload.keep.eq(Cat(self.fill > k for k in range(width))),
                              out.payload.last.eq(final)]
                 with m.If(final):

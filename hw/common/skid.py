@@ -1,0 +1,33 @@
+"""An output register with a spare beat, so that a producer's go-ahead is a register."""
+
+from amaranth.hdl import Signal
+
+__all__ = ["SkidOutput"]
+
+
+class SkidOutput:
+    """Drive stream ``o`` in module ``m`` from registers: ``o.valid`` and ``o.payload`` are
+    the main register, and a beat written while ``o`` is held goes to a spare register.
+
+    The producer writes a beat by driving ``write`` and ``payload`` (comb) while ``free``
+    is high. ``free`` is a register (the spare is empty), so ``o.ready`` reaches only the
+    main register's enable, never the producer's logic. Latency: a written beat is on
+    ``o`` the next cycle (or as soon as the spare's beat has gone). Throughput: one beat
+    per cycle while ``o.ready`` stays high; after a cycle of backpressure, one cycle with
+    ``free`` low.
+    """
+
+    def __init__(self, m, o):
+        self.write = Signal()
+        self.payload = Signal.like(o.payload, name="out_beat")
+        self.free = Signal()
+        spare = Signal.like(o.payload, name="spare_beat")
+        spare_valid = Signal()
+        m.d.comb += self.free.eq(~spare_valid)
+        with m.If(~o.valid | o.ready):
+            with m.If(spare_valid):
+                m.d.sync += [o.payload.eq(spare), spare_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [o.payload.eq(self.payload), o.valid.eq(self.write)]
+        with m.Elif(self.write):
+            m.d.sync += [spare.eq(self.payload), spare_valid.eq(1)]
