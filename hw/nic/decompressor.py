@@ -53,6 +53,16 @@ def _bytes_at(data, position, last, nbytes):
     return data[:8 * (last + nbytes)].bit_select(Cat(Const(0, 3), position), 8 * nbytes)
 
 
+def _select(m, values, index, name):
+    """``values[index]``, as one multiplexer."""
+    selected = Signal(max(len(value) for value in values), name=name)
+    with m.Switch(index):
+        for k, value in enumerate(values):
+            with m.Case(k):
+                m.d.comb += selected.eq(value)
+    return selected
+
+
 class InceptionnDecompressor(StreamEngine):
     """Decode INCEPTIONN-style messages into value messages, ``lanes`` values per beat.
 
@@ -116,7 +126,9 @@ class InceptionnDecompressor(StreamEngine):
         size = group_bytes + 2 * width + 2 * blocks
 
         state = Signal(_State)
-        window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP)
+        head_size = Signal(range(group_bytes + 1))    # the parsed group's bytes (see below)
+        window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP,
+                            amounts=[Const(4), head_size])
         fill, ended = window.fill, window.ended
         out = SkidOutput(m, self.o)
 
@@ -164,30 +176,32 @@ class InceptionnDecompressor(StreamEngine):
             with m.If(final):
                 m.d.sync += state.eq(_State.TAIL)
 
-        # The parsed group: the window's first ``head_size`` bytes, its tags and payload
-        # offsets found a cycle ahead, so that taking it shifts the window by a register
-        # and unpacks it with registered offsets.
+        # The parsed group: the window's first ``head_size`` bytes, its tags and block
+        # sizes found a cycle ahead, so that taking it shifts the window by a register.
         head_valid, head_stray = Signal(), Signal()
-        head_size = Signal(range(group_bytes + 1))           # 0 while no group is parsed
         head_tags = Signal(data.ArrayLayout(2, group_values))
-        head_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        head_first = Signal(range(BLOCK_BYTES + 1))          # its first block's bytes
         unparsed = Signal(32)                                # values of no parsed group yet
 
-        # Parse the group after the head's: its tag words at head_size (and after).
-        tag_words, offsets, ends = [], [], []
+        # Parse the group after the head's, at head_size. The size of a block starting at
+        # each byte the next group's blocks can start at comes from the window's registers,
+        # so that the loop through head_size is a multiplexer.
+        last_start = group_bytes + BLOCK_BYTES * (blocks - 1)
+        sizes_at = [block_offsets(Cat(window.data[8 * p:8 * p + 16])[2 * i:2 * i + 2]
+                                  for i in range(8))[8] for p in range(last_start + 1)]
+        tag_words, sizes, ends = [], [], []
         start = head_size
         for j in range(blocks):
             tag_word = Signal(16, name=f"next_tags{j}")
             m.d.comb += tag_word.eq(_bytes_at(window.data, start, group_bytes + BLOCK_BYTES * j,
                                               2))
-            block = block_offsets([tag_word[2 * i:2 * i + 2] for i in range(8)])
-            base = 0 if j == 0 else offsets[-1]              # the first block's size
             tag_words.append(tag_word)
-            offsets += [base + offset for offset in block]
+            sizes.append(_select(m, sizes_at[:group_bytes + BLOCK_BYTES * j + 1], start,
+                                 f"next_size{j}"))
             ends.append(start + 2)
-            start = head_size + offsets[-1]
+            start = head_size + sizes[-1]
         two_blocks = unparsed > 8 if blocks == 2 else Const(0)
-        next_size = Mux(two_blocks, offsets[-1], offsets[8])
+        next_size = Mux(two_blocks, sizes[0] + sizes[-1], sizes[0])
         tags_present = (fill >= ends[0]) & (~two_blocks | (fill >= ends[-1]))
         parse_group = Mux(unparsed < group_values, unparsed, group_values)
         parse_final = unparsed <= group_values
@@ -197,12 +211,14 @@ class InceptionnDecompressor(StreamEngine):
 
         # Unpack the head group's values.
         payloads = []
-        for k in range(group_values):
-            tag = head_tags[k]
-            raw = _bytes_at(window.data, head_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
-                            4)
-            payloads.append(Mux(tag == 3, raw, Mux(tag == 2, raw[:16],
-                                                   Mux(tag == 1, raw[:8], 0))))
+        for j in range(blocks):
+            tags = [head_tags[8 * j + i] for i in range(8)]
+            for i, offset in enumerate(block_offsets(tags)[:8]):
+                offset = offset if j == 0 else head_first + offset
+                raw = _bytes_at(window.data, offset, BLOCK_BYTES * j + 2 + 4 * i, 4)
+                tag = tags[i]
+                payloads.append(Mux(tag == 3, raw, Mux(tag == 2, raw[:16],
+                                                       Mux(tag == 1, raw[:8], 0))))
 
         in_blocks = state == _State.BLOCKS
         take, parse = Signal(), Signal()
@@ -213,9 +229,8 @@ class InceptionnDecompressor(StreamEngine):
             m.d.sync += [head_valid.eq(0), head_size.eq(0)]
         with m.If(parse):
             m.d.sync += [head_valid.eq(1), head_size.eq(next_size), head_stray.eq(stray),
-                         head_tags.eq(Cat(*tag_words)), unparsed.eq(unparsed - parse_group)]
-            payload_offsets = [offset for k, offset in enumerate(offsets) if k % 9 != 8]
-            m.d.sync += [head_offsets[k].eq(offset) for k, offset in enumerate(payload_offsets)]
+                         head_tags.eq(Cat(*tag_words)), head_first.eq(sizes[0]),
+                         unparsed.eq(unparsed - parse_group)]
 
         with m.Switch(state):
             with m.Case(_State.HEADER):
@@ -226,7 +241,7 @@ class InceptionnDecompressor(StreamEngine):
                         with m.If(~hold_valid & out.free):
                             count = window.data[:32]
                             requested = self.bound_bits
-                            m.d.comb += window.consume.eq(4)
+                            m.d.comb += window.drop[0].eq(1)
                             m.d.comb += [
                                 flag.eq((requested < 7) | (requested > 15)),
                                 out.write.eq(1), out.payload.data.eq(count),
@@ -243,7 +258,7 @@ class InceptionnDecompressor(StreamEngine):
                         m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
             with m.Case(_State.BLOCKS):
                 with m.If(take):
-                    m.d.comb += window.consume.eq(head_size)
+                    m.d.comb += window.drop[1].eq(1)
                     load_hold(head_tags, Cat(*payloads))
                     with m.If(head_stray):
                         m.d.comb += flag.eq(1)

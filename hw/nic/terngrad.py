@@ -233,15 +233,6 @@ class TernGradDecoder(StreamEngine):
         lanes = self.lanes
         width = 4 * lanes
         state = Signal(_State)
-        window = ByteWindow(m, self.i, size=max(8, width) + width,
-                            discard=state == _State.DROP)
-        fill, ended = window.fill, window.ended
-        flag = Signal()
-        count_errors(m, flag, self.error, self.error_count)
-
-        out = SkidOutput(m, self.o)
-        out_free = out.free
-
         scaler = Signal(32)
         remaining = Signal(32)
         this_beat = Signal(range(lanes + 1))
@@ -254,6 +245,15 @@ class TernGradDecoder(StreamEngine):
         sub = Signal(range(sub_beats))
         code_bytes = Signal(range(lanes // 4 + 2))
         m.d.comb += code_bytes.eq((this_beat + 3) >> 2 if lanes >= 4 else 1)
+
+        window = ByteWindow(m, self.i, size=max(8, width) + width,
+                            discard=state == _State.DROP, amounts=[Const(8), code_bytes])
+        fill, ended = window.fill, window.ended
+        flag = Signal()
+        count_errors(m, flag, self.error, self.error_count)
+
+        out = SkidOutput(m, self.o)
+        out_free = out.free
         codes = window.data >> (2 * lanes * sub) if sub_beats > 1 else window.data
         values, not_ternary, stray_codes = [], [], []
         for k in range(lanes):
@@ -276,7 +276,7 @@ class TernGradDecoder(StreamEngine):
                 with m.Elif(fill >= 8):
                     with m.If(out_free):
                         count = window.data[32:64]
-                        m.d.comb += window.consume.eq(8)
+                        m.d.comb += window.drop[0].eq(1)
                         m.d.sync += [scaler.eq(window.data[:32]), remaining.eq(count), sub.eq(0),
                                      state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
                         m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
@@ -288,7 +288,7 @@ class TernGradDecoder(StreamEngine):
                 padding = state == _State.PAD
                 with m.If(out_free & (padding | (fill >= code_bytes))):
                     with m.If(~padding):
-                        m.d.comb += [window.consume.eq(Mux(byte_done, code_bytes, 0)),
+                        m.d.comb += [window.drop[1].eq(byte_done),
                                      flag.eq(Cat(*not_ternary).any() | stray)]
                     m.d.comb += [
                         out.write.eq(1), out.payload.data.eq(Mux(padding, 0, Cat(*values))),

@@ -10,39 +10,47 @@ __all__ = ["ByteWindow"]
 class ByteWindow:
     """The bytes of one message from stream ``i`` not parsed yet, byte 0 of ``data`` first.
 
-    Each cycle the engine drives ``consume`` (bytes to drop from the front) or ``clear``
-    (drop all); a beat is appended after what stays, whenever ``size - width`` bytes or
-    fewer are buffered and the message's ``last`` beat has not been taken (``ended``). With
-    ``discard`` high every beat is taken and thrown away. The engine clears ``ended``
-    (``finish``) when it is done with the message, which lets the next one in.
+    The engine names at construction the byte counts it may consume, ``amounts``
+    (constants or registers), and each cycle drives ``drop``: one bit per amount, at most
+    one set, or ``clear`` (drop all). A beat is appended after what stays, whenever
+    ``size - width`` bytes or fewer are buffered and the message's ``last`` beat has not
+    been taken (``ended``). With ``discard`` high every beat is taken and thrown away (the
+    engine also drives ``clear``). The engine clears ``ended`` (``finish``) when it is done
+    with the message, which lets the next one in.
 
-    Latency: a beat's bytes are in ``data`` the cycle after it is taken. Throughput: one
-    beat per cycle while the engine consumes as fast.
+    The beat goes in at the registered ``fill``, every amount's shift is computed from
+    registers, and ``drop`` only selects among them, so the engine's decision reaches
+    ``data`` through one level of logic. Latency: a beat's bytes are in ``data`` the cycle
+    after it is taken. Throughput: one beat per cycle while the engine consumes as fast.
     """
 
-    def __init__(self, m, i, *, size, discard):
+    def __init__(self, m, i, *, size, discard, amounts):
         width = len(i.payload.keep)
         self._i, self._width = i, width
+        amounts = [*amounts, Const(width)]              # the last: a whole beat (bypass)
         self.data = Signal(8 * size)
         self.fill = Signal(range(size + 1))
         self.ended = Signal()
-        self.consume = Signal(range(size + 1))
+        self.drop = Signal(len(amounts))
         self.clear = Signal()
         self.finish = Signal()
         nbytes, masked = beat_bytes(m, i.payload)
+        take = i.valid & i.ready
         m.d.comb += i.ready.eq(~self.ended & ((self.fill <= size - width) | discard))
-        left = Signal.like(self.fill)
-        m.d.comb += left.eq(self.fill - self.consume)
-        kept = self.data >> Cat(Const(0, 3), self.consume)
+        appended = Signal.like(self.data)
+        m.d.comb += appended.eq(self.data | Mux(take, masked << Cat(Const(0, 3), self.fill), 0))
+        kept = Mux(self.drop.any(), 0, appended)
+        dropped = 0
+        for k, amount in enumerate(amounts):
+            kept = kept | Mux(self.drop[k], appended >> Cat(Const(0, 3), amount), 0)
+            dropped = dropped + Mux(self.drop[k], amount, 0)
         with m.If(self.clear):
             m.d.sync += [self.data.eq(0), self.fill.eq(0)]
         with m.Else():
-            m.d.sync += [self.data.eq(kept), self.fill.eq(left)]
-        with m.If(i.valid & i.ready):
+            m.d.sync += [self.data.eq(kept),
+                         self.fill.eq(self.fill - dropped + Mux(take, nbytes, 0))]
+        with m.If(take):
             m.d.sync += self.ended.eq(i.payload.last)
-            with m.If(~self.clear):
-                m.d.sync += [self.data.eq(kept | (masked << Cat(Const(0, 3), left))),
-                             self.fill.eq(left + nbytes)]
         with m.If(self.finish):                # also drops a last beat being discarded
             m.d.sync += self.ended.eq(0)
 
@@ -71,8 +79,8 @@ class ByteWindow:
                 m.d.sync += state.eq(states.HEADER)
         with m.Case(states.BYPASS):
             with m.If(out_free & ((self.fill >= width) | self.ended)):
-                m.d.comb += self.consume.eq(Mux(self.fill < width, self.fill, width))
                 final = self.ended & (self.fill <= width)
+                m.d.comb += [self.drop[-1].eq(~final), self.clear.eq(final)]
                 m.d.comb += [out.write.eq(1), out.payload.data.eq(self.data[:8 * width]),
                              out.payload.keep.eq(Cat(self.fill > k for k in range(width))),
                              out.payload.last.eq(final)]
