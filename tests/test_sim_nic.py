@@ -46,10 +46,11 @@ def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
 
 
 @pytest.mark.parametrize("engine", ["compressor", "decompressor"])
-def test_full_rate_without_stalls(engine):
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_full_rate_without_stalls(engine, lanes):
     # The testbench asserts no refused input (compressor) and no output gap (decompressor)
     # inside compressible messages; check that it saw real traffic.
-    report = _run(engine, 16, seed=41, idle=0.0, backpressure=0.0, counts=[4096] * 8,
+    report = _run(engine, lanes, seed=41, idle=0.0, backpressure=0.0, counts=[4096] * 8,
                   corrupt=False)
     assert report["values"] == 8 * 4096 and report["ratio"] > 1.5
 

@@ -9,7 +9,8 @@ from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
-__all__ = ["InceptionnCompressor", "compressor_latency", "block_offsets", "BLOCK_BYTES"]
+__all__ = ["InceptionnCompressor", "compressor_latency", "block_offsets", "block_size",
+           "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
@@ -250,8 +251,17 @@ class InceptionnCompressor(StreamEngine):
 def block_offsets(tags):
     """The byte offsets in a block of its 8 payloads, then the block's size (9 values),
     from its 8 tags: 2 plus the payload sizes before, each sum a balanced adder tree."""
-    sizes = [Mux(tag == 3, 4, tag) for tag in tags]
+    sizes = _payload_sizes(tags)
     return [_tree_sum([Const(2, 6), *sizes[:i]]) for i in range(9)]
+
+
+def block_size(tags):
+    """The bytes of a block (2..34) from its 8 tags, as one balanced adder tree."""
+    return _tree_sum([Const(2, 6), *_payload_sizes(tags)])
+
+
+def _payload_sizes(tags):
+    return [Mux(tag == 3, 4, tag) for tag in tags]
 
 
 def _tree_sum(values):

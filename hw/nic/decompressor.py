@@ -3,14 +3,20 @@
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hw.common.skid import SkidOutput
-from hw.nic.compressor import BLOCK_BYTES, block_offsets
+from hw.nic.compressor import BLOCK_BYTES, block_offsets, block_size
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.window import ByteWindow
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
+
+
+#: Groups between a take and the hold (in the two unpack stages or the queue): the credit
+#: loop is 3 cycles (take, unpack, unpack, queue), so 4 keep one group per cycle moving.
+_QUEUE_DEPTH = 4
 
 
 class _State(enum.Enum, shape=3):
@@ -80,12 +86,14 @@ class InceptionnDecompressor(StreamEngine):
     outside 7..15 is clamped. The next message is read normally either way.
 
     A group's tag words are parsed a cycle before the group is taken, so that taking it
-    shifts the byte window by a registered size; ``o`` is driven through a
-    ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no parsing logic.
+    shifts the byte window by a registered size. A taken group is unpacked in a pipeline
+    that never stalls, into a queue; a take needs room in the queue, counted by a
+    register. ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready``
+    reaches no parsing logic.
 
     Latency: ``LATENCY`` cycles from the cycle a group's bytes are all buffered to its
-    first values on ``o`` (parse, hold, output register; one less when its tag words came
-    earlier). Throughput: ``lanes`` values per cycle while the input delivers the
+    first values on ``o`` (parse, take, 2 unpack stages, queue, hold; one less when its
+    tag words came earlier). Throughput: ``lanes`` values per cycle while the input delivers the
     compressed bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and
     the output is not backpressured; a message costs 2 cycles more (its descriptor beat and
     its end).
@@ -106,7 +114,7 @@ class InceptionnDecompressor(StreamEngine):
     """
 
     #: Cycles from a group's last byte buffered to its first values on ``o``.
-    LATENCY = 3
+    LATENCY = 6
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -122,8 +130,9 @@ class InceptionnDecompressor(StreamEngine):
         group_values = 8 * blocks
         group_bytes = BLOCK_BYTES * blocks
         sub_beats = max(1, 8 // lanes)
-        # Room for a parsed group, the next group's tag words and a beat being taken.
-        size = group_bytes + 2 * width + 2 * blocks
+        # Room for a parsed group, the next group's tag words and a beat being taken, and a
+        # beat more: with less, compressible messages see gaps in the output.
+        size = group_bytes + 2 * blocks + 2 * width
 
         state = Signal(_State)
         head_size = Signal(range(group_bytes + 1))    # the parsed group's bytes (see below)
@@ -135,44 +144,83 @@ class InceptionnDecompressor(StreamEngine):
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
 
-        # The hold: one group, sent out ``lanes`` values per beat.
-        hold_tags = Signal(data.ArrayLayout(2, group_values))
+        # Taken groups (and descriptors, as a group of one raw value) go down a pipeline
+        # that never stalls: U1 the group's bytes, U2 its payload offsets, then its values
+        # into a queue whose head is the hold. ``pending`` counts them from the take to the
+        # hold (at most the queue's depth, so the queue never overflows), so a take needs
+        # only a register to know there is room.
+        item = data.StructLayout({
+            "tags": data.ArrayLayout(2, group_values), "values": range(group_values + 1),
+            "final": 1, "descriptor": 1, "bound_bits": 4})
+        pending = Signal(range(_QUEUE_DEPTH + 1))
+        push, pop = Signal(), Signal()
+        m.d.sync += pending.eq(pending + push - pop)
+        room = Signal()
+        m.d.comb += room.eq(pending < _QUEUE_DEPTH)
+
+        u1, u2 = Signal(item), Signal(item)
+        u1_valid, u2_valid = Signal(), Signal()
+        u1_bytes, u2_bytes = Signal(8 * group_bytes), Signal(8 * group_bytes)
+        u1_first = Signal(range(BLOCK_BYTES + 1))           # bytes of the first block
+        u2_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        m.d.sync += [u1_valid.eq(push), u2_valid.eq(u1_valid), u2.eq(u1),
+                     u2_bytes.eq(u1_bytes)]
+        for j in range(blocks):
+            tags = [u1.tags[8 * j + i] for i in range(8)]
+            for i, offset in enumerate(block_offsets(tags)[:8]):
+                m.d.sync += u2_offsets[8 * j + i].eq(offset if j == 0 else u1_first + offset)
+        payloads = []
+        for k in range(group_values):
+            tag = u2.tags[k]
+            raw = _bytes_at(u2_bytes, u2_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
+                            4)
+            payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
+            payloads.append(Mux(u2.descriptor, u2_bytes[:32], payload) if k == 0 else payload)
+        m.submodules.queue = queue = SyncFIFO(width=len(u2.as_value()) + 32 * group_values,
+                                              depth=_QUEUE_DEPTH)
+        m.d.comb += [queue.w_en.eq(u2_valid), queue.w_data.eq(Cat(u2, *payloads))]
+
+        # The hold: the queue's head group, sent out ``lanes`` values per beat.
+        hold = Signal(item)
         hold_payloads = Signal(data.ArrayLayout(32, group_values))
-        hold_valid, hold_final = Signal(), Signal()
-        hold_left = Signal(range(group_values + 1))      # values of the group not yet sent
+        hold_valid = Signal()
         hold_sub = Signal(range(sub_beats))
-        bound_bits = Signal(4, init=10)
         emit = Signal()
         m.d.comb += emit.eq(hold_valid & out.free)
-        hold_free = Signal()
-        m.d.comb += hold_free.eq(~hold_valid | (emit & (hold_left <= lanes)))
         with m.If(emit):
             values = []
             for k in range(lanes):
                 index = hold_sub * lanes + k if sub_beats > 1 else k
-                values.append(decode_value(m, hold_tags[index], hold_payloads[index],
-                                           bound_bits))
-            sent = Mux(hold_left < lanes, hold_left, lanes)
+                values.append(decode_value(m, hold.tags[index], hold_payloads[index],
+                                           hold.bound_bits))
+            sent = Mux(hold.values < lanes, hold.values, lanes)
             m.d.comb += [
                 out.write.eq(1), out.payload.data.eq(Cat(*values)),
                 out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
-                out.payload.last.eq(hold_final & (hold_left <= lanes)),
+                out.payload.last.eq(hold.final & (hold.values <= lanes)),
             ]
-            m.d.sync += [hold_left.eq(hold_left - sent),
-                         hold_sub.eq(Mux(hold_left <= lanes, 0, hold_sub + 1))]
-            with m.If(hold_left <= lanes):
+            m.d.sync += [hold.values.eq(hold.values - sent),
+                         hold_sub.eq(Mux(hold.values <= lanes, 0, hold_sub + 1))]
+            with m.If(hold.values <= lanes):
                 m.d.sync += hold_valid.eq(0)
+        m.d.comb += [pop.eq(queue.r_rdy & (~hold_valid | (emit & (hold.values <= lanes)))),
+                     queue.r_en.eq(pop)]
+        with m.If(pop):
+            m.d.sync += [hold_valid.eq(1), hold_sub.eq(0),
+                         Cat(hold, hold_payloads).eq(queue.r_data)]
 
-        remaining = Signal(32)                  # values of the message not in the hold yet
+        remaining = Signal(32)                  # values of the message not pushed yet
+        bound_bits = Signal(4, init=10)
         this_group = Signal(range(group_values + 1))
         m.d.comb += this_group.eq(Mux(remaining < group_values, remaining, group_values))
         final = Signal()
         m.d.comb += final.eq(remaining <= group_values)
 
-        def load_hold(tags, payloads):
-            m.d.sync += [hold_valid.eq(1), hold_final.eq(final), hold_left.eq(this_group),
-                         hold_sub.eq(0), remaining.eq(remaining - this_group),
-                         hold_tags.eq(tags), hold_payloads.eq(payloads)]
+        def push_group(tags):
+            m.d.comb += push.eq(1)
+            m.d.sync += [u1.tags.eq(tags), u1.values.eq(this_group), u1.final.eq(final),
+                         u1.descriptor.eq(0), u1.bound_bits.eq(bound_bits),
+                         remaining.eq(remaining - this_group)]
             with m.If(final):
                 m.d.sync += state.eq(_State.TAIL)
 
@@ -187,8 +235,8 @@ class InceptionnDecompressor(StreamEngine):
         # each byte the next group's blocks can start at comes from the window's registers,
         # so that the loop through head_size is a multiplexer.
         last_start = group_bytes + BLOCK_BYTES * (blocks - 1)
-        sizes_at = [block_offsets(Cat(window.data[8 * p:8 * p + 16])[2 * i:2 * i + 2]
-                                  for i in range(8))[8] for p in range(last_start + 1)]
+        sizes_at = [block_size([window.data[8 * p + 2 * i:8 * p + 2 * i + 2] for i in range(8)])
+                    for p in range(last_start + 1)]
         tag_words, sizes, ends = [], [], []
         start = head_size
         for j in range(blocks):
@@ -209,24 +257,14 @@ class InceptionnDecompressor(StreamEngine):
         # Tags of the values past the count in the message's last group must be 0.
         stray = parse_final & (group_tags >> (2 * parse_group)).any()
 
-        # Unpack the head group's values.
-        payloads = []
-        for j in range(blocks):
-            tags = [head_tags[8 * j + i] for i in range(8)]
-            for i, offset in enumerate(block_offsets(tags)[:8]):
-                offset = offset if j == 0 else head_first + offset
-                raw = _bytes_at(window.data, offset, BLOCK_BYTES * j + 2 + 4 * i, 4)
-                tag = tags[i]
-                payloads.append(Mux(tag == 3, raw, Mux(tag == 2, raw[:16],
-                                                       Mux(tag == 1, raw[:8], 0))))
-
         in_blocks = state == _State.BLOCKS
         take, parse = Signal(), Signal()
-        m.d.comb += [take.eq(in_blocks & head_valid & hold_free & (fill >= head_size)),
+        m.d.comb += [take.eq(in_blocks & head_valid & room & (fill >= head_size)),
                      parse.eq(in_blocks & (~head_valid | take) & (unparsed != 0)
                               & tags_present)]
+        m.d.sync += u1_bytes.eq(window.data[:8 * group_bytes])
         with m.If(take):
-            m.d.sync += [head_valid.eq(0), head_size.eq(0)]
+            m.d.sync += [head_valid.eq(0), head_size.eq(0), u1_first.eq(head_first)]
         with m.If(parse):
             m.d.sync += [head_valid.eq(1), head_size.eq(next_size), head_stray.eq(stray),
                          head_tags.eq(Cat(*tag_words)), head_first.eq(sizes[0]),
@@ -238,20 +276,16 @@ class InceptionnDecompressor(StreamEngine):
                     with m.If(self.bypass):
                         m.d.sync += state.eq(_State.BYPASS)
                     with m.Elif(fill >= 4):
-                        with m.If(~hold_valid & out.free):
+                        with m.If(room):
                             count = window.data[:32]
                             requested = self.bound_bits
-                            m.d.comb += window.drop[0].eq(1)
-                            m.d.comb += [
-                                flag.eq((requested < 7) | (requested > 15)),
-                                out.write.eq(1), out.payload.data.eq(count),
-                                out.payload.keep.eq(Const(-1, width)),
-                                out.payload.last.eq(count == 0),
-                            ]
+                            clamped = Mux(requested < 7, 7, Mux(requested > 15, 15, requested))
+                            m.d.comb += [window.drop[0].eq(1), push.eq(1),
+                                         flag.eq((requested < 7) | (requested > 15))]
                             m.d.sync += [
-                                bound_bits.eq(Mux(requested < 7, 7,
-                                                  Mux(requested > 15, 15, requested))),
-                                remaining.eq(count), unparsed.eq(count),
+                                u1.tags.eq(3), u1.values.eq(lanes), u1.final.eq(count == 0),
+                                u1.descriptor.eq(1), u1.bound_bits.eq(clamped),
+                                bound_bits.eq(clamped), remaining.eq(count), unparsed.eq(count),
                                 state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS)),
                             ]
                     with m.Elif(ended):
@@ -259,7 +293,7 @@ class InceptionnDecompressor(StreamEngine):
             with m.Case(_State.BLOCKS):
                 with m.If(take):
                     m.d.comb += window.drop[1].eq(1)
-                    load_hold(head_tags, Cat(*payloads))
+                    push_group(head_tags)
                     with m.If(head_stray):
                         m.d.comb += flag.eq(1)
                         m.d.sync += state.eq(_State.DROP)
@@ -268,8 +302,9 @@ class InceptionnDecompressor(StreamEngine):
                     m.d.comb += [flag.eq(1), window.clear.eq(1)]
                     m.d.sync += [state.eq(_State.PAD), head_valid.eq(0), head_size.eq(0)]
             with m.Case(_State.PAD):
-                with m.If(hold_free):
-                    load_hold(0, 0)
+                with m.If(room):
+                    push_group(0)
+            # Bypassed bytes go out once the previous message's values have.
             window.message_end_cases(m, state, _State, flag=flag, out=out,
-                                     out_free=out.free & ~hold_valid)
+                                     out_free=out.free & ~hold_valid & (pending == 0))
         return m

@@ -8,7 +8,8 @@ __all__ = ["ByteWindow"]
 
 
 class ByteWindow:
-    """The bytes of one message from stream ``i`` not parsed yet, byte 0 of ``data`` first.
+    """The bytes of one message from stream ``i`` not parsed yet: the first ``fill`` bytes
+    of ``data`` (byte 0 first; the bytes after them are undefined).
 
     The engine names at construction the byte counts it may consume, ``amounts``
     (constants or registers), and each cycle drives ``drop``: one bit per amount, at most
@@ -37,18 +38,22 @@ class ByteWindow:
         nbytes, masked = beat_bytes(m, i.payload)
         take = i.valid & i.ready
         m.d.comb += i.ready.eq(~self.ended & ((self.fill <= size - width) | discard))
+        # Bytes past ``fill`` are don't-cares (so ``clear`` only resets ``fill``).
+        placed = Signal.like(self.data)
+        m.d.comb += placed.eq(Mux(take, masked << Cat(Const(0, 3), self.fill), 0))
         appended = Signal.like(self.data)
-        m.d.comb += appended.eq(self.data | Mux(take, masked << Cat(Const(0, 3), self.fill), 0))
+        m.d.comb += appended.eq(Cat(Mux(k < self.fill, self.data.word_select(k, 8),
+                                        placed.word_select(k, 8)) for k in range(size)))
         kept = Mux(self.drop.any(), 0, appended)
         dropped = 0
         for k, amount in enumerate(amounts):
             kept = kept | Mux(self.drop[k], appended >> Cat(Const(0, 3), amount), 0)
             dropped = dropped + Mux(self.drop[k], amount, 0)
+        m.d.sync += self.data.eq(kept)
         with m.If(self.clear):
-            m.d.sync += [self.data.eq(0), self.fill.eq(0)]
+            m.d.sync += self.fill.eq(0)
         with m.Else():
-            m.d.sync += [self.data.eq(kept),
-                         self.fill.eq(self.fill - dropped + Mux(take, nbytes, 0))]
+            m.d.sync += self.fill.eq(self.fill - dropped + Mux(take, nbytes, 0))
         with m.If(take):
             m.d.sync += self.ended.eq(i.payload.last)
         with m.If(self.finish):                # also drops a last beat being discarded
