@@ -93,10 +93,10 @@ class InceptionnDecompressor(StreamEngine):
 
     Latency: ``LATENCY`` cycles from the cycle a group's bytes are all buffered to its
     first values on ``o`` (parse, take, 2 unpack stages, queue, hold; one less when its
-    tag words came earlier). Throughput: ``lanes`` values per cycle while the input delivers the
-    compressed bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and
-    the output is not backpressured; a message costs 2 cycles more (its descriptor beat and
-    its end).
+    tag words came earlier). Throughput: ``lanes`` values per cycle while the input
+    delivers the compressed bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)``
+    values) and the output is not backpressured; a message costs a few cycles more (its
+    descriptor beat, and the switch from one message's bytes to the next).
 
     Parameters
     ----------
