@@ -12,8 +12,9 @@ class ByteWindow:
     of ``data`` (byte 0 first; the bytes after them are undefined).
 
     The engine names at construction the byte counts it may consume, ``amounts``
-    (constants or registers), and each cycle drives ``drop``: one bit per amount, at most
-    one set, or ``clear`` (drop all). A beat is appended after what stays, whenever
+    (constants or registers), and each cycle drives ``drop``: one bit per amount (then one
+    for a whole beat, which ``message_end_cases`` uses), at most one set, or ``clear``
+    (drop all). A beat is appended after what stays, whenever
     ``size - width`` bytes or fewer are buffered and the message's ``last`` beat has not
     been taken (``ended``). With ``discard`` high every beat is taken and thrown away (the
     engine also drives ``clear``). The engine clears ``ended`` (``finish``) when it is done
