@@ -14,8 +14,9 @@ from hw.nic.window import ByteWindow
 __all__ = ["InceptionnDecompressor", "decode_value"]
 
 
-#: Groups between a take and the hold (in the two unpack stages or the queue): the credit
-#: loop is 3 cycles (take, unpack, unpack, queue), so 4 keep one group per cycle moving.
+#: Groups between a take and the hold (in the two unpack stages or the queue). A group
+#: holds its credit for 3 cycles at least (U1, U2, the queue's head), so 4 keep one group
+#: per cycle moving.
 _QUEUE_DEPTH = 4
 
 
