@@ -9,8 +9,8 @@ from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
-__all__ = ["InceptionnCompressor", "compressor_latency", "block_offsets", "block_size",
-           "BLOCK_BYTES"]
+__all__ = ["InceptionnCompressor", "compressor_latency", "clamp_bound_bits", "block_offsets",
+           "block_size", "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
@@ -144,13 +144,11 @@ class InceptionnCompressor(StreamEngine):
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
         reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=self.bypass)
-        requested = self.bound_bits
-        bound_bits = Signal(4)
-        m.d.comb += bound_bits.eq(Mux(requested < 7, 7, Mux(requested > 15, 15, requested)))
+        bound_bits, out_of_range = clamp_bound_bits(m, self.bound_bits)
         thresholds = Thresholds(bound_bits)
         with m.If(reader.descriptor):
             m.d.sync += thresholds.load()
-            with m.If((requested < 7) | (requested > 15)):
+            with m.If(out_of_range):
                 m.d.comb += flag.eq(1)
 
         # Stage 1b: each value's class and payload shift.
@@ -246,6 +244,14 @@ class InceptionnCompressor(StreamEngine):
                              packer.i.payload.length.eq(chunk3.length),
                              packer.i.payload.last.eq(chunk3.last)]
         return m
+
+
+def clamp_bound_bits(m, requested):
+    """``requested`` clamped into 7..15, and whether it was outside that range."""
+    clamped, out_of_range = Signal(4, name="bound_bits_clamped"), Signal(name="bound_bits_bad")
+    m.d.comb += [out_of_range.eq((requested < 7) | (requested > 15)),
+                 clamped.eq(Mux(requested < 7, 7, Mux(requested > 15, 15, requested)))]
+    return clamped, out_of_range
 
 
 def block_offsets(tags):

@@ -7,7 +7,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hw.common.skid import SkidOutput
-from hw.nic.compressor import BLOCK_BYTES, block_offsets, block_size
+from hw.nic.compressor import BLOCK_BYTES, block_offsets, block_size, clamp_bound_bits
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.window import ByteWindow
 
@@ -186,8 +186,8 @@ class InceptionnDecompressor(StreamEngine):
         hold_payloads = Signal(data.ArrayLayout(32, group_values))
         hold_valid = Signal()
         hold_sub = Signal(range(sub_beats))
-        emit = Signal()
-        m.d.comb += emit.eq(hold_valid & out.free)
+        emit, last_beat = Signal(), Signal()         # last_beat: the hold's values all go
+        m.d.comb += [emit.eq(hold_valid & out.free), last_beat.eq(hold.values <= lanes)]
         with m.If(emit):
             values = []
             for k in range(lanes):
@@ -198,13 +198,13 @@ class InceptionnDecompressor(StreamEngine):
             m.d.comb += [
                 out.write.eq(1), out.payload.data.eq(Cat(*values)),
                 out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
-                out.payload.last.eq(hold.final & (hold.values <= lanes)),
+                out.payload.last.eq(hold.final & last_beat),
             ]
             m.d.sync += [hold.values.eq(hold.values - sent),
-                         hold_sub.eq(Mux(hold.values <= lanes, 0, hold_sub + 1))]
-            with m.If(hold.values <= lanes):
+                         hold_sub.eq(Mux(last_beat, 0, hold_sub + 1))]
+            with m.If(last_beat):
                 m.d.sync += hold_valid.eq(0)
-        m.d.comb += [pop.eq(queue.r_rdy & (~hold_valid | (emit & (hold.values <= lanes)))),
+        m.d.comb += [pop.eq(queue.r_rdy & (~hold_valid | (emit & last_beat))),
                      queue.r_en.eq(pop)]
         with m.If(pop):
             m.d.sync += [hold_valid.eq(1), hold_sub.eq(0),
@@ -212,6 +212,7 @@ class InceptionnDecompressor(StreamEngine):
 
         remaining = Signal(32)                  # values of the message not pushed yet
         bound_bits = Signal(4, init=10)
+        clamped, out_of_range = clamp_bound_bits(m, self.bound_bits)
         this_group = Signal(range(group_values + 1))
         m.d.comb += this_group.eq(Mux(remaining < group_values, remaining, group_values))
         final = Signal()
@@ -279,10 +280,8 @@ class InceptionnDecompressor(StreamEngine):
                     with m.Elif(fill >= 4):
                         with m.If(room):
                             count = window.data[:32]
-                            requested = self.bound_bits
-                            clamped = Mux(requested < 7, 7, Mux(requested > 15, 15, requested))
                             m.d.comb += [window.drop[0].eq(1), push.eq(1),
-                                         flag.eq((requested < 7) | (requested > 15))]
+                                         flag.eq(out_of_range)]
                             m.d.sync += [
                                 u1.tags.eq(3), u1.values.eq(lanes), u1.final.eq(count == 0),
                                 u1.descriptor.eq(1), u1.bound_bits.eq(clamped),

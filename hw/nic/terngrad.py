@@ -253,7 +253,6 @@ class TernGradDecoder(StreamEngine):
         count_errors(m, flag, self.error, self.error_count)
 
         out = SkidOutput(m, self.o)
-        out_free = out.free
         codes = window.data >> (2 * lanes * sub) if sub_beats > 1 else window.data
         values, not_ternary, stray_codes = [], [], []
         for k in range(lanes):
@@ -274,7 +273,7 @@ class TernGradDecoder(StreamEngine):
                 with m.If(self.bypass & ((fill != 0) | ended)):
                     m.d.sync += state.eq(_State.BYPASS)
                 with m.Elif(fill >= 8):
-                    with m.If(out_free):
+                    with m.If(out.free):
                         count = window.data[32:64]
                         m.d.comb += window.drop[0].eq(1)
                         m.d.sync += [scaler.eq(window.data[:32]), remaining.eq(count), sub.eq(0),
@@ -286,7 +285,7 @@ class TernGradDecoder(StreamEngine):
                     m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
             with m.Case(_State.CODES, _State.PAD):
                 padding = state == _State.PAD
-                with m.If(out_free & (padding | (fill >= code_bytes))):
+                with m.If(out.free & (padding | (fill >= code_bytes))):
                     with m.If(~padding):
                         m.d.comb += [window.drop[1].eq(byte_done),
                                      flag.eq(Cat(*not_ternary).any() | stray)]
@@ -304,5 +303,5 @@ class TernGradDecoder(StreamEngine):
                     m.d.comb += [flag.eq(1), window.clear.eq(1)]
                     m.d.sync += state.eq(_State.PAD)
             window.message_end_cases(m, state, _State, flag=flag, out=out,
-                                     out_free=out_free)
+                                     out_free=out.free)
         return m
