@@ -11,7 +11,8 @@ class SkidOutput:
 
     The producer writes a beat by driving ``write`` and ``payload`` (comb) while ``free``
     is high. ``free`` is a register (the spare is empty), so ``o.ready`` reaches only the
-    main register's enable, never the producer's logic. Latency: a written beat is on
+    main register's enable, never the producer's logic; ``free_next`` is what ``free``
+    will be in the next cycle, for a producer that registers its decision a cycle ahead. Latency: a written beat is on
     ``o`` the next cycle (or as soon as the spare's beat has gone). Throughput: one beat
     per cycle while ``o.ready`` stays high; after a cycle of backpressure, one cycle with
     ``free`` low.
@@ -21,9 +22,11 @@ class SkidOutput:
         self.write = Signal()
         self.payload = Signal.like(o.payload, name="out_beat")
         self.free = Signal()
+        self.free_next = Signal()
         spare = Signal.like(o.payload, name="spare_beat")
         spare_valid = Signal()
-        m.d.comb += self.free.eq(~spare_valid)
+        m.d.comb += [self.free.eq(~spare_valid),
+                     self.free_next.eq(~(o.valid & ~o.ready & (spare_valid | self.write)))]
         with m.If(~o.valid | o.ready):
             with m.If(spare_valid):
                 m.d.sync += [o.payload.eq(spare), spare_valid.eq(0)]

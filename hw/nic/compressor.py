@@ -1,8 +1,8 @@
 """INCEPTIONN-style gradient compressor (SPEC.md section 4): ``lanes`` float32 per cycle in,
 compressed messages out on a stream of the same width."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.nic.layouts import StreamEngine, count_errors
@@ -14,6 +14,10 @@ __all__ = ["InceptionnCompressor", "compressor_latency", "clamp_bound_bits", "bl
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
+
+#: Chunks the queue in front of the byte packer holds (one distributed-RAM column); the
+#: credits keep two entries free, so a write never meets a full queue.
+_QUEUE_DEPTH = 16
 
 
 class Thresholds:
@@ -66,8 +70,8 @@ def value_payload(bits, tag, amount):
 
 def compressor_latency(lanes):
     """Cycles from a group's last input beat to its first byte in an output beat: read,
-    classify, payloads, offsets, block, then the byte packer."""
-    return 5 + packer_latency(4 * lanes)
+    classify, payloads, offsets, block, the chunk queue (2), then the byte packer."""
+    return 7 + packer_latency(4 * lanes)
 
 
 class InceptionnCompressor(StreamEngine):
@@ -137,13 +141,22 @@ class InceptionnCompressor(StreamEngine):
                                                   beat_bytes=4 * lanes)
         wiring.connect(m, wiring.flipped(self.o), packer.o)
 
-        advance = Signal()
-        m.d.comb += advance.eq(packer.i.ready | ~packer.i.valid)
+        # Stages 1-4 never stall (no clock enable on their registers). The reader takes a
+        # beat only while the chunk queue in front of the packer has room for every chunk
+        # that may be on its way (credits), so a packer that falls behind throttles the
+        # input instead.
+        m.submodules.queue = queue = fifo.SyncFIFOBuffered(
+            width=len(Value.cast(packer.i.payload)), depth=_QUEUE_DEPTH)
+        m.d.comb += [packer.i.valid.eq(queue.r_rdy), packer.i.payload.eq(queue.r_data),
+                     queue.r_en.eq(packer.i.ready)]
+        room = Signal(init=1)                   # the reader may take a beat
+        moved = Signal()                        # the reader's item is new this cycle
+        m.d.sync += moved.eq(room)
 
         # Stage 1: one beat of the message.
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
-        reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=self.bypass)
+        reader = MessageReader(m, self.i, room, lanes=lanes, flag=flag, bypass=self.bypass)
         bound_bits, out_of_range = clamp_bound_bits(m, self.bound_bits)
         thresholds = Thresholds(bound_bits)
         with m.If(reader.descriptor):
@@ -154,12 +167,11 @@ class InceptionnCompressor(StreamEngine):
         # Stage 1b: each value's class and payload shift.
         stage1 = Signal.like(reader.item)
         classes = Signal(data.ArrayLayout(data.StructLayout({"tag": 2, "amount": 3}), lanes))
-        with m.If(advance):
-            m.d.sync += stage1.eq(reader.item)
-            for k in range(lanes):
-                tag, amount = classify_value(m, reader.item.bits[32 * k:32 * (k + 1)],
-                                             thresholds)
-                m.d.sync += [classes[k].tag.eq(tag), classes[k].amount.eq(amount)]
+        m.d.sync += [stage1.eq(reader.item),
+                     stage1.kind.eq(Mux(moved, reader.item.kind, Item.NONE))]
+        for k in range(lanes):
+            tag, amount = classify_value(m, reader.item.bits[32 * k:32 * (k + 1)], thresholds)
+            m.d.sync += [classes[k].tag.eq(tag), classes[k].amount.eq(amount)]
 
         # Stage 2: a group of 8 * blocks tags and payloads, or a chunk.
         tags = Signal(data.ArrayLayout(2, group_values))
@@ -172,32 +184,31 @@ class InceptionnCompressor(StreamEngine):
         lane_tags = [classes[k].tag for k in range(lanes)]
         lane_payloads = [value_payload(stage1.bits[32 * k:32 * (k + 1)], classes[k].tag,
                                        classes[k].amount) for k in range(lanes)]
-        with m.If(advance):
-            m.d.sync += [group_valid.eq(0), chunk2_valid.eq(0)]
-            with m.If(stage1.kind == Item.VALUES):
-                done = stage1.final | (slot == self.beats_per_group - 1)
-                for k in range(group_values):
-                    position = k % lanes
-                    if lanes >= 8:
-                        m.d.sync += [tags[k].eq(lane_tags[position]),
-                                     payloads[k].eq(lane_payloads[position])]
-                        continue
-                    with m.If(slot == k // lanes):
-                        m.d.sync += [tags[k].eq(lane_tags[position]),
-                                     payloads[k].eq(lane_payloads[position])]
-                    with m.Elif(slot == 0):          # a new group: clear later slots
-                        m.d.sync += [tags[k].eq(0), payloads[k].eq(0)]
-                m.d.sync += [
-                    group_valid.eq(done), group_last.eq(stage1.final),
-                    slot.eq(Mux(done, 0, slot + 1)),
-                    group_blocks.eq(1 if lanes < 8 else (stage1.count + 7) >> 3),
-                ]
-            with m.Elif(stage1.kind == Item.HEADER):
-                m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
-                             chunk2.length.eq(4), chunk2.last.eq(stage1.last)]
-            with m.Elif(stage1.kind == Item.RAW):
-                m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
-                             chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
+        m.d.sync += [group_valid.eq(0), chunk2_valid.eq(0)]
+        with m.If(stage1.kind == Item.VALUES):
+            done = stage1.final | (slot == self.beats_per_group - 1)
+            for k in range(group_values):
+                position = k % lanes
+                if lanes >= 8:
+                    m.d.sync += [tags[k].eq(lane_tags[position]),
+                                 payloads[k].eq(lane_payloads[position])]
+                    continue
+                with m.If(slot == k // lanes):
+                    m.d.sync += [tags[k].eq(lane_tags[position]),
+                                 payloads[k].eq(lane_payloads[position])]
+                with m.Elif(slot == 0):          # a new group: clear later slots
+                    m.d.sync += [tags[k].eq(0), payloads[k].eq(0)]
+            m.d.sync += [
+                group_valid.eq(done), group_last.eq(stage1.final),
+                slot.eq(Mux(done, 0, slot + 1)),
+                group_blocks.eq(1 if lanes < 8 else (stage1.count + 7) >> 3),
+            ]
+        with m.Elif(stage1.kind == Item.HEADER):
+            m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
+                         chunk2.length.eq(4), chunk2.last.eq(stage1.last)]
+        with m.Elif(stage1.kind == Item.RAW):
+            m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
+                         chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
 
         # Stage 3: each value's byte offset in its block (sums of the sizes before it).
         tags3, payloads3 = Signal.like(tags), Signal.like(payloads)
@@ -205,15 +216,14 @@ class InceptionnCompressor(StreamEngine):
         group3_blocks = Signal.like(group_blocks)
         group3_last, group3_valid, chunk3_valid = Signal(), Signal(), Signal()
         chunk3 = Signal.like(chunk2)
-        with m.If(advance):
-            m.d.sync += [tags3.eq(tags), payloads3.eq(payloads), group3_blocks.eq(group_blocks),
-                         group3_last.eq(group_last), group3_valid.eq(group_valid),
-                         chunk3_valid.eq(chunk2_valid), chunk3.eq(chunk2)]
-            for j in range(blocks):
-                offsets = block_offsets([tags[8 * j + i] for i in range(8)])
-                m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
+        m.d.sync += [tags3.eq(tags), payloads3.eq(payloads), group3_blocks.eq(group_blocks),
+                     group3_last.eq(group_last), group3_valid.eq(group_valid),
+                     chunk3_valid.eq(chunk2_valid), chunk3.eq(chunk2)]
+        for j in range(blocks):
+            offsets = block_offsets([tags[8 * j + i] for i in range(8)])
+            m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
 
-        # Stage 4: the chunk for the packer.
+        # Stage 4: the chunk for the queue.
         block_data, block_length = [], []
         for j in range(blocks):
             packed = Cat(*(tags3[8 * j + i] for i in range(8)))   # the tag word, bytes 0-1
@@ -233,16 +243,23 @@ class InceptionnCompressor(StreamEngine):
                                                                           block_length[0]))),
                     group_length.eq(block_length[0] + block_length[1]),
                 ]
-        with m.If(advance):
-            m.d.sync += packer.i.valid.eq(group3_valid | chunk3_valid)
-            with m.If(group3_valid):
-                m.d.sync += [packer.i.payload.data.eq(group_data),
-                             packer.i.payload.length.eq(group_length),
-                             packer.i.payload.last.eq(group3_last)]
-            with m.Else():
-                m.d.sync += [packer.i.payload.data.eq(chunk3.bits),
-                             packer.i.payload.length.eq(chunk3.length),
-                             packer.i.payload.last.eq(chunk3.last)]
+        chunk4, chunk4_valid = Signal.like(packer.i.payload), Signal()
+        m.d.comb += [queue.w_data.eq(chunk4), queue.w_en.eq(chunk4_valid)]
+        m.d.sync += chunk4_valid.eq(group3_valid | chunk3_valid)
+        with m.If(group3_valid):
+            m.d.sync += [chunk4.data.eq(group_data), chunk4.length.eq(group_length),
+                         chunk4.last.eq(group3_last)]
+        with m.Else():
+            m.d.sync += [chunk4.data.eq(chunk3.bits), chunk4.length.eq(chunk3.length),
+                         chunk4.last.eq(chunk3.last)]
+
+        # Credits: the queue's level and every stage that holds what may become a chunk
+        # bound the chunks a beat taken now would join (items only move on or vanish).
+        in_flight = [moved & (reader.item.kind != Item.NONE), stage1.kind != Item.NONE,
+                     group_valid | chunk2_valid, group3_valid | chunk3_valid, chunk4_valid]
+        pending = Signal(range(_QUEUE_DEPTH + len(in_flight) + 2))
+        m.d.comb += pending.eq(queue.level + sum(in_flight) + room)
+        m.d.sync += room.eq(pending < _QUEUE_DEPTH - 2)
         return m
 
 

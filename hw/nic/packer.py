@@ -5,6 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.params import positive_int
+from hw.common.skid import SkidOutput
 from hw.nic.layouts import beat_layout, chunk_layout
 
 __all__ = ["BytePacker", "packer_latency"]
@@ -23,8 +24,9 @@ def _offset_bits(beat_bytes):
 
 def packer_latency(beat_bytes):
     """Cycles from the chunk that releases a beat to that beat at the packer's output, for
-    ``beat_bytes`` bytes per beat: the rotate stages, then the window."""
-    return 1 + max(1, -(-_offset_bits(beat_bytes) // ROTATE_BITS))
+    ``beat_bytes`` bytes per beat: the rotate stages, the window, then the output
+    register."""
+    return 2 + max(1, -(-_offset_bits(beat_bytes) // ROTATE_BITS))
 
 
 class BytePacker(wiring.Component):
@@ -42,9 +44,11 @@ class BytePacker(wiring.Component):
       of three beat positions: the only choice inside the loop) while the window's first
       beat leaves. A complete beat waits until a byte more has arrived (so a message's
       final beat always has bytes) or the message has ended; chunks wait while the
-      message's end is in the window.
+      message's end is in the window;
+    - *output*: a ``SkidOutput``, so ``o.ready`` drives only the output register and the
+      window moves on a decision made from registers.
 
-    Latency: ``packer_latency(beat_bytes)`` (``1 + ceil(log2(beat_bytes) / 3)``) cycles
+    Latency: ``packer_latency(beat_bytes)`` (``2 + ceil(log2(beat_bytes) / 3)``) cycles
     from the chunk that completes a beat and adds a byte more (or ends the message) to that
     beat. ``i.ready`` depends on registers only. Throughput: one chunk per cycle while
     chunks average at most ``beat_bytes`` bytes and ``o.ready`` stays high; a message end
@@ -114,48 +118,37 @@ class BytePacker(wiring.Component):
         ends_partial = Signal()
         m.d.comb += ends_partial.eq(end_last % width != 0)
 
-        # Window.
+        # Window. Its moves (emit its first beat, take the chunk, and the beat the chunk
+        # joins at) are registers, set a cycle ahead from the next state, so the nets that
+        # steer its thousand bits start at flip-flops.
         window = Signal(8 * width * window_beats)
         complete = Signal(range(window_beats + 1))      # whole beats at its start
         partial = Signal()                              # the beat after them has bytes
         ending = Signal()                               # the message's final beat is in
         final_keep = Signal(width)
+        emit, take = Signal(), Signal()
+        joins = Signal(3)                               # one-hot: taken, joins at beat k
+        out = SkidOutput(m, self.o)
         m.d.comb += [
-            self.o.valid.eq((complete >= 2) | ((complete == 1) & partial) | ending),
-            self.o.payload.data.eq(window[:8 * width]),
-            self.o.payload.last.eq(ending & (complete == 1)),
-            self.o.payload.keep.eq(Mux(self.o.payload.last, final_keep, (1 << width) - 1)),
+            out.write.eq(emit),
+            out.payload.data.eq(window[:8 * width]),
+            out.payload.last.eq(ending & (complete == 1)),
+            out.payload.keep.eq(Mux(out.payload.last, final_keep, (1 << width) - 1)),
         ]
-        emit = Signal()
-        take = Signal()
-        m.d.comb += [emit.eq(self.o.valid & self.o.ready),
-                     take.eq(last_stage.valid & ~ending & (complete <= 2))]
-        kept = Signal.like(window)
-        m.d.comb += kept.eq(Mux(emit, window >> (8 * width), window))
-        base = Signal(2)                                # the beat the chunk joins at
-        m.d.comb += base.eq(complete - emit)
         added = Signal.like(complete)
         m.d.comb += added.eq(end_last // width
                              + (last_stage.last & (ends_partial | last_stage.empty)))
+        placed = 0
+        for k in range(3):
+            placed = placed | ((field & joins[k].replicate(len(field))) << (8 * width * k))
+        m.d.sync += window.eq(Mux(emit, window >> (8 * width), window) | placed)
         with m.If(take):
-            placed = Signal.like(window)
-            with m.Switch(base):
-                for k in range(3):
-                    with m.Case(k):
-                        m.d.comb += placed.eq(field << (8 * width * k))
-            m.d.sync += [window.eq(kept | placed), complete.eq(complete - emit + added),
-                         partial.eq(ends_partial & ~last_stage.last),
-                         ending.eq(last_stage.last)]
             with m.If(last_stage.empty):
                 m.d.sync += final_keep.eq(0)
             with m.Elif(ends_partial):
                 m.d.sync += final_keep.eq(Cat((end_last % width) > k for k in range(width)))
             with m.Else():
                 m.d.sync += final_keep.eq((1 << width) - 1)
-        with m.Else():
-            m.d.sync += [window.eq(kept), complete.eq(complete - emit)]
-            with m.If(emit & self.o.payload.last):
-                m.d.sync += ending.eq(0)
 
         # Each stage takes its predecessor's content when it is empty or its own moves on.
         leaves = take
@@ -170,6 +163,27 @@ class BytePacker(wiring.Component):
                 m.d.sync += [getattr(nxt, name).eq(getattr(prev, name)) for name in _CARRIED]
                 m.d.sync += nxt.data.eq(prev.data << Cat(Const(0, 3 + low), amount))
         m.d.comb += self.i.ready.eq(frees[0])
+
+        # The window's next state, and from it the next cycle's moves.
+        complete_next = Signal.like(complete)
+        partial_next, ending_next, chunk_next = Signal(), Signal(), Signal()
+        m.d.comb += [
+            complete_next.eq(complete - emit + Mux(take, added, 0)),
+            partial_next.eq(Mux(take, ends_partial & ~last_stage.last, partial)),
+            ending_next.eq(Mux(take, last_stage.last, ending & ~(emit & out.payload.last))),
+            chunk_next.eq(Mux(frees[-1], stages[-2].valid, last_stage.valid)),
+        ]
+        emit_next, take_next = Signal(), Signal()
+        m.d.comb += [
+            emit_next.eq(out.free_next & ((complete_next >= 2)
+                                          | ((complete_next == 1) & partial_next)
+                                          | ending_next)),
+            take_next.eq(chunk_next & ~ending_next & (complete_next <= 2)),
+        ]
+        m.d.sync += [complete.eq(complete_next), partial.eq(partial_next),
+                     ending.eq(ending_next), emit.eq(emit_next), take.eq(take_next),
+                     joins.eq(Cat(take_next & (complete_next - emit_next == k)
+                                  for k in range(3)))]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += [
                 offset.eq(Mux(source.last, 0, (offset + source.length) % width)),
