@@ -82,4 +82,4 @@ def test_packer_takes_a_chunk_per_cycle(chunk_bytes, beat_bytes):
     out, cycles = run_stream_test(dut, beats, expected_count=count, rng=rng)
     assert b"".join(int(beat.data).to_bytes(beat_bytes, "little") for beat in out)[
         :sum(map(len, chunks))] == b"".join(chunks)
-    assert len(chunks) + dut.latency <= cycles <= len(chunks) + dut.latency + 2
+    assert len(chunks) + dut.latency <= cycles <= len(chunks) + dut.latency + 2, cycles

@@ -14,7 +14,7 @@ __all__ = ["BytePacker", "packer_latency"]
 ROTATE_BITS = 3
 
 #: What a chunk carries from stage to stage besides its data.
-_CARRIED = ("valid", "length", "offset", "last", "empty")
+_CARRIED = ("valid", "offset", "last", "empty", "added", "ends_partial", "final_keep")
 
 
 def _offset_bits(beat_bytes):
@@ -50,7 +50,7 @@ class BytePacker(wiring.Component):
 
     Latency: ``packer_latency(beat_bytes)`` (``2 + ceil(log2(beat_bytes) / 3)``) cycles
     from the chunk that completes a beat and adds a byte more (or ends the message) to that
-    beat. ``i.ready`` depends on registers only. Throughput: one chunk per cycle while
+    beat. ``i.ready`` is a register. Throughput: one chunk per cycle while
     chunks average at most ``beat_bytes`` bytes and ``o.ready`` stays high; a message end
     costs the cycles its tail takes to leave.
 
@@ -89,17 +89,32 @@ class BytePacker(wiring.Component):
         offset = Signal(max(1, offset_bits))            # of the next chunk
         started = Signal()                              # the message has bytes already
 
+        # What the window needs of a chunk comes with it from the input: the beats it
+        # completes (``added``), whether it ends inside a beat, and the keep mask of the
+        # final beat if it ends the message.
         def stage_layout(nbytes):
             return data.StructLayout({"valid": 1, "data": unsigned(8 * nbytes),
-                                      "length": range(size + 1), "offset": len(offset),
-                                      "last": 1, "empty": 1})
+                                      "offset": len(offset), "last": 1, "empty": 1,
+                                      "added": range(field_beats + 2), "ends_partial": 1,
+                                      "final_keep": width})
 
         chunk = Signal(stage_layout(size))
         source = self.i.payload
-        m.d.comb += [chunk.valid.eq(self.i.valid), chunk.data.eq(source.data),
-                     chunk.length.eq(source.length), chunk.offset.eq(offset),
-                     chunk.last.eq(source.last),
-                     chunk.empty.eq(source.last & ~started & (source.length == 0))]
+        # (Separate signals, not fields read back from ``chunk``: a Verilog process that
+        # reads what it writes is not re-run by Icarus.)
+        end = Signal(range(width + size))
+        empty, ends_partial = Signal(), Signal()
+        keep_if_final = Signal(width)
+        m.d.comb += [end.eq(offset + source.length),
+                     empty.eq(source.last & ~started & (source.length == 0)),
+                     ends_partial.eq(end % width != 0),
+                     keep_if_final.eq(Mux(empty, 0, Mux(ends_partial, Cat(
+                         (end % width) > k for k in range(width)), (1 << width) - 1))),
+                     chunk.valid.eq(self.i.valid), chunk.data.eq(source.data),
+                     chunk.offset.eq(offset), chunk.last.eq(source.last),
+                     chunk.empty.eq(empty), chunk.ends_partial.eq(ends_partial),
+                     chunk.added.eq(end // width + (source.last & (ends_partial | empty))),
+                     chunk.final_keep.eq(keep_if_final)]
 
         # Rotate: shift by the offset, ROTATE_BITS bits per register stage.
         stages, lows = [chunk], list(range(0, max(1, offset_bits), ROTATE_BITS))
@@ -109,14 +124,9 @@ class BytePacker(wiring.Component):
             shifted_bytes = min(shifted_bytes + ((1 << bits) - 1 << low), field_beats * width)
             stages.append(Signal(stage_layout(shifted_bytes), name=f"rotate{low}"))
 
-        # The last rotate stage's result: beats completed, final keep mask.
         last_stage = stages[-1]
         field = Signal(8 * width * field_beats)
         m.d.comb += field.eq(last_stage.data)
-        end_last = Signal(range(width + size))
-        m.d.comb += end_last.eq(last_stage.offset + last_stage.length)
-        ends_partial = Signal()
-        m.d.comb += ends_partial.eq(end_last % width != 0)
 
         # Window. Its moves (emit its first beat, take the chunk, and the beat the chunk
         # joins at) are registers, set a cycle ahead from the next state, so the nets that
@@ -135,28 +145,16 @@ class BytePacker(wiring.Component):
             out.payload.last.eq(ending & (complete == 1)),
             out.payload.keep.eq(Mux(out.payload.last, final_keep, (1 << width) - 1)),
         ]
-        added = Signal.like(complete)
-        m.d.comb += added.eq(end_last // width
-                             + (last_stage.last & (ends_partial | last_stage.empty)))
         placed = 0
         for k in range(3):
             placed = placed | ((field & joins[k].replicate(len(field))) << (8 * width * k))
         m.d.sync += window.eq(Mux(emit, window >> (8 * width), window) | placed)
         with m.If(take):
-            with m.If(last_stage.empty):
-                m.d.sync += final_keep.eq(0)
-            with m.Elif(ends_partial):
-                m.d.sync += final_keep.eq(Cat((end_last % width) > k for k in range(width)))
-            with m.Else():
-                m.d.sync += final_keep.eq((1 << width) - 1)
+            m.d.sync += final_keep.eq(last_stage.final_keep)
 
         # Each stage takes its predecessor's content when it is empty or its own moves on.
-        leaves = take
-        frees = []
-        for n, current in reversed(list(enumerate(stages[1:]))):
-            frees.insert(0, Signal(name=f"rotate{lows[n]}_free"))
-            m.d.comb += frees[0].eq(~current.valid | leaves)
-            leaves = frees[0]
+        # Those go-aheads are registers too, set a cycle ahead with the window's moves.
+        frees = [Signal(name=f"rotate{low}_free", init=1) for low in lows]
         for prev, nxt, free, low in zip(stages, stages[1:], frees, lows):
             amount = prev.offset[low:low + ROTATE_BITS]
             with m.If(free):
@@ -168,11 +166,13 @@ class BytePacker(wiring.Component):
         complete_next = Signal.like(complete)
         partial_next, ending_next, chunk_next = Signal(), Signal(), Signal()
         m.d.comb += [
-            complete_next.eq(complete - emit + Mux(take, added, 0)),
-            partial_next.eq(Mux(take, ends_partial & ~last_stage.last, partial)),
+            complete_next.eq(complete - emit + Mux(take, last_stage.added, 0)),
+            partial_next.eq(Mux(take, last_stage.ends_partial & ~last_stage.last, partial)),
             ending_next.eq(Mux(take, last_stage.last, ending & ~(emit & out.payload.last))),
-            chunk_next.eq(Mux(frees[-1], stages[-2].valid, last_stage.valid)),
         ]
+        valids_next = [Mux(free, prev.valid, nxt.valid)
+                       for prev, nxt, free in zip(stages, stages[1:], frees)]
+        m.d.comb += chunk_next.eq(valids_next[-1])
         emit_next, take_next = Signal(), Signal()
         m.d.comb += [
             emit_next.eq(out.free_next & ((complete_next >= 2)
@@ -184,6 +184,10 @@ class BytePacker(wiring.Component):
                      ending.eq(ending_next), emit.eq(emit_next), take.eq(take_next),
                      joins.eq(Cat(take_next & (complete_next - emit_next == k)
                                   for k in range(3)))]
+        leaves = take_next
+        for free, valid_next in reversed(list(zip(frees, valids_next))):
+            leaves = ~valid_next | leaves
+            m.d.sync += free.eq(leaves)
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += [
                 offset.eq(Mux(source.last, 0, (offset + source.length) % width)),
