@@ -71,9 +71,9 @@ def value_payload(bits, tag, amount):
 
 def compressor_latency(lanes):
     """Cycles from a group's last input beat to its first byte in an output beat: read,
-    classify, payloads, offsets, place, blocks (and with 16 lanes the second block after
-    the first), the chunk, the chunk queue (2), then the byte packer."""
-    return 9 + (lanes > 8) + packer_latency(4 * lanes)
+    classify, payloads, offsets (2), place, blocks (and with 16 lanes the second block
+    after the first), the chunk, the chunk queue (2), then the byte packer."""
+    return 10 + (lanes > 8) + packer_latency(4 * lanes)
 
 
 class InceptionnCompressor(StreamEngine):
@@ -92,10 +92,10 @@ class InceptionnCompressor(StreamEngine):
     normally either way.
 
     Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
-    to its first compressed byte in an output beat: 7 stages (read, classify, payloads,
-    offsets, place, blocks, chunk; one more with 16 lanes, the second block after the
-    first), the chunk queue (2) and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``:
-    13 with 8 lanes. The stages never stall: the input is taken while the queue has room
+    to its first compressed byte in an output beat: 8 stages (read, classify, payloads,
+    offsets in 2 steps, place, blocks, chunk; one more with 16 lanes, the second block
+    after the first), the chunk queue (2) and the byte packer's
+    ``2 + ceil(log2(4 * lanes) / 3)``: 14 with 8 lanes. The stages never stall: the input is taken while the queue has room
     for every chunk on its way (credits). Throughput: one input beat per cycle while the
     compressed blocks average at most ``4 * lanes`` bytes per input beat and the output is
     not backpressured; a message end costs the cycles its compressed tail takes to leave.
@@ -154,13 +154,12 @@ class InceptionnCompressor(StreamEngine):
         m.d.comb += [packer.i.valid.eq(queue.r_rdy), packer.i.payload.eq(queue.r_data),
                      queue.r_en.eq(packer.i.ready)]
         room = Signal(init=1)                   # the reader may take a beat
-        moved = Signal()                        # the reader's item is new this cycle
-        m.d.sync += moved.eq(room)
 
         # Stage 1: one beat of the message.
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
-        reader = MessageReader(m, self.i, room, lanes=lanes, flag=flag, bypass=self.bypass)
+        reader = MessageReader(m, self.i, room, lanes=lanes, flag=flag, bypass=self.bypass,
+                               hold=False)
         bound_bits, out_of_range = clamp_bound_bits(m, self.bound_bits)
         thresholds = Thresholds(bound_bits)
         with m.If(reader.descriptor):
@@ -171,8 +170,7 @@ class InceptionnCompressor(StreamEngine):
         # Stage 1b: each value's class and payload shift.
         stage1 = Signal.like(reader.item)
         classes = Signal(data.ArrayLayout(data.StructLayout({"tag": 2, "amount": 3}), lanes))
-        m.d.sync += [stage1.eq(reader.item),
-                     stage1.kind.eq(Mux(moved, reader.item.kind, Item.NONE))]
+        m.d.sync += stage1.eq(reader.item)
         for k in range(lanes):
             tag, amount = classify_value(m, reader.item.bits[32 * k:32 * (k + 1)], thresholds)
             m.d.sync += [classes[k].tag.eq(tag), classes[k].amount.eq(amount)]
@@ -214,17 +212,28 @@ class InceptionnCompressor(StreamEngine):
             m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
                          chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
 
-        # Stage 3: each value's byte offset in its block (sums of the sizes before it).
+        # Stage 3a: the payload bytes before each value within its half block.
+        halves = [[stage(m, total, f"half_prefix_b{j}_h{h}_{i}")
+                   for i, total in enumerate(half)]
+                  for j in range(blocks)
+                  for h, half in enumerate(half_prefixes([tags[8 * j + i] for i in range(8)]))]
+        tags3a, payloads3a = stage(m, tags, "tags3a"), stage(m, payloads, "payloads3a")
+        group3a = carry(m, "group3a", {"valid": group_valid, "last": group_last,
+                                       "blocks": group_blocks})
+        raw3a = carry(m, "raw3a", {"valid": chunk2_valid, "chunk": chunk2})
+
+        # Stage 3: each value's byte offset in its block.
         tags3, payloads3 = Signal.like(tags), Signal.like(payloads)
         offsets3 = Signal(data.ArrayLayout(range(BLOCK_BYTES + 1), 9 * blocks))
         group3_blocks = Signal.like(group_blocks)
         group3_last, group3_valid, chunk3_valid = Signal(), Signal(), Signal()
         chunk3 = Signal.like(chunk2)
-        m.d.sync += [tags3.eq(tags), payloads3.eq(payloads), group3_blocks.eq(group_blocks),
-                     group3_last.eq(group_last), group3_valid.eq(group_valid),
-                     chunk3_valid.eq(chunk2_valid), chunk3.eq(chunk2)]
+        m.d.sync += [tags3.eq(tags3a), payloads3.eq(payloads3a),
+                     group3_blocks.eq(group3a.blocks), group3_last.eq(group3a.last),
+                     group3_valid.eq(group3a.valid), chunk3_valid.eq(raw3a.valid),
+                     chunk3.eq(raw3a.chunk)]
         for j in range(blocks):
-            offsets = block_offsets([tags[8 * j + i] for i in range(8)])
+            offsets = offsets_from_halves(halves[2 * j:2 * j + 2])
             m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
 
         # Stage 4: each payload shifted to its byte offset in its block.
@@ -269,8 +278,9 @@ class InceptionnCompressor(StreamEngine):
 
         # Credits: the queue's level and every stage that holds what may become a chunk
         # bound the chunks a beat taken now would join (items only move on or vanish).
-        in_flight = [moved & (reader.item.kind != Item.NONE), stage1.kind != Item.NONE,
-                     group_valid | chunk2_valid, group3_valid | chunk3_valid, *stages,
+        in_flight = [reader.item.kind != Item.NONE, stage1.kind != Item.NONE,
+                     group_valid | chunk2_valid, group3a.valid | raw3a.valid,
+                     group3_valid | chunk3_valid, *stages,
                      chunk_valid]
         pending = Signal(range(_QUEUE_DEPTH + len(in_flight) + 2))
         m.d.comb += pending.eq(queue.level + sum(in_flight) + room)
@@ -307,11 +317,27 @@ def clamp_bound_bits(m, requested):
     return clamped, out_of_range
 
 
+def half_prefixes(tags):
+    """For each half (4 values) of a block, from its 8 tags: the payload bytes before each
+    value within the half, then the half's total (2 lists of 5 sums, 2 adder levels)."""
+    sizes = _payload_sizes(tags)
+    return [[_tree_sum([Const(0, 5), *sizes[4 * h:4 * h + i]]) for i in range(5)]
+            for h in range(2)]
+
+
+def offsets_from_halves(halves):
+    """The byte offsets in a block of its 8 payloads, then the block's size (9 values),
+    from ``half_prefixes``: 2, the first half's total for the second half, and the bytes
+    before within the half (2 adder levels)."""
+    first, second = halves
+    return ([first[i] + 2 for i in range(4)]
+            + [first[4] + (second[i] + 2) for i in range(5)])
+
+
 def block_offsets(tags):
     """The byte offsets in a block of its 8 payloads, then the block's size (9 values),
-    from its 8 tags: 2 plus the payload sizes before, each sum a balanced adder tree."""
-    sizes = _payload_sizes(tags)
-    return [_tree_sum([Const(2, 6), *sizes[:i]]) for i in range(9)]
+    from its 8 tags: 2 plus the payload sizes before (4 adder levels)."""
+    return offsets_from_halves(half_prefixes(tags))
 
 
 def block_size(tags):

@@ -40,10 +40,15 @@ class MessageReader:
     ``flag``. ``descriptor`` is high in the cycle a (non-bypass) descriptor beat is taken,
     for the engine to sample its per-message settings.
 
+    With ``hold`` (an engine that stalls) the item stays while ``advance`` is low. Without
+    it (an engine whose stages never stall) ``kind`` is ``NONE`` in every cycle that follows
+    one without a beat, and the other fields load every cycle what a beat would give, so
+    their registers have no enable that the input handshake must reach.
+
     Latency: 1 cycle. Throughput: one beat per cycle while ``advance`` stays high.
     """
 
-    def __init__(self, m, i, advance, *, lanes, flag, bypass):
+    def __init__(self, m, i, advance, *, lanes, flag, bypass, hold=True):
         self.item = Signal(data.StructLayout({
             "kind": Item, "bits": unsigned(32 * lanes), "count": range(lanes + 1),
             "final": 1, "index": 32, "length": range(4 * lanes + 1), "last": 1,
@@ -60,22 +65,34 @@ class MessageReader:
         final = Signal()
         m.d.comb += final.eq(remaining <= lanes)
 
-        with m.If(advance):
+        with m.If(advance | (not hold)):
             m.d.sync += item.kind.eq(Item.NONE)
 
         count = Signal(range(lanes + 1))
         m.d.comb += count.eq(Mux(final, remaining, lanes))
+        total = beat.data[:32]
+
+        # The item's fields for each kind of beat.
+        def value_fields(bits):
+            kept = Cat(Mux(k < count, bits[32 * k:32 * (k + 1)], 0) for k in range(lanes))
+            return [item.bits.eq(kept), item.count.eq(count), item.final.eq(final),
+                    item.index.eq(index)]
+
+        raw_fields = [item.bits.eq(masked), item.length.eq(kept_bytes), item.last.eq(beat.last)]
+        header_fields = [item.bits.eq(total), item.last.eq(total == 0)]
+
+        def load(fields):
+            if hold:
+                m.d.sync += fields
 
         def values(bits):
-            kept = Cat(Mux(k < count, bits[32 * k:32 * (k + 1)], 0) for k in range(lanes))
-            m.d.sync += [item.kind.eq(Item.VALUES), item.bits.eq(kept),
-                         item.count.eq(count), item.final.eq(final),
-                         item.index.eq(index), index.eq(index + lanes),
+            load(value_fields(bits))
+            m.d.sync += [item.kind.eq(Item.VALUES), index.eq(index + lanes),
                          remaining.eq(Mux(final, 0, remaining - lanes))]
 
         def raw():
-            m.d.sync += [item.kind.eq(Item.RAW), item.bits.eq(masked),
-                         item.length.eq(kept_bytes), item.last.eq(beat.last)]
+            load(raw_fields)
+            m.d.sync += item.kind.eq(Item.RAW)
 
         with m.Switch(state):
             with m.Case(_State.DESCRIPTOR):
@@ -84,11 +101,10 @@ class MessageReader:
                     with m.If(~beat.last):
                         m.d.sync += state.eq(_State.BYPASS)
                 with m.Elif(taken):
-                    total = beat.data[:32]
                     m.d.comb += [self.descriptor.eq(1),
                                  flag.eq((total == 0) != beat.last)]
-                    m.d.sync += [item.kind.eq(Item.HEADER), item.bits.eq(total),
-                                 item.last.eq(total == 0), remaining.eq(total), index.eq(0)]
+                    load(header_fields)
+                    m.d.sync += [item.kind.eq(Item.HEADER), remaining.eq(total), index.eq(0)]
                     with m.If(total == 0):
                         with m.If(~beat.last):
                             m.d.sync += state.eq(_State.DROP)
@@ -121,3 +137,18 @@ class MessageReader:
                     raw()
                     with m.If(beat.last):
                         m.d.sync += state.eq(_State.DESCRIPTOR)
+        if not hold:
+            # Every cycle, what the state's beat would give (the fields ``kind`` leaves
+            # unused are don't-cares).
+            with m.Switch(state):
+                with m.Case(_State.DESCRIPTOR):
+                    with m.If(bypass):
+                        m.d.sync += raw_fields
+                    with m.Else():
+                        m.d.sync += header_fields
+                with m.Case(_State.VALUES):
+                    m.d.sync += value_fields(beat.data)
+                with m.Case(_State.PAD):
+                    m.d.sync += value_fields(Const(0, 32 * lanes))
+                with m.Default():
+                    m.d.sync += raw_fields
