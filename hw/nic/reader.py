@@ -62,8 +62,7 @@ class MessageReader:
         m.d.comb += [i.ready.eq(advance & (state != _State.PAD)),
                      taken.eq(i.valid & i.ready)]
         kept_bytes, masked = beat_bytes(m, beat)
-        final = Signal()
-        m.d.comb += final.eq(remaining <= lanes)
+        final = Signal(init=1)                  # remaining <= lanes, kept as a register
 
         with m.If(advance | (not hold)):
             m.d.sync += item.kind.eq(Item.NONE)
@@ -88,7 +87,8 @@ class MessageReader:
         def values(bits):
             load(value_fields(bits))
             m.d.sync += [item.kind.eq(Item.VALUES), index.eq(index + lanes),
-                         remaining.eq(Mux(final, 0, remaining - lanes))]
+                         remaining.eq(Mux(final, 0, remaining - lanes)),
+                         final.eq(final | (remaining <= 2 * lanes))]
 
         def raw():
             load(raw_fields)
@@ -104,7 +104,8 @@ class MessageReader:
                     m.d.comb += [self.descriptor.eq(1),
                                  flag.eq((total == 0) != beat.last)]
                     load(header_fields)
-                    m.d.sync += [item.kind.eq(Item.HEADER), remaining.eq(total), index.eq(0)]
+                    m.d.sync += [item.kind.eq(Item.HEADER), remaining.eq(total),
+                                 final.eq(total <= lanes), index.eq(0)]
                     with m.If(total == 0):
                         with m.If(~beat.last):
                             m.d.sync += state.eq(_State.DROP)
