@@ -64,7 +64,7 @@ class MessageReader:
         kept_bytes, masked = beat_bytes(m, beat)
         final = Signal(init=1)                  # remaining <= lanes, kept as a register
 
-        with m.If(advance | (not hold)):
+        with m.If(advance if hold else Const(1)):
             m.d.sync += item.kind.eq(Item.NONE)
 
         count = Signal(range(lanes + 1))
