@@ -71,9 +71,10 @@ def value_payload(bits, tag, amount):
 
 def compressor_latency(lanes):
     """Cycles from a group's last input beat to its first byte in an output beat: read,
-    classify, payloads, offsets (2), place, blocks (and with 16 lanes the second block
-    after the first), the chunk, the chunk queue (2), then the byte packer."""
-    return 10 + (lanes > 8) + packer_latency(4 * lanes)
+    classify, payloads, offsets (2), place (from 8 lanes on), blocks (and with 16 lanes
+    the second block after the first), the chunk, the chunk queue (2), then the byte
+    packer."""
+    return 9 + (lanes >= 8) + (lanes > 8) + packer_latency(4 * lanes)
 
 
 class InceptionnCompressor(StreamEngine):
@@ -93,8 +94,9 @@ class InceptionnCompressor(StreamEngine):
 
     Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
     to its first compressed byte in an output beat: 8 stages (read, classify, payloads,
-    offsets in 2 steps, place, blocks, chunk; one more with 16 lanes, the second block
-    after the first), the chunk queue (2) and the byte packer's
+    offsets in 2 steps, place, blocks, chunk; place and blocks are one stage below 8
+    lanes; one more with 16 lanes, the second block after the first), the chunk queue (2)
+    and the byte packer's
     ``2 + ceil(log2(4 * lanes) / 3)``: 14 with 8 lanes. The stages never stall: the input
     is taken while the queue has room for every chunk on its way (credits). Throughput:
     one input beat per cycle while the compressed blocks average at most ``4 * lanes``
@@ -237,22 +239,26 @@ class InceptionnCompressor(StreamEngine):
             offsets = offsets_from_halves(halves[2 * j:2 * j + 2])
             m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
 
-        # Stage 4: each payload shifted to its byte offset in its block.
-        placed4 = [[stage(m, payloads3[8 * j + i] << Cat(Const(0, 3), offsets3[9 * j + i][
+        # Stage 4: each payload shifted to its byte offset in its block. From 8 lanes on it
+        # has a register stage of its own; below, its 1300 flip-flops would cost more than
+        # they gain (the 1-lane compressor would no longer fit an iCE40 HX8K).
+        split = lanes >= 8
+        pass_on = stage if split else (lambda m, value, name: value)
+        placed4 = [[pass_on(m, payloads3[8 * j + i] << Cat(Const(0, 3), offsets3[9 * j + i][
                        :(2 + 4 * i).bit_length()]), f"placed4_b{j}_v{i}")
                     for i in range(8)] for j in range(blocks)]   # value i: bytes 2..2+4i
-        tags4 = stage(m, tags3, "tags4")
-        lengths4 = [stage(m, offsets3[9 * j + 8], f"length4_b{j}") for j in range(blocks)]
+        tags4 = pass_on(m, tags3, "tags4")
+        lengths4 = [pass_on(m, offsets3[9 * j + 8], f"length4_b{j}") for j in range(blocks)]
         group4 = carry(m, "group4", {"valid": group3_valid, "last": group3_last,
-                                     "blocks": group3_blocks})
-        raw4 = carry(m, "raw4", {"valid": chunk3_valid, "chunk": chunk3})
+                                     "blocks": group3_blocks}, registered=split)
+        raw4 = carry(m, "raw4", {"valid": chunk3_valid, "chunk": chunk3}, registered=split)
 
         # Stage 5: each block, its tag word (bytes 0-1) ORed with its payloads.
         blocks5 = [stage(m, Cat(*(tags4[8 * j + i] for i in range(8)))
                         | _or_all(placed4[j]), f"block5_b{j}") for j in range(blocks)]
         lengths5 = [stage(m, length, f"length5_b{j}") for j, length in enumerate(lengths4)]
         group5, raw5 = carry(m, "group5", group4), carry(m, "raw5", raw4)
-        stages = [group4.valid | raw4.valid, group5.valid | raw5.valid]
+        stages = [group4.valid | raw4.valid] * split + [group5.valid | raw5.valid]
 
         # Stage 6, with two blocks: the second block after the first.
         if blocks == 2:
@@ -289,16 +295,17 @@ class InceptionnCompressor(StreamEngine):
         return m
 
 
-def carry(m, name, fields):
+def carry(m, name, fields, registered=True):
     """Registers holding ``fields`` (a dict of values, or an earlier ``carry``) a cycle
-    later, as one struct named ``name``."""
+    later, as one struct named ``name`` (not ``registered``: the same values, as wires)."""
     if isinstance(fields, data.View):
         fields = {key: getattr(fields, key) for key in fields.shape().members}
     layout = data.StructLayout({key: value.shape() if isinstance(value, data.View)
                                 else Value.cast(value).shape()
                                 for key, value in fields.items()})
     reg = Signal(layout, name=name)
-    m.d.sync += [getattr(reg, key).eq(value) for key, value in fields.items()]
+    domain = m.d.sync if registered else m.d.comb
+    domain += [getattr(reg, key).eq(value) for key, value in fields.items()]
     return reg
 
 
