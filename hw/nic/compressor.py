@@ -96,8 +96,7 @@ class InceptionnCompressor(StreamEngine):
     to its first compressed byte in an output beat: 8 stages (read, classify, payloads,
     offsets in 2 steps, place, blocks, chunk; place and blocks are one stage below 8
     lanes; one more with 16 lanes, the second block after the first), the chunk queue (2)
-    and the byte packer's
-    ``2 + ceil(log2(4 * lanes) / 3)``: 14 with 8 lanes. The stages never stall: the input
+    and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``: 14 with 8 lanes. The stages never stall: the input
     is taken while the queue has room for every chunk on its way (credits). Throughput:
     one input beat per cycle while the compressed blocks average at most ``4 * lanes``
     bytes per input beat and the output is not backpressured; a message end costs the
@@ -148,7 +147,7 @@ class InceptionnCompressor(StreamEngine):
                                                   beat_bytes=4 * lanes)
         wiring.connect(m, wiring.flipped(self.o), packer.o)
 
-        # Stages 1-4 never stall (no clock enable on their registers). The reader takes a
+        # The stages never stall (no clock enable on their registers). The reader takes a
         # beat only while the chunk queue in front of the packer has room for every chunk
         # that may be on its way (credits), so a packer that falls behind throttles the
         # input instead.
