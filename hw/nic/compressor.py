@@ -96,8 +96,9 @@ class InceptionnCompressor(StreamEngine):
     to its first compressed byte in an output beat: 8 stages (read, classify, payloads,
     offsets in 2 steps, place, blocks, chunk; place and blocks are one stage below 8
     lanes; one more with 16 lanes, the second block after the first), the chunk queue
-    (2) and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``: 14 with 8 lanes. The stages never stall: the input
-    is taken while the queue has room for every chunk on its way (credits). Throughput:
+    (2) and the byte packer's ``2 + ceil(log2(4 * lanes) / 3)``: 14 with 8 lanes. The
+    stages never stall: the input is taken while the queue has room for every chunk on
+    its way (credits). Throughput:
     one input beat per cycle while the compressed blocks average at most ``4 * lanes``
     bytes per input beat and the output is not backpressured; a message end costs the
     cycles its compressed tail takes to leave.
