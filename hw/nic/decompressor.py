@@ -5,19 +5,20 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from hw.common.skid import SkidOutput
 from hw.nic.compressor import BLOCK_BYTES, block_offsets, block_size, clamp_bound_bits
-from hw.nic.layouts import StreamEngine, count_errors
-from hw.nic.window import ByteWindow
+from hw.nic.layouts import StreamEngine, beat_bytes, count_errors
+from hw.nic.ring import ByteRing
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
 
 
-#: Groups between a take and the hold (in the two unpack stages or the queue). A group
-#: holds its credit for 3 cycles at least (U1, U2, the queue's head), so 4 keep one group
-#: per cycle moving.
-_QUEUE_DEPTH = 4
+#: Groups between a push and the hold (in the three unpack stages or the queue). A group
+#: holds its credit for 4 cycles at least (U1, U2, U3, the queue's head), so 5 keep one
+#: group per cycle moving.
+_QUEUE_DEPTH = 5
 
 
 class _State(enum.Enum, shape=3):
@@ -60,24 +61,15 @@ def _bytes_at(data, position, last, nbytes):
     return data[:8 * (last + nbytes)].bit_select(Cat(Const(0, 3), position), 8 * nbytes)
 
 
-def _select(m, values, index, name):
-    """``values[index]``, as one multiplexer."""
-    selected = Signal(max(len(value) for value in values), name=name)
-    with m.Switch(index):
-        for k, value in enumerate(values):
-            with m.Case(k):
-                m.d.comb += selected.eq(value)
-    return selected
-
-
 class InceptionnDecompressor(StreamEngine):
     """Decode INCEPTIONN-style messages into value messages, ``lanes`` values per beat.
 
     Input: compressed messages (4-byte count ``n``, then ``ceil(n/8)`` blocks), ``last``
-    on each message's final beat, the valid bytes of a beat its lowest ones. Output: a
-    descriptor beat with ``n`` (``hw.nic.layouts``), then ``ceil(n / lanes)`` value beats,
-    ``last`` on the final one. ``bound_bits`` and ``bypass`` are read at the start of each
-    message; in bypass its bytes pass through unchanged (repacked as full beats).
+    on each message's final beat. The valid bytes of that beat are its lowest ones; every
+    other beat is read whole (its ``keep`` is ignored). Output: a descriptor beat with
+    ``n`` (``hw.nic.layouts``), then ``ceil(n / lanes)`` value beats, ``last`` on the final
+    one. ``bound_bits`` and ``bypass`` are read at the start of each message; in bypass its
+    beats pass through unchanged.
 
     Defined behaviour on bad input (each raises ``error`` (sticky) and counts in
     ``error_count``): a message cut before its count's blocks gives the values of every
@@ -86,18 +78,20 @@ class InceptionnDecompressor(StreamEngine):
     ``last``; a message shorter than its count field gives no output. ``bound_bits``
     outside 7..15 is clamped. The next message is read normally either way.
 
-    A group's tag words are parsed a cycle before the group is taken, so that taking it
-    shifts the byte window by a registered size. A taken group is unpacked in a pipeline
-    that never stalls, into a queue; a take needs room in the queue, counted by a
+    Beats are stored in place in a ``hw.nic.ring.ByteRing``. A register table holds the
+    size of a block starting at each byte of the ring, so the parse loop (next group's
+    address, plus its size) is one table read and an adder. A parsed group is unpacked
+    in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its tags, U3
+    its payload offsets) into a queue; a parse needs room in the queue, counted by a
     register. ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready``
     reaches no parsing logic.
 
-    Latency: ``LATENCY`` cycles from the cycle a group's bytes are all buffered to its
-    first values on ``o`` (parse, take, 2 unpack stages, queue, hold; one less when its
-    tag words came earlier). Throughput: ``lanes`` values per cycle while the input
-    delivers the compressed bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)``
-    values) and the output is not backpressured; a message costs a few cycles more (its
-    descriptor beat, and the switch from one message's bytes to the next).
+    Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
+    values on ``o`` (ring, size table, parse, 3 unpack stages, queue, hold). Throughput:
+    ``lanes`` values per cycle while the input delivers the compressed bytes (on average
+    at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output is not
+    backpressured; a message costs a few cycles more (its descriptor beat, and the
+    switch from one message's bytes to the next).
 
     Parameters
     ----------
@@ -114,8 +108,8 @@ class InceptionnDecompressor(StreamEngine):
     error_count : Out(16)
     """
 
-    #: Cycles from a group's last byte buffered to its first values on ``o``.
-    LATENCY = 6
+    #: Cycles from the take of a group's last input beat to its first values on ``o``.
+    LATENCY = 8
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -131,25 +125,26 @@ class InceptionnDecompressor(StreamEngine):
         group_values = 8 * blocks
         group_bytes = BLOCK_BYTES * blocks
         sub_beats = max(1, 8 // lanes)
-        # Room for a parsed group, the next group's tag words and a beat being taken, and a
-        # beat more: with less, compressible messages see gaps in the output.
-        size = group_bytes + 2 * blocks + 2 * width
+        # A group starts at any byte of a slot, so it spans up to ``span`` slots; with a
+        # slot more, beats come in while a group is parsed.
+        span = -(-(group_bytes + width - 1) // width)
+        slots = 1 << ceil_log2(span + 1)
 
         state = Signal(_State)
-        head_size = Signal(range(group_bytes + 1))    # the parsed group's bytes (see below)
-        window = ByteWindow(m, self.i, size=size, discard=state == _State.DROP,
-                            amounts=[Const(4), head_size])
-        fill, ended = window.fill, window.ended
+        parse_at = Signal(ceil_log2(slots * width) + 2)     # the next group's first byte
+        ring = ByteRing(m, self.i, slots=slots, release=parse_at)
         out = SkidOutput(m, self.o)
 
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count)
 
-        # Taken groups (and descriptors, as a group of one raw value) go down a pipeline
-        # that never stalls: U1 the group's bytes, U2 its payload offsets, then its values
-        # into a queue whose head is the hold. ``pending`` counts them from the take to the
-        # hold (at most the queue's depth, so the queue never overflows), so a take needs
-        # only a register to know there is room.
+        # Pushed groups (and descriptors, as a group of one raw value) go down a pipeline
+        # that never stalls, then into a queue whose head is the hold. ``pending`` counts
+        # them from the push to the hold (at most the queue's depth, so the queue never
+        # overflows), so a push needs only a register to know there is room.
+        head = data.StructLayout({
+            "values": range(group_values + 1), "final": 1, "descriptor": 1, "zero": 1,
+            "bound_bits": 4, "first": range(BLOCK_BYTES + 1)})     # first: block 0's bytes
         item = data.StructLayout({
             "tags": data.ArrayLayout(2, group_values), "values": range(group_values + 1),
             "final": 1, "descriptor": 1, "bound_bits": 4})
@@ -159,28 +154,52 @@ class InceptionnDecompressor(StreamEngine):
         room = Signal()
         m.d.comb += room.eq(pending < _QUEUE_DEPTH)
 
-        u1, u2 = Signal(item), Signal(item)
-        u1_valid, u2_valid = Signal(), Signal()
-        u1_bytes, u2_bytes = Signal(8 * group_bytes), Signal(8 * group_bytes)
-        u1_first = Signal(range(BLOCK_BYTES + 1))           # bytes of the first block
-        u2_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
-        m.d.sync += [u1_valid.eq(push), u2_valid.eq(u1_valid), u2.eq(u1),
-                     u2_bytes.eq(u1_bytes)]
+        # U1: the slots holding the group (a descriptor: its count, from the input beat).
+        pushed, header = Signal(head), Signal()
+        u1, u2 = Signal(head), Signal(head)
+        u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
+        u1_slots = Signal(8 * width * span)
+        u1_offset = Signal(range(width))
+        m.d.sync += [u1_valid.eq(push), u1.eq(pushed),
+                     u1_slots.eq(Mux(header, self.i.payload.data[:32],
+                                     ring.slots_from(parse_at, span))),
+                     u1_offset.eq(Mux(header, 0, ring.offset(parse_at)))]
+        # U2: the group's bytes from its first; its tags (after the count: all 0).
+        u2_bytes = Signal(8 * group_bytes)
+        m.d.sync += [u2_valid.eq(u1_valid), u2.eq(u1),
+                     u2_bytes.eq(u1_slots.bit_select(Cat(Const(0, 3), u1_offset),
+                                                     8 * group_bytes))]
+        tag_words = [u2_bytes[:16]]
+        if blocks == 2:
+            tag_words.append(Mux(u2.values > 8, _bytes_at(u2_bytes, u2.first, BLOCK_BYTES, 2),
+                                 0))
+        tags = Signal(2 * group_values)
+        m.d.comb += tags.eq(Mux(u2.descriptor, 3, Mux(u2.zero, 0, Cat(*tag_words))))
+        check_pending, stray_seen = Signal(), Signal()      # the final group's stray tags
+        with m.If(u2_valid & u2.final & ~u2.descriptor):
+            m.d.sync += [check_pending.eq(0),
+                         stray_seen.eq((tags >> (2 * u2.values)).any())]
+        # U3: the payload offsets.
+        u3 = Signal(item)
+        u3_bytes = Signal(8 * group_bytes)
+        u3_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        m.d.sync += [u3_valid.eq(u2_valid), u3_bytes.eq(u2_bytes), u3.tags.eq(tags),
+                     u3.values.eq(u2.values), u3.final.eq(u2.final),
+                     u3.descriptor.eq(u2.descriptor), u3.bound_bits.eq(u2.bound_bits)]
         for j in range(blocks):
-            tags = [u1.tags[8 * j + i] for i in range(8)]
-            for i, offset in enumerate(block_offsets(tags)[:8]):
-                m.d.sync += u2_offsets[8 * j + i].eq(offset if j == 0 else u1_first + offset)
+            block_tags = [tags[2 * (8 * j + i):2 * (8 * j + i) + 2] for i in range(8)]
+            for i, offset in enumerate(block_offsets(block_tags)[:8]):
+                m.d.sync += u3_offsets[8 * j + i].eq(offset if j == 0 else u2.first + offset)
         payloads = []
         for k in range(group_values):
-            tag = u2.tags[k]
-            raw = _bytes_at(u2_bytes, u2_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
+            tag = u3.tags[k]
+            raw = _bytes_at(u3_bytes, u3_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
                             4)
             payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
-            payloads.append(Mux(u2.descriptor, u2_bytes[:32], payload) if k == 0 else payload)
-        m.submodules.queue = queue = SyncFIFO(width=len(u2.as_value()) + 32 * group_values,
+            payloads.append(Mux(u3.descriptor, u3_bytes[:32], payload) if k == 0 else payload)
+        m.submodules.queue = queue = SyncFIFO(width=len(u3.as_value()) + 32 * group_values,
                                               depth=_QUEUE_DEPTH)
-        m.d.comb += [queue.w_en.eq(u2_valid), queue.w_data.eq(Cat(u2, *payloads))]
-
+        m.d.comb += [queue.w_en.eq(u3_valid), queue.w_data.eq(Cat(u3, *payloads))]
         # The hold: the queue's head group, sent out ``lanes`` values per beat.
         hold = Signal(item)
         hold_payloads = Signal(data.ArrayLayout(32, group_values))
@@ -218,93 +237,95 @@ class InceptionnDecompressor(StreamEngine):
         final = Signal()
         m.d.comb += final.eq(remaining <= group_values)
 
-        def push_group(tags):
-            m.d.comb += push.eq(1)
-            m.d.sync += [u1.tags.eq(tags), u1.values.eq(this_group), u1.final.eq(final),
-                         u1.descriptor.eq(0), u1.bound_bits.eq(bound_bits),
-                         remaining.eq(remaining - this_group)]
+        # The size of a block starting at each byte of the ring, a register table. It shows
+        # the ring as it was a cycle before, as ``top_seen`` and ``ended_seen`` do.
+        table = Signal(6 * ring.size)
+        wrapped = Cat(ring.data, ring.data[:8])
+        m.d.sync += table.eq(Cat(block_size([wrapped[8 * q + 2 * t:8 * q + 2 * t + 2]
+                                             for t in range(8)])[:6]
+                                 for q in range(ring.size)))
+        top_seen, ended_seen = Signal.like(ring.top), Signal()
+        m.d.sync += [top_seen.eq(ring.top), ended_seen.eq(ring.ended)]
+
+        def size_at(address):
+            return table.word_select(address[:ceil_log2(ring.size)], 6)
+
+        # The parse loop: the next group's size at parse_at, and whether its bytes are in.
+        first = Signal(6)
+        m.d.comb += first.eq(size_at(parse_at))
+        size = Signal(range(group_bytes + 1))
+        if blocks == 2:
+            m.d.comb += size.eq(first + Mux(remaining > 8, size_at(parse_at + first), 0))
+        else:
+            m.d.comb += size.eq(first)
+        ahead = Signal.like(parse_at)           # bytes seen from parse_at on
+        m.d.comb += ahead.eq(top_seen - parse_at)
+        behind = ahead[-1]                      # a new message's beat not seen yet
+        fits = ~behind & (ahead >= size)
+
+        def push_group(zero):
+            m.d.comb += [push.eq(1), pushed.values.eq(this_group), pushed.final.eq(final),
+                         pushed.zero.eq(zero), pushed.bound_bits.eq(bound_bits),
+                         pushed.first.eq(first)]
+            m.d.sync += remaining.eq(remaining - this_group)
             with m.If(final):
-                m.d.sync += state.eq(_State.TAIL)
+                m.d.sync += [state.eq(_State.TAIL), check_pending.eq(1)]
 
-        # The parsed group: the window's first ``head_size`` bytes, its tags and block
-        # sizes found a cycle ahead, so that taking it shifts the window by a register.
-        head_valid, head_stray = Signal(), Signal()
-        head_tags = Signal(data.ArrayLayout(2, group_values))
-        head_first = Signal(range(BLOCK_BYTES + 1))          # its first block's bytes
-        unparsed = Signal(32)                                # values of no parsed group yet
+        def finish():
+            m.d.comb += ring.finish.eq(1)
+            m.d.sync += [state.eq(_State.HEADER), parse_at.eq(ring.start)]
 
-        # Parse the group after the head's, at head_size. The size of a block starting at
-        # each byte the next group's blocks can start at comes from the window's registers,
-        # so that the loop through head_size is a multiplexer.
-        last_start = group_bytes + BLOCK_BYTES * (blocks - 1)
-        sizes_at = [block_size([window.data[8 * p + 2 * i:8 * p + 2 * i + 2] for i in range(8)])
-                    for p in range(last_start + 1)]
-        tag_words, sizes, ends = [], [], []
-        start = head_size
-        for j in range(blocks):
-            tag_word = Signal(16, name=f"next_tags{j}")
-            m.d.comb += tag_word.eq(_bytes_at(window.data, start, group_bytes + BLOCK_BYTES * j,
-                                              2))
-            tag_words.append(tag_word)
-            sizes.append(_select(m, sizes_at[:group_bytes + BLOCK_BYTES * j + 1], start,
-                                 f"next_size{j}"))
-            ends.append(start + 2)
-            start = head_size + sizes[-1]
-        two_blocks = unparsed > 8 if blocks == 2 else Const(0)
-        next_size = Mux(two_blocks, sizes[0] + sizes[-1], sizes[0])
-        tags_present = (fill >= ends[0]) & (~two_blocks | (fill >= ends[-1]))
-        parse_group = Mux(unparsed < group_values, unparsed, group_values)
-        parse_final = unparsed <= group_values
-        group_tags = Mux(two_blocks, Cat(*tag_words), tag_words[0])
-        # Tags of the values past the count in the message's last group must be 0.
-        stray = parse_final & (group_tags >> (2 * parse_group)).any()
-
-        in_blocks = state == _State.BLOCKS
-        take, parse = Signal(), Signal()
-        m.d.comb += [take.eq(in_blocks & head_valid & room & (fill >= head_size)),
-                     parse.eq(in_blocks & (~head_valid | take) & (unparsed != 0)
-                              & tags_present)]
-        m.d.sync += u1_bytes.eq(window.data[:8 * group_bytes])
-        with m.If(take):
-            m.d.sync += [head_valid.eq(0), head_size.eq(0), u1_first.eq(head_first)]
-        with m.If(parse):
-            m.d.sync += [head_valid.eq(1), head_size.eq(next_size), head_stray.eq(stray),
-                         head_tags.eq(Cat(*tag_words)), head_first.eq(sizes[0]),
-                         unparsed.eq(unparsed - parse_group)]
-
+        take = Signal()
+        m.d.comb += take.eq(self.i.valid & self.i.ready)
+        nbytes, _ = beat_bytes(m, self.i.payload)
         with m.Switch(state):
             with m.Case(_State.HEADER):
-                with m.If((fill != 0) | ended):
-                    with m.If(self.bypass):
-                        m.d.sync += state.eq(_State.BYPASS)
-                    with m.Elif(fill >= 4):
-                        with m.If(room):
-                            count = window.data[:32]
-                            m.d.comb += [window.drop[0].eq(1), push.eq(1),
-                                         flag.eq(out_of_range)]
-                            m.d.sync += [
-                                u1.tags.eq(3), u1.values.eq(lanes), u1.final.eq(count == 0),
-                                u1.descriptor.eq(1), u1.bound_bits.eq(clamped),
-                                bound_bits.eq(clamped), remaining.eq(count), unparsed.eq(count),
-                                state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS)),
-                            ]
-                    with m.Elif(ended):
-                        m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
+                m.d.comb += self.i.ready.eq(~self.bypass & room)
+                with m.If(self.i.valid & self.bypass):
+                    m.d.sync += state.eq(_State.BYPASS)
+                with m.Elif(take & self.i.payload.last & (nbytes < 4)):
+                    m.d.comb += flag.eq(1)          # shorter than its count: no output
+                with m.Elif(take):
+                    count = self.i.payload.data[:32]
+                    m.d.comb += [ring.write.eq(1), header.eq(1), push.eq(1),
+                                 flag.eq(out_of_range), pushed.values.eq(lanes),
+                                 pushed.final.eq(count == 0), pushed.descriptor.eq(1),
+                                 pushed.bound_bits.eq(clamped)]
+                    m.d.sync += [bound_bits.eq(clamped), remaining.eq(count),
+                                 parse_at.eq(ring.start + 4), stray_seen.eq(0),
+                                 state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
             with m.Case(_State.BLOCKS):
-                with m.If(take):
-                    m.d.comb += window.drop[1].eq(1)
-                    push_group(head_tags)
-                    with m.If(head_stray):
-                        m.d.comb += flag.eq(1)
-                        m.d.sync += state.eq(_State.DROP)
-                with m.Elif(ended & Mux(head_valid, fill < head_size, ~tags_present)):
+                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(take)]
+                with m.If(fits):
+                    with m.If(room):
+                        push_group(0)
+                        m.d.sync += parse_at.eq(parse_at + size)
+                with m.Elif(ended_seen):
                     # Cut: the bytes the next group needs will not come.
-                    m.d.comb += [flag.eq(1), window.clear.eq(1)]
-                    m.d.sync += [state.eq(_State.PAD), head_valid.eq(0), head_size.eq(0)]
+                    m.d.comb += flag.eq(1)
+                    m.d.sync += [state.eq(_State.PAD), parse_at.eq(top_seen)]
             with m.Case(_State.PAD):
                 with m.If(room):
-                    push_group(0)
-            # Bypassed bytes go out once the previous message's values have.
-            window.message_end_cases(m, state, _State, flag=flag, out=out,
-                                     out_free=out.free & ~hold_valid & (pending == 0))
+                    push_group(1)
+            with m.Case(_State.TAIL):
+                # The message must end after its last group (and that group's tags past the
+                # count must be 0).
+                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(take)]
+                with m.If(~check_pending & ~behind):
+                    with m.If(stray_seen | (ahead != 0)):
+                        m.d.comb += flag.eq(1)
+                        m.d.sync += state.eq(_State.DROP)
+                    with m.Elif(ended_seen):
+                        finish()
+            with m.Case(_State.DROP):
+                m.d.comb += self.i.ready.eq(~ring.ended)
+                with m.If(ring.ended | (take & self.i.payload.last)):
+                    finish()
+            with m.Case(_State.BYPASS):
+                # Bypassed beats go out once the previous message's values have.
+                m.d.comb += self.i.ready.eq(out.free & ~hold_valid & (pending == 0))
+                with m.If(take):
+                    m.d.comb += [out.write.eq(1), out.payload.eq(self.i.payload)]
+                    with m.If(self.i.payload.last):
+                        m.d.sync += state.eq(_State.HEADER)
         return m
