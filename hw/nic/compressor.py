@@ -1,10 +1,13 @@
 """INCEPTIONN-style gradient compressor (SPEC.md section 4): ``lanes`` float32 per cycle in,
 compressed messages out on a stream of the same width."""
 
+import operator
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.trees import balanced
 from hw.common.ws_array import stage
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
@@ -253,9 +256,10 @@ class InceptionnCompressor(StreamEngine):
                                      "blocks": group3_blocks}, registered=split)
         raw4 = carry(m, "raw4", {"valid": chunk3_valid, "chunk": chunk3}, registered=split)
 
-        # Stage 5: each block, its tag word (bytes 0-1) ORed with its payloads.
+        # The next stage: each block, its tag word (bytes 0-1) ORed with its payloads.
         blocks5 = [stage(m, Cat(*(tags4[8 * j + i] for i in range(8)))
-                        | _or_all(placed4[j]), f"block5_b{j}") for j in range(blocks)]
+                        | balanced(placed4[j], operator.or_), f"block5_b{j}")
+                   for j in range(blocks)]
         lengths5 = [stage(m, length, f"length5_b{j}") for j, length in enumerate(lengths4)]
         group5, raw5 = carry(m, "group5", group4), carry(m, "raw5", raw4)
         stages = [group4.valid | raw4.valid] * split + [group5.valid | raw5.valid]
@@ -309,14 +313,6 @@ def carry(m, name, fields, registered=True):
     return reg
 
 
-def _or_all(values):
-    """The OR of ``values`` as a balanced tree."""
-    while len(values) > 1:
-        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
-                  for k in range(0, len(values), 2)]
-    return values[0]
-
-
 def clamp_bound_bits(m, requested):
     """``requested`` clamped into 7..15, and whether it was outside that range."""
     clamped, out_of_range = Signal(4, name="bound_bits_clamped"), Signal(name="bound_bits_bad")
@@ -329,8 +325,8 @@ def half_prefixes(tags):
     """For each half (4 values) of a block, from its 8 tags: the payload bytes before each
     value within the half, then the half's total (2 lists of 5 sums, 2 adder levels)."""
     sizes = _payload_sizes(tags)
-    return [[_tree_sum([Const(0, 5), *sizes[4 * h:4 * h + i]]) for i in range(5)]
-            for h in range(2)]
+    return [[balanced([Const(0, 5), *sizes[4 * h:4 * h + i]], operator.add)
+             for i in range(5)] for h in range(2)]
 
 
 def offsets_from_halves(halves):
@@ -350,15 +346,8 @@ def block_offsets(tags):
 
 def block_size(tags):
     """The bytes of a block (2..34) from its 8 tags, as one balanced adder tree."""
-    return _tree_sum([Const(2, 6), *_payload_sizes(tags)])
+    return balanced([Const(2, 6), *_payload_sizes(tags)], operator.add)
 
 
 def _payload_sizes(tags):
     return [Mux(tag == 3, 4, tag) for tag in tags]
-
-
-def _tree_sum(values):
-    """The sum of ``values`` as a balanced tree of adders (depth log2 of their count)."""
-    while len(values) > 1:
-        values = [a + b for a, b in zip(values[::2], values[1::2])] + values[len(values) & ~1:]
-    return values[0]

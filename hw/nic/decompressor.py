@@ -5,11 +5,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
+from amaranth.utils import ceil_log2, exact_log2
 
 from hw.common.skid import SkidOutput
 from hw.nic.compressor import BLOCK_BYTES, block_offsets, block_size, clamp_bound_bits
-from hw.nic.layouts import StreamEngine, beat_bytes, count_errors
+from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.ring import ByteRing
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
@@ -78,20 +78,20 @@ class InceptionnDecompressor(StreamEngine):
     ``last``; a message shorter than its count field gives no output. ``bound_bits``
     outside 7..15 is clamped. The next message is read normally either way.
 
-    Beats are stored in place in a ``hw.nic.ring.ByteRing``. A register table holds the
-    size of a block starting at each byte of the ring, so the parse loop (next group's
-    address, plus its size) is one table read and an adder. A parsed group is unpacked
+    Beats are stored in place in a ``hw.nic.ring.ByteRing``. A register table, written
+    with each beat, holds the size of a block starting at each byte of the ring, so the
+    parse loop (the next group's address plus its size) is one table read and an adder. A parsed group is unpacked
     in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its tags, U3
     its payload offsets) into a queue; a parse needs room in the queue, counted by a
     register. ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready``
     reaches no parsing logic.
 
     Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
-    values on ``o`` (ring, size table, parse, 3 unpack stages, queue, hold). Throughput:
-    ``lanes`` values per cycle while the input delivers the compressed bytes (on average
-    at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output is not
-    backpressured; a message costs a few cycles more (its descriptor beat, and the
-    switch from one message's bytes to the next).
+    values on ``o`` (held beat, ring and size table, parse, 3 unpack stages, queue,
+    hold). Throughput: ``lanes`` values per cycle while the input delivers the compressed
+    bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output
+    is not backpressured; a message costs a few cycles more (its descriptor beat, and
+    the switch from one message's bytes to the next).
 
     Parameters
     ----------
@@ -131,7 +131,7 @@ class InceptionnDecompressor(StreamEngine):
         slots = 1 << ceil_log2(span + 1)
 
         state = Signal(_State)
-        parse_at = Signal(ceil_log2(slots * width) + 2)     # the next group's first byte
+        parse_at = Signal(ceil_log2(slots * width) + 1)     # the next group's first byte
         ring = ByteRing(m, self.i, slots=slots, release=parse_at)
         out = SkidOutput(m, self.o)
 
@@ -161,7 +161,7 @@ class InceptionnDecompressor(StreamEngine):
         u1_slots = Signal(8 * width * span)
         u1_offset = Signal(range(width))
         m.d.sync += [u1_valid.eq(push), u1.eq(pushed),
-                     u1_slots.eq(Mux(header, self.i.payload.data[:32],
+                     u1_slots.eq(Mux(header, ring.beat.data[:32],
                                      ring.slots_from(parse_at, span))),
                      u1_offset.eq(Mux(header, 0, ring.offset(parse_at)))]
         # U2: the group's bytes from its first; its tags (after the count: all 0).
@@ -237,18 +237,27 @@ class InceptionnDecompressor(StreamEngine):
         final = Signal()
         m.d.comb += final.eq(remaining <= group_values)
 
-        # The size of a block starting at each byte of the ring, a register table. It shows
-        # the ring as it was a cycle before, as ``top_seen`` and ``ended_seen`` do.
-        table = Signal(6 * ring.size)
-        wrapped = Cat(ring.data, ring.data[:8])
-        m.d.sync += table.eq(Cat(block_size([wrapped[8 * q + 2 * t:8 * q + 2 * t + 2]
-                                             for t in range(8)])[:6]
-                                 for q in range(ring.size)))
-        top_seen, ended_seen = Signal.like(ring.top), Signal()
-        m.d.sync += [top_seen.eq(ring.top), ended_seen.eq(ring.ended)]
+        # The size of a block starting at each byte of the ring, a register table written
+        # with each beat: the sizes at its bytes but the last (from the beat) and at the
+        # byte before it (the previous slot's last byte, and the beat's first).
+        table = Signal(data.ArrayLayout(6, ring.size))
+        beat = ring.beat.data
+
+        def size_of(word):
+            return block_size([word[2 * t:2 * t + 2] for t in range(8)])[:6]
+
+        with m.If(ring.write):
+            with m.Switch(ring.start[exact_log2(width):exact_log2(ring.size)]):
+                for k in range(slots):
+                    with m.Case(k):
+                        for j in range(width - 1):
+                            m.d.sync += table[k * width + j].eq(size_of(beat[8 * j:8 * j + 16]))
+                        before = (k * width - 1) % ring.size
+                        m.d.sync += table[before].eq(
+                            size_of(Cat(ring.data.word_select(before, 8), beat[:8])))
 
         def size_at(address):
-            return table.word_select(address[:ceil_log2(ring.size)], 6)
+            return table[address[:exact_log2(ring.size)]]
 
         # The parse loop: the next group's size at parse_at, and whether its bytes are in.
         first = Signal(6)
@@ -258,10 +267,9 @@ class InceptionnDecompressor(StreamEngine):
             m.d.comb += size.eq(first + Mux(remaining > 8, size_at(parse_at + first), 0))
         else:
             m.d.comb += size.eq(first)
-        ahead = Signal.like(parse_at)           # bytes seen from parse_at on
-        m.d.comb += ahead.eq(top_seen - parse_at)
-        behind = ahead[-1]                      # a new message's beat not seen yet
-        fits = ~behind & (ahead >= size)
+        ahead = Signal.like(parse_at)           # bytes stored from parse_at on
+        m.d.comb += ahead.eq(ring.top - parse_at)
+        fits = ahead >= size
 
         def push_group(zero):
             m.d.comb += [push.eq(1), pushed.values.eq(this_group), pushed.final.eq(final),
@@ -276,17 +284,16 @@ class InceptionnDecompressor(StreamEngine):
             m.d.sync += [state.eq(_State.HEADER), parse_at.eq(ring.start)]
 
         take = Signal()
-        m.d.comb += take.eq(self.i.valid & self.i.ready)
-        nbytes, _ = beat_bytes(m, self.i.payload)
+        m.d.comb += [take.eq(self.i.valid & self.i.ready), ring.take.eq(take)]
         with m.Switch(state):
             with m.Case(_State.HEADER):
-                m.d.comb += self.i.ready.eq(~self.bypass & room)
-                with m.If(self.i.valid & self.bypass):
+                m.d.comb += self.i.ready.eq(~self.bypass & room & ring.room)
+                with m.If(self.i.valid & self.bypass & ~ring.beat_valid):
                     m.d.sync += state.eq(_State.BYPASS)
-                with m.Elif(take & self.i.payload.last & (nbytes < 4)):
+                with m.If(ring.beat_valid & ring.beat.last & (ring.beat_bytes < 4)):
                     m.d.comb += flag.eq(1)          # shorter than its count: no output
-                with m.Elif(take):
-                    count = self.i.payload.data[:32]
+                with m.Elif(ring.beat_valid):
+                    count = beat[:32]
                     m.d.comb += [ring.write.eq(1), header.eq(1), push.eq(1),
                                  flag.eq(out_of_range), pushed.values.eq(lanes),
                                  pushed.final.eq(count == 0), pushed.descriptor.eq(1),
@@ -295,31 +302,32 @@ class InceptionnDecompressor(StreamEngine):
                                  parse_at.eq(ring.start + 4), stray_seen.eq(0),
                                  state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
             with m.Case(_State.BLOCKS):
-                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(take)]
+                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(ring.beat_valid)]
                 with m.If(fits):
                     with m.If(room):
                         push_group(0)
                         m.d.sync += parse_at.eq(parse_at + size)
-                with m.Elif(ended_seen):
+                with m.Elif(ring.ended):
                     # Cut: the bytes the next group needs will not come.
                     m.d.comb += flag.eq(1)
-                    m.d.sync += [state.eq(_State.PAD), parse_at.eq(top_seen)]
+                    m.d.sync += [state.eq(_State.PAD), parse_at.eq(ring.top)]
             with m.Case(_State.PAD):
                 with m.If(room):
                     push_group(1)
             with m.Case(_State.TAIL):
                 # The message must end after its last group (and that group's tags past the
                 # count must be 0).
-                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(take)]
-                with m.If(~check_pending & ~behind):
+                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(ring.beat_valid)]
+                with m.If(~check_pending):
                     with m.If(stray_seen | (ahead != 0)):
                         m.d.comb += flag.eq(1)
                         m.d.sync += state.eq(_State.DROP)
-                    with m.Elif(ended_seen):
+                    with m.Elif(ring.ended):
                         finish()
             with m.Case(_State.DROP):
-                m.d.comb += self.i.ready.eq(~ring.ended)
-                with m.If(ring.ended | (take & self.i.payload.last)):
+                held_last = ring.beat_valid & ring.beat.last
+                m.d.comb += self.i.ready.eq(~ring.ended & ~held_last)
+                with m.If(ring.ended | held_last):
                     finish()
             with m.Case(_State.BYPASS):
                 # Bypassed beats go out once the previous message's values have.

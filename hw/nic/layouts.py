@@ -11,10 +11,14 @@ and ignored; ``ceil(n / lanes)`` beats of values follow, the last one keeping ``
 lanes)`` bytes (all if that is 0).
 """
 
+import operator
+
 from amaranth.hdl import Cat, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
+
+from hw.common.trees import balanced
 
 __all__ = ["LANES", "check_lanes", "beat_layout", "chunk_layout", "beat_bytes", "count_errors",
            "StreamEngine"]
@@ -48,7 +52,7 @@ def beat_bytes(m, beat):
     zeroed."""
     width = len(beat.keep)
     count = Signal(range(width + 1), name="kept_bytes")
-    m.d.comb += count.eq(sum(beat.keep[k] for k in range(width)))
+    m.d.comb += count.eq(balanced(beat.keep, operator.add))
     masked = Cat(beat.data[8 * k:8 * (k + 1)] & beat.keep[k].replicate(8) for k in range(width))
     return count, masked
 
