@@ -246,15 +246,13 @@ class InceptionnDecompressor(StreamEngine):
         def size_of(word):
             return block_size([word[2 * t:2 * t + 2] for t in range(8)])[:6]
 
-        with m.If(ring.write):
-            with m.Switch(ring.start[exact_log2(width):exact_log2(ring.size)]):
-                for k in range(slots):
-                    with m.Case(k):
-                        for j in range(width - 1):
-                            m.d.sync += table[k * width + j].eq(size_of(beat[8 * j:8 * j + 16]))
-                        before = (k * width - 1) % ring.size
-                        m.d.sync += table[before].eq(
-                            size_of(Cat(ring.data.word_select(before, 8), beat[:8])))
+        for k in range(slots):
+            with m.If(ring.selected[k]):
+                for j in range(width - 1):
+                    m.d.sync += table[k * width + j].eq(size_of(beat[8 * j:8 * j + 16]))
+                before = (k * width - 1) % ring.size
+                m.d.sync += table[before].eq(
+                    size_of(Cat(ring.data.word_select(before, 8), beat[:8])))
 
         def size_at(address):
             return table[address[:exact_log2(ring.size)]]
@@ -284,7 +282,8 @@ class InceptionnDecompressor(StreamEngine):
             m.d.sync += [state.eq(_State.HEADER), parse_at.eq(ring.start)]
 
         take = Signal()
-        m.d.comb += [take.eq(self.i.valid & self.i.ready), ring.take.eq(take)]
+        m.d.comb += [take.eq(self.i.valid & self.i.ready),
+                     ring.take.eq(take & (state != _State.BYPASS))]
         with m.Switch(state):
             with m.Case(_State.HEADER):
                 m.d.comb += self.i.ready.eq(~self.bypass & room & ring.room)
@@ -292,9 +291,10 @@ class InceptionnDecompressor(StreamEngine):
                     m.d.sync += state.eq(_State.BYPASS)
                 with m.If(ring.beat_valid & ring.beat.last & (ring.beat_bytes < 4)):
                     m.d.comb += flag.eq(1)          # shorter than its count: no output
+                    finish()
                 with m.Elif(ring.beat_valid):
                     count = beat[:32]
-                    m.d.comb += [ring.write.eq(1), header.eq(1), push.eq(1),
+                    m.d.comb += [header.eq(1), push.eq(1),
                                  flag.eq(out_of_range), pushed.values.eq(lanes),
                                  pushed.final.eq(count == 0), pushed.descriptor.eq(1),
                                  pushed.bound_bits.eq(clamped)]
@@ -302,7 +302,7 @@ class InceptionnDecompressor(StreamEngine):
                                  parse_at.eq(ring.start + 4), stray_seen.eq(0),
                                  state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
             with m.Case(_State.BLOCKS):
-                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(ring.beat_valid)]
+                m.d.comb += self.i.ready.eq(ring.room)
                 with m.If(fits):
                     with m.If(room):
                         push_group(0)
@@ -317,7 +317,7 @@ class InceptionnDecompressor(StreamEngine):
             with m.Case(_State.TAIL):
                 # The message must end after its last group (and that group's tags past the
                 # count must be 0).
-                m.d.comb += [self.i.ready.eq(ring.room), ring.write.eq(ring.beat_valid)]
+                m.d.comb += self.i.ready.eq(ring.room)
                 with m.If(~check_pending):
                     with m.If(stray_seen | (ahead != 0)):
                         m.d.comb += flag.eq(1)

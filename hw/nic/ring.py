@@ -13,20 +13,22 @@ class ByteRing:
     """The bytes of one message from stream ``i``, one beat per slot of ``width`` bytes in
     a ring of ``slots`` slots (a power of two), never shifted.
 
-    A beat taken from ``i`` (the engine drives ``take``) is first held in a register: the
-    engine sees it there (``beat``, ``beat_valid`` and ``beat_bytes``, its kept byte
-    count) and drives ``write`` to store it in the next slot, or drops it. Byte addresses
-    count modulo twice the ring's size, so that a full ring differs from an empty one.
-    ``top`` is the address after the message's last byte stored: a beat other than the
-    message's last counts whole (its ``keep`` is not read); the last beat counts its kept
-    bytes. ``ended``: the last beat is stored.
+    A beat taken from ``i`` (the engine drives ``take``) is held in a register for a
+    cycle, where the engine sees it (``beat``, ``beat_valid`` and ``beat_bytes``, its kept
+    byte count), then stored in the next slot: the slot's enable is a register set at the
+    take (``selected``, one bit per slot, for the engine's own per-slot registers). Byte
+    addresses count modulo twice the ring's size, so that a full ring differs from an
+    empty one. ``top`` is the address after the message's last byte stored: a beat other
+    than the message's last counts whole (its ``keep`` is not read); the last beat counts
+    its kept bytes. ``ended``: the last beat is stored.
 
     The engine names at construction ``release``, the address of the oldest byte it still
-    needs: its slot and the slots after it are not written over, and ``room`` (no held
-    beat is a message's last, none has ended, and a slot is free for a beat taken now)
-    says when ``i`` may be taken. ``finish`` clears ``ended`` and empties the ring:
-    ``top`` moves to ``start``, the first address of the next slot, where the next
-    message's first beat goes (the engine moves ``release`` there too).
+    needs: its slot and the slots after it are not written over while it takes beats only
+    when ``room`` (no held beat is a message's last, none has ended, and a slot is free
+    for a beat taken now). ``finish`` clears ``ended`` and empties the ring: ``top``
+    moves to ``start``, the first address of the next slot (where the next message's first
+    beat goes; the engine moves ``release`` there too). ``finish`` with a held beat
+    drops it.
 
     ``slots_from(address, span)`` is the ``span`` slots from the one holding ``address``
     (a shifter by slot, no byte shift), for the engine to register and shift by the byte
@@ -43,29 +45,32 @@ class ByteRing:
         self.top = Signal(exact_log2(self.size) + 1)
         self.start = Signal.like(self.top)
         self.ended = Signal()
-        self.take, self.write, self.room, self.finish = Signal(), Signal(), Signal(), Signal()
+        self.take, self.room, self.finish = Signal(), Signal(), Signal()
         self.beat = Signal.like(i.payload)
         self.beat_valid = Signal()
+        self.selected = Signal(slots)
         nbytes, _ = beat_bytes(m, i.payload)
         self.beat_bytes = Signal.like(nbytes)
-        m.d.sync += [self.beat.eq(i.payload), self.beat_bytes.eq(nbytes),
-                     self.beat_valid.eq(self.take)]
         slot_index = Signal(exact_log2(slots) + 1)        # the next slot, same modulus
+        next_slot = (slot_index + self.beat_valid)[:exact_log2(slots)]
+        m.d.sync += [self.beat.eq(i.payload), self.beat_bytes.eq(nbytes),
+                     self.beat_valid.eq(self.take),
+                     self.selected.eq(Mux(self.take, 1 << next_slot, 0))]
         m.d.comb += self.start.eq(Cat(Const(0, self._slot_bits), slot_index))
         in_use = Signal.like(slot_index)
         m.d.comb += [in_use.eq(slot_index + self.beat_valid - release[self._slot_bits:]),
                      self.room.eq(~self.ended & ~(self.beat_valid & self.beat.last)
                                   & (in_use < slots))]
-        with m.If(self.write):
-            with m.Switch(slot_index[:exact_log2(slots)]):
-                for k in range(slots):
-                    with m.Case(k):
-                        m.d.sync += self.data.word_select(k, 8 * width).eq(self.beat.data)
+        for k in range(slots):
+            with m.If(self.selected[k]):
+                m.d.sync += self.data.word_select(k, 8 * width).eq(self.beat.data)
+        with m.If(self.beat_valid):
             m.d.sync += [slot_index.eq(slot_index + 1),
                          self.top.eq(self.start + Mux(self.beat.last, self.beat_bytes, width)),
                          self.ended.eq(self.beat.last)]
         with m.If(self.finish):
             m.d.sync += [self.ended.eq(0), self.top.eq(self.start)]
+
     def offset(self, address):
         """The byte of ``address`` within its slot."""
         return address[:self._slot_bits]
