@@ -160,9 +160,11 @@ class InceptionnDecompressor(StreamEngine):
         u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
         u1_slots = Signal(8 * width * span)
         u1_offset = Signal(range(width))
+        from_parse_at = Signal.like(u1_slots)
+        m.d.comb += from_parse_at.eq(ring.slots_from(parse_at, span))
         m.d.sync += [u1_valid.eq(push), u1.eq(pushed),
-                     u1_slots.eq(Mux(header, ring.beat.data[:32],
-                                     ring.slots_from(parse_at, span))),
+                     u1_slots.eq(from_parse_at),
+                     u1_slots[:32].eq(Mux(header, ring.beat.data[:32], from_parse_at[:32])),
                      u1_offset.eq(Mux(header, 0, ring.offset(parse_at)))]
         # U2: the group's bytes from its first; its tags (after the count: all 0).
         u2_bytes = Signal(8 * group_bytes)
@@ -240,34 +242,57 @@ class InceptionnDecompressor(StreamEngine):
         # The size of a block starting at each byte of the ring, a register table written
         # with each beat: the sizes at its bytes but the last (from the beat) and at the
         # byte before it (the previous slot's last byte, and the beat's first).
+        index_bits = exact_log2(ring.size)
         table = Signal(data.ArrayLayout(6, ring.size))
+        table_next = Signal(data.ArrayLayout(6, ring.size))
         beat = ring.beat.data
 
-        def size_of(word):
-            return block_size([word[2 * t:2 * t + 2] for t in range(8)])[:6]
+        def size_of(word, name):
+            size = Signal(6, name=name)
+            m.d.comb += size.eq(block_size([word[2 * t:2 * t + 2] for t in range(8)]))
+            return size
 
-        for k in range(slots):
-            with m.If(ring.selected[k]):
-                for j in range(width - 1):
-                    m.d.sync += table[k * width + j].eq(size_of(beat[8 * j:8 * j + 16]))
-                before = (k * width - 1) % ring.size
-                m.d.sync += table[before].eq(
-                    size_of(Cat(ring.data.word_select(before, 8), beat[:8])))
+        in_beat = [size_of(beat[8 * j:8 * j + 16], f"size_in_beat{j}") for j in range(width - 1)]
+        for q in range(ring.size):
+            slot, j = divmod(q, width)
+            if j < width - 1:
+                new, selected = in_beat[j], ring.selected[slot]
+            else:
+                new = size_of(Cat(ring.data.word_select(q, 8), beat[:8]), f"size_before{slot}")
+                selected = ring.selected[(slot + 1) % slots]
+            m.d.comb += table_next[q].eq(Mux(selected, new, table[q]))
+        m.d.sync += table.eq(table_next)
 
         def size_at(address):
-            return table[address[:exact_log2(ring.size)]]
+            return table[address[:index_bits]]
+
+        # Whether the block at each byte is all stored, a register per byte computed from
+        # the table's and ``top``'s next values, so that no comparison is in the parse loop.
+        # Read only at ``parse_at``, which is at most a ring behind ``top``: at exactly a ring
+        # (0 apart modulo the ring) the ring is full, so the group is in.
+        complete = Signal(ring.size)
+        for q in range(ring.size):
+            m.d.sync += complete[q].eq((ring.top_next[:index_bits] - q)[:index_bits]
+                                       >= table_next[q])
 
         # The parse loop: the next group's size at parse_at, and whether its bytes are in.
         first = Signal(6)
         m.d.comb += first.eq(size_at(parse_at))
         size = Signal(range(group_bytes + 1))
-        if blocks == 2:
-            m.d.comb += size.eq(first + Mux(remaining > 8, size_at(parse_at + first), 0))
-        else:
-            m.d.comb += size.eq(first)
+        in_ring = Signal()
         ahead = Signal.like(parse_at)           # bytes stored from parse_at on
         m.d.comb += ahead.eq(ring.top - parse_at)
-        fits = ahead >= size
+        full = ahead == ring.size
+        if blocks == 2:
+            second_at = (parse_at + first)[:index_bits]
+            m.d.comb += [
+                size.eq(first + Mux(remaining > 8, table[second_at], 0)),
+                in_ring.eq(full | (complete.bit_select(parse_at[:index_bits], 1)
+                                   & ((remaining <= 8) | complete.bit_select(second_at, 1)))),
+            ]
+        else:
+            m.d.comb += [size.eq(first),
+                         in_ring.eq(full | complete.bit_select(parse_at[:index_bits], 1))]
 
         def push_group(zero):
             m.d.comb += [push.eq(1), pushed.values.eq(this_group), pushed.final.eq(final),
@@ -303,7 +328,7 @@ class InceptionnDecompressor(StreamEngine):
                                  state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
             with m.Case(_State.BLOCKS):
                 m.d.comb += self.i.ready.eq(ring.room)
-                with m.If(fits):
+                with m.If(in_ring):
                     with m.If(room):
                         push_group(0)
                         m.d.sync += parse_at.eq(parse_at + size)

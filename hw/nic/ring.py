@@ -20,7 +20,8 @@ class ByteRing:
     addresses count modulo twice the ring's size, so that a full ring differs from an
     empty one. ``top`` is the address after the message's last byte stored: a beat other
     than the message's last counts whole (its ``keep`` is not read); the last beat counts
-    its kept bytes. ``ended``: the last beat is stored.
+    its kept bytes; ``top_next`` is what ``top`` will be in the next cycle unless
+    ``finish``. ``ended``: the last beat is stored.
 
     The engine names at construction ``release``, the address of the oldest byte it still
     needs: its slot and the slots after it are not written over while it takes beats only
@@ -43,6 +44,7 @@ class ByteRing:
         self._slot_bits = exact_log2(width)
         self.data = Signal(8 * self.size)
         self.top = Signal(exact_log2(self.size) + 1)
+        self.top_next = Signal.like(self.top)
         self.start = Signal.like(self.top)
         self.ended = Signal()
         self.take, self.room, self.finish = Signal(), Signal(), Signal()
@@ -65,11 +67,13 @@ class ByteRing:
             with m.If(self.selected[k]):
                 m.d.sync += self.data.word_select(k, 8 * width).eq(self.beat.data)
         with m.If(self.beat_valid):
-            m.d.sync += [slot_index.eq(slot_index + 1),
-                         self.top.eq(self.start + Mux(self.beat.last, self.beat_bytes, width)),
-                         self.ended.eq(self.beat.last)]
+            m.d.sync += [slot_index.eq(slot_index + 1), self.ended.eq(self.beat.last)]
         with m.If(self.finish):
-            m.d.sync += [self.ended.eq(0), self.top.eq(self.start)]
+            m.d.sync += self.ended.eq(0)
+        m.d.comb += self.top_next.eq(
+            Mux(self.beat_valid, self.start + Mux(self.beat.last, self.beat_bytes, width),
+                self.top))
+        m.d.sync += self.top.eq(Mux(self.finish, self.start, self.top_next))
 
     def offset(self, address):
         """The byte of ``address`` within its slot."""
