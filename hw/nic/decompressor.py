@@ -15,10 +15,10 @@ from hw.nic.ring import ByteRing
 __all__ = ["InceptionnDecompressor", "decode_value"]
 
 
-#: Groups between a push and the hold (in the three unpack stages or the queue). A group
-#: holds its credit for 4 cycles at least (U1, U2, U3, the queue's head), so 5 keep one
+#: Groups between a push and the hold (in the four unpack stages or the queue). A group
+#: holds its credit for 5 cycles at least (U1 to U4, the queue's head), so 6 keep one
 #: group per cycle moving.
-_QUEUE_DEPTH = 5
+_QUEUE_DEPTH = 6
 
 
 class _State(enum.Enum, shape=3):
@@ -82,12 +82,12 @@ class InceptionnDecompressor(StreamEngine):
     with each beat, holds the size of a block starting at each byte of the ring, so the
     parse loop (the next group's address plus its size) is one table read and an adder. A parsed group is unpacked
     in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its tags, U3
-    its payload offsets) into a queue; a parse needs room in the queue, counted by a
+    its payload offsets, U4 its payloads) into a queue of decoded values; a parse needs room in the queue, counted by a
     register. ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready``
     reaches no parsing logic.
 
     Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
-    values on ``o`` (held beat, ring and size table, parse, 3 unpack stages, queue,
+    values on ``o`` (held beat, ring and size table, parse, 4 unpack stages, queue,
     hold). Throughput: ``lanes`` values per cycle while the input delivers the compressed
     bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output
     is not backpressured; a message costs a few cycles more (its descriptor beat, and
@@ -109,7 +109,7 @@ class InceptionnDecompressor(StreamEngine):
     """
 
     #: Cycles from the take of a group's last input beat to its first values on ``o``.
-    LATENCY = 8
+    LATENCY = 9
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -192,35 +192,41 @@ class InceptionnDecompressor(StreamEngine):
             block_tags = [tags[2 * (8 * j + i):2 * (8 * j + i) + 2] for i in range(8)]
             for i, offset in enumerate(block_offsets(block_tags)[:8]):
                 m.d.sync += u3_offsets[8 * j + i].eq(offset if j == 0 else u2.first + offset)
-        payloads = []
+        # U4: the payloads; their float32 values go into the queue.
+        u4 = Signal(item)
+        u4_valid = Signal()
+        u4_payloads = Signal(data.ArrayLayout(32, group_values))
+        m.d.sync += [u4_valid.eq(u3_valid), u4.eq(u3)]
         for k in range(group_values):
             tag = u3.tags[k]
             raw = _bytes_at(u3_bytes, u3_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
                             4)
             payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
-            payloads.append(Mux(u3.descriptor, u3_bytes[:32], payload) if k == 0 else payload)
-        m.submodules.queue = queue = SyncFIFO(width=len(u3.as_value()) + 32 * group_values,
+            m.d.sync += u4_payloads[k].eq(Mux(u3.descriptor, u3_bytes[:32], payload) if k == 0
+                                          else payload)
+        queued = data.StructLayout({"values": range(group_values + 1), "final": 1})
+        m.submodules.queue = queue = SyncFIFO(width=queued.size + 32 * group_values,
                                               depth=_QUEUE_DEPTH)
-        m.d.comb += [queue.w_en.eq(u3_valid), queue.w_data.eq(Cat(u3, *payloads))]
+        m.d.comb += [queue.w_en.eq(u4_valid),
+                     queue.w_data.eq(Cat(u4.values, u4.final,
+                                         *(decode_value(m, u4.tags[k], u4_payloads[k],
+                                                        u4.bound_bits)
+                                           for k in range(group_values))))]
         # The hold: the queue's head group, sent out ``lanes`` values per beat.
-        hold = Signal(item)
-        hold_payloads = Signal(data.ArrayLayout(32, group_values))
+        hold = Signal(queued)
+        hold_values = Signal(32 * group_values)
         hold_valid = Signal()
         hold_sub = Signal(range(sub_beats))
         emit, last_beat = Signal(), Signal()         # last_beat: the hold's values all go
         m.d.comb += [emit.eq(hold_valid & out.free), last_beat.eq(hold.values <= lanes)]
+        sent = Mux(hold.values < lanes, hold.values, lanes)
+        m.d.comb += [
+            out.payload.data.eq(hold_values.word_select(hold_sub, 32 * lanes)),
+            out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
+            out.payload.last.eq(hold.final & last_beat),
+        ]
         with m.If(emit):
-            values = []
-            for k in range(lanes):
-                index = hold_sub * lanes + k if sub_beats > 1 else k
-                values.append(decode_value(m, hold.tags[index], hold_payloads[index],
-                                           hold.bound_bits))
-            sent = Mux(hold.values < lanes, hold.values, lanes)
-            m.d.comb += [
-                out.write.eq(1), out.payload.data.eq(Cat(*values)),
-                out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
-                out.payload.last.eq(hold.final & last_beat),
-            ]
+            m.d.comb += out.write.eq(1)
             m.d.sync += [hold.values.eq(hold.values - sent),
                          hold_sub.eq(Mux(last_beat, 0, hold_sub + 1))]
             with m.If(last_beat):
@@ -229,7 +235,7 @@ class InceptionnDecompressor(StreamEngine):
                      queue.r_en.eq(pop)]
         with m.If(pop):
             m.d.sync += [hold_valid.eq(1), hold_sub.eq(0),
-                         Cat(hold, hold_payloads).eq(queue.r_data)]
+                         Cat(hold, hold_values).eq(queue.r_data)]
 
         remaining = Signal(32)                  # values of the message not pushed yet
         bound_bits = Signal(4, init=10)
