@@ -362,8 +362,9 @@ class InceptionnDecompressor(StreamEngine):
                     finish()
             with m.Case(_State.BYPASS):
                 # Bypassed beats go out once the previous message's values have.
-                m.d.comb += self.i.ready.eq(out.free & ~hold_valid & (pending == 0))
-                with m.If(take):
+                passing = out.free & ~hold_valid & (pending == 0)
+                m.d.comb += self.i.ready.eq(passing)
+                with m.If(self.i.valid & passing):          # not through ``take``'s logic
                     m.d.comb += [out.write.eq(1), out.payload.eq(self.i.payload)]
                     with m.If(self.i.payload.last):
                         m.d.sync += state.eq(_State.HEADER)
