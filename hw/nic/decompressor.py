@@ -79,12 +79,13 @@ class InceptionnDecompressor(StreamEngine):
     outside 7..15 is clamped. The next message is read normally either way.
 
     Beats are stored in place in a ``hw.nic.ring.ByteRing``. A register table, written
-    with each beat, holds the size of a block starting at each byte of the ring, so the
-    parse loop (the next group's address plus its size) is one table read and an adder. A parsed group is unpacked
-    in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its tags, U3
-    its payload offsets, U4 its payloads) into a queue of decoded values; a parse needs room in the queue, counted by a
-    register. ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready``
-    reaches no parsing logic.
+    with each beat, holds the size of a block starting at each byte of the ring, and a
+    register per byte whether that block is all stored, so the parse loop (the next
+    group's address plus its size) is one table read and an adder. A parsed group is
+    unpacked in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its
+    tags, U3 its payload offsets, U4 its payloads) into a queue of decoded values; a parse
+    needs room in the queue, counted by a register. ``o`` is driven through a
+    ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no parsing logic.
 
     Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
     values on ``o`` (held beat, ring and size table, parse, 4 unpack stages, queue,

@@ -1,4 +1,4 @@
-"""Byte window: the front end of the engines that parse compressed messages."""
+"""Byte window: the front end of the TernGrad decoder, which parses compressed messages."""
 
 from amaranth.hdl import Cat, Const, Mux, Signal
 
