@@ -8,7 +8,8 @@ Configuration (``CODNN_TB_CONFIG``): ``engine``, ``lanes``, ``bound_bits`` (INCE
 finite values; the random stream's seed is the run's seed); the messages: ``counts``
 (values per message) with values drawn by ``message_values``, or ``gradients`` (a .npy
 file, sent as messages of ``message_values`` values); ``corrupt`` adds the bad messages of
-``bad_cases`` between the good ones; ``bypass`` sends every message with the engine's
+``bad_cases`` between the good ones (and, for the decompressor, the good message of
+``keep_holes_case``); ``bypass`` sends every message with the engine's
 bypass on (out as in); ``idle``/``backpressure`` (probability per cycle).
 
 Every output frame must equal golden byte for byte, ``error_count`` must equal the number of
