@@ -147,7 +147,8 @@ def keep_holes_case(rng, codec, lanes):
     width = 4 * lanes
     kept = rng.integers(0, width, -(-len(message) // width))
     tkeep = [int(k % width < kept[k // width]) for k in range(len(message))]
-    tkeep[-(len(message) % width or width):] = [1] * (len(message) % width or width)
+    last_beat = len(message) % width or width
+    tkeep[-last_beat:] = [1] * last_beat
     return AxiStreamFrame(message, tkeep=tkeep), value_frame(codec.decode(message), lanes), x[:0]
 
 

@@ -155,7 +155,7 @@ class InceptionnDecompressor(StreamEngine):
         room = Signal()
         m.d.comb += room.eq(pending < _QUEUE_DEPTH)
 
-        # U1: the slots holding the group (a descriptor: its count, from the input beat).
+        # U1: the slots holding the group (a descriptor: its count, from the held beat).
         pushed, header = Signal(head), Signal()
         u1, u2 = Signal(head), Signal(head)
         u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
@@ -270,9 +270,6 @@ class InceptionnDecompressor(StreamEngine):
             m.d.comb += table_next[q].eq(Mux(selected, new, table[q]))
         m.d.sync += table.eq(table_next)
 
-        def size_at(address):
-            return table[address[:index_bits]]
-
         # Whether the block at each byte is all stored, a register per byte computed from
         # the table's and ``top``'s next values, so that no comparison is in the parse loop.
         # Read only at ``parse_at``, which is at most a ring behind ``top``: at exactly a ring
@@ -284,7 +281,7 @@ class InceptionnDecompressor(StreamEngine):
 
         # The parse loop: the next group's size at parse_at, and whether its bytes are in.
         first = Signal(6)
-        m.d.comb += first.eq(size_at(parse_at))
+        m.d.comb += first.eq(table[parse_at[:index_bits]])
         size = Signal(range(group_bytes + 1))
         in_ring = Signal()
         ahead = Signal.like(parse_at)           # bytes stored from parse_at on
