@@ -8,14 +8,15 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.params import positive_int
 
-__all__ = ["WeightStationaryArray", "stage", "delay"]
+__all__ = ["WeightStationaryArray", "stage", "delay", "column_stage"]
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 
 
-def stage(m, value, name):
-    """A register on ``value`` (no reset: its validity travels in the array's valid pipe)."""
-    reg = Signal(value.shape(), name=name, reset_less=True)
+def stage(m, value, name, init=None):
+    """A register on ``value`` (no reset: its validity travels in the array's valid pipe),
+    with initial value ``init`` (default: the shape's)."""
+    reg = Signal(value.shape(), name=name, reset_less=True, init=init)
     m.d.sync += reg.eq(value)
     return reg
 
@@ -25,6 +26,21 @@ def delay(m, value, cycles, name):
     for k in range(cycles):
         value = stage(m, value, f"{name}_d{k}")
     return value
+
+
+def column_stage(m, value, name):
+    """``stage`` for the first register of a column's own copy of a one-bit signal that
+    the columns share and delay each by its own count (a beat's bank, a bit-serial phase
+    flag).
+
+    Where such copies pass the same number of registers they are registers with equal
+    inputs, and yosys merges those into one that drives cells across the array. A
+    column's first register of its own starts at 1 (the shared delays at 0), so it stays
+    apart, and so does all of the column's copy after it. The initial value is never
+    used: the copies shift every cycle and hold a beat's value by the time the beat
+    reaches them.
+    """
+    return stage(m, value, name, init=1)
 
 
 class WeightStationaryArray(wiring.Component):

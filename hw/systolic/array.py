@@ -6,7 +6,7 @@ from amaranth.utils import ceil_log2
 
 from hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
 from hw.common.params import positive_int
-from hw.common.ws_array import WeightStationaryArray, delay, stage
+from hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
 
 __all__ = ["ColumnCombinedArray"]
 
@@ -35,7 +35,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     MAC kinds. ``parallel``: each cell is pipelined so that no path holds more than one
     of the operand multiplexers, half a multiplier and the accumulator adder: register
     the weight and the selected stream of the data's bank, take the product through a
-    three-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with
+    four-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with
     its registers, or a pipelined tree in LUTs once the blocks run out), add it to the
     partial sum. ``bitserial``: the data go up the
     columns one bit per cycle, LSB first (a beat takes ``data_bits`` cycles); a cell
@@ -46,7 +46,7 @@ class ColumnCombinedArray(WeightStationaryArray):
 
     Latency: ``rows + cols + 3 + product_steps`` cycles from a data beat's acceptance to
     its result being valid on ``result`` (``pipeline_depth`` through the skew registers
-    and cells, 2 through the FIFO), plus 2 with an output stage; ``product_steps`` is 3
+    and cells, 2 through the FIFO), plus 2 with an output stage; ``product_steps`` is 4
     (parallel) or ``data_bits`` (bitserial), ``beat_cycles`` 1 or ``data_bits``.
     Throughput: one data beat (one input vector) per ``beat_cycles`` cycles while the
     result stream is not backpressured. Loading a tile's weights takes ``rows`` cycles and
@@ -149,7 +149,8 @@ class ColumnCombinedArray(WeightStationaryArray):
             early = delay(m, use_bank, g, f"bank_c{g}")
             # Data move up (row R-1 is the bottom), partial sums move right.
             for r in reversed(range(R)):
-                bank = stage(m, early, f"bank_r{r}_c{g}")
+                # The bottom cell's bank register is the column's own (column_stage).
+                bank = (column_stage if r == R - 1 else stage)(m, early, f"bank_r{r}_c{g}")
                 w_op = stage(m, weight(r, g, bank).w, f"wop_r{r}_c{g}")
                 # The select, one-hot: the stream multiplexer is an AND-OR, two LUT levels.
                 sel = stage(m, Cat(weight(r, g, early).sel == a for a in range(self.alpha)),
@@ -212,8 +213,10 @@ class ColumnCombinedArray(WeightStationaryArray):
                 row_psum[r] = stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
                                      f"acc_r{r}_c{g}")
                 if r > 0:
+                    # The column's own copies of bank and flags start here (column_stage).
+                    flag_stage = column_stage if r == R - 1 else stage
                     bits, bank, first = (stage(m, bits, f"x_r{r}_c{g}"),
-                                         stage(m, bank, f"bank_r{r}_c{g}"),
-                                         stage(m, first, f"first_r{r}_c{g}_up"))
+                                         flag_stage(m, bank, f"bank_r{r}_c{g}"),
+                                         flag_stage(m, first, f"first_r{r}_c{g}_up"))
                     if self.data_signed:
-                        sign = stage(m, sign, f"sign_r{r}_c{g}_up")
+                        sign = flag_stage(m, sign, f"sign_r{r}_c{g}_up")
