@@ -164,7 +164,7 @@ FIFO_LATENCY = 2
 
 
 #: Register steps of the parallel MAC's pipelined multiplier, operands to product.
-PARALLEL_PRODUCT_STEPS = 4
+PARALLEL_PRODUCT_STEPS = 3
 
 
 def mac_timing(mac, data_bits):
@@ -182,7 +182,7 @@ def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
     register, the data edge (``edge_latency``), skew and cells (``rows + cols +
     product_steps``: a cell takes an operand step and ``product_steps`` steps to its
     product before its adder) and 2 for an output stage. ``product_steps`` (default
-    ``beat_cycles``) is 4 for parallel MACs (``mac_timing``), ``data_bits`` for
+    ``beat_cycles``) is 3 for parallel MACs (``mac_timing``), ``data_bits`` for
     bit-serial ones, ``alpha * beta`` for tMACs."""
     steps = beat_cycles if product_steps is None else product_steps
     return rows + cols + 1 + edge_latency + steps + (2 if out_stage else 0)

@@ -13,13 +13,13 @@ from synth.devices import get_device
 
 def test_signature_widths():
     dut = ColumnCombinedArray(rows=4, cols=8, alpha=4, out_bits=8)
-    assert dut.latency == 4 + 8 + 5 + 2 + 2 and dut.sel_bits == 2
+    assert dut.latency == 4 + 8 + 4 + 2 + 2 and dut.sel_bits == 2
     assert dut.fifo_depth == dut.pipeline_depth + 3
     assert len(dut.data.payload.as_value()) == 8 * 4 * 8 + 4 * 32 + 1
     assert len(dut.weights.payload.as_value()) == 8 * 8 + 8 * 2
     assert len(dut.result.payload.as_value()) == 4 * 32 + 4 * 8 + 1
-    # rows + cols + input register + 4 product steps + FIFO
-    assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 1 + 4 + 2
+    # rows + cols + input register + 3 product steps + FIFO
+    assert ColumnCombinedArray(rows=1, cols=1).latency == 1 + 1 + 1 + 3 + 2
 
 
 def test_bitserial_takes_data_bits_cycles_per_beat():
@@ -56,4 +56,3 @@ def test_ecp5_cells_take_dsp_blocks_then_lut_multipliers():
                                platform=device and get_device(device), emit_src=False)
         assert "MULT18X18D" not in text and "_part0" not in text
         assert len(re.findall(r"\* \$signed", text)) == 4
-

@@ -21,12 +21,11 @@ class MultiplierPlan:
     ``dsp_count``: a ``synth.devices.Device``) the first ``dsp_count`` multipliers are
     MULT18X18D blocks with their input and output registers in use (yosys maps a
     multiplier to the block with its registers bypassed, which caps a cell at ~120 MHz)
-    and two fabric registers after them (the placer can put one near the block and one
-    near the adder it feeds: with every block in use they sit far apart); the rest are
-    pipelined trees in LUTs: products by the 2-bit digits of ``b``, pairs of those, then
-    the rest, a step each, and a register. Anywhere else (simulation, iCE40, board builds)
-    a multiplier is ``*`` followed by four registers (iCE40's DSP inference takes some of
-    them into its SB_MAC16). Every form takes ``PRODUCT_STEPS`` (4).
+    and a fabric register after them; the rest are pipelined trees in LUTs: products by
+    the 2-bit digits of ``b``, pairs of those, then the rest, a step each. Anywhere else
+    (simulation, iCE40, board builds) a multiplier is ``*`` followed by three registers
+    (iCE40's DSP inference takes some of them into its SB_MAC16). Every form takes
+    ``PRODUCT_STEPS`` (3).
     """
 
     def __init__(self, platform):
@@ -64,8 +63,8 @@ def pipelined_product(m, plan, a, b, name):
             i_CLK0=ClockSignal("sync"), i_CE0=Const(1), i_RST0=Const(0),
             i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
             **pins)
-        # Steps 3 and 4 in the fabric, on the way to the adder the product feeds.
-        return delay(m, product[:width].as_signed(), 2, f"{name}_product")
+        # The third step in the fabric, next to the adder the product feeds.
+        return stage(m, product[:width].as_signed(), f"{name}_product")
     if form == "lut_tree":
         # Step 1: a times each 2-bit digit of b (one adder each; the top digit signed).
         starts = range(0, len(b), _DIGIT_BITS)
@@ -74,12 +73,10 @@ def pipelined_product(m, plan, a, b, name):
             digit = b[start:start + _DIGIT_BITS]
             digit = digit.as_signed() if start + _DIGIT_BITS >= len(b) else digit
             parts.append(stage(m, a * digit, f"{name}_part{k}") << start)
-        # Step 2: pairs of parts; step 3: the rest; step 4: a register on the way to
-        # the adder.
+        # Step 2: pairs of parts; step 3: the rest.
         pairs = [stage(m, sum(parts[k:k + 2]), f"{name}_pair{k // 2}")
                  for k in range(0, len(parts), 2)]
-        total = stage(m, sum(pairs)[:width].as_signed(), f"{name}_sum")
-        return stage(m, total, f"{name}_product")
+        return stage(m, sum(pairs)[:width].as_signed(), f"{name}_sum")
     return delay(m, a * b, PRODUCT_STEPS, f"{name}_product")
 
 

@@ -35,7 +35,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     MAC kinds. ``parallel``: each cell is pipelined so that no path holds more than one
     of the operand multiplexers, half a multiplier and the accumulator adder: register
     the weight and the selected stream of the data's bank, take the product through a
-    four-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with
+    three-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with
     its registers, or a pipelined tree in LUTs once the blocks run out), add it to the
     partial sum. ``bitserial``: the data go up the
     columns one bit per cycle, LSB first (a beat takes ``data_bits`` cycles); a cell
@@ -46,7 +46,7 @@ class ColumnCombinedArray(WeightStationaryArray):
 
     Latency: ``rows + cols + 3 + product_steps`` cycles from a data beat's acceptance to
     its result being valid on ``result`` (``pipeline_depth`` through the skew registers
-    and cells, 2 through the FIFO), plus 2 with an output stage; ``product_steps`` is 4
+    and cells, 2 through the FIFO), plus 2 with an output stage; ``product_steps`` is 3
     (parallel) or ``data_bits`` (bitserial), ``beat_cycles`` 1 or ``data_bits``.
     Throughput: one data beat (one input vector) per ``beat_cycles`` cycles while the
     result stream is not backpressured. Loading a tile's weights takes ``rows`` cycles and
