@@ -11,8 +11,9 @@ class SkidOutput:
 
     The producer writes a beat by driving ``write`` and ``payload`` (comb) while ``free``
     is high. ``free`` is a register (the spare is empty), so ``o.ready`` reaches only the
-    main register's enable, never the producer's logic; ``free_next`` is what ``free``
-    will be in the next cycle, for a producer that registers its decision a cycle ahead.
+    two registers' enables, never the producer's logic, and ``write`` reaches neither
+    wide enable; ``free_next`` is what ``free`` will be in the next cycle, for a producer
+    that registers its decision a cycle ahead.
     Latency: a written beat is on ``o`` the next cycle (or as soon as the spare's beat has
     gone). Throughput: one beat per cycle while ``o.ready`` stays high; after a cycle of
     backpressure, one cycle with ``free`` low.
@@ -32,5 +33,10 @@ class SkidOutput:
                 m.d.sync += [o.payload.eq(spare), spare_valid.eq(0)]
             with m.Else():
                 m.d.sync += [o.payload.eq(self.payload), o.valid.eq(self.write)]
-        with m.Elif(self.write):
-            m.d.sync += [spare.eq(self.payload), spare_valid.eq(1)]
+        with m.Else():
+            # The empty spare loads whatever is offered, so its wide enable is registers
+            # and ``o.ready`` only; ``write`` decides whether that becomes a beat.
+            with m.If(spare_valid == 0):
+                m.d.sync += spare.eq(self.payload)
+            with m.If(self.write):
+                m.d.sync += spare_valid.eq(1)

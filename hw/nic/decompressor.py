@@ -78,10 +78,10 @@ class InceptionnDecompressor(StreamEngine):
     ``last``; a message shorter than its count field gives no output. ``bound_bits``
     outside 7..15 is clamped. The next message is read normally either way.
 
-    Beats are stored in place in a ``hw.nic.ring.ByteRing``. A register table, written
-    with each beat, holds the size of a block starting at each byte of the ring, and a
-    register per byte whether that block is all stored, so the parse loop (the next
-    group's address plus its size) is one table read and an adder. A parsed group is
+    Beats are stored in place in a ``hw.nic.ring.ByteRing``. Register tables, written
+    with each beat, hold the size of a block starting at each byte of the ring and the
+    address it ends at, and a register per byte whether that block is all stored, so the
+    parse loop (the next group's address) is one table read per block. A parsed group is
     unpacked in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its
     tags, U3 its payload offsets, U4 its payloads) into a queue of decoded values; a parse
     needs room in the queue, counted by a register. ``o`` is driven through a
@@ -133,6 +133,13 @@ class InceptionnDecompressor(StreamEngine):
 
         state = Signal(_State)
         parse_at = Signal(ceil_log2(slots * width) + 1)     # the next group's first byte
+        # The parse loop's own copy, which the placer can keep by the tables it reads (its
+        # initial value, never used, differs, so that yosys does not merge the two).
+        parse_at_loop = Signal.like(parse_at, init=-1)
+
+        def move_parse(address):
+            m.d.sync += [parse_at.eq(address), parse_at_loop.eq(address)]
+
         ring = ByteRing(m, self.i, slots=slots, release=parse_at)
         out = SkidOutput(m, self.o)
 
@@ -246,28 +253,42 @@ class InceptionnDecompressor(StreamEngine):
         final = Signal()
         m.d.comb += final.eq(remaining <= group_values)
 
-        # The size of a block starting at each byte of the ring, a register table written
-        # with each beat: the sizes at its bytes but the last (from the beat) and at the
-        # byte before it (the previous slot's last byte, and the beat's first).
+        # The size of a block starting at each byte of the ring, and the address it ends at
+        # (``jump``: below twice the ring's size, so its top bit says the block wraps), two
+        # register tables written with each beat: at its bytes but the last, and at the
+        # byte before it (the previous slot's last byte, and the beat's first). The sizes
+        # are computed from the input beat as it is taken and held with it.
         index_bits = exact_log2(ring.size)
+        slot_bits = exact_log2(width)
         table = Signal(data.ArrayLayout(6, ring.size))
         table_next = Signal(data.ArrayLayout(6, ring.size))
-        beat = ring.beat.data
+        jump = Signal(data.ArrayLayout(index_bits + 1, ring.size))
+        incoming = self.i.payload.data
+        last_byte = Signal(8)                   # of the beat taken before
+        with m.If(ring.take):
+            m.d.sync += last_byte.eq(incoming[-8:])
 
-        def size_of(word, name):
-            size = Signal(6, name=name)
-            m.d.comb += size.eq(block_size([word[2 * t:2 * t + 2] for t in range(8)]))
-            return size
+        def size_of(word, j, name):
+            """The held size of the block with tag word ``word`` and the held byte where it
+            ends, from byte ``j`` of a slot."""
+            size, reach = Signal(6, name=name), Signal(range(width + 35), name=f"{name}_end")
+            computed = Signal(6, name=f"{name}_in")
+            m.d.comb += computed.eq(block_size([word[2 * t:2 * t + 2] for t in range(8)]))
+            m.d.sync += [size.eq(computed), reach.eq(j + computed)]
+            return size, reach
 
-        in_beat = [size_of(beat[8 * j:8 * j + 16], f"size_in_beat{j}") for j in range(width - 1)]
+        in_beat = [size_of(incoming[8 * j:8 * j + 16], j, f"size_in_beat{j}")
+                   for j in range(width - 1)]
+        before = size_of(Cat(last_byte, incoming[:8]), width - 1, "size_before")
         for q in range(ring.size):
             slot, j = divmod(q, width)
             if j < width - 1:
-                new, selected = in_beat[j], ring.selected[slot]
+                (new, reach), selected = in_beat[j], ring.selected[slot]
             else:
-                new = size_of(Cat(ring.data.word_select(q, 8), beat[:8]), f"size_before{slot}")
-                selected = ring.selected[(slot + 1) % slots]
+                (new, reach), selected = before, ring.selected[(slot + 1) % slots]
             m.d.comb += table_next[q].eq(Mux(selected, new, table[q]))
+            with m.If(selected):
+                m.d.sync += jump[q].eq(Cat(reach[:slot_bits], reach[slot_bits:] + slot))
         m.d.sync += table.eq(table_next)
 
         # Whether the block at each byte is all stored, a register per byte computed from
@@ -279,24 +300,30 @@ class InceptionnDecompressor(StreamEngine):
             m.d.sync += complete[q].eq((ring.top_next[:index_bits] - q)[:index_bits]
                                        >= table_next[q])
 
-        # The parse loop: the next group's size at parse_at, and whether its bytes are in.
+        def after_block(address):
+            """The address after the block at ``address``: a table read, no adder."""
+            end = jump[address[:index_bits]]
+            return Cat(end[:index_bits], address[index_bits] ^ end[index_bits])
+
+        # The parse loop: the next group's address, and whether its bytes are in.
         first = Signal(6)
         m.d.comb += first.eq(table[parse_at[:index_bits]])
-        size = Signal(range(group_bytes + 1))
+        after_first, after = Signal.like(parse_at), Signal.like(parse_at)
+        m.d.comb += after_first.eq(after_block(parse_at_loop))
         in_ring = Signal()
         ahead = Signal.like(parse_at)           # bytes stored from parse_at on
-        m.d.comb += ahead.eq(ring.top - parse_at)
+        m.d.comb += ahead.eq(ring.top - parse_at_loop)
         full = ahead == ring.size
         if blocks == 2:
-            second_at = (parse_at + first)[:index_bits]
+            second_at = after_first[:index_bits]
             m.d.comb += [
-                size.eq(first + Mux(remaining > 8, table[second_at], 0)),
-                in_ring.eq(full | (complete.bit_select(parse_at[:index_bits], 1)
+                after.eq(Mux(remaining > 8, after_block(after_first), after_first)),
+                in_ring.eq(full | (complete.bit_select(parse_at_loop[:index_bits], 1)
                                    & ((remaining <= 8) | complete.bit_select(second_at, 1)))),
             ]
         else:
-            m.d.comb += [size.eq(first),
-                         in_ring.eq(full | complete.bit_select(parse_at[:index_bits], 1))]
+            m.d.comb += [after.eq(after_first),
+                         in_ring.eq(full | complete.bit_select(parse_at_loop[:index_bits], 1))]
 
         def push_group(zero):
             m.d.comb += [push.eq(1), pushed.values.eq(this_group), pushed.final.eq(final),
@@ -308,7 +335,8 @@ class InceptionnDecompressor(StreamEngine):
 
         def finish():
             m.d.comb += ring.finish.eq(1)
-            m.d.sync += [state.eq(_State.HEADER), parse_at.eq(ring.start)]
+            m.d.sync += state.eq(_State.HEADER)
+            move_parse(ring.start)
 
         take = Signal()
         m.d.comb += [take.eq(self.i.valid & self.i.ready),
@@ -322,24 +350,25 @@ class InceptionnDecompressor(StreamEngine):
                     m.d.comb += flag.eq(1)          # shorter than its count: no output
                     finish()
                 with m.Elif(ring.beat_valid):
-                    count = beat[:32]
+                    count = ring.beat.data[:32]
                     m.d.comb += [header.eq(1), push.eq(1),
                                  flag.eq(out_of_range), pushed.values.eq(lanes),
                                  pushed.final.eq(count == 0), pushed.descriptor.eq(1),
                                  pushed.bound_bits.eq(clamped)]
-                    m.d.sync += [bound_bits.eq(clamped), remaining.eq(count),
-                                 parse_at.eq(ring.start + 4), stray_seen.eq(0),
+                    m.d.sync += [bound_bits.eq(clamped), remaining.eq(count), stray_seen.eq(0),
                                  state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
+                    move_parse(ring.start + 4)
             with m.Case(_State.BLOCKS):
                 m.d.comb += self.i.ready.eq(ring.room)
                 with m.If(in_ring):
                     with m.If(room):
                         push_group(0)
-                        m.d.sync += parse_at.eq(parse_at + size)
+                        move_parse(after)
                 with m.Elif(ring.ended):
                     # Cut: the bytes the next group needs will not come.
                     m.d.comb += flag.eq(1)
-                    m.d.sync += [state.eq(_State.PAD), parse_at.eq(ring.top)]
+                    m.d.sync += state.eq(_State.PAD)
+                    move_parse(ring.top)
             with m.Case(_State.PAD):
                 with m.If(room):
                     push_group(1)
@@ -361,9 +390,10 @@ class InceptionnDecompressor(StreamEngine):
             with m.Case(_State.BYPASS):
                 # Bypassed beats go out once the previous message's values have.
                 passing = out.free & ~hold_valid & (pending == 0)
-                m.d.comb += self.i.ready.eq(passing)
+                # The beat is offered whatever the handshake, so only the state selects it.
+                m.d.comb += [self.i.ready.eq(passing), out.payload.eq(self.i.payload)]
                 with m.If(self.i.valid & passing):          # not through ``take``'s logic
-                    m.d.comb += [out.write.eq(1), out.payload.eq(self.i.payload)]
+                    m.d.comb += out.write.eq(1)
                     with m.If(self.i.payload.last):
                         m.d.sync += state.eq(_State.HEADER)
         return m
