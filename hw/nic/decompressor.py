@@ -325,10 +325,15 @@ class InceptionnDecompressor(StreamEngine):
             m.d.comb += [after.eq(after_first),
                          in_ring.eq(full | complete.bit_select(parse_at_loop[:index_bits], 1))]
 
-        def push_group(zero):
-            m.d.comb += [push.eq(1), pushed.values.eq(this_group), pushed.final.eq(final),
+        # A state offers its group's fields to U1 whether or not it pushes, so that only
+        # the state selects them and U1's valid bit alone waits for the decision.
+        def offer_group(zero):
+            m.d.comb += [pushed.values.eq(this_group), pushed.final.eq(final),
                          pushed.zero.eq(zero), pushed.bound_bits.eq(bound_bits),
                          pushed.first.eq(first)]
+
+        def push_group():
+            m.d.comb += push.eq(1)
             m.d.sync += remaining.eq(remaining - this_group)
             with m.If(final):
                 m.d.sync += [state.eq(_State.TAIL), check_pending.eq(1)]
@@ -343,26 +348,27 @@ class InceptionnDecompressor(StreamEngine):
                      ring.take.eq(take & (state != _State.BYPASS))]
         with m.Switch(state):
             with m.Case(_State.HEADER):
-                m.d.comb += self.i.ready.eq(~self.bypass & room & ring.room)
+                count = ring.beat.data[:32]
+                m.d.comb += [self.i.ready.eq(~self.bypass & room & ring.room),
+                             header.eq(1), pushed.values.eq(lanes),
+                             pushed.final.eq(count == 0), pushed.descriptor.eq(1),
+                             pushed.bound_bits.eq(clamped)]
                 with m.If(self.i.valid & self.bypass & ~ring.beat_valid):
                     m.d.sync += state.eq(_State.BYPASS)
                 with m.If(ring.beat_valid & ring.beat.last & (ring.beat_bytes < 4)):
                     m.d.comb += flag.eq(1)          # shorter than its count: no output
                     finish()
                 with m.Elif(ring.beat_valid):
-                    count = ring.beat.data[:32]
-                    m.d.comb += [header.eq(1), push.eq(1),
-                                 flag.eq(out_of_range), pushed.values.eq(lanes),
-                                 pushed.final.eq(count == 0), pushed.descriptor.eq(1),
-                                 pushed.bound_bits.eq(clamped)]
+                    m.d.comb += [push.eq(1), flag.eq(out_of_range)]
                     m.d.sync += [bound_bits.eq(clamped), remaining.eq(count), stray_seen.eq(0),
                                  state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
                     move_parse(ring.start + 4)
             with m.Case(_State.BLOCKS):
                 m.d.comb += self.i.ready.eq(ring.room)
+                offer_group(0)
                 with m.If(in_ring):
                     with m.If(room):
-                        push_group(0)
+                        push_group()
                         move_parse(after)
                 with m.Elif(ring.ended):
                     # Cut: the bytes the next group needs will not come.
@@ -370,8 +376,9 @@ class InceptionnDecompressor(StreamEngine):
                     m.d.sync += state.eq(_State.PAD)
                     move_parse(ring.top)
             with m.Case(_State.PAD):
+                offer_group(1)
                 with m.If(room):
-                    push_group(1)
+                    push_group()
             with m.Case(_State.TAIL):
                 # The message must end after its last group (and that group's tags past the
                 # count must be 0).
