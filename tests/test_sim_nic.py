@@ -37,7 +37,8 @@ def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle
 
 @pytest.mark.parametrize("engine,lanes,bound_bits", [
     ("compressor", 1, 7), ("compressor", 4, 15), ("compressor", 16, 9),
-    ("decompressor", 2, 12), ("decompressor", 8, 10), ("decompressor", 16, 9),
+    ("decompressor", 1, 7), ("decompressor", 2, 12), ("decompressor", 4, 15),
+    ("decompressor", 8, 10), ("decompressor", 16, 9),
 ])
 def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
     report = _run(engine, lanes, seed=31 + lanes, bound_bits=bound_bits)

@@ -260,7 +260,9 @@ class InceptionnDecompressor(StreamEngine):
         # are computed from the input beat as it is taken and held with it.
         index_bits = exact_log2(ring.size)
         slot_bits = exact_log2(width)
-        table = Signal(data.ArrayLayout(6, ring.size))
+        # Every computed size is 2 or more; so is the initial value, so that a byte whose
+        # block was never written reads as incomplete while nothing is stored after it.
+        table = Signal(data.ArrayLayout(6, ring.size), init=[2] * ring.size)
         table_next = Signal(data.ArrayLayout(6, ring.size))
         jump = Signal(data.ArrayLayout(index_bits + 1, ring.size))
         incoming = self.i.payload.data
