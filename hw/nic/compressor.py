@@ -13,8 +13,8 @@ from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
-__all__ = ["InceptionnCompressor", "compressor_latency", "clamp_bound_bits", "block_offsets",
-           "block_size", "BLOCK_BYTES"]
+__all__ = ["InceptionnCompressor", "compressor_latency", "clamp_bound_bits", "half_prefixes",
+           "offsets_from_halves", "block_size", "BLOCK_BYTES"]
 
 #: Largest compressed block: a 16-bit tag word and 8 raw float32.
 BLOCK_BYTES = 2 + 8 * 4
@@ -336,12 +336,6 @@ def offsets_from_halves(halves):
     first, second = halves
     return ([first[i] + 2 for i in range(4)]
             + [first[4] + (second[i] + 2) for i in range(5)])
-
-
-def block_offsets(tags):
-    """The byte offsets in a block of its 8 payloads, then the block's size (9 values),
-    from its 8 tags: 2 plus the payload sizes before (4 adder levels)."""
-    return offsets_from_halves(half_prefixes(tags))
 
 
 def block_size(tags):

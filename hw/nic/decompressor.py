@@ -8,17 +8,23 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from hw.common.skid import SkidOutput
-from hw.nic.compressor import BLOCK_BYTES, block_offsets, block_size, clamp_bound_bits
+from hw.nic.compressor import (
+    BLOCK_BYTES,
+    block_size,
+    clamp_bound_bits,
+    half_prefixes,
+    offsets_from_halves,
+)
 from hw.nic.layouts import StreamEngine, count_errors
 from hw.nic.ring import ByteRing
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
 
 
-#: Groups between a push and the hold (in the four unpack stages or the queue). A group
-#: holds its credit for 5 cycles at least (U1 to U4, the queue's head), so 6 keep one
+#: Groups between a push and the hold (in the five unpack stages or the queue). A group
+#: holds its credit for 6 cycles at least (U1 to U5, the queue's head), so 7 keep one
 #: group per cycle moving.
-_QUEUE_DEPTH = 6
+_QUEUE_DEPTH = 7
 
 
 class _State(enum.Enum, shape=3):
@@ -83,12 +89,13 @@ class InceptionnDecompressor(StreamEngine):
     address it ends at, and a register per byte whether that block is all stored, so the
     parse loop (the next group's address) is one table read per block. A parsed group is
     unpacked in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its
-    tags, U3 its payload offsets, U4 its payloads) into a queue of decoded values; a parse
+    tags, U3 the payload bytes before each value in its half block, U4 its payload
+    offsets, U5 its payloads) into a queue of decoded values; a parse
     needs room in the queue, counted by a register. ``o`` is driven through a
     ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no parsing logic.
 
     Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
-    values on ``o`` (held beat, ring and size table, parse, 4 unpack stages, queue,
+    values on ``o`` (held beat, ring and size table, parse, 5 unpack stages, queue,
     hold). Throughput: ``lanes`` values per cycle while the input delivers the compressed
     bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output
     is not backpressured; a message costs a few cycles more (its descriptor beat, and
@@ -110,7 +117,7 @@ class InceptionnDecompressor(StreamEngine):
     """
 
     #: Cycles from the take of a group's last input beat to its first values on ``o``.
-    LATENCY = 9
+    LATENCY = 10
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -165,7 +172,7 @@ class InceptionnDecompressor(StreamEngine):
         # U1: the slots holding the group (a descriptor: its count, from the held beat).
         pushed, header = Signal(head), Signal()
         u1, u2 = Signal(head), Signal(head)
-        u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
+        u1_valid, u2_valid = Signal(), Signal()
         u1_slots = Signal(8 * width * span)
         u1_offset = Signal(range(width))
         from_parse_at = Signal.like(u1_slots)
@@ -189,36 +196,48 @@ class InceptionnDecompressor(StreamEngine):
         with m.If(u2_valid & u2.final & ~u2.descriptor):
             m.d.sync += [check_pending.eq(0),
                          stray_seen.eq((tags >> (2 * u2.values)).any())]
-        # U3: the payload offsets.
+        # U3: each half block's payload bytes before each of its values.
         u3 = Signal(item)
-        u3_bytes = Signal(8 * group_bytes)
-        u3_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
-        m.d.sync += [u3_valid.eq(u2_valid), u3_bytes.eq(u2_bytes), u3.tags.eq(tags),
-                     u3.values.eq(u2.values), u3.final.eq(u2.final),
+        u3_valid, u3_bytes, u3_first = Signal(), Signal(8 * group_bytes), Signal.like(u2.first)
+        m.d.sync += [u3_valid.eq(u2_valid), u3_bytes.eq(u2_bytes), u3_first.eq(u2.first),
+                     u3.tags.eq(tags), u3.values.eq(u2.values), u3.final.eq(u2.final),
                      u3.descriptor.eq(u2.descriptor), u3.bound_bits.eq(u2.bound_bits)]
+        u3_halves = []
         for j in range(blocks):
             block_tags = [tags[2 * (8 * j + i):2 * (8 * j + i) + 2] for i in range(8)]
-            for i, offset in enumerate(block_offsets(block_tags)[:8]):
-                m.d.sync += u3_offsets[8 * j + i].eq(offset if j == 0 else u2.first + offset)
-        # U4: the payloads; their float32 values go into the queue.
+            halves = [[Signal(total.shape(), name=f"u3_before_b{j}_h{h}_{i}")
+                       for i, total in enumerate(sums)]
+                      for h, sums in enumerate(half_prefixes(block_tags))]
+            for regs, sums in zip(halves, half_prefixes(block_tags)):
+                m.d.sync += [reg.eq(total) for reg, total in zip(regs, sums)]
+            u3_halves.append(halves)
+        # U4: the payload offsets.
         u4 = Signal(item)
-        u4_valid = Signal()
-        u4_payloads = Signal(data.ArrayLayout(32, group_values))
-        m.d.sync += [u4_valid.eq(u3_valid), u4.eq(u3)]
+        u4_valid, u4_bytes = Signal(), Signal(8 * group_bytes)
+        u4_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        m.d.sync += [u4_valid.eq(u3_valid), u4_bytes.eq(u3_bytes), u4.eq(u3)]
+        for j, halves in enumerate(u3_halves):
+            for i, offset in enumerate(offsets_from_halves(halves)[:8]):
+                m.d.sync += u4_offsets[8 * j + i].eq(offset if j == 0 else u3_first + offset)
+        # U5: the payloads; their float32 values go into the queue.
+        u5 = Signal(item)
+        u5_valid = Signal()
+        u5_payloads = Signal(data.ArrayLayout(32, group_values))
+        m.d.sync += [u5_valid.eq(u4_valid), u5.eq(u4)]
         for k in range(group_values):
-            tag = u3.tags[k]
-            raw = _bytes_at(u3_bytes, u3_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
+            tag = u4.tags[k]
+            raw = _bytes_at(u4_bytes, u4_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
                             4)
             payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
-            m.d.sync += u4_payloads[k].eq(Mux(u3.descriptor, u3_bytes[:32], payload) if k == 0
+            m.d.sync += u5_payloads[k].eq(Mux(u4.descriptor, u4_bytes[:32], payload) if k == 0
                                           else payload)
         queued = data.StructLayout({"values": range(group_values + 1), "final": 1})
         m.submodules.queue = queue = SyncFIFO(width=queued.size + 32 * group_values,
                                               depth=_QUEUE_DEPTH)
-        m.d.comb += [queue.w_en.eq(u4_valid),
-                     queue.w_data.eq(Cat(u4.values, u4.final,
-                                         *(decode_value(m, u4.tags[k], u4_payloads[k],
-                                                        u4.bound_bits)
+        m.d.comb += [queue.w_en.eq(u5_valid),
+                     queue.w_data.eq(Cat(u5.values, u5.final,
+                                         *(decode_value(m, u5.tags[k], u5_payloads[k],
+                                                       u5.bound_bits)
                                            for k in range(group_values))))]
         # The hold: the queue's head group, sent out ``lanes`` values per beat.
         hold = Signal(queued)
