@@ -316,9 +316,12 @@ class InceptionnDecompressor(StreamEngine):
         # the table's and ``top``'s next values, so that no comparison is in the parse loop.
         # Read only at ``parse_at``, which is at most a ring behind ``top``: at exactly a ring
         # (0 apart modulo the ring) the ring is full, so the group is in.
+        # ``top_next`` reaches them through a copy per 32 bytes.
         complete = Signal(ring.size)
+        top_next = [ring.top_next_copy(m, f"top_at_beat_{k}")
+                    for k in range(-(-ring.size // 32))]
         for q in range(ring.size):
-            m.d.sync += complete[q].eq((ring.top_next[:index_bits] - q)[:index_bits]
+            m.d.sync += complete[q].eq((top_next[q // 32][:index_bits] - q)[:index_bits]
                                        >= table_next[q])
 
         def after_block(address):

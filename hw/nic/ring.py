@@ -21,7 +21,8 @@ class ByteRing:
     empty one. ``top`` is the address after the message's last byte stored: a beat other
     than the message's last counts whole (its ``keep`` is not read); the last beat counts
     its kept bytes; ``top_next`` is what ``top`` will be in the next cycle unless
-    ``finish``. ``ended``: the last beat is stored.
+    ``finish`` (one LUT level from registers; ``top_next_copy`` gives more of it).
+    ``ended``: the last beat is stored.
 
     The engine names at construction ``release``, the address of the oldest byte it still
     needs: its slot and the slots after it are not written over while it takes beats only
@@ -54,7 +55,8 @@ class ByteRing:
         nbytes, _ = beat_bytes(m, i.payload)
         self.beat_bytes = Signal.like(nbytes)
         slot_index = Signal(exact_log2(slots) + 1)        # the next slot, same modulus
-        next_slot = (slot_index + self.beat_valid)[:exact_log2(slots)]
+        next_slot_address = slot_index + self.beat_valid
+        next_slot = next_slot_address[:exact_log2(slots)]
         m.d.sync += [self.beat.eq(i.payload), self.beat_bytes.eq(nbytes),
                      self.beat_valid.eq(self.take),
                      self.selected.eq(Mux(self.take, 1 << next_slot, 0))]
@@ -70,10 +72,26 @@ class ByteRing:
             m.d.sync += [slot_index.eq(slot_index + 1), self.ended.eq(self.beat.last)]
         with m.If(self.finish):
             m.d.sync += self.ended.eq(0)
-        m.d.comb += self.top_next.eq(
-            Mux(self.beat_valid, self.start + Mux(self.beat.last, self.beat_bytes, width),
-                self.top))
+        # Where the held beat takes ``top``, registered at the take.
+        self._top_at_take = Signal.like(self.top)
+        m.d.comb += self._top_at_take.eq(Cat(Const(0, self._slot_bits), next_slot_address)
+                                         + Mux(i.payload.last, nbytes, width))
+        self._copies = 0
+        m.d.comb += self.top_next.eq(self._top_next_from(m, "top_at_beat", 0))
         m.d.sync += self.top.eq(Mux(self.finish, self.start, self.top_next))
+
+    def _top_next_from(self, m, name, init):
+        top_at_beat = Signal.like(self.top, name=name, init=init)
+        m.d.sync += top_at_beat.eq(self._top_at_take)
+        return Mux(self.beat_valid, top_at_beat, self.top)
+
+    def top_next_copy(self, m, name):
+        """``top_next`` from a register of its own, for one group of many readers, so that
+        no net of ``top_next`` crosses them all. The register starts at a value of its own
+        (never read: ``top_next`` reads it only while a beat is held, which sets it), so
+        that yosys does not merge the copies."""
+        self._copies += 1
+        return self._top_next_from(m, name, (1 << len(self.top)) - self._copies)
 
     def offset(self, address):
         """The byte of ``address`` within its slot."""
