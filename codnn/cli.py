@@ -418,9 +418,19 @@ def _synth(args):
     if args.engine is None:
         raise UsageError("codnn synth: give an ENGINE (see codnn synth --help) or "
                          "--check-baseline")
+    baseline_only = [option for option, given in [
+        ("--baseline", args.baseline is not None), ("--quick", args.quick),
+        ("--workers", args.workers is not None), ("--scheduler", args.scheduler is not None)]
+        if given]
+    if baseline_only:
+        raise UsageError(f"codnn synth: {', '.join(baseline_only)} only with --check-baseline "
+                         "or --update-baseline")
+    # --json and --build-dir given before ENGINE apply to it.
+    args.json = args.json or args.baseline_json
+    build_dir = args.build_dir or args.baseline_build_dir
     with err_console.status(f"synthesizing {args.engine} for {args.device}...") as status:
         report = run_synthesis(args.engine, _params(args), device=args.device,
-                               clock_mhz=args.clock_mhz, build_root=args.build_dir,
+                               clock_mhz=args.clock_mhz, build_root=build_dir,
                                progress=lambda stage: status.update(stage + "..."))
     return _show(args, f"codnn synth {args.engine} --device {args.device}", report)
 

@@ -65,11 +65,16 @@ def test_simulate_icarus_with_waves_says_where(capsys, icarus):
     assert "waveform written to" in err and ".fst" in err
 
 
-def test_synth_json(capsys):
+def test_synth_json(capsys, tmp_path):
     code, out, _ = run(capsys, "synth", "fmix32", "--device", "ecp5-25k", "--json")
     report = json.loads(out)
     assert code == 0 and report["device"] == "ecp5-25k" and report["fmax_mhz"] > 0
     assert {"lut", "ff", "dsp", "bram", "io", "fmax_mhz"} <= set(report)
+    # --json and --build-dir before the engine apply to it too.
+    code, out, _ = run(capsys, "synth", "--json", "--build-dir", str(tmp_path), "fmix32",
+                       "--device", "ice40-up5k")
+    report = json.loads(out)
+    assert code == 0 and report["build_dir"].startswith(str(tmp_path))
 
 
 @pytest.mark.parametrize("argv,expected", [
@@ -80,6 +85,8 @@ def test_synth_json(capsys):
     (["generate", "nosuch", "-o", "x"], "invalid choice: 'nosuch'"),
     (["synth", "fmix32", "--device", "xc7"], "invalid choice: 'xc7'"),
     (["synth", "fmix32", "--device", "ecp5-25k", "--clock-mhz", "-5"], "positive number"),
+    (["synth", "--quick", "--workers", "2", "fmix32", "--device", "ecp5-25k"],
+     "--quick, --workers only with --check-baseline"),
     (["simulate", "fmix32", "--sim", "questa"], "invalid choice: 'questa'"),
     (["simulate", "fmix32", "--idle", "1.5"], "probability in [0, 1)"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -159,7 +166,7 @@ def test_generate_systolic(capsys, tmp_path):
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
                        "--alpha", "2", "--out-bits", "8", "-o", str(tmp_path), "--json")
     manifest = json.loads(out)
-    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 4 + 2 + 2
+    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 4 + 2 + 3
     assert manifest["device"] is None and manifest["primitives"] == []
     ports = {p["name"]: p["width"] for p in manifest["ports"]}
     assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5
