@@ -73,7 +73,7 @@ async def array_matches_golden(dut):
             expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
                              results[t], t == len(beats) - 1))
 
-    cycles = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
+    cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     beat_cycles, product_steps = mac_timing(config["mac"], config["data_bits"])
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
@@ -84,6 +84,7 @@ async def array_matches_golden(dut):
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "
                                         f"cycle model says {model.cycles} (seed {seed})")
     write_report(config, {"tiles": model.tiles, "beats": model.beats, "cycles": cycles,
+                          "results_held": held,
                           "model_cycles_without_stalls": model.cycles,
                           "groups": len(packed.groups),
                           "layer_nonzeros": packed.nonzeros, "conflicts_pruned": packed.pruned,

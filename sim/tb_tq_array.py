@@ -51,7 +51,7 @@ async def tq_array_matches_golden(dut):
                              results[t], t == len(beats) - 1))
 
     config["beat_cycles"] = alpha * beta
-    cycles = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
+    cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
                         out_stage=config["out_bits"] is not None, beat_cycles=alpha * beta,
@@ -60,4 +60,4 @@ async def tq_array_matches_golden(dut):
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "
                                         f"cycle model says {model.cycles} (seed {seed})")
     write_report(config, {"tiles": model.tiles, "beats": model.beats, "cycles": cycles,
-                          "model_cycles_without_stalls": model.cycles})
+                          "results_held": held, "model_cycles_without_stalls": model.cycles})

@@ -93,7 +93,8 @@ class StreamSource:
 
 class StreamSink:
     """Takes beats from an output stream of the DUT, with ``ready`` low with probability
-    ``backpressure`` per cycle. Received payloads collect in ``beats``."""
+    ``backpressure`` per cycle. Received payloads collect in ``beats``; ``held`` counts the
+    cycles a beat was offered and not taken."""
 
     def __init__(self, dut, name, rng: random.Random, backpressure=0.0):
         self._valid = getattr(dut, f"{name}__valid")
@@ -102,6 +103,7 @@ class StreamSink:
         self._rng = rng
         self._backpressure = backpressure
         self.beats = []
+        self.held = 0
         self._ready.value = 0
 
     def step(self):
@@ -110,6 +112,8 @@ class StreamSink:
         taken = bool(int(self._valid.value) and int(self._ready.value))
         if taken:
             self.beats.append(int(self._payload.value))
+        elif int(self._valid.value):
+            self.held += 1
         self._ready.value = int(self._rng.random() >= self._backpressure)
         return taken
 
@@ -158,7 +162,8 @@ async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     """Run a weight-stationary array (``hw.common.ws_array``): all weight beats on
     ``weights``, all data beats on ``data`` (random idle cycles), ``results`` beats taken
     from ``result`` (random backpressure), ``check(k, word)`` called on each. Returns the
-    cycles from the first accepted weight beat to the last result, both included."""
+    cycles from the first accepted weight beat to the last result, both included, and the
+    cycles a result was held by backpressure."""
     await start_clock_and_reset(dut)
     if config.get("out_bits") is not None:
         dut.shift.value = config["shift"]
@@ -168,7 +173,7 @@ async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])
     limit = (len(weight_beats) + len(data_beats) * config.get("beat_cycles", 1)) * 20 + 1000
     first, last_out = await _exchange(dut, config, sources, sink, results, check, limit=limit)
-    return last_out - first + 1
+    return last_out - first + 1, sink.held
 
 
 def result_checker(config, expected):

@@ -166,7 +166,7 @@ def test_generate_systolic(capsys, tmp_path):
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
                        "--alpha", "2", "--out-bits", "8", "-o", str(tmp_path), "--json")
     manifest = json.loads(out)
-    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 4 + 2 + 3
+    assert code == 0 and manifest["latency_cycles"] == 2 + 3 + 4 + 2 + 2
     assert manifest["device"] is None and manifest["primitives"] == []
     ports = {p["name"]: p["width"] for p in manifest["ports"]}
     assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5

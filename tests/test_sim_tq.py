@@ -107,5 +107,7 @@ def test_tq_array_equals_golden(config, simulator, request):
                                 simulator=simulator, config=run, seed=seed).report)
     stalled, steady = reports
     assert steady["cycles"] == steady["model_cycles_without_stalls"]
-    # A vector takes alpha * beta cycles, so stalls may cost nothing.
+    # A vector takes alpha * beta cycles, so stalls may cost nothing; but the backpressure
+    # must have held results.
     assert stalled["cycles"] >= stalled["model_cycles_without_stalls"]
+    assert stalled["results_held"] > 0 and steady["results_held"] == 0
