@@ -1,10 +1,13 @@
 # amaranth: UnusedElaboratable=no
-"""The NIC engines' parameters and ports, and the byte packer on Amaranth's simulator."""
+"""The NIC engines' parameters and ports, the byte packer and the decompressor's latency on
+Amaranth's simulator."""
 
 import random
 
+import numpy as np
 import pytest
 
+from golden import inceptionn
 from hw.nic import (
     AxiStreamTop,
     BytePacker,
@@ -83,3 +86,22 @@ def test_packer_takes_a_chunk_per_cycle(chunk_bytes, beat_bytes):
     assert b"".join(int(beat.data).to_bytes(beat_bytes, "little") for beat in out)[
         :sum(map(len, chunks))] == b"".join(chunks)
     assert len(chunks) + dut.latency <= cycles <= len(chunks) + dut.latency + 2, cycles
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8, 16])
+def test_decompressor_latency(lanes):
+    """A message of one group, no stalls: its last input beat is taken at the edge of its
+    count, its first value beat is taken ``LATENCY`` edges later, the rest one per edge
+    (the descriptor beat leaves before them)."""
+    values = max(8, lanes)
+    message = inceptionn.compress(np.zeros(values, np.float32), bound_bits=10)
+    width = 4 * lanes
+    beats = [{"data": int.from_bytes(message[k:k + width], "little"),
+              "keep": (1 << len(message[k:k + width])) - 1, "last": k + width >= len(message)}
+             for k in range(0, len(message), width)]
+    dut = InceptionnDecompressor(lanes=lanes)
+    value_beats = values // lanes
+    out, cycles = run_stream_test(dut, beats, expected_count=1 + value_beats,
+                                  rng=random.Random(lanes))
+    assert [int(beat.data) for beat in out] == [values] + [0] * value_beats
+    assert cycles == len(beats) + dut.LATENCY + value_beats - 1, cycles
