@@ -21,10 +21,10 @@ from hw.nic.ring import ByteRing
 __all__ = ["InceptionnDecompressor", "decode_value"]
 
 
-#: Groups between a push and the hold (in the five unpack stages or the queue). A group
-#: holds its credit for 6 cycles at least (U1 to U5, the queue's head), so 7 keep one
+#: Groups between a push and the hold (in the six unpack stages or the queue). A group
+#: holds its credit for 7 cycles at least (U1 to U6, the queue's head), so 8 keep one
 #: group per cycle moving.
-_QUEUE_DEPTH = 7
+_QUEUE_DEPTH = 8
 
 
 class _State(enum.Enum, shape=3):
@@ -88,14 +88,15 @@ class InceptionnDecompressor(StreamEngine):
     with each beat, hold the size of a block starting at each byte of the ring and the
     address it ends at, and a register per byte whether that block is all stored, so the
     parse loop (the next group's address) is one table read per block. A parsed group is
-    unpacked in a pipeline that never stalls (U1 its slots, U2 its bytes aligned and its
-    tags, U3 the payload bytes before each value in its half block, U4 its payload
-    offsets, U5 its payloads) into a queue of decoded values; a parse
-    needs room in the queue, counted by a register. ``o`` is driven through a
-    ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no parsing logic.
+    unpacked in a pipeline that never stalls (U1 its slots, U2 its bytes from the 4-byte
+    word of its first, U3 its bytes from its first and its tags, U4 the payload bytes
+    before each value in its half block, U5 its payload offsets, U6 its payloads) into a
+    queue of decoded values; a parse needs room in the queue, counted by a register.
+    ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no
+    parsing logic.
 
     Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
-    values on ``o`` (held beat, ring and size table, parse, 5 unpack stages, queue,
+    values on ``o`` (held beat, ring and size table, parse, 6 unpack stages, queue,
     hold). Throughput: ``lanes`` values per cycle while the input delivers the compressed
     bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output
     is not backpressured; a message costs a few cycles more (its descriptor beat, and
@@ -117,7 +118,7 @@ class InceptionnDecompressor(StreamEngine):
     """
 
     #: Cycles from the take of a group's last input beat to its first values on ``o``.
-    LATENCY = 10
+    LATENCY = 11
 
     def __init__(self, *, lanes=8):
         super().__init__(lanes, {
@@ -171,8 +172,8 @@ class InceptionnDecompressor(StreamEngine):
 
         # U1: the slots holding the group (a descriptor: its count, from the held beat).
         pushed, header = Signal(head), Signal()
-        u1, u2 = Signal(head), Signal(head)
-        u1_valid, u2_valid = Signal(), Signal()
+        u1, u2, u3 = Signal(head), Signal(head), Signal(head)
+        u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
         u1_slots = Signal(8 * width * span)
         u1_offset = Signal(range(width))
         from_parse_at = Signal.like(u1_slots)
@@ -181,63 +182,70 @@ class InceptionnDecompressor(StreamEngine):
                      u1_slots.eq(from_parse_at),
                      u1_slots[:32].eq(Mux(header, ring.beat.data[:32], from_parse_at[:32])),
                      u1_offset.eq(Mux(header, 0, ring.offset(parse_at)))]
-        # U2: the group's bytes from its first; its tags (after the count: all 0).
-        u2_bytes = Signal(8 * group_bytes)
-        m.d.sync += [u2_valid.eq(u1_valid), u2.eq(u1),
-                     u2_bytes.eq(u1_slots.bit_select(Cat(Const(0, 3), u1_offset),
+        # U2: the group's bytes from the 4-byte word holding its first (two shifts of a
+        # few levels each rather than one of many).
+        u2_bytes = Signal(8 * (group_bytes + 3))
+        u2_offset = Signal(2)
+        m.d.sync += [u2_valid.eq(u1_valid), u2.eq(u1), u2_offset.eq(u1_offset[:2]),
+                     u2_bytes.eq(u1_slots.bit_select(Cat(Const(0, 5), u1_offset[2:]),
+                                                     len(u2_bytes)))]
+        # U3: the group's bytes from its first; its tags (after the count: all 0).
+        u3_bytes = Signal(8 * group_bytes)
+        m.d.sync += [u3_valid.eq(u2_valid), u3.eq(u2),
+                     u3_bytes.eq(u2_bytes.bit_select(Cat(Const(0, 3), u2_offset),
                                                      8 * group_bytes))]
-        tag_words = [u2_bytes[:16]]
+        tag_words = [u3_bytes[:16]]
         if blocks == 2:
-            tag_words.append(Mux(u2.values > 8, _bytes_at(u2_bytes, u2.first, BLOCK_BYTES, 2),
+            tag_words.append(Mux(u3.values > 8, _bytes_at(u3_bytes, u3.first, BLOCK_BYTES, 2),
                                  0))
         tags = Signal(2 * group_values)
-        m.d.comb += tags.eq(Mux(u2.descriptor, 3, Mux(u2.zero, 0, Cat(*tag_words))))
+        m.d.comb += tags.eq(Mux(u3.descriptor, 3, Mux(u3.zero, 0, Cat(*tag_words))))
         check_pending, stray_seen = Signal(), Signal()      # the final group's stray tags
-        with m.If(u2_valid & u2.final & ~u2.descriptor):
+        with m.If(u3_valid & u3.final & ~u3.descriptor):
             m.d.sync += [check_pending.eq(0),
-                         stray_seen.eq((tags >> (2 * u2.values)).any())]
-        # U3: each half block's payload bytes before each of its values.
-        u3 = Signal(item)
-        u3_valid, u3_bytes, u3_first = Signal(), Signal(8 * group_bytes), Signal.like(u2.first)
-        m.d.sync += [u3_valid.eq(u2_valid), u3_bytes.eq(u2_bytes), u3_first.eq(u2.first),
-                     u3.tags.eq(tags), u3.values.eq(u2.values), u3.final.eq(u2.final),
-                     u3.descriptor.eq(u2.descriptor), u3.bound_bits.eq(u2.bound_bits)]
-        u3_halves = []
+                         stray_seen.eq((tags >> (2 * u3.values)).any())]
+        # U4: each half block's payload bytes before each of its values.
+        u4 = Signal(item)
+        u4_valid, u4_bytes, u4_first = Signal(), Signal(8 * group_bytes), Signal.like(u3.first)
+        m.d.sync += [u4_valid.eq(u3_valid), u4_bytes.eq(u3_bytes), u4_first.eq(u3.first),
+                     u4.tags.eq(tags), u4.values.eq(u3.values), u4.final.eq(u3.final),
+                     u4.descriptor.eq(u3.descriptor), u4.bound_bits.eq(u3.bound_bits)]
+        u4_halves = []
         for j in range(blocks):
             block_tags = [tags[2 * (8 * j + i):2 * (8 * j + i) + 2] for i in range(8)]
-            halves = [[Signal(total.shape(), name=f"u3_before_b{j}_h{h}_{i}")
+            halves = [[Signal(total.shape(), name=f"u4_before_b{j}_h{h}_{i}")
                        for i, total in enumerate(sums)]
                       for h, sums in enumerate(half_prefixes(block_tags))]
             for regs, sums in zip(halves, half_prefixes(block_tags)):
                 m.d.sync += [reg.eq(total) for reg, total in zip(regs, sums)]
-            u3_halves.append(halves)
-        # U4: the payload offsets.
-        u4 = Signal(item)
-        u4_valid, u4_bytes = Signal(), Signal(8 * group_bytes)
-        u4_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
-        m.d.sync += [u4_valid.eq(u3_valid), u4_bytes.eq(u3_bytes), u4.eq(u3)]
-        for j, halves in enumerate(u3_halves):
-            for i, offset in enumerate(offsets_from_halves(halves)[:8]):
-                m.d.sync += u4_offsets[8 * j + i].eq(offset if j == 0 else u3_first + offset)
-        # U5: the payloads; their float32 values go into the queue.
+            u4_halves.append(halves)
+        # U5: the payload offsets.
         u5 = Signal(item)
-        u5_valid = Signal()
-        u5_payloads = Signal(data.ArrayLayout(32, group_values))
-        m.d.sync += [u5_valid.eq(u4_valid), u5.eq(u4)]
+        u5_valid, u5_bytes = Signal(), Signal(8 * group_bytes)
+        u5_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        m.d.sync += [u5_valid.eq(u4_valid), u5_bytes.eq(u4_bytes), u5.eq(u4)]
+        for j, halves in enumerate(u4_halves):
+            for i, offset in enumerate(offsets_from_halves(halves)[:8]):
+                m.d.sync += u5_offsets[8 * j + i].eq(offset if j == 0 else u4_first + offset)
+        # U6: the payloads; their float32 values go into the queue.
+        u6 = Signal(item)
+        u6_valid = Signal()
+        u6_payloads = Signal(data.ArrayLayout(32, group_values))
+        m.d.sync += [u6_valid.eq(u5_valid), u6.eq(u5)]
         for k in range(group_values):
-            tag = u4.tags[k]
-            raw = _bytes_at(u4_bytes, u4_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
+            tag = u5.tags[k]
+            raw = _bytes_at(u5_bytes, u5_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
                             4)
             payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
-            m.d.sync += u5_payloads[k].eq(Mux(u4.descriptor, u4_bytes[:32], payload) if k == 0
+            m.d.sync += u6_payloads[k].eq(Mux(u5.descriptor, u5_bytes[:32], payload) if k == 0
                                           else payload)
         queued = data.StructLayout({"values": range(group_values + 1), "final": 1})
         m.submodules.queue = queue = SyncFIFO(width=queued.size + 32 * group_values,
                                               depth=_QUEUE_DEPTH)
-        m.d.comb += [queue.w_en.eq(u5_valid),
-                     queue.w_data.eq(Cat(u5.values, u5.final,
-                                         *(decode_value(m, u5.tags[k], u5_payloads[k],
-                                                       u5.bound_bits)
+        m.d.comb += [queue.w_en.eq(u6_valid),
+                     queue.w_data.eq(Cat(u6.values, u6.final,
+                                         *(decode_value(m, u6.tags[k], u6_payloads[k],
+                                                       u6.bound_bits)
                                            for k in range(group_values))))]
         # The hold: the queue's head group, sent out ``lanes`` values per beat.
         hold = Signal(queued)
