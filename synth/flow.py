@@ -22,7 +22,7 @@ from amaranth.hdl import Value
 
 from .devices import get_device
 from .harness import IoHarness
-from .tools import SynthesisError, package_version, run_tool, tool_path
+from .tools import SynthesisError, nextpnr_progress, package_version, run_tool, tool_path
 
 __all__ = ["SynthesisError", "SynthReport", "soft_multipliers", "synthesize"]
 
@@ -155,7 +155,8 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
     build_root : path-like
         Artifacts go under ``build_root/synth``.
     progress : callable or None
-        Called with a short description of each stage.
+        Called with a short description of each stage and, while nextpnr runs, of how
+        far it is (placement iterations, wires still overused in routing).
 
     Raises
     ------
@@ -195,7 +196,14 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         _yosys(dev, top, work, after="tee -q -o stat.json stat -json")
         _yosys(dev, f"{top}_harness", work, json_out="harness.json")
 
-        say(f"nextpnr place and route at {clock_mhz:g} MHz ({dev.name})")
+        placing = f"nextpnr place and route at {clock_mhz:g} MHz ({dev.name})"
+        say(placing)
+
+        def follow(line):
+            step = nextpnr_progress(line)
+            if step:
+                say(f"{placing}: {step}")
+
         command = [tool_path(dev.nextpnr), *dev.nextpnr_args, *dev.nextpnr_options,
                    "--json", "harness.json",
                    "--freq", f"{clock_mhz:g}", "--seed", str(seed),
@@ -206,7 +214,8 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
             (work / "clock.lpf").write_text(f'LOCATE COMP "clk" SITE "{dev.clock_pin}";\n')
             command += ["--lpf", "clock.lpf", "--lpf-allow-unconstrained"]
         try:
-            run_tool(command, work / "nextpnr.log", work, "nextpnr", dev.name)
+            run_tool(command, work / "nextpnr.log", work, "nextpnr", dev.name,
+                     progress=follow if progress else None)
         except SynthesisError as error:
             cells = _synthesized_cells(work)
             counts = {"lut": _count(cells, dev.family, "lut"), "ff": _flip_flops(cells)}

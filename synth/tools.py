@@ -7,8 +7,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["SynthesisError", "ToolMissing", "package_version", "run_tool", "tool_path",
-           "tool_versions"]
+__all__ = ["SynthesisError", "ToolMissing", "nextpnr_progress", "package_version", "run_tool",
+           "tool_path", "tool_versions"]
 
 
 class SynthesisError(RuntimeError):
@@ -63,8 +63,32 @@ def package_version(distribution):
         return None
 
 
-def run_tool(command, log, cwd, what, device, env=None):
+#: nextpnr log lines that tell how far it is, and what to say of each.
+_NEXTPNR_STEPS = [
+    (re.compile(r"at initial placer iter (\d+)"), "initial placement, iteration {}"),
+    (re.compile(r"at iteration #(\d+), type"), "analytical placement, iteration {}"),
+    (re.compile(r"at iteration #(\d+): temp"), "placement refinement, iteration {}"),
+    (re.compile(r"iter=(\d+) wires=\d+ overused=(\d+)"),
+     "routing, iteration {}: {} wires overused"),
+    (re.compile(r"^Info:\s+\d+ \|.*\|\s*(\d+)\|"), "routing, {} arcs left"),
+]
+
+
+def nextpnr_progress(line):
+    """What a line of nextpnr's log says of its progress (placement iterations, router2's
+    overused wires, router1's arcs left), or None."""
+    for pattern, text in _NEXTPNR_STEPS:
+        found = pattern.search(line)
+        if found:
+            return text.format(*found.groups())
+    return None
+
+
+def run_tool(command, log, cwd, what, device, env=None, progress=None):
     """Run ``command`` in ``cwd`` (environment ``env``, default ours), output in ``log``.
+
+    ``progress`` (optional) is called with each whole line the tool writes, as it writes
+    it (the log is read once a second).
 
     Raises
     ------
@@ -72,10 +96,26 @@ def run_tool(command, log, cwd, what, device, env=None):
         If it fails: "design does not fit ``device``" when placement ran out of a
         resource, else the tool (``what``) and its first error line, with the log's path.
     """
-    with open(log, "w") as out:
-        result = subprocess.run(command, cwd=cwd, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
-    if result.returncode != 0:
+    with open(log, "w") as out, open(log, errors="replace") as reading:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+        try:
+            partial, running = "", True
+            while running:
+                try:
+                    process.wait(timeout=1 if progress else None)
+                    running = False
+                except subprocess.TimeoutExpired:
+                    pass
+                if progress:
+                    *lines, partial = (partial + reading.read()).split("\n")
+                    for line in lines:
+                        progress(line)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+    if process.returncode != 0:
         lines = Path(log).read_text(errors="replace").splitlines()
         errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
         error = errors[0].strip() if errors else "?"

@@ -1,11 +1,14 @@
 # amaranth: UnusedElaboratable=no
 """Synthesis smoke tests: the fmix32 unit through yosys and nextpnr on iCE40 and ECP5."""
 
+import sys
+
 import pytest
 
 from hw.common.fmix32 import Fmix32Unit
 from synth.devices import DEVICES, get_device
 from synth.flow import SynthesisError, synthesize
+from synth.tools import nextpnr_progress, run_tool
 
 
 def test_ice40_up5k_maps_multipliers_to_dsps(build_root):
@@ -30,6 +33,67 @@ def test_ecp5_25k_report_and_cache(build_root):
     again = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ecp5-25k",
                        build_root=build_root)
     assert again == first
+
+
+def test_progress_follows_placement_and_routing(tmp_path):
+    # A build folder of its own, so that nothing comes from the cache.
+    stages = []
+    synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ecp5-25k", build_root=tmp_path,
+               progress=stages.append)
+    print(stages)
+    placing = "nextpnr place and route at 150 MHz (ecp5-25k)"
+    assert stages[0].startswith("yosys") and stages[1] == placing
+    steps = [stage.removeprefix(placing + ": ") for stage in stages[2:]]
+    assert "initial placement, iteration 0" in steps
+    assert any(step.startswith("analytical placement, iteration") for step in steps)
+    routing = [step for step in steps if step.startswith("routing, iteration")]
+    assert routing and routing[-1].endswith(": 0 wires overused")
+
+
+def test_nextpnr_progress_lines():
+    # Lines from nextpnr 0.11 logs (HeAP and SA placers, router2 on ECP5, router1 on iCE40).
+    lines = {
+        "Info:     at initial placer iter 3, wirelen = 1424": "initial placement, iteration 3",
+        "Info:     at iteration #8, type ALL: wirelen solved = 68865, spread = 79605, "
+        "legal = 85830; time = 1.02s": "analytical placement, iteration 8",
+        "Info:   at iteration #15: temp = 0.000000, timing cost = 1098, wirelen = 77080":
+            "placement refinement, iteration 15",
+        "Info:     iter=4 wires=252338 overused=3337 overuse=3361 archfail=NA":
+            "routing, iteration 4: 3337 wires overused",
+        "Info:       2000 |      114       1766 |   68   817 |      6983|       0.21       "
+        "0.82|": "routing, 6983 arcs left",
+        "Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) "
+        "total(sec)|": None,
+        "Info: Routing complete.": None,
+    }
+    for line, step in lines.items():
+        assert nextpnr_progress(line) == step, line
+
+
+def test_run_tool_reports_lines_while_the_tool_runs(tmp_path):
+    # The tool writes a line, then waits (5 s at most) for a file that only the progress
+    # callback creates on seeing it: a run read only at the end fails.
+    flag = tmp_path / "seen"
+    child = ("import pathlib, sys, time\n"
+             "print('first', flush=True)\n"
+             "for _ in range(50):\n"
+             f"    if pathlib.Path({str(flag)!r}).exists(): break\n"
+             "    time.sleep(0.1)\n"
+             "else: sys.exit(3)\n"
+             "print('second', flush=True)\n")
+    lines = []
+
+    def progress(line):
+        lines.append(line)
+        flag.touch()
+
+    run_tool([sys.executable, "-c", child], tmp_path / "tool.log", tmp_path, "tool", "none",
+             progress=progress)
+    assert lines == ["first", "second"]
+    flag.unlink()
+    with pytest.raises(SynthesisError, match="tool failed"):
+        run_tool([sys.executable, "-c", child], tmp_path / "again.log", tmp_path, "tool",
+                 "none")
 
 
 def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):
