@@ -110,6 +110,12 @@ def _build_parser():
                          help=f"{what} as elaborated for this FPGA, with its primitives "
                               "where the engine has a faster form (ECP5: MULT18X18D "
                               "multipliers with their registers); default: portable")
+        dsp_option(sub)
+
+    def dsp_option(sub):
+        sub.add_argument("--dsp-blocks", type=_non_negative_int, default=None, metavar="N",
+                         help="use at most N of the device's DSP blocks, the other "
+                              "multipliers in LUTs (default: all of them)")
 
     def generate_options(sub):
         sub.add_argument("-o", "--output", required=True, metavar="DIR",
@@ -151,6 +157,7 @@ def _build_parser():
 
     def synth_options(sub):
         sub.add_argument("--device", choices=list(DEVICES), required=True, help="FPGA device")
+        dsp_option(sub)
         sub.add_argument("--clock-mhz", type=_positive_float, default=None,
                          help="clock constraint in MHz (default: per device)")
         build_dir_option(sub)
@@ -381,12 +388,15 @@ def _doctor(args):
 
 
 def _generate(args):
-    manifest = generate(args.engine, _params(args), args.output, device=args.device)
+    manifest = generate(args.engine, _params(args), args.output, device=args.device,
+                        dsp_blocks=args.dsp_blocks)
     if args.json:
         print_json(manifest)
     else:
         shown = {k: v for k, v in manifest.items() if k != "ports"}
         shown["device"] = manifest["device"] or "none (portable Verilog)"
+        if manifest["device"] and manifest["dsp_blocks"] is None:
+            shown["dsp_blocks"] = "all of the device's"
         shown["primitives"] = ", ".join(manifest["primitives"]) or "none"
         shown["ports"] = ", ".join(f"{p['name']}[{p['width']}]" for p in manifest["ports"])
         shown["written"] = f"{args.output}/{manifest['verilog']}, {args.output}/manifest.json"
@@ -400,7 +410,8 @@ def _simulate(args):
                                 beats=args.beats, idle=args.idle,
                                 backpressure=args.backpressure, seed=args.seed,
                                 waves=args.waves, build_root=args.build_dir,
-                                sim_params=_params(args, "sim_"), device=args.device)
+                                sim_params=_params(args, "sim_"), device=args.device,
+                                dsp_blocks=args.dsp_blocks)
     if args.json:
         print_json(report)
     else:
@@ -430,7 +441,8 @@ def _synth(args):
     build_dir = args.build_dir or args.baseline_build_dir
     with err_console.status(f"synthesizing {args.engine} for {args.device}...") as status:
         report = run_synthesis(args.engine, _params(args), device=args.device,
-                               clock_mhz=args.clock_mhz, build_root=build_dir,
+                               clock_mhz=args.clock_mhz, dsp_blocks=args.dsp_blocks,
+                               build_root=build_dir,
                                progress=lambda stage: status.update(stage + "..."))
     return _show(args, f"codnn synth {args.engine} --device {args.device}", report)
 

@@ -67,22 +67,25 @@ def ports_of(component):
     return ports
 
 
-def _platform(device):
-    """The Amaranth platform an engine is elaborated for: the ``Device`` or None."""
+def _platform(device, dsp_blocks=None):
+    """The Amaranth platform an engine is elaborated for: the ``Device`` (with at most
+    ``dsp_blocks`` of its DSP blocks; None: all) or None."""
     if device is None:
+        if dsp_blocks is not None:
+            raise ParameterError("DSP blocks are a device's: give a device with them")
         return None
     try:
-        return get_device(device)
+        return get_device(device).with_dsp_blocks(dsp_blocks)
     except ValueError as error:
         raise ParameterError(str(error)) from error
 
 
-def generate(engine_name, params, out_dir, device=None):
+def generate(engine_name, params, out_dir, device=None, dsp_blocks=None):
     """Write ``<engine>.v`` and ``manifest.json`` into ``out_dir``; return the manifest.
     With ``device``, the Verilog is elaborated for it (it may instantiate the device's
-    primitives, listed in the manifest)."""
+    primitives, listed in the manifest; DSP blocks up to ``dsp_blocks``)."""
     engine, component, params = build_component(engine_name, params)
-    platform = _platform(device)
+    platform = _platform(device, dsp_blocks)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     verilog_path = out_dir / f"{engine.name}.v"
@@ -94,6 +97,7 @@ def generate(engine_name, params, out_dir, device=None):
         "verilog_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "parameters": params,
         "device": device,
+        "dsp_blocks": dsp_blocks,
         "primitives": primitives_in(text),
         "ports": ports_of(component),
         "clock": "clk (rising edge)",
@@ -108,9 +112,10 @@ def generate(engine_name, params, out_dir, device=None):
 
 def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, idle=0.2,
                    backpressure=0.2, seed=None, waves=False, build_root=None, sim_params=None,
-                   device=None):
+                   device=None, dsp_blocks=None):
     """Simulate an engine against its golden model; return the run's figures. With
-    ``device``, the engine as elaborated for it (its primitives through codnn's models).
+    ``device``, the engine as elaborated for it (its primitives through codnn's models;
+    DSP blocks up to ``dsp_blocks``).
 
     Raises
     ------
@@ -118,7 +123,7 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
         If any output or cycle count differs from golden.
     """
     engine, component, params = build_component(engine_name, params)
-    platform = _platform(device)
+    platform = _platform(device, dsp_blocks)
     if not isinstance(beats, int) or beats <= 0:
         raise ParameterError(f"Beat count must be a positive integer, not {beats!r}")
     for name, p in (("Idle", idle), ("Backpressure", backpressure)):
@@ -135,22 +140,26 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
                       simulator=simulator, waves=waves, seed=seed, build_root=build_root,
                       platform=platform)
     return {"engine": engine.name, "parameters": params, "workload": sim,
-            "simulator": simulator, "device": device, "result": "pass", "seed": result.seed,
+            "simulator": simulator, "device": device, "dsp_blocks": dsp_blocks,
+            "result": "pass", "seed": result.seed,
             "idle": idle,
             "backpressure": backpressure, **result.report,
             "waves": str(result.waves) if result.waves else None,
             "run_dir": str(result.run_dir)}
 
 
-def run_synthesis(engine_name, params, *, device, clock_mhz=None, build_root=None,
-                  progress=None):
-    """Synthesize an engine on a device; return the report as a dict (with the work per
-    cycle, ``rate_per_cycle`` ``rate_unit``, and ``throughput_per_s`` at Fmax)."""
+def run_synthesis(engine_name, params, *, device, clock_mhz=None, dsp_blocks=None,
+                  build_root=None, progress=None):
+    """Synthesize an engine on a device (with at most ``dsp_blocks`` of its DSP blocks,
+    None: all); return the report as a dict (with the work per cycle, ``rate_per_cycle``
+    ``rate_unit``, and ``throughput_per_s`` at Fmax)."""
     engine, component, params = build_component(engine_name, params)
     if clock_mhz is not None and not clock_mhz > 0:
         raise ParameterError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
+    _platform(device, dsp_blocks)
     report = synthesize(component, top=engine.name, device=device, clock_mhz=clock_mhz,
-                        build_root=build_root or default_build_root(), progress=progress)
+                        dsp_blocks=dsp_blocks, build_root=build_root or default_build_root(),
+                        progress=progress)
     items, unit = engine.rate(component)
     return {"engine": engine.name, "parameters": params, **report.to_dict(),
             "rate_per_cycle": items, "rate_unit": unit,

@@ -1,6 +1,6 @@
 """The FPGA devices codnn synthesizes for, and how yosys and nextpnr name them."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["Device", "DEVICES", "get_device"]
 
@@ -28,7 +28,8 @@ class Device:
     default_clock_mhz : float
         Clock constraint used when none is given.
     dsp_count : int
-        Hard multiplier blocks on the part (0: multipliers always go to LUTs).
+        Hard multiplier blocks a design may use (the part's unless ``with_dsp_blocks``
+        says fewer; 0: multipliers always go to LUTs).
     dsp_width : int
         Widest operand one block multiplies.
     dsp_min_product : int
@@ -92,9 +93,27 @@ class Device:
         """Commands that flatten a design as the flows do, fixing its cells' names."""
         return f"hierarchy -top {top}; proc; flatten; opt_clean"
 
+    def with_dsp_blocks(self, blocks):
+        """This device with at most ``blocks`` of its DSP blocks for the design; the
+        multipliers beyond them go to LUTs (``None``: all the part's blocks).
+
+        Raises
+        ------
+        ValueError
+            If ``blocks`` is not an integer from 0 to the part's block count.
+        """
+        if blocks is None:
+            return self
+        if isinstance(blocks, bool) or not isinstance(blocks, int) \
+                or not 0 <= blocks <= self.dsp_count:
+            raise ValueError(f"DSP blocks on {self.name} must be an integer from 0 to "
+                             f"{self.dsp_count}, not {blocks!r}")
+        return replace(self, dsp_count=blocks)
+
     def dsp_cost(self, a_width, b_width, y_width):
-        """DSP blocks one ``a x b`` multiplier takes (0: yosys leaves it in LUTs)."""
-        if not self.dsp_count or min(a_width, b_width) < 2 or y_width < self.dsp_min_product:
+        """DSP blocks one ``a x b`` multiplier would take (0: yosys leaves it in LUTs)."""
+        if not self.dsp_primitive or min(a_width, b_width) < 2 \
+                or y_width < self.dsp_min_product:
             return 0
         return -(-a_width // self.dsp_width) * -(-b_width // self.dsp_width)
 

