@@ -168,12 +168,14 @@ PARALLEL_PRODUCT_STEPS = 3
 
 
 def mac_timing(mac, data_bits):
-    """``(beat_cycles, product_steps)`` of a systolic MAC kind: ``parallel`` takes a beat
-    per cycle and ``PARALLEL_PRODUCT_STEPS`` to a product, ``bitserial`` ``data_bits``
-    cycles for both."""
+    """The timing of a systolic MAC kind as ``cycle_model``'s and ``latency``'s keywords
+    ``beat_cycles``, ``edge_latency`` and ``product_steps``: ``parallel`` takes a beat per
+    cycle and ``PARALLEL_PRODUCT_STEPS`` to a product; ``bitserial`` ``data_bits`` cycles
+    for both, after a cycle of edge (a beat is registered before it loads the streams'
+    shift registers)."""
     if mac == "parallel":
-        return 1, PARALLEL_PRODUCT_STEPS
-    return data_bits, data_bits
+        return {"beat_cycles": 1, "edge_latency": 0, "product_steps": PARALLEL_PRODUCT_STEPS}
+    return {"beat_cycles": data_bits, "edge_latency": 1, "product_steps": data_bits}
 
 
 def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,

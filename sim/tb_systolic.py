@@ -75,10 +75,8 @@ async def array_matches_golden(dut):
 
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
-    beat_cycles, product_steps = mac_timing(config["mac"], config["data_bits"])
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
-                        out_stage=ob is not None, beat_cycles=beat_cycles,
-                        product_steps=product_steps,
+                        out_stage=ob is not None, **mac_timing(config["mac"], config["data_bits"]),
                         used_cells=[tile.used_cells for tile, *_ in per_tile])
     if config["idle"] == 0 and config["backpressure"] == 0:
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "

@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 
 from golden.column_combining import pack
-from golden.systolic import cycle_model, latency, make_tiles, output_stage, run_layer, wrap
+from golden.systolic import (
+    cycle_model,
+    latency,
+    mac_timing,
+    make_tiles,
+    output_stage,
+    run_layer,
+    wrap,
+)
 
 
 def test_wrap_is_twos_complement():
@@ -61,6 +69,11 @@ def test_bitserial_cycle_model_by_hand():
     # stages). Data at 3, 7, ..., 39; the last leaves the cells at 49 and the FIFO at 51.
     assert cycle_model([10], rows=2, cols=3, out_stage=False, beat_cycles=4).cycles == 52
     assert latency(2, 3, False, beat_cycles=4) == 12
+    # The bit-serial array's cycle of edge delays everything by one.
+    timing = mac_timing("bitserial", 4)
+    assert timing == {"beat_cycles": 4, "edge_latency": 1, "product_steps": 4}
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, **timing).cycles == 53
+    assert latency(2, 3, False, **timing) == 13
 
 
 def test_cycle_model_rejects_empty_tiles():

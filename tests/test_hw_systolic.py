@@ -6,7 +6,7 @@ import re
 import pytest
 from amaranth.back import verilog
 
-from golden.systolic import latency
+from golden.systolic import latency, mac_timing
 from hw.systolic import ColumnCombinedArray
 from synth.devices import get_device
 
@@ -24,7 +24,11 @@ def test_signature_widths():
 
 def test_bitserial_takes_data_bits_cycles_per_beat():
     dut = ColumnCombinedArray(rows=2, cols=3, mac="bitserial", data_bits=4)
-    assert dut.beat_cycles == 4 and dut.latency == latency(2, 3, False, beat_cycles=4)
+    # rows + cols + input register + edge register + 4 product steps + FIFO
+    assert dut.beat_cycles == 4 and dut.latency == 2 + 3 + 1 + 1 + 4 + 2
+    assert dut.latency == latency(2, 3, False, **mac_timing("bitserial", 4))
+    assert ColumnCombinedArray(rows=2, cols=3).latency == latency(
+        2, 3, False, **mac_timing("parallel", 8))
     assert ColumnCombinedArray(rows=2, cols=3).beat_cycles == 1
 
 

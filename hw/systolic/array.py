@@ -44,10 +44,12 @@ class ColumnCombinedArray(WeightStationaryArray):
     late enough to meet the products; data move one cell per cycle. The output stage
     takes two steps (coarse shift and range tests, then fine shift and clamp).
 
-    Latency: ``rows + cols + 3 + product_steps`` cycles from a data beat's acceptance to
-    its result being valid on ``result`` (``pipeline_depth`` through the skew registers
-    and cells, 2 through the FIFO), plus 2 with an output stage; ``product_steps`` is 3
-    (parallel) or ``data_bits`` (bitserial), ``beat_cycles`` 1 or ``data_bits``.
+    Latency: ``rows + cols + 3 + edge_latency + product_steps`` cycles from a data beat's
+    acceptance to its result being valid on ``result`` (``pipeline_depth`` through the
+    skew registers and cells, 2 through the FIFO), plus 2 with an output stage;
+    ``product_steps`` is 3 (parallel) or ``data_bits`` (bitserial), ``edge_latency`` 0 or 1
+    (bitserial: the beat is registered before it loads the shift registers),
+    ``beat_cycles`` 1 or ``data_bits``.
     Throughput: one data beat (one input vector) per ``beat_cycles`` cycles while the
     result stream is not backpressured. Loading a tile's weights takes ``rows`` cycles and
     overlaps the previous tile.
@@ -120,7 +122,8 @@ class ColumnCombinedArray(WeightStationaryArray):
             cell_weight=data.StructLayout({"w": signed(weight_bits),
                                            "sel": unsigned(self._sel_bits)}),
             column_data=data.ArrayLayout(data_shape, alpha),
-            beat_cycles=1 if mac == "parallel" else data_bits, edge_latency=0,
+            beat_cycles=1 if mac == "parallel" else data_bits,
+            edge_latency=0 if mac == "parallel" else 1,
             product_steps=PRODUCT_STEPS if mac == "parallel" else data_bits)
 
     alpha = property(lambda self: self._alpha, doc="Data streams per array column.")
@@ -180,20 +183,27 @@ class ColumnCombinedArray(WeightStationaryArray):
         is added to the partial sum passing by in that cycle.
         """
         R, W, D = self.rows, self.cols, self.data_bits
-        # Edge: one shift register per stream, loaded with a beat and emptied LSB first.
+        # Edge: the input register, then one shift register per stream, loaded with a
+        # beat a cycle after its acceptance and emptied LSB first. The shift registers
+        # load on a flip-flop, not on the input handshake (at 16 columns and alpha 8
+        # that net reaches 1024 of them); the first and sign flags follow a cycle later.
+        x_in = stage(m, self.data.payload.x, "x_in")
+        accepted = stage(m, data_go, "accepted")
+        bank_q = stage(m, use_bank, "bank_q")
         shifters = [[Signal(D, name=f"xs_c{g}_s{a}", reset_less=True)
                      for a in range(self.alpha)] for g in range(W)]
         bank_in = Signal(name="bank_in", reset_less=True)
-        with m.If(data_go):
-            m.d.sync += bank_in.eq(use_bank)
+        with m.If(accepted):
+            m.d.sync += bank_in.eq(bank_q)
             for g in range(W):
                 for a in range(self.alpha):
-                    m.d.sync += shifters[g][a].eq(self.data.payload.x[g][a])
+                    m.d.sync += shifters[g][a].eq(x_in[g][a])
         with m.Else():
             for g in range(W):
                 for a in range(self.alpha):
                     m.d.sync += shifters[g][a].eq(shifters[g][a] >> 1)
-        first_in, sign_in = phase == 0, phase == D - 1
+        first_in = stage(m, phase == 0, "first_in")
+        sign_in = stage(m, phase == D - 1, "sign_in")
         for g in range(W):
             bits = delay(m, Cat(shifters[g][a][0] for a in range(self.alpha)), g, f"x_c{g}")
             bank = delay(m, bank_in, g, f"bank_c{g}")
