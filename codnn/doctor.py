@@ -1,6 +1,5 @@
 """``codnn doctor``: which parts of the toolchain are here, their versions, how to get the rest."""
 
-import subprocess
 import sys
 
 from sim.simulators import simulator_version
@@ -31,13 +30,13 @@ _HOW = "pip install -e . (make demo and make test do it in .venv)"
 
 
 def _tool_runs(name):
+    """True when the tool runs (``tool_path`` runs it once; its first run on a machine
+    compiles it, which takes minutes on a busy one: no time limit)."""
     try:
-        path = tool_path(name)
+        tool_path(name)
     except ToolMissing:
         return False
-    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False,
-                            timeout=120)
-    return result.returncode == 0
+    return True
 
 
 def check_toolchain():

@@ -21,6 +21,7 @@ from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
 from hw.nic import ENGINES as NIC_ENGINES
 from hw.nic import AxiStreamTop
+from hw.nic.layouts import DEFAULT_MAX_VALUES
 from hw.soc import NicSoc, SystolicSoc, TqSoc
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
@@ -144,6 +145,9 @@ def _nic_config(name, dut, sim, beats, idle, backpressure, build_root):
     size = sim["message_values"]
     if size < 1:
         raise ValueError(f"Message size must be a positive number of values, not {size}")
+    if size > dut.engine.max_values:
+        raise ValueError(f"Message size {size} is above the engine's --max-values "
+                         f"{dut.engine.max_values}")
     if "bound_bits" in sim and not 7 <= sim["bound_bits"] <= 15:
         raise ValueError(f"Error bound bits must lie in 7..15, not {sim['bound_bits']}")
     if sim.get("scaler") is not None and not (np.isfinite(sim["scaler"]) and sim["scaler"] > 0):
@@ -171,8 +175,11 @@ _TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x
 def _nic_engine(name, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
     return Engine(
         name=name, summary=summary,
-        params=(Param("lanes", int, 8, "float32 values per beat (1, 2, 4, 8, 16)"),),
-        build=lambda lanes: AxiStreamTop(NIC_ENGINES[name](lanes=lanes)),
+        params=(Param("lanes", int, 8, "float32 values per beat (1, 2, 4, 8, 16)"),
+                Param("max_values", int, DEFAULT_MAX_VALUES, "largest value count a message "
+                      "may declare (a larger one is dropped as bad)")),
+        build=lambda lanes, max_values: AxiStreamTop(NIC_ENGINES[name](
+            lanes=lanes, max_values=max_values)),
         sim_params=(*codec_params,
                     Param("message_values", int, 4096, "values per message"),
                     Param("corrupt", bool, True, "also send bad messages (error flag, "

@@ -59,10 +59,15 @@ def tensor_scaler(g, clip=None):
     return np.float32(clip * np.std(flat.astype(np.float64)))
 
 
+def _usable(s):
+    """A scaler is a finite float32 with its sign bit clear: +0.0 is one, -0.0 is not."""
+    return bool(np.isfinite(s) and not np.signbit(s))
+
+
 def _check_scaler(s):
     s = np.float32(s)
-    if not np.isfinite(s) or s < 0:
-        raise ValueError(f"Scaler must be a finite non-negative float32, not {s!r}")
+    if not _usable(s):
+        raise ValueError(f"Scaler must be a finite float32 with its sign bit clear, not {s!r}")
     return s
 
 
@@ -97,8 +102,8 @@ def compress(g, seed, scaler=None, clip=None):
     TypeError
         If ``g`` is not float32.
     ValueError
-        If ``g`` has NaN or Inf, the scaler is negative or not finite, or the seed is out
-        of range.
+        If ``g`` has NaN or Inf, the scaler has its sign bit set (negative or -0.0) or is
+        not finite, or the seed is out of range.
     """
     flat = _gradients(g)
     s = _check_scaler(tensor_scaler(flat, clip) if scaler is None else scaler)
@@ -116,14 +121,16 @@ def decompress(data):
     ------
     CorruptMessage
         If the message's length does not match its count, a code is ``10``, a code past the
-        count is nonzero, or the scaler is negative or not finite.
+        count is nonzero, or the scaler has its sign bit set (negative or -0.0) or is not
+        finite.
     """
     data = bytes(data)
     if len(data) < _HEADER:
         raise CorruptMessage(f"Message of {len(data)} bytes has no 8-byte header")
     s = np.frombuffer(data[:4], np.float32)[0]
-    if not np.isfinite(s) or s < 0:
-        raise CorruptMessage(f"Message's scaler is {s}, not a finite non-negative number")
+    if not _usable(s):
+        raise CorruptMessage(f"Message's scaler is {s}, not a finite float32 with its sign"
+                             f" bit clear")
     count = int.from_bytes(data[4:8], "little")
     if len(data) != message_size(count):
         raise CorruptMessage(f"Message of {len(data)} bytes; a count of {count} needs"

@@ -53,7 +53,7 @@ class NicCodec:
         self.b = bound_bits
         self.seed = seed & 0xFFFF_FFFF
         finite = np.concatenate([x[np.isfinite(x)] for x in messages] + [np.zeros(1)])
-        self.scaler = np.float32(scaler or 2.5 * np.std(finite))
+        self.scaler = np.float32(2.5 * np.std(finite) if scaler is None else scaler)
 
     def encode(self, x):
         if self.engine == "maxabs":

@@ -4,13 +4,14 @@ golden codec: the INCEPTIONN-style ``compressor``, ``decompressor`` or the two i
 (``golden.terngrad``), or the ``maxabs`` scaler unit (``max|g|`` of the finite values).
 
 Configuration (``CODNN_TB_CONFIG``): ``engine``, ``lanes``, ``bound_bits`` (INCEPTIONN) or
-``scaler``/``seed`` (TernGrad: the scaler's float value, default ``2.5 * std`` of the
-finite values; the random stream's seed is the run's seed); the messages: ``counts``
+``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default ``2.5 * std`` of
+the finite values; the random stream's seed, default the run's seed); the messages: ``counts``
 (values per message) with values drawn by ``message_values``, or ``gradients`` (a .npy
 file, sent as messages of ``message_values`` values); ``corrupt`` adds the bad messages of
-``bad_cases`` between the good ones (and, for the decompressor, the good message of
-``keep_holes_case``); ``bypass`` sends every message with the engine's
-bypass on (out as in); ``idle``/``backpressure`` (probability per cycle).
+``bad_cases`` between the good ones and the good message of ``keep_holes_case`` (beats
+but the last keep random bytes: the engines take them whole); ``bypass`` sends every
+message with the engine's bypass on (out as in); ``idle``/``backpressure`` (probability
+per cycle).
 
 Every output frame must equal golden byte for byte, ``error_count`` must equal the number of
 bad messages (and ``nonfinite`` the NaN/Inf values a TernGrad encoder or the max-abs
@@ -69,9 +70,14 @@ def bad_cases(rng, codec, engine, lanes):
             (bytes(4 * lanes) + x[:lanes].tobytes(), x[:0], x[:0]),  # count 0, values after
         ]
         if engine == "loopback":
-            return [(frame, value_frame(codec.decode(codec.encode(y)), lanes), taken)
-                    for frame, y, taken in cases]
-        return [(frame, codec.encode(y), taken) for frame, y, taken in cases]
+            cases = [(frame, value_frame(codec.decode(codec.encode(y)), lanes), taken)
+                     for frame, y, taken in cases]
+        else:
+            cases = [(frame, codec.encode(y), taken) for frame, y, taken in cases]
+        # A count above the largest message: no output (nor any value taken).
+        huge = (1 << 32) - 1
+        return cases + [(huge.to_bytes(4, "little") + head[4:] + x[:2 * lanes].tobytes(),
+                         None, x[:0])]
     message = codec.encode(x)
     decoded = codec.decode(message)
     if codec.inceptionn:
@@ -95,19 +101,29 @@ def bad_cases(rng, codec, engine, lanes):
         stray = eight[:4] + (7).to_bytes(4, "little") + eight[8:]
         stray_out = terngrad.decompress(eight)[:7]
         short_header = 7
-        # Code 10 on element 1: decoded as +0.0.
+        # Code 10 on element 1 and on element 2 * lanes + 1 (another beat): one bad
+        # message, both decoded as +0.0.
         ten = bytearray(message)
-        ten[8] = (ten[8] & ~0x0C) | 0x08
-        fixed = bytearray(ten)
-        fixed[8] &= ~0x0C
+        fixed = bytearray(message)
+        for element in (1, 2 * lanes + 1):
+            byte, shift = 8 + element // 4, 2 * (element % 4)
+            ten[byte] = (ten[byte] & ~(3 << shift)) | 2 << shift
+            fixed[byte] &= ~(3 << shift)
+        zeros = value_frame(np.zeros(len(x), np.float32), lanes)
         extra = [(bytes(ten), value_frame(terngrad.decompress(bytes(fixed)), lanes), x[:0])]
+        # Scalers with the sign bit set or not finite: every value +0.0.
+        extra += [(np.float32(s).tobytes() + message[4:], zeros, x[:0])
+                  for s in (-0.0, -1.5, np.nan)]
     whole = np.concatenate([decoded[:kept * group],
                             np.zeros(len(x) - kept * group, np.float32)])
+    at = 0 if codec.inceptionn else 4                       # the count's offset
+    huge = message[:at] + ((1 << 32) - 1).to_bytes(4, "little") + message[at + 4:at + 20]
     return [
         (message[:cut], value_frame(whole, lanes), x[:0]),
         (message + b"\x01\x02", value_frame(decoded, lanes), x[:0]),
         (stray, value_frame(stray_out, lanes), x[:0]),
         (message[:short_header], None, x[:0]),
+        (huge, None, x[:0]),                    # a count above the largest message
     ] + extra
 
 
@@ -144,17 +160,17 @@ class _Monitor:
 
 
 def keep_holes_case(rng, codec, lanes):
-    """(input frame, expected output frame, values taken) of a compressed message whose
-    beats other than the last keep only some of their bytes: the decompressor reads those
-    beats whole, so the output is the message's own."""
+    """(input frame, expected output frame, values taken) of a good message whose beats
+    other than the last keep only some of their bytes: every engine reads those beats
+    whole, so the output is the message's own."""
     x = message_values(rng, 5 * max(BLOCK, lanes) + 3, codec.b)
-    message = codec.encode(x)
+    frame, expected, taken = engine_frames(codec, lanes, x)
     width = 4 * lanes
-    kept = rng.integers(0, width, -(-len(message) // width))
-    tkeep = [int(k % width < kept[k // width]) for k in range(len(message))]
-    last_beat = len(message) % width or width
+    kept = rng.integers(0, width, -(-len(frame) // width))
+    tkeep = [int(k % width < kept[k // width]) for k in range(len(frame))]
+    last_beat = len(frame) % width or width
     tkeep[-last_beat:] = [1] * last_beat
-    return AxiStreamFrame(message, tkeep=tkeep), value_frame(codec.decode(message), lanes), x[:0]
+    return AxiStreamFrame(frame, tkeep=tkeep), expected, taken
 
 
 def _pauses(rng, probability):
@@ -174,7 +190,8 @@ async def nic_engine_matches_golden(dut):
         messages = [flat[k:k + size] for k in range(0, len(flat), size)]
     else:
         messages = [message_values(rng, n, b) for n in config["counts"]]
-    codec = NicCodec(engine, bound_bits=config.get("bound_bits", 10), seed=config["seed"],
+    codec = NicCodec(engine, bound_bits=config.get("bound_bits", 10),
+                     seed=config.get("codec_seed", seed),
                      scaler=config.get("scaler"), messages=messages)
     cases = []          # (input frame, expected output or None, values taken, bad, full rate)
     for x in messages:
@@ -185,8 +202,7 @@ async def nic_engine_matches_golden(dut):
     elif config.get("corrupt"):
         for k, case in enumerate(bad_cases(rng, codec, engine, lanes)):
             cases.insert(1 + k * 2, (*case, True, False))
-        if engine == "decompressor":
-            cases.insert(2, (*keep_holes_case(rng, codec, lanes), False, False))
+        cases.insert(2, (*keep_holes_case(rng, codec, lanes), False, False))
 
     if codec.inceptionn:
         dut.bound_bits.value = b

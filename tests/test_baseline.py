@@ -41,8 +41,9 @@ def test_every_engine_has_a_measured_baseline_entry():
 
 
 def test_quick_entries_match_the_committed_baseline(build_root, capsys):
-    code, report, _ = _check(BASELINE_FILE, build_root, capsys, "--quick")
-    assert code == 0 and report["regressions"] == 0
+    code, report, err = _check(BASELINE_FILE, build_root, capsys, "--quick")
+    assert code == 0 and report["regressions"] == 0, (
+        f"exit {code}: {err.strip()}\n{json.dumps(report['entries'], indent=1)}")
     assert report["entries"] and all(r["verdict"] in ("same", "better")
                                       for r in report["entries"])
 

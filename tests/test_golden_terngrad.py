@@ -83,7 +83,7 @@ def test_bad_input():
         compress(np.array([0.0, np.nan, np.inf], np.float32), 1)
     with pytest.raises(TypeError, match="must be float32"):
         compress(np.zeros(2), 1)
-    with pytest.raises(ValueError, match="Scaler must be a finite non-negative"):
+    with pytest.raises(ValueError, match="Scaler must be a finite float32 with its sign bit clear"):
         compress(np.zeros(2, np.float32), 1, scaler=-1.0)
     with pytest.raises(ValueError, match="Seed must lie in"):
         compress(np.zeros(2, np.float32), 2**32)

@@ -306,6 +306,39 @@ def test_bad_requests_get_error_responses():
     assert len(seen) == 17
 
 
+def test_reset_forgets_every_weight_row_and_zeroes_the_data():
+    """After RESET the weights count as loaded only once every row has been written again
+    (the last row alone is not enough: RUN answers NO_WEIGHTS), and a run over vectors not
+    written since the RESET sees zeros, not the data from before it."""
+    dut = SystolicSoc(rows=2, cols=2, alpha=1, depth=4, divisor=4, timeout_bytes=16)
+    row = bytes([3, 0, 5, 0, 0, 0])             # w = 3 and 5 (sel 0), 3 bytes a row
+
+    def host(port):
+        board = Board(port)
+        results = []
+        for data in (bytes([0x12, 0x34]), None):
+            assert _raw(port, frame(Command.WRITE_WEIGHTS, bytes([0, 0]) + row[:3] * 2))[0] \
+                == Status.OK
+            if data:
+                assert _raw(port, frame(Command.WRITE_DATA, bytes([0, 0]) + data))[0] \
+                    == Status.OK
+            assert _raw(port, frame(Command.RUN, bytes([1, 0, 0])))[0] == Status.OK
+            results.append(board.read_results(0, 1, board.status()))
+            board.reset()
+            assert not board.status().weights_loaded
+            assert _raw(port, frame(Command.WRITE_WEIGHTS, bytes([1, 0]) + row[:3]))[0] \
+                == Status.OK
+            assert not board.status().weights_loaded
+            assert _raw(port, frame(Command.RUN, bytes([1, 0, 0])))[0] == Status.NO_WEIGHTS
+            assert _raw(port, frame(Command.WRITE_DATA, bytes([0, 0, 1, 1])))[0] \
+                == Status.NO_WEIGHTS
+        return results
+
+    before, after = run_with_port(dut, 4, host)
+    assert before.any(), before
+    assert not after.any(), after
+
+
 def test_driver_reports_a_silent_device():
     class Silent:
         def write(self, data):

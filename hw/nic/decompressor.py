@@ -15,7 +15,7 @@ from hw.nic.compressor import (
     half_prefixes,
     offsets_from_halves,
 )
-from hw.nic.layouts import StreamEngine, count_errors
+from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from hw.nic.ring import ByteRing
 
 __all__ = ["InceptionnDecompressor", "decode_value"]
@@ -74,15 +74,17 @@ class InceptionnDecompressor(StreamEngine):
     on each message's final beat. The valid bytes of that beat are its lowest ones; every
     other beat is read whole (its ``keep`` is ignored). Output: a descriptor beat with
     ``n`` (``hw.nic.layouts``), then ``ceil(n / lanes)`` value beats, ``last`` on the final
-    one. ``bound_bits`` and ``bypass`` are read at the start of each message; in bypass its
-    beats pass through unchanged.
+    one. ``bound_bits`` and ``bypass`` are sampled at the clock edge that takes the
+    message's first beat (so they may change from the next cycle on); in bypass its beats
+    pass through unchanged (``keep`` all ones but on the last).
 
-    Defined behaviour on bad input (each raises ``error`` (sticky) and counts in
-    ``error_count``): a message cut before its count's blocks gives the values of every
-    whole group of ``max(8, lanes)`` values received, then zeros up to ``n``; bytes past
-    the last block, or a nonzero tag past the count, are dropped up to the input's
-    ``last``; a message shorter than its count field gives no output. ``bound_bits``
-    outside 7..15 is clamped. The next message is read normally either way.
+    Defined behaviour on bad input (a bad message raises ``error`` (sticky) and counts
+    once in ``error_count``): a message cut before its count's blocks gives the values of
+    every whole group of ``max(8, lanes)`` values received, then zeros up to ``n``; bytes
+    past the last block, or a nonzero tag past the count, are dropped up to the input's
+    ``last``; a message shorter than its count field, or whose count is above
+    ``max_values``, gives no output (dropped up to its ``last``). ``bound_bits`` outside
+    7..15 is clamped. The next message is read normally either way.
 
     Beats are stored in place in a ``hw.nic.ring.ByteRing``. Register tables, written
     with each beat, hold the size of a block starting at each byte of the ring and the
@@ -106,6 +108,8 @@ class InceptionnDecompressor(StreamEngine):
     ----------
     lanes : int
         Float32 values per beat: 1, 2, 4, 8 or 16.
+    max_values : int
+        The largest count a message may declare (1..2**32-1).
 
     Attributes
     ----------
@@ -120,11 +124,11 @@ class InceptionnDecompressor(StreamEngine):
     #: Cycles from the take of a group's last input beat to its first values on ``o``.
     LATENCY = 11
 
-    def __init__(self, *, lanes=8):
+    def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
             "bound_bits": In(4, init=10), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
-        })
+        }, max_values)
 
     def elaborate(self, platform):
         m = Module()
@@ -152,7 +156,7 @@ class InceptionnDecompressor(StreamEngine):
         out = SkidOutput(m, self.o)
 
         flag = Signal()
-        count_errors(m, flag, self.error, self.error_count)
+        count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER)
 
         # Pushed groups (and descriptors, as a group of one raw value) go down a pipeline
         # that never stalls, then into a queue whose head is the hold. ``pending`` counts
@@ -274,7 +278,8 @@ class InceptionnDecompressor(StreamEngine):
 
         remaining = Signal(32)                  # values of the message not pushed yet
         bound_bits = Signal(4, init=10)
-        clamped, out_of_range = clamp_bound_bits(m, self.bound_bits)
+        requested = Signal(4, init=10)          # sampled at the take of the first beat
+        clamped, out_of_range = clamp_bound_bits(m, requested)
         this_group = Signal(range(group_values + 1))
         m.d.comb += this_group.eq(Mux(remaining < group_values, remaining, group_values))
         final = Signal()
@@ -378,18 +383,28 @@ class InceptionnDecompressor(StreamEngine):
         take = Signal()
         m.d.comb += [take.eq(self.i.valid & self.i.ready),
                      ring.take.eq(take & (state != _State.BYPASS))]
+        with m.If((state == _State.HEADER) & ~ring.beat_valid & take):
+            m.d.sync += requested.eq(self.bound_bits)
         with m.Switch(state):
             with m.Case(_State.HEADER):
                 count = ring.beat.data[:32]
-                m.d.comb += [self.i.ready.eq(~self.bypass & room & ring.room),
+                # ``bypass`` counts until the first beat is taken (it is held then).
+                m.d.comb += [self.i.ready.eq((ring.beat_valid | ~self.bypass) & room
+                                             & ring.room),
                              header.eq(1), pushed.values.eq(lanes),
                              pushed.final.eq(count == 0), pushed.descriptor.eq(1),
                              pushed.bound_bits.eq(clamped)]
-                with m.If(self.i.valid & self.bypass & ~ring.beat_valid):
+                # Bypass starts once the previous message's values have all gone, so that
+                # in BYPASS only the input drives ``out``.
+                with m.If(self.i.valid & self.bypass & ~ring.beat_valid & ~hold_valid
+                          & (pending == 0)):
                     m.d.sync += state.eq(_State.BYPASS)
                 with m.If(ring.beat_valid & ring.beat.last & (ring.beat_bytes < 4)):
                     m.d.comb += flag.eq(1)          # shorter than its count: no output
                     finish()
+                with m.Elif(ring.beat_valid & (count > self.max_values)):
+                    m.d.comb += flag.eq(1)          # dropped, no output
+                    m.d.sync += state.eq(_State.DROP)
                 with m.Elif(ring.beat_valid):
                     m.d.comb += [push.eq(1), flag.eq(out_of_range)]
                     m.d.sync += [bound_bits.eq(clamped), remaining.eq(count), stray_seen.eq(0),
@@ -427,10 +442,11 @@ class InceptionnDecompressor(StreamEngine):
                 with m.If(ring.ended | held_last):
                     finish()
             with m.Case(_State.BYPASS):
-                # Bypassed beats go out once the previous message's values have.
-                passing = out.free & ~hold_valid & (pending == 0)
                 # The beat is offered whatever the handshake, so only the state selects it.
+                passing = out.free
                 m.d.comb += [self.i.ready.eq(passing), out.payload.eq(self.i.payload)]
+                with m.If(~self.i.payload.last):
+                    m.d.comb += out.payload.keep.eq(Const(-1, width))
                 with m.If(self.i.valid & passing):          # not through ``take``'s logic
                     m.d.comb += out.write.eq(1)
                     with m.If(self.i.payload.last):

@@ -3,7 +3,7 @@
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib.wiring import Out
 
-from hw.nic.layouts import StreamEngine, count_errors
+from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from hw.nic.reader import Item, MessageReader
 
 __all__ = ["MaxAbs"]
@@ -18,8 +18,10 @@ class MaxAbs(StreamEngine):
     ``bits & 0x7FFFFFFF``.
 
     Defined behaviour on bad input (``error`` is sticky): NaN/Inf values are left out of
-    the maximum and count in ``nonfinite``; a message whose input ends before its count
-    (the rest count as zeros) or has beats past it (dropped) counts in ``error_count``.
+    the maximum, count in ``nonfinite`` and raise ``error``; a message whose input ends
+    before its count (the rest count as zeros), has beats past it (dropped) or declares
+    more than ``max_values`` (no output, dropped up to its ``last``) raises ``error`` and
+    counts once in ``error_count``.
 
     Latency: 2 cycles from a message's last value beat to its output beat. Throughput: one
     input beat per cycle while the output is not backpressured.
@@ -28,6 +30,8 @@ class MaxAbs(StreamEngine):
     ----------
     lanes : int
         Float32 values per beat: 1, 2, 4, 8 or 16.
+    max_values : int
+        The largest count a message may declare (1..2**32-1).
 
     Attributes
     ----------
@@ -39,19 +43,20 @@ class MaxAbs(StreamEngine):
 
     LATENCY = 2
 
-    def __init__(self, *, lanes=8):
+    def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
             "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
-        })
+        }, max_values)
 
     def elaborate(self, platform):
         m = Module()
         lanes = self.lanes
         flag = Signal()
-        count_errors(m, flag, self.error, self.error_count)
         advance = Signal()
         m.d.comb += advance.eq(~self.o.valid | self.o.ready)
-        reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=Const(0))
+        reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=Const(0),
+                               max_values=self.max_values)
+        count_errors(m, flag, self.error, self.error_count, between=reader.between)
         item = reader.item
 
         largest = Const(0, 31)

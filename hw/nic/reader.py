@@ -36,9 +36,11 @@ class MessageReader:
     ``bypass`` high at the descriptor every beat of the message is a ``RAW`` item.
 
     A message whose input ends before its count is padded with zero beats (the input waits
-    meanwhile); beats past the count are dropped up to the input's ``last``. Either pulses
-    ``flag``. ``descriptor`` is high in the cycle a (non-bypass) descriptor beat is taken,
-    for the engine to sample its per-message settings.
+    meanwhile); beats past the count are dropped up to the input's ``last``; a message
+    whose count is above ``max_values`` gives no item and is dropped up to its ``last``.
+    Each pulses ``flag``. ``descriptor`` is high in the cycle a (non-bypass) descriptor
+    beat is taken, for the engine to sample its per-message settings at that edge;
+    ``between`` while the reader waits for a message's first beat (for ``count_errors``).
 
     With ``hold`` (an engine that stalls) the item stays while ``advance`` is low. Without
     it (an engine whose stages never stall) ``kind`` is ``NONE`` in every cycle that follows
@@ -48,19 +50,20 @@ class MessageReader:
     Latency: 1 cycle. Throughput: one beat per cycle while ``advance`` stays high.
     """
 
-    def __init__(self, m, i, advance, *, lanes, flag, bypass, hold=True):
+    def __init__(self, m, i, advance, *, lanes, flag, bypass, max_values, hold=True):
         self.item = Signal(data.StructLayout({
             "kind": Item, "bits": unsigned(32 * lanes), "count": range(lanes + 1),
             "final": 1, "index": 32, "length": range(4 * lanes + 1), "last": 1,
         }))
         self.descriptor = Signal()
+        self.between = Signal()
         item, beat = self.item, i.payload
         state = Signal(_State)
         remaining = Signal(32)
         index = Signal(32)
         taken = Signal()
         m.d.comb += [i.ready.eq(advance & (state != _State.PAD)),
-                     taken.eq(i.valid & i.ready)]
+                     taken.eq(i.valid & i.ready), self.between.eq(state == _State.DESCRIPTOR)]
         kept_bytes, masked = beat_bytes(m, beat)
         final = Signal(init=1)                  # remaining <= lanes, kept as a register
 
@@ -100,6 +103,10 @@ class MessageReader:
                     raw()
                     with m.If(~beat.last):
                         m.d.sync += state.eq(_State.BYPASS)
+                with m.Elif(taken & (total > max_values)):
+                    m.d.comb += flag.eq(1)
+                    with m.If(~beat.last):
+                        m.d.sync += state.eq(_State.DROP)
                 with m.Elif(taken):
                     m.d.comb += [self.descriptor.eq(1),
                                  flag.eq((total == 0) != beat.last)]

@@ -14,9 +14,9 @@ class ByteRing:
     a ring of ``slots`` slots (a power of two), never shifted.
 
     A beat taken from ``i`` (the engine drives ``take``) is held in a register for a
-    cycle, where the engine sees it (``beat``, ``beat_valid`` and ``beat_bytes``, its kept
-    byte count), then stored in the next slot: the slot's enable is a register set at the
-    take (``selected``, one bit per slot, for the engine's own per-slot registers). Byte
+    cycle, where the engine sees it (``beat``, ``beat_valid`` and ``beat_bytes``, the
+    bytes it carries: ``hw.nic.layouts.beat_bytes``), then stored in the next slot: the
+    slot's enable is a register set at the take (``selected``, one bit per slot, for the engine's own per-slot registers). Byte
     addresses count modulo twice the ring's size, so that a full ring differs from an
     empty one. ``top`` is the address after the message's last byte stored: a beat other
     than the message's last counts whole (its ``keep`` is not read); the last beat counts
@@ -75,7 +75,7 @@ class ByteRing:
         # Where the held beat takes ``top``, registered at the take.
         self._top_at_take = Signal.like(self.top)
         m.d.comb += self._top_at_take.eq(Cat(Const(0, self._slot_bits), next_slot_address)
-                                         + Mux(i.payload.last, nbytes, width))
+                                         + nbytes)
         self._copies = 0
         m.d.comb += self.top_next.eq(self._top_next_from(m, "top_at_beat", 0))
         m.d.sync += self.top.eq(Mux(self.finish, self.start, self.top_next))

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from hw.common.fmix32 import fmix32_stages
 from hw.common.pipeline import StallPipeline
 from hw.common.skid import SkidOutput
-from hw.nic.layouts import StreamEngine, count_errors
+from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from hw.nic.packer import BytePacker
 from hw.nic.reader import Item, MessageReader
 from hw.nic.window import ByteWindow
@@ -56,14 +56,17 @@ class TernGradEncoder(StreamEngine):
 
     Input: value messages (``hw.nic.layouts``). Output: ``scaler`` (4 bytes), the count (4
     bytes), the codes of ``ceil(n/4)`` bytes, as full beats of ``4 * lanes`` bytes, the
-    final one keeping what is left. ``scaler``, ``seed`` and ``bypass`` are read at each
-    descriptor beat; element ``i`` is kept (``+-1``) when ``|g_i| * 2**24 > u_i * scaler``
-    with ``u_i = fmix32(seed + i) >> 8``. In bypass a message passes unchanged.
+    final one keeping what is left. ``scaler``, ``seed`` and ``bypass`` are sampled at the
+    clock edge that takes the message's descriptor beat (so they may change from the next
+    cycle on); element ``i`` is kept (``+-1``) when ``|g_i| * 2**24 > u_i * scaler`` with
+    ``u_i = fmix32((seed + i) mod 2**32) >> 8``. In bypass a message passes unchanged.
 
-    Defined behaviour on bad input (``error`` is sticky): each NaN/Inf value gets code 0 and
-    counts in ``nonfinite``; a scaler that is negative, Inf or NaN gives every code of its
-    message 0; it, a message whose input ends before its count (padded with zeros) and one
-    with beats past its count (dropped) count in ``error_count``.
+    Defined behaviour on bad input (``error`` is sticky): each NaN/Inf value gets code 0,
+    counts in ``nonfinite`` and raises ``error`` (it is not a bad message). A bad message
+    raises ``error`` and counts once in ``error_count``: a scaler with its sign bit set
+    (negative or -0.0), Inf or NaN (every code of the message 0); input that ends before
+    the count (padded with zeros); beats past the count (dropped); a count above
+    ``max_values`` (no output, dropped up to its ``last``).
 
     Latency: ``LATENCY`` cycles from a value beat to its codes in the packer (plus the
     beats per code byte with fewer than 4 lanes). Throughput: one input beat per cycle
@@ -74,6 +77,8 @@ class TernGradEncoder(StreamEngine):
     ----------
     lanes : int
         Float32 values per beat: 1, 2, 4, 8 or 16.
+    max_values : int
+        The largest count a message may declare (1..2**32-1).
 
     Attributes
     ----------
@@ -89,11 +94,11 @@ class TernGradEncoder(StreamEngine):
     #: Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 1.
     LATENCY = 8
 
-    def __init__(self, *, lanes=8):
+    def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
             "scaler": In(32), "seed": In(32), "bypass": In(1),
             "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
-        })
+        }, max_values)
 
     def elaborate(self, platform):
         m = Module()
@@ -103,11 +108,11 @@ class TernGradEncoder(StreamEngine):
         wiring.connect(m, wiring.flipped(self.o), packer.o)
 
         flag = Signal()
-        count_errors(m, flag, self.error, self.error_count)
         pipe_in = stream.Signature(0).create()
         pipe_out = stream.Signature(0).create()
         reader = MessageReader(m, self.i, pipe_in.ready | ~pipe_in.valid, lanes=lanes,
-                               flag=flag, bypass=self.bypass)
+                               flag=flag, bypass=self.bypass, max_values=self.max_values)
+        count_errors(m, flag, self.error, self.error_count, between=reader.between)
         item = reader.item
         m.d.comb += pipe_in.valid.eq(item.kind != Item.NONE)
         scaler, seed = Signal(32), Signal(32)
@@ -130,7 +135,8 @@ class TernGradEncoder(StreamEngine):
         s_significand, s_exponent = float_parts(m, s_bits, "scaler")
         codes, bad = [], []
         for k in range(lanes):
-            u = fmix32_stages(pipe.register, seed + item.index + k, f"lane{k}_hash")[8:]
+            counter = (seed + item.index + k)[:32]          # mod 2**32
+            u = fmix32_stages(pipe.register, counter, f"lane{k}_hash")[8:]
             product = pipe.register(u * s_significand, f"lane{k}_product")
             g = late.bits[32 * k:32 * (k + 1)]
             g_significand, g_exponent = float_parts(m, g, f"lane{k}_g")
@@ -195,15 +201,19 @@ class TernGradDecoder(StreamEngine):
     per beat.
 
     Input: TernGrad messages (scaler, count ``n``, ``ceil(n/4)`` code bytes), ``last`` on
-    each message's final beat. Output: a descriptor beat with ``n``, then ``ceil(n/lanes)``
-    value beats: ``+scaler`` for code 01, ``-scaler`` (sign bit set) for 11, ``+0.0`` for 00.
-    ``bypass`` is read at the start of each message.
+    each message's final beat (whose valid bytes are its lowest ``keep`` bits; every other
+    beat is taken whole). Output: a descriptor beat with ``n``, then ``ceil(n/lanes)``
+    value beats: ``+scaler`` for code 01, ``-scaler`` (sign bit set) for 11, ``+0.0`` for
+    00. ``bypass`` is sampled at the clock edge that takes the message's first beat.
 
-    Defined behaviour on bad input (each raises ``error`` and counts in ``error_count``): a
-    code 10 decodes to +0.0; a message cut before its codes gives the values of the whole
-    code bytes received, then zeros up to ``n``; bytes past the codes, or a nonzero code
-    past the count, are dropped up to the input's ``last``; a message shorter than its 8
-    header bytes gives no output. The next message is read normally either way.
+    Defined behaviour on bad input (a bad message raises ``error`` (sticky) and counts
+    once in ``error_count``): a scaler with its sign bit set (negative or -0.0), Inf or
+    NaN decodes every value of its message to +0.0; a code 10 decodes to +0.0; a message
+    cut before its codes gives the values of the whole code bytes received, then zeros up
+    to ``n``; bytes past the codes, or a nonzero code past the count, are dropped up to
+    the input's ``last``; a message shorter than its 8 header bytes, or whose count is
+    above ``max_values``, gives no output (dropped up to its ``last``). The next message
+    is read normally either way.
 
     Latency: 1 cycle from a code byte buffered to its values in an output beat.
     Throughput: ``lanes`` values per cycle; a message costs 2 cycles more.
@@ -212,6 +222,8 @@ class TernGradDecoder(StreamEngine):
     ----------
     lanes : int
         Float32 values per beat: 1, 2, 4, 8 or 16.
+    max_values : int
+        The largest count a message may declare (1..2**32-1).
 
     Attributes
     ----------
@@ -223,17 +235,19 @@ class TernGradDecoder(StreamEngine):
 
     LATENCY = 1
 
-    def __init__(self, *, lanes=8):
+    def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
             "bypass": In(1), "error": Out(1), "error_count": Out(16),
-        })
+        }, max_values)
 
     def elaborate(self, platform):
         m = Module()
         lanes = self.lanes
         width = 4 * lanes
         state = Signal(_State)
-        scaler = Signal(32)
+        scaler = Signal(32)                     # the message's, or 0 if not usable
+        usable = Signal()                       # finite, sign bit clear
+        bypassed = Signal()                     # bypass, sampled at the first beat
         remaining = Signal(32)
         this_beat = Signal(range(lanes + 1))
         m.d.comb += this_beat.eq(Mux(remaining < lanes, remaining, lanes))
@@ -250,7 +264,10 @@ class TernGradDecoder(StreamEngine):
                             discard=state == _State.DROP, amounts=[Const(8), code_bytes])
         fill, ended = window.fill, window.ended
         flag = Signal()
-        count_errors(m, flag, self.error, self.error_count)
+        count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER)
+        with m.If((state == _State.HEADER) & (fill == 0) & ~ended
+                  & self.i.valid & self.i.ready):
+            m.d.sync += bypassed.eq(self.bypass)
 
         out = SkidOutput(m, self.o)
         codes = window.data >> (2 * lanes * sub) if sub_beats > 1 else window.data
@@ -258,7 +275,8 @@ class TernGradDecoder(StreamEngine):
         for k in range(lanes):
             code = codes[2 * k:2 * k + 2]
             value = Signal(32, name=f"lane{k}_value")
-            m.d.comb += value.eq(Mux(code == 1, scaler, Mux(code == 3, scaler | 1 << 31, 0)))
+            m.d.comb += value.eq(Mux(code == 1, scaler,
+                                     Mux(code == 3, Cat(scaler[:31], usable), 0)))
             values.append(Mux(k < this_beat, value, 0))
             not_ternary.append((k < this_beat) & (code == 2))
             stray_codes.append((k >= this_beat) & (k < 4 * code_bytes) & (code != 0))
@@ -270,13 +288,18 @@ class TernGradDecoder(StreamEngine):
 
         with m.Switch(state):
             with m.Case(_State.HEADER):
-                with m.If(self.bypass & ((fill != 0) | ended)):
+                count, given = window.data[32:64], window.data[:32]
+                with m.If(bypassed & ((fill != 0) | ended)):
                     m.d.sync += state.eq(_State.BYPASS)
+                with m.Elif((fill >= 8) & (count > self.max_values)):
+                    m.d.comb += flag.eq(1)
+                    m.d.sync += state.eq(_State.DROP)
                 with m.Elif(fill >= 8):
                     with m.If(out.free):
-                        count = window.data[32:64]
-                        m.d.comb += window.drop[0].eq(1)
-                        m.d.sync += [scaler.eq(window.data[:32]), remaining.eq(count), sub.eq(0),
+                        ok = finite_non_negative(given)
+                        m.d.comb += [window.drop[0].eq(1), flag.eq(~ok)]
+                        m.d.sync += [scaler.eq(Mux(ok, given, 0)), usable.eq(ok),
+                                     remaining.eq(count), sub.eq(0),
                                      state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
                         m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
                                      out.payload.keep.eq(Const(-1, width)),

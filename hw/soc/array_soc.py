@@ -4,6 +4,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
+from amaranth.utils import ceil_log2
+
 from hw.common.params import positive_int
 
 from .link import HostLink, check_link
@@ -37,16 +39,17 @@ class ArraySoc(wiring.Component):
 
     Requests (``hw.soc.protocol.Command``): ``WRITE_WEIGHTS`` and ``WRITE_DATA`` copy whole
     rows or vectors from the request into the memories (the tile's weights count as loaded
-    once a write ends at row ``rows - 1``); ``RUN`` feeds the weights, then ``count`` data
-    vectors with partial sums 0 or, with the accumulate flag, the stored results, stores
-    the results (one per vector; a NIC core's output beats and terminator, those past
-    ``depth`` dropped with a ``BAD_ARGUMENT`` answer) until the one marked last and
-    answers with the cycles it took (u32); ``READ_RESULTS``
-    sends stored results; ``STATUS`` answers with the status block; ``RESET`` forgets the
-    weights and results and zeros the counters. Writing data or running before weights
-    gives ``NO_WEIGHTS``, reading or accumulating before a run ``NO_RESULTS``, a row,
-    vector or count outside the memories (or, accumulating, beyond the stored results) or
-    a payload of the wrong size ``BAD_ARGUMENT``.
+    once every row has been written since power-up or the last ``RESET``); ``RUN`` feeds the
+    weights, then ``count`` data vectors with partial sums 0 or, with the accumulate flag,
+    the stored results, stores the results (one per vector; a NIC core's output beats and
+    terminator, those past ``depth`` dropped with a ``BAD_ARGUMENT`` answer) until the one
+    marked last and answers with the cycles it took (u32); ``READ_RESULTS`` sends stored
+    results; ``STATUS`` answers with the status block; ``RESET`` forgets the weights (each
+    row must be written again) and results, zeroes the data memory (``depth`` cycles) and
+    the counters. Writing data or running before weights gives ``NO_WEIGHTS``, reading or
+    accumulating before a run ``NO_RESULTS``, a row, vector or count outside the memories
+    (or, accumulating, beyond the stored results) or a payload of the wrong size
+    ``BAD_ARGUMENT``.
 
     The status block is ``hw.soc.protocol.STATUS_FIELDS``: the array's configuration,
     whether weights and results are held, the link's frame counters, the stored results
@@ -156,7 +159,9 @@ class ArraySoc(wiring.Component):
         length = Signal(16)
         args = Signal(40)                       # the first five payload bytes
         first, second = args[:16], args[16:32]
+        written = Signal(R)                     # weight rows written since the last RESET
         loaded, valid = Signal(), Signal()      # weights loaded, results valid
+        m.d.comb += loaded.eq(written.all())
         result_count = Signal(16)
         cycles = Signal(32)
         status, reply_length = Signal(8), Signal(16)
@@ -206,10 +211,10 @@ class ArraySoc(wiring.Component):
                         with m.If(length != 0):
                             reply(Status.BAD_ARGUMENT)
                         with m.Elif(command == Command.RESET):
-                            m.d.sync += [loaded.eq(0), valid.eq(0), result_count.eq(0),
-                                         cycles.eq(0)]
+                            m.d.sync += [written.eq(0), valid.eq(0), result_count.eq(0),
+                                         cycles.eq(0), address.eq(0)]
                             m.d.comb += link.clear.eq(1)
-                            reply(Status.OK)
+                            m.next = "CLEAR"
                         with m.Else():
                             m.d.sync += [out_word.eq(self._status_block(
                                 loaded, valid, result_count, cycles, link)),
@@ -274,12 +279,19 @@ class ArraySoc(wiring.Component):
                 with m.If(byte_in_word == Mux(is_weights, WB - 1, DB - 1)):
                     m.d.comb += [weight_w.en.eq(is_weights), data_w.en.eq(~is_weights)]
                     m.d.sync += [byte_in_word.eq(0), address.eq(address + 1)]
+                    with m.If(is_weights):
+                        m.d.sync += written.bit_select(address[:ceil_log2(R) or 1], 1).eq(1)
                 with m.If(index == length):
-                    with m.If(is_weights & (address + 1 == R)):
-                        m.d.sync += loaded.eq(1)
                     reply(Status.OK)
                 with m.Else():
                     m.next = "COPY_ADDRESS"
+
+            # RESET: the data memory is zeroed, a vector per cycle.
+            with m.State("CLEAR"):
+                m.d.comb += [data_w.addr.eq(address), data_w.data.eq(0), data_w.en.eq(1)]
+                m.d.sync += address.eq(address + 1)
+                with m.If(address == D - 1):
+                    reply(Status.OK)
 
             # RUN: the tile's weights, then the data beats; results stored as they come.
             with m.State("RUN_WEIGHTS"):

@@ -1,0 +1,243 @@
+# amaranth: UnusedElaboratable=no
+"""The NIC engines at the edges an outside testbench found, on Amaranth's simulator against
+the golden codecs: TernGrad seeds that wrap, settings changed on the cycle right after a
+message's first beat, ``keep`` holes in beats other than the last, bad TernGrad scalers on
+both sides, errors counted once per message whatever the lane count, and counts above the
+largest message."""
+
+import random
+
+import numpy as np
+import pytest
+
+from golden import inceptionn, terngrad
+from golden.inceptionn import CorruptMessage
+from golden.value_frames import special_values, value_frame
+from hw.nic import (
+    CodecLoopback,
+    InceptionnCompressor,
+    InceptionnDecompressor,
+    MaxAbs,
+    TernGradDecoder,
+    TernGradEncoder,
+)
+from sim.pysim import run_frames
+
+SEED = 20261125
+ENGINES = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompressor,
+           "loopback": CodecLoopback, "terngrad": TernGradEncoder,
+           "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
+
+
+def _bits(x):
+    return int(np.float32(x).view(np.uint32))
+
+
+def _values(rng, count, bound_bits=10, special=True):
+    """Gaussian gradients of a random scale, a fifth of them class-edge values (finite
+    ones only without ``special``)."""
+    x = (rng.standard_normal(count) * rng.choice([1e-3, 1e-1, 1.0])).astype(np.float32)
+    edges = special_values(bound_bits)
+    if not special:
+        edges = edges[np.isfinite(edges)]
+    pick = rng.random(count) < 0.2
+    x[pick] = rng.choice(edges, int(pick.sum()))
+    return x
+
+
+def _case(engine, lanes, x, setting):
+    """(input frame, expected output frame) of values ``x`` under one message's settings."""
+    b = setting.get("bound_bits", 10)
+    if engine == "decompressor":
+        frame = inceptionn.compress(x, b)
+        out = value_frame(inceptionn.decompress(frame, b), lanes)
+    elif engine == "terngrad_decoder":
+        frame = terngrad.compress(x, int(setting.get("seed", 7)), scaler=np.abs(x).max(initial=0))
+        out = value_frame(terngrad.decompress(frame), lanes)
+    else:
+        frame = value_frame(x, lanes)
+        if engine == "compressor":
+            out = inceptionn.compress(x, b)
+        elif engine == "loopback":
+            out = value_frame(inceptionn.decompress(inceptionn.compress(x, b), b), lanes)
+        else:
+            scaler = np.uint32(setting["scaler"]).view(np.float32)
+            out = terngrad.compress(x, setting["seed"], scaler=scaler)
+    return frame, (frame if setting.get("bypass") else out)
+
+
+def _random_setting(engine, rng, x):
+    if engine in ("compressor", "decompressor", "loopback"):
+        return {"bound_bits": int(rng.integers(7, 16)), "bypass": int(rng.random() < 0.3)}
+    if engine == "terngrad":
+        scaler = np.float32(np.abs(x).max(initial=0) * rng.choice([0.5, 1.0, 2.0]))
+        return {"scaler": _bits(scaler), "seed": int(rng.integers(0, 1 << 32)),
+                "bypass": int(rng.random() < 0.3)}
+    return {"bypass": int(rng.random() < 0.3)}
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8, 16])
+def test_terngrad_counter_wraps_mod_2_32(lanes):
+    """Seeds at and just below 2**32 - k for every k up to two beats: the counter
+    ``seed + i`` wraps at each lane position and in the message's first, middle and last
+    beats; every code equals golden's."""
+    rng = np.random.default_rng(SEED + lanes)
+    print(f"seed {SEED + lanes}")
+    frames, want, settings = [], [], []
+    for k in [0, *range(1, 2 * lanes + 2)]:
+        x = _values(rng, 3 * lanes + 1, special=False)
+        seed = (1 << 32) - k if k else 0
+        setting = {"scaler": _bits(np.abs(x).max()), "seed": seed & 0xFFFF_FFFF, "bypass": 0}
+        frame, out = _case("terngrad", lanes, x, setting)
+        frames.append(frame)
+        want.append(out)
+        settings.append(setting)
+    got, counters = run_frames(TernGradEncoder(lanes=lanes), frames, settings=settings,
+                               expected_frames=len(frames), rng=random.Random(lanes))
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"message {k} (seed {settings[k]['seed']:#x}): {g.hex()} != {w.hex()}"
+    assert counters == {"error_count": 0, "nonfinite": 0}
+
+
+@pytest.mark.parametrize("engine", ["compressor", "decompressor", "loopback", "terngrad",
+                                    "terngrad_decoder"])
+@pytest.mark.parametrize("lanes", [2, 8])
+def test_settings_are_sampled_at_the_first_beat(engine, lanes):
+    """Each message has its own settings (bound, bypass, scaler, seed), and the next
+    message's are driven from the cycle right after the edge that takes this one's first
+    beat; messages of one beat among them; beats other than the last keep random bytes
+    (taken whole). Every output frame equals golden under its message's settings."""
+    seed = SEED + 7 * lanes + len(engine)
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    frames, want, settings = [], [], []
+    for count in (0, 1, 9, 3 * lanes + 5, 1, 0, 2, 40, 1):
+        x = _values(rng, count, special=engine not in ("terngrad", "terngrad_decoder"))
+        setting = _random_setting(engine, rng, x)
+        frame, out = _case(engine, lanes, x, setting)
+        frames.append(frame)
+        want.append(out)
+        settings.append(setting)
+    got, counters = run_frames(ENGINES[engine](lanes=lanes), frames, settings=settings,
+                               expected_frames=len(frames), rng=random.Random(seed),
+                               idle=0.2, backpressure=0.2, keep_holes=True)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"message {k} ({settings[k]}): {g.hex()} != golden {w.hex()}"
+    assert counters["error_count"] == 0
+
+
+def test_golden_terngrad_rejects_a_scaler_with_its_sign_bit_set():
+    x = np.array([0.5, -0.25, 0.0], np.float32)
+    for bad in (-0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="sign bit clear"):
+            terngrad.compress(x, 1, scaler=bad)
+        message = np.float32(bad).tobytes() + terngrad.compress(x, 1, scaler=1.0)[4:]
+        with pytest.raises(CorruptMessage, match="sign bit clear"):
+            terngrad.decompress(message)
+    assert terngrad.decompress(terngrad.compress(x, 1, scaler=0.0)).tolist() == [0, 0, 0]
+
+
+def _with_code(message, element, code):
+    data = bytearray(message)
+    byte, shift = 8 + element // 4, 2 * (element % 4)
+    data[byte] = (data[byte] & ~(3 << shift)) | code << shift
+    return bytes(data)
+
+
+@pytest.mark.parametrize("lanes", [2, 8])
+def test_terngrad_decoder_bad_scalers_and_one_count_per_message(lanes):
+    """A message whose scaler has its sign bit set (-0.0, -1), is Inf or NaN decodes to
+    +0.0 values and counts once; so does one with code 10 in two beats and a stray code
+    past its count; golden refuses each. Good messages between them decode as golden."""
+    rng = np.random.default_rng(SEED + lanes)
+    print(f"seed {SEED + lanes}")
+    x = _values(rng, 4 * lanes + 3, special=False)
+    good = terngrad.compress(x, 5, scaler=np.abs(x).max())
+    n = len(x)
+    frames, want = [good], [value_frame(terngrad.decompress(good), lanes)]
+    for scaler in (-0.0, -1.0, np.inf, np.nan):
+        bad = np.float32(scaler).tobytes() + good[4:]
+        with pytest.raises(CorruptMessage):
+            terngrad.decompress(bad)
+        frames += [bad, good]
+        want += [value_frame(np.zeros(n, np.float32), lanes),
+                 value_frame(terngrad.decompress(good), lanes)]
+    # Code 10 on elements 0 and 3 lanes on (different beats), and a code past the count.
+    tens = _with_code(_with_code(good, 0, 2), 3 * lanes, 2)
+    stray = _with_code(tens, n, 1)
+    fixed = _with_code(_with_code(good, 0, 0), 3 * lanes, 0)
+    for bad in (tens, stray):
+        with pytest.raises(CorruptMessage):
+            terngrad.decompress(bad)
+        frames.append(bad)
+        want.append(value_frame(terngrad.decompress(fixed), lanes))
+    got, counters = run_frames(TernGradDecoder(lanes=lanes), frames, settings=[],
+                               expected_frames=len(frames), rng=random.Random(lanes),
+                               idle=0.2, backpressure=0.2)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"message {k}: {g.hex()} != {w.hex()}"
+    assert counters["error_count"] == 6
+
+
+@pytest.mark.parametrize("lanes", [2, 8])
+def test_encoders_count_a_message_with_two_faults_once(lanes):
+    """A bound out of range on a message cut short (compressor), a negative scaler on a
+    message with beats past its count (TernGrad): one bad message each; NaN values raise
+    ``error`` and count in ``nonfinite`` only."""
+    rng = np.random.default_rng(SEED + 3 * lanes)
+    print(f"seed {SEED + 3 * lanes}")
+    x = _values(rng, 3 * lanes + 2, special=False)
+    head = value_frame(x, lanes)[:4 * lanes]
+    cut = head + x[:lanes].tobytes()
+    padded = np.concatenate([x[:lanes], np.zeros(len(x) - lanes, np.float32)])
+    got, counters = run_frames(
+        InceptionnCompressor(lanes=lanes), [cut, value_frame(x, lanes)],
+        settings=[{"bound_bits": 3}, {"bound_bits": 10}], expected_frames=2,
+        rng=random.Random(lanes))
+    assert got == [inceptionn.compress(padded, 7), inceptionn.compress(x, 10)]
+    assert counters["error_count"] == 1
+
+    long = value_frame(x, lanes) + x[:2 * lanes].tobytes()
+    nan = x.copy()
+    nan[[0, -1]] = np.nan
+    settings = [{"scaler": _bits(-1.0), "seed": 3}, {"scaler": _bits(1.0), "seed": 3}]
+    got, counters = run_frames(TernGradEncoder(lanes=lanes), [long, value_frame(nan, lanes)],
+                               settings=settings, expected_frames=2,
+                               rng=random.Random(lanes))
+    zeros = np.float32(-1.0).tobytes() + terngrad.compress(np.zeros_like(x), 3, scaler=1.0)[4:]
+    assert got == [zeros, terngrad.compress(np.nan_to_num(nan, nan=0.0), 3, scaler=1.0)]
+    assert counters == {"error_count": 1, "nonfinite": 2}
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_count_above_the_largest_message_is_dropped(engine):
+    """With ``max_values`` 40: a message of exactly 40 values is read; one declaring 41
+    and one declaring 2**32 - 1 (a few bytes follow) give no output, count once each, and
+    the stream goes on."""
+    lanes = 2
+    rng = np.random.default_rng(SEED)
+    x = _values(rng, 40, special=False)
+    setting = {"scaler": _bits(np.abs(x).max()), "seed": 1, "bypass": 0}
+    frame, out = _case("terngrad" if engine == "maxabs" else engine, lanes, x, setting)
+    if engine == "maxabs":
+        out = np.abs(x).max().tobytes()
+    if engine in ("decompressor", "terngrad_decoder"):
+        at = 0 if engine == "decompressor" else 4
+        huge = [frame[:at] + count.to_bytes(4, "little") + frame[at + 4:at + 20]
+                for count in (41, (1 << 32) - 1)]
+    else:
+        huge = [count.to_bytes(4, "little") + bytes(4 * lanes - 4) + x[:5].tobytes()
+                for count in (41, (1 << 32) - 1)]
+    frames = [frame, huge[0], frame, huge[1], frame]
+    settings = [setting if engine == "terngrad" else {}] * len(frames)
+    got, counters = run_frames(ENGINES[engine](lanes=lanes, max_values=40), frames,
+                               settings=settings, expected_frames=3,
+                               rng=random.Random(lanes), backpressure=0.2)
+    assert got == [out] * 3
+    assert counters["error_count"] == 2
+
+
+@pytest.mark.parametrize("max_values", [0, 1 << 32, True, 2.0])
+def test_max_values_out_of_range(max_values):
+    with pytest.raises(ValueError, match="Largest message must be 1..2\\*\\*32-1 values"):
+        TernGradDecoder(lanes=2, max_values=max_values)
