@@ -196,7 +196,8 @@ class Board:
                                              for beat in beats], vector_bytes)
             return len(beats)
 
-        acc, cycles = self._run_tiles(make_tiles(packed, st.rows, st.cols), packed.P.shape[0],
+        acc, cycles = self._run_tiles(make_tiles(packed, st.rows, st.cols, alpha),
+                                      packed.P.shape[0],
                                       X.shape[1], st, write, progress)
         return _add_bias(acc, bias, st.acc_bits), cycles
 

@@ -7,6 +7,7 @@ or synthesis exits with 1.
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -58,6 +59,37 @@ _non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 _positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive number")
 _non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a finite number >= 0")
 _probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
+
+
+def _output_file(suffix=None):
+    """An argparse type: the file a command writes, with ``suffix`` added unless it ends so
+    (as NumPy adds ``.npz``), refused up front when it cannot be written there."""
+    def parse(text):
+        if not text:
+            raise argparse.ArgumentTypeError("the output path is empty")
+        path = Path(text)
+        if suffix and not text.endswith(suffix):
+            path = Path(text + suffix)
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{path} is a folder, not a file")
+        if path.exists() and not path.is_file():
+            raise argparse.ArgumentTypeError(f"{path} exists and is not a regular file")
+        if not path.parent.is_dir():
+            raise argparse.ArgumentTypeError(f"folder {path.parent} does not exist")
+        if not os.access(path.parent, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write in folder {path.parent}")
+        return path
+    return parse
+
+
+def _output_folder(text):
+    """An argparse type: the folder ``generate`` writes into (created if missing)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the output folder is empty")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a folder")
+    return path
 
 
 def _add_param(parser, param, prefix, default_text=None):
@@ -118,8 +150,9 @@ def _build_parser():
                               "multipliers in LUTs (default: all of them)")
 
     def generate_options(sub):
-        sub.add_argument("-o", "--output", required=True, metavar="DIR",
-                         help="folder for the Verilog and manifest.json")
+        sub.add_argument("-o", "--output", required=True, metavar="DIR", type=_output_folder,
+                         help="folder for the Verilog and manifest.json (created if "
+                              "missing)")
         target_option(sub, "the Verilog")
 
     def build_dir_option(sub):
@@ -200,7 +233,8 @@ def _build_parser():
                           help="array rows for the tile count (default 32)")
     pack_cmd.add_argument("--cols", type=_positive_int, default=32,
                           help="array columns for the tile count (default 32)")
-    pack_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz")
+    pack_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz",
+                          type=_output_file(".npz"))
     pack_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     quant_cmd = commands.add_parser(
@@ -221,7 +255,8 @@ def _build_parser():
                            help="term encoding (default naf)")
     quant_cmd.add_argument("--mag-bits", type=_positive_int, default=7,
                            help="magnitude bits (default 7: -127..127)")
-    quant_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz")
+    quant_cmd.add_argument("-o", "--output", required=True, metavar="FILE.npz",
+                           type=_output_file(".npz"))
     quant_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     compress_cmd = commands.add_parser(
@@ -237,13 +272,15 @@ def _build_parser():
     compress_cmd.add_argument("--clip", type=_positive_float, default=None,
                               help="terngrad: scaler CLIP * std instead of max|g| "
                                    "(the paper uses 2.5)")
-    compress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.bin")
+    compress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.bin",
+                              type=_output_file())
     compress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     decompress_cmd = commands.add_parser(
         "decompress", help="decode a file written by codnn compress",
         description="Decode a compressed gradient file into a .npy of float32.")
     decompress_cmd.add_argument("compressed", metavar="IN.bin")
-    decompress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.npy")
+    decompress_cmd.add_argument("-o", "--output", required=True, metavar="OUT.npy|OUT.npz",
+                                type=_output_file())
     decompress_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
 
     pcap_cmd = commands.add_parser(
@@ -252,7 +289,8 @@ def _build_parser():
                     "whole float32 payload) of a classic pcap capture as the NIC engine "
                     "does, or with --decompress restore them; other frames pass unchanged.")
     pcap_cmd.add_argument("capture", metavar="IN.pcap")
-    pcap_cmd.add_argument("-o", "--output", required=True, metavar="OUT.pcap")
+    pcap_cmd.add_argument("-o", "--output", required=True, metavar="OUT.pcap",
+                          type=_output_file())
     pcap_cmd.add_argument("--bound-bits", type=_positive_int, default=10,
                           help="error bound 2**-b, b in 7..15 (default 10)")
     pcap_cmd.add_argument("--decompress", action="store_true",
@@ -399,7 +437,8 @@ def _generate(args):
             shown["dsp_blocks"] = "all of the device's"
         shown["primitives"] = ", ".join(manifest["primitives"]) or "none"
         shown["ports"] = ", ".join(f"{p['name']}[{p['width']}]" for p in manifest["ports"])
-        shown["written"] = f"{args.output}/{manifest['verilog']}, {args.output}/manifest.json"
+        shown["written"] = (f"{args.output / manifest['verilog']}, "
+                            f"{args.output / 'manifest.json'}")
         print_record(f"codnn generate {args.engine}", shown)
     return 0
 
@@ -466,7 +505,7 @@ def _pack(args):
                      "tiles_vs_dense": round(packed_tiles / dense, 4)})
     if args.json:
         print_json({"alpha": args.alpha, "gamma": args.gamma, "array": [args.rows, args.cols],
-                    "output": args.output, "layers": rows})
+                    "output": str(args.output), "layers": rows})
     else:
         print_rows(f"codnn pack (alpha={args.alpha}, gamma={args.gamma}, "
                    f"{args.rows}x{args.cols} array) -> {args.output}", rows,
@@ -490,7 +529,7 @@ def _quantize(args):
         raise UsageError(str(error)) from error
     if args.json:
         print_json({"group": args.group, "budget": args.budget, "data_terms": args.data_terms,
-                    "encoding": args.encoding, "output": args.output, "layers": rows})
+                    "encoding": args.encoding, "output": str(args.output), "layers": rows})
     else:
         print_rows(f"codnn quantize (g={args.group}, alpha={args.budget}, "
                    f"beta={args.data_terms}, {args.encoding}) -> {args.output}", rows,
@@ -516,7 +555,8 @@ def _compress(args):
 
 def _decompress(args):
     from .gradfile import decompress_file
-    report = decompress_file(args.compressed, args.output)
+    with err_console.status(f"decompressing {args.compressed}..."):
+        report = decompress_file(args.compressed, args.output)
     return _show(args, "codnn decompress", report)
 
 
@@ -793,6 +833,16 @@ def main(argv=None):
         if not message.startswith("codnn"):
             message = f"codnn: error: {message}"
         print(message.splitlines()[0], file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader of our output went away (``codnn ... --json | head -1``): say nothing
+        # more, and let the interpreter's final flush write nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as error:
+        if error.filename is None:
+            raise
+        print(f"codnn: error: {error.filename}: {error.strerror}", file=sys.stderr)
         return 2
     except SimulationFailure as error:
         print(f"codnn: simulation FAILED against golden:\n{error}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """``codnn doctor``: which parts of the toolchain are here, their versions, how to get the rest."""
 
+import subprocess
 import sys
 
 from sim.simulators import simulator_version
@@ -30,13 +31,13 @@ _HOW = "pip install -e . (make demo and make test do it in .venv)"
 
 
 def _tool_runs(name):
-    """True when the tool runs (``tool_path`` runs it once; its first run on a machine
-    compiles it, which takes minutes on a busy one: no time limit)."""
+    """True when the tool answers ``--version`` (its first run on a machine compiles it,
+    which takes minutes on a busy one: no time limit)."""
     try:
-        tool_path(name)
+        path = tool_path(name)
     except ToolMissing:
         return False
-    return True
+    return subprocess.run([path, "--version"], capture_output=True, check=False).returncode == 0
 
 
 def check_toolchain():

@@ -22,6 +22,9 @@ class WeightFileError(ValueError):
 
 
 def _as_matrix(name, array, channels_last):
+    if 0 in array.shape:
+        raise WeightFileError(f"layer {name!r} has shape {array.shape}: no "
+                              f"{'filters' if array.shape[0] == 0 else 'input channels'}")
     if array.ndim == 4:
         matrix = conv_weight_matrix(array)                 # checks the shape
         if channels_last:                                  # (ky, kx, c) columns

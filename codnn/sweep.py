@@ -144,7 +144,7 @@ def _on_dask(address, tasks):
                            "'codnn[cluster]'") from None
     try:
         client = Client(address, timeout="10s")
-    except (OSError, TimeoutError) as error:
+    except (OSError, TimeoutError, ValueError) as error:   # ValueError: a malformed address
         raise SweepError(f"cannot reach the Dask scheduler at {address}: {error}") from None
     with client:
         futures = {client.submit(synthesize_point, *task, pure=False): index

@@ -1,4 +1,4 @@
-"""Column combining: packing a sparse layer into fewer array columns (SPEC.md section 1).
+"""Column combining: packing a sparse layer into fewer array columns (docs/semantics.md section 1).
 
 A layer is a filter matrix ``F`` (``N x C``: rows are filters, columns input channels). Up to
 ``alpha`` sparse columns are combined into one group (one array column fed by ``alpha`` data

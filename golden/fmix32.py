@@ -1,4 +1,5 @@
-"""The counter-based hash ``fmix32`` (SPEC.md section 5) and the random stream built on it.
+"""The counter-based hash ``fmix32`` (docs/semantics.md section 5) and the random stream
+built on it.
 
 ``fmix32`` is MurmurHash3's 32-bit finalizer::
 

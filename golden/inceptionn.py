@@ -1,4 +1,4 @@
-"""INCEPTIONN-style error-bounded gradient codec (SPEC.md section 4).
+"""INCEPTIONN-style error-bounded gradient codec (docs/semantics.md section 4).
 
 Every float32 ``x`` (sign ``s``, biased exponent ``e``, significand ``sig = 1.m`` as a
 24-bit integer) gets a 2-bit tag and a payload, for an error bound ``2**-b``::

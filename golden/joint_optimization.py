@@ -1,4 +1,4 @@
-"""The prune -> combine -> retrain schedule of column combining (SPEC.md section 1).
+"""The prune -> combine -> retrain schedule of column combining (docs/semantics.md section 1).
 
 A training loop calls ``prune_steps(total_steps)`` once to learn at which steps to prune,
 and at each of them ``joint_prune(weights, i, alpha, gamma)``: every layer is

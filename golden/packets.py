@@ -1,4 +1,5 @@
-"""The NIC engine's packet rule (SPEC.md section 4): gradient frames compressed in flight.
+"""The NIC engine's packet rule (docs/semantics.md section 4): gradient frames compressed in
+flight.
 
 A *gradient frame* is an Ethernet II frame (no FCS) carrying IPv4 (EtherType 0x0800,
 version 4, header of ``IHL * 4`` bytes, not fragmented) carrying UDP (protocol 17), whose

@@ -1,4 +1,4 @@
-"""Functional and cycle model of the column-combined systolic array (SPEC.md section 2).
+"""Functional and cycle model of the column-combined systolic array (docs/semantics.md section 2).
 
 A packed layer (``golden.column_combining.PackedLayer`` with integer weights) runs on a
 ``rows x cols`` weight-stationary array as tiles: row block ``i`` (array rows) times
@@ -93,10 +93,15 @@ def check_fits(packed, *, alpha, weight_bits):
                          f"bits ({low}..{high})")
 
 
-def make_tiles(packed, rows, cols):
-    """Cut a packed layer into tiles, row blocks outer, column blocks inner."""
+def make_tiles(packed, rows, cols, alpha=None):
+    """Cut a packed layer into tiles, row blocks outer, column blocks inner, for an array
+    with ``alpha`` streams per column (default the layer's own alpha; a larger one leaves
+    the streams past each group's channels at zero)."""
     N, G = packed.P.shape
-    alpha = packed.alpha
+    alpha = packed.alpha if alpha is None else alpha
+    if alpha < packed.alpha:
+        raise ValueError(f"the layer was packed with alpha={packed.alpha}, the array takes "
+                         f"at most {alpha} streams per column")
     table = np.full((G, alpha), -1, dtype=np.int64)
     for g, group in enumerate(packed.groups):
         table[g, :len(group)] = group
@@ -132,18 +137,19 @@ def run_tile(tile, beats, psum, acc_bits):
                 + (tile.weights[None] * selected).sum(axis=2), acc_bits)
 
 
-def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None):
+def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None, alpha=None):
     """Run a packed layer tile by tile; return ``(per_tile, acc)``.
 
-    ``per_tile`` lists ``(tile, beats, psum_in, results)`` in stream order; ``acc`` is the
-    layer's ``N x T`` accumulator result (before any output stage).
+    ``per_tile`` lists ``(tile, beats, psum_in, results)`` in stream order, the beats laid
+    out for ``alpha`` streams per column (``make_tiles``); ``acc`` is the layer's ``N x T``
+    accumulator result (before any output stage).
     """
     X = np.asarray(X, dtype=np.int64)
     N, T = packed.P.shape[0], X.shape[1]
     bias = np.zeros(N, dtype=np.int64) if bias is None else np.asarray(bias, dtype=np.int64)
     acc = np.zeros((N, T), dtype=np.int64)
     per_tile = []
-    for tile in make_tiles(packed, rows, cols):
+    for tile in make_tiles(packed, rows, cols, alpha):
         r0 = tile.row_block * rows
         n = min(rows, N - r0)
         if tile.col_block == 0:

@@ -1,4 +1,4 @@
-"""Term quantization and term revealing (SPEC.md section 3).
+"""Term quantization and term revealing (docs/semantics.md section 3).
 
 Values are sign-magnitude integers with ``mag_bits`` magnitude bits. A value's terms are
 the nonzero signed digits of its magnitude in an encoding (``binary``, ``naf`` or
@@ -7,7 +7,7 @@ the nonzero signed digits of its magnitude in an encoding (``binary``, ``naf`` o
 
 Term revealing keeps, in each group of ``g`` values, the ``alpha`` terms with the largest
 exponents, ties at the waterline going to the lowest index in the group: the greedy
-"take the largest next term" of SPEC.md, since a value's terms have distinct exponents.
+"take the largest next term" of docs/semantics.md, since a value's terms have distinct exponents.
 It is computed level by level from the top exponent on bit masks of each value's digits:
 every term above the waterline stays, and at the waterline exponent the first values (by
 index) get the budget that is left.

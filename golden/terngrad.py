@@ -1,4 +1,4 @@
-"""TernGrad: stochastic ternary gradients with a per-tensor scaler (SPEC.md section 5).
+"""TernGrad: stochastic ternary gradients with a per-tensor scaler (docs/semantics.md section 5).
 
 Element ``i`` of a tensor ``g`` with scaler ``s`` becomes ``t_i = sign(g_i)`` if
 ``|g_i| * 2**24 > u_i * s`` (exact), else 0, where ``u_i = fmix32((seed + i) mod 2**32) >> 8``

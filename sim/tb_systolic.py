@@ -46,7 +46,7 @@ def build_workload(config):
     X[:, 0] = high - 1                                   # a full-scale vector
     bias = rng.integers(-(1 << 12), 1 << 12, size=packed.rows)
     per_tile, acc = run_layer(packed, X, rows=config["rows"], cols=config["cols"],
-                              acc_bits=config["acc_bits"], bias=bias)
+                              acc_bits=config["acc_bits"], bias=bias, alpha=config["alpha"])
     return packed, per_tile, acc
 
 

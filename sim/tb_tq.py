@@ -8,7 +8,7 @@ unit's) and ``seed``.
 
 Values are random over the full range, with 0, +-max and groups of equal values (ties at
 the waterline) mixed in; the revealer's first groups can be given (``first_groups``, for
-SPEC.md's vectors). Every output beat is compared with golden; without stalls the
+docs/semantics.md's vectors). Every output beat is compared with golden; without stalls the
 cycles from the first input to the last output must equal ``inputs + latency`` (for the
 MACs: ``alpha * beta`` term pairs or ``g`` products per group, one per cycle).
 

@@ -49,7 +49,7 @@ def tool_path(name):
     Raises
     ------
     ToolMissing
-        If the executable is found nowhere, or does not run.
+        If the executable is found nowhere, or is killed on its first run.
     """
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
@@ -69,11 +69,9 @@ def _prepare(name, path):
         fcntl.flock(lock, fcntl.LOCK_EX)
         result = subprocess.run([path, "--version"], capture_output=True, text=True,
                                 check=False)
-    if result.returncode != 0:
-        said = (result.stderr or result.stdout).strip().splitlines()
-        raise ToolMissing(f"{name} does not run (exit {result.returncode}: "
-                          f"{said[-1] if said else 'no output'}); reinstall it with "
-                          f"pip install --force-reinstall {name}")
+    if result.returncode < 0:               # killed: some tools exit 1 on --version
+        raise ToolMissing(f"{name} does not run (killed by signal {-result.returncode}); "
+                          f"reinstall it with pip install --force-reinstall {name}")
     _PREPARED.add(name)
 
 

@@ -3,6 +3,7 @@
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -216,10 +217,13 @@ def _packed_file(tmp_path, **layers):
     return str(path)
 
 
-def test_simulate_a_packed_layer_file(capsys, tmp_path, icarus):
+@pytest.mark.parametrize("packed_alpha", [4, 2])
+def test_simulate_a_packed_layer_file(capsys, tmp_path, icarus, packed_alpha):
+    """A layer packed at the array's alpha, or at a smaller one (the streams past each
+    group's channels carry zeros)."""
     from golden.workloads import structured_layer
     layer = structured_layer(np.random.default_rng(6), 6, 48, 0.8)      # float weights
-    path = _packed_file(tmp_path, fc=(layer, 4))
+    path = _packed_file(tmp_path, fc=(layer, packed_alpha))
     code, out, _ = run(capsys, "simulate", "systolic", "--sim", icarus, "--rows", "3",
                        "--cols", "2", "--alpha", "4", "--beats", "3", "--packed", path,
                        "--json")
@@ -341,7 +345,10 @@ def test_compress_and_decompress_round_trip(capsys, tmp_path):
     (lambda d: (d / "g.npy").write_bytes(b"junk"),
      ["compress", "{d}/g.npy", "--codec", "inceptionn", "-o", "{d}/o.bin"], "not a .npy"),
     (lambda d: (d / "c.bin").write_bytes(b"CODNNGC\x01" + bytes(8)),
-     ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "unknown codec 0"),
+     ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "is format version 1"),
+    (lambda d: (d / "c.bin").write_bytes(b"CODNNGC\x02" + bytes([1, 0, 0, 0, 1, 0, 0, 0])
+                                         + bytes(30)),
+     ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "record 0 has unknown codec 0"),
     (lambda d: (d / "c.bin").write_bytes(b"hello world, not ours"),
      ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "bad magic"),
     (lambda d: None, ["decompress", "{d}/none.bin", "-o", "{d}/o.npy"], "does not exist"),
@@ -360,7 +367,98 @@ def test_corrupt_compressed_file_exits_2(capsys, tmp_path):
     (tmp_path / "cut.bin").write_bytes(data[:-5])
     code, _, err = run(capsys, "decompress", str(tmp_path / "cut.bin"), "-o",
                        str(tmp_path / "o.npy"))
-    assert code == 2 and "cut at byte" in err
+    assert code == 2 and "cut short inside record 0's message" in err
+    for at in (8 + 8 + 2 + 3, len(data) - 7):       # the record's ndim, a payload byte
+        flipped = bytearray(data)
+        flipped[at] ^= 0x10
+        (tmp_path / "flip.bin").write_bytes(bytes(flipped))
+        code, _, err = run(capsys, "decompress", str(tmp_path / "flip.bin"), "-o",
+                           str(tmp_path / "o.npy"))
+        assert code == 2 and err.count("\n") == 1, err
+        assert "damaged (its CRC-32 does not match)" in err or "cut short" in err, err
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_compress_keeps_each_array_of_an_npz(capsys, tmp_path):
+    """An .npz of several arrays (one float64) comes back as an .npz of the same names and
+    shapes; TernGrad gives each its own scaler and continues the random counter."""
+    rng = np.random.default_rng(4)
+    arrays = {"conv1.weight": rng.normal(0, 0.1, (4, 3, 3, 3)).astype(np.float32),
+              "fc.bias": rng.normal(0, 1.0, 10)}
+    np.savez(tmp_path / "g.npz", **arrays)
+    code, out, _ = run(capsys, "compress", str(tmp_path / "g.npz"), "--codec", "terngrad",
+                       "--seed", str(2**32 - 50), "-o", str(tmp_path / "g.bin"), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["tensors"] == 2 and report["converted"] == "float64 -> float32"
+    assert [row["seed"] for row in report["per_tensor"]] == [2**32 - 50, 2**32 - 50 + 108 - 2**32]
+    code, out, _ = run(capsys, "decompress", str(tmp_path / "g.bin"), "-o",
+                       str(tmp_path / "back"), "--json")
+    assert code == 0 and json.loads(out)["output"] == str(tmp_path / "back.npz")
+    with np.load(tmp_path / "back.npz") as back:
+        assert back.files == list(arrays)
+        seed = 2**32 - 50
+        for name, array in arrays.items():
+            x = array.astype(np.float32)
+            want = terngrad.decompress(terngrad.compress(x, seed)).reshape(x.shape)
+            assert np.array_equal(back[name], want), name
+            seed = (seed + x.size) % 2**32
+
+
+@pytest.mark.parametrize("command", [
+    ["pack", "{d}/w.npy", "--alpha", "2", "--gamma", "0.5"],
+    ["quantize", "{d}/w.npy", "--group", "4", "--budget", "6"],
+    ["compress", "{d}/g.npy", "--codec", "inceptionn"],
+    ["decompress", "{d}/g.bin"],
+    ["pcap", "{d}/none.pcap"],
+    ["generate", "fmix32", "--lanes", "1"],
+])
+@pytest.mark.parametrize("output,expected", [
+    ("", "the output "),
+    ("{d}/missing/out.npz", "does not exist"),
+    ("{d}/folder.npz", "is a folder"),
+    ("{d}/fifo.npz", "not a regular file"),
+    ("/proc/version/x.npz", "/proc/version"),
+])
+def test_bad_output_paths_are_one_line_errors(capsys, tmp_path, command, output, expected):
+    """A missing folder, a folder, a file of another kind (a FIFO), a path through a file:
+    one line, exit 2, for every command that writes (``generate`` makes a missing folder
+    and writes into an existing one)."""
+    np.save(tmp_path / "w.npy", np.eye(4, dtype=np.float32))
+    np.save(tmp_path / "g.npy", np.ones(4, np.float32))
+    (tmp_path / "g.bin").write_bytes(b"")
+    (tmp_path / "folder.npz").mkdir()
+    os.mkfifo(tmp_path / "fifo.npz")
+    argv = [a.format(d=tmp_path) for a in command] + ["-o", output.format(d=tmp_path)]
+    code, _, err = run(capsys, *argv)
+    if command[0] == "generate" and expected in ("does not exist", "is a folder"):
+        assert code == 0, err
+        return
+    if command[0] == "generate" and expected == "not a regular file":
+        expected = "not a folder"
+    assert code == 2 and err.count("\n") == 1 and expected in err, err
+
+
+def test_output_suffix_added_is_reported(capsys, tmp_path):
+    np.save(tmp_path / "w.npy", (np.eye(6) * 0.5).astype(np.float32))
+    code, out, _ = run(capsys, "pack", str(tmp_path / "w.npy"), "--alpha", "2", "--gamma",
+                       "0.5", "-o", str(tmp_path / "packed"), "--json")
+    assert code == 0 and json.loads(out)["output"] == str(tmp_path / "packed.npz")
+    assert (tmp_path / "packed.npz").is_file()
+
+
+def test_pack_an_empty_layer(capsys, tmp_path):
+    np.save(tmp_path / "w.npy", np.zeros((0, 5), np.float32))
+    code, out, err = run(capsys, "pack", str(tmp_path / "w.npy"), "--alpha", "2", "--gamma",
+                         "0.5", "-o", str(tmp_path / "p.npz"), "--json")
+    assert code == 2 and err.count("\n") == 1 and "no filters" in err, err
+
+
+def test_json_into_a_closed_pipe_is_quiet():
+    """``codnn ... --json | head -1``: no BrokenPipeError traceback."""
+    shell = (f"{sys.executable} -m codnn.cli doctor --json | head -1")
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300)
+    assert result.stdout.strip() == "[" or result.stdout.strip() == "{", result.stdout
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
 
 
 def test_simulate_nic_engines_json(capsys):
@@ -458,3 +556,10 @@ def test_run_on_a_missing_port_exits_1(capsys, tmp_path):
     packed, inputs = _run_files(tmp_path)
     code, _, err = run(capsys, "run", packed, inputs, "--port", str(tmp_path / "ttyNONE"))
     assert code == 1 and "could not open port" in err
+
+
+@pytest.mark.parametrize("engine", ["systolic", "tq"])
+def test_arrays_too_large_to_build_are_refused(capsys, tmp_path, engine):
+    code, _, err = run(capsys, "generate", engine, "--rows", "100000", "--cols", "100000",
+                       "-o", str(tmp_path))
+    assert code == 2 and "larger than codnn builds (at most 16384 cells" in err, err

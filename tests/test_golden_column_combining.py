@@ -1,4 +1,4 @@
-"""golden.column_combining and golden.joint_optimization against SPEC.md section 1."""
+"""golden.column_combining and golden.joint_optimization against docs/semantics.md section 1."""
 
 import numpy as np
 import pytest

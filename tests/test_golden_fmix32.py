@@ -1,4 +1,4 @@
-"""golden.fmix32 against SPEC.md section 5 and an independent scalar implementation."""
+"""golden.fmix32 against docs/semantics.md section 5 and an independent scalar implementation."""
 
 import numpy as np
 import pytest

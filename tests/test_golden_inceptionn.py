@@ -1,4 +1,5 @@
-"""golden.inceptionn against SPEC.md section 4 and a literal, one-value-at-a-time codec."""
+"""golden.inceptionn against docs/semantics.md section 4 and a literal, one-value-at-a-time
+codec."""
 
 import struct
 
@@ -20,7 +21,7 @@ SPEC_BLOCK = "1b360000c03f66268a999904000040c0"
 
 
 def literal_encode(bits, b):
-    """SPEC.md's table for one float32 (as its 32 bits): (tag, payload bytes)."""
+    """docs/semantics.md's table for one float32 (as its 32 bits): (tag, payload bytes)."""
     s, e, sig = bits >> 31, (bits >> 23) & 0xFF, (bits & 0x7FFFFF) | 0x800000
     if e >= 127:
         return 3, struct.pack("<I", bits)

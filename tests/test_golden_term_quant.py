@@ -1,4 +1,5 @@
-"""golden.term_quant against SPEC.md section 3 and a literal, slow term-revealing loop."""
+"""golden.term_quant against docs/semantics.md section 3 and a literal, slow
+term-revealing loop."""
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from golden.tq_array import run_tq_layer
 
 
 def greedy_reveal(group_values, alpha, encoding, mag_bits=7):
-    """SPEC.md's loop, one term at a time."""
+    """docs/semantics.md's loop, one term at a time."""
     pending = [terms(v, mag_bits, encoding) for v in group_values]
     out = [0] * len(group_values)
     for _ in range(alpha):

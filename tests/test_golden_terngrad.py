@@ -1,4 +1,4 @@
-"""golden.terngrad against SPEC.md section 5 and a literal per-element loop."""
+"""golden.terngrad against docs/semantics.md section 5 and a literal per-element loop."""
 
 import struct
 from fractions import Fraction
@@ -16,7 +16,7 @@ SEED = 0x12345678
 
 
 def literal_codes(g, seed, s):
-    """SPEC.md's rule with exact rationals, one element at a time."""
+    """docs/semantics.md's rule with exact rationals, one element at a time."""
     u = counter_uniforms(seed, len(g))
     out = []
     for value, draw in zip(g.tolist(), u.tolist()):
@@ -83,7 +83,7 @@ def test_bad_input():
         compress(np.array([0.0, np.nan, np.inf], np.float32), 1)
     with pytest.raises(TypeError, match="must be float32"):
         compress(np.zeros(2), 1)
-    with pytest.raises(ValueError, match="Scaler must be a finite float32 with its sign bit clear"):
+    with pytest.raises(ValueError, match="Scaler must be a finite float32 with its sign bit"):
         compress(np.zeros(2, np.float32), 1, scaler=-1.0)
     with pytest.raises(ValueError, match="Seed must lie in"):
         compress(np.zeros(2, np.float32), 2**32)

@@ -47,7 +47,7 @@ def test_term_revealer(lanes, group, budget, encoding, simulator, request):
     if simulator == "icarus":
         request.getfixturevalue("icarus")
     dut = TermRevealer(lanes=lanes, group=group, budget=budget)
-    # SPEC.md's vectors lead where they apply (binary, g=3, alpha=4).
+    # docs/semantics.md's vectors lead where they apply (binary, g=3, alpha=4).
     spec = [[67, 10, 81], [64, 3, 14], [-67, 10, -81]] if (group, budget) == (3, 4) else []
     _both(dut, "revealer", simulator, 500, lanes=lanes, group=group, budget=budget,
           encoding=encoding, beats=500, latency=dut.latency, first_groups=spec)

@@ -76,6 +76,9 @@ def test_unreachable_scheduler_is_a_one_line_error(capsys):
                  "--scheduler", "tcp://127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err
+    assert main(["sweep", "fmix32", "--device", "ice40-up5k", "--scheduler", "nonsense"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing port number in address 'nonsense'" in err, err
 
 
 @pytest.mark.parametrize("argv, message", [

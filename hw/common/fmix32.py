@@ -1,4 +1,5 @@
-"""Pipelined streaming ``fmix32`` unit (SPEC.md section 5), the TernGrad engine's random source."""
+"""Pipelined streaming ``fmix32`` unit (docs/semantics.md section 5), the TernGrad engine's
+random source."""
 
 from amaranth.hdl import Module, unsigned
 from amaranth.lib import data, stream, wiring

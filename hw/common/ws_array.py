@@ -8,7 +8,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.params import positive_int
 
-__all__ = ["WeightStationaryArray", "stage", "delay", "column_stage"]
+__all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage"]
+
+#: The most cells an array may have: elaboration takes about 20 ms a cell.
+MAX_CELLS = 128 * 128
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 
@@ -82,6 +85,10 @@ class WeightStationaryArray(wiring.Component):
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
                  beat_cycles, edge_latency, product_steps=None):
+        if rows * cols > MAX_CELLS:
+            raise ValueError(f"An array of {rows} x {cols} cells is larger than codnn builds "
+                             f"(at most {MAX_CELLS} cells, e.g. 128 x 128, which takes minutes "
+                             f"to elaborate)")
         if out_bits is not None:
             positive_int(out_bits, "Output width")
             if out_bits > acc_bits:

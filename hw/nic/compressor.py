@@ -1,5 +1,5 @@
-"""INCEPTIONN-style gradient compressor (SPEC.md section 4): ``lanes`` float32 per cycle in,
-compressed messages out on a stream of the same width."""
+"""INCEPTIONN-style gradient compressor (docs/semantics.md section 4): ``lanes`` float32
+per cycle in, compressed messages out on a stream of the same width."""
 
 import operator
 

@@ -1,4 +1,4 @@
-"""INCEPTIONN-style gradient decompressor (SPEC.md section 4): compressed messages in,
+"""INCEPTIONN-style gradient decompressor (docs/semantics.md section 4): compressed messages in,
 ``lanes`` float32 per cycle out."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal

@@ -2,8 +2,9 @@
 
 A *beat* is one AXI4-Stream transfer: ``data`` (``lanes`` float32, byte 0 in bits 7..0),
 ``keep`` (one bit per byte, read on a message's last beat only: its valid bytes are its
-lowest ones; every other beat is taken whole) and ``last`` (the message's final beat). A *chunk* is what a stage hands the byte packer: up to
-``bytes`` bytes, the first ``length`` of them valid (the rest zero), and ``last``.
+lowest ones; every other beat is taken whole) and ``last`` (the message's final beat). A
+*chunk* is what a stage hands the byte packer: up to ``bytes`` bytes, the first ``length``
+of them valid (the rest zero), and ``last``.
 
 Value messages (the compressor's input, the decompressor's output) start with a
 *descriptor beat*: bytes 0..3 hold the value count ``n`` (little-endian), the rest are zero
@@ -20,8 +21,8 @@ from amaranth.utils import ceil_log2
 
 from hw.common.trees import balanced
 
-__all__ = ["LANES", "DEFAULT_MAX_VALUES", "check_lanes", "beat_layout", "chunk_layout", "beat_bytes", "count_errors",
-           "StreamEngine"]
+__all__ = ["LANES", "DEFAULT_MAX_VALUES", "check_lanes", "beat_layout", "chunk_layout",
+           "beat_bytes", "count_errors", "StreamEngine"]
 
 #: Lane counts the engines support (float32 values per beat).
 LANES = (1, 2, 4, 8, 16)

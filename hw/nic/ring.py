@@ -13,15 +13,15 @@ class ByteRing:
     """The bytes of one message from stream ``i``, one beat per slot of ``width`` bytes in
     a ring of ``slots`` slots (a power of two), never shifted.
 
-    A beat taken from ``i`` (the engine drives ``take``) is held in a register for a
-    cycle, where the engine sees it (``beat``, ``beat_valid`` and ``beat_bytes``, the
-    bytes it carries: ``hw.nic.layouts.beat_bytes``), then stored in the next slot: the
-    slot's enable is a register set at the take (``selected``, one bit per slot, for the engine's own per-slot registers). Byte
-    addresses count modulo twice the ring's size, so that a full ring differs from an
-    empty one. ``top`` is the address after the message's last byte stored: a beat other
-    than the message's last counts whole (its ``keep`` is not read); the last beat counts
-    its kept bytes; ``top_next`` is what ``top`` will be in the next cycle unless
-    ``finish`` (one LUT level from registers; ``top_next_copy`` gives more of it).
+    A beat taken from ``i`` (the engine drives ``take``) is held in a register for a cycle,
+    where the engine sees it (``beat``, ``beat_valid`` and ``beat_bytes``, the bytes it
+    carries: ``hw.nic.layouts.beat_bytes``), then stored in the next slot: the slot's enable
+    is a register set at the take (``selected``, one bit per slot, for the engine's own
+    per-slot registers). Byte addresses count modulo twice the ring's size, so that a full
+    ring differs from an empty one. ``top`` is the address after the message's last byte stored:
+    a beat other than the message's last counts whole (its ``keep`` is not read); the last
+    beat counts its kept bytes; ``top_next`` is what ``top`` will be in the next cycle
+    unless ``finish`` (one LUT level from registers; ``top_next_copy`` gives more of it).
     ``ended``: the last beat is stored.
 
     The engine names at construction ``release``, the address of the oldest byte it still

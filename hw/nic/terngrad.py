@@ -1,4 +1,4 @@
-"""TernGrad encoder and decoder (SPEC.md section 5): value messages to and from TernGrad
+"""TernGrad encoder and decoder (docs/semantics.md section 5): value messages to and from TernGrad
 messages (scaler, count, 2-bit codes four per byte), ``lanes`` values per cycle."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed

@@ -1,4 +1,4 @@
-"""The column-combined systolic array (SPEC.md section 2)."""
+"""The column-combined systolic array (docs/semantics.md section 2)."""
 
 from .array import ColumnCombinedArray
 

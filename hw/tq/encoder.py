@@ -1,4 +1,5 @@
-"""Streaming term encoder: sign-magnitude values to signed-digit terms (SPEC.md section 3)."""
+"""Streaming term encoder: sign-magnitude values to signed-digit terms (docs/semantics.md
+section 3)."""
 
 from amaranth.hdl import C, Cat, Module, Mux
 from amaranth.lib import data, stream, wiring

@@ -1,4 +1,4 @@
-"""Run-time term revealer: keep the largest terms of each group (SPEC.md section 3)."""
+"""Run-time term revealer: keep the largest terms of each group (docs/semantics.md section 3)."""
 
 from amaranth.hdl import Cat, Module
 from amaranth.lib import data, stream, wiring
