@@ -12,7 +12,8 @@ error <= ``2**-b``; the codec's own guarantee is strict). TernGrad (max-abs
 and 2.5-sigma scalers) has no error bound: its ratio and errors are listed once per dump.
 The last table times the golden codecs on ``--size`` values (ResNet-50's 25.6 M
 gradients by default), the dumps tiled to that size. ``b = 6`` is outside the codec's
-range (SPEC.md: 7..15; at 6 the 8-bit class would reach 2**1), so the smallest bound is 7.
+range (docs/semantics.md: 7..15; at 6 the 8-bit class would reach 2**1), so the smallest
+bound is 7.
 """
 
 import argparse

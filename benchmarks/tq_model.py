@@ -11,8 +11,8 @@ runs the test set with integer weights and data:
 - ``TQ``: the same values with term revealing, weights in groups of ``g`` input channels
   with budget ``alpha``, each data value truncated to its top ``beta`` terms.
 
-Term pairs (term-pair multiplications, SPEC.md section 3) per test image, summed over both
-layers, counted two ways: as the paper's profiler does (UQ8 at 8 x 8 per MAC, TQ at the
+Term pairs (term-pair multiplications, docs/semantics.md section 3) per test image, summed
+over both layers, counted two ways: as the paper's profiler does (UQ8 at 8 x 8 per MAC, TQ at the
 lockstep ``alpha * beta`` per group, so the ratio is ``64 g / (alpha beta)``), and as
 actually needed by these values (the product of the nonzero binary digits of each UQ8
 weight and data value; of the terms each TQ value keeps). SQNR of the weights (dB): TQ
