@@ -166,7 +166,7 @@ class Board:
                     cycles += self.run(count, accumulate=tile.col_block > 0)
                     done += 1
                     if progress:
-                        progress(done, len(tiles) * -(-T // status.depth))
+                        progress(done, len(tiles) * -(-T // status.depth), cycles)
                 results = self.read_results(0, count, status)
                 acc[r0:r0 + k, t0:t0 + count] = results[:, :k].T
         return acc, cycles
@@ -178,7 +178,7 @@ class Board:
         """Run a packed layer (``golden.column_combining.PackedLayer``) on inputs ``X``
         (channels x vectors) on the systolic array; return ``(acc, cycles)``: the ``N x T``
         accumulators as ``golden.systolic.run_layer`` computes them, and the cycles of all
-        runs."""
+        runs. ``progress(done, total, cycles)`` is called after each run on the device."""
         st = self._status_of(Engine.SYSTOLIC)
         alpha, wb, db = (st.config[k] for k in ("alpha", "weight_bits", "data_bits"))
         check_fits(packed, alpha=alpha, weight_bits=wb)
@@ -205,7 +205,8 @@ class Board:
         """Run a quantized layer ``W`` (``N x K`` integers within the device's
         ``mag_bits``) on inputs ``X`` (``K x T``) on the TQ array; return ``(acc,
         cycles)``: the accumulators as ``golden.tq_array.run_tq_layer`` computes them (with
-        the device's g, alpha, beta and encoding), and the cycles of all runs."""
+        the device's g, alpha, beta and encoding), and the cycles of all runs.
+        ``progress(done, total, cycles)`` is called after each run on the device."""
         st = self._status_of(Engine.TQ)
         g, alpha, mb = (st.config[k] for k in ("g", "alpha", "mag_bits"))
         W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)

@@ -563,3 +563,27 @@ def test_arrays_too_large_to_build_are_refused(capsys, tmp_path, engine):
     code, _, err = run(capsys, "generate", engine, "--rows", "100000", "--cols", "100000",
                        "-o", str(tmp_path))
     assert code == 2 and "larger than codnn builds (at most 16384 cells" in err, err
+
+
+def test_numpy_commands_do_not_load_amaranth(tmp_path):
+    """pack, quantize, compress, decompress and pcap start without Amaranth, the
+    simulators or the synthesis tools."""
+    np.save(tmp_path / "w.npy", (np.eye(8) * 0.5).astype(np.float32))
+    np.save(tmp_path / "g.npy", np.linspace(-1, 1, 50, dtype=np.float32))
+    script = f"""
+import sys
+from codnn.cli import main
+d = {str(tmp_path)!r}
+for argv in (["pack", d + "/w.npy", "-o", d + "/p.npz"],
+             ["quantize", d + "/w.npy", "--group", "4", "--budget", "6", "-o", d + "/q.npz"],
+             ["compress", d + "/g.npy", "--codec", "inceptionn", "-o", d + "/g.bin"],
+             ["decompress", d + "/g.bin", "-o", d + "/back.npy"],
+             ["pcap", d + "/none.pcap", "-o", d + "/o.pcap"]):
+    main(argv + ["--json"])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in
+                ("amaranth", "hw", "sim", "synth", "cocotb"))
+print("LOADED", loaded)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert "LOADED []" in result.stdout, (result.stdout[-500:], result.stderr[-2000:])
