@@ -6,6 +6,7 @@ simulated serial line (the same driver code)."""
 
 import numpy as np
 
+from golden.inceptionn import DEFAULT_BOUND_BITS
 from golden.value_frames import NIC_ENGINES, NicCodec, engine_frames
 
 from .board import Board, open_serial
@@ -114,8 +115,8 @@ def run_layer_file(layers, inputs, *, layer=None, port=None, baud=115200, sim=No
             "result": "pass" if ok else "FAIL"}
 
 
-def stream_gradient_file(gradients, *, message_values, bound_bits=10, seed=0, scaler=None,
-                         port=None, baud=115200, sim=None):
+def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_BITS, seed=0,
+                         scaler=None, port=None, baud=115200, sim=None):
     """Send the gradients of a ``.npy``/``.npz`` as messages of ``message_values`` values
     through the NIC engine of a board top (decoders get golden's encoding of them) and
     compare every output byte with golden; return a report whose ``result`` is ``"pass"``

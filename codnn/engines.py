@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
 from golden.systolic import check_fits
+from golden.term_quant import ENCODINGS
 from golden.workloads import quantize_symmetric
 from hw.common.fmix32 import Fmix32Unit
 from hw.nic import ENGINES as NIC_ENGINES
@@ -26,7 +28,6 @@ from hw.soc import NicSoc, SystolicSoc, TqSoc
 from hw.systolic import ColumnCombinedArray
 from hw.systolic.array import MAC_KINDS
 from hw.tq import PMac, TermQuantArray, TMac
-from hw.tq.encoder import ENCODINGS
 
 from .gradfile import load_gradients
 from .packfile import load_packed
@@ -62,8 +63,9 @@ class Engine:
     tb_config : callable
         ``tb_config(component, sim_params, beats, idle, backpressure, build_root)`` ->
         testbench config; raises ``ValueError`` for a workload that cannot run.
-    latency, throughput : callable
-        ``(component)`` -> latency in cycles, throughput description.
+    throughput : callable
+        ``(component)`` -> throughput description (the latency is the component's
+        ``latency`` property, the same on every engine).
     rate : callable
         ``(component)`` -> ``(items, unit)``: steady-state work per cycle (``codnn sweep``
         multiplies it by Fmax).
@@ -75,7 +77,6 @@ class Engine:
     build: object
     testbench: str
     tb_config: object
-    latency: object
     throughput: object
     rate: object
     sim_params: tuple = ()
@@ -148,8 +149,8 @@ def _nic_config(name, dut, sim, beats, idle, backpressure, build_root):
     if size > dut.engine.max_values:
         raise ValueError(f"Message size {size} is above the engine's --max-values "
                          f"{dut.engine.max_values}")
-    if "bound_bits" in sim and not 7 <= sim["bound_bits"] <= 15:
-        raise ValueError(f"Error bound bits must lie in 7..15, not {sim['bound_bits']}")
+    if "bound_bits" in sim:
+        check_bound_bits(sim["bound_bits"])
     if sim.get("scaler") is not None and not (np.isfinite(sim["scaler"]) and sim["scaler"] > 0):
         raise ValueError(f"Scaler must be a positive number, not {sim['scaler']}")
     total = beats * lanes
@@ -167,7 +168,7 @@ def _nic_config(name, dut, sim, beats, idle, backpressure, build_root):
     return config
 
 
-_INCEPTIONN_PARAMS = (Param("bound_bits", int, 10, "error bound 2**-b"),)
+_INCEPTIONN_PARAMS = (Param("bound_bits", int, DEFAULT_BOUND_BITS, "error bound 2**-b"),)
 _TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x the std of "
                           "the values)"),)
 
@@ -189,7 +190,6 @@ def _nic_engine(name, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
         testbench="sim.tb_nic",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: _nic_config(
             name, dut, sim, beats, idle, backpressure, build_root),
-        latency=lambda dut: dut.engine.LATENCY,
         throughput=throughput,
         rate=lambda dut: (len(dut.s_axis_tkeep) // 4, "float32"))
 
@@ -204,8 +204,7 @@ def _mac_engine(name, cls, summary, sim_params, group_beats):
         testbench="sim.tb_tq",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
             "unit": name, "mag_bits": dut.mag_bits, "acc_bits": dut.acc_bits, "groups": beats,
-            "idle": idle, "backpressure": backpressure, "latency": dut.LATENCY, **sim},
-        latency=lambda dut: dut.LATENCY,
+            "idle": idle, "backpressure": backpressure, "latency": dut.latency, **sim},
         throughput=lambda dut: f"1 {group_beats}/cycle",
         rate=lambda dut: (1, group_beats))
 
@@ -219,8 +218,7 @@ ENGINES = {engine.name: engine for engine in [
         testbench="sim.tb_fmix32",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
             "lanes": dut.lanes, "beats": beats, "idle": idle,
-            "backpressure": backpressure, "latency": dut.LATENCY},
-        latency=lambda dut: dut.LATENCY,
+            "backpressure": backpressure, "latency": dut.latency},
         throughput=lambda dut: f"{dut.lanes} values/cycle",
         rate=lambda dut: (dut.lanes, "hash"),
     ),
@@ -247,7 +245,6 @@ ENGINES = {engine.name: engine for engine in [
                     Param("layer", str, None, "layer of the packed file")),
         testbench="sim.tb_systolic",
         tb_config=_systolic_config,
-        latency=lambda dut: dut.latency,
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} MACs/vector)"
                                 if dut.beat_cycles > 1 else
@@ -272,7 +269,6 @@ ENGINES = {engine.name: engine for engine in [
                     Param("shift", int, 12, "output stage shift")),
         testbench="sim.tb_tq_array",
         tb_config=_tq_config,
-        latency=lambda dut: dut.latency,
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
         rate=lambda dut: (dut.rows * dut.cols * dut.g / dut.beat_cycles, "MAC"),

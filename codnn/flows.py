@@ -102,7 +102,7 @@ def generate(engine_name, params, out_dir, device=None, dsp_blocks=None):
         "ports": ports_of(component),
         "clock": "clk (rising edge)",
         "reset": "rst (synchronous, active high)",
-        "latency_cycles": engine.latency(component),
+        "latency_cycles": component.latency,
         "throughput": engine.throughput(component),
         "generator": f"codnn {__version__}",
     }

@@ -12,7 +12,7 @@ frame's original length is its new length.
 import struct
 from pathlib import Path
 
-from golden.inceptionn import CorruptMessage, check_bound_bits
+from golden.inceptionn import DEFAULT_BOUND_BITS, CorruptMessage, check_bound_bits
 from golden.packets import compress_frame, decompress_frame, gradient_payload
 
 __all__ = ["PcapError", "rewrite_pcap"]
@@ -57,7 +57,7 @@ def _read(path):
     return order, header, records
 
 
-def rewrite_pcap(path, output, *, bound_bits=10, decompress=False):
+def rewrite_pcap(path, output, *, bound_bits=DEFAULT_BOUND_BITS, decompress=False):
     """Apply the packet rule (``golden.packets``) to every frame of a capture; write
     ``output``; return a report: frames, gradient frames, their bytes before and after.
 

@@ -44,7 +44,8 @@ def check_bound_bits(bound_bits):
     """Raise ``ValueError`` unless ``bound_bits`` is an integer in 7..15."""
     if isinstance(bound_bits, bool) or not isinstance(bound_bits, (int, np.integer)) \
             or bound_bits not in BOUND_BITS:
-        raise ValueError(f"Error bound bits must be an integer in 7..15, not {bound_bits!r}")
+        raise ValueError(f"Error bound bits must be an integer in {BOUND_BITS[0]}.."
+                         f"{BOUND_BITS[-1]}, not {bound_bits!r}")
 
 
 def _float32_bits(x):

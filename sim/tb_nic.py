@@ -29,7 +29,7 @@ from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from golden import terngrad
-from golden.inceptionn import BLOCK, classify, compress, decompress
+from golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress, decompress
 from golden.value_frames import NicCodec, engine_frames, special_values, value_frame
 from sim.testbench import load_config, start_clock_and_reset, write_report
 
@@ -182,7 +182,7 @@ def _pauses(rng, probability):
 async def nic_engine_matches_golden(dut):
     config = load_config()
     seed, engine, lanes = config["seed"], config["engine"], config["lanes"]
-    b = config.get("bound_bits", 10)
+    b = config.get("bound_bits", DEFAULT_BOUND_BITS)
     rng = np.random.default_rng(seed)
     if config.get("gradients"):
         flat = np.load(config["gradients"]).astype(np.float32).reshape(-1)
@@ -190,7 +190,7 @@ async def nic_engine_matches_golden(dut):
         messages = [flat[k:k + size] for k in range(0, len(flat), size)]
     else:
         messages = [message_values(rng, n, b) for n in config["counts"]]
-    codec = NicCodec(engine, bound_bits=config.get("bound_bits", 10),
+    codec = NicCodec(engine, bound_bits=b,
                      seed=config.get("codec_seed", seed),
                      scaler=config.get("scaler"), messages=messages)
     cases = []          # (input frame, expected output or None, values taken, bad, full rate)

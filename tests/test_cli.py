@@ -322,7 +322,8 @@ def test_compress_and_decompress_round_trip(capsys, tmp_path):
                        str(tmp_path / "back.npy"), "--json")
     back = np.load(tmp_path / "back.npy")
     assert code == 0 and back.shape == grads.shape
-    assert np.array_equal(back.reshape(-1), inceptionn.decompress(inceptionn.compress(grads, 9), 9))
+    want = inceptionn.decompress(inceptionn.compress(grads, 9), 9)
+    assert np.array_equal(back.reshape(-1), want)
     code, out, _ = run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", "terngrad",
                        "--seed", "77", "--clip", "2.5", "-o", str(tmp_path / "t.bin"))
     assert code == 0 and "terngrad" in out
@@ -470,7 +471,7 @@ def test_simulate_nic_engines_json(capsys):
     code, _, err = run(capsys, "simulate", "compressor", "--lanes", "3")
     assert code == 2 and "Lane count must be one of 1, 2, 4, 8, 16" in err
     code, _, err = run(capsys, "simulate", "compressor", "--bound-bits", "20")
-    assert code == 2 and "must lie in 7..15" in err
+    assert code == 2 and "must be an integer in 7..15" in err
 
 
 def _run_files(tmp_path):

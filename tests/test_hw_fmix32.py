@@ -39,9 +39,9 @@ def test_full_throughput_and_latency_without_stalls():
     beats = 40
     values, got, cycles = _run(2, beats=beats, idle=0.0, backpressure=0.0)
     assert np.array_equal(got, fmix32(values))
-    # The collector starts with the first input beat: the last output arrives LATENCY
+    # The collector starts with the first input beat: the last output arrives latency
     # cycles after the last input beat.
-    assert cycles == beats + Fmix32Unit.LATENCY
+    assert cycles == beats + Fmix32Unit(lanes=1).latency
 
 
 def test_properties():

@@ -91,7 +91,7 @@ def test_packer_takes_a_chunk_per_cycle(chunk_bytes, beat_bytes):
 @pytest.mark.parametrize("lanes", [1, 2, 4, 8, 16])
 def test_decompressor_latency(lanes):
     """A message of one group, no stalls: its last input beat is taken at the edge of its
-    count, its first value beat is taken ``LATENCY`` edges later, the rest one per edge
+    count, its first value beat is taken ``latency`` edges later, the rest one per edge
     (the descriptor beat leaves before them)."""
     values = max(8, lanes)
     message = inceptionn.compress(np.zeros(values, np.float32), bound_bits=10)
@@ -104,4 +104,4 @@ def test_decompressor_latency(lanes):
     out, cycles = run_stream_test(dut, beats, expected_count=1 + value_beats,
                                   rng=random.Random(lanes))
     assert [int(beat.data) for beat in out] == [values] + [0] * value_beats
-    assert cycles == len(beats) + dut.LATENCY + value_beats - 1, cycles
+    assert cycles == len(beats) + dut.latency + value_beats - 1, cycles

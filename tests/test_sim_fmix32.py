@@ -19,19 +19,19 @@ def _simulate(lanes, simulator, *, beats, idle, backpressure, waves=False, seed=
     return simulate(dut, top="fmix32", testbench="sim.tb_fmix32", simulator=simulator,
                     waves=waves, seed=seed,
                     config={"lanes": lanes, "beats": beats, "idle": idle,
-                            "backpressure": backpressure, "latency": dut.LATENCY})
+                            "backpressure": backpressure, "latency": dut.latency})
 
 
 def test_verilator_one_lane_under_heavy_stalls():
     result = _simulate(1, "verilator", beats=3000, idle=0.4, backpressure=0.5)
     assert result.report["values"] == 3000
-    assert result.report["cycles"] > 3000 + Fmix32Unit.LATENCY
+    assert result.report["cycles"] > 3000 + Fmix32Unit(lanes=1).latency
 
 
 def test_verilator_four_lanes_at_full_rate_matches_cycle_model():
     # With no stalls the testbench asserts cycles == beats + latency itself.
     result = _simulate(4, "verilator", beats=2500, idle=0.0, backpressure=0.0)
-    assert result.report["cycles"] == 2500 + Fmix32Unit.LATENCY
+    assert result.report["cycles"] == 2500 + Fmix32Unit(lanes=1).latency
     assert result.report["values"] == 10_000
 
 
@@ -42,7 +42,7 @@ def test_icarus_two_lanes_under_stalls(icarus):
 
 def test_icarus_cycle_model(icarus):
     result = _simulate(2, icarus, beats=100, idle=0.0, backpressure=0.0)
-    assert result.report["cycles"] == 100 + Fmix32Unit.LATENCY
+    assert result.report["cycles"] == 100 + Fmix32Unit(lanes=1).latency
 
 
 @pytest.mark.parametrize("simulator,suffix", [("verilator", ".vcd"), ("icarus", ".fst")])

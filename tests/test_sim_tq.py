@@ -35,7 +35,7 @@ def test_term_encoder(encoding, lanes, mag_bits, simulator, request):
         request.getfixturevalue("icarus")
     dut = TermEncoder(lanes=lanes, mag_bits=mag_bits, encoding=encoding)
     _both(dut, "encoder", simulator, 600, lanes=lanes, encoding=encoding, beats=600,
-          latency=dut.LATENCY)
+          latency=dut.latency)
 
 
 @pytest.mark.parametrize("lanes,group,budget,encoding,simulator", [
@@ -65,13 +65,13 @@ def test_term_lister():
 def test_tmac(alpha, beta, g, acc_bits, encoding):
     dut = TMac(acc_bits=acc_bits)
     _both(dut, "tmac", "verilator", 150, alpha=alpha, beta=beta, g=g, acc_bits=acc_bits,
-          encoding=encoding, groups=150, latency=dut.LATENCY)
+          encoding=encoding, groups=150, latency=dut.latency)
 
 
 def test_pmac(icarus):
     for simulator in ("verilator", icarus):
         dut = PMac(acc_bits=24)
-        _both(dut, "pmac", simulator, 200, g=8, acc_bits=24, groups=200, latency=dut.LATENCY)
+        _both(dut, "pmac", simulator, 200, g=8, acc_bits=24, groups=200, latency=dut.latency)
 
 
 ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc_bits",

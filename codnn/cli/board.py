@@ -3,6 +3,8 @@ and ``stream``. The work is in ``codnn.board_flows``."""
 
 import sys
 
+from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+
 from ..board import DeviceError, LinkError
 from ..flows import ParameterError
 from ..packfile import WeightFileError
@@ -84,8 +86,9 @@ def add_stream(sub):
                      help="--sim: beats held in and out (default 64)")
     sub.add_argument("--message-values", type=positive_int, default=64,
                      help="values per message (default 64)")
-    sub.add_argument("--bound-bits", type=positive_int, default=10,
-                     help="INCEPTIONN error bound 2**-b, b in 7..15 (default 10)")
+    sub.add_argument("--bound-bits", type=positive_int, default=DEFAULT_BOUND_BITS,
+                     help=f"INCEPTIONN error bound 2**-b, b in {BOUND_BITS[0]}.."
+                          f"{BOUND_BITS[-1]} (default {DEFAULT_BOUND_BITS})")
     sub.add_argument("--seed", type=non_negative_int, default=0,
                      help="TernGrad seed (default 0)")
     sub.add_argument("--scaler", type=positive_float, default=None,

@@ -1,6 +1,8 @@
 """Commands on files, NumPy only (no Amaranth is loaded): ``pack``, ``quantize``,
 ``compress``, ``decompress``, ``pcap``."""
 
+from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+
 from ..packfile import WeightFileError
 from .options import (
     UsageError,
@@ -16,6 +18,9 @@ __all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
 
 USAGE_ERRORS = (WeightFileError,)
 FAILURES = ()
+
+_BOUND_HELP = (f"error bound 2**-b, b in {BOUND_BITS[0]}..{BOUND_BITS[-1]} "
+               f"(default {DEFAULT_BOUND_BITS})")
 
 
 def _weights_argument(sub):
@@ -126,8 +131,8 @@ def add_compress(sub):
                        "self-describing file; report the ratio and the error.")
     sub.add_argument("gradients", metavar="GRADS.npy|GRADS.npz")
     sub.add_argument("--codec", choices=CODECS, required=True)
-    sub.add_argument("--bound-bits", type=int, default=10,
-                     help="inceptionn: error bound 2**-B, B in 7..15 (default 10)")
+    sub.add_argument("--bound-bits", type=int, default=DEFAULT_BOUND_BITS,
+                     help="inceptionn: " + _BOUND_HELP)
     sub.add_argument("--seed", type=int, default=0,
                      help="terngrad: random seed, 0..2**32-1 (default 0)")
     sub.add_argument("--clip", type=positive_float, default=None,
@@ -173,8 +178,8 @@ def add_pcap(sub):
                        "does, or with --decompress restore them; other frames pass unchanged.")
     sub.add_argument("capture", metavar="IN.pcap")
     sub.add_argument("-o", "--output", required=True, metavar="OUT.pcap", type=output_file())
-    sub.add_argument("--bound-bits", type=positive_int, default=10,
-                     help="error bound 2**-b, b in 7..15 (default 10)")
+    sub.add_argument("--bound-bits", type=positive_int, default=DEFAULT_BOUND_BITS,
+                     help=_BOUND_HELP)
     sub.add_argument("--decompress", action="store_true",
                      help="restore the values of ToS 0x28 frames (the receiver)")
     json_option(sub)

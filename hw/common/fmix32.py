@@ -29,7 +29,7 @@ class Fmix32Unit(wiring.Component):
     The whole pipeline advances when its last stage is empty or accepted
     (``i.ready = ~o.valid | o.ready``), so backpressure stalls it without loss.
 
-    Latency: ``LATENCY`` = 5 cycles from an accepted input beat to the output beat being valid.
+    Latency: ``latency`` = 5 cycles from an accepted input beat to the output beat being valid.
     Throughput: one beat (``lanes`` values) per cycle when ``o.ready`` stays high.
 
     Parameters
@@ -50,7 +50,10 @@ class Fmix32Unit(wiring.Component):
         If ``lanes`` is not a positive integer.
     """
 
-    LATENCY = 5
+    @property
+    def latency(self):
+        """Cycles from an accepted input beat to its output beat."""
+        return 5
 
     def __init__(self, *, lanes=1):
         positive_int(lanes, "Lane count")
@@ -72,7 +75,7 @@ class Fmix32Unit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        register = StallPipeline(m, self.i, self.o, self.LATENCY).register
+        register = StallPipeline(m, self.i, self.o, self.latency).register
 
         for lane in range(self.lanes):
             m.d.comb += self.o.payload[lane].eq(fmix32_stages(register, self.i.payload[lane],

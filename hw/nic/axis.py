@@ -36,6 +36,7 @@ class AxiStreamTop(wiring.Component):
         super().__init__(members)
 
     engine = property(lambda self: self._engine, doc="The wrapped engine.")
+    latency = property(lambda self: self._engine.latency, doc="The engine's latency.")
 
     def elaborate(self, platform):
         m = Module()

@@ -7,6 +7,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
 from hw.common.trees import balanced
 from hw.common.ws_array import stage
 from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
@@ -31,9 +32,9 @@ class Thresholds:
     (it is 17..23) come from ``small_base = (133 - b) mod 8``."""
 
     def __init__(self, b):
-        self.zero_below = Signal(8, init=127 - 10)
-        self.small_below = Signal(8, init=134 - 10)
-        self.small_base = Signal(3, init=(133 - 10) % 8)
+        self.zero_below = Signal(8, init=127 - DEFAULT_BOUND_BITS)
+        self.small_below = Signal(8, init=134 - DEFAULT_BOUND_BITS)
+        self.small_base = Signal(3, init=(133 - DEFAULT_BOUND_BITS) % 8)
         self._b = b
 
     def load(self):
@@ -97,7 +98,7 @@ class InceptionnCompressor(StreamEngine):
     ``max_values`` gives no output, the message dropped up to its ``last``. The next
     message is read normally either way.
 
-    Latency: ``LATENCY`` cycles from a group's last beat (8 values, or the message's end)
+    Latency: ``latency`` cycles from a group's last beat (8 values, or the message's end)
     to its first compressed byte in an output beat: 8 stages (read, classify, payloads,
     offsets in 2 steps, place, blocks, chunk; place and blocks are one stage below 8
     lanes; one more with 16 lanes, the second block after the first), the chunk queue
@@ -129,11 +130,11 @@ class InceptionnCompressor(StreamEngine):
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
-            "bound_bits": In(4, init=10), "bypass": In(1),
+            "bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
         }, max_values)
 
-    LATENCY = property(lambda self: compressor_latency(self.lanes),
+    latency = property(lambda self: compressor_latency(self.lanes),
                        doc="Cycles from a group's last input beat to its first byte in an "
                            "output beat.")
 
@@ -318,10 +319,12 @@ def carry(m, name, fields, registered=True):
 
 
 def clamp_bound_bits(m, requested):
-    """``requested`` clamped into 7..15, and whether it was outside that range."""
+    """``requested`` clamped into ``golden.inceptionn.BOUND_BITS`` (7..15), and whether it
+    was outside that range."""
+    low, high = BOUND_BITS[0], BOUND_BITS[-1]
     clamped, out_of_range = Signal(4, name="bound_bits_clamped"), Signal(name="bound_bits_bad")
-    m.d.comb += [out_of_range.eq((requested < 7) | (requested > 15)),
-                 clamped.eq(Mux(requested < 7, 7, Mux(requested > 15, 15, requested)))]
+    m.d.comb += [out_of_range.eq((requested < low) | (requested > high)),
+                 clamped.eq(Mux(requested < low, low, Mux(requested > high, high, requested)))]
     return clamped, out_of_range
 
 

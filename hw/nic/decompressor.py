@@ -7,6 +7,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
+from golden.inceptionn import DEFAULT_BOUND_BITS
 from hw.common.skid import SkidOutput
 from hw.nic.compressor import (
     BLOCK_BYTES,
@@ -18,8 +19,11 @@ from hw.nic.compressor import (
 from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from hw.nic.ring import ByteRing
 
-__all__ = ["InceptionnDecompressor", "decode_value"]
+__all__ = ["DECOMPRESSOR_LATENCY", "InceptionnDecompressor", "decode_value"]
 
+
+#: ``InceptionnDecompressor.latency``, at every lane count.
+DECOMPRESSOR_LATENCY = 11
 
 #: Groups between a push and the hold (in the six unpack stages or the queue). A group
 #: holds its credit for 7 cycles at least (U1 to U6, the queue's head), so 8 keep one
@@ -97,7 +101,7 @@ class InceptionnDecompressor(StreamEngine):
     ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no
     parsing logic.
 
-    Latency: ``LATENCY`` cycles from the take of a group's last input beat to its first
+    Latency: ``latency`` cycles from the take of a group's last input beat to its first
     values on ``o`` (held beat, ring and size table, parse, 6 unpack stages, queue,
     hold). Throughput: ``lanes`` values per cycle while the input delivers the compressed
     bytes (on average at most ``4 * lanes`` per ``max(lanes, 8)`` values) and the output
@@ -121,12 +125,14 @@ class InceptionnDecompressor(StreamEngine):
     error_count : Out(16)
     """
 
-    #: Cycles from the take of a group's last input beat to its first values on ``o``.
-    LATENCY = 11
+    @property
+    def latency(self):
+        """Cycles from the take of a group's last input beat to its first values on ``o``."""
+        return DECOMPRESSOR_LATENCY
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
-            "bound_bits": In(4, init=10), "bypass": In(1),
+            "bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
             "error": Out(1), "error_count": Out(16),
         }, max_values)
 
@@ -277,8 +283,8 @@ class InceptionnDecompressor(StreamEngine):
                          Cat(hold, hold_values).eq(queue.r_data)]
 
         remaining = Signal(32)                  # values of the message not pushed yet
-        bound_bits = Signal(4, init=10)
-        requested = Signal(4, init=10)          # sampled at the take of the first beat
+        bound_bits = Signal(4, init=DEFAULT_BOUND_BITS)
+        requested = Signal(4, init=DEFAULT_BOUND_BITS)  # sampled at the first beat's take
         clamped, out_of_range = clamp_bound_bits(m, requested)
         this_group = Signal(range(group_values + 1))
         m.d.comb += this_group.eq(Mux(remaining < group_values, remaining, group_values))

@@ -5,8 +5,9 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from golden.inceptionn import DEFAULT_BOUND_BITS
 from hw.nic.compressor import InceptionnCompressor, compressor_latency
-from hw.nic.decompressor import InceptionnDecompressor
+from hw.nic.decompressor import DECOMPRESSOR_LATENCY, InceptionnDecompressor
 from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine
 
 __all__ = ["CodecLoopback"]
@@ -48,14 +49,14 @@ class CodecLoopback(StreamEngine):
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
-            "bound_bits": In(4, init=10), "bypass": In(1),
+            "bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
             "error": Out(1), "error_count": Out(17),
         }, max_values)
 
     @property
-    def LATENCY(self):
+    def latency(self):
         """The compressor's latency plus the decompressor's."""
-        return compressor_latency(self.lanes) + InceptionnDecompressor.LATENCY
+        return compressor_latency(self.lanes) + DECOMPRESSOR_LATENCY
 
     def elaborate(self, platform):
         m = Module()

@@ -41,7 +41,10 @@ class MaxAbs(StreamEngine):
     nonfinite : Out(32)
     """
 
-    LATENCY = 2
+    @property
+    def latency(self):
+        """Cycles from a message's last value beat to its output beat."""
+        return 2
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {

@@ -68,7 +68,7 @@ class TernGradEncoder(StreamEngine):
     the count (padded with zeros); beats past the count (dropped); a count above
     ``max_values`` (no output, dropped up to its ``last``).
 
-    Latency: ``LATENCY`` cycles from a value beat to its codes in the packer (plus the
+    Latency: ``latency`` cycles from a value beat to its codes in the packer (plus the
     beats per code byte with fewer than 4 lanes). Throughput: one input beat per cycle
     while the output is not backpressured; a message end costs the cycles its tail takes
     to leave.
@@ -91,8 +91,10 @@ class TernGradEncoder(StreamEngine):
     nonfinite : Out(32)
     """
 
-    #: Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 1.
-    LATENCY = 8
+    @property
+    def latency(self):
+        """Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 1."""
+        return 8
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {
@@ -123,7 +125,7 @@ class TernGradEncoder(StreamEngine):
             with m.If(~finite_non_negative(self.scaler)):
                 m.d.comb += flag.eq(1)
 
-        pipe = StallPipeline(m, pipe_in, pipe_out, self.LATENCY - 1)
+        pipe = StallPipeline(m, pipe_in, pipe_out, self.latency - 1)
 
         def delay(value, stages, name):
             for n in range(stages):
@@ -233,7 +235,10 @@ class TernGradDecoder(StreamEngine):
     error_count : Out(16)
     """
 
-    LATENCY = 1
+    @property
+    def latency(self):
+        """Cycles from a code byte buffered to its values in an output beat."""
+        return 1
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, {

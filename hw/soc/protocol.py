@@ -15,6 +15,8 @@ takes the next request; bytes that arrive while it executes a request are droppe
 
 from enum import IntEnum
 
+from golden.inceptionn import DEFAULT_BOUND_BITS
+
 __all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "STATUS_FIELDS", "STATUS_BYTES",
            "CONFIG_FIELDS", "NIC_PORTS", "Engine", "Command", "Status", "crc16", "frame",
            "unpack_status"]
@@ -56,11 +58,11 @@ CONFIG_FIELDS = {
 #: terminator beat's data; fields (name, bits)): the engine's input and output ports,
 #: packed from bit 0.
 NIC_PORTS = {
-    "compressor": ((("bound_bits", 4, 10), ("bypass", 1, 0)),
+    "compressor": ((("bound_bits", 4, DEFAULT_BOUND_BITS), ("bypass", 1, 0)),
                    (("error", 1), ("error_count", 16))),
-    "decompressor": ((("bound_bits", 4, 10), ("bypass", 1, 0)),
+    "decompressor": ((("bound_bits", 4, DEFAULT_BOUND_BITS), ("bypass", 1, 0)),
                      (("error", 1), ("error_count", 16))),
-    "loopback": ((("bound_bits", 4, 10), ("bypass", 1, 0)),
+    "loopback": ((("bound_bits", 4, DEFAULT_BOUND_BITS), ("bypass", 1, 0)),
                  (("error", 1), ("error_count", 17))),
     "terngrad": ((("scaler", 32, 0), ("seed", 32, 0), ("bypass", 1, 0)),
                  (("error", 1), ("error_count", 16), ("nonfinite", 32))),

@@ -109,7 +109,7 @@ class TermQuantArray(WeightStationaryArray):
                      revealer.i.valid.eq(1), revealer.i.payload.eq(encoder.o.payload),
                      lister.i.valid.eq(1), lister.i.payload.eq(revealer.o.payload),
                      encoder.o.ready.eq(1), revealer.o.ready.eq(1), lister.o.ready.eq(1)]
-        edge = 1 + encoder.LATENCY + revealer.latency + lister.latency   # to the hold
+        edge = 1 + encoder.latency + revealer.latency + lister.latency   # to the hold
         listed = Signal.like(lister.o.payload, name="listed")
         bank_in = Signal(name="bank_in", reset_less=True)
         with m.If(delay(m, data_go, edge, "go_edge")):

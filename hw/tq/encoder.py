@@ -7,11 +7,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common.params import positive_int
 from hw.common.pipeline import StallPipeline
+from golden.term_quant import ENCODINGS
 from hw.tq.layouts import check_mag_bits, sign_magnitude, signed_digits
 
 __all__ = ["ENCODINGS", "TermEncoder"]
-
-ENCODINGS = ("binary", "naf", "booth")
 
 
 class TermEncoder(wiring.Component):
@@ -39,7 +38,10 @@ class TermEncoder(wiring.Component):
     o : Out(stream.Signature(ArrayLayout(signed_digits(mag_bits), lanes)))
     """
 
-    LATENCY = 2
+    @property
+    def latency(self):
+        """Cycles from an accepted input beat to its output beat."""
+        return 2
 
     def __init__(self, *, lanes=1, mag_bits=7, encoding="naf"):
         positive_int(lanes, "Lane count")
@@ -59,7 +61,7 @@ class TermEncoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        register = StallPipeline(m, self.i, self.o, self.LATENCY).register
+        register = StallPipeline(m, self.i, self.o, self.latency).register
         width = self.mag_bits + 1
         for lane in range(self.lanes):
             value = self.i.payload[lane]

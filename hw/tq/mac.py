@@ -46,7 +46,10 @@ class _GroupMac(wiring.Component):
 
     mag_bits = property(lambda self: self._mag_bits, doc="Magnitude width of the values.")
     acc_bits = property(lambda self: self._acc_bits, doc="Accumulator width.")
-    LATENCY = 2
+    @property
+    def latency(self):
+        """Cycles from an accepted beat to its result."""
+        return 2
 
     def elaborate(self, platform):
         m = Module()
