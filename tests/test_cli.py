@@ -46,7 +46,9 @@ def test_generate_writes_verilog_and_manifest(capsys, tmp_path):
     assert manifest["parameters"] == {"lanes": 3}
     assert manifest["latency_cycles"] == 5
     ports = {p["name"]: p for p in manifest["ports"]}
-    assert ports["i__payload"] == {"name": "i__payload", "direction": "input", "width": 96}
+    assert ports["i__payload"] == {
+        "name": "i__payload", "direction": "input", "width": 96,
+        "array": {"length": 3, "stride": 32, "element": {"width": 32, "signed": False}}}
     assert ports["o__ready"]["direction"] == "input"
     assert manifest["verilog_sha256"] == hashlib.sha256(verilog.encode()).hexdigest()
 
@@ -177,12 +179,26 @@ def test_generate_systolic(capsys, tmp_path):
     ports = {p["name"]: p["width"] for p in manifest["ports"]}
     assert ports["data__payload"] == 3 * 2 * 8 + 2 * 32 + 1 and ports["shift"] == 5
     assert "module systolic(" in (tmp_path / "systolic.v").read_text()
+    # Every field with its offset: a weight row is 3 cells of (w: 8 signed, sel: 1); a data
+    # beat 3 columns of 2 values, then the 2 partial sums, then last.
+    layout = {p["name"]: p for p in manifest["ports"]}
+    assert layout["weights__payload"]["array"] == {"length": 3, "stride": 9, "element": {
+        "width": 9, "fields": [{"name": "w", "offset": 0, "width": 8, "signed": True},
+                               {"name": "sel", "offset": 8, "width": 1, "signed": False}]}}
+    fields = {f["name"]: f for f in layout["data__payload"]["fields"]}
+    assert (fields["x"]["offset"], fields["x"]["array"]["stride"],
+            fields["x"]["array"]["element"]["array"]["stride"]) == (0, 16, 8)
+    assert (fields["psum"]["offset"], fields["psum"]["array"]["element"]) == (
+        48, {"width": 32, "signed": True})
+    assert fields["last"]["offset"] == 112
     # For an ECP5 the cells' multipliers are MULT18X18D blocks; same ports and latency.
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
                        "--device", "ecp5-25k", "-o", str(tmp_path / "ecp5"))
     manifest = json.loads((tmp_path / "ecp5" / "manifest.json").read_text())
     assert code == 0 and "MULT18X18D" in out and manifest["primitives"] == ["MULT18X18D"]
     assert (tmp_path / "ecp5" / "systolic.v").read_text().count("  MULT18X18D #(") == 6
+    assert manifest["primitive_models"] == ["MULT18X18D.v"]
+    assert "module MULT18X18D" in (tmp_path / "ecp5" / "MULT18X18D.v").read_text()
     assert manifest["dsp_blocks"] is None
     # With fewer blocks allowed, the other cells multiply in LUTs.
     code, out, _ = run(capsys, "generate", "systolic", "--rows", "2", "--cols", "3",
@@ -588,3 +604,19 @@ print("LOADED", loaded)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300)
     assert "LOADED []" in result.stdout, (result.stdout[-500:], result.stderr[-2000:])
+
+
+def test_generate_top_name_lets_two_configurations_share_a_design(capsys, tmp_path):
+    for name, lanes in (("compress_x1", "1"), ("compress_x2", "2")):
+        code, _, _ = run(capsys, "generate", "compressor", "--lanes", lanes, "--top-name",
+                         name, "-o", str(tmp_path))
+        assert code == 0
+    assert "module compress_x1(" in (tmp_path / "compress_x1.v").read_text()
+    assert "module compress_x2(" in (tmp_path / "compress_x2.v").read_text()
+    modules = [line.split()[1].split("(")[0]
+               for path in (tmp_path / "compress_x1.v", tmp_path / "compress_x2.v")
+               for line in path.read_text().splitlines() if line.startswith("module ")]
+    assert len(modules) == len(set(modules)), "two files define the same module"
+    code, _, err = run(capsys, "generate", "compressor", "--top-name", "9bad", "-o",
+                       str(tmp_path))
+    assert code == 2 and "must be a Verilog identifier" in err

@@ -108,13 +108,15 @@ def add_generate(sub):
                             type=output_folder,
                             help="folder for the Verilog and manifest.json (created if "
                                  "missing)")
+        parser.add_argument("--top-name", metavar="NAME", default=None,
+                            help="the Verilog module's name (default the engine's)")
         _target_option(parser, "the Verilog")
     _engines(sub, options)
 
 
 def run_generate(args):
     manifest = generate(args.engine, params(args), args.output, device=args.device,
-                        dsp_blocks=args.dsp_blocks)
+                        dsp_blocks=args.dsp_blocks, top_name=args.top_name)
     if args.json:
         print_json(manifest)
     else:
