@@ -186,10 +186,11 @@ class WeightStationaryArray(wiring.Component):
         bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
         load_bank = Signal(name="load_bank")
         use_bank = Signal(name="use_bank")
-        load_row = Signal(range(R))
+        # Counters take a bit at least (range(1) is 0 bits wide: "wire [-1:0]" in Verilog).
+        load_row = Signal(range(max(2, R)))
         # Cycles since the last accepted beat; the next is accepted once it has had
         # beat_cycles of them.
-        phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
+        phase = Signal(range(max(2, self.beat_cycles)), init=self.beat_cycles - 1)
         m.d.comb += [
             self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
             self.data.ready.eq(room & (bank_state[use_bank] == _FULL)
@@ -248,7 +249,7 @@ class WeightStationaryArray(wiring.Component):
         # column c is written 1 + c edges after the tile's last beat (k = R-1) is accepted,
         # and no write net spans more than a cell.
         weights_q = stage(m, self.weights.payload, "weights_q")
-        tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(R)}),
+        tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(max(2, R))}),
                      name="weights_tag_c0")
         m.d.sync += [tag.valid.eq(weights_go), tag.bank.eq(load_bank), tag.row.eq(load_row)]
         beat = [weights_q[c] for c in range(W)]             # columns c.. of the beat

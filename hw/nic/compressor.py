@@ -323,8 +323,10 @@ def clamp_bound_bits(m, requested):
     was outside that range."""
     low, high = BOUND_BITS[0], BOUND_BITS[-1]
     clamped, out_of_range = Signal(4, name="bound_bits_clamped"), Signal(name="bound_bits_bad")
-    m.d.comb += [out_of_range.eq((requested < low) | (requested > high)),
-                 clamped.eq(Mux(requested < low, low, Mux(requested > high, high, requested)))]
+    # A port as wide as the range's top cannot exceed it: no compare that is never true.
+    above = requested > high if high < (1 << len(requested)) - 1 else Const(0)
+    m.d.comb += [out_of_range.eq((requested < low) | above),
+                 clamped.eq(Mux(requested < low, low, Mux(above, high, requested)))]
     return clamped, out_of_range
 
 
