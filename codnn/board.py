@@ -13,9 +13,9 @@ from golden.lanes import pack_lanes, unpack_lanes
 from golden.systolic import check_fits, make_tiles, tile_beats, wrap
 from golden.term_quant import ENCODINGS, group
 from golden.tq_array import data_vector_word, make_tq_tiles, weight_row_word
+from hw.nic import ENGINES
 from hw.soc.protocol import (
     MAX_PAYLOAD,
-    NIC_PORTS,
     PROTOCOL_VERSION,
     SYNC,
     Command,
@@ -244,7 +244,7 @@ class Board:
     def run_frames(self, frames, **config):
         """Stream AXI4-Stream frames (bytes: value messages or compressed messages, as
         ``hw.nic.layouts`` defines them) one by one through the device's NIC engine with
-        the configuration ``config`` (``hw.soc.protocol.NIC_PORTS``: raw port values, the
+        the configuration ``config`` (the engine's ``settings``: raw port values, the
         rest at their reset values; TernGrad's scaler as its float32 bits). Returns
         ``(outputs, report, cycles)``: the output frames, the engine's report after the last
         frame (a dict: error, error_count, ...) and the cycles of all runs.
@@ -256,8 +256,8 @@ class Board:
             empty frame, or a frame whose input or output does not fit the device's depth.
         """
         st = self._status_of(Engine.NIC)
-        kind = list(NIC_PORTS)[st.config["kind"]]
-        fields, report_fields = NIC_PORTS[kind]
+        kind = list(ENGINES)[st.config["kind"]]
+        fields, report_fields = ENGINES[kind].settings, ENGINES[kind].reports
         unknown = set(config) - {name for name, _, _ in fields}
         if unknown:
             raise ValueError(f"The {kind} has no setting {sorted(unknown)[0]!r}; it has "

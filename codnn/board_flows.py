@@ -7,7 +7,7 @@ simulated serial line (the same driver code)."""
 import numpy as np
 
 from golden.inceptionn import DEFAULT_BOUND_BITS
-from golden.value_frames import NIC_ENGINES, NicCodec, engine_frames
+from golden.value_frames import NicCodec
 
 from .board import Board, open_serial
 from .flows import ParameterError
@@ -134,7 +134,8 @@ def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_
         As ``run_layer_file``.
     """
     from golden.inceptionn import check_bound_bits
-    from hw.soc.protocol import NIC_PORTS, Engine
+    from hw.nic import ENGINES
+    from hw.soc.protocol import Engine
 
     from .engines import BOARD_DESIGNS
     from .gradfile import load_gradients
@@ -151,13 +152,14 @@ def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_
         if status.engine != Engine.NIC:
             raise ParameterError(f"the device runs the {status.engine.name.lower()} array, "
                                  f"not a NIC engine")
-        kind, lanes = NIC_ENGINES[status.config["kind"]], status.config["lanes"]
-        codec = NicCodec(kind, bound_bits=bound_bits, seed=seed, scaler=scaler,
-                         messages=messages)
-        frames = [engine_frames(codec, lanes, x) for x in messages]
+        kind, lanes = list(ENGINES)[status.config["kind"]], status.config["lanes"]
+        engine = ENGINES[kind]
+        codec = NicCodec(engine.codec, takes=engine.takes, gives=engine.gives,
+                         bound_bits=bound_bits, seed=seed, scaler=scaler, messages=messages)
+        frames = [codec.frames(lanes, x) for x in messages]
         settings = {"bound_bits": bound_bits, "seed": codec.seed,
                     "scaler": int(np.float32(codec.scaler).view(np.uint32))}
-        names = {name for name, _, _ in NIC_PORTS[kind][0]}
+        names = {name for name, _, _ in engine.settings}
         try:
             outputs, report, cycles = board.run_frames(
                 [frame for frame, _, _ in frames],

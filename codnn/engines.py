@@ -173,13 +173,20 @@ _TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x
                           "the values)"),)
 
 
-def _nic_engine(name, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
+def _nic_engine(descriptor):
+    """A NIC engine's entry, from its descriptor (``hw.nic.NicEngine``): its workload
+    options follow its codec (the bound for INCEPTIONN, the scaler for an engine that
+    ternarizes values)."""
+    name = descriptor.name
+    codec_params = {"inceptionn": _INCEPTIONN_PARAMS,
+                    "terngrad": _TERNGRAD_PARAMS if descriptor.takes == "values" else ()
+                    }.get(descriptor.codec, ())
     return Engine(
-        name=name, summary=summary,
+        name=name, summary=descriptor.summary,
         params=(Param("lanes", int, 8, "float32 values per beat (1, 2, 4, 8, 16)"),
                 Param("max_values", int, DEFAULT_MAX_VALUES, "largest value count a message "
                       "may declare (a larger one is dropped as bad)")),
-        build=lambda lanes, max_values: AxiStreamTop(NIC_ENGINES[name](
+        build=lambda lanes, max_values: AxiStreamTop(descriptor.component(
             lanes=lanes, max_values=max_values)),
         sim_params=(*codec_params,
                     Param("message_values", int, 4096, "values per message"),
@@ -190,8 +197,8 @@ def _nic_engine(name, summary, throughput, codec_params=_INCEPTIONN_PARAMS):
         testbench="sim.tb_nic",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: _nic_config(
             name, dut, sim, beats, idle, backpressure, build_root),
-        throughput=throughput,
-        rate=lambda dut: (len(dut.s_axis_tkeep) // 4, "float32"))
+        throughput=lambda dut: descriptor.full_rate.format(lanes=dut.engine.lanes),
+        rate=lambda dut: (dut.engine.lanes, "float32"))
 
 
 def _mac_engine(name, cls, summary, sim_params, group_beats):
@@ -273,26 +280,7 @@ ENGINES = {engine.name: engine for engine in [
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
         rate=lambda dut: (dut.rows * dut.cols * dut.g / dut.beat_cycles, "MAC"),
     ),
-    _nic_engine("compressor",
-                "INCEPTIONN-style gradient compressor, AXI4-Stream",
-                lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} float32)/cycle while the "
-                            f"compressed data fits the output"),
-    _nic_engine("decompressor",
-                "INCEPTIONN-style gradient decompressor, AXI4-Stream",
-                lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle while the input "
-                            f"keeps up"),
-    _nic_engine("loopback",
-                "compressor into decompressor (round trip), AXI4-Stream",
-                lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle"),
-    _nic_engine("terngrad", "TernGrad encoder (counter-based random "
-                "numbers, 2-bit codes), AXI4-Stream",
-                lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} float32)/cycle",
-                _TERNGRAD_PARAMS),
-    _nic_engine("terngrad_decoder", "TernGrad decoder, AXI4-Stream",
-                lambda dut: f"{len(dut.s_axis_tkeep) // 4} float32/cycle", ()),
-    _nic_engine("maxabs", "max|g| of each message (the TernGrad scaler), "
-                "AXI4-Stream", lambda dut: f"1 beat ({len(dut.s_axis_tkeep) // 4} "
-                "float32)/cycle", ()),
+    *(_nic_engine(descriptor) for descriptor in NIC_ENGINES.values()),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
                 (Param("g", int, 8, "values per group"),
                  Param("alpha", int, 12, "weight terms per group"),

@@ -7,11 +7,13 @@ import numpy as np
 from golden import terngrad
 from golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
 
-__all__ = ["value_frame", "special_values", "NIC_ENGINES", "NicCodec", "engine_frames"]
+__all__ = ["CODECS", "value_frame", "special_values", "NicCodec"]
 
-#: The NIC engines (``hw.nic``) by the name the command line and the board tops use.
-NIC_ENGINES = ("compressor", "decompressor", "loopback", "terngrad", "terngrad_decoder",
-               "maxabs")
+#: The golden models the NIC engines are held against.
+CODECS = ("inceptionn", "terngrad", "maxabs")
+#: What an engine takes and gives: value messages, the codec's messages, a scaler.
+_ROLES = (("values", "codec"), ("codec", "values"), ("values", "values"),
+          ("values", "scaler"))
 
 
 def value_frame(values, lanes):
@@ -37,26 +39,29 @@ def special_values(bound_bits):
 
 
 class NicCodec:
-    """The golden model an engine is held against: ``encode(x) -> bytes``, ``decode(bytes)
-    -> float32``. INCEPTIONN with bound ``2**-bound_bits``; TernGrad with ``seed`` and a
-    fixed ``scaler`` (default 2.5 x the standard deviation of the finite values of all
-    ``messages``), NaN/Inf coded as 0; max-abs: the largest finite magnitude, as float32
-    bytes."""
+    """The golden model an engine is held against: ``codec`` (``"inceptionn"`` with bound
+    ``2**-bound_bits``; ``"terngrad"`` with ``seed`` and a fixed ``scaler``, default 2.5 x
+    the standard deviation of the finite values of all ``messages``, NaN/Inf coded as 0;
+    ``"maxabs"``: the largest finite magnitude, as float32 bytes), for an engine that
+    ``takes`` values or the codec's messages and ``gives`` values, the codec's messages or
+    the scaler (``hw.nic.NicEngine``). ``encode(x) -> bytes``, ``decode(bytes) -> float32``,
+    ``frames(lanes, x)``."""
 
-    def __init__(self, engine, *, bound_bits=DEFAULT_BOUND_BITS, seed=0, scaler=None,
-                 messages=()):
-        if engine not in NIC_ENGINES:
-            raise ValueError(f"NIC engine must be one of {', '.join(NIC_ENGINES)}, "
-                             f"not {engine!r}")
-        self.engine = engine
-        self.inceptionn = engine in ("compressor", "decompressor", "loopback")
+    def __init__(self, codec, *, takes="values", gives="codec", bound_bits=DEFAULT_BOUND_BITS,
+                 seed=0, scaler=None, messages=()):
+        if codec not in CODECS:
+            raise ValueError(f"Codec must be one of {', '.join(CODECS)}, not {codec!r}")
+        if (takes, gives) not in _ROLES:
+            raise ValueError(f"An engine takes and gives one of {_ROLES}, not {(takes, gives)}")
+        self.codec, self.takes, self.gives = codec, takes, gives
+        self.inceptionn = codec == "inceptionn"
         self.b = bound_bits
         self.seed = seed & 0xFFFF_FFFF
         finite = np.concatenate([x[np.isfinite(x)] for x in messages] + [np.zeros(1)])
         self.scaler = np.float32(2.5 * np.std(finite) if scaler is None else scaler)
 
     def encode(self, x):
-        if self.engine == "maxabs":
+        if self.codec == "maxabs":
             finite = np.abs(x[np.isfinite(x)])
             return np.float32(finite.max() if finite.size else 0).tobytes()
         if self.inceptionn:
@@ -67,14 +72,13 @@ class NicCodec:
     def decode(self, message):
         return decompress(message, self.b) if self.inceptionn else terngrad.decompress(message)
 
-
-def engine_frames(codec, lanes, x):
-    """``(input frame, expected output frame, values the engine takes)`` of a message of
-    float32 values ``x`` on ``codec.engine`` with ``lanes`` lanes (decoders take the
-    encoded message)."""
-    if codec.engine in ("compressor", "terngrad", "maxabs"):
-        return value_frame(x, lanes), codec.encode(x), x
-    if codec.engine == "loopback":
-        return value_frame(x, lanes), value_frame(codec.decode(codec.encode(x)), lanes), x
-    message = codec.encode(x)
-    return message, value_frame(codec.decode(message), lanes), x[:0]
+    def frames(self, lanes, x):
+        """``(input frame, expected output frame, values the engine takes)`` of a message
+        of float32 values ``x`` on a ``lanes``-wide engine (a decoder takes the encoded
+        message)."""
+        if self.takes == "codec":
+            message = self.encode(x)
+            return message, value_frame(self.decode(message), lanes), x[:0]
+        if self.gives == "values":
+            return value_frame(x, lanes), value_frame(self.decode(self.encode(x)), lanes), x
+        return value_frame(x, lanes), self.encode(x), x

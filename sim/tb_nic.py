@@ -1,24 +1,23 @@
 """cocotb testbench: a NIC engine (AXI4-Stream top, driven by cocotbext-axi) against its
-golden codec: the INCEPTIONN-style ``compressor``, ``decompressor`` or the two in a
-``loopback`` (``golden.inceptionn``), the ``terngrad`` encoder or ``terngrad_decoder``
-(``golden.terngrad``), or the ``maxabs`` scaler unit (``max|g|`` of the finite values).
+golden codec. What the engine takes and gives, its settings and counters come from its
+descriptor (``hw.nic.ENGINES``); the golden model is ``golden.value_frames.NicCodec``.
 
-Configuration (``CODNN_TB_CONFIG``): ``engine``, ``lanes``, ``bound_bits`` (INCEPTIONN) or
-``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default ``2.5 * std`` of
-the finite values; the random stream's seed, default the run's seed); the messages: ``counts``
-(values per message) with values drawn by ``message_values``, or ``gradients`` (a .npy
-file, sent as messages of ``message_values`` values); ``corrupt`` adds the bad messages of
-``bad_cases`` between the good ones and the good message of ``keep_holes_case`` (beats
-but the last keep random bytes: the engines take them whole); ``bypass`` sends every
-message with the engine's bypass on (out as in); ``idle``/``backpressure`` (probability
-per cycle).
+Configuration (``CODNN_TB_CONFIG``): ``engine`` (its name), ``lanes``, ``bound_bits``
+(INCEPTIONN) or ``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default
+``2.5 * std`` of the finite values; the random stream's seed, default the run's seed); the
+messages: ``counts`` (values per message) with values drawn by ``message_values``, or
+``gradients`` (a .npy file, sent as messages of ``message_values`` values); ``corrupt``
+adds the bad messages of ``bad_cases`` between the good ones and the good message of
+``keep_holes_case`` (beats but the last keep random bytes: the engines take them whole);
+``bypass`` sends every message with the engine's bypass on (out as in);
+``idle``/``backpressure`` (probability per cycle).
 
-Every output frame must equal golden byte for byte, ``error_count`` must equal the number of
-bad messages (and ``nonfinite`` the NaN/Inf values a TernGrad encoder or the max-abs
-unit took), and without
-backpressure (encoders) or stalls (decoders) a message whose every group compresses to at
-most its raw size must not stall the input (encoders; beyond the cycles the previous
-message's tail takes to leave) or leave a gap in its output (decoders).
+Every output frame must equal golden byte for byte, ``error_count`` must equal the number
+of bad messages (and ``nonfinite``, where the engine has it, the NaN/Inf values it took),
+and without backpressure (engines that take values) or stalls (engines that give values) a
+message whose every group compresses to at most its raw size must not stall the input
+(beyond the cycles the previous message's tail takes to leave) or leave a gap in its
+output.
 """
 
 import random
@@ -30,7 +29,8 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from golden import terngrad
 from golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress, decompress
-from golden.value_frames import NicCodec, engine_frames, special_values, value_frame
+from golden.value_frames import NicCodec, special_values, value_frame
+from hw.nic import ENGINES
 from sim.testbench import load_config, start_clock_and_reset, write_report
 
 #: Standard deviations of the random gradients: every class gets its share.
@@ -56,11 +56,11 @@ def group_fits(x, bound_bits, lanes):
     return bool(np.all(sizes.sum(axis=1) + 2 * (group // BLOCK) <= 4 * group))
 
 
-def bad_cases(rng, codec, engine, lanes):
+def bad_cases(rng, codec, lanes):
     """(input frame, expected output frame or None, values taken) of each kind of bad
     message."""
     x = message_values(rng, 3 * max(BLOCK, lanes) + 5, codec.b)
-    if engine in ("compressor", "terngrad", "loopback", "maxabs"):
+    if codec.takes == "values":
         head = len(x).to_bytes(4, "little") + bytes(4 * lanes - 4)
         short = x[:3 * lanes]
         padded = np.concatenate([short, np.zeros(len(x) - len(short), np.float32)])
@@ -69,7 +69,7 @@ def bad_cases(rng, codec, engine, lanes):
             (head + x.tobytes() + x[:2 * lanes].tobytes(), x, x),  # more beats: dropped
             (bytes(4 * lanes) + x[:lanes].tobytes(), x[:0], x[:0]),  # count 0, values after
         ]
-        if engine == "loopback":
+        if codec.gives == "values":
             cases = [(frame, value_frame(codec.decode(codec.encode(y)), lanes), taken)
                      for frame, y, taken in cases]
         else:
@@ -164,7 +164,7 @@ def keep_holes_case(rng, codec, lanes):
     other than the last keep only some of their bytes: every engine reads those beats
     whole, so the output is the message's own."""
     x = message_values(rng, 5 * max(BLOCK, lanes) + 3, codec.b)
-    frame, expected, taken = engine_frames(codec, lanes, x)
+    frame, expected, taken = codec.frames(lanes, x)
     width = 4 * lanes
     kept = rng.integers(0, width, -(-len(frame) // width))
     tkeep = [int(k % width < kept[k // width]) for k in range(len(frame))]
@@ -181,7 +181,8 @@ def _pauses(rng, probability):
 @cocotb.test()
 async def nic_engine_matches_golden(dut):
     config = load_config()
-    seed, engine, lanes = config["seed"], config["engine"], config["lanes"]
+    seed, lanes = config["seed"], config["lanes"]
+    engine = ENGINES[config["engine"]]
     b = config.get("bound_bits", DEFAULT_BOUND_BITS)
     rng = np.random.default_rng(seed)
     if config.get("gradients"):
@@ -190,27 +191,24 @@ async def nic_engine_matches_golden(dut):
         messages = [flat[k:k + size] for k in range(0, len(flat), size)]
     else:
         messages = [message_values(rng, n, b) for n in config["counts"]]
-    codec = NicCodec(engine, bound_bits=b,
-                     seed=config.get("codec_seed", seed),
-                     scaler=config.get("scaler"), messages=messages)
+    codec = NicCodec(engine.codec, takes=engine.takes, gives=engine.gives, bound_bits=b,
+                     seed=config.get("codec_seed", seed), scaler=config.get("scaler"),
+                     messages=messages)
     cases = []          # (input frame, expected output or None, values taken, bad, full rate)
     for x in messages:
         full_rate = group_fits(x, codec.b, lanes) if codec.inceptionn else True
-        cases.append((*engine_frames(codec, lanes, x), False, full_rate))
+        cases.append((*codec.frames(lanes, x), False, full_rate))
     if config.get("bypass"):            # the on/off switch: every message passes as it is
         cases = [(frame, frame, x[:0], False, False) for frame, *_ in cases]
     elif config.get("corrupt"):
-        for k, case in enumerate(bad_cases(rng, codec, engine, lanes)):
+        for k, case in enumerate(bad_cases(rng, codec, lanes)):
             cases.insert(1 + k * 2, (*case, True, False))
         cases.insert(2, (*keep_holes_case(rng, codec, lanes), False, False))
 
-    if codec.inceptionn:
-        dut.bound_bits.value = b
-    elif engine == "terngrad":
-        dut.scaler.value = int(np.float32(codec.scaler).view(np.uint32))
-        dut.seed.value = codec.seed
-    if engine != "maxabs":
-        dut.bypass.value = int(bool(config.get("bypass")))
+    settings = {"bound_bits": b, "scaler": int(np.float32(codec.scaler).view(np.uint32)),
+                "seed": codec.seed, "bypass": int(bool(config.get("bypass")))}
+    for name, _, _ in engine.settings:
+        getattr(dut, name).value = settings[name]
     dut.m_axis_tready.value = 0
     dut.s_axis_tvalid.value = 0
     await start_clock_and_reset(dut)
@@ -246,7 +244,7 @@ async def nic_engine_matches_golden(dut):
     bad = sum(1 for case in cases if case[3])
     assert int(dut.error_count.value) == bad, (
         f"error_count {int(dut.error_count.value)}, {bad} bad messages (seed {seed})")
-    if engine in ("terngrad", "maxabs"):
+    if engine.has("nonfinite"):
         taken = np.concatenate([case[2] for case in cases])
         nonfinite = int((~np.isfinite(taken)).sum())
         assert int(dut.nonfinite.value) == nonfinite, (
@@ -258,15 +256,13 @@ async def nic_engine_matches_golden(dut):
     full_rate = [k for k, case in enumerate(cases) if case[4]]
     # The previous message's compressed tail may still be leaving the packer.
     tail = -(-(34 * max(1, lanes // BLOCK) + 4 * lanes) // (4 * lanes)) + 1
-    if engine in ("compressor", "terngrad", "loopback", "maxabs") \
-            and not config["backpressure"]:
+    if codec.takes == "values" and not config["backpressure"]:
         for k in full_rate:
             assert monitor.stalls[k] <= tail, (
                 f"message {k}: input refused {monitor.stalls[k]} times mid-message, more than "
                 f"the {tail} the previous message's tail may take (seed {seed})")
     good_outputs = [n for n, (k, _) in enumerate(expected) if cases[k][4]]
-    if engine in ("decompressor", "terngrad_decoder", "loopback") and not config["idle"] \
-            and not config["backpressure"]:
+    if codec.gives == "values" and not config["idle"] and not config["backpressure"]:
         for n in good_outputs:
             assert monitor.gaps[n] == 0, (f"output message {n}: {monitor.gaps[n]} gap cycles "
                                           f"mid-message (seed {seed})")

@@ -13,20 +13,10 @@ import pytest
 from golden import inceptionn, terngrad
 from golden.inceptionn import CorruptMessage
 from golden.value_frames import special_values, value_frame
-from hw.nic import (
-    CodecLoopback,
-    InceptionnCompressor,
-    InceptionnDecompressor,
-    MaxAbs,
-    TernGradDecoder,
-    TernGradEncoder,
-)
+from hw.nic import ENGINES, InceptionnCompressor, TernGradDecoder, TernGradEncoder
 from sim.pysim import run_frames
 
 SEED = 20261125
-ENGINES = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompressor,
-           "loopback": CodecLoopback, "terngrad": TernGradEncoder,
-           "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
 
 
 def _bits(x):
@@ -118,7 +108,7 @@ def test_settings_are_sampled_at_the_first_beat(engine, lanes):
         frames.append(frame)
         want.append(out)
         settings.append(setting)
-    got, counters = run_frames(ENGINES[engine](lanes=lanes), frames, settings=settings,
+    got, counters = run_frames(ENGINES[engine].component(lanes=lanes), frames, settings=settings,
                                expected_frames=len(frames), rng=random.Random(seed),
                                idle=0.2, backpressure=0.2, keep_holes=True)
     for k, (g, w) in enumerate(zip(got, want)):
@@ -230,7 +220,7 @@ def test_count_above_the_largest_message_is_dropped(engine):
                 for count in (41, (1 << 32) - 1)]
     frames = [frame, huge[0], frame, huge[1], frame]
     settings = [setting if engine == "terngrad" else {}] * len(frames)
-    got, counters = run_frames(ENGINES[engine](lanes=lanes, max_values=40), frames,
+    got, counters = run_frames(ENGINES[engine].component(lanes=lanes, max_values=40), frames,
                                settings=settings, expected_frames=3,
                                rng=random.Random(lanes), backpressure=0.2)
     assert got == [out] * 3

@@ -1,7 +1,9 @@
 # amaranth: UnusedElaboratable=no
-"""Every engine's Verilog under ``verilator --lint-only -Wall``: the warnings by type are
-printed, and none may be of a type beyond Amaranth's own style (the generator's implicit
-widths and case defaults, ``-Wall``'s unused bits, initial values and file names)."""
+"""Every engine's Verilog verilated with ``-Wall`` (``--cc``, which also finds
+combinational loops through one vector, UNOPTFLAT, that ``--lint-only`` does not): the
+warnings by type are printed, and none may be of a type beyond Amaranth's own style (the
+generator's implicit widths and case defaults, ``-Wall``'s unused bits, initial values and
+file names)."""
 
 import collections
 import re
@@ -20,15 +22,20 @@ _WALL_STYLE = ("UNUSEDSIGNAL", "PROCASSINIT", "DECLFILENAME")
 #: Small configurations, so that linting stays quick; the rest keep their defaults.
 _SMALL = {"fmix32": {"lanes": 2}, "systolic": {"rows": 2, "cols": 2, "alpha": 2},
           "tq": {"rows": 1, "cols": 2, "g": 4, "alpha": 4, "beta": 2}}
+_LANES = (1, 8)
 _NIC = {"compressor", "decompressor", "loopback", "terngrad", "terngrad_decoder", "maxabs"}
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_verilog_has_no_warning_beyond_the_generators_style(engine, tmp_path):
-    params = _SMALL.get(engine, {"lanes": 2} if engine in _NIC else {})
+_CONFIGS = [(engine, {"lanes": lanes}) for engine in sorted(_NIC) for lanes in _LANES] + [
+    (engine, _SMALL.get(engine, {})) for engine in sorted(set(ENGINES) - _NIC)]
+
+
+@pytest.mark.parametrize("engine,params", _CONFIGS)
+def test_verilog_has_no_warning_beyond_the_generators_style(engine, params, tmp_path):
     manifest = generate(engine, params, tmp_path)
     use_simulator("verilator")
-    result = subprocess.run(["verilator", "--lint-only", "-Wall", manifest["verilog"]],
+    result = subprocess.run(["verilator", "--cc", "-Wall", "--Mdir", "obj",
+                             manifest["verilog"]],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     counts = collections.Counter(re.findall(r"%Warning-(\w+)", result.stderr))
     print(f"{engine} {params}: {dict(sorted(counts.items()))}")

@@ -6,6 +6,7 @@ from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsi
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.counters import counter
 from hw.common.params import positive_int
 
 __all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage"]
@@ -186,11 +187,10 @@ class WeightStationaryArray(wiring.Component):
         bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
         load_bank = Signal(name="load_bank")
         use_bank = Signal(name="use_bank")
-        # Counters take a bit at least (range(1) is 0 bits wide: "wire [-1:0]" in Verilog).
-        load_row = Signal(range(max(2, R)))
+        load_row = counter(R)
         # Cycles since the last accepted beat; the next is accepted once it has had
         # beat_cycles of them.
-        phase = Signal(range(max(2, self.beat_cycles)), init=self.beat_cycles - 1)
+        phase = counter(self.beat_cycles, init=self.beat_cycles - 1)
         m.d.comb += [
             self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
             self.data.ready.eq(room & (bank_state[use_bank] == _FULL)

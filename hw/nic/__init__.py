@@ -8,13 +8,9 @@ from hw.nic.decompressor import InceptionnDecompressor
 from hw.nic.loopback import CodecLoopback
 from hw.nic.maxabs import MaxAbs
 from hw.nic.packer import BytePacker
+from hw.nic.registry import ENGINES, NicEngine
 from hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["BytePacker", "InceptionnCompressor", "InceptionnDecompressor", "CodecLoopback",
-           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop", "ENGINES"]
-
-#: The engines by the names the command line, the board tops and ``golden.value_frames``
-#: use (the order of ``golden.value_frames.NIC_ENGINES``).
-ENGINES = {"compressor": InceptionnCompressor, "decompressor": InceptionnDecompressor,
-           "loopback": CodecLoopback, "terngrad": TernGradEncoder,
-           "terngrad_decoder": TernGradDecoder, "maxabs": MaxAbs}
+           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop", "ENGINES",
+           "NicEngine"]

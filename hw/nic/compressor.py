@@ -8,6 +8,7 @@ from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+from hw.common.counters import counter
 from hw.common.trees import balanced
 from hw.common.ws_array import stage
 from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
@@ -128,11 +129,12 @@ class InceptionnCompressor(StreamEngine):
         Bad messages seen, saturating.
     """
 
+    #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
+    PORTS = {"bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
+             "error": Out(1), "error_count": Out(16)}
+
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
-        super().__init__(lanes, {
-            "bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
-            "error": Out(1), "error_count": Out(16),
-        }, max_values)
+        super().__init__(lanes, self.PORTS, max_values)
 
     latency = property(lambda self: compressor_latency(self.lanes),
                        doc="Cycles from a group's last input beat to its first byte in an "
@@ -193,7 +195,7 @@ class InceptionnCompressor(StreamEngine):
         group_last, group_valid, chunk2_valid = Signal(), Signal(), Signal()
         chunk2 = Signal(data.StructLayout({"bits": unsigned(32 * lanes),
                                            "length": range(4 * lanes + 1), "last": 1}))
-        slot = Signal(range(self.beats_per_group))
+        slot = counter(self.beats_per_group)
         lane_tags = [classes[k].tag for k in range(lanes)]
         lane_payloads = [value_payload(stage1.bits[32 * k:32 * (k + 1)], classes[k].tag,
                                        classes[k].amount) for k in range(lanes)]

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from golden.inceptionn import DEFAULT_BOUND_BITS
+from hw.common.counters import counter
 from hw.common.skid import SkidOutput
 from hw.nic.compressor import (
     BLOCK_BYTES,
@@ -130,11 +131,12 @@ class InceptionnDecompressor(StreamEngine):
         """Cycles from the take of a group's last input beat to its first values on ``o``."""
         return DECOMPRESSOR_LATENCY
 
+    #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
+    PORTS = {"bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
+             "error": Out(1), "error_count": Out(16)}
+
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
-        super().__init__(lanes, {
-            "bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
-            "error": Out(1), "error_count": Out(16),
-        }, max_values)
+        super().__init__(lanes, self.PORTS, max_values)
 
     def elaborate(self, platform):
         m = Module()
@@ -261,7 +263,7 @@ class InceptionnDecompressor(StreamEngine):
         hold = Signal(queued)
         hold_values = Signal(32 * group_values)
         hold_valid = Signal()
-        hold_sub = Signal(range(sub_beats))
+        hold_sub = counter(sub_beats)
         emit, last_beat = Signal(), Signal()         # last_beat: the hold's values all go
         m.d.comb += [emit.eq(hold_valid & out.free), last_beat.eq(hold.values <= lanes)]
         sent = Mux(hold.values < lanes, hold.values, lanes)

@@ -47,11 +47,12 @@ class CodecLoopback(StreamEngine):
         Bad messages both engines counted.
     """
 
+    #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
+    PORTS = {"bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
+             "error": Out(1), "error_count": Out(17)}
+
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
-        super().__init__(lanes, {
-            "bound_bits": In(4, init=DEFAULT_BOUND_BITS), "bypass": In(1),
-            "error": Out(1), "error_count": Out(17),
-        }, max_values)
+        super().__init__(lanes, self.PORTS, max_values)
 
     @property
     def latency(self):

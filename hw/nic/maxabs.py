@@ -46,10 +46,11 @@ class MaxAbs(StreamEngine):
         """Cycles from a message's last value beat to its output beat."""
         return 2
 
+    #: The engine's ports beside ``i`` and ``o``: reports (Out) only.
+    PORTS = {"error": Out(1), "error_count": Out(16), "nonfinite": Out(32)}
+
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
-        super().__init__(lanes, {
-            "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
-        }, max_values)
+        super().__init__(lanes, self.PORTS, max_values)
 
     def elaborate(self, platform):
         m = Module()

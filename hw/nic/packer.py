@@ -139,11 +139,15 @@ class BytePacker(wiring.Component):
         emit, take = Signal(), Signal()
         joins = Signal(3)                               # one-hot: taken, joins at beat k
         out = SkidOutput(m, self.o)
+        # The beat's last flag in a signal of its own: a field of the beat computed from
+        # another field of it is a loop through one Verilog vector (Verilator: UNOPTFLAT).
+        out_last = Signal()
         m.d.comb += [
+            out_last.eq(ending & (complete == 1)),
             out.write.eq(emit),
             out.payload.data.eq(window[:8 * width]),
-            out.payload.last.eq(ending & (complete == 1)),
-            out.payload.keep.eq(Mux(out.payload.last, final_keep, (1 << width) - 1)),
+            out.payload.last.eq(out_last),
+            out.payload.keep.eq(Mux(out_last, final_keep, (1 << width) - 1)),
         ]
         placed = 0
         for k in range(3):
@@ -168,7 +172,7 @@ class BytePacker(wiring.Component):
         m.d.comb += [
             complete_next.eq(complete - emit + Mux(take, last_stage.added, 0)),
             partial_next.eq(Mux(take, last_stage.ends_partial & ~last_stage.last, partial)),
-            ending_next.eq(Mux(take, last_stage.last, ending & ~(emit & out.payload.last))),
+            ending_next.eq(Mux(take, last_stage.last, ending & ~(emit & out_last))),
         ]
         valids_next = [Mux(free, prev.valid, nxt.valid)
                        for prev, nxt, free in zip(stages, stages[1:], frees)]

@@ -5,6 +5,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.counters import counter
 from hw.common.fmix32 import fmix32_stages
 from hw.common.pipeline import StallPipeline
 from hw.common.skid import SkidOutput
@@ -96,11 +97,12 @@ class TernGradEncoder(StreamEngine):
         """Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 1."""
         return 8
 
+    #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
+    PORTS = {"scaler": In(32), "seed": In(32), "bypass": In(1),
+             "error": Out(1), "error_count": Out(16), "nonfinite": Out(32)}
+
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
-        super().__init__(lanes, {
-            "scaler": In(32), "seed": In(32), "bypass": In(1),
-            "error": Out(1), "error_count": Out(16), "nonfinite": Out(32),
-        }, max_values)
+        super().__init__(lanes, self.PORTS, max_values)
 
     def elaborate(self, platform):
         m = Module()
@@ -137,8 +139,8 @@ class TernGradEncoder(StreamEngine):
         s_significand, s_exponent = float_parts(m, s_bits, "scaler")
         codes, bad = [], []
         for k in range(lanes):
-            counter = (seed + item.index + k)[:32]          # mod 2**32
-            u = fmix32_stages(pipe.register, counter, f"lane{k}_hash")[8:]
+            position = (seed + item.index + k)[:32]         # mod 2**32
+            u = fmix32_stages(pipe.register, position, f"lane{k}_hash")[8:]
             product = pipe.register(u * s_significand, f"lane{k}_product")
             g = late.bits[32 * k:32 * (k + 1)]
             g_significand, g_exponent = float_parts(m, g, f"lane{k}_g")
@@ -161,7 +163,7 @@ class TernGradEncoder(StreamEngine):
         with m.If(chunk.valid & chunk.ready):
             m.d.sync += chunk.valid.eq(0)
         slots = max(1, 4 // lanes)
-        slot = Signal(range(slots))
+        slot = counter(slots)
         partial = Signal(8)
         with m.If(pipe_out.valid & pipe_out.ready):
             with m.Switch(out_item.kind):
@@ -240,10 +242,11 @@ class TernGradDecoder(StreamEngine):
         """Cycles from a code byte buffered to its values in an output beat."""
         return 1
 
+    #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
+    PORTS = {"bypass": In(1), "error": Out(1), "error_count": Out(16)}
+
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
-        super().__init__(lanes, {
-            "bypass": In(1), "error": Out(1), "error_count": Out(16),
-        }, max_values)
+        super().__init__(lanes, self.PORTS, max_values)
 
     def elaborate(self, platform):
         m = Module()
@@ -261,7 +264,7 @@ class TernGradDecoder(StreamEngine):
         # Lanes >= 4: a beat's codes are its first ceil(count/4) bytes. Fewer lanes: a
         # byte holds 4 / lanes beats, slot ``sub`` at bits 2*lanes*sub and up.
         sub_beats = max(1, 4 // lanes)
-        sub = Signal(range(sub_beats))
+        sub = counter(sub_beats)
         code_bytes = Signal(range(lanes // 4 + 2))
         m.d.comb += code_bytes.eq((this_beat + 3) >> 2 if lanes >= 4 else 1)
 

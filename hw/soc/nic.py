@@ -7,17 +7,13 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import Flow, In, Out
 
-from golden.value_frames import NIC_ENGINES
 from hw.nic import ENGINES
 from hw.nic.layouts import beat_layout, check_lanes
 
 from .array_soc import ArraySoc
-from .protocol import NIC_PORTS, Engine
+from .protocol import Engine
 
 __all__ = ["NicCore", "NicSoc"]
-
-# One list of engine names, three places that need it without importing each other.
-assert list(ENGINES) == list(NIC_PORTS) == list(NIC_ENGINES)
 
 
 class NicCore(wiring.Component):
@@ -59,8 +55,6 @@ class NicCore(wiring.Component):
     rows = property(lambda self: 1, doc="One weights beat: the configuration.")
     cols = property(lambda self: self._engine.lanes, doc="Lanes.")
     acc_bits = property(lambda self: 32, doc="Bits per lane.")
-    config_ports = property(lambda self: tuple(self._config))
-    report_ports = property(lambda self: tuple(self._report))
 
     def elaborate(self, platform):
         m = Module()
@@ -105,7 +99,7 @@ class NicSoc(ArraySoc):
     configuration word, ``WRITE_DATA`` input beats (a beat's data, keep and last, from bit
     0), ``RUN`` streams them through the engine and stores its output beats and the
     terminator (``BAD_ARGUMENT`` when they do not fit ``depth``), ``READ_RESULTS`` reads
-    them. The words' fields are ``hw.soc.protocol.NIC_PORTS[kind]``.
+    them. The words' fields are ``hw.nic.ENGINES[kind]``'s ``settings`` and ``reports``.
 
     Parameters
     ----------
@@ -127,15 +121,11 @@ class NicSoc(ArraySoc):
         if kind not in ENGINES:
             raise ValueError(f"NIC engine must be one of {', '.join(ENGINES)}, not {kind!r}")
         check_lanes(lanes)
-        config, report = NIC_PORTS[kind]
+        report = ENGINES[kind].reports
         if sum(bits for _, bits in report) > 32 * lanes:
             raise ValueError(f"The {kind}'s report takes {sum(b for _, b in report)} bits, "
                              f"more than a beat of {lanes} lanes holds: use more lanes")
-        engine = ENGINES[kind](lanes=lanes)
-        core = NicCore(engine)
-        assert [(n, len(getattr(engine, n)), getattr(engine, n).init)
-                for n in core.config_ports] == list(config), kind
-        assert [(n, len(getattr(engine, n))) for n in core.report_ports] == list(report), kind
+        core = NicCore(ENGINES[kind].component(lanes=lanes))
         super().__init__(core, engine=Engine.NIC, depth=depth, divisor=divisor,
                          timeout_bytes=timeout_bytes,
-                         config={"lanes": lanes, "kind": list(NIC_PORTS).index(kind)})
+                         config={"lanes": lanes, "kind": list(ENGINES).index(kind)})

@@ -15,10 +15,8 @@ takes the next request; bytes that arrive while it executes a request are droppe
 
 from enum import IntEnum
 
-from golden.inceptionn import DEFAULT_BOUND_BITS
-
 __all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "STATUS_FIELDS", "STATUS_BYTES",
-           "CONFIG_FIELDS", "NIC_PORTS", "Engine", "Command", "Status", "crc16", "frame",
+           "CONFIG_FIELDS", "Engine", "Command", "Status", "crc16", "frame",
            "unpack_status"]
 
 SYNC = 0xA5
@@ -45,31 +43,15 @@ STATUS_FIELDS = (
     ("last_run_cycles", 32), ("config", 48))
 STATUS_BYTES = sum(bits for _, bits in STATUS_FIELDS) // 8
 #: Each engine's ``config`` fields (48 bits, the rest zero). TQ's ``encoding`` indexes
-#: ``golden.term_quant.ENCODINGS``.
+#: ``golden.term_quant.ENCODINGS``; a NIC's ``kind`` indexes ``hw.nic.ENGINES``, whose
+#: ``settings`` are the fields of its configuration word (``WRITE_WEIGHTS``) and
+#: ``reports`` those of its terminator beat, each packed from bit 0.
 CONFIG_FIELDS = {
     Engine.SYSTOLIC: (("alpha", 8), ("weight_bits", 8), ("data_bits", 8),
                       ("data_signed", 1), ("bitserial", 1)),
     Engine.TQ: (("g", 8), ("alpha", 8), ("beta", 8), ("mag_bits", 8), ("encoding", 8)),
     Engine.NIC: (("lanes", 8), ("kind", 8)),
 }
-
-#: The NIC engines a board top holds (the STATUS ``kind`` indexes this), each with its
-#: configuration word (``WRITE_WEIGHTS``; fields (name, bits, reset value)) and report (the
-#: terminator beat's data; fields (name, bits)): the engine's input and output ports,
-#: packed from bit 0.
-NIC_PORTS = {
-    "compressor": ((("bound_bits", 4, DEFAULT_BOUND_BITS), ("bypass", 1, 0)),
-                   (("error", 1), ("error_count", 16))),
-    "decompressor": ((("bound_bits", 4, DEFAULT_BOUND_BITS), ("bypass", 1, 0)),
-                     (("error", 1), ("error_count", 16))),
-    "loopback": ((("bound_bits", 4, DEFAULT_BOUND_BITS), ("bypass", 1, 0)),
-                 (("error", 1), ("error_count", 17))),
-    "terngrad": ((("scaler", 32, 0), ("seed", 32, 0), ("bypass", 1, 0)),
-                 (("error", 1), ("error_count", 16), ("nonfinite", 32))),
-    "terngrad_decoder": ((("bypass", 1, 0),), (("error", 1), ("error_count", 16))),
-    "maxabs": ((), (("error", 1), ("error_count", 16), ("nonfinite", 32))),
-}
-
 
 class Command(IntEnum):
     """Request codes and their payloads (all integers little-endian)."""

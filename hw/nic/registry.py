@@ -1,0 +1,89 @@
+"""The NIC engines, one descriptor each: everything the rest of codnn needs to know of an
+engine beside its class. The host protocol's port table, the board tops, the command
+line, the golden model a testbench holds an engine against and the testbench's checks all
+read these, so that a new engine is its class, its line here and its baseline entries."""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Shape
+from amaranth.lib.wiring import Flow
+
+from hw.nic.compressor import InceptionnCompressor
+from hw.nic.decompressor import InceptionnDecompressor
+from hw.nic.loopback import CodecLoopback
+from hw.nic.maxabs import MaxAbs
+from hw.nic.terngrad import TernGradDecoder, TernGradEncoder
+
+__all__ = ["NicEngine", "ENGINES"]
+
+
+@dataclass(frozen=True)
+class NicEngine:
+    """A NIC engine as the rest of codnn sees it.
+
+    Attributes
+    ----------
+    name : str
+        The command line's and the board tops' name.
+    component : type
+        Its ``hw.nic.layouts.StreamEngine`` class (``component.PORTS``: its settings and
+        reports).
+    summary : str
+        One line for ``--help`` and reports.
+    codec : str
+        The golden model it is held against (``golden.value_frames.NicCodec``):
+        ``"inceptionn"``, ``"terngrad"`` or ``"maxabs"``.
+    takes, gives : str
+        What its input and output messages are: ``"values"`` (value messages),
+        ``"codec"`` (the codec's messages) or, for ``gives``, ``"scaler"`` (one float32).
+    full_rate : str
+        Its steady-state rate, ``{lanes}`` standing for its lane count.
+    """
+
+    name: str
+    component: type
+    summary: str
+    codec: str
+    takes: str
+    gives: str
+    full_rate: str
+
+    @property
+    def settings(self):
+        """``(name, bits, reset value)`` of each input port beside the streams, in order."""
+        return tuple((name, Shape.cast(member.shape).width, member.init or 0)
+                     for name, member in self.component.PORTS.items()
+                     if member.flow == Flow.In)
+
+    @property
+    def reports(self):
+        """``(name, bits)`` of each output port beside the streams, in order."""
+        return tuple((name, Shape.cast(member.shape).width)
+                     for name, member in self.component.PORTS.items()
+                     if member.flow == Flow.Out)
+
+    def has(self, port):
+        """True when the engine has the port ``port`` (``"bypass"``, ``"nonfinite"``...)."""
+        return port in self.component.PORTS
+
+
+#: The engines by name; the order is the host protocol's ``kind`` index.
+ENGINES = {engine.name: engine for engine in [
+    NicEngine("compressor", InceptionnCompressor,
+              "INCEPTIONN-style gradient compressor, AXI4-Stream", "inceptionn", "values",
+              "codec", "1 beat ({lanes} float32)/cycle while the compressed data fits the "
+              "output"),
+    NicEngine("decompressor", InceptionnDecompressor,
+              "INCEPTIONN-style gradient decompressor, AXI4-Stream", "inceptionn", "codec",
+              "values", "{lanes} float32/cycle while the input keeps up"),
+    NicEngine("loopback", CodecLoopback,
+              "compressor into decompressor (round trip), AXI4-Stream", "inceptionn",
+              "values", "values", "{lanes} float32/cycle"),
+    NicEngine("terngrad", TernGradEncoder,
+              "TernGrad encoder (counter-based random numbers, 2-bit codes), AXI4-Stream",
+              "terngrad", "values", "codec", "1 beat ({lanes} float32)/cycle"),
+    NicEngine("terngrad_decoder", TernGradDecoder, "TernGrad decoder, AXI4-Stream",
+              "terngrad", "codec", "values", "{lanes} float32/cycle"),
+    NicEngine("maxabs", MaxAbs, "max|g| of each message (the TernGrad scaler), AXI4-Stream",
+              "maxabs", "values", "scaler", "1 beat ({lanes} float32)/cycle"),
+]}
