@@ -189,8 +189,11 @@ class WeightStationaryArray(wiring.Component):
         use_bank = Signal(name="use_bank")
         load_row = counter(R)
         # Cycles since the last accepted beat; the next is accepted once it has had
-        # beat_cycles of them.
-        phase = counter(self.beat_cycles, init=self.beat_cycles - 1)
+        # beat_cycles of them (with one cycle a beat, always: no register).
+        if self.beat_cycles > 1:
+            phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
+        else:
+            phase = C(0, 1)
         m.d.comb += [
             self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
             self.data.ready.eq(room & (bank_state[use_bank] == _FULL)
@@ -199,10 +202,11 @@ class WeightStationaryArray(wiring.Component):
         weights_go = self.weights.valid & self.weights.ready
         data_go = self.data.valid & self.data.ready
         result_go = self.result.valid & self.result.ready
-        with m.If(data_go):
-            m.d.sync += phase.eq(0)
-        with m.Elif(phase != self.beat_cycles - 1):
-            m.d.sync += phase.eq(phase + 1)
+        if self.beat_cycles > 1:
+            with m.If(data_go):
+                m.d.sync += phase.eq(0)
+            with m.Elif(phase != self.beat_cycles - 1):
+                m.d.sync += phase.eq(phase + 1)
         with m.If(data_go & ~result_go):
             m.d.sync += occupancy.eq(occupancy + 1)
         with m.Elif(result_go & ~data_go):
