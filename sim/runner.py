@@ -33,8 +33,9 @@ from amaranth.back import verilog
 
 from .simulators import SIMULATORS, use_simulator
 
-__all__ = ["GENERATOR_STYLE_WARNINGS", "PRIMITIVE_MODELS", "SimulationFailure", "SimulationResult", "default_build_root",
-           "primitives_in", "simulate", "write_verilog"]
+__all__ = ["GENERATOR_STYLE_WARNINGS", "PRIMITIVE_MODELS", "SimulationFailure",
+           "SimulationResult", "default_build_root", "primitives_in", "simulate",
+           "write_verilog"]
 
 #: Verilator warnings that Amaranth's Verilog trips by its style, whatever the design: the
 #: implicit widening and narrowing of its arithmetic, and case statements without a
