@@ -502,11 +502,15 @@ def _run_files(tmp_path):
 
 def test_run_a_layer_on_the_simulated_board(capsys, tmp_path):
     packed, inputs = _run_files(tmp_path)
-    code, out, _ = run(capsys, "run", packed, inputs, "--sim", "--rows", "4", "--cols", "2",
-                       "--json")
+    code, out, err = run(capsys, "run", packed, inputs, "--sim", "--rows", "4", "--cols", "2",
+                         "--json")
     report = json.loads(out)
     assert code == 0 and report["result"] == "pass" and report["device_cycles"] > 0
     assert report["array"] == "4x2, alpha 4"
+    # stderr is not a terminal here: each run on the device is a line of progress.
+    steps = [line for line in err.splitlines() if line.startswith("codnn run: run ")]
+    assert steps and steps[-1].startswith(f"codnn run: run {len(steps)}/{len(steps)} on")
+    assert f"{report['device_cycles']} device cycles so far" in steps[-1]
 
 
 @pytest.mark.parametrize("case,expected", [
@@ -545,10 +549,12 @@ def test_run_a_term_quantized_layer_on_the_simulated_tq_board(capsys, tmp_path):
     assert code == 2 and "Inputs must lie in -127..127 for 7 magnitude bits" in err
 
 
-@pytest.mark.parametrize("kind", ["compressor", "terngrad", "decompressor"])
-def test_stream_gradients_through_a_simulated_nic_board(capsys, tmp_path, kind):
+@pytest.mark.parametrize("kind,dtype", [("compressor", np.float32), ("terngrad", np.float32),
+                                        ("decompressor", np.float64)])
+def test_stream_gradients_through_a_simulated_nic_board(capsys, tmp_path, kind, dtype):
+    """float64 gradients (what NumPy makes by default) are sent as float32."""
     grads = tmp_path / "g.npy"
-    np.save(grads, (np.random.default_rng(22).standard_normal(150) * 0.05).astype(np.float32))
+    np.save(grads, (np.random.default_rng(22).standard_normal(150) * 0.05).astype(dtype))
     code, out, _ = run(capsys, "stream", str(grads), "--sim", "--kind", kind,
                        "--message-values", "64", "--json")
     report = json.loads(out)
