@@ -86,19 +86,16 @@ def run_layer_file(layers, inputs, *, layer=None, port=None, baud=115200, sim=No
             raise ParameterError(str(error)) from None
         return status, acc, cycles
 
-    design = None
-    if sim is not None:
+    def design():
         size = {"rows": sim["rows"], "cols": sim["cols"], "depth": sim["depth"], "divisor": 4,
                 "timeout_bytes": 16}
         if tq:
-            def design():
-                return BOARD_DESIGNS["tq"].build(
-                    g=chosen.g, alpha=chosen.alpha, beta=sim["beta"], mag_bits=chosen.mag_bits,
-                    encoding=chosen.encoding, **size)
-        else:
-            def design():
-                return BOARD_DESIGNS["systolic"].build(alpha=chosen.alpha, **size)
-    status, acc, cycles = _on_board(host, design, port, baud)
+            return BOARD_DESIGNS["tq"].build(
+                g=chosen.g, alpha=chosen.alpha, beta=sim["beta"], mag_bits=chosen.mag_bits,
+                encoding=chosen.encoding, **size)
+        return BOARD_DESIGNS["systolic"].build(alpha=chosen.alpha, **size)
+
+    status, acc, cycles = _on_board(host, None if sim is None else design, port, baud)
     size = {"rows": status.rows, "cols": status.cols, "acc_bits": status.acc_bits}
     config = status.config
     if tq:
@@ -168,12 +165,12 @@ def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_
             raise ParameterError(f"{error}: send fewer --message-values") from None
         return kind, lanes, frames, outputs, report, cycles
 
-    design = None
-    if sim is not None:
-        def design():
-            return BOARD_DESIGNS["nic"].build(kind=sim["kind"], lanes=sim["lanes"],
-                                              depth=sim["depth"], divisor=4, timeout_bytes=16)
-    kind, lanes, frames, outputs, report, cycles = _on_board(host, design, port, baud)
+    def design():
+        return BOARD_DESIGNS["nic"].build(kind=sim["kind"], lanes=sim["lanes"],
+                                          depth=sim["depth"], divisor=4, timeout_bytes=16)
+
+    kind, lanes, frames, outputs, report, cycles = _on_board(
+        host, None if sim is None else design, port, baud)
     ok = outputs == [want for _, want, _ in frames]
     sent, received = sum(len(f) for f, _, _ in frames), sum(len(o) for o in outputs)
     return {"engine": kind, "lanes": lanes,
