@@ -3,13 +3,19 @@ and ``stream``. The work is in ``codnn.board_flows``."""
 
 import sys
 
-from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
-
 from ..board import DeviceError, LinkError
 from ..flows import ParameterError
 from ..packfile import WeightFileError
 from ..render import err_console
-from .options import Failure, json_option, non_negative_int, positive_float, positive_int, show
+from .options import (
+    Failure,
+    bound_bits_option,
+    json_option,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    show,
+)
 
 __all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
 
@@ -86,9 +92,7 @@ def add_stream(sub):
                      help="--sim: beats held in and out (default 64)")
     sub.add_argument("--message-values", type=positive_int, default=64,
                      help="values per message (default 64)")
-    sub.add_argument("--bound-bits", type=positive_int, default=DEFAULT_BOUND_BITS,
-                     help=f"INCEPTIONN error bound 2**-b, b in {BOUND_BITS[0]}.."
-                          f"{BOUND_BITS[-1]} (default {DEFAULT_BOUND_BITS})")
+    bound_bits_option(sub, type=positive_int, what="INCEPTIONN ")
     sub.add_argument("--seed", type=non_negative_int, default=0,
                      help="TernGrad seed (default 0)")
     sub.add_argument("--scaler", type=positive_float, default=None,

@@ -1,11 +1,10 @@
 """Commands on files, NumPy only (no Amaranth is loaded): ``pack``, ``quantize``,
 ``compress``, ``decompress``, ``pcap``."""
 
-from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
-
 from ..packfile import WeightFileError
 from .options import (
     UsageError,
+    bound_bits_option,
     json_option,
     non_negative_float,
     output_file,
@@ -18,9 +17,6 @@ __all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
 
 USAGE_ERRORS = (WeightFileError,)
 FAILURES = ()
-
-_BOUND_HELP = (f"error bound 2**-b, b in {BOUND_BITS[0]}..{BOUND_BITS[-1]} "
-               f"(default {DEFAULT_BOUND_BITS})")
 
 
 def _weights_argument(sub):
@@ -131,8 +127,7 @@ def add_compress(sub):
                        "self-describing file; report the ratio and the error.")
     sub.add_argument("gradients", metavar="GRADS.npy|GRADS.npz")
     sub.add_argument("--codec", choices=CODECS, required=True)
-    sub.add_argument("--bound-bits", type=int, default=DEFAULT_BOUND_BITS,
-                     help="inceptionn: " + _BOUND_HELP)
+    bound_bits_option(sub, type=int, what="inceptionn: ")
     sub.add_argument("--seed", type=int, default=0,
                      help="terngrad: random seed, 0..2**32-1 (default 0)")
     sub.add_argument("--clip", type=positive_float, default=None,
@@ -178,8 +173,7 @@ def add_pcap(sub):
                        "does, or with --decompress restore them; other frames pass unchanged.")
     sub.add_argument("capture", metavar="IN.pcap")
     sub.add_argument("-o", "--output", required=True, metavar="OUT.pcap", type=output_file())
-    sub.add_argument("--bound-bits", type=positive_int, default=DEFAULT_BOUND_BITS,
-                     help=_BOUND_HELP)
+    bound_bits_option(sub, type=positive_int)
     sub.add_argument("--decompress", action="store_true",
                      help="restore the values of ToS 0x28 frames (the receiver)")
     json_option(sub)

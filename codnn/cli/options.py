@@ -7,7 +7,8 @@ from pathlib import Path
 
 __all__ = ["UsageError", "Failure", "Parser", "positive_int", "non_negative_int",
            "positive_float", "non_negative_float", "probability", "output_file",
-           "output_folder", "add_param", "json_option", "build_dir_option", "show", "params"]
+           "output_folder", "add_param", "bound_bits_option", "json_option",
+           "build_dir_option", "show", "params"]
 
 
 class UsageError(Exception):
@@ -87,6 +88,15 @@ def add_param(parser, param, prefix, default_text=None):
         parser.add_argument(option, type=non_negative_int, **common)
     else:
         parser.add_argument(option, type=param.type, choices=param.choices, **common)
+
+
+def bound_bits_option(parser, *, type, what=""):
+    """``--bound-bits``: ``b`` of the INCEPTIONN error bound ``2**-b`` (``what`` prefixes
+    the help, e.g. the codec it applies to)."""
+    from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+    parser.add_argument("--bound-bits", type=type, default=DEFAULT_BOUND_BITS,
+                        help=f"{what}error bound 2**-b, b in {BOUND_BITS[0]}.."
+                             f"{BOUND_BITS[-1]} (default {DEFAULT_BOUND_BITS})")
 
 
 def json_option(parser, what="the report"):
