@@ -15,8 +15,8 @@ import time
 from codnn.flows import run_bitstream
 from codnn.render import err_console, print_rows
 from codnn.sweep import parse_grid
-from synth.bitstream import BOARDS
-from synth.tools import SynthesisError, package_version
+from codnn.synth.bitstream import BOARDS
+from codnn.synth.tools import SynthesisError, package_version
 
 
 def main():

@@ -22,7 +22,7 @@ import time
 import numpy as np
 from gradient_dumps import DEFAULT_OUTPUT, dump, load
 
-from golden import inceptionn, terngrad
+from codnn.golden import inceptionn, terngrad
 
 
 def _timed(function, *args):

@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from codnn.render import print_rows
-from golden.column_combining import dense_tiles, pack, tiles
-from golden.systolic import PARALLEL_PRODUCT_STEPS, cycle_model, make_tiles
-from golden.workloads import structured_layer
+from codnn.golden.column_combining import dense_tiles, pack, tiles
+from codnn.golden.systolic import PARALLEL_PRODUCT_STEPS, cycle_model, make_tiles
+from codnn.golden.workloads import structured_layer
 
 SHAPES = [(128, 1152), (256, 2304), (512, 4608)]
 SPARSITIES = [0.7, 0.8, 0.9]

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from codnn.render import print_rows
-from golden.term_quant import group, quantize, reveal, term_counts, truncate, ungroup
+from codnn.golden.term_quant import group, quantize, reveal, term_counts, truncate, ungroup
 
 MAG_BITS = 7
 

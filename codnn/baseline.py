@@ -1,7 +1,7 @@
 """``codnn synth --check-baseline``: the reference configurations against their committed
 figures (``synth/baselines.json``), run through the sweep's parallel runner."""
 
-from synth.baseline import (
+from codnn.synth.baseline import (
     BASELINE_FILE,
     METRICS,
     compare,
@@ -9,7 +9,7 @@ from synth.baseline import (
     load_baseline,
     save_baseline,
 )
-from synth.tools import tool_versions
+from codnn.synth.tools import tool_versions
 
 from .flows import ParameterError
 from .sweep import run_points

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from golden.lanes import pack_lanes, unpack_lanes
-from golden.systolic import check_fits, make_tiles, tile_beats, wrap
-from golden.term_quant import ENCODINGS, group
-from golden.tq_array import data_vector_word, make_tq_tiles, weight_row_word
-from hw.nic import ENGINES
-from hw.soc.protocol import (
+from codnn.golden.lanes import pack_lanes, unpack_lanes
+from codnn.golden.systolic import check_fits, make_tiles, tile_beats, wrap
+from codnn.golden.term_quant import ENCODINGS, group
+from codnn.golden.tq_array import data_vector_word, make_tq_tiles, weight_row_word
+from codnn.hw.nic import ENGINES
+from codnn.hw.soc.protocol import (
     MAX_PAYLOAD,
     PROTOCOL_VERSION,
     SYNC,

@@ -6,8 +6,8 @@ simulated serial line (the same driver code)."""
 
 import numpy as np
 
-from golden.inceptionn import DEFAULT_BOUND_BITS
-from golden.value_frames import NicCodec
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
+from codnn.golden.value_frames import NicCodec
 
 from .board import Board, open_serial
 from .flows import ParameterError
@@ -19,7 +19,7 @@ def _on_board(host, sim_design, port, baud):
     """``host(serial port)`` on the simulated ``sim_design()`` or on ``port``."""
     if sim_design is None:
         return host(open_serial(port, baud))
-    from sim.uart_bridge import run_with_port
+    from codnn.sim.uart_bridge import run_with_port
     try:
         dut = sim_design()
     except (TypeError, ValueError) as error:
@@ -44,9 +44,9 @@ def run_layer_file(layers, inputs, *, layer=None, port=None, baud=115200, sim=No
     codnn.board.DeviceError, codnn.board.LinkError, OSError
         When the device answers with an error, does not answer, or the port fails.
     """
-    from golden.systolic import run_layer
-    from golden.tq_array import run_tq_layer
-    from golden.term_quant import ENCODINGS
+    from codnn.golden.systolic import run_layer
+    from codnn.golden.tq_array import run_tq_layer
+    from codnn.golden.term_quant import ENCODINGS
 
     from .engines import BOARD_DESIGNS
     from .packfile import load_packed, read_layer_arrays
@@ -130,9 +130,9 @@ def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_
     codnn.board.DeviceError, codnn.board.LinkError, OSError
         As ``run_layer_file``.
     """
-    from golden.inceptionn import check_bound_bits
-    from hw.nic import ENGINES
-    from hw.soc.protocol import Engine
+    from codnn.golden.inceptionn import check_bound_bits
+    from codnn.hw.nic import ENGINES
+    from codnn.hw.soc.protocol import Engine
 
     from .engines import BOARD_DESIGNS
     from .gradfile import load_gradients

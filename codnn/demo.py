@@ -12,8 +12,8 @@ beats, Verilator only, and leaves out the slow syntheses (marked in ``DEMO_STEPS
 
 from pathlib import Path
 
-from sim.runner import default_build_root
-from sim.simulators import SimulatorMissing, use_simulator
+from codnn.sim.runner import default_build_root
+from codnn.sim.simulators import SimulatorMissing, use_simulator
 
 from .flows import generate, run_simulation, run_synthesis
 from .render import console, err_console, print_rows

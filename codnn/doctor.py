@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from sim.simulators import simulator_version
-from synth.tools import ToolMissing, package_version, tool_path
+from codnn.sim.simulators import simulator_version
+from codnn.synth.tools import ToolMissing, package_version, tool_path
 
 __all__ = ["check_toolchain"]
 

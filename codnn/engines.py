@@ -16,18 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
-from golden.systolic import check_fits
-from golden.term_quant import ENCODINGS
-from golden.workloads import quantize_symmetric
-from hw.common.fmix32 import Fmix32Unit
-from hw.nic import ENGINES as NIC_ENGINES
-from hw.nic import AxiStreamTop
-from hw.nic.layouts import DEFAULT_MAX_VALUES
-from hw.soc import NicSoc, SystolicSoc, TqSoc
-from hw.systolic import ColumnCombinedArray
-from hw.systolic.array import MAC_KINDS
-from hw.tq import PMac, TermQuantArray, TMac
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
+from codnn.golden.systolic import check_fits
+from codnn.golden.term_quant import ENCODINGS
+from codnn.golden.workloads import quantize_symmetric
+from codnn.hw.common.fmix32 import Fmix32Unit
+from codnn.hw.nic import ENGINES as NIC_ENGINES
+from codnn.hw.nic import AxiStreamTop
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
+from codnn.hw.soc import NicSoc, SystolicSoc, TqSoc
+from codnn.hw.systolic import ColumnCombinedArray
+from codnn.hw.systolic.array import MAC_KINDS
+from codnn.hw.tq import PMac, TermQuantArray, TMac
 
 from .gradfile import load_gradients
 from .packfile import load_packed
@@ -194,7 +194,7 @@ def _nic_engine(descriptor):
                           "recovery)"),
                     Param("gradients", str, None, "send these gradients (.npy, or .npz: "
                           "its arrays in order) instead of random values")),
-        testbench="sim.tb_nic",
+        testbench="codnn.sim.tb_nic",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: _nic_config(
             name, dut, sim, beats, idle, backpressure, build_root),
         throughput=lambda dut: descriptor.full_rate.format(lanes=dut.engine.lanes),
@@ -208,7 +208,7 @@ def _mac_engine(name, cls, summary, sim_params, group_beats):
                 Param("acc_bits", int, 32, "accumulator width")),
         build=lambda **p: cls(**p),
         sim_params=sim_params,
-        testbench="sim.tb_tq",
+        testbench="codnn.sim.tb_tq",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
             "unit": name, "mag_bits": dut.mag_bits, "acc_bits": dut.acc_bits, "groups": beats,
             "idle": idle, "backpressure": backpressure, "latency": dut.latency, **sim},
@@ -222,7 +222,7 @@ ENGINES = {engine.name: engine for engine in [
         summary="pipelined counter-based hash fmix32 (TernGrad's random source)",
         params=(Param("lanes", int, 1, "values per beat"),),
         build=lambda lanes: Fmix32Unit(lanes=lanes),
-        testbench="sim.tb_fmix32",
+        testbench="codnn.sim.tb_fmix32",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
             "lanes": dut.lanes, "beats": beats, "idle": idle,
             "backpressure": backpressure, "latency": dut.latency},
@@ -250,7 +250,7 @@ ENGINES = {engine.name: engine for engine in [
                     Param("packed", str, None, "run this packed layer file (codnn pack) "
                           "instead of a random layer; float weights are quantized"),
                     Param("layer", str, None, "layer of the packed file")),
-        testbench="sim.tb_systolic",
+        testbench="codnn.sim.tb_systolic",
         tb_config=_systolic_config,
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} MACs/vector)"
@@ -274,7 +274,7 @@ ENGINES = {engine.name: engine for engine in [
         sim_params=(Param("layer_rows", int, 8, "outputs of the random layer"),
                     Param("layer_cols", int, 64, "inputs of the random layer"),
                     Param("shift", int, 12, "output stage shift")),
-        testbench="sim.tb_tq_array",
+        testbench="codnn.sim.tb_tq_array",
         tb_config=_tq_config,
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),

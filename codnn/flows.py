@@ -15,16 +15,16 @@ from amaranth.hdl import Shape, Value
 from amaranth.lib import data
 from amaranth.lib.wiring import Flow
 
-from sim.runner import (
+from codnn.sim.runner import (
     PRIMITIVE_MODELS,
     default_build_root,
     primitives_in,
     simulate,
     write_verilog,
 )
-from synth.bitstream import build_bitstream
-from synth.devices import get_device
-from synth.flow import synthesize
+from codnn.synth.bitstream import build_bitstream
+from codnn.synth.devices import get_device
+from codnn.synth.flow import synthesize
 
 from . import __version__
 from .engines import BOARD_DESIGNS, get_engine

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from golden import inceptionn, terngrad
+from codnn.golden import inceptionn, terngrad
 
 from .packfile import WeightFileError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.column_combining import PackedLayer, conv_weight_matrix, pack
+from codnn.golden.column_combining import PackedLayer, conv_weight_matrix, pack
 
 __all__ = ["WeightFileError", "load_layers", "load_packed", "pack_file", "save_packed"]
 

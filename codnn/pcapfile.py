@@ -12,8 +12,8 @@ frame's original length is its new length.
 import struct
 from pathlib import Path
 
-from golden.inceptionn import DEFAULT_BOUND_BITS, CorruptMessage, check_bound_bits
-from golden.packets import compress_frame, decompress_frame, gradient_payload
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, CorruptMessage, check_bound_bits
+from codnn.golden.packets import compress_frame, decompress_frame, gradient_payload
 
 __all__ = ["PcapError", "rewrite_pcap"]
 

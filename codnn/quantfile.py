@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from golden.term_quant import ENCODINGS, group, quantize, reveal, term_counts, ungroup
+from codnn.golden.term_quant import ENCODINGS, group, quantize, reveal, term_counts, ungroup
 
 from .packfile import WeightFileError, load_layers, read_layer_arrays
 

@@ -17,9 +17,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from sim.runner import default_build_root
-from synth.devices import get_device
-from synth.tools import SynthesisError, tool_versions
+from codnn.sim.runner import default_build_root
+from codnn.synth.devices import get_device
+from codnn.synth.tools import SynthesisError, tool_versions
 
 from .engines import get_engine
 from .flows import ParameterError, build_component, run_synthesis

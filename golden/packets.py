@@ -24,7 +24,7 @@ incompressible values grows past a 1500-byte MTU: the sender should leave that r
 
 import numpy as np
 
-from golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
 
 __all__ = ["GRADIENT_TOS", "MIN_FRAME", "ipv4_checksum", "gradient_payload", "compress_frame",
            "decompress_frame"]

@@ -13,8 +13,8 @@ count ``n`` as u32 (LE), then the ``ceil(n/4)`` code bytes; it decodes to ``t_i 
 
 import numpy as np
 
-from golden.fmix32 import counter_uniforms
-from golden.inceptionn import CorruptMessage
+from codnn.golden.fmix32 import counter_uniforms
+from codnn.golden.inceptionn import CorruptMessage
 
 __all__ = ["CLIP_SIGMAS", "tensor_scaler", "ternarize", "compress", "decompress", "message_size"]
 

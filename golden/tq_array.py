@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from golden.lanes import pack_lanes
-from golden.systolic import wrap
-from golden.term_quant import group, group_terms, reveal, truncate
+from codnn.golden.lanes import pack_lanes
+from codnn.golden.systolic import wrap
+from codnn.golden.term_quant import group, group_terms, reveal, truncate
 
 __all__ = ["TqTile", "make_tq_tiles", "run_tq_layer", "weight_row_word", "data_vector_word"]
 

@@ -4,8 +4,8 @@ what each engine takes and gives for a message of values."""
 
 import numpy as np
 
-from golden import terngrad
-from golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
+from codnn.golden import terngrad
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
 
 __all__ = ["CODECS", "value_frame", "special_values", "NicCodec"]
 

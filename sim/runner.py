@@ -192,7 +192,7 @@ def simulate(component, *, top, testbench, config=None, simulator="verilator", w
     top : str
         Verilog module name of the design.
     testbench : str
-        cocotb test module, e.g. ``"sim.tb_fmix32"``, importable from ``sys.path``.
+        cocotb test module, e.g. ``"codnn.sim.tb_fmix32"``, importable from ``sys.path``.
     config : dict
         JSON-serialisable parameters for the testbench.
     simulator : str

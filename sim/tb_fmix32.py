@@ -13,8 +13,8 @@ and ``values_per_cycle``.
 import cocotb
 import numpy as np
 
-from golden.fmix32 import fmix32
-from sim.testbench import check_stream, load_config, pack_lanes, unpack_lanes, write_report
+from codnn.golden.fmix32 import fmix32
+from codnn.sim.testbench import check_stream, load_config, pack_lanes, unpack_lanes, write_report
 
 _CORNERS = [0, 1, 0x8000_0000, 0xFFFF_FFFF]
 

@@ -27,11 +27,11 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from golden import terngrad
-from golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress, decompress
-from golden.value_frames import NicCodec, special_values, value_frame
-from hw.nic import ENGINES
-from sim.testbench import load_config, start_clock_and_reset, write_report
+from codnn.golden import terngrad
+from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress, decompress
+from codnn.golden.value_frames import NicCodec, special_values, value_frame
+from codnn.hw.nic import ENGINES
+from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 #: Standard deviations of the random gradients: every class gets its share.
 SIGMAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)

@@ -18,10 +18,10 @@ beat to the last result must equal ``golden.systolic.cycle_model``.
 import cocotb
 import numpy as np
 
-from golden.column_combining import PackedLayer, pack
-from golden.systolic import check_fits, cycle_model, mac_timing, run_layer
-from golden.workloads import quantize_symmetric, structured_layer
-from sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
+from codnn.golden.column_combining import PackedLayer, pack
+from codnn.golden.systolic import check_fits, cycle_model, mac_timing, run_layer
+from codnn.golden.workloads import quantize_symmetric, structured_layer
+from codnn.sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
 
 
 def build_workload(config):

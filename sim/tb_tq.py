@@ -18,9 +18,9 @@ Report: ``inputs``, ``outputs``, ``cycles``.
 import cocotb
 import numpy as np
 
-from golden.systolic import wrap
-from golden.term_quant import digits, kept_digits, lockstep_pairs, reveal, terms, truncate
-from sim.testbench import check_stream, load_config, pack_lanes, write_report
+from codnn.golden.systolic import wrap
+from codnn.golden.term_quant import digits, kept_digits, lockstep_pairs, reveal, terms, truncate
+from codnn.sim.testbench import check_stream, load_config, pack_lanes, write_report
 
 
 def _values(rng, shape, mag_bits):

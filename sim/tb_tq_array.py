@@ -15,10 +15,10 @@ stalls, the cycles from the first weight beat to the last result with
 import cocotb
 import numpy as np
 
-from golden.systolic import cycle_model
-from golden.tq_array import data_vector_word, run_tq_layer, weight_row_word
-from golden.workloads import quantize_symmetric, structured_layer
-from sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
+from codnn.golden.systolic import cycle_model
+from codnn.golden.tq_array import data_vector_word, run_tq_layer, weight_row_word
+from codnn.golden.workloads import quantize_symmetric, structured_layer
+from codnn.sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
 
 
 @cocotb.test()

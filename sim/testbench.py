@@ -15,8 +15,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
-from golden.lanes import pack_lanes, unpack_lanes
-from golden.systolic import output_stage
+from codnn.golden.lanes import pack_lanes, unpack_lanes
+from codnn.golden.systolic import output_stage
 
 __all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
            "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes", "check_stream",

@@ -29,7 +29,7 @@ from amaranth_boards.orangecrab_r0_2 import (
 from amaranth_boards.resources import UARTResource
 from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
 
-from hw.soc.board_top import BoardTop, uart_divisor
+from codnn.hw.soc.board_top import BoardTop, uart_divisor
 
 from .devices import get_device
 from .flow import soft_multipliers

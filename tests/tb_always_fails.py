@@ -2,7 +2,7 @@
 
 import cocotb
 
-from sim.testbench import load_config, start_clock_and_reset
+from codnn.sim.testbench import load_config, start_clock_and_reset
 
 
 @cocotb.test()

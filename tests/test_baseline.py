@@ -6,7 +6,7 @@ import json
 import pytest
 
 from codnn.cli import main
-from synth.baseline import BASELINE_FILE, METRICS, BaselineError, compare, load_baseline
+from codnn.synth.baseline import BASELINE_FILE, METRICS, BaselineError, compare, load_baseline
 
 TOLERANCE = {"resources": 0.02, "fmax": 0.05}
 

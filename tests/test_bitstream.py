@@ -8,9 +8,9 @@ import pytest
 
 from codnn.cli import main
 from codnn.flows import ParameterError, run_bitstream
-from hw.soc.board_top import uart_divisor
-from synth.bitstream import BOARDS
-from synth.tools import SynthesisError
+from codnn.hw.soc.board_top import uart_divisor
+from codnn.synth.bitstream import BOARDS
+from codnn.synth.tools import SynthesisError
 
 SMALL = {"rows": 2, "cols": 2, "alpha": 2, "depth": 8}
 

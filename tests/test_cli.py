@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from codnn.cli import main
-from golden import inceptionn, terngrad
+from codnn.golden import inceptionn, terngrad
 
 
 def run(capsys, *argv):
@@ -134,7 +134,7 @@ def test_demo_quick_prints_the_summary(capsys):
 
 
 def test_pack_reports_and_writes_the_packed_layers(capsys, tmp_path):
-    from golden.workloads import structured_layer
+    from codnn.golden.workloads import structured_layer
     weights = tmp_path / "w.npz"
     rng = np.random.default_rng(8)
     np.savez(weights, fc=structured_layer(rng, 64, 512, 0.8),
@@ -227,7 +227,7 @@ def test_systolic_bad_parameter_exits_2(capsys):
 
 def _packed_file(tmp_path, **layers):
     from codnn.packfile import save_packed
-    from golden.column_combining import pack
+    from codnn.golden.column_combining import pack
     path = tmp_path / "packed.npz"
     save_packed(path, {name: pack(F, alpha, 0.5) for name, (F, alpha) in layers.items()})
     return str(path)
@@ -237,7 +237,7 @@ def _packed_file(tmp_path, **layers):
 def test_simulate_a_packed_layer_file(capsys, tmp_path, icarus, packed_alpha):
     """A layer packed at the array's alpha, or at a smaller one (the streams past each
     group's channels carry zeros)."""
-    from golden.workloads import structured_layer
+    from codnn.golden.workloads import structured_layer
     layer = structured_layer(np.random.default_rng(6), 6, 48, 0.8)      # float weights
     path = _packed_file(tmp_path, fc=(layer, packed_alpha))
     code, out, _ = run(capsys, "simulate", "systolic", "--sim", icarus, "--rows", "3",
@@ -286,7 +286,7 @@ def test_quantize_reports_and_writes_the_revealed_layers(capsys, tmp_path):
     assert report["fc"]["pairs_ratio"] == round(50 * 64 / (7 * 36), 2)
     assert report["fc"]["terms_after"] <= 12 * 7 / 50 < report["fc"]["terms_before"]
     assert report["fc"]["sqnr_uq_db"] > report["fc"]["sqnr_tq_db"] > 10
-    from golden.term_quant import group, reveal, ungroup
+    from codnn.golden.term_quant import group, reveal, ungroup
     with np.load(out) as saved:
         q, tq = saved["fc/q"], saved["fc/tq"]
         assert np.array_equal(tq, ungroup(reveal(group(q, 8), 12), 50))
@@ -491,7 +491,7 @@ def test_simulate_nic_engines_json(capsys):
 
 
 def _run_files(tmp_path):
-    from golden.workloads import quantize_symmetric, structured_layer
+    from codnn.golden.workloads import quantize_symmetric, structured_layer
     rng = np.random.default_rng(11)
     F, _ = quantize_symmetric(structured_layer(rng, 6, 12, 0.7), 8)
     packed = _packed_file(tmp_path, layer=(F, 4))

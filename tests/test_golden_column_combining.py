@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.column_combining import (
+from codnn.golden.column_combining import (
     SECTION,
     conv_weight_matrix,
     dense_tiles,
@@ -14,8 +14,8 @@ from golden.column_combining import (
     pack,
     tiles,
 )
-from golden.joint_optimization import joint_prune, magnitude_prune, prune_rate, prune_steps
-from golden.workloads import structured_layer
+from codnn.golden.joint_optimization import joint_prune, magnitude_prune, prune_rate, prune_steps
+from codnn.golden.workloads import structured_layer
 
 SPEC_F = np.array([[-0.3, 0, -0.2, 0], [0, -0.7, 0, -0.8], [0, 0.1, -1.2, 0],
                    [0.9, 0, 0.4, 0.7]])

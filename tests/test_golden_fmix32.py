@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golden.fmix32 import counter_uniforms, fmix32
+from codnn.golden.fmix32 import counter_uniforms, fmix32
 
 
 def scalar_fmix32(h):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.inceptionn import (
+from codnn.golden.inceptionn import (
     CorruptMessage,
     classify,
     compress,

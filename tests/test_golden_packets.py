@@ -7,8 +7,8 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from golden.inceptionn import CorruptMessage, compress, decompress
-from golden.packets import (
+from codnn.golden.inceptionn import CorruptMessage, compress, decompress
+from codnn.golden.packets import (
     GRADIENT_TOS,
     MIN_FRAME,
     compress_frame,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from golden.column_combining import pack
-from golden.systolic import (
+from codnn.golden.column_combining import pack
+from codnn.golden.systolic import (
     cycle_model,
     latency,
     mac_timing,

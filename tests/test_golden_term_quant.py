@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.term_quant import (
+from codnn.golden.term_quant import (
     ENCODINGS,
     digit_table,
     group,
@@ -23,7 +23,7 @@ from golden.term_quant import (
     truncate,
     ungroup,
 )
-from golden.tq_array import run_tq_layer
+from codnn.golden.tq_array import run_tq_layer
 
 
 def greedy_reveal(group_values, alpha, encoding, mag_bits=7):

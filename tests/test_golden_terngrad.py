@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.fmix32 import counter_uniforms
-from golden.inceptionn import CorruptMessage
-from golden.terngrad import compress, decompress, message_size, tensor_scaler, ternarize
+from codnn.golden.fmix32 import counter_uniforms
+from codnn.golden.inceptionn import CorruptMessage
+from codnn.golden.terngrad import compress, decompress, message_size, tensor_scaler, ternarize
 
 SEED = 0x12345678
 

@@ -6,9 +6,9 @@ import random
 import numpy as np
 import pytest
 
-from golden.fmix32 import fmix32
-from hw.common.fmix32 import Fmix32Unit
-from sim.pysim import run_stream_test
+from codnn.golden.fmix32 import fmix32
+from codnn.hw.common.fmix32 import Fmix32Unit
+from codnn.sim.pysim import run_stream_test
 
 SEED = 20261121
 

@@ -7,15 +7,15 @@ import random
 import numpy as np
 import pytest
 
-from golden import inceptionn
-from hw.nic import (
+from codnn.golden import inceptionn
+from codnn.hw.nic import (
     AxiStreamTop,
     BytePacker,
     CodecLoopback,
     InceptionnCompressor,
     InceptionnDecompressor,
 )
-from sim.pysim import run_stream_test
+from codnn.sim.pysim import run_stream_test
 
 
 @pytest.mark.parametrize("build,error,message", [

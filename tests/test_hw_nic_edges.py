@@ -10,11 +10,11 @@ import random
 import numpy as np
 import pytest
 
-from golden import inceptionn, terngrad
-from golden.inceptionn import CorruptMessage
-from golden.value_frames import special_values, value_frame
-from hw.nic import ENGINES, InceptionnCompressor, TernGradDecoder, TernGradEncoder
-from sim.pysim import run_frames
+from codnn.golden import inceptionn, terngrad
+from codnn.golden.inceptionn import CorruptMessage
+from codnn.golden.value_frames import special_values, value_frame
+from codnn.hw.nic import ENGINES, InceptionnCompressor, TernGradDecoder, TernGradEncoder
+from codnn.sim.pysim import run_frames
 
 SEED = 20261125
 

@@ -10,8 +10,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.skid import SkidOutput
-from sim.pysim import run_stream_test
+from codnn.hw.common.skid import SkidOutput
+from codnn.sim.pysim import run_stream_test
 
 SEED = 20261123
 

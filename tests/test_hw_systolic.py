@@ -6,9 +6,9 @@ import re
 import pytest
 from amaranth.back import verilog
 
-from golden.systolic import latency, mac_timing
-from hw.systolic import ColumnCombinedArray
-from synth.devices import get_device
+from codnn.golden.systolic import latency, mac_timing
+from codnn.hw.systolic import ColumnCombinedArray
+from codnn.synth.devices import get_device
 
 
 def test_signature_widths():

@@ -3,7 +3,7 @@
 
 import pytest
 
-from hw.tq import PMac, TermEncoder, TermLister, TermQuantArray, TermRevealer, TMac
+from codnn.hw.tq import PMac, TermEncoder, TermLister, TermQuantArray, TermRevealer, TMac
 
 
 def test_signature_widths():

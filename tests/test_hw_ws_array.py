@@ -7,9 +7,9 @@ import subprocess
 import pytest
 from amaranth.back import verilog
 
-from hw.systolic import ColumnCombinedArray
-from hw.tq import TermQuantArray
-from synth.tools import tool_path
+from codnn.hw.systolic import ColumnCombinedArray
+from codnn.hw.tq import TermQuantArray
+from codnn.synth.tools import tool_path
 
 
 def kept_registers(array, wires, tmp_path):

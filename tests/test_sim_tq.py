@@ -4,15 +4,15 @@ count without stalls (the testbench asserts both)."""
 
 import pytest
 
-from hw.tq import PMac, TermEncoder, TermLister, TermQuantArray, TermRevealer, TMac
-from sim.runner import simulate
+from codnn.hw.tq import PMac, TermEncoder, TermLister, TermQuantArray, TermRevealer, TMac
+from codnn.sim.runner import simulate
 
 
 def _run(dut, unit, simulator, seed, *, stalls, **config):
     config = {"unit": unit, "mag_bits": dut.mag_bits, "idle": 0.3 if stalls else 0.0,
               "backpressure": 0.4 if stalls else 0.0, **config}
     print(f"seed={seed} config={config}")
-    return simulate(dut, top=f"tq_{unit}", testbench="sim.tb_tq", simulator=simulator,
+    return simulate(dut, top=f"tq_{unit}", testbench="codnn.sim.tb_tq", simulator=simulator,
                     config=config, seed=seed).report
 
 
@@ -103,7 +103,7 @@ def test_tq_array_equals_golden(config, simulator, request):
         run = {**config, "idle": 0.3 if stalls else 0.0,
                "backpressure": 0.4 if stalls else 0.0}
         print(f"seed={seed} config={run}")
-        reports.append(simulate(dut, top="tq_array", testbench="sim.tb_tq_array",
+        reports.append(simulate(dut, top="tq_array", testbench="codnn.sim.tb_tq_array",
                                 simulator=simulator, config=run, seed=seed).report)
     stalled, steady = reports
     assert steady["cycles"] == steady["model_cycles_without_stalls"]

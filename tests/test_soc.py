@@ -11,20 +11,20 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from codnn.board import Board, DeviceError, LinkError
-from golden.column_combining import pack
-from golden.inceptionn import compress, decompress
-from golden.systolic import run_layer
-from golden.tq_array import run_tq_layer
-from golden.value_frames import special_values, value_frame
-from golden.workloads import quantize_symmetric, structured_layer
-from hw.soc.crc import crc16_update
-from hw.soc.link import HostLink
-from hw.soc.nic import NicSoc
-from hw.soc.protocol import PROTOCOL_VERSION, SYNC, Command, Engine, Status, crc16, frame
-from hw.soc.systolic import SystolicSoc
-from hw.soc.tq import TqSoc
-from hw.soc.uart import UartRx, UartTx
-from sim.uart_bridge import run_with_port
+from codnn.golden.column_combining import pack
+from codnn.golden.inceptionn import compress, decompress
+from codnn.golden.systolic import run_layer
+from codnn.golden.tq_array import run_tq_layer
+from codnn.golden.value_frames import special_values, value_frame
+from codnn.golden.workloads import quantize_symmetric, structured_layer
+from codnn.hw.soc.crc import crc16_update
+from codnn.hw.soc.link import HostLink
+from codnn.hw.soc.nic import NicSoc
+from codnn.hw.soc.protocol import PROTOCOL_VERSION, SYNC, Command, Engine, Status, crc16, frame
+from codnn.hw.soc.systolic import SystolicSoc
+from codnn.hw.soc.tq import TqSoc
+from codnn.hw.soc.uart import UartRx, UartTx
+from codnn.sim.uart_bridge import run_with_port
 
 SEED = 20261122
 

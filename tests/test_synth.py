@@ -11,10 +11,10 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from hw.common.fmix32 import Fmix32Unit
-from synth.devices import DEVICES, get_device
-from synth.flow import SynthesisError, synthesize
-from synth.tools import nextpnr_progress, run_tool, tool_path
+from codnn.hw.common.fmix32 import Fmix32Unit
+from codnn.synth.devices import DEVICES, get_device
+from codnn.synth.flow import SynthesisError, synthesize
+from codnn.synth.tools import nextpnr_progress, run_tool, tool_path
 
 
 def test_ice40_up5k_maps_multipliers_to_dsps(build_root):

@@ -78,7 +78,7 @@ def run_run(args):
 
 
 def add_stream(sub):
-    from hw.nic import ENGINES
+    from codnn.hw.nic import ENGINES
     sub.description = ("Send gradients as messages through the NIC engine of a board top "
                        "(hw/soc NicSoc) over the UART host link and check every output byte "
                        "against golden; decoders get the messages golden encodes.")

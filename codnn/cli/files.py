@@ -43,7 +43,7 @@ def add_pack(sub):
 
 
 def run_pack(args):
-    from golden.column_combining import dense_tiles, tiles
+    from codnn.golden.column_combining import dense_tiles, tiles
 
     from ..packfile import pack_file, save_packed
     from ..render import err_console, print_json, print_rows
@@ -74,7 +74,7 @@ def run_pack(args):
 
 
 def add_quantize(sub):
-    from golden.term_quant import ENCODINGS
+    from codnn.golden.term_quant import ENCODINGS
     sub.description = ("Quantize each layer to sign-magnitude integers, keep the top ALPHA "
                        "terms of every group of G input channels, write both and report "
                        "terms per weight, term pairs against 8-bit uniform quantization and "

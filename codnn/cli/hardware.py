@@ -5,13 +5,13 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from sim.runner import SimulationFailure, default_build_root
-from sim.simulators import SIMULATORS, SimulatorMissing
-from synth.baseline import BaselineError
-from synth.bitstream import BOARDS
-from synth.devices import DEVICES
-from synth.flow import SynthesisError
-from synth.tools import ToolMissing
+from codnn.sim.runner import SimulationFailure, default_build_root
+from codnn.sim.simulators import SIMULATORS, SimulatorMissing
+from codnn.synth.baseline import BaselineError
+from codnn.synth.bitstream import BOARDS
+from codnn.synth.devices import DEVICES
+from codnn.synth.flow import SynthesisError
+from codnn.synth.tools import ToolMissing
 
 from ..engines import BOARD_DESIGNS, ENGINES
 from ..flows import ParameterError, generate, run_bitstream, run_simulation, run_synthesis
@@ -247,7 +247,7 @@ def _progress_line(done, total, row):
 
 
 def _check_baseline(args):
-    from synth.baseline import BASELINE_FILE
+    from codnn.synth.baseline import BASELINE_FILE
 
     from ..baseline import check_baseline
     path = args.baseline or BASELINE_FILE

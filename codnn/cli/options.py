@@ -93,7 +93,7 @@ def add_param(parser, param, prefix, default_text=None):
 def bound_bits_option(parser, *, type, what=""):
     """``--bound-bits``: ``b`` of the INCEPTIONN error bound ``2**-b`` (``what`` prefixes
     the help, e.g. the codec it applies to)."""
-    from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+    from codnn.golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
     parser.add_argument("--bound-bits", type=type, default=DEFAULT_BOUND_BITS,
                         help=f"{what}error bound 2**-b, b in {BOUND_BITS[0]}.."
                              f"{BOUND_BITS[-1]} (default {DEFAULT_BOUND_BITS})")

@@ -5,9 +5,9 @@ from amaranth.hdl import Module, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.fmix32 import FMIX32_C1, FMIX32_C2
-from hw.common.params import positive_int
-from hw.common.pipeline import StallPipeline
+from codnn.golden.fmix32 import FMIX32_C1, FMIX32_C2
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.pipeline import StallPipeline
 
 __all__ = ["Fmix32Unit", "fmix32_stages"]
 

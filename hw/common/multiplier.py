@@ -2,8 +2,8 @@
 
 from amaranth.hdl import ClockSignal, Const, Instance, Signal
 
-from golden.systolic import PARALLEL_PRODUCT_STEPS as PRODUCT_STEPS
-from hw.common.ws_array import delay, stage
+from codnn.golden.systolic import PARALLEL_PRODUCT_STEPS as PRODUCT_STEPS
+from codnn.hw.common.ws_array import delay, stage
 
 __all__ = ["PRODUCT_STEPS", "MultiplierPlan", "pipelined_product"]
 

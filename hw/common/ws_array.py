@@ -6,8 +6,8 @@ from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsi
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.counters import counter
-from hw.common.params import positive_int
+from codnn.hw.common.counters import counter
+from codnn.hw.common.params import positive_int
 
 __all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage"]
 

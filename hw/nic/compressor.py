@@ -7,13 +7,13 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
-from hw.common.counters import counter
-from hw.common.trees import balanced
-from hw.common.ws_array import stage
-from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
-from hw.nic.packer import BytePacker, packer_latency
-from hw.nic.reader import Item, MessageReader
+from codnn.golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+from codnn.hw.common.counters import counter
+from codnn.hw.common.trees import balanced
+from codnn.hw.common.ws_array import stage
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.packer import BytePacker, packer_latency
+from codnn.hw.nic.reader import Item, MessageReader
 
 __all__ = ["InceptionnCompressor", "compressor_latency", "clamp_bound_bits", "half_prefixes",
            "offsets_from_halves", "block_size", "BLOCK_BYTES"]

@@ -7,18 +7,18 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
-from golden.inceptionn import DEFAULT_BOUND_BITS
-from hw.common.counters import counter
-from hw.common.skid import SkidOutput
-from hw.nic.compressor import (
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
+from codnn.hw.common.counters import counter
+from codnn.hw.common.skid import SkidOutput
+from codnn.hw.nic.compressor import (
     BLOCK_BYTES,
     block_size,
     clamp_bound_bits,
     half_prefixes,
     offsets_from_halves,
 )
-from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
-from hw.nic.ring import ByteRing
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.ring import ByteRing
 
 __all__ = ["DECOMPRESSOR_LATENCY", "InceptionnDecompressor", "decode_value"]
 

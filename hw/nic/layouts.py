@@ -19,7 +19,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from hw.common.trees import balanced
+from codnn.hw.common.trees import balanced
 
 __all__ = ["LANES", "DEFAULT_MAX_VALUES", "check_lanes", "beat_layout", "chunk_layout",
            "beat_bytes", "count_errors", "StreamEngine"]

@@ -5,10 +5,10 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from golden.inceptionn import DEFAULT_BOUND_BITS
-from hw.nic.compressor import InceptionnCompressor, compressor_latency
-from hw.nic.decompressor import DECOMPRESSOR_LATENCY, InceptionnDecompressor
-from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
+from codnn.hw.nic.compressor import InceptionnCompressor, compressor_latency
+from codnn.hw.nic.decompressor import DECOMPRESSOR_LATENCY, InceptionnDecompressor
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine
 
 __all__ = ["CodecLoopback"]
 

@@ -3,8 +3,8 @@
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib.wiring import Out
 
-from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
-from hw.nic.reader import Item, MessageReader
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.reader import Item, MessageReader
 
 __all__ = ["MaxAbs"]
 

@@ -4,9 +4,9 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.params import positive_int
-from hw.common.skid import SkidOutput
-from hw.nic.layouts import beat_layout, chunk_layout
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.skid import SkidOutput
+from codnn.hw.nic.layouts import beat_layout, chunk_layout
 
 __all__ = ["BytePacker", "packer_latency"]
 

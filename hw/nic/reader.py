@@ -4,7 +4,7 @@ defined behaviour of messages whose length does not match their count."""
 from amaranth.hdl import Cat, Const, Mux, Signal, unsigned
 from amaranth.lib import data, enum
 
-from hw.nic.layouts import beat_bytes
+from codnn.hw.nic.layouts import beat_bytes
 
 __all__ = ["Item", "MessageReader"]
 

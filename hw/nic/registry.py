@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from amaranth.hdl import Shape
 from amaranth.lib.wiring import Flow
 
-from hw.nic.compressor import InceptionnCompressor
-from hw.nic.decompressor import InceptionnDecompressor
-from hw.nic.loopback import CodecLoopback
-from hw.nic.maxabs import MaxAbs
-from hw.nic.terngrad import TernGradDecoder, TernGradEncoder
+from codnn.hw.nic.compressor import InceptionnCompressor
+from codnn.hw.nic.decompressor import InceptionnDecompressor
+from codnn.hw.nic.loopback import CodecLoopback
+from codnn.hw.nic.maxabs import MaxAbs
+from codnn.hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["NicEngine", "ENGINES"]
 

@@ -4,7 +4,7 @@ byte."""
 from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.utils import exact_log2
 
-from hw.nic.layouts import beat_bytes
+from codnn.hw.nic.layouts import beat_bytes
 
 __all__ = ["ByteRing"]
 

@@ -5,14 +5,14 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.counters import counter
-from hw.common.fmix32 import fmix32_stages
-from hw.common.pipeline import StallPipeline
-from hw.common.skid import SkidOutput
-from hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
-from hw.nic.packer import BytePacker
-from hw.nic.reader import Item, MessageReader
-from hw.nic.window import ByteWindow
+from codnn.hw.common.counters import counter
+from codnn.hw.common.fmix32 import fmix32_stages
+from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.common.skid import SkidOutput
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.packer import BytePacker
+from codnn.hw.nic.reader import Item, MessageReader
+from codnn.hw.nic.window import ByteWindow
 
 __all__ = ["TernGradEncoder", "TernGradDecoder", "float_parts", "finite_non_negative"]
 

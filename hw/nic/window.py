@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux, Signal
 
-from hw.nic.layouts import beat_bytes
+from codnn.hw.nic.layouts import beat_bytes
 
 __all__ = ["ByteWindow"]
 

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from amaranth.utils import ceil_log2
 
-from hw.common.params import positive_int
+from codnn.hw.common.params import positive_int
 
 from .link import HostLink, check_link
 from .protocol import (

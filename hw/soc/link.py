@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.params import positive_int
+from codnn.hw.common.params import positive_int
 
 from .crc import crc16_update
 from .protocol import MAX_PAYLOAD, SYNC, Status

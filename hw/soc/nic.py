@@ -7,8 +7,8 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import Flow, In, Out
 
-from hw.nic import ENGINES
-from hw.nic.layouts import beat_layout, check_lanes
+from codnn.hw.nic import ENGINES
+from codnn.hw.nic.layouts import beat_layout, check_lanes
 
 from .array_soc import ArraySoc
 from .protocol import Engine

@@ -3,7 +3,7 @@
 # top's parameters then drops it with a clear error, which the warning would only repeat)
 """The column-combined systolic array behind the UART host link."""
 
-from hw.systolic import ColumnCombinedArray
+from codnn.hw.systolic import ColumnCombinedArray
 
 from .array_soc import ArraySoc
 from .protocol import Engine

@@ -3,8 +3,8 @@
 # top's parameters then drops it with a clear error, which the warning would only repeat)
 """The term-quantization array behind the UART host link."""
 
-from golden.term_quant import ENCODINGS
-from hw.tq import TermQuantArray
+from codnn.golden.term_quant import ENCODINGS
+from codnn.hw.tq import TermQuantArray
 
 from .array_soc import ArraySoc
 from .protocol import Engine

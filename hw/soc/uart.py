@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.params import positive_int
+from codnn.hw.common.params import positive_int
 
 __all__ = ["UartRx", "UartTx", "check_divisor"]
 

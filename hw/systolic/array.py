@@ -4,9 +4,9 @@ from amaranth.hdl import C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
-from hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
-from hw.common.params import positive_int
-from hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
+from codnn.hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
 
 __all__ = ["ColumnCombinedArray"]
 

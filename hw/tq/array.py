@@ -4,13 +4,13 @@ from amaranth.hdl import Array, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
-from hw.common.params import positive_int
-from hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
-from hw.tq.encoder import ENCODINGS, TermEncoder
-from hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
-from hw.tq.lister import TermLister
-from hw.tq.mac import pair_addend
-from hw.tq.revealer import TermRevealer
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
+from codnn.hw.tq.encoder import ENCODINGS, TermEncoder
+from codnn.hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
+from codnn.hw.tq.lister import TermLister
+from codnn.hw.tq.mac import pair_addend
+from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["TermQuantArray", "weight_term"]
 

@@ -5,10 +5,10 @@ from amaranth.hdl import C, Cat, Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.params import positive_int
-from hw.common.pipeline import StallPipeline
-from golden.term_quant import ENCODINGS
-from hw.tq.layouts import check_mag_bits, sign_magnitude, signed_digits
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.pipeline import StallPipeline
+from codnn.golden.term_quant import ENCODINGS
+from codnn.hw.tq.layouts import check_mag_bits, sign_magnitude, signed_digits
 
 __all__ = ["ENCODINGS", "TermEncoder"]
 

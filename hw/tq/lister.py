@@ -4,9 +4,9 @@ from amaranth.hdl import C, Cat, Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common.params import positive_int
-from hw.common.pipeline import StallPipeline
-from hw.tq.layouts import check_mag_bits, exponent_bits, signed_digits, term
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.tq.layouts import check_mag_bits, exponent_bits, signed_digits, term
 
 __all__ = ["TermLister"]
 

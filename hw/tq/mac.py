@@ -19,7 +19,7 @@ from amaranth.hdl import C, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.tq.layouts import check_mag_bits, exponent_bits
+from codnn.hw.tq.layouts import check_mag_bits, exponent_bits
 
 __all__ = ["TMac", "PMac", "pair_addend"]
 

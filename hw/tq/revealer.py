@@ -5,9 +5,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from hw.common.params import positive_int
-from hw.common.pipeline import StallPipeline
-from hw.tq.layouts import check_mag_bits, signed_digits
+from codnn.hw.common.params import positive_int
+from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.tq.layouts import check_mag_bits, signed_digits
 
 __all__ = ["TermRevealer"]
 
