@@ -19,7 +19,8 @@ Both directions are vectorized, except one pass over the block lengths in ``deco
 
 import numpy as np
 
-__all__ = ["BOUND_BITS", "DEFAULT_BOUND_BITS", "BLOCK", "PAYLOAD_BYTES", "CorruptMessage",
+__all__ = ["BOUND_BITS", "DEFAULT_BOUND_BITS", "BLOCK", "PAYLOAD_BYTES", "MAX_BLOCK_BYTES",
+           "RAW_EXPONENT", "SMALL_BITS", "LARGE_BITS", "CorruptMessage",
            "check_bound_bits", "classify", "compress", "decompress", "compressed_size"]
 
 #: The error bounds ``2**-b`` the codec supports: ``b`` in 7..15.
@@ -29,11 +30,20 @@ DEFAULT_BOUND_BITS = 10
 BLOCK = 8
 #: Payload bytes of tags 0, 1, 2, 3.
 PAYLOAD_BYTES = np.array([0, 1, 2, 4], dtype=np.int64)
+#: The largest block: its tag word and ``BLOCK`` raw float32.
+MAX_BLOCK_BYTES = 2 + BLOCK * int(PAYLOAD_BYTES[3])
+#: The class boundaries. A biased exponent at or above ``RAW_EXPONENT`` (|x| >= 1, Inf,
+#: NaN) is sent whole; tag 1 keeps ``SMALL_BITS`` magnitude bits (the exponents
+#: ``RAW_EXPONENT - b`` to ``RAW_EXPONENT + SMALL_BITS - b - 1``), tag 2 ``LARGE_BITS``.
+RAW_EXPONENT = 127
+SMALL_BITS, LARGE_BITS = 7, 15
+#: Exponent plus significand position: ``|x| = sig * 2**(e - _UNIT)`` for a 24-bit ``sig``.
+_UNIT = RAW_EXPONENT + 23
 
 _HEADER = 4
 _PAYLOAD_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFF_FFFF], dtype=np.uint32)
 #: Bytes of a block, indexed by its tag word.
-_BLOCK_BYTES = 2 + sum(PAYLOAD_BYTES[(np.arange(1 << 16) >> (2 * i)) & 3] for i in range(8))
+_BLOCK_BYTES = 2 + sum(PAYLOAD_BYTES[(np.arange(1 << 16) >> (2 * i)) & 3] for i in range(BLOCK))
 
 
 class CorruptMessage(ValueError):
@@ -69,14 +79,14 @@ def classify(x, bound_bits=DEFAULT_BOUND_BITS):
     exponent = ((bits >> 23) & 0xFF).astype(np.int16)
     sign = bits >> 31
     significand = (bits & 0x7F_FFFF) | 0x80_0000
-    small = exponent >= 127 - bound_bits
-    large = exponent >= 134 - bound_bits
-    raw = exponent >= 127
+    small = exponent >= RAW_EXPONENT - bound_bits
+    large = exponent >= RAW_EXPONENT + SMALL_BITS - bound_bits
+    raw = exponent >= RAW_EXPONENT
     tags = small.view(np.uint8) + large.view(np.uint8) + raw.view(np.uint8)
     # Each class's shift lies in 0..23 inside the class; clipped outside it (masked below).
-    shift = np.where(large, 135 - exponent, 150 - bound_bits - exponent)
+    shift = np.where(large, _UNIT - LARGE_BITS - exponent, _UNIT - bound_bits - exponent)
     payloads = significand >> np.clip(shift, 0, 31).astype(np.uint32)
-    payloads |= sign << np.where(large, 15, 7).astype(np.uint32)
+    payloads |= sign << np.where(large, LARGE_BITS, SMALL_BITS).astype(np.uint32)
     payloads[~small] = 0
     payloads[raw] = bits[raw]
     return tags, payloads
@@ -208,10 +218,11 @@ def decompress(data, bound_bits=DEFAULT_BOUND_BITS):
 def _decode(tags, payloads, bound_bits):
     """Values of tags and payloads: the magnitudes times 2**-b or 2**-15 are exact."""
     small = tags == 1
-    magnitude = np.where(small, payloads & 0x7F, payloads & 0x7FFF).astype(np.float32)
-    magnitude *= np.where(small, np.float32(2.0 ** -bound_bits), np.float32(2.0 ** -15))
+    magnitude = np.where(small, payloads & ((1 << SMALL_BITS) - 1),
+                         payloads & ((1 << LARGE_BITS) - 1)).astype(np.float32)
+    magnitude *= np.where(small, np.float32(2.0 ** -bound_bits), np.float32(2.0 ** -LARGE_BITS))
     bits = magnitude.view(np.uint32)
-    bits |= (np.where(small, payloads >> 7, payloads >> 15) & 1) << 31
+    bits |= (np.where(small, payloads >> SMALL_BITS, payloads >> LARGE_BITS) & 1) << 31
     raw = tags == 3
     bits[raw] = payloads[raw]
     return magnitude

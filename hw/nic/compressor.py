@@ -7,7 +7,15 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
+from codnn.golden.inceptionn import (
+    BLOCK,
+    BOUND_BITS,
+    DEFAULT_BOUND_BITS,
+    LARGE_BITS,
+    MAX_BLOCK_BYTES,
+    RAW_EXPONENT,
+    SMALL_BITS,
+)
 from codnn.hw.common.counters import counter
 from codnn.hw.common.trees import balanced
 from codnn.hw.common.ws_array import stage
@@ -16,10 +24,7 @@ from codnn.hw.nic.packer import BytePacker, packer_latency
 from codnn.hw.nic.reader import Item, MessageReader
 
 __all__ = ["InceptionnCompressor", "compressor_latency", "clamp_bound_bits", "half_prefixes",
-           "offsets_from_halves", "block_size", "BLOCK_BYTES"]
-
-#: Largest compressed block: a 16-bit tag word and 8 raw float32.
-BLOCK_BYTES = 2 + 8 * 4
+           "offsets_from_halves", "block_size"]
 
 #: Chunks the queue in front of the byte packer holds (one distributed-RAM column); the
 #: credits keep two entries free, so a write never meets a full queue.
@@ -33,16 +38,28 @@ class Thresholds:
     (it is 17..23) come from ``small_base = (133 - b) mod 8``."""
 
     def __init__(self, b):
-        self.zero_below = Signal(8, init=127 - DEFAULT_BOUND_BITS)
-        self.small_below = Signal(8, init=134 - DEFAULT_BOUND_BITS)
-        self.small_base = Signal(3, init=(133 - DEFAULT_BOUND_BITS) % 8)
+        self.zero_below = Signal(8, init=self._zero_below(DEFAULT_BOUND_BITS))
+        self.small_below = Signal(8, init=self._small_below(DEFAULT_BOUND_BITS))
+        self.small_base = Signal(3, init=self._small_base(DEFAULT_BOUND_BITS) % 8)
         self._b = b
+
+    @staticmethod
+    def _zero_below(b):
+        return RAW_EXPONENT - b
+
+    @staticmethod
+    def _small_below(b):
+        return RAW_EXPONENT + SMALL_BITS - b
+
+    @staticmethod
+    def _small_base(b):
+        return RAW_EXPONENT + SMALL_BITS - 1 - b
 
     def load(self):
         """Statements loading the registers from ``b`` (sync domain)."""
         b = self._b
-        return [self.zero_below.eq(127 - b), self.small_below.eq(134 - b),
-                self.small_base.eq(133 - b)]
+        return [self.zero_below.eq(self._zero_below(b)), self.small_below.eq(self._small_below(b)),
+                self.small_base.eq(self._small_base(b))]
 
 
 def classify_value(m, bits, thresholds):
@@ -50,7 +67,7 @@ def classify_value(m, bits, thresholds):
     significand bits (``value_payload``)."""
     exponent = bits[23:31]
     tag = Signal(2, name="tag")
-    with m.If(exponent >= 127):
+    with m.If(exponent >= RAW_EXPONENT):
         m.d.comb += tag.eq(3)
     with m.Elif(exponent < thresholds.zero_below):
         m.d.comb += tag.eq(0)
@@ -61,7 +78,8 @@ def classify_value(m, bits, thresholds):
     # 8-bit class: shift 150 - e - b (17..23) -> amount 133 - b - e; 16-bit class: shift
     # 135 - e (9..b+1) -> amount 126 - e (126 mod 8 = 6). Both fit 3 bits exactly.
     amount = Signal(3, name="amount")
-    m.d.comb += amount.eq(Mux(tag == 1, thresholds.small_base, 6) - exponent[:3])
+    m.d.comb += amount.eq(Mux(tag == 1, thresholds.small_base, (RAW_EXPONENT - 1) % 8)
+                          - exponent[:3])
     return tag, amount
 
 
@@ -70,8 +88,9 @@ def value_payload(bits, tag, amount):
     the value itself (3), its sign and 15 (2) or 7 (1) significand bits, nothing (0)."""
     sign, significand = bits[31], Cat(bits[:23], Const(1, 1))
     return Mux(tag == 3, bits,
-               Mux(tag == 2, Cat((significand[9:] >> amount)[:15], sign),
-                   Mux(tag == 1, Cat((significand[17:] >> amount)[:7], sign), 0)))
+               Mux(tag == 2, Cat((significand[24 - LARGE_BITS:] >> amount)[:LARGE_BITS], sign),
+                   Mux(tag == 1, Cat((significand[24 - SMALL_BITS:] >> amount)[:SMALL_BITS],
+                                     sign), 0)))
 
 
 def compressor_latency(lanes):
@@ -143,18 +162,18 @@ class InceptionnCompressor(StreamEngine):
     @property
     def blocks_per_group(self):
         """Blocks packed together: ``max(1, lanes / 8)``."""
-        return max(1, self.lanes // 8)
+        return max(1, self.lanes // BLOCK)
 
     @property
     def beats_per_group(self):
         """Input beats that make one group: ``max(1, 8 / lanes)``."""
-        return max(1, 8 // self.lanes)
+        return max(1, BLOCK // self.lanes)
 
     def elaborate(self, platform):
         m = Module()
         lanes, blocks = self.lanes, self.blocks_per_group
-        group_values = 8 * blocks
-        m.submodules.packer = packer = BytePacker(chunk_bytes=BLOCK_BYTES * blocks,
+        group_values = BLOCK * blocks
+        m.submodules.packer = packer = BytePacker(chunk_bytes=MAX_BLOCK_BYTES * blocks,
                                                   beat_bytes=4 * lanes)
         wiring.connect(m, wiring.flipped(self.o), packer.o)
 
@@ -237,7 +256,7 @@ class InceptionnCompressor(StreamEngine):
 
         # Stage 3: each value's byte offset in its block.
         tags3, payloads3 = Signal.like(tags), Signal.like(payloads)
-        offsets3 = Signal(data.ArrayLayout(range(BLOCK_BYTES + 1), 9 * blocks))
+        offsets3 = Signal(data.ArrayLayout(range(MAX_BLOCK_BYTES + 1), 9 * blocks))
         group3_blocks = Signal.like(group_blocks)
         group3_last, group3_valid, chunk3_valid = Signal(), Signal(), Signal()
         chunk3 = Signal.like(chunk2)

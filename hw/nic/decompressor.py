@@ -1,17 +1,25 @@
 """INCEPTIONN-style gradient decompressor (docs/semantics.md section 4): compressed messages in,
 ``lanes`` float32 per cycle out."""
 
+from typing import NamedTuple
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
-from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
+from codnn.golden.inceptionn import (
+    BLOCK,
+    DEFAULT_BOUND_BITS,
+    LARGE_BITS,
+    MAX_BLOCK_BYTES,
+    RAW_EXPONENT,
+    SMALL_BITS,
+)
 from codnn.hw.common.counters import counter
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.compressor import (
-    BLOCK_BYTES,
     block_size,
     clamp_bound_bits,
     half_prefixes,
@@ -32,6 +40,28 @@ DECOMPRESSOR_LATENCY = 11
 _QUEUE_DEPTH = 8
 
 
+class _Geometry(NamedTuple):
+    lanes: int
+    width: int              # bytes per beat
+    blocks: int             # blocks per group
+    group_values: int
+    group_bytes: int        # the largest group
+    sub_beats: int          # output beats per group
+    span: int               # ring slots a group can touch
+    slots: int              # ring slots
+
+
+def _pushed_layout(g):
+    """A group as the parser pushes it (a descriptor: one raw value, its count)."""
+    return data.StructLayout({
+        "values": range(g.group_values + 1), "final": 1, "descriptor": 1, "zero": 1,
+        "bound_bits": 4, "first": range(MAX_BLOCK_BYTES + 1)})     # first: block 0's bytes
+
+
+def _queued_layout(g):
+    return data.StructLayout({"values": range(g.group_values + 1), "final": 1})
+
+
 class _State(enum.Enum, shape=3):
     HEADER = 0          # waiting for a message's 4-byte count
     BLOCKS = 1
@@ -44,22 +74,23 @@ class _State(enum.Enum, shape=3):
 def decode_value(m, tag, payload, bound_bits):
     """The float32 bits of one tag and payload, for ``bound_bits`` in 7..15."""
     small = tag == 1
-    magnitude = Signal(15, name="magnitude")
-    m.d.comb += magnitude.eq(Mux(small, payload[:7], payload[:15]))
+    magnitude = Signal(LARGE_BITS, name="magnitude")
+    m.d.comb += magnitude.eq(Mux(small, payload[:SMALL_BITS], payload[:LARGE_BITS]))
     top = Signal(4, name="top_bit")
-    for k in range(15):
+    for k in range(LARGE_BITS):
         with m.If(magnitude[k]):
             m.d.comb += top.eq(k)
     shift = Signal(5, name="normalize")
     m.d.comb += shift.eq(23 - top)
     exponent = Signal(8, name="exponent")
-    m.d.comb += exponent.eq(Mux(small, 127 - bound_bits, 112) + top)
+    m.d.comb += exponent.eq(Mux(small, RAW_EXPONENT - bound_bits, RAW_EXPONENT - LARGE_BITS)
+                            + top)
     bits = Signal(32, name="value")
     with m.Switch(tag):
         with m.Case(3):
             m.d.comb += bits.eq(payload)
         with m.Case(1, 2):
-            sign = Mux(small, payload[7], payload[15])
+            sign = Mux(small, payload[SMALL_BITS], payload[LARGE_BITS])
             with m.If(magnitude == 0):
                 m.d.comb += bits.eq(Cat(Const(0, 31), sign))
             with m.Else():
@@ -138,21 +169,25 @@ class InceptionnDecompressor(StreamEngine):
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, self.PORTS, max_values)
 
-    def elaborate(self, platform):
-        m = Module()
+    def _geometry(self):
         lanes = self.lanes
         width = 4 * lanes
-        blocks = max(1, lanes // 8)
-        group_values = 8 * blocks
-        group_bytes = BLOCK_BYTES * blocks
-        sub_beats = max(1, 8 // lanes)
+        blocks = max(1, lanes // BLOCK)
+        group_bytes = MAX_BLOCK_BYTES * blocks
         # A group starts at any byte of a slot, so it spans up to ``span`` slots; with a
         # slot more, beats come in while a group is parsed.
         span = -(-(group_bytes + width - 1) // width)
-        slots = 1 << ceil_log2(span + 1)
+        return _Geometry(lanes=lanes, width=width, blocks=blocks, group_values=BLOCK * blocks,
+                         group_bytes=group_bytes, sub_beats=max(1, BLOCK // lanes),
+                         span=span, slots=1 << ceil_log2(span + 1))
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self._geometry()
+        lanes, width, group_values = g.lanes, g.width, g.group_values
 
         state = Signal(_State)
-        parse_at = Signal(ceil_log2(slots * width) + 1)     # the next group's first byte
+        parse_at = Signal(ceil_log2(g.slots * width) + 1)   # the next group's first byte
         # The parse loop's own copy, which the placer can keep by the tables it reads (its
         # initial value, never used, differs, so that yosys does not merge the two).
         parse_at_loop = Signal.like(parse_at, init=-1)
@@ -160,7 +195,7 @@ class InceptionnDecompressor(StreamEngine):
         def move_parse(address):
             m.d.sync += [parse_at.eq(address), parse_at_loop.eq(address)]
 
-        ring = ByteRing(m, self.i, slots=slots, release=parse_at)
+        ring = ByteRing(m, self.i, slots=g.slots, release=parse_at)
         out = SkidOutput(m, self.o)
 
         flag = Signal()
@@ -170,119 +205,16 @@ class InceptionnDecompressor(StreamEngine):
         # that never stalls, then into a queue whose head is the hold. ``pending`` counts
         # them from the push to the hold (at most the queue's depth, so the queue never
         # overflows), so a push needs only a register to know there is room.
-        head = data.StructLayout({
-            "values": range(group_values + 1), "final": 1, "descriptor": 1, "zero": 1,
-            "bound_bits": 4, "first": range(BLOCK_BYTES + 1)})     # first: block 0's bytes
-        item = data.StructLayout({
-            "tags": data.ArrayLayout(2, group_values), "values": range(group_values + 1),
-            "final": 1, "descriptor": 1, "bound_bits": 4})
+        pushed, header = Signal(_pushed_layout(g)), Signal()
         pending = Signal(range(_QUEUE_DEPTH + 1))
         push, pop = Signal(), Signal()
         m.d.sync += pending.eq(pending + push - pop)
         room = Signal()
         m.d.comb += room.eq(pending < _QUEUE_DEPTH)
-
-        # U1: the slots holding the group (a descriptor: its count, from the held beat).
-        pushed, header = Signal(head), Signal()
-        u1, u2, u3 = Signal(head), Signal(head), Signal(head)
-        u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
-        u1_slots = Signal(8 * width * span)
-        u1_offset = Signal(range(width))
-        from_parse_at = Signal.like(u1_slots)
-        m.d.comb += from_parse_at.eq(ring.slots_from(parse_at, span))
-        m.d.sync += [u1_valid.eq(push), u1.eq(pushed),
-                     u1_slots.eq(from_parse_at),
-                     u1_slots[:32].eq(Mux(header, ring.beat.data[:32], from_parse_at[:32])),
-                     u1_offset.eq(Mux(header, 0, ring.offset(parse_at)))]
-        # U2: the group's bytes from the 4-byte word holding its first (two shifts of a
-        # few levels each rather than one of many).
-        u2_bytes = Signal(8 * (group_bytes + 3))
-        u2_offset = Signal(2)
-        m.d.sync += [u2_valid.eq(u1_valid), u2.eq(u1), u2_offset.eq(u1_offset[:2]),
-                     u2_bytes.eq(u1_slots.bit_select(Cat(Const(0, 5), u1_offset[2:]),
-                                                     len(u2_bytes)))]
-        # U3: the group's bytes from its first; its tags (after the count: all 0).
-        u3_bytes = Signal(8 * group_bytes)
-        m.d.sync += [u3_valid.eq(u2_valid), u3.eq(u2),
-                     u3_bytes.eq(u2_bytes.bit_select(Cat(Const(0, 3), u2_offset),
-                                                     8 * group_bytes))]
-        tag_words = [u3_bytes[:16]]
-        if blocks == 2:
-            tag_words.append(Mux(u3.values > 8, _bytes_at(u3_bytes, u3.first, BLOCK_BYTES, 2),
-                                 0))
-        tags = Signal(2 * group_values)
-        m.d.comb += tags.eq(Mux(u3.descriptor, 3, Mux(u3.zero, 0, Cat(*tag_words))))
         check_pending, stray_seen = Signal(), Signal()      # the final group's stray tags
-        with m.If(u3_valid & u3.final & ~u3.descriptor):
-            m.d.sync += [check_pending.eq(0),
-                         stray_seen.eq((tags >> (2 * u3.values)).any())]
-        # U4: each half block's payload bytes before each of its values.
-        u4 = Signal(item)
-        u4_valid, u4_bytes, u4_first = Signal(), Signal(8 * group_bytes), Signal.like(u3.first)
-        m.d.sync += [u4_valid.eq(u3_valid), u4_bytes.eq(u3_bytes), u4_first.eq(u3.first),
-                     u4.tags.eq(tags), u4.values.eq(u3.values), u4.final.eq(u3.final),
-                     u4.descriptor.eq(u3.descriptor), u4.bound_bits.eq(u3.bound_bits)]
-        u4_halves = []
-        for j in range(blocks):
-            block_tags = [tags[2 * (8 * j + i):2 * (8 * j + i) + 2] for i in range(8)]
-            halves = [[Signal(total.shape(), name=f"u4_before_b{j}_h{h}_{i}")
-                       for i, total in enumerate(sums)]
-                      for h, sums in enumerate(half_prefixes(block_tags))]
-            for regs, sums in zip(halves, half_prefixes(block_tags)):
-                m.d.sync += [reg.eq(total) for reg, total in zip(regs, sums)]
-            u4_halves.append(halves)
-        # U5: the payload offsets.
-        u5 = Signal(item)
-        u5_valid, u5_bytes = Signal(), Signal(8 * group_bytes)
-        u5_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
-        m.d.sync += [u5_valid.eq(u4_valid), u5_bytes.eq(u4_bytes), u5.eq(u4)]
-        for j, halves in enumerate(u4_halves):
-            for i, offset in enumerate(offsets_from_halves(halves)[:8]):
-                m.d.sync += u5_offsets[8 * j + i].eq(offset if j == 0 else u4_first + offset)
-        # U6: the payloads; their float32 values go into the queue.
-        u6 = Signal(item)
-        u6_valid = Signal()
-        u6_payloads = Signal(data.ArrayLayout(32, group_values))
-        m.d.sync += [u6_valid.eq(u5_valid), u6.eq(u5)]
-        for k in range(group_values):
-            tag = u5.tags[k]
-            raw = _bytes_at(u5_bytes, u5_offsets[k], BLOCK_BYTES * (k // 8) + 2 + 4 * (k % 8),
-                            4)
-            payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
-            m.d.sync += u6_payloads[k].eq(Mux(u5.descriptor, u5_bytes[:32], payload) if k == 0
-                                          else payload)
-        queued = data.StructLayout({"values": range(group_values + 1), "final": 1})
-        m.submodules.queue = queue = SyncFIFO(width=queued.size + 32 * group_values,
-                                              depth=_QUEUE_DEPTH)
-        m.d.comb += [queue.w_en.eq(u6_valid),
-                     queue.w_data.eq(Cat(u6.values, u6.final,
-                                         *(decode_value(m, u6.tags[k], u6_payloads[k],
-                                                       u6.bound_bits)
-                                           for k in range(group_values))))]
-        # The hold: the queue's head group, sent out ``lanes`` values per beat.
-        hold = Signal(queued)
-        hold_values = Signal(32 * group_values)
-        hold_valid = Signal()
-        hold_sub = counter(sub_beats)
-        emit, last_beat = Signal(), Signal()         # last_beat: the hold's values all go
-        m.d.comb += [emit.eq(hold_valid & out.free), last_beat.eq(hold.values <= lanes)]
-        sent = Mux(hold.values < lanes, hold.values, lanes)
-        m.d.comb += [
-            out.payload.data.eq(hold_values.word_select(hold_sub, 32 * lanes)),
-            out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
-            out.payload.last.eq(hold.final & last_beat),
-        ]
-        with m.If(emit):
-            m.d.comb += out.write.eq(1)
-            m.d.sync += [hold.values.eq(hold.values - sent),
-                         hold_sub.eq(Mux(last_beat, 0, hold_sub + 1))]
-            with m.If(last_beat):
-                m.d.sync += hold_valid.eq(0)
-        m.d.comb += [pop.eq(queue.r_rdy & (~hold_valid | (emit & last_beat))),
-                     queue.r_en.eq(pop)]
-        with m.If(pop):
-            m.d.sync += [hold_valid.eq(1), hold_sub.eq(0),
-                         Cat(hold, hold_values).eq(queue.r_data)]
+        queue = self._unpack(m, g, ring, parse_at, pushed, header, push,
+                             check_pending, stray_seen)
+        hold_valid = self._send(m, g, queue, out, pop)
 
         remaining = Signal(32)                  # values of the message not pushed yet
         bound_bits = Signal(4, init=DEFAULT_BOUND_BITS)
@@ -293,64 +225,9 @@ class InceptionnDecompressor(StreamEngine):
         final = Signal()
         m.d.comb += final.eq(remaining <= group_values)
 
-        # The size of a block starting at each byte of the ring, and the address it ends at
-        # (``jump``: below twice the ring's size, so its top bit says the block wraps), two
-        # register tables written with each beat: at its bytes but the last, and at the
-        # byte before it (the previous slot's last byte, and the beat's first). The sizes
-        # are computed from the input beat as it is taken and held with it.
-        index_bits = exact_log2(ring.size)
-        slot_bits = exact_log2(width)
-        # Every computed size is 2 or more; so is the initial value, so that a byte whose
-        # block was never written reads as incomplete while nothing is stored after it.
-        table = Signal(data.ArrayLayout(6, ring.size), init=[2] * ring.size)
-        table_next = Signal(data.ArrayLayout(6, ring.size))
-        jump = Signal(data.ArrayLayout(index_bits + 1, ring.size))
-        incoming = self.i.payload.data
-        last_byte = Signal(8)                   # of the beat taken before
-        with m.If(ring.take):
-            m.d.sync += last_byte.eq(incoming[-8:])
-
-        def size_of(word, j, name):
-            """The held size of the block with tag word ``word`` and the held byte where it
-            ends, from byte ``j`` of a slot."""
-            size, reach = Signal(6, name=name), Signal(range(width + 35), name=f"{name}_end")
-            computed = Signal(6, name=f"{name}_in")
-            m.d.comb += computed.eq(block_size([word[2 * t:2 * t + 2] for t in range(8)]))
-            m.d.sync += [size.eq(computed), reach.eq(j + computed)]
-            return size, reach
-
-        in_beat = [size_of(incoming[8 * j:8 * j + 16], j, f"size_in_beat{j}")
-                   for j in range(width - 1)]
-        before = size_of(Cat(last_byte, incoming[:8]), width - 1, "size_before")
-        for q in range(ring.size):
-            slot, j = divmod(q, width)
-            if j < width - 1:
-                (new, reach), selected = in_beat[j], ring.selected[slot]
-            else:
-                (new, reach), selected = before, ring.selected[(slot + 1) % slots]
-            m.d.comb += table_next[q].eq(Mux(selected, new, table[q]))
-            with m.If(selected):
-                m.d.sync += jump[q].eq(Cat(reach[:slot_bits], reach[slot_bits:] + slot))
-        m.d.sync += table.eq(table_next)
-
-        # Whether the block at each byte is all stored, a register per byte computed from
-        # the table's and ``top``'s next values, so that no comparison is in the parse loop.
-        # Read only at ``parse_at``, which is at most a ring behind ``top``: at exactly a ring
-        # (0 apart modulo the ring) the ring is full, so the group is in.
-        # ``top_next`` reaches them through a copy per 32 bytes.
-        complete = Signal(ring.size)
-        top_next = [ring.top_next_copy(m, f"top_at_beat_{k}")
-                    for k in range(-(-ring.size // 32))]
-        for q in range(ring.size):
-            m.d.sync += complete[q].eq((top_next[q // 32][:index_bits] - q)[:index_bits]
-                                       >= table_next[q])
-
-        def after_block(address):
-            """The address after the block at ``address``: a table read, no adder."""
-            end = jump[address[:index_bits]]
-            return Cat(end[:index_bits], address[index_bits] ^ end[index_bits])
-
         # The parse loop: the next group's address, and whether its bytes are in.
+        table, complete, after_block = self._block_tables(m, g, ring)
+        index_bits = exact_log2(ring.size)
         first = Signal(6)
         m.d.comb += first.eq(table[parse_at[:index_bits]])
         after_first, after = Signal.like(parse_at), Signal.like(parse_at)
@@ -359,12 +236,13 @@ class InceptionnDecompressor(StreamEngine):
         ahead = Signal.like(parse_at)           # bytes stored from parse_at on
         m.d.comb += ahead.eq(ring.top - parse_at_loop)
         full = ahead == ring.size
-        if blocks == 2:
+        if g.blocks == 2:
             second_at = after_first[:index_bits]
             m.d.comb += [
-                after.eq(Mux(remaining > 8, after_block(after_first), after_first)),
+                after.eq(Mux(remaining > BLOCK, after_block(after_first), after_first)),
                 in_ring.eq(full | (complete.bit_select(parse_at_loop[:index_bits], 1)
-                                   & ((remaining <= 8) | complete.bit_select(second_at, 1)))),
+                                   & ((remaining <= BLOCK)
+                                      | complete.bit_select(second_at, 1)))),
             ]
         else:
             m.d.comb += [after.eq(after_first),
@@ -460,3 +338,180 @@ class InceptionnDecompressor(StreamEngine):
                     with m.If(self.i.payload.last):
                         m.d.sync += state.eq(_State.HEADER)
         return m
+
+    def _unpack(self, m, g, ring, parse_at, pushed, header, push, check_pending, stray_seen):
+        """The unpack pipeline (U1 to U6, one stage a cycle, never stalled) from a pushed
+        group to the queue of decoded values, which it returns; U3 records whether the
+        final group has nonzero tags past the count (``stray_seen``)."""
+        width, group_values, group_bytes = g.width, g.group_values, g.group_bytes
+        # U1: the slots holding the group (a descriptor: its count, from the held beat).
+        u1, u2, u3 = Signal(pushed.shape()), Signal(pushed.shape()), Signal(pushed.shape())
+        u1_valid, u2_valid, u3_valid = Signal(), Signal(), Signal()
+        u1_slots = Signal(8 * width * g.span)
+        u1_offset = Signal(range(width))
+        from_parse_at = Signal.like(u1_slots)
+        m.d.comb += from_parse_at.eq(ring.slots_from(parse_at, g.span))
+        m.d.sync += [u1_valid.eq(push), u1.eq(pushed),
+                     u1_slots.eq(from_parse_at),
+                     u1_slots[:32].eq(Mux(header, ring.beat.data[:32], from_parse_at[:32])),
+                     u1_offset.eq(Mux(header, 0, ring.offset(parse_at)))]
+        # U2: the group's bytes from the 4-byte word holding its first (two shifts of a
+        # few levels each rather than one of many).
+        u2_bytes = Signal(8 * (group_bytes + 3))
+        u2_offset = Signal(2)
+        m.d.sync += [u2_valid.eq(u1_valid), u2.eq(u1), u2_offset.eq(u1_offset[:2]),
+                     u2_bytes.eq(u1_slots.bit_select(Cat(Const(0, 5), u1_offset[2:]),
+                                                     len(u2_bytes)))]
+        # U3: the group's bytes from its first; its tags (after the count: all 0).
+        u3_bytes = Signal(8 * group_bytes)
+        m.d.sync += [u3_valid.eq(u2_valid), u3.eq(u2),
+                     u3_bytes.eq(u2_bytes.bit_select(Cat(Const(0, 3), u2_offset),
+                                                     8 * group_bytes))]
+        tag_words = [u3_bytes[:16]]
+        if g.blocks == 2:
+            tag_words.append(Mux(u3.values > BLOCK,
+                                 _bytes_at(u3_bytes, u3.first, MAX_BLOCK_BYTES, 2), 0))
+        tags = Signal(2 * group_values)
+        m.d.comb += tags.eq(Mux(u3.descriptor, 3, Mux(u3.zero, 0, Cat(*tag_words))))
+        with m.If(u3_valid & u3.final & ~u3.descriptor):
+            m.d.sync += [check_pending.eq(0),
+                         stray_seen.eq((tags >> (2 * u3.values)).any())]
+        # U4: each half block's payload bytes before each of its values.
+        item = data.StructLayout({
+            "tags": data.ArrayLayout(2, group_values), "values": range(group_values + 1),
+            "final": 1, "descriptor": 1, "bound_bits": 4})
+        u4 = Signal(item)
+        u4_valid, u4_bytes, u4_first = Signal(), Signal(8 * group_bytes), Signal.like(u3.first)
+        m.d.sync += [u4_valid.eq(u3_valid), u4_bytes.eq(u3_bytes), u4_first.eq(u3.first),
+                     u4.tags.eq(tags), u4.values.eq(u3.values), u4.final.eq(u3.final),
+                     u4.descriptor.eq(u3.descriptor), u4.bound_bits.eq(u3.bound_bits)]
+        u4_halves = []
+        for j in range(g.blocks):
+            block_tags = [tags[2 * (BLOCK * j + i):2 * (BLOCK * j + i) + 2]
+                          for i in range(BLOCK)]
+            halves = [[Signal(total.shape(), name=f"u4_before_b{j}_h{h}_{i}")
+                       for i, total in enumerate(sums)]
+                      for h, sums in enumerate(half_prefixes(block_tags))]
+            for regs, sums in zip(halves, half_prefixes(block_tags)):
+                m.d.sync += [reg.eq(total) for reg, total in zip(regs, sums)]
+            u4_halves.append(halves)
+        # U5: the payload offsets.
+        u5 = Signal(item)
+        u5_valid, u5_bytes = Signal(), Signal(8 * group_bytes)
+        u5_offsets = Signal(data.ArrayLayout(range(group_bytes), group_values))
+        m.d.sync += [u5_valid.eq(u4_valid), u5_bytes.eq(u4_bytes), u5.eq(u4)]
+        for j, halves in enumerate(u4_halves):
+            for i, offset in enumerate(offsets_from_halves(halves)[:BLOCK]):
+                m.d.sync += u5_offsets[BLOCK * j + i].eq(offset if j == 0
+                                                         else u4_first + offset)
+        # U6: the payloads; their float32 values go into the queue.
+        u6 = Signal(item)
+        u6_valid = Signal()
+        u6_payloads = Signal(data.ArrayLayout(32, group_values))
+        m.d.sync += [u6_valid.eq(u5_valid), u6.eq(u5)]
+        for k in range(group_values):
+            tag = u5.tags[k]
+            block, i = divmod(k, BLOCK)
+            raw = _bytes_at(u5_bytes, u5_offsets[k], MAX_BLOCK_BYTES * block + 2 + 4 * i, 4)
+            payload = Mux(tag == 3, raw, Mux(tag == 2, raw[:16], Mux(tag == 1, raw[:8], 0)))
+            m.d.sync += u6_payloads[k].eq(Mux(u5.descriptor, u5_bytes[:32], payload) if k == 0
+                                          else payload)
+        m.submodules.queue = queue = SyncFIFO(width=_queued_layout(g).size + 32 * group_values,
+                                              depth=_QUEUE_DEPTH)
+        m.d.comb += [queue.w_en.eq(u6_valid),
+                     queue.w_data.eq(Cat(u6.values, u6.final,
+                                         *(decode_value(m, u6.tags[k], u6_payloads[k],
+                                                       u6.bound_bits)
+                                           for k in range(group_values))))]
+        return queue
+
+    def _send(self, m, g, queue, out, pop):
+        """The hold: the queue's head group, sent to ``out`` ``lanes`` values per beat;
+        drives ``pop`` and returns whether the hold has values to send."""
+        lanes = g.lanes
+        hold = Signal(_queued_layout(g))
+        hold_values = Signal(32 * g.group_values)
+        hold_valid = Signal()
+        hold_sub = counter(g.sub_beats)
+        emit, last_beat = Signal(), Signal()         # last_beat: the hold's values all go
+        m.d.comb += [emit.eq(hold_valid & out.free), last_beat.eq(hold.values <= lanes)]
+        sent = Mux(hold.values < lanes, hold.values, lanes)
+        m.d.comb += [
+            out.payload.data.eq(hold_values.word_select(hold_sub, 32 * lanes)),
+            out.payload.keep.eq(Cat((sent > k).replicate(4) for k in range(lanes))),
+            out.payload.last.eq(hold.final & last_beat),
+        ]
+        with m.If(emit):
+            m.d.comb += out.write.eq(1)
+            m.d.sync += [hold.values.eq(hold.values - sent),
+                         hold_sub.eq(Mux(last_beat, 0, hold_sub + 1))]
+            with m.If(last_beat):
+                m.d.sync += hold_valid.eq(0)
+        m.d.comb += [pop.eq(queue.r_rdy & (~hold_valid | (emit & last_beat))),
+                     queue.r_en.eq(pop)]
+        with m.If(pop):
+            m.d.sync += [hold_valid.eq(1), hold_sub.eq(0),
+                         Cat(hold, hold_values).eq(queue.r_data)]
+        return hold_valid
+
+    def _block_tables(self, m, g, ring):
+        """The size of a block starting at each byte of the ring (``table``), whether that
+        block is all stored (``complete``, a bit per byte) and ``after_block(address)``,
+        the address after the block at ``address``: a table read, no adder."""
+        width, slots = g.width, g.slots
+        # The address each block ends at (``jump``: below twice the ring's size, so its top
+        # bit says the block wraps) is a second register table; both are written with each
+        # beat: at its bytes but the last, and at the byte before it (the previous slot's
+        # last byte, and the beat's first). The sizes are computed from the input beat as it
+        # is taken and held with it.
+        index_bits = exact_log2(ring.size)
+        slot_bits = exact_log2(width)
+        # Every computed size is 2 or more; so is the initial value, so that a byte whose
+        # block was never written reads as incomplete while nothing is stored after it.
+        table = Signal(data.ArrayLayout(6, ring.size), init=[2] * ring.size)
+        table_next = Signal(data.ArrayLayout(6, ring.size))
+        jump = Signal(data.ArrayLayout(index_bits + 1, ring.size))
+        incoming = self.i.payload.data
+        last_byte = Signal(8)                   # of the beat taken before
+        with m.If(ring.take):
+            m.d.sync += last_byte.eq(incoming[-8:])
+
+        def size_of(word, j, name):
+            """The held size of the block with tag word ``word`` and the held byte where it
+            ends, from byte ``j`` of a slot."""
+            size, reach = Signal(6, name=name), Signal(range(width + 35), name=f"{name}_end")
+            computed = Signal(6, name=f"{name}_in")
+            m.d.comb += computed.eq(block_size([word[2 * t:2 * t + 2] for t in range(BLOCK)]))
+            m.d.sync += [size.eq(computed), reach.eq(j + computed)]
+            return size, reach
+
+        in_beat = [size_of(incoming[8 * j:8 * j + 16], j, f"size_in_beat{j}")
+                   for j in range(width - 1)]
+        before = size_of(Cat(last_byte, incoming[:8]), width - 1, "size_before")
+        for q in range(ring.size):
+            slot, j = divmod(q, width)
+            if j < width - 1:
+                (new, reach), selected = in_beat[j], ring.selected[slot]
+            else:
+                (new, reach), selected = before, ring.selected[(slot + 1) % slots]
+            m.d.comb += table_next[q].eq(Mux(selected, new, table[q]))
+            with m.If(selected):
+                m.d.sync += jump[q].eq(Cat(reach[:slot_bits], reach[slot_bits:] + slot))
+        m.d.sync += table.eq(table_next)
+
+        # ``complete`` is computed from the table's and ``top``'s next values, so that no
+        # comparison is in the parse loop. Read only at ``parse_at``, which is at most a
+        # ring behind ``top``: at exactly a ring (0 apart modulo the ring) the ring is full,
+        # so the group is in. ``top_next`` reaches them through a copy per 32 bytes.
+        complete = Signal(ring.size)
+        top_next = [ring.top_next_copy(m, f"top_at_beat_{k}")
+                    for k in range(-(-ring.size // 32))]
+        for q in range(ring.size):
+            m.d.sync += complete[q].eq((top_next[q // 32][:index_bits] - q)[:index_bits]
+                                       >= table_next[q])
+
+        def after_block(address):
+            end = jump[address[:index_bits]]
+            return Cat(end[:index_bits], address[index_bits] ^ end[index_bits])
+
+        return table, complete, after_block
