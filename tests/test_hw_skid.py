@@ -28,7 +28,7 @@ class _Passthrough(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        skid = SkidOutput(m, self.o)
+        skid = SkidOutput.driving(m, self.o)
         go = skid.free
         if self._registered:
             go = Signal(init=1)             # free at reset

@@ -196,7 +196,7 @@ class InceptionnDecompressor(StreamEngine):
             m.d.sync += [parse_at.eq(address), parse_at_loop.eq(address)]
 
         ring = ByteRing(m, self.i, slots=g.slots, release=parse_at)
-        out = SkidOutput(m, self.o)
+        out = SkidOutput.driving(m, self.o)
 
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER)

@@ -138,7 +138,7 @@ class BytePacker(wiring.Component):
         final_keep = Signal(width)
         emit, take = Signal(), Signal()
         joins = Signal(3)                               # one-hot: taken, joins at beat k
-        out = SkidOutput(m, self.o)
+        out = SkidOutput.driving(m, self.o)
         # The beat's last flag in a signal of its own: a field of the beat computed from
         # another field of it is a loop through one Verilog vector (Verilator: UNOPTFLAT).
         out_last = Signal()

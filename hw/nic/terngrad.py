@@ -277,7 +277,7 @@ class TernGradDecoder(StreamEngine):
                   & self.i.valid & self.i.ready):
             m.d.sync += bypassed.eq(self.bypass)
 
-        out = SkidOutput(m, self.o)
+        out = SkidOutput.driving(m, self.o)
         codes = window.data >> (2 * lanes * sub) if sub_beats > 1 else window.data
         values, not_ternary, stray_codes = [], [], []
         for k in range(lanes):
