@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	  { echo "codnn needs Python 3.11 or newer; $(PYTHON) is older (set PYTHON=...)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,train]'
 	@touch $(STAMP)
 
 icarus:

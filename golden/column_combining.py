@@ -211,8 +211,23 @@ def _group_table(groups, alpha):
     return table
 
 
-def pack(F, alpha, gamma):
+def _check_groups(groups, alpha, columns):
+    seen = set()
+    for group in groups:
+        if not 1 <= len(group) <= alpha or any(not 0 <= c < columns for c in group) \
+                or seen.intersection(group) or len(set(group)) != len(group):
+            raise ValueError(f"groups must hold 1..{alpha} distinct columns of 0..{columns - 1}"
+                             f", each column in one group at most; {list(group)} does not fit")
+        seen.update(group)
+    return [list(map(int, group)) for group in groups]
+
+
+def pack(F, alpha, gamma, groups=None):
     """Group the columns of ``F``, conflict-prune, and return the ``PackedLayer``.
+
+    With ``groups`` (the fixed-groups mode, for retrained weights of a layer packed
+    before), the columns keep those groups and only conflict pruning runs; a nonzero in a
+    column of no group counts as pruned.
 
     Parameters
     ----------
@@ -222,16 +237,23 @@ def pack(F, alpha, gamma):
         Most original columns per group.
     gamma : float
         Allowed conflicts per row on average: a group holds at most ``int(gamma * N)``.
+    groups : sequence of sequence of int, optional
+        Fixed groups of original column indices.
 
     Raises
     ------
     TypeError
         If ``alpha`` is not a positive integer or ``F`` is not real numbers.
     ValueError
-        If ``F`` is not 2-D or holds NaN/Inf, or ``gamma`` is negative.
+        If ``F`` is not 2-D or holds NaN/Inf, ``gamma`` is negative, or ``groups`` are not
+        disjoint groups of at most ``alpha`` columns of ``F``.
     """
     F = _check_matrix(F)
-    groups = group_columns(F, alpha, gamma)
+    if groups is None:
+        groups = group_columns(F, alpha, gamma)
+    else:
+        _check_params(alpha, gamma)
+        groups = _check_groups(groups, alpha, F.shape[1])
     table = _group_table(groups, alpha)                          # G x alpha
     # Within each group, sort columns ascending so argmax's first hit is the lowest index.
     order = np.argsort(np.where(table < 0, np.iinfo(np.int64).max, table), axis=1,
@@ -273,7 +295,9 @@ def conv_weight_matrix(weights):
 
 
 def im2col(x, k, stride=1, padding=0):
-    """Unfold a feature map ``(C_in, H, W)`` into ``(C_in*k*k, H_out*W_out)`` columns.
+    """Unfold a feature map ``(C_in, H, W)`` into ``(C_in*k*k, H_out*W_out)`` columns, or a
+    batch ``(B, C_in, H, W)`` into ``(C_in*k*k, B*H_out*W_out)`` (image-major, then row-major
+    positions). Rows are ordered ``(c, ky, kx)``, as ``conv_weight_matrix`` orders columns.
 
     ``H_out = (H + 2*padding - k) // stride + 1`` (likewise ``W_out``); zero padding.
 
@@ -283,21 +307,23 @@ def im2col(x, k, stride=1, padding=0):
         If the shapes or parameters do not give at least one output position.
     """
     x = np.asarray(x)
-    if x.ndim != 3:
-        raise ValueError(f"Feature map must have shape (C_in, H, W), not {x.shape}")
+    if x.ndim not in (3, 4):
+        raise ValueError(f"Feature map must have shape (C_in, H, W) or (B, C_in, H, W), "
+                         f"not {x.shape}")
     for name, value, low in (("Kernel size", k, 1), ("Stride", stride, 1),
                              ("Padding", padding, 0)):
         if not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
-    c, h, w = x.shape
+    batch = x if x.ndim == 4 else x[None]
+    b, c, h, w = batch.shape
     h_out = (h + 2 * padding - k) // stride + 1
     w_out = (w + 2 * padding - k) // stride + 1
     if h_out < 1 or w_out < 1:
         raise ValueError(f"A {k}x{k} kernel does not fit a {h}x{w} map with padding {padding}")
-    padded = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
+    padded = np.pad(batch, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
     ky, kx = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
     oy, ox = np.meshgrid(np.arange(h_out) * stride, np.arange(w_out) * stride, indexing="ij")
     rows = (ky.reshape(-1, 1) + oy.reshape(1, -1))               # k*k x positions
     cols = (kx.reshape(-1, 1) + ox.reshape(1, -1))
-    patches = padded[:, rows, cols]                              # C_in x k*k x positions
-    return patches.reshape(c * k * k, h_out * w_out)
+    patches = padded[:, :, rows, cols]                           # B x C_in x k*k x positions
+    return patches.transpose(1, 2, 0, 3).reshape(c * k * k, b * h_out * w_out)

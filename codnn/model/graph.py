@@ -1,0 +1,83 @@
+"""The float network an imported model becomes: layers the arrays run (``Layer``) and the
+host's steps (``codnn.golden.network``'s ``Pool`` and ``Flatten``, and ``Residual``), over
+named tensors, batch first. ``FloatNetwork.run`` is the float reference whose accuracy
+the integer network is compared with."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codnn.golden.column_combining import im2col
+from codnn.golden.network import Flatten, Pool, pool
+
+__all__ = ["Layer", "Residual", "FloatNetwork"]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A convolution (``kernel >= 1``, ``weights`` ``N x C*k*k``, columns ``(c, ky, kx)``)
+    or a dense layer (``kernel == 0``, ``weights`` ``N x F``) with its bias, followed by
+    ``clip(., 0, activation)`` (``inf``: ReLU) or by nothing (``activation is None``).
+    ``groups``: the column groups the model was trained with (column combining), if any."""
+
+    name: str
+    source: str
+    output: str
+    weights: np.ndarray
+    bias: np.ndarray
+    activation: float | None
+    kernel: int = 0
+    stride: int = 1
+    padding: int = 0
+    groups: tuple | None = None
+
+    def run(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        if self.kernel == 0:
+            y = x @ self.weights.T + self.bias
+        else:
+            b, _, h, w = x.shape
+            h_out = (h + 2 * self.padding - self.kernel) // self.stride + 1
+            w_out = (w + 2 * self.padding - self.kernel) // self.stride + 1
+            cols = im2col(x, self.kernel, self.stride, self.padding)
+            y = (self.weights @ cols + self.bias[:, None]).reshape(-1, b, h_out, w_out)
+            y = np.moveaxis(y, 1, 0)
+        return y if self.activation is None else np.clip(y, 0, self.activation)
+
+
+@dataclass(frozen=True)
+class Residual:
+    """``max(a + b, 0)``: a residual add and its ReLU, on the host."""
+
+    name: str
+    source: str
+    other: str
+    output: str
+
+
+@dataclass(frozen=True)
+class FloatNetwork:
+    steps: tuple
+    input: str
+    output: str
+    input_shape: tuple
+
+    def run(self, x, *, keep=False):
+        """Float outputs for inputs ``x`` (``B x input_shape``); every tensor with ``keep``."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[1:] != tuple(self.input_shape):
+            raise ValueError(f"inputs must have shape (B, {', '.join(map(str, self.input_shape))})"
+                             f", not {x.shape}")
+        tensors = {self.input: x}
+        for step in self.steps:
+            source = tensors[step.source]
+            if isinstance(step, Residual):
+                tensors[step.output] = np.maximum(source + tensors[step.other], 0)
+            elif isinstance(step, Pool):
+                tensors[step.output] = pool(source, step.kind, step.kernel, step.stride,
+                                            step.padding, step.count_pad, integer=False)
+            elif isinstance(step, Flatten):
+                tensors[step.output] = step.run(source)
+            else:
+                tensors[step.output] = step.run(source)
+        return tensors if keep else tensors[self.output]

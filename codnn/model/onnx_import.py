@@ -1,0 +1,328 @@
+"""Read an ONNX model (opset 13 and newer) into a ``codnn.model.graph.FloatNetwork``.
+
+Operators: Conv (groups 1, square kernels, equal strides and symmetric pads, no dilation),
+Gemm, MatMul (with a following Add of a constant as its bias), BatchNormalization (folded
+into the Conv or Gemm before it), Relu and Clip(0, max) (fused into the layer before them:
+the array's output stage), MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape to
+``(B, features)``, Add of two tensors followed by Relu (a residual), Identity and Dropout
+(passed through). Anything else, or a shape the arrays cannot take, raises ``ModelError``
+naming the operator and the node.
+"""
+
+import numpy as np
+
+from codnn.golden.network import Flatten, Pool
+
+from .graph import FloatNetwork, Layer, Residual
+
+__all__ = ["GROUPS_KEY", "ModelError", "load_onnx", "groups_metadata"]
+
+#: The metadata key under which a model trained with column combining keeps its groups:
+#: JSON ``{"alpha": a, "gamma": g, "layers": [groups of layer 0, ...]}``, one entry per
+#: Conv/Gemm/MatMul layer in graph order.
+GROUPS_KEY = "codnn.column_combining"
+
+_PASS_THROUGH = {"Identity", "Dropout"}
+
+
+class ModelError(ValueError):
+    """A model file that is not ONNX, or that holds what codnn cannot map to the arrays."""
+
+
+def _attributes(node):
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _where(node):
+    return f"{node.op_type} node {node.name or '(unnamed)'!r}"
+
+
+def _window(node, attrs, what):
+    """The square kernel, stride and symmetric padding of a Conv or pooling node."""
+    kernel = list(attrs.get("kernel_shape", []))
+    strides = list(attrs.get("strides", [1] * len(kernel)))
+    pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
+    dilations = list(attrs.get("dilations", [1] * len(kernel)))
+    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise ModelError(f"{_where(node)}: auto_pad is not supported (give explicit pads)")
+    if len(kernel) != 2 or kernel[0] != kernel[1]:
+        raise ModelError(f"{_where(node)}: {what} needs a square 2-D kernel, not {kernel}")
+    if len(set(strides)) != 1 or len(set(pads)) != 1 or set(dilations) != {1}:
+        raise ModelError(f"{_where(node)}: {what} needs equal strides, equal pads on every "
+                         f"side and no dilation (strides {strides}, pads {pads}, dilations "
+                         f"{dilations})")
+    if attrs.get("ceil_mode", 0):
+        raise ModelError(f"{_where(node)}: ceil_mode is not supported")
+    return int(kernel[0]), int(strides[0]), int(pads[0])
+
+
+class _Builder:
+    def __init__(self, graph):
+        from onnx import numpy_helper
+        self.constants = {t.name: numpy_helper.to_array(t).astype(np.float64)
+                          for t in graph.initializer}
+        self.steps = []             # in order; a Layer may be replaced as ops fold into it
+        self.producer = {}          # tensor name -> index of the step that writes it
+        self.alias = {}
+        self.nonnegative = set()
+        self.consumers = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers[name] = self.consumers.get(name, 0) + 1
+        for out in graph.output:
+            self.consumers[out.name] = self.consumers.get(out.name, 0) + 1
+
+    def name(self, tensor):
+        while tensor in self.alias:
+            tensor = self.alias[tensor]
+        return tensor
+
+    def constant(self, node, index, what):
+        if index >= len(node.input) or node.input[index] == "":
+            return None
+        name = node.input[index]
+        if name not in self.constants:
+            raise ModelError(f"{_where(node)}: its {what} must be a constant (an initializer)")
+        return self.constants[name]
+
+    def add(self, step):
+        self.producer[step.output] = len(self.steps)
+        self.steps.append(step)
+
+    def layer_before(self, tensor, node, what):
+        """The Layer that writes ``tensor`` (an input of ``node``), when only ``node``
+        reads it and nothing follows it yet; else ``ModelError``."""
+        index = self.producer.get(self.name(tensor))
+        step = None if index is None else self.steps[index]
+        if not isinstance(step, Layer) or self.consumers.get(tensor, 0) != 1:
+            raise ModelError(f"{_where(node)}: {what} must directly follow a Conv, Gemm or "
+                             f"MatMul whose output nothing else reads")
+        return index, step
+
+    def replace(self, index, step, node):
+        """Replace step ``index`` with ``step`` that now writes ``node``'s output."""
+        del self.producer[self.steps[index].output]
+        step = type(step)(**{**step.__dict__, "output": node.output[0]})
+        self.steps[index] = step
+        self.producer[step.output] = index
+        return step
+
+
+def _conv(b, node, attrs):
+    if attrs.get("group", 1) != 1:
+        raise ModelError(f"{_where(node)}: grouped or depthwise convolution (group="
+                         f"{attrs['group']}) is not supported: the arrays run groups = 1")
+    weights = b.constant(node, 1, "weight")
+    if weights.ndim != 4:
+        raise ModelError(f"{_where(node)}: needs 2-D convolution weights, not shape "
+                         f"{weights.shape}")
+    attrs.setdefault("kernel_shape", list(weights.shape[2:]))
+    kernel, stride, padding = _window(node, attrs, "Conv")
+    bias = b.constant(node, 2, "bias")
+    b.add(Layer(node.name, b.name(node.input[0]), node.output[0],
+                weights.reshape(weights.shape[0], -1),
+                np.zeros(weights.shape[0]) if bias is None else bias, None, kernel, stride,
+                padding))
+
+
+def _gemm(b, node, attrs):
+    if attrs.get("transA", 0):
+        raise ModelError(f"{_where(node)}: transA is not supported")
+    weights = b.constant(node, 1, "weight")
+    if weights is None or weights.ndim != 2:
+        raise ModelError(f"{_where(node)}: needs a 2-D weight matrix")
+    if node.op_type == "MatMul" or not attrs.get("transB", 0):
+        weights = weights.T
+    weights = weights * attrs.get("alpha", 1.0)
+    bias = b.constant(node, 2, "bias") if node.op_type == "Gemm" else None
+    bias = np.zeros(weights.shape[0]) if bias is None else \
+        np.broadcast_to(bias * attrs.get("beta", 1.0), (weights.shape[0],)).copy()
+    b.add(Layer(node.name, b.name(node.input[0]), node.output[0], weights, bias, None))
+
+
+def _batch_norm(b, node, attrs):
+    index, layer = b.layer_before(node.input[0], node, "BatchNormalization")
+    scale, shift, mean, var = (b.constant(node, k, what) for k, what in
+                               enumerate(("scale", "bias", "mean", "var"), start=1))
+    gain = scale / np.sqrt(var + attrs.get("epsilon", 1e-5))
+    folded = Layer(**{**layer.__dict__, "weights": layer.weights * gain[:, None],
+                      "bias": (layer.bias - mean) * gain + shift})
+    b.replace(index, folded, node)
+
+
+def _activation(b, node, top):
+    source = b.name(node.input[0])
+    index = b.producer.get(source)
+    step = None if index is None else b.steps[index]
+    if isinstance(step, Layer) and step.activation is None and b.consumers[node.input[0]] == 1:
+        b.replace(index, Layer(**{**step.__dict__, "activation": top}), node)
+        b.nonnegative.add(node.output[0])
+    elif source in b.nonnegative and top == np.inf:
+        b.alias[node.output[0]] = source        # already >= 0: the ReLU does nothing
+    else:
+        raise ModelError(f"{_where(node)}: an activation must directly follow a Conv, Gemm "
+                         f"or MatMul (the array's output stage) or a residual Add")
+
+
+def _clip(b, node, attrs):
+    low = b.constant(node, 1, "min") if len(node.input) > 1 else attrs.get("min")
+    high = b.constant(node, 2, "max") if len(node.input) > 2 else attrs.get("max")
+    low = 0.0 if low is None else float(np.asarray(low))
+    high = np.inf if high is None else float(np.asarray(high))
+    if low != 0 or not high > 0:
+        raise ModelError(f"{_where(node)}: only Clip(0, max) (ReLU, ReLU6) maps to the "
+                         f"output stage, not Clip({low}, {high})")
+    _activation(b, node, high)
+
+
+def _pool(b, node, attrs):
+    source = b.name(node.input[0])
+    if node.op_type == "GlobalAveragePool":
+        step = Pool(node.name, source, node.output[0], "avg")
+    else:
+        kernel, stride, padding = _window(node, attrs, node.op_type)
+        kind = "max" if node.op_type == "MaxPool" else "avg"
+        step = Pool(node.name, source, node.output[0], kind, kernel, stride, padding,
+                    bool(attrs.get("count_include_pad", 0)))
+    if source not in b.nonnegative:
+        raise ModelError(f"{_where(node)}: pooling needs a ReLU'd input (the arrays' "
+                         f"activations are unsigned)")
+    b.add(step)
+    b.nonnegative.add(node.output[0])
+
+
+def _flatten(b, node, attrs):
+    if node.op_type == "Flatten" and attrs.get("axis", 1) != 1:
+        raise ModelError(f"{_where(node)}: only Flatten with axis=1 is supported")
+    if node.op_type == "Reshape":
+        shape = b.constant(node, 1, "shape")
+        if shape.shape != (2,) or shape[1] != -1 and shape[0] not in (-1, 0, 1):
+            raise ModelError(f"{_where(node)}: only a Reshape to (batch, features) is "
+                             f"supported, not {shape.astype(int).tolist()}")
+    source = b.name(node.input[0])
+    b.add(Flatten(node.name, source, node.output[0]))
+    if source in b.nonnegative:
+        b.nonnegative.add(node.output[0])
+
+
+def _add(b, node, nodes_after):
+    constant = [k for k in (0, 1) if node.input[k] in b.constants]
+    if constant:
+        index, layer = b.layer_before(node.input[1 - constant[0]], node,
+                                      "An Add of a constant (a bias)")
+        bias = np.broadcast_to(b.constants[node.input[constant[0]]].reshape(-1),
+                               layer.bias.shape)
+        b.replace(index, Layer(**{**layer.__dict__, "bias": layer.bias + bias}), node)
+        return
+    follower = nodes_after.get(node.output[0])
+    if follower is None or follower.op_type != "Relu" or b.consumers[node.output[0]] != 1:
+        raise ModelError(f"{_where(node)}: a residual Add must be followed by a Relu (the "
+                         f"arrays' activations are unsigned)")
+    b.add(Residual(node.name, b.name(node.input[0]), b.name(node.input[1]), node.output[0]))
+    b.nonnegative.add(node.output[0])
+
+
+def load_onnx(path):
+    """Read the ONNX model at ``path``; return a ``FloatNetwork``.
+
+    Raises
+    ------
+    ModelError
+        If the file is not an ONNX model, or holds an operator, attribute or shape that
+        codnn does not map to the arrays.
+    """
+    import onnx
+    from google.protobuf.message import DecodeError
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except (DecodeError, onnx.checker.ValidationError, ValueError, RuntimeError) as error:
+        raise ModelError(f"{path} is not a valid ONNX model ({str(error).splitlines()[0]})") \
+            from None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 13:
+        raise ModelError(f"{path}: opset {opset}; codnn reads opset 13 and newer")
+    graph = model.graph
+    b = _Builder(graph)
+    inputs = [i for i in graph.input if i.name not in b.constants]
+    if len(inputs) != 1 or len(graph.output) != 1:
+        raise ModelError(f"{path}: the model must have one input and one output, not "
+                         f"{len(inputs)} and {len(graph.output)}")
+    dims = [d.dim_value for d in inputs[0].type.tensor_type.shape.dim][1:]
+    if len(dims) not in (1, 3) or not all(dims):
+        raise ModelError(f"{path}: the input must be (batch, C, H, W) or (batch, features) "
+                         f"with fixed sizes, not {dims}")
+    nodes_after = {}
+    for node in graph.node:
+        if node.input:
+            nodes_after.setdefault(node.input[0], node)
+    for node in graph.node:
+        attrs = _attributes(node)
+        op = node.op_type
+        if node.domain not in ("", "ai.onnx"):
+            raise ModelError(f"unsupported operator {node.domain}.{op} ({_where(node)})")
+        if op == "Constant":
+            from onnx import numpy_helper
+            b.constants[node.output[0]] = numpy_helper.to_array(attrs["value"]).astype(float)
+        elif op == "Conv":
+            _conv(b, node, attrs)
+        elif op in ("Gemm", "MatMul"):
+            _gemm(b, node, attrs)
+        elif op == "BatchNormalization":
+            _batch_norm(b, node, attrs)
+        elif op == "Relu":
+            _activation(b, node, np.inf)
+        elif op == "Clip":
+            _clip(b, node, attrs)
+        elif op in ("MaxPool", "AveragePool", "GlobalAveragePool"):
+            _pool(b, node, attrs)
+        elif op in ("Flatten", "Reshape"):
+            _flatten(b, node, attrs)
+        elif op == "Add":
+            _add(b, node, nodes_after)
+        elif op in _PASS_THROUGH:
+            b.alias[node.output[0]] = b.name(node.input[0])
+        else:
+            raise ModelError(f"unsupported operator {op} ({_where(node)})")
+    if not any(isinstance(step, Layer) for step in b.steps):
+        raise ModelError(f"{path}: no Conv, Gemm or MatMul layer to run on the arrays")
+    steps = _with_groups(path, model, b.steps)
+    network = FloatNetwork(tuple(steps), inputs[0].name, b.name(graph.output[0].name),
+                           tuple(dims))
+    try:
+        network.run(np.zeros((1, *dims)))
+    except (ValueError, KeyError) as error:
+        raise ModelError(f"{path}: the layers' shapes do not chain ({error})") from None
+    for step in network.steps:
+        if isinstance(step, Layer) and not np.all(np.isfinite(step.weights)) \
+                or isinstance(step, Layer) and not np.all(np.isfinite(step.bias)):
+            raise ModelError(f"{path}: layer {step.name!r} has NaN or infinite weights")
+    return network
+
+
+def groups_metadata(alpha, gamma, layer_groups):
+    """The ``GROUPS_KEY`` value for a model's layers' column groups (in graph order)."""
+    import json
+    return json.dumps({"alpha": alpha, "gamma": gamma,
+                       "layers": [[list(map(int, g)) for g in groups]
+                                  for groups in layer_groups]})
+
+
+def _with_groups(path, model, steps):
+    import json
+    entry = next((p.value for p in model.metadata_props if p.key == GROUPS_KEY), None)
+    if entry is None:
+        return steps
+    layers = [k for k, step in enumerate(steps) if isinstance(step, Layer)]
+    try:
+        groups = json.loads(entry)["layers"]
+        if len(groups) != len(layers):
+            raise ValueError(f"{len(groups)} layers of groups for {len(layers)} layers")
+        groups = [tuple(tuple(int(c) for c in g) for g in layer) for layer in groups]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ModelError(f"{path}: metadata {GROUPS_KEY} is malformed ({error})") from None
+    steps = list(steps)
+    for k, layer_groups in zip(layers, groups):
+        steps[k] = Layer(**{**steps[k].__dict__, "groups": layer_groups})
+    return steps
