@@ -1,4 +1,4 @@
-"""``codnn demo`` / ``make demo``: the main flow for every engine that exists, end to end.
+"""``codnn demo --engines``: every engine's own flow, end to end.
 
 For each engine: generate Verilog and a manifest, simulate against the golden model with
 random idle cycles and backpressure (Verilator, and Icarus when installed), synthesize for

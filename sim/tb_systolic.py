@@ -4,8 +4,10 @@ Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``,
 ``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``mac``, ``out_bits``), the run-time
 ``shift``, the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
 ``layer_rows`` x ``layer_cols`` filter matrix at ``sparsity``, magnitude-pruned from a
-structured random layer, packed with ``gamma``), ``vectors`` input vectors per tile,
-``idle``/``backpressure`` probabilities and ``seed``.
+structured random layer, packed with ``gamma``), ``vectors`` input vectors per tile (or
+``inputs``: an ``.npy`` of the layer's input vectors, channels x vectors, and ``bias``: an
+``.npy`` of its bias, as a whole network's run gives them), ``idle``/``backpressure``
+probabilities and ``seed``.
 
 The layer runs as tiles: all tiles' weights go in on the weight stream, all tiles' data
 beats on the data stream. A beat's ``psum`` is the bias (first column block) or the golden
@@ -42,9 +44,12 @@ def build_workload(config):
         packed = pack(weights, config["alpha"], config["gamma"])
     bits = config["data_bits"]
     low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if config["data_signed"] else (0, 1 << bits)
-    X = rng.integers(low, high, size=(packed.columns, config["vectors"]))
-    X[:, 0] = high - 1                                   # a full-scale vector
-    bias = rng.integers(-(1 << 12), 1 << 12, size=packed.rows)
+    if config.get("inputs"):
+        X, bias = np.load(config["inputs"]), np.load(config["bias"])
+    else:
+        X = rng.integers(low, high, size=(packed.columns, config["vectors"]))
+        X[:, 0] = high - 1                               # a full-scale vector
+        bias = rng.integers(-(1 << 12), 1 << 12, size=packed.rows)
     per_tile, acc = run_layer(packed, X, rows=config["rows"], cols=config["cols"],
                               acc_bits=config["acc_bits"], bias=bias, alpha=config["alpha"])
     return packed, per_tile, acc

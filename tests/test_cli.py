@@ -119,14 +119,14 @@ def test_help_for_every_command():
     for argv in (["--help"], ["doctor", "--help"], ["generate", "fmix32", "--help"],
                  ["simulate", "fmix32", "--help"], ["synth", "fmix32", "--help"],
                  ["quantize", "--help"], ["simulate", "tq", "--help"], ["demo", "--help"],
-                 ["run", "--help"]):
+                 ["run", "--help"], ["infer", "--help"]):
         result = subprocess.run([sys.executable, "-m", "codnn.cli", *argv],
                                 capture_output=True, text=True)
         assert result.returncode == 0 and "usage: codnn" in result.stdout, argv
 
 
-def test_demo_quick_prints_the_summary(capsys):
-    code, out, err = run(capsys, "demo", "--quick")
+def test_engines_demo_quick_prints_the_summary(capsys):
+    code, out, err = run(capsys, "demo", "--engines", "--quick")
     assert code == 0
     assert "codnn demo summary" in out and out.count("PASS") == 6
     assert "real gradient values" in out

@@ -19,7 +19,6 @@ from ..packfile import WeightFileError
 from ..render import err_console, print_json, print_record, print_rows
 from ..sweep import COLUMNS, SweepError
 from .options import (
-    Failure,
     Parser,
     UsageError,
     add_param,
@@ -362,22 +361,6 @@ def run_bitstream_command(args):
     return show(args, f"codnn bitstream --board {args.board} --design {args.design}", report)
 
 
-def add_demo(sub):
-    sub.description = ("Generate, simulate against golden and synthesize every engine, then "
-                       "print a summary.")
-    sub.add_argument("--quick", action="store_true", help="smaller runs, Verilator only")
-    build_dir_option(sub)
-
-
-def run_demo(args):
-    from ..demo import run_demo as demo
-    try:
-        return demo(quick=args.quick, build_root=args.build_dir)
-    except SimulationFailure as error:
-        raise Failure(f"simulation FAILED against golden: {error}") from None
-
-
 COMMANDS = {"doctor": (add_doctor, run_doctor), "generate": (add_generate, run_generate),
             "simulate": (add_simulate, run_simulate), "synth": (add_synth, run_synth),
-            "sweep": (add_sweep, run_sweep), "bitstream": (add_bitstream, run_bitstream_command),
-            "demo": (add_demo, run_demo)}
+            "sweep": (add_sweep, run_sweep), "bitstream": (add_bitstream, run_bitstream_command)}

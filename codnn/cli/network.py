@@ -1,0 +1,179 @@
+"""Whole networks: ``infer`` (a model file through the arrays) and ``demo`` (LeNet-5 on
+MNIST, the main flow; ``--engines`` runs every engine's own flow instead). Amaranth and the
+simulators load only for an RTL run."""
+
+from pathlib import Path
+
+from ..model.infer import InputError
+from ..model.onnx_import import ModelError
+from .options import (
+    Failure,
+    build_dir_option,
+    json_option,
+    non_negative_int,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
+
+__all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
+
+USAGE_ERRORS = (ModelError, InputError)
+FAILURES = ()
+
+#: The models the demo runs, trained by benchmarks/train_lenet5.py.
+MODELS = Path(__file__).resolve().parent.parent.parent / "benchmarks" / "models"
+MAC_KINDS = ("parallel", "bitserial")
+
+
+def _array_options(sub, *, rtl_default):
+    sub.add_argument("--rows", type=positive_int, default=16, help="array rows (default 16)")
+    sub.add_argument("--cols", type=positive_int, default=16,
+                     help="array columns (default 16)")
+    sub.add_argument("--alpha", type=positive_int, default=8,
+                     help="data streams per column; 1 = dense array (default 8)")
+    sub.add_argument("--gamma", type=non_negative_float, default=0.5,
+                     help="allowed conflicts per row when a layer is packed (default 0.5)")
+    sub.add_argument("--mac", choices=MAC_KINDS, default="parallel",
+                     help="MAC kind (default parallel)")
+    sub.add_argument("--calibration", type=positive_int, default=500,
+                     help="inputs that choose the activation scales (default 500)")
+    sub.add_argument("--fmax-mhz", type=positive_float, default=None,
+                     help="clock for images per second (e.g. what codnn synth reports)")
+    sub.add_argument("--rtl", type=non_negative_int, default=rtl_default, metavar="N",
+                     help=f"run N inputs through the RTL, every result checked against "
+                          f"golden (default {rtl_default})")
+    sub.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
+    sub.add_argument("-o", "--output", metavar="DIR", default=None,
+                     help="folder for report.json and the plots (default "
+                          "BUILD_DIR/infer/MODEL)")
+    build_dir_option(sub)
+    json_option(sub)
+
+
+def add_infer(sub):
+    sub.description = ("Import an ONNX model, quantize it to the array's integers, pack "
+                       "each layer (column combining) and schedule it on the array; report "
+                       "float and integer accuracy, per-layer tiles, cycles and utilization "
+                       "against a dense array, and with --rtl run inputs through the "
+                       "generated RTL, every result checked against golden.")
+    sub.add_argument("model", metavar="MODEL.onnx")
+    sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
+                     help="mnist, digits, or an .npz with inputs x (and labels y) "
+                          "(default mnist)")
+    _array_options(sub, rtl_default=0)
+
+
+def _folder(args, model):
+    from codnn.sim.runner import default_build_root
+    if args.output:
+        return Path(args.output)
+    return Path(args.build_dir or default_build_root()) / "infer" / Path(model).stem
+
+
+def _infer(args, model, data):
+    import json
+
+    from ..model.infer import infer, write_plots
+    from ..render import err_console
+    from codnn.sim.runner import SimulationFailure
+
+    from ..model.rtl import RtlMismatch
+    folder = _folder(args, model)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} exists and is not a folder")
+    try:
+        report, layers = infer(
+            model, data, rows=args.rows, cols=args.cols, alpha=args.alpha, gamma=args.gamma,
+            mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
+            rtl_images=args.rtl, simulator=args.simulator, build_root=args.build_dir,
+            progress=lambda message: err_console.print(message, highlight=False))
+    except (SimulationFailure, RtlMismatch) as error:
+        raise Failure(f"RTL run FAILED against golden: {error}") from None
+    title = (f"{Path(model).name} on a {args.rows}x{args.cols} array, alpha {args.alpha}, "
+             f"{args.mac} MACs")
+    report["plots"] = write_plots(layers, folder, title)
+    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    report["report"] = str(folder / "report.json")
+    return report, title
+
+
+def _print(report, title):
+    from ..render import print_record, print_rows
+    summary = {k: v for k, v in report.items() if k not in ("layers", "rtl")}
+    if report["rtl"]:
+        rtl = report["rtl"]
+        summary["rtl"] = (f"{rtl['images']} inputs on {rtl['simulator']}: every result "
+                          f"equals golden; cycles equal the model: "
+                          f"{'yes' if rtl['cycles_equal_model'] else 'NO'}")
+    print_record(title, summary)
+    print_rows("per layer (cycles per image; dense: the same weights on an alpha-1 array)",
+               report["layers"],
+               [("layer", "layer"), ("kind", "kind"), ("shape", "N x C"), ("groups", "groups"),
+                ("vectors", "vectors"), ("blocks", "blocks"), ("tiles", "tiles"),
+                ("dense_tiles", "dense"), ("cycles", "cycles"), ("dense_cycles", "dense cyc"),
+                ("utilization", "util"), ("dense_utilization", "dense util"),
+                ("macs_per_cycle", "MAC/cyc"), ("weight_bytes", "weight B"),
+                ("data_bytes", "data B")])
+
+
+def run_infer(args):
+    from ..render import print_json
+    report, title = _infer(args, args.model, args.data)
+    if args.json:
+        print_json(report)
+    else:
+        _print(report, title)
+    if report["rtl"] and not report["rtl"]["cycles_equal_model"]:
+        raise Failure("RTL cycles differ from the cycle model")
+    return 0
+
+
+def add_demo(sub):
+    sub.description = ("The main flow on LeNet-5 and MNIST (the models in benchmarks/models): "
+                       "import, quantize, pack, golden accuracy on the test split, a few "
+                       "images through the RTL equal to golden, the report and the plots, "
+                       "for the dense and the column-combined model. --engines instead "
+                       "generates, simulates and synthesizes every engine.")
+    sub.add_argument("--engines", action="store_true",
+                     help="run every engine's own flow (generate, simulate, synthesize)")
+    sub.add_argument("--quick", action="store_true",
+                     help="with --engines: smaller runs, Verilator only")
+    _array_options(sub, rtl_default=2)
+
+
+def run_demo(args):
+    from ..render import console, print_json, print_rows
+    if args.engines:
+        from codnn.sim.runner import SimulationFailure
+
+        from ..demo import run_demo as engines_demo
+        try:
+            return engines_demo(quick=args.quick, build_root=args.build_dir)
+        except SimulationFailure as error:
+            raise Failure(f"simulation FAILED against golden: {error}") from None
+    rows, reports = [], []
+    for name in ("lenet5_mnist", "lenet5_mnist_cc"):
+        report, title = _infer(args, MODELS / f"{name}.onnx", "mnist")
+        reports.append(report)
+        if not args.json:
+            _print(report, title)
+        rows.append({"model": name, "float": report["float_accuracy"],
+                     "integer": report["integer_accuracy"], "tiles": report["tiles"],
+                     "tile_ratio": report["tile_ratio"], "cycles": report["cycles_per_image"],
+                     "cycle_ratio": report["cycle_ratio"],
+                     "rtl": "pass" if report["rtl"] else "-"})
+    if args.json:
+        print_json(reports)
+        return 0
+    print_rows("codnn demo: LeNet-5 on MNIST, dense model vs column-combined model "
+               "(ratios: against a dense array running the same model)", rows,
+               [("model", "model"), ("float", "float acc"), ("integer", "int acc"),
+                ("tiles", "tiles"), ("tile_ratio", "vs dense"), ("cycles", "cycles/img"),
+                ("cycle_ratio", "vs dense"), ("rtl", "RTL = golden")])
+    console.print("plots and report.json: " + ", ".join(
+        str(Path(r["report"]).parent) for r in reports), highlight=False)
+    return 0
+
+
+COMMANDS = {"infer": (add_infer, run_infer), "demo": (add_demo, run_demo)}

@@ -1,0 +1,189 @@
+"""A whole network from a model file to a report: import, quantize and pack for an array,
+schedule, accuracy of the float and the integer network on a data set, cycles and images
+per second, optionally a sample of images through the RTL, and plots.
+
+The golden integer network runs the whole test split (thousands of images per second);
+the RTL runs ``rtl_images`` of them, every array result checked against golden.
+"""
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .datasets import DATASETS, load_dataset
+from .onnx_import import ModelError, load_onnx
+from .quantize import quantize_network
+from .schedule import schedule_network
+
+__all__ = ["InputError", "load_inputs", "infer", "write_plots"]
+
+
+class InputError(ValueError):
+    """Inputs that do not fit the model: wrong shape or dtype, NaN, a missing file."""
+
+
+def load_inputs(spec, network, calibration):
+    """``(calibration_x, test_x, test_y, description)`` for ``spec``: a data set name
+    (``mnist``, ``digits``: its train split calibrates, its test split is evaluated) or an
+    ``.npz`` with float inputs ``x`` (``B x input_shape``) and optional labels ``y`` (the
+    first ``calibration`` inputs calibrate)."""
+    if spec in DATASETS:
+        data = load_dataset(spec)
+        x_cal, x, y = data.train_x[:calibration], data.test_x, data.test_y
+        described = (f"{spec}: {len(y)} test images, calibration on {len(x_cal)} train "
+                     f"images")
+    else:
+        if not str(spec).endswith(".npz"):
+            raise InputError(f"--data must be one of {', '.join(DATASETS)} or an .npz file "
+                             f"with arrays x (and y), not {spec!r}")
+        try:
+            with np.load(spec, allow_pickle=False) as arrays:
+                if "x" not in arrays:
+                    raise InputError(f"{spec} has no array 'x' (it has "
+                                     f"{', '.join(arrays.files) or 'none'})")
+                x = arrays["x"]
+                y = arrays["y"] if "y" in arrays else None
+        except (OSError, ValueError) as error:
+            if isinstance(error, InputError):
+                raise
+            raise InputError(f"{spec} is not a readable .npz file ({error})") from None
+        x_cal = x[:calibration]
+        described = f"{spec}: {len(x)} inputs, calibration on the first {len(x_cal)}"
+    if not np.issubdtype(np.asarray(x).dtype, np.floating) and \
+            not np.issubdtype(np.asarray(x).dtype, np.integer):
+        raise InputError(f"inputs must be numbers, not {np.asarray(x).dtype}")
+    if np.asarray(x).shape[1:] != tuple(network.input_shape):
+        raise InputError(f"inputs have shape {np.asarray(x).shape[1:]} per item; the model "
+                         f"takes {tuple(network.input_shape)}")
+    if not np.all(np.isfinite(x)):
+        raise InputError("inputs hold NaN or infinite values")
+    if y is not None and (np.asarray(y).shape != (len(x),)
+                          or not np.issubdtype(np.asarray(y).dtype, np.integer)):
+        raise InputError(f"labels y must be {len(x)} integers, not {np.asarray(y).dtype} "
+                         f"{np.asarray(y).shape}")
+    return np.asarray(x_cal, float), np.asarray(x, float), y, described
+
+
+def _accuracy(scores, labels):
+    return None if labels is None else float((scores.argmax(axis=1) == labels).mean())
+
+
+def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibration=500,
+          fmax_mhz=None, rtl_images=0, simulator="verilator", build_root=None,
+          progress=None):
+    """Run ``model`` (an ONNX file) on ``data``; return the report (a dict).
+
+    Raises
+    ------
+    ModelError, InputError
+        For a model or inputs codnn cannot take.
+    """
+    say = progress or (lambda message: None)
+    if not str(model).endswith(".onnx"):
+        raise ModelError(f"{model}: codnn infer reads ONNX models (.onnx)")
+    network = load_onnx(model)
+    x_cal, x, y, described = load_inputs(data, network, calibration)
+    say(f"quantizing and packing {model} (alpha {alpha}, gamma {gamma})")
+    try:
+        integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma)
+    except ValueError as error:
+        raise ModelError(f"{model}: {error}") from None
+    for layer in integer.array_layers:
+        if layer.packed.rows == 0 or layer.packed.columns == 0:
+            raise ModelError(f"{model}: layer {layer.name!r} is empty")
+    say(f"float and integer inference on {len(x)} inputs")
+    float_scores = network.run(x)
+    q = integer.quantize_input(x)
+    start = time.perf_counter()
+    int_scores = integer.run(q)
+    seconds = time.perf_counter() - start
+    layers, host = schedule_network(integer, rows=rows, cols=cols, alpha=alpha, mac=mac)
+    cycles = sum(layer.cycles for layer in layers)
+    dense_cycles = sum(layer.dense_cycles for layer in layers)
+    tiles = sum(layer.tiles for layer in layers)
+    dense_tiles = sum(layer.dense_tiles for layer in layers)
+    report = {
+        "model": str(model), "data": described,
+        "array": {"rows": rows, "cols": cols, "alpha": alpha, "gamma": gamma, "mac": mac},
+        "float_accuracy": _accuracy(float_scores, y),
+        "integer_accuracy": _accuracy(int_scores, y),
+        "integer_agrees_with_float": float((int_scores.argmax(1)
+                                            == float_scores.argmax(1)).mean()),
+        "golden_images_per_second": round(len(x) / seconds, 1),
+        "layers": [_layer_row(layer) for layer in layers],
+        "host_steps": [f"{name} ({kind})" for name, kind in host],
+        "tiles": tiles, "dense_tiles": dense_tiles, "tile_ratio": round(tiles / dense_tiles, 4),
+        "cycles_per_image": cycles, "dense_cycles_per_image": dense_cycles,
+        "cycle_ratio": round(cycles / dense_cycles, 4),
+        "fmax_mhz": fmax_mhz,
+        "images_per_second": None if fmax_mhz is None else round(fmax_mhz * 1e6 / cycles, 1),
+        "rtl": None,
+    }
+    if rtl_images:
+        from .rtl import run_network_on_rtl
+        sample = q[:rtl_images]
+        say(f"{len(sample)} inputs through the RTL ({simulator}), layer by layer")
+        runs = run_network_on_rtl(
+            integer, sample, rows=rows, cols=cols, alpha=alpha, mac=mac, simulator=simulator,
+            build_root=build_root,
+            progress=lambda done, total, name: say(f"  RTL layer {done}/{total} ({name}): "
+                                                   f"every result equals golden"))
+        report["rtl"] = {"images": len(sample), "simulator": simulator, "result": "pass",
+                         "cycles_equal_model": all(r["cycles"] == r["model_cycles"]
+                                                   for r in runs),
+                         "layers": runs}
+    return report, layers
+
+
+def _layer_row(layer):
+    return {"layer": layer.name, "kind": layer.kind,
+            "shape": f"{layer.filters}x{layer.columns}", "groups": layer.groups,
+            "vectors": layer.vectors, "tiles": layer.tiles, "dense_tiles": layer.dense_tiles,
+            "blocks": f"{layer.row_blocks}x{layer.col_blocks}",
+            "cycles": layer.cycles, "dense_cycles": layer.dense_cycles,
+            "utilization": round(layer.utilization, 4),
+            "dense_utilization": round(layer.dense_utilization, 4),
+            "macs_per_cycle": round(layer.macs_per_cycle, 2),
+            "weight_bytes": layer.weight_bytes, "data_bytes": layer.data_bytes,
+            "psum_bytes": layer.psum_bytes}
+
+
+def write_plots(layers, folder, title):
+    """Two PNGs in ``folder``: per-layer cycles and utilization, packed vs dense; and each
+    layer's array-column fill, sorted. Returns their paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [layer.name.strip("/") for layer in layers]
+    at = np.arange(len(layers))
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    top.bar(at - 0.2, [layer.dense_cycles for layer in layers], 0.4, label="dense array")
+    top.bar(at + 0.2, [layer.cycles for layer in layers], 0.4, label="column-combined")
+    top.set_ylabel("cycles per image")
+    top.legend()
+    top.set_title(title)
+    bottom.bar(at - 0.2, [layer.dense_utilization for layer in layers], 0.4)
+    bottom.bar(at + 0.2, [layer.utilization for layer in layers], 0.4)
+    bottom.set_ylabel("utilization")
+    bottom.set_xticks(at, names, rotation=20)
+    figure.tight_layout()
+    cycles_png = folder / "layers.png"
+    figure.savefig(cycles_png, dpi=100)
+    plt.close(figure)
+    figure, axes = plt.subplots(figsize=(8, 4))
+    for layer, name in zip(layers, names):
+        fill = sorted(layer.column_fill, reverse=True)
+        axes.plot(np.linspace(0, 1, len(fill)), fill, label=f"{name} ({len(fill)} columns)")
+    axes.set_xlabel("array columns of the layer, fullest first (fraction)")
+    axes.set_ylabel("filled cells / rows")
+    axes.set_title("column-combined occupancy per layer")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    fill_png = folder / "occupancy.png"
+    figure.savefig(fill_png, dpi=100)
+    plt.close(figure)
+    return [str(cycles_png), str(fill_png)]

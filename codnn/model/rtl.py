@@ -1,0 +1,89 @@
+"""Run an integer network's array layers on the generated array's RTL (cocotb and
+Verilator or Icarus) and hold every result against golden.
+
+Each array layer is one simulation of ``hw.systolic.ColumnCombinedArray`` (the same
+compiled model for every layer): its tiles' weights on the weight stream, the layer's
+input vectors for the sampled images (from the golden network's run, which the previous
+layer's RTL results equalled) on the data stream, the bias as the first partial sums.
+The testbench (``sim/tb_systolic.py``) checks every result beat (accumulators and the
+output stage) against ``golden.systolic.run_layer`` and, with no idle cycles or
+backpressure, the cycles against ``golden.systolic.cycle_model``. Before a layer is
+simulated, ``run_layer``'s accumulators are checked equal to the network's own
+(``golden.network.ArrayLayer.accumulate``), so the RTL is held to the network's numbers.
+"""
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from codnn.golden.systolic import run_layer
+
+__all__ = ["RtlMismatch", "run_network_on_rtl"]
+
+
+class RtlMismatch(AssertionError):
+    """Golden's tile-by-tile run of a layer differs from the network's accumulators."""
+
+
+def _save(folder, name, array):
+    data = np.ascontiguousarray(array)
+    path = folder / f"{name}-{hashlib.sha256(data.tobytes()).hexdigest()[:16]}.npy"
+    if not path.exists():
+        np.save(path, data)
+    return str(path)
+
+
+def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
+                       simulator="verilator", build_root, seed=1, progress=None):
+    """Run the array layers of ``network`` for integer inputs ``q`` on the RTL.
+
+    Returns one dict per array layer: ``name``, ``vectors``, ``cycles`` (measured, first
+    weight beat to last result) and ``model_cycles`` (the cycle model's).
+
+    Raises
+    ------
+    RtlMismatch
+        If golden's tiled run differs from the network's accumulators.
+    codnn.sim.runner.SimulationFailure
+        If a result or the cycle count differs on the RTL.
+    """
+    from codnn.hw.systolic import ColumnCombinedArray
+    from codnn.sim.runner import simulate
+
+    folder = Path(build_root) / "workloads"
+    folder.mkdir(parents=True, exist_ok=True)
+    array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, mac=mac,
+                                weight_bits=8, data_bits=network.out_bits,
+                                acc_bits=network.acc_bits, out_bits=network.out_bits)
+    tensors = network.run(q, keep=True)
+    results = []
+    for k, layer in enumerate(network.array_layers):
+        X, _ = layer.columns(tensors[layer.source])
+        _, acc = run_layer(layer.packed, X, rows=rows, cols=cols, acc_bits=network.acc_bits,
+                           bias=layer.bias, alpha=alpha)
+        if not np.array_equal(acc, layer.accumulate(X, network.acc_bits)):
+            raise RtlMismatch(f"layer {layer.name}: golden's tiled run differs from the "
+                              f"network's accumulators")
+        arrays = layer.packed.to_arrays()
+        packed = folder / ("packed-" + hashlib.sha256(b"".join(
+            np.ascontiguousarray(a).tobytes() for a in arrays.values())).hexdigest()[:16]
+            + ".npz")
+        if not packed.exists():
+            np.savez(packed, **arrays)
+        config = {"rows": rows, "cols": cols, "alpha": alpha, "weight_bits": 8,
+                  "data_bits": network.out_bits, "data_signed": False,
+                  "acc_bits": network.acc_bits, "mac": mac, "out_bits": network.out_bits,
+                  "shift": layer.shift or 0, "packed": str(packed),
+                  "inputs": _save(folder, "inputs", X.astype(np.int64)),
+                  "bias": _save(folder, "bias", layer.bias.astype(np.int64)),
+                  "vectors": int(X.shape[1]), "idle": 0.0, "backpressure": 0.0}
+        report = simulate(array, top="systolic", testbench="codnn.sim.tb_systolic",
+                          config=config, simulator=simulator, seed=seed,
+                          build_root=build_root).report
+        results.append({"name": layer.name, "vectors": int(X.shape[1]),
+                        "cycles": report["cycles"],
+                        "model_cycles": report["model_cycles_without_stalls"]})
+        if progress:
+            progress(k + 1, len(network.array_layers), layer.name)
+    return results

@@ -1,0 +1,123 @@
+"""Map each layer of an integer network onto a column-combined array and onto a dense
+array of the same size (the paper's baseline: ``alpha = 1``, the same pruned weights
+unpacked), with the figures of ``golden.systolic``'s cycle model.
+
+A layer runs as one stream of tiles: row blocks of ``rows`` filters outer, column blocks of
+``cols`` groups inner; a tile's weights load into the free one of the two banks while the
+other computes (double buffering), and every column block after the first takes the
+previous block's results as its partial sums (``psum_in``), so a layer taller or wider
+than the array needs no host work. A convolution's vectors are its im2col columns, one per
+output position. The host pools, flattens, adds residuals and pads; those steps are listed
+with no cycles (they are not on the array).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codnn.golden.column_combining import PackedLayer
+from codnn.golden.network import ArrayLayer
+from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
+
+__all__ = ["LayerSchedule", "dense_layer", "schedule_network"]
+
+
+@dataclass(frozen=True)
+class LayerSchedule:
+    """One layer on the packed array (``cycles``, ``tiles``, ...) and on the dense one
+    (``dense_*``). Bytes are what the streams carry: weights with their selects, data
+    (``cols x alpha`` values a vector) and partial sums in (``rows`` accumulators a
+    vector); ``column_fill`` is each used array column's share of filled cells."""
+
+    name: str
+    kind: str
+    filters: int
+    columns: int
+    groups: int
+    vectors: int
+    tiles: int
+    row_blocks: int
+    col_blocks: int
+    cycles: int
+    macs: int
+    utilization: float
+    weight_bytes: int
+    data_bytes: int
+    psum_bytes: int
+    column_fill: tuple
+    dense_tiles: int
+    dense_cycles: int
+    dense_utilization: float
+
+    @property
+    def macs_per_cycle(self):
+        return self.macs / self.cycles
+
+    @property
+    def tile_ratio(self):
+        return self.tiles / self.dense_tiles
+
+    @property
+    def cycle_ratio(self):
+        return self.cycles / self.dense_cycles
+
+
+def dense_layer(packed):
+    """The dense baseline of a packed layer: its pruned weights, one column per group."""
+    F = packed.dense()
+    return PackedLayer(P=F, idx=np.zeros(F.shape, dtype=np.int64),
+                       groups=tuple((c,) for c in range(F.shape[1])), alpha=1, gamma=0.0,
+                       columns=F.shape[1], pruned=0)
+
+
+def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc_bits,
+         out_stage):
+    tiles = make_tiles(packed, rows, cols, alpha)
+    used = [tile.used_cells for tile in tiles]
+    report = cycle_model([vectors] * len(tiles), rows=rows, cols=cols, out_stage=out_stage,
+                         used_cells=used, **mac_timing(mac, data_bits))
+    select_bits = max(1, (alpha - 1).bit_length())
+    return tiles, report, {
+        "weight_bytes": len(tiles) * rows * cols * (weight_bits + select_bits) // 8,
+        "data_bytes": report.beats * cols * alpha * data_bits // 8,
+        "psum_bytes": report.beats * rows * acc_bits // 8}
+
+
+def _vectors(layer, shapes):
+    """Vectors per image of an array layer: its output positions."""
+    shape = shapes[layer.output]
+    return int(np.prod(shape[1:])) if len(shape) == 3 else 1
+
+
+def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
+                     weight_bits=8, batch=1):
+    """Per-layer schedules of ``network`` for ``batch`` images, and the host's steps.
+
+    Returns ``(layers, host)``: a ``LayerSchedule`` per array layer, and ``(name, kind)``
+    of every host step."""
+    q = np.zeros((1, *network.input_shape), dtype=np.int64)
+    shapes = {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
+    layers, host = [], []
+    common = {"rows": rows, "cols": cols, "mac": mac, "data_bits": data_bits,
+              "weight_bits": weight_bits, "acc_bits": network.acc_bits}
+    for step in network.steps:
+        if not isinstance(step, ArrayLayer):
+            host.append((step.name, type(step).__name__))
+            continue
+        vectors = _vectors(step, shapes) * batch
+        out_stage = step.shift is not None
+        tiles, report, moved = _run(step.packed, vectors, alpha=alpha, out_stage=out_stage,
+                                    **common)
+        _, dense, _ = _run(dense_layer(step.packed), vectors, alpha=1, out_stage=out_stage,
+                           **common)
+        filled = np.count_nonzero(step.packed.P, axis=0) / step.packed.rows
+        layers.append(LayerSchedule(
+            name=step.name, kind="conv" if step.kernel else "dense",
+            filters=step.packed.rows, columns=step.packed.columns,
+            groups=len(step.packed.groups), vectors=vectors, tiles=len(tiles),
+            row_blocks=1 + max(t.row_block for t in tiles),
+            col_blocks=1 + max(t.col_block for t in tiles), cycles=report.cycles,
+            macs=report.useful_macs, utilization=report.overall_util,
+            column_fill=tuple(float(f) for f in filled), dense_tiles=dense.tiles,
+            dense_cycles=dense.cycles, dense_utilization=dense.overall_util, **moved))
+    return layers, host

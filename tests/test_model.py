@@ -1,0 +1,275 @@
+"""Whole networks: ONNX import against onnx's reference evaluator and PyTorch, the integer
+network against golden.systolic's tiled run, quantization accuracy, the schedule, and bad
+models and inputs."""
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from codnn.golden.column_combining import im2col, pack
+from codnn.golden.network import FRACTION, Add, IntegerNetwork, pool
+from codnn.golden.systolic import cycle_model, make_tiles, mac_timing, run_layer
+from codnn.model.datasets import load_dataset
+from codnn.model.onnx_import import ModelError, load_onnx
+from codnn.model.quantize import quantize_network
+from codnn.model.schedule import dense_layer, schedule_network
+
+SEED = 20261125
+MODELS = __import__("pathlib").Path(__file__).resolve().parent.parent / "benchmarks" / "models"
+
+
+def _model(nodes, inits, shape, out_shape, opset=17, path=None):
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, *shape])],
+        [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    if path is not None:
+        onnx.save(model, str(path))
+    return model
+
+
+def _conv_net(rng, path, *, extra=(), tail="Relu"):
+    """Conv(+BN) -> Relu -> pool -> Flatten -> Gemm, with every operator variant asked."""
+    inits = {"w": rng.normal(0, 0.3, (4, 2, 3, 3)), "b": rng.normal(0, 0.1, 4),
+             "gamma": rng.uniform(0.5, 1.5, 4), "beta": rng.normal(0, 0.1, 4),
+             "mean": rng.normal(0, 0.1, 4), "var": rng.uniform(0.5, 1.5, 4),
+             "fw": rng.normal(0, 0.3, (10, 4 * 3 * 3)), "fb": rng.normal(0, 0.1, 10),
+             "shape": np.array([1, -1])}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"],
+                              ["n"], name="bn"),
+             helper.make_node(tail, ["n"], ["r"], name="act"),
+             *extra,
+             helper.make_node("Reshape", [extra[-1].output[0] if extra else "p", "shape"],
+                              ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1)]
+    if not extra:
+        nodes.insert(3, helper.make_node("MaxPool", ["r"], ["p"], name="pool",
+                                         kernel_shape=[2, 2], strides=[2, 2]))
+    inits["shape"] = inits["shape"].astype(np.float32)
+    model = _model(nodes, inits, (2, 6, 6), [1, 10])
+    # Reshape's shape must be int64
+    for init in model.graph.initializer:
+        if init.name == "shape":
+            init.CopyFrom(numpy_helper.from_array(np.array([1, -1], np.int64), "shape"))
+    onnx.save(model, str(path))
+    return model
+
+
+def _reference(model, x):
+    evaluator = ReferenceEvaluator(model)
+    return np.concatenate([evaluator.run(None, {"x": xi[None].astype(np.float32)})[0]
+                           for xi in x])
+
+
+@pytest.mark.parametrize("variant", ["maxpool", "avgpool", "avgpool_pad", "global", "relu6"])
+def test_import_matches_the_onnx_reference(tmp_path, variant):
+    print(f"seed={SEED}")
+    rng = np.random.default_rng(SEED)
+    tail = "Relu"
+    extra = ()
+    if variant == "avgpool":
+        extra = (helper.make_node("AveragePool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                                  strides=[2, 2]),)
+    elif variant == "avgpool_pad":
+        extra = (helper.make_node("AveragePool", ["r"], ["p"], name="pool", kernel_shape=[3, 3],
+                                  strides=[2, 2], pads=[1, 1, 1, 1]),)
+    elif variant == "global":
+        extra = (helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+                 helper.make_node("Identity", ["p"], ["p2"], name="id"))
+    elif variant == "relu6":
+        tail = "Clip"
+    path = tmp_path / "m.onnx"
+    model = _conv_net(rng, path, extra=extra, tail=tail)
+    if variant == "relu6":
+        for node in model.graph.node:
+            if node.op_type == "Clip":
+                node.input.extend(["lo", "hi"])
+        model.graph.initializer.extend([numpy_helper.from_array(np.float32(0), "lo"),
+                                        numpy_helper.from_array(np.float32(0.6), "hi")])
+        onnx.save(model, str(path))
+    if variant == "global":
+        # the Gemm reads 4 features after a global pool
+        for init in model.graph.initializer:
+            if init.name == "fw":
+                init.CopyFrom(numpy_helper.from_array(
+                    rng.normal(0, 0.3, (10, 4)).astype(np.float32), "fw"))
+        onnx.save(model, str(path))
+    network = load_onnx(path)
+    x = rng.uniform(0, 1, (5, 2, 6, 6))
+    np.testing.assert_allclose(network.run(x), _reference(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_residual_add_and_matmul_bias(tmp_path):
+    rng = np.random.default_rng(SEED)
+    inits = {"w1": rng.normal(0, 0.5, (4, 4)), "w2": rng.normal(0, 0.5, (4, 4)),
+             "bias": rng.normal(0, 0.1, 4), "w3": rng.normal(0, 0.5, (4, 3))}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("Add", ["a", "bias"], ["ab"], name="bias_add"),
+             helper.make_node("Relu", ["ab"], ["r"], name="relu1"),
+             helper.make_node("MatMul", ["r", "w2"], ["m2"], name="mm2"),
+             helper.make_node("Add", ["m2", "r"], ["s"], name="residual"),
+             helper.make_node("Relu", ["s"], ["rs"], name="relu2"),
+             helper.make_node("Dropout", ["rs"], ["d"], name="drop"),
+             helper.make_node("MatMul", ["d", "w3"], ["y"], name="mm3")]
+    model = _model(nodes, inits, (4,), [1, 3], path=tmp_path / "r.onnx")
+    network = load_onnx(tmp_path / "r.onnx")
+    x = rng.uniform(0, 1, (6, 4))
+    np.testing.assert_allclose(network.run(x), _reference(model, x), rtol=1e-4, atol=1e-5)
+    integer = quantize_network(network, x, alpha=2, gamma=0.5)
+    assert any(isinstance(step, Add) for step in integer.steps)
+    scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+    np.testing.assert_allclose(scores, network.run(x), atol=0.1)
+
+
+def test_torch_export_imports_and_matches_torch(tmp_path):
+    torch = pytest.importorskip("torch")        # the train extra; make test installs it
+    torch.manual_seed(SEED)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(3, 4, 3, stride=2), torch.nn.ReLU6(),
+        torch.nn.Flatten(), torch.nn.Linear(4, 5)).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-0.2, 0.2)
+        model[1].running_var.uniform_(0.5, 1.5)
+    with warnings.catch_warnings():         # torch's exporter warns about its own internals
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 1, 8, 8),), str(tmp_path / "t.onnx"))
+    network = load_onnx(tmp_path / "t.onnx")
+    x = np.random.default_rng(SEED).uniform(0, 1, (4, 1, 8, 8))
+    with torch.no_grad():
+        want = model(torch.tensor(x, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda m: m.graph.node[0].attribute.append(helper.make_attribute("group", 2)),
+     "grouped or depthwise"),
+    (lambda m: setattr(m.graph.node[2], "op_type", "Sigmoid"), "unsupported operator Sigmoid"),
+    (lambda m: m.graph.node[0].attribute.append(helper.make_attribute("strides", [1, 2])),
+     "equal strides"),
+])
+def test_unsupported_models_name_the_node(tmp_path, mutate, message):
+    rng = np.random.default_rng(SEED)
+    path = tmp_path / "m.onnx"
+    model = _conv_net(rng, path)
+    mutate(model)
+    onnx.save(model, str(path))
+    with pytest.raises(ModelError, match=message):
+        load_onnx(path)
+
+
+def test_bad_model_files(tmp_path):
+    (tmp_path / "junk.onnx").write_bytes(b"\x00not a protobuf at all" * 10)
+    with pytest.raises(ModelError, match="not a valid ONNX model"):
+        load_onnx(tmp_path / "junk.onnx")
+    rng = np.random.default_rng(SEED)
+    model = _conv_net(rng, tmp_path / "m.onnx")
+    model.opset_import[0].version = 12
+    onnx.save(model, str(tmp_path / "old.onnx"))
+    with pytest.raises(ModelError, match="opset 12"):
+        load_onnx(tmp_path / "old.onnx")
+    model = _conv_net(rng, tmp_path / "m.onnx")
+    for init in model.graph.initializer:
+        if init.name == "fw":
+            bad = numpy_helper.to_array(init).copy()
+            bad[0, 0] = np.nan
+            init.CopyFrom(numpy_helper.from_array(bad, "fw"))
+    onnx.save(model, str(tmp_path / "nan.onnx"))
+    with pytest.raises(ModelError, match="NaN"):
+        load_onnx(tmp_path / "nan.onnx")
+
+
+def test_signed_activation_into_a_layer_is_refused(tmp_path):
+    rng = np.random.default_rng(SEED)
+    inits = {"w1": rng.normal(0, 0.5, (4, 4)), "w2": rng.normal(0, 0.5, (4, 3))}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("MatMul", ["a", "w2"], ["y"], name="mm2")]
+    _model(nodes, inits, (4,), [1, 3], path=tmp_path / "s.onnx")
+    with pytest.raises(ValueError, match="signed output"):
+        quantize_network(load_onnx(tmp_path / "s.onnx"), np.ones((2, 4)), alpha=2, gamma=0.5)
+    with pytest.raises(ValueError, match="non-negative"):
+        quantize_network(load_onnx(tmp_path / "s.onnx"), -np.ones((2, 4)), alpha=2, gamma=0.5)
+
+
+def test_batched_im2col_is_images_side_by_side():
+    x = np.random.default_rng(SEED).integers(0, 9, (3, 2, 5, 6))
+    batched = im2col(x, 3, 2, 1)
+    each = np.concatenate([im2col(image, 3, 2, 1) for image in x], axis=1)
+    np.testing.assert_array_equal(batched, each)
+
+
+def test_integer_pooling_and_add_round_half_up():
+    x = np.array([[[[1, 2], [2, 2]]]])                  # sum 7 over 4: 1.75 -> 2
+    assert pool(x, "avg", 2, 2, 0, False, integer=True).item() == 2
+    x = np.array([[[[1, 2], [1, 2]]]])                  # 1.5 -> 2 (half up)
+    assert pool(x, "avg", 0, 1, 0, False, integer=True).item() == 2
+    add = Add("add", "a", "a", "y", ma=1 << FRACTION, mb=(1 << FRACTION) // 2)
+    network = IntegerNetwork((add,), "a", "y", (2,), 1.0, 1.0)
+    assert network.run(np.array([[3, 250]])).tolist() == [[5, 255]]   # 4.5 -> 5; clamped
+
+
+def test_fixed_groups_repack_keeps_groups_and_weights():
+    rng = np.random.default_rng(SEED)
+    F = np.where(rng.random((12, 40)) < 0.2, rng.integers(-127, 128, (12, 40)), 0)
+    first = pack(F, 4, 0.5)
+    again = pack(first.dense(), 4, 0.5, groups=first.groups)
+    assert again.groups == first.groups and again.pruned == 0
+    np.testing.assert_array_equal(again.dense(), first.dense())
+    with pytest.raises(ValueError, match="distinct columns"):
+        pack(F, 4, 0.5, groups=[[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match="distinct columns"):
+        pack(F, 2, 0.5, groups=[[0, 1, 2]])
+
+
+@pytest.fixture(scope="module")
+def lenet():
+    data = load_dataset("mnist")
+    networks = {name: load_onnx(MODELS / f"{name}.onnx")
+                for name in ("lenet5_mnist", "lenet5_mnist_cc")}
+    return data, networks
+
+
+def test_lenet_integer_accuracy_and_tiles(lenet):
+    """The targets: integer within 0.5 points of float; the column-combined model's tiles
+    at most 0.35 of a dense array's at most 1 point below the dense model."""
+    data, networks = lenet
+    accuracy, tiles = {}, {}
+    for name, network in networks.items():
+        integer = quantize_network(network, data.train_x[:500], alpha=8, gamma=0.5)
+        float_acc = (network.run(data.test_x).argmax(1) == data.test_y).mean()
+        int_acc = (integer.run(integer.quantize_input(data.test_x)).argmax(1)
+                   == data.test_y).mean()
+        layers, _ = schedule_network(integer, rows=16, cols=16, alpha=8)
+        tiles[name] = (sum(la.tiles for la in layers), sum(la.dense_tiles for la in layers))
+        accuracy[name] = float_acc, int_acc
+        print(name, f"float {float_acc:.3f} integer {int_acc:.3f} tiles {tiles[name]}")
+        assert abs(float_acc - int_acc) <= 0.005
+    packed, dense = tiles["lenet5_mnist_cc"]
+    assert packed / dense <= 0.35
+    assert accuracy["lenet5_mnist"][0] - accuracy["lenet5_mnist_cc"][1] <= 0.01
+
+
+def test_network_layers_equal_golden_tiled_runs_and_cycle_model(lenet):
+    data, networks = lenet
+    integer = quantize_network(networks["lenet5_mnist_cc"], data.train_x[:200], alpha=8,
+                               gamma=0.5)
+    tensors = integer.run(integer.quantize_input(data.test_x[:3]), keep=True)
+    layers, host = schedule_network(integer, rows=16, cols=16, alpha=8, batch=3)
+    assert [kind for _, kind in host] == ["Pool", "Pool", "Flatten"]
+    for layer, scheduled in zip(integer.array_layers, layers):
+        X, _ = layer.columns(tensors[layer.source])
+        _, acc = run_layer(layer.packed, X, rows=16, cols=16, bias=layer.bias, alpha=8)
+        np.testing.assert_array_equal(acc, layer.accumulate(X, 32))
+        tiles = make_tiles(layer.packed, 16, 16, 8)
+        model = cycle_model([X.shape[1]] * len(tiles), rows=16, cols=16,
+                            out_stage=layer.shift is not None, **mac_timing("parallel", 8),
+                            used_cells=[t.used_cells for t in tiles])
+        assert (scheduled.tiles, scheduled.cycles, scheduled.vectors) == \
+            (len(tiles), model.cycles, X.shape[1])
+        np.testing.assert_array_equal(dense_layer(layer.packed).dense(), layer.packed.dense())
