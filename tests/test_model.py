@@ -2,7 +2,9 @@
 network against golden.systolic's tiled run, quantization accuracy, the schedule, and bad
 models and inputs."""
 
+import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,7 +21,7 @@ from codnn.model.quantize import quantize_network
 from codnn.model.schedule import dense_layer, schedule_network
 
 SEED = 20261125
-MODELS = __import__("pathlib").Path(__file__).resolve().parent.parent / "benchmarks" / "models"
+MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
 
 def _model(nodes, inits, shape, out_shape, opset=17, path=None):
@@ -268,8 +270,75 @@ def test_network_layers_equal_golden_tiled_runs_and_cycle_model(lenet):
         np.testing.assert_array_equal(acc, layer.accumulate(X, 32))
         tiles = make_tiles(layer.packed, 16, 16, 8)
         model = cycle_model([X.shape[1]] * len(tiles), rows=16, cols=16,
-                            out_stage=layer.shift is not None, **mac_timing("parallel", 8),
+                            out_stage=True, **mac_timing("parallel", 8),
                             used_cells=[t.used_cells for t in tiles])
         assert (scheduled.tiles, scheduled.cycles, scheduled.vectors) == \
             (len(tiles), model.cycles, X.shape[1])
         np.testing.assert_array_equal(dense_layer(layer.packed).dense(), layer.packed.dense())
+
+
+def _cli(capsys, *argv):
+    from codnn.cli import main
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_infer_reports_and_runs_the_rtl(tmp_path, capsys):
+    rng = np.random.default_rng(SEED)
+    _conv_net(rng, tmp_path / "m.onnx")
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (12, 2, 6, 6)), y=rng.integers(0, 10, 12))
+    code, out, err = _cli(capsys, "infer", str(tmp_path / "m.onnx"), "--data",
+                          str(tmp_path / "d.npz"), "--rows", "4", "--cols", "4", "--alpha",
+                          "4", "--rtl", "2", "--calibration", "8", "--fmax-mhz", "50",
+                          "-o", str(tmp_path / "out"), "--build-dir", str(tmp_path / "b"),
+                          "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["rtl"]["result"] == "pass" and report["rtl"]["cycles_equal_model"]
+    assert all(r["cycles"] == r["model_cycles"] == r["scheduled_cycles"]
+               for r in report["rtl"]["layers"])
+    assert [r["vectors"] for r in report["rtl"]["layers"]] == [2 * 36, 2]
+    assert [layer["kind"] for layer in report["layers"]] == ["conv", "dense"]
+    assert report["images_per_second"] == round(50e6 / report["cycles_per_image"], 1)
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["tiles"] == \
+        report["tiles"]
+    assert all(Path(p).stat().st_size > 0 for p in report["plots"])
+    assert "RTL layer 2/2" in err
+
+
+@pytest.mark.parametrize("case,message", [
+    ("junk", "not a valid ONNX model"),
+    ("suffix", "reads ONNX models"),
+    ("shape", "inputs have shape (2, 5, 5) per item; the model takes (2, 6, 6)"),
+    ("nan", "NaN"),
+    ("no_x", "has no array 'x'"),
+    ("labels", "labels y must be"),
+    ("op", "unsupported operator Sigmoid"),
+])
+def test_infer_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
+    rng = np.random.default_rng(SEED)
+    model = _conv_net(rng, tmp_path / "m.onnx")
+    x = rng.uniform(0, 1, (4, 2, 6, 6))
+    arrays = {"x": x}
+    if case == "junk":
+        (tmp_path / "m.onnx").write_text("hello")
+    elif case == "suffix":
+        (tmp_path / "m.onnx").rename(tmp_path / "m.npz")
+    elif case == "shape":
+        arrays["x"] = x[:, :, :5, :5]
+    elif case == "nan":
+        arrays["x"] = np.where(x > 0.9, np.nan, x)
+    elif case == "no_x":
+        arrays = {"inputs": x}
+    elif case == "labels":
+        arrays["y"] = np.zeros(3)
+    elif case == "op":
+        model.graph.node[2].op_type = "Sigmoid"
+        onnx.save(model, str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "d.npz", **arrays)
+    path = tmp_path / ("m.npz" if case == "suffix" else "m.onnx")
+    code, out, err = _cli(capsys, "infer", str(path), "--data", str(tmp_path / "d.npz"),
+                          "-o", str(tmp_path / "out"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()

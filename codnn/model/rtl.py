@@ -35,7 +35,7 @@ def _save(folder, name, array):
 
 
 def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
-                       simulator="verilator", build_root, seed=1, progress=None):
+                       simulator="verilator", build_root=None, seed=1, progress=None):
     """Run the array layers of ``network`` for integer inputs ``q`` on the RTL.
 
     Returns one dict per array layer: ``name``, ``vectors``, ``cycles`` (measured, first
@@ -49,9 +49,10 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
         If a result or the cycle count differs on the RTL.
     """
     from codnn.hw.systolic import ColumnCombinedArray
-    from codnn.sim.runner import simulate
+    from codnn.sim.runner import default_build_root, simulate
 
-    folder = Path(build_root) / "workloads"
+    build_root = Path(build_root or default_build_root())
+    folder = build_root / "workloads"
     folder.mkdir(parents=True, exist_ok=True)
     array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, mac=mac,
                                 weight_bits=8, data_bits=network.out_bits,

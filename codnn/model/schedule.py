@@ -70,11 +70,12 @@ def dense_layer(packed):
                        columns=F.shape[1], pruned=0)
 
 
-def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc_bits,
-         out_stage):
+def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc_bits):
     tiles = make_tiles(packed, rows, cols, alpha)
     used = [tile.used_cells for tile in tiles]
-    report = cycle_model([vectors] * len(tiles), rows=rows, cols=cols, out_stage=out_stage,
+    # The array has its output stage whether or not a layer uses it (the logits read the
+    # accumulators beside it), so every layer takes its two cycles.
+    report = cycle_model([vectors] * len(tiles), rows=rows, cols=cols, out_stage=True,
                          used_cells=used, **mac_timing(mac, data_bits))
     select_bits = max(1, (alpha - 1).bit_length())
     return tiles, report, {
@@ -105,11 +106,8 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
             host.append((step.name, type(step).__name__))
             continue
         vectors = _vectors(step, shapes) * batch
-        out_stage = step.shift is not None
-        tiles, report, moved = _run(step.packed, vectors, alpha=alpha, out_stage=out_stage,
-                                    **common)
-        _, dense, _ = _run(dense_layer(step.packed), vectors, alpha=1, out_stage=out_stage,
-                           **common)
+        tiles, report, moved = _run(step.packed, vectors, alpha=alpha, **common)
+        _, dense, _ = _run(dense_layer(step.packed), vectors, alpha=1, **common)
         filled = np.count_nonzero(step.packed.P, axis=0) / step.packed.rows
         layers.append(LayerSchedule(
             name=step.name, kind="conv" if step.kernel else "dense",
