@@ -12,7 +12,7 @@ from codnn.golden.value_frames import NicCodec
 from .board import Board, open_serial
 from .flows import ParameterError
 
-__all__ = ["run_layer_file", "stream_gradient_file"]
+__all__ = ["run_layer_file", "run_network_on_device", "stream_gradient_file"]
 
 
 def _on_board(host, sim_design, port, baud):
@@ -25,6 +25,39 @@ def _on_board(host, sim_design, port, baud):
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from None
     return run_with_port(dut, 4, host)
+
+
+def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=115200,
+                          sim_depth=None, progress=None):
+    """Run an integer network (``golden.network.IntegerNetwork``) on inputs ``q`` on the
+    board at ``port`` or, with ``sim_depth``, on the systolic board top in simulation
+    (``rows x cols``, ``alpha``, ``sim_depth`` vectors of data memory); the device's array
+    must be ``rows x cols`` with ``alpha``. Returns ``(outputs, cycles per layer)``.
+
+    Raises
+    ------
+    ParameterError
+        If the device's array is not the one asked for.
+    codnn.model.on_board.BoardMismatch
+        If a result differs from golden.
+    """
+    from .engines import BOARD_DESIGNS
+    from .model.on_board import run_network_on_board
+
+    def host(serial):
+        board = Board(serial)
+        status = board.status()
+        device = (status.rows, status.cols, status.config.get("alpha"))
+        if device != (rows, cols, alpha):
+            raise ParameterError(f"the device's array is {device[0]}x{device[1]} with alpha "
+                                 f"{device[2]}, not {rows}x{cols} with alpha {alpha}")
+        return run_network_on_board(network, q, board, progress=progress)
+
+    def design():
+        return BOARD_DESIGNS["systolic"].build(alpha=alpha, rows=rows, cols=cols,
+                                               depth=sim_depth, divisor=4, timeout_bytes=16)
+
+    return _on_board(host, None if sim_depth is None else design, port, baud)
 
 
 def run_layer_file(layers, inputs, *, layer=None, port=None, baud=115200, sim=None,

@@ -75,12 +75,16 @@ class ArrayLayer:
         F = self.packed.dense().astype(np.int64)
         return wrap(F @ np.asarray(X, dtype=np.int64) + self.bias[:, None], acc_bits)
 
+    def finish(self, acc, batch, shape, out_bits):
+        """The output tensor, batch first, from the accumulators ``(N, T)`` of ``batch``
+        inputs (``shape`` as ``columns`` gives it): the output stage's, or ``acc``."""
+        y = acc if self.shift is None else output_stage(acc, self.shift, out_bits)
+        return np.moveaxis(y.reshape(shape[0], batch, *shape[1:]), 1, 0)
+
     def run(self, x, *, acc_bits, out_bits):
         X, shape = self.columns(x)
-        acc = self.accumulate(X, acc_bits)
-        y = acc if self.shift is None else output_stage(acc, self.shift, out_bits)
-        batch = np.asarray(x).shape[0]
-        return np.moveaxis(y.reshape(shape[0], batch, *shape[1:]), 1, 0)
+        return self.finish(self.accumulate(X, acc_bits), np.asarray(x).shape[0], shape,
+                           out_bits)
 
 
 @dataclass(frozen=True)
@@ -184,13 +188,14 @@ class IntegerNetwork:
             raise ValueError(f"inputs must have shape (B, {', '.join(map(str, self.input_shape))})"
                              f", not {q.shape}")
         tensors = {self.input: q.astype(np.int64)}
-        top = (1 << self.out_bits) - 1
         for step in self.steps:
-            if isinstance(step, Add):
-                a, b = tensors[step.source], tensors[step.other]
-                total = a * step.ma + b * step.mb + (1 << (FRACTION - 1))
-                tensors[step.output] = np.clip(total >> FRACTION, 0, top)
-            else:
-                tensors[step.output] = step.run(tensors[step.source], acc_bits=self.acc_bits,
-                                                out_bits=self.out_bits)
+            tensors[step.output] = self.run_step(step, tensors)
         return tensors if keep else tensors[self.output]
+
+    def run_step(self, step, tensors):
+        """The output of ``step`` from the named ``tensors`` computed before it."""
+        if isinstance(step, Add):
+            a, b = tensors[step.source], tensors[step.other]
+            total = a * step.ma + b * step.mb + (1 << (FRACTION - 1))
+            return np.clip(total >> FRACTION, 0, (1 << self.out_bits) - 1)
+        return step.run(tensors[step.source], acc_bits=self.acc_bits, out_bits=self.out_bits)

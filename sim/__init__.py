@@ -1,2 +1,13 @@
 """Simulation of codnn's gateware: the cocotb runner, testbenches that hold the RTL against
 ``golden/``, and helpers for Amaranth's own simulator."""
+
+import os
+from pathlib import Path
+
+__all__ = ["default_build_root"]
+
+
+def default_build_root():
+    """Return ``$CODNN_BUILD_DIR`` or ``./build``, as an absolute path (here, not in
+    ``runner``, so that NumPy-only commands find it without loading Amaranth)."""
+    return Path(os.environ.get("CODNN_BUILD_DIR", "build")).resolve()

@@ -21,7 +21,6 @@ behavioural models (``sim/primitives/<PRIMITIVE>.v``) join the Verilog they appe
 import fcntl
 import hashlib
 import json
-import os
 import random
 import re
 import xml.etree.ElementTree as ElementTree
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from . import default_build_root
 from .simulators import SIMULATORS, use_simulator
 
 __all__ = ["GENERATOR_STYLE_WARNINGS", "PRIMITIVE_MODELS", "SimulationFailure",
@@ -91,11 +91,6 @@ class SimulationResult:
     report: dict
     run_dir: Path
     waves: Path | None
-
-
-def default_build_root():
-    """Return ``$CODNN_BUILD_DIR`` or ``./build``, as an absolute path."""
-    return Path(os.environ.get("CODNN_BUILD_DIR", "build")).resolve()
 
 
 def write_verilog(component, name, path, platform=None):

@@ -6,12 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from codnn.cli import main
 from codnn.golden import inceptionn, terngrad
+
+MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
 
 def run(capsys, *argv):
@@ -589,8 +592,8 @@ def test_arrays_too_large_to_build_are_refused(capsys, tmp_path, engine):
 
 
 def test_numpy_commands_do_not_load_amaranth(tmp_path):
-    """pack, quantize, compress, decompress and pcap start without Amaranth, the
-    simulators or the synthesis tools."""
+    """pack, quantize, compress, decompress, pcap and infer (without --rtl) start without
+    Amaranth, the simulators or the synthesis tools."""
     np.save(tmp_path / "w.npy", (np.eye(8) * 0.5).astype(np.float32))
     np.save(tmp_path / "g.npy", np.linspace(-1, 1, 50, dtype=np.float32))
     script = f"""
@@ -601,10 +604,12 @@ for argv in (["pack", d + "/w.npy", "-o", d + "/p.npz"],
              ["quantize", d + "/w.npy", "--group", "4", "--budget", "6", "-o", d + "/q.npz"],
              ["compress", d + "/g.npy", "--codec", "inceptionn", "-o", d + "/g.bin"],
              ["decompress", d + "/g.bin", "-o", d + "/back.npy"],
-             ["pcap", d + "/none.pcap", "-o", d + "/o.pcap"]):
+             ["pcap", d + "/none.pcap", "-o", d + "/o.pcap"],
+             ["infer", {str(MODELS / "lenet5_mnist_cc.onnx")!r}, "--calibration", "50",
+              "-o", d + "/infer"]):
     main(argv + ["--json"])
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in
-                ("amaranth", "hw", "sim", "synth", "cocotb"))
+loaded = sorted(m for m in sys.modules if m.startswith(
+    ("amaranth", "cocotb", "codnn.hw", "codnn.synth", "codnn.sim.")))
 print("LOADED", loaded)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

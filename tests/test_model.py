@@ -342,3 +342,29 @@ def test_infer_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, 
                           "-o", str(tmp_path / "out"))
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_infer_on_the_simulated_board_chains_the_devices_results(tmp_path, capsys):
+    """The board top in Amaranth's simulator over the simulated UART: each layer's
+    accumulators from the device, the next layer fed from them, all equal to golden."""
+    rng = np.random.default_rng(SEED)
+    inits = {"w1": rng.normal(0, 0.5, (6, 5)), "b1": rng.normal(0, 0.1, 5),
+             "w2": rng.normal(0, 0.5, (5, 3))}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="fc1"),
+             helper.make_node("Add", ["a", "b1"], ["ab"], name="bias"),
+             helper.make_node("Relu", ["ab"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")]
+    _model(nodes, inits, (6,), [1, 3], path=tmp_path / "m.onnx")
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 6)), y=rng.integers(0, 3, 6))
+    code, out, err = _cli(capsys, "infer", str(tmp_path / "m.onnx"), "--data",
+                          str(tmp_path / "d.npz"), "--rows", "2", "--cols", "2", "--alpha", "2",
+                          "--board-sim", "4", "--device-images", "3", "--calibration", "6",
+                          "-o", str(tmp_path / "out"), "--json")
+    assert code == 0, err
+    device = json.loads(out)["device"]
+    assert device["result"] == "pass" and device["images"] == 3
+    assert [layer["vectors"] for layer in device["layers"]] == [3, 3]
+    code, _, err = _cli(capsys, "infer", str(tmp_path / "m.onnx"), "--data",
+                        str(tmp_path / "d.npz"), "--rows", "2", "--cols", "2", "--alpha", "2",
+                        "--board-sim", "4", "--port", "/dev/null", "-o", str(tmp_path / "o2"))
+    assert code == 2 and "--port or --board-sim, not both" in err

@@ -48,6 +48,15 @@ def _array_options(sub, *, rtl_default):
                      help="for --rtl: auto takes Icarus when installed (no C++ build: a "
                           "16x16 array's Verilator model takes minutes to compile the "
                           "first time), else Verilator")
+    sub.add_argument("--port", metavar="PORT", default=None,
+                     help="also run --device-images inputs on the board at PORT (a systolic "
+                          "design of this array, codnn bitstream --design systolic)")
+    sub.add_argument("--baud", type=positive_int, default=115200)
+    sub.add_argument("--board-sim", type=positive_int, default=None, metavar="DEPTH",
+                     help="instead of --port: the systolic board top in simulation, with "
+                          "DEPTH vectors of data memory")
+    sub.add_argument("--device-images", type=positive_int, default=1, metavar="N",
+                     help="inputs run on the board (default 1)")
     sub.add_argument("-o", "--output", metavar="DIR", default=None,
                      help="folder for report.json and the plots (default "
                           "BUILD_DIR/infer/MODEL)")
@@ -68,22 +77,41 @@ def add_infer(sub):
     _array_options(sub, rtl_default=0)
 
 
-def _folder(args, model):
-    from codnn.sim.runner import default_build_root
-    if args.output:
-        return Path(args.output)
-    return Path(args.build_dir or default_build_root()) / "infer" / Path(model).stem
+def _device(args):
+    """The board runner for ``infer`` (``--port`` or ``--board-sim``), or None."""
+    if args.port is None and args.board_sim is None:
+        return None
+    if args.port is not None and args.board_sim is not None:
+        raise InputError("give --port or --board-sim, not both")
+    from ..board_flows import run_network_on_device
+
+    from ..board import DeviceError, LinkError
+    from ..flows import ParameterError
+
+    def run(network, q, progress):
+        try:
+            return run_network_on_device(network, q, rows=args.rows, cols=args.cols,
+                                         alpha=args.alpha, port=args.port, baud=args.baud,
+                                         sim_depth=args.board_sim, progress=progress)
+        except ParameterError as error:
+            raise InputError(str(error)) from None
+        except (LinkError, DeviceError, OSError) as error:
+            raise Failure(str(error)) from None
+    return run
 
 
 def _infer(args, model, data):
     import json
 
-    from ..model.infer import infer, write_plots
-    from ..render import err_console
-    from codnn.sim.runner import SimulationFailure
+    from codnn.sim import default_build_root
 
+    from ..model.infer import infer, write_plots
+    from ..model.on_board import BoardMismatch
     from ..model.rtl import RtlMismatch
-    folder = _folder(args, model)
+    from ..render import err_console
+    folder = args.output or Path(args.build_dir or default_build_root()) / "infer" / \
+        Path(model).stem
+    folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
     simulator = args.simulator
@@ -95,9 +123,12 @@ def _infer(args, model, data):
             model, data, rows=args.rows, cols=args.cols, alpha=args.alpha, gamma=args.gamma,
             mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
+            device_images=args.device_images, device=_device(args),
             progress=lambda message: err_console.print(message, highlight=False))
-    except (SimulationFailure, RtlMismatch) as error:
+    except RtlMismatch as error:
         raise Failure(f"RTL run FAILED against golden: {error}") from None
+    except BoardMismatch as error:
+        raise Failure(f"device run FAILED against golden: {error}") from None
     title = (f"{Path(model).name} on a {args.rows}x{args.cols} array, alpha {args.alpha}, "
              f"{args.mac} MACs")
     report["plots"] = write_plots(layers, folder, title)
@@ -108,7 +139,10 @@ def _infer(args, model, data):
 
 def _print(report, title):
     from ..render import print_record, print_rows
-    summary = {k: v for k, v in report.items() if k not in ("layers", "rtl")}
+    summary = {k: v for k, v in report.items() if k not in ("layers", "rtl", "device")}
+    if report.get("device"):
+        summary["device"] = (f"{report['device']['images']} inputs: every accumulator "
+                             f"equals golden")
     if report["rtl"]:
         rtl = report["rtl"]
         summary["rtl"] = (f"{rtl['images']} inputs on {rtl['simulator']}: every result "

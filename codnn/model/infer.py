@@ -71,8 +71,10 @@ def _accuracy(scores, labels):
 
 def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibration=500,
           fmax_mhz=None, rtl_images=0, simulator="verilator", build_root=None,
-          progress=None):
-    """Run ``model`` (an ONNX file) on ``data``; return the report (a dict).
+          device_images=0, device=None, progress=None):
+    """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
+    schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
+    on a board (``codnn.board_flows.run_network_on_device``).
 
     Raises
     ------
@@ -137,6 +139,15 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
                          "cycles_equal_model": all(r["cycles"] == r["model_cycles"]
                                                    == r["scheduled_cycles"] for r in runs),
                          "layers": runs}
+    if device_images and device is not None:
+        sample = q[:device_images]
+        say(f"{len(sample)} inputs on the device, layer by layer")
+        outputs, runs = device(integer, sample, lambda done, total, name: say(
+            f"  device layer {done}/{total} ({name}): every accumulator equals golden"))
+        report["device"] = {"images": len(sample), "result": "pass",
+                            "accuracy": _accuracy(outputs, None if y is None
+                                                  else y[:device_images]),
+                            "layers": runs}
     return report, layers
 
 

@@ -23,7 +23,8 @@ __all__ = ["RtlMismatch", "run_network_on_rtl"]
 
 
 class RtlMismatch(AssertionError):
-    """Golden's tile-by-tile run of a layer differs from the network's accumulators."""
+    """A layer's results on the RTL, or golden's tile-by-tile run of it, differ from the
+    network's."""
 
 
 def _save(folder, name, array):
@@ -44,12 +45,11 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
     Raises
     ------
     RtlMismatch
-        If golden's tiled run differs from the network's accumulators.
-    codnn.sim.runner.SimulationFailure
-        If a result or the cycle count differs on the RTL.
+        If golden's tiled run differs from the network's accumulators, or a result or the
+        cycle count differs on the RTL (the simulation's failure report).
     """
     from codnn.hw.systolic import ColumnCombinedArray
-    from codnn.sim.runner import default_build_root, simulate
+    from codnn.sim.runner import SimulationFailure, default_build_root, simulate
 
     build_root = Path(build_root or default_build_root())
     folder = build_root / "workloads"
@@ -79,9 +79,12 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
                   "inputs": _save(folder, "inputs", X.astype(np.int64)),
                   "bias": _save(folder, "bias", layer.bias.astype(np.int64)),
                   "vectors": int(X.shape[1]), "idle": 0.0, "backpressure": 0.0}
-        report = simulate(array, top="systolic", testbench="codnn.sim.tb_systolic",
-                          config=config, simulator=simulator, seed=seed,
-                          build_root=build_root).report
+        try:
+            report = simulate(array, top="systolic", testbench="codnn.sim.tb_systolic",
+                              config=config, simulator=simulator, seed=seed,
+                              build_root=build_root).report
+        except SimulationFailure as error:
+            raise RtlMismatch(f"layer {layer.name}: {error}") from None
         results.append({"name": layer.name, "vectors": int(X.shape[1]),
                         "cycles": report["cycles"],
                         "model_cycles": report["model_cycles_without_stalls"]})
