@@ -30,9 +30,10 @@ def _on_board(host, sim_design, port, baud):
 def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=115200,
                           sim_depth=None, progress=None):
     """Run an integer network (``golden.network.IntegerNetwork``) on inputs ``q`` on the
-    board at ``port`` or, with ``sim_depth``, on the systolic board top in simulation
-    (``rows x cols``, ``alpha``, ``sim_depth`` vectors of data memory); the device's array
-    must be ``rows x cols`` with ``alpha``. Returns ``(outputs, cycles per layer)``.
+    board at ``port`` or, with ``sim_depth``, on the board top in simulation (``rows x
+    cols``, ``sim_depth`` vectors of data memory; the systolic array with ``alpha``, or
+    the TQ array with the network's term quantization); the device's array must be that
+    one. Returns ``(outputs, cycles per layer)``.
 
     Raises
     ------
@@ -44,18 +45,31 @@ def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=1152
     from .engines import BOARD_DESIGNS
     from .model.on_board import run_network_on_board
 
+    from codnn.golden.term_quant import ENCODINGS
+    tq = network.array_layers[0].tq
+    wanted = {"rows": rows, "cols": cols}
+    if tq is None:
+        wanted["alpha"] = alpha
+    else:
+        wanted.update(g=tq.g, alpha=tq.alpha, beta=tq.beta, mag_bits=tq.mag_bits,
+                      encoding=ENCODINGS.index(tq.encoding))
+
     def host(serial):
         board = Board(serial)
         status = board.status()
-        device = (status.rows, status.cols, status.config.get("alpha"))
-        if device != (rows, cols, alpha):
-            raise ParameterError(f"the device's array is {device[0]}x{device[1]} with alpha "
-                                 f"{device[2]}, not {rows}x{cols} with alpha {alpha}")
+        device = {"rows": status.rows, "cols": status.cols,
+                  **{k: status.config.get(k) for k in wanted if k not in ("rows", "cols")}}
+        if device != wanted:
+            raise ParameterError(f"the device's array has {device}, not {wanted}")
         return run_network_on_board(network, q, board, progress=progress)
 
     def design():
-        return BOARD_DESIGNS["systolic"].build(alpha=alpha, rows=rows, cols=cols,
-                                               depth=sim_depth, divisor=4, timeout_bytes=16)
+        size = {"rows": rows, "cols": cols, "depth": sim_depth, "divisor": 4,
+                "timeout_bytes": 16}
+        if tq is None:
+            return BOARD_DESIGNS["systolic"].build(alpha=alpha, **size)
+        return BOARD_DESIGNS["tq"].build(g=tq.g, alpha=tq.alpha, beta=tq.beta,
+                                         mag_bits=tq.mag_bits, encoding=tq.encoding, **size)
 
     return _on_board(host, None if sim_depth is None else design, port, baud)
 

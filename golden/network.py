@@ -8,7 +8,8 @@ steps themselves are integer only:
 
 - ``ArrayLayer``: a convolution (im2col, columns ``(c, ky, kx)``) or a dense layer, run on
   the array as a packed layer: ``acc = wrap(F @ X + bias, acc_bits)`` with ``F`` the
-  packed layer's (conflict-pruned) integer weights; with ``shift`` the array's output stage
+  packed layer's (conflict-pruned) integer weights (on the TQ array: ``F`` term-revealed
+  per group and ``X`` truncated to ``beta`` terms per value); with ``shift`` the array's output stage
   ``clamp(acc >> shift, 0, 2**out_bits - 1)`` gives the next activation (ReLU and
   requantization at once), without it the accumulators leave as they are (logits).
 - ``Pool`` (host): max, or average rounded half up (``(sum + n // 2) // n``), over
@@ -28,11 +29,25 @@ import numpy as np
 
 from .column_combining import PackedLayer, im2col
 from .systolic import output_stage, wrap
+from .tq_array import tq_products
 
-__all__ = ["FRACTION", "ArrayLayer", "Pool", "Flatten", "Add", "IntegerNetwork", "pool"]
+__all__ = ["FRACTION", "TermQuantization", "ArrayLayer", "Pool", "Flatten", "Add",
+           "IntegerNetwork", "pool"]
 
 #: Fraction bits of ``Add``'s multipliers.
 FRACTION = 16
+
+
+@dataclass(frozen=True)
+class TermQuantization:
+    """The TQ array's arithmetic (semantics section 3): weights revealed ``alpha`` terms per
+    group of ``g`` input channels, each data value truncated to its top ``beta`` terms."""
+
+    g: int
+    alpha: int
+    beta: int
+    encoding: str = "naf"
+    mag_bits: int = 7
 
 
 @dataclass(frozen=True)
@@ -41,7 +56,8 @@ class ArrayLayer:
 
     ``packed`` holds integer weights (``N x C*k*k`` or ``N x F`` before packing); ``bias``
     the ``N`` integers that enter as the first partial sums; ``shift`` the output stage's
-    shift, or ``None`` for raw accumulators."""
+    shift, or ``None`` for raw accumulators; ``tq`` the TQ array's arithmetic, or ``None``
+    for the column-combined array's exact products."""
 
     name: str
     source: str
@@ -52,6 +68,7 @@ class ArrayLayer:
     kernel: int = 0
     stride: int = 1
     padding: int = 0
+    tq: TermQuantization | None = None
 
     def columns(self, x):
         """The array's input vectors for ``x``: ``(C', T)`` and the output's shape after
@@ -71,9 +88,14 @@ class ArrayLayer:
                 (self.packed.rows, h_out, w_out))
 
     def accumulate(self, X, acc_bits):
-        """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it."""
+        """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it (on the TQ
+        array, ``F`` revealed and ``X`` truncated)."""
         F = self.packed.dense().astype(np.int64)
-        return wrap(F @ np.asarray(X, dtype=np.int64) + self.bias[:, None], acc_bits)
+        X = np.asarray(X, dtype=np.int64)
+        products = F @ X if self.tq is None else tq_products(
+            F, X, g=self.tq.g, alpha=self.tq.alpha, beta=self.tq.beta,
+            encoding=self.tq.encoding, mag_bits=self.tq.mag_bits)
+        return wrap(products + self.bias[:, None], acc_bits)
 
     def finish(self, acc, batch, shape, out_bits):
         """The output tensor, batch first, from the accumulators ``(N, T)`` of ``batch``

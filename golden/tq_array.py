@@ -22,7 +22,28 @@ from codnn.golden.lanes import pack_lanes
 from codnn.golden.systolic import wrap
 from codnn.golden.term_quant import group, group_terms, reveal, truncate
 
-__all__ = ["TqTile", "make_tq_tiles", "run_tq_layer", "weight_row_word", "data_vector_word"]
+__all__ = ["TqTile", "make_tq_tiles", "run_tq_layer", "tq_products", "tq_timing",
+           "weight_row_word", "data_vector_word"]
+
+
+def tq_timing(alpha, beta, mag_bits):
+    """The TQ array's timing as ``golden.systolic.cycle_model``'s keywords: a vector every
+    ``alpha * beta`` cycles (a tMAC's lockstep group), after ``mag_bits + beta + 4``
+    cycles of data edge (encoding and truncating the data's terms)."""
+    return {"beat_cycles": alpha * beta, "edge_latency": mag_bits + beta + 4}
+
+
+def tq_products(W, X, *, g, alpha, beta, encoding="naf", mag_bits=7):
+    """``revealed(W) @ truncated(X)``: what the TQ array sums for weights ``W`` (``N x K``)
+    and data ``X`` (``K x T``), before partial sums and wrapping."""
+    W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)
+    revealed = reveal(group(W, g), alpha, encoding, mag_bits).reshape(W.shape[0], -1)
+    top = (1 << mag_bits) - 1
+    if X.size and np.abs(X).max() > top:
+        raise ValueError(f"data must lie in -{top}..{top} for {mag_bits} magnitude bits")
+    # Truncation is per value: look each one up in the truncation of every value.
+    table = truncate(np.arange(-top, top + 1), beta, encoding, mag_bits)
+    return revealed[:, :W.shape[1]] @ table[X + top]
 
 
 @dataclass(frozen=True)

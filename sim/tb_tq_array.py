@@ -4,7 +4,8 @@ Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``,
 ``alpha``, ``beta``, ``mag_bits``, ``encoding``, ``acc_bits``, ``out_bits``), the run-time
 ``shift``, the layer (``layer_rows`` x ``layer_cols`` from a structured random layer,
 quantized to ``mag_bits`` magnitude bits), ``vectors`` data vectors (random over the full
-range, with a full-scale one) per tile, ``idle``/``backpressure`` and ``seed``.
+range, with a full-scale one) per tile, or ``weights``, ``inputs`` and ``bias`` (``.npy``
+files: a whole network's layer), ``idle``/``backpressure`` and ``seed``.
 
 Every tile's weight queues go in on ``weights``, its vectors on ``data`` with partial sums
 chained as in ``sim.tb_systolic``; every result beat is compared with golden and, without
@@ -28,12 +29,15 @@ async def tq_array_matches_golden(dut):
     R, W, g, alpha, beta = (config[k] for k in ("rows", "cols", "g", "alpha", "beta"))
     mb, ab = config["mag_bits"], config["acc_bits"]
     rng = np.random.default_rng(seed)
-    layer = structured_layer(rng, config["layer_rows"], config["layer_cols"], 0.0)
-    weights, _ = quantize_symmetric(layer, mb + 1)
-    top = (1 << mb) - 1
-    X = rng.integers(-top, top + 1, size=(config["layer_cols"], config["vectors"]))
-    X[:, 0] = top
-    bias = rng.integers(-(1 << 12), 1 << 12, size=config["layer_rows"])
+    if config.get("weights"):
+        weights, X, bias = (np.load(config[k]) for k in ("weights", "inputs", "bias"))
+    else:
+        layer = structured_layer(rng, config["layer_rows"], config["layer_cols"], 0.0)
+        weights, _ = quantize_symmetric(layer, mb + 1)
+        top = (1 << mb) - 1
+        X = rng.integers(-top, top + 1, size=(config["layer_cols"], config["vectors"]))
+        X[:, 0] = top
+        bias = rng.integers(-(1 << 12), 1 << 12, size=config["layer_rows"])
     per_tile, _ = run_tq_layer(weights, X, g=g, alpha=alpha, beta=beta, rows=R, cols=W,
                                acc_bits=ab, bias=bias, encoding=config["encoding"],
                                mag_bits=mb)

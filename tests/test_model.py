@@ -347,15 +347,7 @@ def test_infer_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, 
 def test_infer_on_the_simulated_board_chains_the_devices_results(tmp_path, capsys):
     """The board top in Amaranth's simulator over the simulated UART: each layer's
     accumulators from the device, the next layer fed from them, all equal to golden."""
-    rng = np.random.default_rng(SEED)
-    inits = {"w1": rng.normal(0, 0.5, (6, 5)), "b1": rng.normal(0, 0.1, 5),
-             "w2": rng.normal(0, 0.5, (5, 3))}
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="fc1"),
-             helper.make_node("Add", ["a", "b1"], ["ab"], name="bias"),
-             helper.make_node("Relu", ["ab"], ["r"], name="relu"),
-             helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")]
-    _model(nodes, inits, (6,), [1, 3], path=tmp_path / "m.onnx")
-    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 6)), y=rng.integers(0, 3, 6))
+    _tiny_mlp(tmp_path, np.random.default_rng(SEED))
     code, out, err = _cli(capsys, "infer", str(tmp_path / "m.onnx"), "--data",
                           str(tmp_path / "d.npz"), "--rows", "2", "--cols", "2", "--alpha", "2",
                           "--board-sim", "4", "--device-images", "3", "--calibration", "6",
@@ -368,3 +360,53 @@ def test_infer_on_the_simulated_board_chains_the_devices_results(tmp_path, capsy
                         str(tmp_path / "d.npz"), "--rows", "2", "--cols", "2", "--alpha", "2",
                         "--board-sim", "4", "--port", "/dev/null", "-o", str(tmp_path / "o2"))
     assert code == 2 and "--port or --board-sim, not both" in err
+
+
+def test_tq_network_layers_equal_golden_tiled_runs(lenet):
+    from codnn.golden.network import TermQuantization
+    from codnn.golden.tq_array import run_tq_layer
+    data, networks = lenet
+    tq = TermQuantization(g=8, alpha=12, beta=3)
+    integer = quantize_network(networks["lenet5_mnist"], data.train_x[:200], alpha=8,
+                               gamma=0.5, tq=tq)
+    assert integer.out_bits == 7
+    q = integer.quantize_input(data.test_x[:200])
+    assert q.max() <= 127
+    tensors = integer.run(q, keep=True)
+    accuracy = (tensors[integer.output].argmax(1) == data.test_y[:200]).mean()
+    float_accuracy = (networks["lenet5_mnist"].run(data.test_x[:200]).argmax(1)
+                      == data.test_y[:200]).mean()
+    print(f"float {float_accuracy:.3f}, TQ integer {accuracy:.3f}")
+    assert float_accuracy - accuracy <= 0.02
+    for layer in integer.array_layers:
+        X, _ = layer.columns(tensors[layer.source][:2])
+        _, acc = run_tq_layer(layer.packed.dense(), X, g=8, alpha=12, beta=3, rows=16,
+                              cols=16, bias=layer.bias)
+        np.testing.assert_array_equal(acc, layer.accumulate(X, 32))
+
+
+def _tiny_mlp(tmp_path, rng):
+    inits = {"w1": rng.normal(0, 0.5, (6, 5)), "b1": rng.normal(0, 0.1, 5),
+             "w2": rng.normal(0, 0.5, (5, 3))}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="fc1"),
+             helper.make_node("Add", ["a", "b1"], ["ab"], name="bias"),
+             helper.make_node("Relu", ["ab"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")]
+    _model(nodes, inits, (6,), [1, 3], path=tmp_path / "m.onnx")
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 6)), y=rng.integers(0, 3, 6))
+
+
+def test_infer_on_the_tq_array_rtl_and_board(tmp_path, capsys):
+    rng = np.random.default_rng(SEED)
+    _tiny_mlp(tmp_path, rng)
+    tq = ["--engine", "tq", "--group", "4", "--budget", "5", "--beta", "2", "--rows", "2",
+          "--cols", "2", "--calibration", "6"]
+    code, out, err = _cli(capsys, "infer", str(tmp_path / "m.onnx"), "--data",
+                          str(tmp_path / "d.npz"), *tq, "--rtl", "2", "--board-sim", "4",
+                          "--device-images", "2", "-o", str(tmp_path / "out"), "--build-dir",
+                          str(tmp_path / "b"), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["array"]["engine"] == "tq"
+    assert report["rtl"]["result"] == "pass" and report["rtl"]["cycles_equal_model"]
+    assert report["device"]["result"] == "pass"

@@ -74,6 +74,17 @@ def add_infer(sub):
     sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
                      help="mnist, digits, or an .npz with inputs x (and labels y) "
                           "(default mnist)")
+    sub.add_argument("--engine", choices=("systolic", "tq"), default="systolic",
+                     help="the column-combined array, or the term-quantization array "
+                          "(default systolic)")
+    sub.add_argument("--group", type=positive_int, default=8,
+                     help="tq: input channels per weight group (default 8)")
+    sub.add_argument("--budget", type=positive_int, default=12,
+                     help="tq: weight terms kept per group (default 12)")
+    sub.add_argument("--beta", type=positive_int, default=3,
+                     help="tq: terms kept per data value (default 3)")
+    sub.add_argument("--encoding", choices=("binary", "naf", "booth"), default="naf",
+                     help="tq: term encoding (default naf)")
     _array_options(sub, rtl_default=0)
 
 
@@ -107,8 +118,14 @@ def _infer(args, model, data):
 
     from ..model.infer import infer, write_plots
     from ..model.on_board import BoardMismatch
+    from codnn.golden.network import TermQuantization
+
     from ..model.rtl import RtlMismatch
     from ..render import err_console
+    tq = None
+    if getattr(args, "engine", "systolic") == "tq":
+        tq = TermQuantization(g=args.group, alpha=args.budget, beta=args.beta,
+                              encoding=args.encoding)
     folder = args.output or Path(args.build_dir or default_build_root()) / "infer" / \
         Path(model).stem
     folder = Path(folder)
@@ -123,14 +140,16 @@ def _infer(args, model, data):
             model, data, rows=args.rows, cols=args.cols, alpha=args.alpha, gamma=args.gamma,
             mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
-            device_images=args.device_images, device=_device(args),
+            device_images=args.device_images, device=_device(args), tq=tq,
             progress=lambda message: err_console.print(message, highlight=False))
     except RtlMismatch as error:
         raise Failure(f"RTL run FAILED against golden: {error}") from None
     except BoardMismatch as error:
         raise Failure(f"device run FAILED against golden: {error}") from None
     title = (f"{Path(model).name} on a {args.rows}x{args.cols} array, alpha {args.alpha}, "
-             f"{args.mac} MACs")
+             f"{args.mac} MACs" if tq is None else
+             f"{Path(model).name} on a {args.rows}x{args.cols} TQ array, g {tq.g}, "
+             f"budget {tq.alpha}, beta {tq.beta}, {tq.encoding}")
     report["plots"] = write_plots(layers, folder, title)
     (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     report["report"] = str(folder / "report.json")

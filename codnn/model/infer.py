@@ -71,10 +71,11 @@ def _accuracy(scores, labels):
 
 def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibration=500,
           fmax_mhz=None, rtl_images=0, simulator="verilator", build_root=None,
-          device_images=0, device=None, progress=None):
+          device_images=0, device=None, tq=None, progress=None):
     """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
     schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
-    on a board (``codnn.board_flows.run_network_on_device``).
+    on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
+    (``golden.network.TermQuantization``) the network runs on the TQ array instead.
 
     Raises
     ------
@@ -86,9 +87,10 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         raise ModelError(f"{model}: codnn infer reads ONNX models (.onnx)")
     network = load_onnx(model)
     x_cal, x, y, described = load_inputs(data, network, calibration)
-    say(f"quantizing and packing {model} (alpha {alpha}, gamma {gamma})")
+    say(f"quantizing {model} " + (f"and packing it (alpha {alpha}, gamma {gamma})"
+                                   if tq is None else f"for the TQ array ({tq})"))
     try:
-        integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma)
+        integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma, tq=tq)
     except ValueError as error:
         raise ModelError(f"{model}: {error}") from None
     for layer in integer.array_layers:
@@ -107,7 +109,8 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     dense_tiles = sum(layer.dense_tiles for layer in layers)
     report = {
         "model": str(model), "data": described,
-        "array": {"rows": rows, "cols": cols, "alpha": alpha, "gamma": gamma, "mac": mac},
+        "array": {"rows": rows, "cols": cols, "alpha": alpha, "gamma": gamma, "mac": mac}
+        if tq is None else {"engine": "tq", "rows": rows, "cols": cols, **tq.__dict__},
         "float_accuracy": _accuracy(float_scores, y),
         "integer_accuracy": _accuracy(int_scores, y),
         "integer_agrees_with_float": float((int_scores.argmax(1)

@@ -1,7 +1,8 @@
 """Run an integer network on a board's systolic array over the host link (or on the board
 top in simulation), the board's own results feeding the next layer.
 
-Each array layer goes to the device through ``codnn.board.Board.run_layer`` (its tiles,
+Each array layer goes to the device through ``codnn.board.Board.run_layer`` (or
+``run_tq_layer`` for a term-quantized network: the device's TQ array; its tiles,
 in chunks of the device's data depth; the bias added on the host, which is the same modulo
 ``2**acc_bits``), the output stage (``golden.systolic.output_stage``) is applied on the
 host to the accumulators the device returned, and the host's steps run as in golden. The
@@ -39,7 +40,10 @@ def run_network_on_board(network, q, board, *, progress=None):
             continue
         source = tensors[step.source]
         X, shape = step.columns(source)
-        acc, spent = board.run_layer(step.packed, X, bias=step.bias)
+        if step.tq is None:
+            acc, spent = board.run_layer(step.packed, X, bias=step.bias)
+        else:
+            acc, spent = board.run_tq_layer(step.packed.dense(), X, bias=step.bias)
         want = step.accumulate(X, network.acc_bits)
         if not np.array_equal(acc, want):
             bad = np.argwhere(acc != want)[0]

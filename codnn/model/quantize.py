@@ -58,8 +58,11 @@ def _pack(layer, q, alpha, gamma):
 
 
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
-                     acc_bits=32, progress=None):
-    """The integer network of ``network`` for an array with ``alpha`` streams per column.
+                     acc_bits=32, tq=None, progress=None):
+    """The integer network of ``network`` for an array with ``alpha`` streams per column,
+    or with ``tq`` (``golden.network.TermQuantization``) for the TQ array: weights and
+    activations then take its sign-magnitude width (``mag_bits``: 7 gives -127..127 and
+    0..127), and layers are not packed.
 
     ``calibration``: float inputs (``B x input_shape``), non-negative. ``progress(name)``
     is called as each layer is packed.
@@ -69,6 +72,8 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     ValueError
         If the calibration inputs are negative or not finite.
     """
+    if tq is not None:
+        weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
     calibration = np.asarray(calibration, dtype=np.float64)
     if not np.all(np.isfinite(calibration)):
         raise ValueError("calibration inputs hold NaN or infinite values")
@@ -93,9 +98,9 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
                                                           acc_bits)
             if progress:
                 progress(step.name)
-            steps.append(ArrayLayer(step.name, step.source, step.output,
-                                    _pack(step, q, alpha, gamma), bias, shift, step.kernel,
-                                    step.stride, step.padding))
+            packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)
+            steps.append(ArrayLayer(step.name, step.source, step.output, packed, bias, shift,
+                                    step.kernel, step.stride, step.padding, tq))
         elif isinstance(step, Residual):
             s_y = _top_scale(floats[step.output]) / levels
             ma, mb = (int(round(scale[name] / s_y * (1 << FRACTION)))

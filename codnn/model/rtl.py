@@ -1,8 +1,8 @@
 """Run an integer network's array layers on the generated array's RTL (cocotb and
 Verilator or Icarus) and hold every result against golden.
 
-Each array layer is one simulation of ``hw.systolic.ColumnCombinedArray`` (the same
-compiled model for every layer): its tiles' weights on the weight stream, the layer's
+Each array layer is one simulation of ``hw.systolic.ColumnCombinedArray`` or, for a
+term-quantized network, ``hw.tq.TermQuantArray`` (the same compiled model for every layer): its tiles' weights on the weight stream, the layer's
 input vectors for the sampled images (from the golden network's run, which the previous
 layer's RTL results equalled) on the data stream, the bias as the first partial sums.
 The testbench (``sim/tb_systolic.py``) checks every result beat (accumulators and the
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.systolic import run_layer
+from codnn.golden.tq_array import run_tq_layer
 
 __all__ = ["RtlMismatch", "run_network_on_rtl"]
 
@@ -35,6 +36,29 @@ def _save(folder, name, array):
     return str(path)
 
 
+def _packed_file(folder, layer):
+    arrays = layer.packed.to_arrays()
+    path = folder / ("packed-" + hashlib.sha256(b"".join(
+        np.ascontiguousarray(a).tobytes() for a in arrays.values())).hexdigest()[:16] + ".npz")
+    if not path.exists():
+        np.savez(path, **arrays)
+    return str(path)
+
+
+def _array(network, tq, *, rows, cols, alpha, mac):
+    """The array component every layer runs on, and its top name (``systolic`` or
+    ``tq_array``, which also names its testbench)."""
+    if tq is None:
+        from codnn.hw.systolic import ColumnCombinedArray
+        return ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, mac=mac, weight_bits=8,
+                                   data_bits=network.out_bits, acc_bits=network.acc_bits,
+                                   out_bits=network.out_bits), "systolic"
+    from codnn.hw.tq import TermQuantArray
+    return TermQuantArray(rows=rows, cols=cols, g=tq.g, alpha=tq.alpha, beta=tq.beta,
+                   mag_bits=tq.mag_bits, encoding=tq.encoding, acc_bits=network.acc_bits,
+                   out_bits=network.out_bits), "tq_array"
+
+
 def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
                        simulator="verilator", build_root=None, seed=1, progress=None):
     """Run the array layers of ``network`` for integer inputs ``q`` on the RTL.
@@ -48,39 +72,42 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
         If golden's tiled run differs from the network's accumulators, or a result or the
         cycle count differs on the RTL (the simulation's failure report).
     """
-    from codnn.hw.systolic import ColumnCombinedArray
     from codnn.sim.runner import SimulationFailure, default_build_root, simulate
 
     build_root = Path(build_root or default_build_root())
     folder = build_root / "workloads"
     folder.mkdir(parents=True, exist_ok=True)
-    array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, mac=mac,
-                                weight_bits=8, data_bits=network.out_bits,
-                                acc_bits=network.acc_bits, out_bits=network.out_bits)
+    tq = network.array_layers[0].tq
+    array, top = _array(network, tq, rows=rows, cols=cols, alpha=alpha, mac=mac)
     tensors = network.run(q, keep=True)
     results = []
     for k, layer in enumerate(network.array_layers):
         X, _ = layer.columns(tensors[layer.source])
-        _, acc = run_layer(layer.packed, X, rows=rows, cols=cols, acc_bits=network.acc_bits,
-                           bias=layer.bias, alpha=alpha)
+        if tq is None:
+            _, acc = run_layer(layer.packed, X, rows=rows, cols=cols,
+                               acc_bits=network.acc_bits, bias=layer.bias, alpha=alpha)
+        else:
+            _, acc = run_tq_layer(layer.packed.dense(), X, g=tq.g, alpha=tq.alpha,
+                                  beta=tq.beta, rows=rows, cols=cols,
+                                  acc_bits=network.acc_bits, bias=layer.bias,
+                                  encoding=tq.encoding, mag_bits=tq.mag_bits)
         if not np.array_equal(acc, layer.accumulate(X, network.acc_bits)):
             raise RtlMismatch(f"layer {layer.name}: golden's tiled run differs from the "
                               f"network's accumulators")
-        arrays = layer.packed.to_arrays()
-        packed = folder / ("packed-" + hashlib.sha256(b"".join(
-            np.ascontiguousarray(a).tobytes() for a in arrays.values())).hexdigest()[:16]
-            + ".npz")
-        if not packed.exists():
-            np.savez(packed, **arrays)
-        config = {"rows": rows, "cols": cols, "alpha": alpha, "weight_bits": 8,
-                  "data_bits": network.out_bits, "data_signed": False,
-                  "acc_bits": network.acc_bits, "mac": mac, "out_bits": network.out_bits,
-                  "shift": layer.shift or 0, "packed": str(packed),
+        config = {"rows": rows, "cols": cols, "acc_bits": network.acc_bits,
+                  "out_bits": network.out_bits, "shift": layer.shift or 0,
                   "inputs": _save(folder, "inputs", X.astype(np.int64)),
                   "bias": _save(folder, "bias", layer.bias.astype(np.int64)),
                   "vectors": int(X.shape[1]), "idle": 0.0, "backpressure": 0.0}
+        if tq is None:
+            config.update(alpha=alpha, weight_bits=8, data_bits=network.out_bits,
+                          data_signed=False, mac=mac, packed=_packed_file(folder, layer))
+        else:
+            config.update(g=tq.g, alpha=tq.alpha, beta=tq.beta, mag_bits=tq.mag_bits,
+                          encoding=tq.encoding, edge_latency=array.edge_latency,
+                          weights=_save(folder, "weights", layer.packed.dense()))
         try:
-            report = simulate(array, top="systolic", testbench="codnn.sim.tb_systolic",
+            report = simulate(array, top=top, testbench=f"codnn.sim.tb_{top}",
                               config=config, simulator=simulator, seed=seed,
                               build_root=build_root).report
         except SimulationFailure as error:

@@ -7,7 +7,8 @@ A layer runs as one stream of tiles: row blocks of ``rows`` filters outer, colum
 other computes (double buffering), and every column block after the first takes the
 previous block's results as its partial sums (``psum_in``), so a layer taller or wider
 than the array needs no host work. A convolution's vectors are its im2col columns, one per
-output position. The host pools, flattens, adds residuals and pads; those steps are listed
+output position. On the TQ array a column is a group of ``g`` input channels, and a
+vector takes ``alpha * beta`` cycles (``golden.tq_array.tq_timing``). The host pools, flattens, adds residuals and pads; those steps are listed
 with no cycles (they are not on the array).
 """
 
@@ -18,6 +19,8 @@ import numpy as np
 from codnn.golden.column_combining import PackedLayer
 from codnn.golden.network import ArrayLayer
 from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
+from codnn.golden.term_quant import group
+from codnn.golden.tq_array import tq_timing
 
 __all__ = ["LayerSchedule", "dense_layer", "schedule_network"]
 
@@ -84,6 +87,23 @@ def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc
         "psum_bytes": report.beats * rows * acc_bits // 8}
 
 
+def _run_tq(layer, vectors, *, rows, cols, acc_bits):
+    """The TQ array's tiles (row blocks x column blocks of ``g``-channel groups) and cycle
+    report; a cell is used where its group has a nonzero weight."""
+    tq, F = layer.tq, layer.packed.dense()
+    nonzero = group(F, tq.g).any(axis=2)                                 # N x G
+    N, G = nonzero.shape
+    used = [int(nonzero[i:i + rows, j:j + cols].sum())
+            for i in range(0, N, rows) for j in range(0, max(G, 1), cols)]
+    report = cycle_model([vectors] * len(used), rows=rows, cols=cols, out_stage=True,
+                         used_cells=used, **tq_timing(tq.alpha, tq.beta, tq.mag_bits))
+    slot_bits = max(1, tq.mag_bits.bit_length()) + max(1, (tq.g - 1).bit_length()) + 2
+    return report, {
+        "weight_bytes": len(used) * rows * -(-cols * tq.alpha * slot_bits // 8),
+        "data_bytes": report.beats * -(-cols * tq.g * (tq.mag_bits + 1) // 8),
+        "psum_bytes": report.beats * rows * acc_bits // 8}
+
+
 def _vectors(layer, shapes):
     """Vectors per image of an array layer: its output positions."""
     shape = shapes[layer.output]
@@ -106,15 +126,24 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
             host.append((step.name, type(step).__name__))
             continue
         vectors = _vectors(step, shapes) * batch
-        tiles, report, moved = _run(step.packed, vectors, alpha=alpha, **common)
+        if step.tq is None:
+            tiles, report, moved = _run(step.packed, vectors, alpha=alpha, **common)
+            blocks = (1 + max(t.row_block for t in tiles), 1 + max(t.col_block for t in tiles))
+        else:
+            report, moved = _run_tq(step, vectors, rows=rows, cols=cols,
+                                    acc_bits=network.acc_bits)
+            groups = -(-step.packed.columns // step.tq.g)
+            blocks = (-(-step.packed.rows // rows), max(1, -(-groups // cols)))
         _, dense, _ = _run(dense_layer(step.packed), vectors, alpha=1, **common)
-        filled = np.count_nonzero(step.packed.P, axis=0) / step.packed.rows
+        filled = np.count_nonzero(step.packed.P, axis=0) / step.packed.rows \
+            if step.tq is None else np.zeros(0)
         layers.append(LayerSchedule(
             name=step.name, kind="conv" if step.kernel else "dense",
             filters=step.packed.rows, columns=step.packed.columns,
-            groups=len(step.packed.groups), vectors=vectors, tiles=len(tiles),
-            row_blocks=1 + max(t.row_block for t in tiles),
-            col_blocks=1 + max(t.col_block for t in tiles), cycles=report.cycles,
+            groups=len(step.packed.groups) if step.tq is None
+            else -(-step.packed.columns // step.tq.g),
+            vectors=vectors, tiles=report.tiles, row_blocks=blocks[0], col_blocks=blocks[1],
+            cycles=report.cycles,
             macs=report.useful_macs, utilization=report.overall_util,
             column_fill=tuple(float(f) for f in filled), dense_tiles=dense.tiles,
             dense_cycles=dense.cycles, dense_utilization=dense.overall_util, **moved))

@@ -4,6 +4,7 @@ from amaranth.hdl import Array, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
+from codnn.golden.tq_array import tq_timing
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
 from codnn.hw.tq.encoder import ENCODINGS, TermEncoder
@@ -87,7 +88,7 @@ class TermQuantArray(WeightStationaryArray):
             rows=rows, cols=cols, acc_bits=acc_bits, out_bits=out_bits,
             cell_weight=data.ArrayLayout(weight_term(mag_bits, g), alpha),
             column_data=data.ArrayLayout(sign_magnitude(mag_bits), g),
-            beat_cycles=alpha * beta, edge_latency=mag_bits + beta + 4)
+            **tq_timing(alpha, beta, mag_bits))
 
     g = property(lambda self: self._g, doc="Values per group.")
     alpha = property(lambda self: self._alpha, doc="Weight terms per group.")
