@@ -294,12 +294,18 @@ def conv_weight_matrix(weights):
     return weights.reshape(weights.shape[0], -1)
 
 
+def output_size(size, k, stride=1, padding=0):
+    """Output positions along one axis of ``size`` for a ``k``-wide window:
+    ``(size + 2*padding - k) // stride + 1``."""
+    return (size + 2 * padding - k) // stride + 1
+
+
 def im2col(x, k, stride=1, padding=0):
     """Unfold a feature map ``(C_in, H, W)`` into ``(C_in*k*k, H_out*W_out)`` columns, or a
     batch ``(B, C_in, H, W)`` into ``(C_in*k*k, B*H_out*W_out)`` (image-major, then row-major
     positions). Rows are ordered ``(c, ky, kx)``, as ``conv_weight_matrix`` orders columns.
 
-    ``H_out = (H + 2*padding - k) // stride + 1`` (likewise ``W_out``); zero padding.
+    ``H_out = output_size(H, k, stride, padding)`` (likewise ``W_out``); zero padding.
 
     Raises
     ------
@@ -316,8 +322,7 @@ def im2col(x, k, stride=1, padding=0):
             raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
     batch = x if x.ndim == 4 else x[None]
     b, c, h, w = batch.shape
-    h_out = (h + 2 * padding - k) // stride + 1
-    w_out = (w + 2 * padding - k) // stride + 1
+    h_out, w_out = output_size(h, k, stride, padding), output_size(w, k, stride, padding)
     if h_out < 1 or w_out < 1:
         raise ValueError(f"A {k}x{k} kernel does not fit a {h}x{w} map with padding {padding}")
     padded = np.pad(batch, ((0, 0), (0, 0), (padding, padding), (padding, padding)))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .column_combining import PackedLayer, im2col
+from .column_combining import PackedLayer, im2col, output_size
 from .systolic import output_stage, wrap
 from .tq_array import tq_products
 
@@ -82,10 +82,10 @@ class ArrayLayer:
         if x.ndim != 4 or x.shape[1] * self.kernel ** 2 != self.packed.columns:
             raise ValueError(f"{self.name}: expects B x {self.packed.columns // self.kernel**2}"
                              f" x H x W inputs, not {x.shape}")
-        h_out = (x.shape[2] + 2 * self.padding - self.kernel) // self.stride + 1
-        w_out = (x.shape[3] + 2 * self.padding - self.kernel) // self.stride + 1
-        return (im2col(x, self.kernel, self.stride, self.padding),
-                (self.packed.rows, h_out, w_out))
+        window = (self.kernel, self.stride, self.padding)
+        return (im2col(x, *window),
+                (self.packed.rows, output_size(x.shape[2], *window),
+                 output_size(x.shape[3], *window)))
 
     def accumulate(self, X, acc_bits):
         """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it (on the TQ
@@ -161,8 +161,7 @@ def pool(x, kind, kernel, stride, padding, count_pad, *, integer):
         return x.mean(axis=(2, 3), keepdims=True)
     b, c, h, w = x.shape
     cols = im2col(x.reshape(b * c, 1, h, w), kernel, stride, padding)   # k*k x (b*c*pos)
-    h_out = (h + 2 * padding - kernel) // stride + 1
-    w_out = (w + 2 * padding - kernel) // stride + 1
+    h_out, w_out = (output_size(n, kernel, stride, padding) for n in (h, w))
     if kind == "max":
         out = cols.max(axis=0)
     else:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codnn.golden.column_combining import im2col
+from codnn.golden.column_combining import im2col, output_size
 from codnn.golden.network import Flatten, Pool, pool
 
 __all__ = ["Layer", "Residual", "FloatNetwork"]
@@ -36,11 +36,11 @@ class Layer:
         if self.kernel == 0:
             y = x @ self.weights.T + self.bias
         else:
+            window = (self.kernel, self.stride, self.padding)
             b, _, h, w = x.shape
-            h_out = (h + 2 * self.padding - self.kernel) // self.stride + 1
-            w_out = (w + 2 * self.padding - self.kernel) // self.stride + 1
-            cols = im2col(x, self.kernel, self.stride, self.padding)
-            y = (self.weights @ cols + self.bias[:, None]).reshape(-1, b, h_out, w_out)
+            cols = im2col(x, *window)
+            y = (self.weights @ cols + self.bias[:, None]).reshape(
+                -1, b, output_size(h, *window), output_size(w, *window))
             y = np.moveaxis(y, 1, 0)
         return y if self.activation is None else np.clip(y, 0, self.activation)
 
