@@ -410,3 +410,16 @@ def test_infer_on_the_tq_array_rtl_and_board(tmp_path, capsys):
     assert report["array"]["engine"] == "tq"
     assert report["rtl"]["result"] == "pass" and report["rtl"]["cycles_equal_model"]
     assert report["device"]["result"] == "pass"
+
+
+def test_demo_compares_the_two_lenet_models(tmp_path, capsys):
+    """``codnn demo`` without its RTL sample (the RTL path is tested above on a small
+    array): both models, a folder per model under -o."""
+    code, out, err = _cli(capsys, "demo", "--rtl", "0", "--calibration", "100", "-o",
+                          str(tmp_path))
+    assert code == 0, err
+    assert "codnn demo: LeNet-5 on MNIST" in out
+    reports = {name: json.loads((tmp_path / name / "report.json").read_text())
+               for name in ("lenet5_mnist", "lenet5_mnist_cc")}
+    assert reports["lenet5_mnist_cc"]["tile_ratio"] <= 0.35
+    assert reports["lenet5_mnist"]["tile_ratio"] == 1

@@ -59,7 +59,7 @@ def _array_options(sub, *, rtl_default):
                      help="inputs run on the board (default 1)")
     sub.add_argument("-o", "--output", metavar="DIR", default=None,
                      help="folder for report.json and the plots (default "
-                          "BUILD_DIR/infer/MODEL)")
+                          "BUILD_DIR/infer/MODEL; the demo writes a folder per model in it)")
     build_dir_option(sub)
     json_option(sub)
 
@@ -94,9 +94,8 @@ def _device(args):
         return None
     if args.port is not None and args.board_sim is not None:
         raise InputError("give --port or --board-sim, not both")
-    from ..board_flows import run_network_on_device
-
     from ..board import DeviceError, LinkError
+    from ..board_flows import run_network_on_device
     from ..flows import ParameterError
 
     def run(network, q, progress):
@@ -111,24 +110,27 @@ def _device(args):
     return run
 
 
-def _infer(args, model, data):
+def _infer(args, model, data, *, per_model=False):
+    """Run ``infer`` for the command line; the report goes to ``-o DIR`` (a folder per
+    model with ``per_model``) or ``BUILD_DIR/infer/MODEL``."""
     import json
 
+    from codnn.golden.network import TermQuantization
     from codnn.sim import default_build_root
 
     from ..model.infer import infer, write_plots
     from ..model.on_board import BoardMismatch
-    from codnn.golden.network import TermQuantization
-
     from ..model.rtl import RtlMismatch
     from ..render import err_console
     tq = None
     if getattr(args, "engine", "systolic") == "tq":
         tq = TermQuantization(g=args.group, alpha=args.budget, beta=args.beta,
                               encoding=args.encoding)
-    folder = args.output or Path(args.build_dir or default_build_root()) / "infer" / \
-        Path(model).stem
-    folder = Path(folder)
+    stem = Path(model).stem
+    if args.output is None:
+        folder = Path(args.build_dir or default_build_root()) / "infer" / stem
+    else:
+        folder = Path(args.output) / stem if per_model else Path(args.output)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
     simulator = args.simulator
@@ -213,7 +215,7 @@ def run_demo(args):
             raise Failure(f"simulation FAILED against golden: {error}") from None
     rows, reports = [], []
     for name in ("lenet5_mnist", "lenet5_mnist_cc"):
-        report, title = _infer(args, MODELS / f"{name}.onnx", "mnist")
+        report, title = _infer(args, MODELS / f"{name}.onnx", "mnist", per_model=True)
         reports.append(report)
         if not args.json:
             _print(report, title)
