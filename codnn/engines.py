@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
-from codnn.golden.systolic import check_fits
+from codnn.golden.systolic import MAC_KINDS, check_fits
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
 from codnn.hw.common.fmix32 import Fmix32Unit
@@ -26,7 +26,6 @@ from codnn.hw.nic import AxiStreamTop
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.soc import NicSoc, SystolicSoc, TqSoc
 from codnn.hw.systolic import ColumnCombinedArray
-from codnn.hw.systolic.array import MAC_KINDS
 from codnn.hw.tq import PMac, TermQuantArray, TMac
 
 from .gradfile import load_gradients

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
+__all__ = ["MAC_KINDS", "FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
            "output_stage", "run_tile",
            "run_layer", "PARALLEL_PRODUCT_STEPS", "mac_timing", "pipeline_depth", "latency",
            "cycle_model", "CycleReport"]
@@ -168,6 +168,9 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None, alpha=None):
 #: possible read.
 FIFO_LATENCY = 2
 
+
+#: The MAC kinds of the array: a product per cell per cycle, or data bit-serial.
+MAC_KINDS = ("parallel", "bitserial")
 
 #: Register steps of the parallel MAC's pipelined multiplier, operands to product.
 PARALLEL_PRODUCT_STEPS = 3

@@ -5,6 +5,9 @@ simulators load only for an RTL run."""
 import shutil
 from pathlib import Path
 
+from codnn.golden.systolic import MAC_KINDS
+from codnn.golden.term_quant import ENCODINGS
+
 from ..model.infer import InputError
 from ..model.onnx_import import ModelError
 from .options import (
@@ -24,7 +27,6 @@ FAILURES = ()
 
 #: The models the demo runs, trained by benchmarks/train_lenet5.py.
 MODELS = Path(__file__).resolve().parent.parent.parent / "benchmarks" / "models"
-MAC_KINDS = ("parallel", "bitserial")
 
 
 def _array_options(sub, *, rtl_default):
@@ -83,7 +85,7 @@ def add_infer(sub):
                      help="tq: weight terms kept per group (default 12)")
     sub.add_argument("--beta", type=positive_int, default=3,
                      help="tq: terms kept per data value (default 3)")
-    sub.add_argument("--encoding", choices=("binary", "naf", "booth"), default="naf",
+    sub.add_argument("--encoding", choices=ENCODINGS, default="naf",
                      help="tq: term encoding (default naf)")
     _array_options(sub, rtl_default=0)
 

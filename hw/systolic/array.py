@@ -4,13 +4,13 @@ from amaranth.hdl import C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
+from codnn.golden.systolic import MAC_KINDS
 from codnn.hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
 
 __all__ = ["ColumnCombinedArray"]
 
-MAC_KINDS = ("parallel", "bitserial")
 
 
 class ColumnCombinedArray(WeightStationaryArray):
