@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAC_KINDS", "FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
+__all__ = ["MAC_KINDS", "MAX_CELLS", "FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
            "output_stage", "run_tile",
            "run_layer", "PARALLEL_PRODUCT_STEPS", "mac_timing", "pipeline_depth", "latency",
            "cycle_model", "CycleReport"]
@@ -168,6 +168,10 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None, alpha=None):
 #: possible read.
 FIFO_LATENCY = 2
 
+
+#: The most cells an array may have (elaborating the gateware takes about 20 ms a cell;
+#: the models' tables grow with it too).
+MAX_CELLS = 128 * 128
 
 #: The MAC kinds of the array: a product per cell per cycle, or data bit-serial.
 MAC_KINDS = ("parallel", "bitserial")

@@ -315,6 +315,7 @@ def test_infer_reports_and_runs_the_rtl(tmp_path, capsys):
     ("no_x", "has no array 'x'"),
     ("labels", "labels y must be"),
     ("op", "unsupported operator Sigmoid"),
+    ("array", "larger than codnn models"),
 ])
 def test_infer_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     rng = np.random.default_rng(SEED)
@@ -338,8 +339,9 @@ def test_infer_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, 
         onnx.save(model, str(tmp_path / "m.onnx"))
     np.savez(tmp_path / "d.npz", **arrays)
     path = tmp_path / ("m.npz" if case == "suffix" else "m.onnx")
+    size = ["--rows", "1000", "--cols", "1000"] if case == "array" else []
     code, out, err = _cli(capsys, "infer", str(path), "--data", str(tmp_path / "d.npz"),
-                          "-o", str(tmp_path / "out"))
+                          *size, "-o", str(tmp_path / "out"))
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from codnn.golden.systolic import MAX_CELLS
+
 from .datasets import DATASETS, load_dataset
 from .onnx_import import ModelError, load_onnx
 from .quantize import quantize_network
@@ -83,6 +85,9 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         For a model or inputs codnn cannot take.
     """
     say = progress or (lambda message: None)
+    if rows * cols > MAX_CELLS:
+        raise InputError(f"an array of {rows} x {cols} cells is larger than codnn models "
+                         f"(at most {MAX_CELLS} cells, e.g. 128 x 128)")
     if not str(model).endswith(".onnx"):
         raise ModelError(f"{model}: codnn infer reads ONNX models (.onnx)")
     network = load_onnx(model)

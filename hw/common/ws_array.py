@@ -6,13 +6,12 @@ from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsi
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from codnn.golden.systolic import MAX_CELLS
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
 
 __all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage"]
 
-#: The most cells an array may have: elaboration takes about 20 ms a cell.
-MAX_CELLS = 128 * 128
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 
