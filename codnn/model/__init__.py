@@ -1,4 +1,5 @@
 """Whole networks on the arrays: ONNX import (``onnx_import``), the float network
 (``graph``), integer quantization (``quantize``), the layer scheduler (``schedule``), the
-data sets that ship with packages (``datasets``) and the runs on golden and RTL
-(``infer``). NumPy inside; no Amaranth at import."""
+data sets that ship with packages (``datasets``), the runs on the RTL (``rtl``) and on a
+board (``on_board``), and the flow that ties them into a report (``infer``). NumPy at
+import; Amaranth and the simulators load only for an RTL or board run."""
