@@ -10,9 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from codnn.golden.lanes import pack_lanes, unpack_lanes
-from codnn.golden.systolic import check_fits, make_tiles, tile_beats, wrap
+from codnn.golden.systolic import check_fits, make_tiles, select_bits, tile_beats, wrap
 from codnn.golden.term_quant import ENCODINGS, group
-from codnn.golden.tq_array import data_vector_word, make_tq_tiles, weight_row_word
+from codnn.golden.tq_array import (
+    data_vector_word,
+    make_tq_tiles,
+    term_slot_bits,
+    weight_row_word,
+)
 from codnn.hw.nic import ENGINES
 from codnn.hw.soc.protocol import (
     MAX_PAYLOAD,
@@ -183,7 +188,7 @@ class Board:
         alpha, wb, db = (st.config[k] for k in ("alpha", "weight_bits", "data_bits"))
         check_fits(packed, alpha=alpha, weight_bits=wb)
         X = np.asarray(X, dtype=np.int64)
-        cell = wb + max(1, (alpha - 1).bit_length())
+        cell = wb + select_bits(alpha)
         row_bytes, vector_bytes = -(-st.cols * cell // 8), -(-st.cols * alpha * db // 8)
 
         def write(tile, t0):
@@ -218,7 +223,7 @@ class Board:
             if values.size and np.abs(values).max() > top:
                 raise ValueError(f"{name} must lie in -{top}..{top} for {mb} magnitude "
                                  f"bits, not {np.abs(values).max()}")
-        slot_bits = max(1, mb.bit_length()) + max(1, (g - 1).bit_length()) + 2
+        slot_bits = term_slot_bits(mb, g)
         row_bytes = -(-st.cols * alpha * slot_bits // 8)
         vector_bytes = -(-st.cols * g * (mb + 1) // 8)
         Xg = group(X.T, g)                                           # T x G x g

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAC_KINDS", "MAX_CELLS", "FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
+__all__ = ["MAC_KINDS", "MAX_CELLS", "select_bits", "FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
            "output_stage", "run_tile",
            "run_layer", "PARALLEL_PRODUCT_STEPS", "mac_timing", "pipeline_depth", "latency",
            "cycle_model", "CycleReport"]
@@ -42,6 +42,11 @@ def wrap(values, bits):
 def output_stage(acc, shift, out_bits):
     """``clamp(acc >> shift, 0, 2**out_bits - 1)`` (arithmetic shift: floor)."""
     return np.clip(np.asarray(acc, dtype=np.int64) >> shift, 0, (1 << out_bits) - 1)
+
+
+def select_bits(alpha):
+    """Bits of a cell's stream select in a weight beat (at least 1)."""
+    return max(1, (alpha - 1).bit_length())
 
 
 @dataclass(frozen=True)

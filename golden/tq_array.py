@@ -22,7 +22,7 @@ from codnn.golden.lanes import pack_lanes
 from codnn.golden.systolic import wrap
 from codnn.golden.term_quant import group, group_terms, reveal, truncate
 
-__all__ = ["TqTile", "make_tq_tiles", "run_tq_layer", "tq_products", "tq_timing",
+__all__ = ["term_slot_bits", "TqTile", "make_tq_tiles", "run_tq_layer", "tq_products", "tq_timing",
            "weight_row_word", "data_vector_word"]
 
 
@@ -114,12 +114,17 @@ def run_tq_layer(W, X, *, g, alpha, beta, rows, cols, acc_bits=32, bias=None,
     return per_tile, acc
 
 
+def term_slot_bits(mag_bits, g):
+    """Bits of one term slot of a weight beat: exponent, sign, index in the group, valid."""
+    return max(1, mag_bits.bit_length()) + max(1, (g - 1).bit_length()) + 2
+
+
 def weight_row_word(queues, *, alpha, mag_bits, g):
     """A ``weights`` beat of the TQ array (``hw.tq.array``): one array row's term queues
     (``TqTile.queues[r]``), each as ``alpha`` (exp, neg, idx, valid) slots, empty slots
     zero."""
     e, i = max(1, mag_bits.bit_length()), max(1, (g - 1).bit_length())
-    slot_bits = e + i + 2
+    slot_bits = term_slot_bits(mag_bits, g)
 
     def queue_word(queue):
         slots = [exp | (sign < 0) << e | idx << (e + 1) | 1 << (e + 1 + i)

@@ -21,7 +21,13 @@ import cocotb
 import numpy as np
 
 from codnn.golden.column_combining import PackedLayer, pack
-from codnn.golden.systolic import check_fits, cycle_model, mac_timing, run_layer
+from codnn.golden.systolic import (
+    check_fits,
+    cycle_model,
+    mac_timing,
+    run_layer,
+    select_bits,
+)
 from codnn.golden.workloads import quantize_symmetric, structured_layer
 from codnn.sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
 
@@ -62,7 +68,7 @@ async def array_matches_golden(dut):
     R, W, alpha = config["rows"], config["cols"], config["alpha"]
     wb, db, ab, ob = (config["weight_bits"], config["data_bits"], config["acc_bits"],
                       config["out_bits"])
-    sel_bits = max(1, (alpha - 1).bit_length())
+    sel_bits = select_bits(alpha)
     packed, per_tile, _ = build_workload(config)
 
     weight_beats, data_beats, expected = [], [], []

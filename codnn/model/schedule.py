@@ -18,9 +18,9 @@ import numpy as np
 
 from codnn.golden.column_combining import PackedLayer
 from codnn.golden.network import ArrayLayer
-from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
+from codnn.golden.systolic import cycle_model, mac_timing, make_tiles, select_bits
 from codnn.golden.term_quant import group
-from codnn.golden.tq_array import tq_timing
+from codnn.golden.tq_array import term_slot_bits, tq_timing
 
 __all__ = ["LayerSchedule", "dense_layer", "schedule_network"]
 
@@ -80,9 +80,8 @@ def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc
     # accumulators beside it), so every layer takes its two cycles.
     report = cycle_model([vectors] * len(tiles), rows=rows, cols=cols, out_stage=True,
                          used_cells=used, **mac_timing(mac, data_bits))
-    select_bits = max(1, (alpha - 1).bit_length())
     return tiles, report, {
-        "weight_bytes": len(tiles) * rows * cols * (weight_bits + select_bits) // 8,
+        "weight_bytes": len(tiles) * rows * cols * (weight_bits + select_bits(alpha)) // 8,
         "data_bytes": report.beats * cols * alpha * data_bits // 8,
         "psum_bytes": report.beats * rows * acc_bits // 8}
 
@@ -97,7 +96,7 @@ def _run_tq(layer, vectors, *, rows, cols, acc_bits):
             for i in range(0, N, rows) for j in range(0, max(G, 1), cols)]
     report = cycle_model([vectors] * len(used), rows=rows, cols=cols, out_stage=True,
                          used_cells=used, **tq_timing(tq.alpha, tq.beta, tq.mag_bits))
-    slot_bits = max(1, tq.mag_bits.bit_length()) + max(1, (tq.g - 1).bit_length()) + 2
+    slot_bits = term_slot_bits(tq.mag_bits, tq.g)
     return report, {
         "weight_bytes": len(used) * rows * -(-cols * tq.alpha * slot_bits // 8),
         "data_bytes": report.beats * -(-cols * tq.g * (tq.mag_bits + 1) // 8),

@@ -2,9 +2,8 @@
 
 from amaranth.hdl import C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
-from amaranth.utils import ceil_log2
 
-from codnn.golden.systolic import MAC_KINDS
+from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
@@ -115,7 +114,7 @@ class ColumnCombinedArray(WeightStationaryArray):
         self._alpha = alpha
         self._weight_bits, self._data_bits, self._data_signed = weight_bits, data_bits, data_signed
         self._mac = mac
-        self._sel_bits = max(1, ceil_log2(alpha))
+        self._sel_bits = select_bits(alpha)
         data_shape = signed(data_bits) if data_signed else unsigned(data_bits)
         super().__init__(
             rows=rows, cols=cols, acc_bits=acc_bits, out_bits=out_bits,
