@@ -100,12 +100,25 @@ def _packed_workload(dut, path, layer, build_root):
         weights, _ = quantize_symmetric(packed.P, dut.weight_bits)
         packed = dataclasses.replace(packed, P=weights)
     check_fits(packed, alpha=dut.alpha, weight_bits=dut.weight_bits)
-    arrays = packed.to_arrays()
-    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes()
-                                     for a in arrays.values())).hexdigest()[:16]
-    out = Path(build_root) / "workloads" / f"{digest}.npz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **arrays)
+    return save_workload(build_root, packed.to_arrays())
+
+
+def save_workload(build_root, arrays):
+    """Write a testbench's input under ``BUILD_ROOT/workloads``, named by its content (an
+    existing file is reused): a dict of arrays as ``.npz``, one array as ``.npy``. Returns
+    the path."""
+    many = isinstance(arrays, dict)
+    parts = [np.ascontiguousarray(a) for a in (arrays.values() if many else [arrays])]
+    # Shapes and dtypes are part of the name: equal bytes in another shape are another input.
+    digest = hashlib.sha256(b"".join(f"{sorted(arrays) if many else ''}{a.shape}{a.dtype}"
+                                     .encode() + a.tobytes() for a in parts)).hexdigest()[:16]
+    out = Path(build_root) / "workloads" / f"{digest}.{'npz' if many else 'npy'}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if many:
+            np.savez(out, **arrays)
+        else:
+            np.save(out, parts[0])
     return str(out)
 
 

@@ -12,7 +12,6 @@ simulated, ``run_layer``'s accumulators are checked equal to the network's own
 (``golden.network.ArrayLayer.accumulate``), so the RTL is held to the network's numbers.
 """
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -26,23 +25,6 @@ __all__ = ["RtlMismatch", "run_network_on_rtl"]
 class RtlMismatch(AssertionError):
     """A layer's results on the RTL, or golden's tile-by-tile run of it, differ from the
     network's."""
-
-
-def _save(folder, name, array):
-    data = np.ascontiguousarray(array)
-    path = folder / f"{name}-{hashlib.sha256(data.tobytes()).hexdigest()[:16]}.npy"
-    if not path.exists():
-        np.save(path, data)
-    return str(path)
-
-
-def _packed_file(folder, layer):
-    arrays = layer.packed.to_arrays()
-    path = folder / ("packed-" + hashlib.sha256(b"".join(
-        np.ascontiguousarray(a).tobytes() for a in arrays.values())).hexdigest()[:16] + ".npz")
-    if not path.exists():
-        np.savez(path, **arrays)
-    return str(path)
 
 
 def _array(network, tq, *, rows, cols, alpha, mac):
@@ -74,9 +56,9 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
     """
     from codnn.sim.runner import SimulationFailure, default_build_root, simulate
 
+    from ..engines import save_workload
+
     build_root = Path(build_root or default_build_root())
-    folder = build_root / "workloads"
-    folder.mkdir(parents=True, exist_ok=True)
     tq = network.array_layers[0].tq
     array, top = _array(network, tq, rows=rows, cols=cols, alpha=alpha, mac=mac)
     tensors = network.run(q, keep=True)
@@ -96,16 +78,17 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
                               f"network's accumulators")
         config = {"rows": rows, "cols": cols, "acc_bits": network.acc_bits,
                   "out_bits": network.out_bits, "shift": layer.shift or 0,
-                  "inputs": _save(folder, "inputs", X.astype(np.int64)),
-                  "bias": _save(folder, "bias", layer.bias.astype(np.int64)),
+                  "inputs": save_workload(build_root, X.astype(np.int64)),
+                  "bias": save_workload(build_root, layer.bias.astype(np.int64)),
                   "vectors": int(X.shape[1]), "idle": 0.0, "backpressure": 0.0}
         if tq is None:
             config.update(alpha=alpha, weight_bits=8, data_bits=network.out_bits,
-                          data_signed=False, mac=mac, packed=_packed_file(folder, layer))
+                          data_signed=False, mac=mac,
+                          packed=save_workload(build_root, layer.packed.to_arrays()))
         else:
             config.update(g=tq.g, alpha=tq.alpha, beta=tq.beta, mag_bits=tq.mag_bits,
                           encoding=tq.encoding, edge_latency=array.edge_latency,
-                          weights=_save(folder, "weights", layer.packed.dense()))
+                          weights=save_workload(build_root, layer.packed.dense()))
         try:
             report = simulate(array, top=top, testbench=f"codnn.sim.tb_{top}",
                               config=config, simulator=simulator, seed=seed,
