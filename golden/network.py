@@ -32,7 +32,7 @@ from .systolic import output_stage, wrap
 from .tq_array import tq_products
 
 __all__ = ["FRACTION", "TermQuantization", "ArrayLayer", "Pool", "Flatten", "Add",
-           "IntegerNetwork", "pool"]
+           "IntegerNetwork", "batch_first", "conv_columns", "pool"]
 
 #: Fraction bits of ``Add``'s multipliers.
 FRACTION = 16
@@ -82,10 +82,8 @@ class ArrayLayer:
         if x.ndim != 4 or x.shape[1] * self.kernel ** 2 != self.packed.columns:
             raise ValueError(f"{self.name}: expects B x {self.packed.columns // self.kernel**2}"
                              f" x H x W inputs, not {x.shape}")
-        window = (self.kernel, self.stride, self.padding)
-        return (im2col(x, *window),
-                (self.packed.rows, output_size(x.shape[2], *window),
-                 output_size(x.shape[3], *window)))
+        X, positions = conv_columns(x, self.kernel, self.stride, self.padding)
+        return X, (self.packed.rows, *positions)
 
     def accumulate(self, X, acc_bits):
         """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it (on the TQ
@@ -101,7 +99,7 @@ class ArrayLayer:
         """The output tensor, batch first, from the accumulators ``(N, T)`` of ``batch``
         inputs (``shape`` as ``columns`` gives it): the output stage's, or ``acc``."""
         y = acc if self.shift is None else output_stage(acc, self.shift, out_bits)
-        return np.moveaxis(y.reshape(shape[0], batch, *shape[1:]), 1, 0)
+        return batch_first(y, batch, shape)
 
     def run(self, x, *, acc_bits, out_bits):
         X, shape = self.columns(x)
@@ -150,6 +148,19 @@ class Add:
     mb: int
 
 
+def conv_columns(x, kernel, stride, padding):
+    """A convolution's input vectors for a batch ``B x C x H x W`` (``im2col``) and its
+    output map's ``(H_out, W_out)``."""
+    window = (kernel, stride, padding)
+    return (im2col(x, *window),
+            (output_size(x.shape[2], *window), output_size(x.shape[3], *window)))
+
+
+def batch_first(y, batch, shape):
+    """A layer's ``(N, B * positions)`` results as a tensor ``B x shape``."""
+    return np.moveaxis(y.reshape(shape[0], batch, *shape[1:]), 1, 0)
+
+
 def pool(x, kind, kernel, stride, padding, count_pad, *, integer):
     """Pool ``B x C x H x W`` maps; ``kernel == 0`` averages each whole map. Integer
     averages round half up; padding never wins a max (the maps are non-negative)."""
@@ -160,8 +171,8 @@ def pool(x, kind, kernel, stride, padding, count_pad, *, integer):
             return (x.astype(np.int64).sum(axis=(2, 3), keepdims=True) + n // 2) // n
         return x.mean(axis=(2, 3), keepdims=True)
     b, c, h, w = x.shape
-    cols = im2col(x.reshape(b * c, 1, h, w), kernel, stride, padding)   # k*k x (b*c*pos)
-    h_out, w_out = (output_size(n, kernel, stride, padding) for n in (h, w))
+    cols, (h_out, w_out) = conv_columns(x.reshape(b * c, 1, h, w), kernel, stride,
+                                        padding)                       # k*k x (b*c*pos)
     if kind == "max":
         out = cols.max(axis=0)
     else:

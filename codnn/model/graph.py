@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codnn.golden.column_combining import im2col, output_size
-from codnn.golden.network import Flatten, Pool, pool
+from codnn.golden.network import Flatten, Pool, batch_first, conv_columns, pool
 
 __all__ = ["Layer", "Residual", "FloatNetwork"]
 
@@ -36,12 +35,9 @@ class Layer:
         if self.kernel == 0:
             y = x @ self.weights.T + self.bias
         else:
-            window = (self.kernel, self.stride, self.padding)
-            b, _, h, w = x.shape
-            cols = im2col(x, *window)
-            y = (self.weights @ cols + self.bias[:, None]).reshape(
-                -1, b, output_size(h, *window), output_size(w, *window))
-            y = np.moveaxis(y, 1, 0)
+            cols, positions = conv_columns(x, self.kernel, self.stride, self.padding)
+            y = batch_first(self.weights @ cols + self.bias[:, None], x.shape[0],
+                            (len(self.weights), *positions))
         return y if self.activation is None else np.clip(y, 0, self.activation)
 
 
