@@ -34,14 +34,17 @@ def prune_steps(total_steps):
     return [int(s) for s in np.linspace(0, 0.5 * total_steps, PRUNE_POINTS).astype(int)]
 
 
-def prune_rate(i, final_rate=FINAL_RATE):
-    """Target prune rate at prune point ``i`` (0-based): ``final_rate * (1 - (1 -
-    i/10)**3)`` (the paper's ``final_rate`` is 0.8)."""
-    if not isinstance(i, (int, np.integer)) or not 0 <= i < PRUNE_POINTS:
-        raise ValueError(f"Prune point must be an integer in 0..{PRUNE_POINTS - 1}, not {i!r}")
+def prune_rate(i, final_rate=FINAL_RATE, points=PRUNE_POINTS):
+    """Target prune rate at prune point ``i`` (1-based, ``1..points``): ``final_rate * (1 -
+    (1 - i/points)**3)``, so the last point reaches ``final_rate`` (the paper's is 0.8 at
+    ten points)."""
+    if not isinstance(points, (int, np.integer)) or points < 1:
+        raise ValueError(f"Prune points must be a positive integer, not {points!r}")
+    if not isinstance(i, (int, np.integer)) or not 1 <= i <= points:
+        raise ValueError(f"Prune point must be an integer in 1..{points}, not {i!r}")
     if not 0 <= final_rate < 1:
         raise ValueError(f"Final prune rate must lie in [0, 1), not {final_rate!r}")
-    return final_rate * (1 - (1 - i / PRUNE_POINTS) ** 3)
+    return final_rate * (1 - (1 - i / points) ** 3)
 
 
 def magnitude_prune(weights, fraction):
@@ -67,7 +70,7 @@ def joint_prune(weights, i, alpha, gamma, final_rate=FINAL_RATE):
     weights : dict of str -> array_like (N x C)
         Each layer's current (unmasked) weights; the mask is rebuilt from scratch.
     i : int
-        Prune point, 0..9.
+        Prune point, 1..10.
     final_rate : float
         The rate the ramp approaches (``prune_rate``). Conflict pruning removes more on top
         of the magnitude pruning, so a layer ends sparser than the rate; ``pack_to_rate``

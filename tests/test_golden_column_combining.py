@@ -136,10 +136,13 @@ def test_bad_gamma_and_matrices():
 
 def test_prune_schedule():
     assert prune_steps(300) == [0, 16, 33, 50, 66, 83, 100, 116, 133, 150]
-    assert prune_rate(0) == 0.0
-    assert prune_rate(9) == pytest.approx(0.8 * (1 - 0.1 ** 3))
+    assert prune_rate(1) == pytest.approx(0.8 * (1 - 0.9 ** 3))
+    assert prune_rate(10) == pytest.approx(0.8)
+    assert prune_rate(3, 0.9, points=3) == pytest.approx(0.9)
     with pytest.raises(ValueError, match="Prune point"):
-        prune_rate(10)
+        prune_rate(0)
+    with pytest.raises(ValueError, match="points"):
+        prune_rate(1, points=0)
     with pytest.raises(ValueError, match="Total steps"):
         prune_steps(0)
 
@@ -153,11 +156,11 @@ def test_magnitude_prune_exact_count():
 def test_joint_prune_masks_match_packing():
     rng = np.random.default_rng(5)
     layers = {"a": rng.standard_normal((16, 40)), "b": rng.standard_normal((8, 24))}
-    masks, packed = joint_prune(layers, 9, {"a": 8, "b": 4}, 0.5)
+    masks, packed = joint_prune(layers, 10, {"a": 8, "b": 4}, 0.5)
     for name, layer in layers.items():
         alpha = {"a": 8, "b": 4}[name]
         kept = masks[name].mean()
-        assert kept <= 1 - prune_rate(9) * (1 - 1 / alpha) + 1e-9
+        assert kept <= 1 - prune_rate(10) * (1 - 1 / alpha) + 1e-9
         assert np.array_equal(np.where(masks[name], layer, 0), packed[name].dense())
 
 

@@ -4,11 +4,12 @@ Every command has ``--help``, prints a table by default and JSON with ``--json``
 arguments give one line on stderr saying what is wrong and exit code 2; a failed simulation
 or synthesis exits with 1.
 
-The commands live in four modules by what they need: ``files`` (NumPy only: ``pack``,
+The commands live in five modules by what they need: ``files`` (NumPy only: ``pack``,
 ``quantize``, ``compress``, ``decompress``, ``pcap``), ``hardware`` (Amaranth, the
 simulators and the synthesis tools: ``doctor``, ``generate``, ``simulate``, ``synth``,
-``sweep``, ``bitstream``), ``board`` (the host link: ``run``, ``stream``) and ``network``
-(whole networks: ``infer``, ``demo``; Amaranth only for an RTL run).
+``sweep``, ``bitstream``), ``board`` (the host link: ``run``, ``stream``), ``network``
+(whole networks: ``infer``, ``demo``; Amaranth only for an RTL run) and ``training``
+(PyTorch: ``train``).
 Only the module of the command given is imported, so a NumPy command starts without
 loading Amaranth. A module holds, per command, a function adding its arguments and one
 running it (``COMMANDS``), and the exceptions that mean bad input (exit 2) or a failure
@@ -42,6 +43,8 @@ COMMANDS = {
     "sweep": ("hardware", "synthesize a grid of configurations in parallel"),
     "infer": ("network", "run a whole network (ONNX) on the arrays: accuracy, cycles, RTL"),
     "demo": ("network", "run the main flow end to end: LeNet-5 on MNIST"),
+    "train": ("training", "train a model for the arrays (column combining or term "
+                          "quantization)"),
 }
 
 

@@ -1,0 +1,138 @@
+"""``codnn train``: train a model for the arrays (PyTorch, the ``train`` extra): dense, then
+column combining (prune points with retraining) or term-quantization-aware fine-tuning;
+writes the ONNX model ``codnn infer`` runs and a per-phase report."""
+
+import argparse
+
+from ..train import TrainError
+from .options import UsageError, build_dir_option, json_option, positive_int
+
+__all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
+
+USAGE_ERRORS = (TrainError,)
+FAILURES = ()
+
+
+def _settings(keys):
+    """An argparse type: ``key=value,...`` with the given keys (name -> type)."""
+    def parse(text):
+        values = {}
+        for item in filter(None, text.split(",")):
+            key, sep, value = item.partition("=")
+            if not sep or key not in keys:
+                raise argparse.ArgumentTypeError(
+                    f"expected {','.join(f'{k}=...' for k in keys)}, not {text!r}")
+            try:
+                values[key] = keys[key](value)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{key}={value!r} is not a "
+                                                 f"{keys[key].__name__}") from None
+        return values
+    return parse
+
+
+def add_train(sub):
+    from ..model.datasets import DATASETS
+    from ..train.models import MODELS
+    from ..train.run import SCHEDULES, SEED
+    sub.description = ("Train a model for the arrays on a data set that ships with a "
+                       "package: dense, then with --column-combine prune points with "
+                       "retraining (the paper's joint optimization), or with --tq "
+                       "term-quantization-aware fine-tuning. Writes model.onnx (for codnn "
+                       "infer) and report.json into the output folder, and a checkpoint "
+                       "after every epoch that --resume continues from.")
+    sub.add_argument("model", choices=tuple(MODELS), metavar="MODEL",
+                     help=f"one of {', '.join(MODELS)}")
+    sub.add_argument("--data", choices=DATASETS, default="mnist",
+                     help="mnist (28 x 28, 4,000 train / 1,000 test) or digits (8 x 8, "
+                          "1,438 / 359) (default mnist)")
+    sub.add_argument("--epochs", type=positive_int, default=15,
+                     help="dense training epochs (default 15)")
+    sub.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate of the "
+                     "dense phase; later phases take half (default 0.001)")
+    sub.add_argument("--batch", type=positive_int, default=64, help="batch size (default 64)")
+    sub.add_argument("--seed", type=int, default=SEED, help=f"seed (default {SEED})")
+    sub.add_argument("--column-combine", type=_settings({"alpha": int, "gamma": float}),
+                     metavar="alpha=A,gamma=G", default=None,
+                     help="train for the column-combined array (alpha default 8, gamma 0.5)")
+    sub.add_argument("--sparsity", type=float, default=0.8,
+                     help="final rate of zero weights (default 0.8)")
+    sub.add_argument("--points", type=positive_int, default=5,
+                     help="prune points on the cubic ramp (default 5)")
+    sub.add_argument("--retrain-epochs", type=int, default=3,
+                     help="epochs after each prune point but the last (default 3)")
+    sub.add_argument("--final-epochs", type=positive_int, default=15,
+                     help="epochs after the last prune point (default 15)")
+    sub.add_argument("--schedule", choices=SCHEDULES, default="joint",
+                     help="joint: prune points on the ramp; oneshot: prune once to "
+                          "--sparsity, retrain as many epochs (default joint)")
+    sub.add_argument("--tq", type=_settings({"g": int, "alpha": int, "beta": int,
+                                             "encoding": str}),
+                     metavar="g=G,alpha=A,beta=B", default=None,
+                     help="fine-tune for the term-quantization array (defaults g=8, "
+                          "alpha=12, beta=3, encoding=naf)")
+    sub.add_argument("--tq-epochs", type=positive_int, default=5,
+                     help="term-quantization fine-tuning epochs (default 5)")
+    sub.add_argument("--rows", type=positive_int, default=16,
+                     help="array rows the report counts tiles on (default 16)")
+    sub.add_argument("--cols", type=positive_int, default=16,
+                     help="array columns the report counts tiles on (default 16)")
+    sub.add_argument("-o", "--output", metavar="DIR", default=None,
+                     help="output folder (default BUILD_DIR/train/MODEL-DATA)")
+    sub.add_argument("--resume", action="store_true",
+                     help="continue the run whose checkpoint is in the output folder")
+    build_dir_option(sub)
+    json_option(sub)
+
+
+def _spec(args):
+    from codnn.golden.network import TermQuantization
+
+    from ..train.run import ColumnCombine, TrainSpec
+    cc = tq = None
+    if args.column_combine is not None:
+        cc = ColumnCombine(sparsity=args.sparsity, points=args.points,
+                           retrain_epochs=args.retrain_epochs, final_epochs=args.final_epochs,
+                           schedule=args.schedule,
+                           **{"alpha": 8, "gamma": 0.5, **args.column_combine})
+    if args.tq is not None:
+        tq = TermQuantization(**{"g": 8, "alpha": 12, "beta": 3, **args.tq})
+    return TrainSpec(model=args.model, data=args.data, epochs=args.epochs, lr=args.lr,
+                     batch=args.batch, seed=args.seed, column_combine=cc, tq=tq,
+                     tq_epochs=args.tq_epochs, rows=args.rows, cols=args.cols)
+
+
+def run_train(args):
+    from pathlib import Path
+
+    from ..render import err_console, print_json, print_rows
+    from ..sim import default_build_root
+    try:
+        from ..train.run import train
+    except ImportError as error:
+        raise UsageError(f"codnn train needs PyTorch ({error}): pip install "
+                         f"'codnn[train]'") from None
+    spec = _spec(args)
+    out = Path(args.output) if args.output else \
+        Path(args.build_dir or default_build_root()) / "train" / f"{args.model}-{args.data}"
+    report = train(spec, out, resume=args.resume,
+                   progress=lambda text: err_console.print(text, highlight=False))
+    if args.json:
+        print_json(report)
+        return 0
+    print_rows(f"codnn train {args.model} on {args.data} ({report['train_images']} train / "
+               f"{report['test_images']} test images; tiles on a {args.rows} x {args.cols} "
+               f"array)", report["phases"],
+               [("phase", "phase"), ("epochs", "epochs"), ("rate", "prune rate"),
+                ("sparsity", "zeros"), ("groups", "columns / groups"), ("tiles", "tiles"),
+                ("dense_tiles", "dense tiles"), ("tile_ratio", "tiles / dense"),
+                ("accuracy", "test accuracy"), ("seconds", "seconds")])
+    print_rows("per layer, as written", report["layers"],
+               [("name", "layer"), ("shape", "N x C"), ("sparsity", "zeros"),
+                ("groups", "columns / groups"), ("tiles", "tiles"),
+                ("dense_tiles", "dense tiles")])
+    print(f"model: {report['model']}\nreport: {Path(report['model']).parent / 'report.json'}")
+    return 0
+
+
+COMMANDS = {"train": (add_train, run_train)}

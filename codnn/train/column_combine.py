@@ -1,0 +1,56 @@
+"""One prune point of column-combining training on a PyTorch model (docs/semantics.md
+section 1): every array layer's weights, flattened to ``N x C`` (convolutions: columns
+``(c, ky, kx)``, as ``im2col``), are magnitude-pruned and packed so that magnitude and
+conflict pruning together leave the point's rate (``golden.joint_optimization
+.pack_to_rate``), the zeros written into the model; training then keeps them at zero with
+``apply_masks`` after every optimizer step."""
+
+import numpy as np
+import torch
+
+from codnn.golden.column_combining import dense_tiles, pack, tiles
+from codnn.golden.joint_optimization import pack_to_rate
+
+from .models import array_layers
+
+__all__ = ["prune_and_pack", "apply_masks", "packing_rows"]
+
+
+def _matrix(layer):
+    w = layer.weight.detach().double().numpy()
+    return w.reshape(w.shape[0], -1)
+
+
+def prune_and_pack(model, rate, alpha, gamma, previous=None):
+    """Prune and pack every array layer of ``model`` to ``rate`` (in place); return each
+    layer's mask (a tensor of the weight's shape, 1 = trainable) and column groups.
+    ``previous``: the groups of the last prune point, kept where regrouping would prune
+    past the rate."""
+    masks, groups = [], []
+    for k, layer in enumerate(array_layers(model)):
+        packed = pack_to_rate(_matrix(layer), rate, alpha, gamma, previous and previous[k])
+        mask = torch.tensor(packed.dense() != 0, dtype=layer.weight.dtype)
+        masks.append(mask.reshape(layer.weight.shape))
+        groups.append(packed.groups)
+    apply_masks(model, masks)
+    return masks, groups
+
+
+def apply_masks(model, masks):
+    """Zero the pruned weights of ``model`` (after an optimizer step)."""
+    with torch.no_grad():
+        for layer, mask in zip(array_layers(model), masks):
+            layer.weight.mul_(mask)
+
+
+def packing_rows(model, groups, alpha, gamma, rows, cols):
+    """Per array layer, its packing with ``groups`` fixed: shape, sparsity, groups, tiles
+    on a ``rows x cols`` array and the dense layer's tiles."""
+    report = []
+    for layer, layer_groups in zip(array_layers(model), groups):
+        F = _matrix(layer)
+        packed = pack(F, alpha, gamma, groups=layer_groups)
+        report.append({"shape": list(F.shape), "sparsity": 1 - packed.nonzeros / F.size,
+                       "groups": len(packed.groups), "tiles": tiles(packed, rows, cols),
+                       "dense_tiles": dense_tiles(F.shape, rows, cols)})
+    return report

@@ -1,0 +1,297 @@
+"""A training run (``codnn train``): dense training, then column-combining prune points
+with retraining or term-quantization-aware fine-tuning, a checkpoint after every epoch, the
+ONNX model and a per-phase report at the end.
+
+Phases, each with a fresh Adam optimizer and the batch order drawn from ``seed``, the phase
+and the epoch (so a resumed run is the same run):
+
+- ``dense``: ``epochs`` epochs at ``lr``.
+- column combining, ``joint`` schedule: prune points ``1..points``, the rate of point ``i``
+  ``golden.joint_optimization.prune_rate(i, sparsity, points)`` (a cubic ramp reaching
+  ``sparsity``); at each, every layer is pruned and packed (``codnn.train.column_combine``)
+  and retrained ``retrain_epochs`` (the last point ``final_epochs``) at ``lr / 2`` with its
+  zeros fixed. ``oneshot``: one point at ``sparsity``, retrained as many epochs in all
+  (the plain prune, pack, retrain baseline).
+- term quantization: ``tq_epochs`` epochs at ``lr / 2`` with the forward pass of
+  ``codnn.train.term_quant``.
+"""
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from codnn.golden.column_combining import dense_tiles
+from codnn.golden.joint_optimization import prune_rate
+from codnn.golden.network import TermQuantization
+from codnn.golden.term_quant import ENCODINGS
+from codnn.model.datasets import DATASETS, load_dataset
+
+from . import TrainError, term_quant
+from .column_combine import apply_masks, packing_rows, prune_and_pack
+from .export import export_onnx
+from .models import MODELS, array_layers, build_model, named_array_layers
+
+__all__ = ["SEED", "SCHEDULES", "TrainError", "ColumnCombine", "TrainSpec", "Phase", "train"]
+
+SEED = 20261125
+SCHEDULES = ("joint", "oneshot")
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass(frozen=True)
+class ColumnCombine:
+    """Column-combining training: ``alpha`` columns per group, ``gamma`` conflicts per row,
+    ``sparsity`` the final rate of zeros."""
+
+    alpha: int = 8
+    gamma: float = 0.5
+    sparsity: float = 0.8
+    points: int = 5
+    retrain_epochs: int = 3
+    final_epochs: int = 15
+    schedule: str = "joint"
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    epochs: int
+    lr: float
+    rate: float | None = None
+    tq: bool = False
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Everything that determines a run (and must match to resume it). ``rows x cols``:
+    the array the report counts tiles on."""
+
+    model: str
+    data: str = "mnist"
+    epochs: int = 15
+    lr: float = 1e-3
+    batch: int = 64
+    seed: int = SEED
+    column_combine: ColumnCombine | None = None
+    tq: TermQuantization | None = None
+    tq_epochs: int = 5
+    rows: int = 16
+    cols: int = 16
+
+    def check(self):
+        """Raise ``TrainError`` (one line) for settings no run can have."""
+        if self.model not in MODELS:
+            raise TrainError(f"unknown model {self.model!r}: one of {', '.join(MODELS)}")
+        if self.data not in DATASETS:
+            raise TrainError(f"unknown data set {self.data!r}: one of {', '.join(DATASETS)}")
+        if min(self.epochs, self.batch, self.rows, self.cols, self.tq_epochs) < 1:
+            raise TrainError("epochs, batch, tq epochs, rows and cols must be at least 1")
+        if not 0 < self.lr < 1:
+            raise TrainError(f"learning rate must lie in (0, 1), not {self.lr}")
+        cc, tq = self.column_combine, self.tq
+        if cc and tq:
+            raise TrainError("column combining and term quantization are two arrays: "
+                             "train for one of them")
+        if cc:
+            if cc.alpha < 1 or cc.points < 1 or cc.retrain_epochs < 0 or cc.final_epochs < 1:
+                raise TrainError("column combining needs alpha >= 1, points >= 1, "
+                                 "retrain epochs >= 0 and final epochs >= 1")
+            if not 0 < cc.sparsity < 1:
+                raise TrainError(f"sparsity must lie in (0, 1), not {cc.sparsity}")
+            if not 0 <= cc.gamma < 1:
+                raise TrainError(f"gamma must lie in [0, 1), not {cc.gamma}")
+            if cc.schedule not in SCHEDULES:
+                raise TrainError(f"unknown schedule {cc.schedule!r}: one of "
+                                 f"{', '.join(SCHEDULES)}")
+        if tq:
+            if min(tq.g, tq.alpha, tq.beta) < 1 or not 1 <= tq.mag_bits <= 15:
+                raise TrainError("term quantization needs g, alpha, beta >= 1 and mag_bits "
+                                 "in 1..15")
+            if tq.encoding not in ENCODINGS:
+                raise TrainError(f"unknown encoding {tq.encoding!r}: one of "
+                                 f"{', '.join(ENCODINGS)}")
+
+    def phases(self):
+        phases = [Phase("dense", self.epochs, self.lr)]
+        cc = self.column_combine
+        if cc and cc.schedule == "joint":
+            phases += [Phase(f"prune {i}/{cc.points}",
+                             cc.final_epochs if i == cc.points else cc.retrain_epochs,
+                             self.lr / 2, prune_rate(i, cc.sparsity, cc.points))
+                       for i in range(1, cc.points + 1)]
+        elif cc:
+            total = cc.retrain_epochs * (cc.points - 1) + cc.final_epochs
+            phases.append(Phase("prune 1/1", total, self.lr / 2, cc.sparsity))
+        if self.tq:
+            phases.append(Phase("term quantization", self.tq_epochs, self.lr / 2, tq=True))
+        return phases
+
+
+def _tensors(data):
+    return (torch.tensor(data.train_x, dtype=torch.float32), torch.tensor(data.train_y),
+            torch.tensor(data.test_x, dtype=torch.float32), torch.tensor(data.test_y))
+
+
+def accuracy(model, x, y, chunk=500):
+    """Top-1 accuracy of ``model`` on ``x``, ``y``."""
+    model.eval()
+    with torch.no_grad():
+        hits = sum(int((model(x[i:i + chunk]).argmax(1) == y[i:i + chunk]).sum())
+                   for i in range(0, len(x), chunk))
+    return hits / len(x)
+
+
+def _epoch(model, x, y, optimizer, batch, generator, masks):
+    """One pass over the training set; the mean loss."""
+    model.train()
+    order = torch.randperm(len(x), generator=generator)
+    total = 0.0
+    for start in range(0, len(x), batch):
+        chosen = order[start:start + batch]
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x[chosen]), y[chosen])
+        loss.backward()
+        optimizer.step()
+        if masks:
+            apply_masks(model, masks)
+        total += loss.item() * len(chosen)
+    return total / len(x)
+
+
+def _plain_state(model):
+    """The model's state with the names it has without term-quantization parametrizations."""
+    return {k.replace("parametrizations.", "").replace(".original", ""): v
+            for k, v in model.state_dict().items()}
+
+
+def _spec_dict(spec):
+    return asdict(spec)
+
+
+def _layer_rows(model, spec, groups):
+    if groups is None:
+        rows = []
+        for layer in array_layers(model):
+            shape = (layer.weight.shape[0], layer.weight[0].numel())
+            zeros = float((layer.weight == 0).double().mean())
+            tiles = dense_tiles(shape, spec.rows, spec.cols)
+            rows.append({"shape": list(shape), "sparsity": zeros, "groups": shape[1],
+                         "tiles": tiles, "dense_tiles": tiles})
+        return rows
+    cc = spec.column_combine
+    return packing_rows(model, groups, cc.alpha, cc.gamma, spec.rows, spec.cols)
+
+
+def _summary(layers):
+    weights = sum(r["shape"][0] * r["shape"][1] for r in layers)
+    tiles, dense = sum(r["tiles"] for r in layers), sum(r["dense_tiles"] for r in layers)
+    return {"sparsity": sum(r["sparsity"] * r["shape"][0] * r["shape"][1] for r in layers)
+            / weights, "groups": sum(r["groups"] for r in layers), "tiles": tiles,
+            "dense_tiles": dense, "tile_ratio": tiles / dense}
+
+
+def _load_checkpoint(path, spec, model):
+    if not path.is_file():
+        raise TrainError(f"no checkpoint to resume in {path.parent} (the run finished, or "
+                         f"never started)")
+    try:
+        saved = torch.load(path, weights_only=True)
+        stored = saved["spec"]
+    except Exception as error:                      # torch raises many kinds
+        raise TrainError(f"{path} is not a codnn training checkpoint ({error})") from None
+    if stored != _spec_dict(spec):
+        differ = sorted(k for k in stored.keys() | _spec_dict(spec).keys()
+                        if stored.get(k) != _spec_dict(spec).get(k))
+        raise TrainError(f"{path} belongs to another run (it differs in "
+                         f"{', '.join(differ)}): give the same settings, or another folder")
+    try:
+        model.load_state_dict(saved["model"])
+    except RuntimeError as error:
+        raise TrainError(f"{path} does not match model {spec.model!r} "
+                         f"({str(error).splitlines()[0]})") from None
+    return saved
+
+
+def _save_checkpoint(path, state):
+    temporary = path.with_suffix(".tmp")
+    torch.save(state, temporary)
+    os.replace(temporary, path)
+
+
+def train(spec, out, *, resume=False, progress=None):
+    """Run ``spec``, writing ``model.onnx`` and ``report.json`` into ``out`` (and
+    ``checkpoint.pt`` while it runs); return the report.
+
+    Raises
+    ------
+    TrainError
+        For bad settings, a checkpoint left in ``out`` without ``resume``, or one that
+        does not belong to ``spec``.
+    """
+    import json
+
+    spec.check()
+    progress = progress or (lambda text: None)
+    out = Path(out)
+    path = out / CHECKPOINT
+    if not resume and path.exists():
+        raise TrainError(f"{out} holds an unfinished run: --resume to continue it, or "
+                         f"choose another folder")
+    data = load_dataset(spec.data)
+    shape = data.train_x.shape[1:]
+    torch.manual_seed(spec.seed)
+    model = build_model(spec.model, shape)
+    phases = spec.phases()
+    state = {"phase": 0, "epoch": 0, "masks": None, "groups": None, "rows": [],
+             "optimizer": None}
+    if resume:
+        state.update(_load_checkpoint(path, spec, model))
+        progress(f"resuming after {phases[state['phase']].name}, epoch {state['epoch']}")
+    out.mkdir(parents=True, exist_ok=True)
+    x, y, test_x, test_y = _tensors(data)
+    masks, groups, rows = state["masks"], state["groups"], state["rows"]
+    cc = spec.column_combine
+    for k in range(state["phase"], len(phases)):
+        phase = phases[k]
+        start = state["epoch"] if k == state["phase"] else 0
+        hooks = term_quant.attach(model, spec.tq) if phase.tq else None
+        began = time.perf_counter()
+        if phase.rate is not None and start == 0:
+            masks, groups = prune_and_pack(model, phase.rate, cc.alpha, cc.gamma, groups)
+        optimizer = torch.optim.Adam(model.parameters(), lr=phase.lr)
+        if start:
+            optimizer.load_state_dict(state["optimizer"])
+        for epoch in range(start, phase.epochs):
+            generator = torch.Generator().manual_seed(spec.seed + 7919 * k + epoch)
+            loss = _epoch(model, x, y, optimizer, spec.batch, generator, masks)
+            score = accuracy(model, test_x, test_y)
+            progress(f"{phase.name}: epoch {epoch + 1}/{phase.epochs}, loss {loss:.4f}, "
+                     f"test accuracy {score:.2%}")
+            if epoch == phase.epochs - 1:
+                row = {"phase": phase.name, "epochs": phase.epochs, "rate": phase.rate,
+                       **_summary(_layer_rows(model, spec, groups)), "accuracy": score,
+                       "loss": loss, "seconds": time.perf_counter() - began}
+                rows.append(row)
+            _save_checkpoint(path, {"spec": _spec_dict(spec), "phase": k, "epoch": epoch + 1,
+                                    "model": _plain_state(model),
+                                    "optimizer": optimizer.state_dict(), "masks": masks,
+                                    "groups": groups, "rows": rows})
+        if hooks:
+            term_quant.detach(model, hooks)
+    layers = _layer_rows(model, spec, groups)
+    for (name, _), row in zip(named_array_layers(model), layers):
+        row["name"] = name
+    model_path = out / "model.onnx"
+    export_onnx(model, model_path, shape,
+                (cc.alpha, cc.gamma, groups) if cc else None)
+    report = {"spec": _spec_dict(spec), "torch": torch.__version__, "phases": rows,
+              "layers": layers, "accuracy": rows[-1]["accuracy"],
+              "train_images": len(x), "test_images": len(test_x), "model": str(model_path),
+              "seconds": sum(r["seconds"] for r in rows)}
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    path.unlink()
+    return report
