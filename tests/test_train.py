@@ -1,0 +1,201 @@
+"""Training for the arrays (codnn.train, PyTorch CPU): the models through the ONNX import,
+column-combining runs (sparsity reached, groups that the import and the packer keep, the
+report's tiles equal codnn infer's), resume equal to an uninterrupted run, the
+term-quantized forward pass against golden, and bad settings and checkpoints."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from codnn.golden.column_combining import pack
+from codnn.golden.network import TermQuantization
+from codnn.golden.term_quant import group, quantize, reveal, truncate, ungroup
+from codnn.model.infer import infer
+from codnn.model.onnx_import import load_onnx
+from codnn.train import TrainError
+from codnn.train.export import export_onnx
+from codnn.train.models import MODELS, array_layers, build_model
+from codnn.train.run import ColumnCombine, TrainSpec, train
+from codnn.train.term_quant import attach, detach, revealed_weights, truncated_data
+
+SEED = 20261125
+#: The smallest column-combining run: 1 dense epoch, prune points at 0.7 and 0.8.
+TINY_CC = TrainSpec("lenet5", "digits", epochs=1, column_combine=ColumnCombine(
+    alpha=4, sparsity=0.8, points=2, retrain_epochs=1, final_epochs=1))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_models_import_and_match_torch(tmp_path, name):
+    torch.manual_seed(SEED)
+    model = build_model(name, (1, 8, 8))
+    for module in model.modules():              # non-trivial batch-norm statistics to fold
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.2, 0.2)
+            module.running_var.uniform_(0.5, 1.5)
+    export_onnx(model, tmp_path / "m.onnx", (1, 8, 8))
+    network = load_onnx(tmp_path / "m.onnx")
+    x = np.random.default_rng(SEED).uniform(0, 1, (6, 1, 8, 8))
+    with torch.no_grad():
+        expected = model(torch.tensor(x, dtype=torch.float32)).numpy()
+    assert np.allclose(network.run(x), expected, atol=1e-4)
+    assert [layer.weights.shape for layer in network.steps if hasattr(layer, "weights")] \
+        == [(m.weight.shape[0], m.weight[0].numel()) for m in array_layers(model)]
+
+
+def test_column_combining_run_reaches_its_sparsity_and_keeps_its_groups(tmp_path):
+    report = train(TINY_CC, tmp_path)
+    print(json.dumps(report["phases"], indent=1))
+    assert [p["phase"] for p in report["phases"]] == ["dense", "prune 1/2", "prune 2/2"]
+    assert report["phases"][1]["rate"] == pytest.approx(0.8 * (1 - 0.5 ** 3))
+    for phase in report["phases"][1:]:
+        assert phase["rate"] - 0.01 <= phase["sparsity"] <= phase["rate"] + 1e-9
+    assert not (tmp_path / "checkpoint.pt").exists()
+    network = load_onnx(tmp_path / "model.onnx")
+    layers = [step for step in network.steps if hasattr(step, "groups")]
+    for layer, row in zip(layers, report["layers"]):
+        packed = pack(layer.weights, 4, 0.5, groups=layer.groups)
+        assert packed.pruned == 0                  # the zeros fixed in training fit them
+        assert len(packed.groups) == row["groups"]
+    schedule, _ = infer(tmp_path / "model.onnx", "digits", rows=16, cols=16, alpha=4)
+    assert schedule["tiles"] == report["phases"][-1]["tiles"]
+    assert schedule["dense_tiles"] == report["phases"][-1]["dense_tiles"]
+
+
+def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    whole = train(TINY_CC, tmp_path / "whole")
+    calls = []
+
+    def interrupt(text):
+        calls.append(text)
+        if len(calls) == 3:                        # during prune 2/2's only epoch
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        train(TINY_CC, tmp_path / "cut", progress=interrupt)
+    with pytest.raises(TrainError, match="--resume"):
+        train(TINY_CC, tmp_path / "cut")
+    resumed = train(TINY_CC, tmp_path / "cut", resume=True)
+    assert [p["accuracy"] for p in resumed["phases"]] == \
+        [p["accuracy"] for p in whole["phases"]]
+    a, b = (load_onnx(tmp_path / d / "model.onnx") for d in ("whole", "cut"))
+    for x, y in zip(a.steps, b.steps):
+        if hasattr(x, "weights"):
+            assert np.array_equal(x.weights, y.weights) and x.groups == y.groups
+
+
+def test_bad_checkpoints(tmp_path):
+    (tmp_path / "cut").mkdir()
+    with pytest.raises(TrainError, match="no checkpoint"):
+        train(TINY_CC, tmp_path / "cut", resume=True)
+    (tmp_path / "cut" / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(TrainError, match="not a codnn training checkpoint"):
+        train(TINY_CC, tmp_path / "cut", resume=True)
+    spec = {**TINY_CC.__dict__, "column_combine": TINY_CC.column_combine.__dict__}
+    model = build_model("vgg6", (1, 8, 8))
+    torch.save({"spec": {**spec, "epochs": 2}, "model": model.state_dict()},
+               tmp_path / "cut" / "checkpoint.pt")
+    with pytest.raises(TrainError, match="differs in epochs"):
+        train(TINY_CC, tmp_path / "cut", resume=True)
+    torch.save({"spec": spec, "model": model.state_dict()}, tmp_path / "cut" / "checkpoint.pt")
+    with pytest.raises(TrainError, match="does not match model 'lenet5'"):
+        train(TINY_CC, tmp_path / "cut", resume=True)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model": "alexnet"}, "unknown model"), ({"data": "cifar"}, "unknown data set"),
+    ({"epochs": 0}, "at least 1"), ({"lr": 0.0}, "learning rate"),
+    ({"column_combine": ColumnCombine(sparsity=1.0)}, "sparsity"),
+    ({"column_combine": ColumnCombine(alpha=0)}, "alpha >= 1"),
+    ({"column_combine": ColumnCombine(schedule="random")}, "unknown schedule"),
+    ({"tq": TermQuantization(8, 12, 3)}, "one of them"),
+])
+def test_impossible_settings_are_refused(tmp_path, change, message):
+    spec = TrainSpec(**{**TINY_CC.__dict__, **change})
+    with pytest.raises(TrainError, match=message):
+        train(spec, tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_revealed_weights_and_truncated_data_equal_golden():
+    rng = np.random.default_rng(SEED)
+    tq = TermQuantization(g=8, alpha=5, beta=2, encoding="naf", mag_bits=7)
+    w = rng.normal(0, 0.2, (6, 3, 3, 3))
+    w[0] = 0.0                                         # an all-zero filter
+    w[1, 0, 0, 0] = -np.abs(w).max() * 1.5             # the peak is negative
+    matrix = w.reshape(6, -1)
+    scale = np.abs(matrix).max() / 127
+    expected = ungroup(reveal(group(quantize(matrix, scale), 8), 5), 27) * scale
+    got = revealed_weights(torch.tensor(w), tq).numpy().reshape(6, -1)
+    assert np.array_equal(got, expected)
+    x = rng.uniform(0, 2, (4, 3, 5, 5))
+    x[0, 0] = 0.0
+    peak = x.max()
+    x[1, 0, 0, :] = (np.arange(5) + 0.5) * peak / 127   # exactly on rounding ties
+    scale = peak / 127
+    expected = truncate(quantize(x, scale), 2) * scale
+    assert np.array_equal(truncated_data(torch.tensor(x), tq).numpy(), expected)
+    assert np.array_equal(truncated_data(torch.zeros(3), tq).numpy(), np.zeros(3))
+
+
+def test_term_quantized_forward_and_its_gradient():
+    torch.manual_seed(SEED)
+    tq = TermQuantization(g=4, alpha=3, beta=2)
+    model = build_model("lenet5", (1, 8, 8)).eval()
+    x = torch.rand(3, 1, 8, 8)
+    first = array_layers(model)[0]
+    with torch.no_grad():
+        plain = model(x)
+        w = first.weight.clone()
+    hooks = attach(model, tq)
+    y = model(x)
+    y.sum().backward()
+    assert not torch.allclose(y, plain)
+    assert torch.equal(first.weight, revealed_weights(w, tq))
+    assert first.parametrizations.weight.original.grad.abs().sum() > 0  # straight-through
+    detach(model, hooks)
+    assert torch.equal(first.weight, w)
+    with torch.no_grad():
+        assert torch.equal(model(x), plain)
+
+
+def test_term_quantization_run_exports_float_weights_for_the_tq_array(tmp_path):
+    spec = TrainSpec("lenet5", "digits", epochs=2, lr=0.01, tq=TermQuantization(8, 12, 3),
+                     tq_epochs=1)
+    report = train(spec, tmp_path)
+    assert [p["phase"] for p in report["phases"]] == ["dense", "term quantization"]
+    schedule, _ = infer(tmp_path / "model.onnx", "digits", rows=8, cols=8, alpha=1,
+                        tq=spec.tq)
+    # The TQ array's integer network (its own scales) scores as the training forward did.
+    print(report["accuracy"], schedule["integer_accuracy"])
+    assert schedule["integer_accuracy"] > 0.75
+    assert abs(schedule["integer_accuracy"] - report["accuracy"]) <= 0.03
+
+
+def _cli(capsys, *argv):
+    from codnn.cli import main
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_trains_and_reports(tmp_path, capsys):
+    code, out, err = _cli(capsys, "train", "lenet5", "--data", "digits", "--epochs", "1",
+                          "--column-combine", "alpha=4", "--points", "1", "--final-epochs",
+                          "1", "-o", str(tmp_path))
+    assert code == 0, err
+    assert "prune 1/1" in out and "classifier.5" in out and "dense: epoch 1/1" in err
+    assert (tmp_path / "model.onnx").is_file() and (tmp_path / "report.json").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["resnet50"], "invalid choice"),
+    (["lenet5", "--data", "imagenet"], "invalid choice"),
+    (["lenet5", "--column-combine", "beta=3"], "expected alpha=...,gamma=..."),
+    (["lenet5", "--column-combine", "alpha=x"], "alpha='x' is not a int"),
+    (["lenet5", "--column-combine", "alpha=4", "--sparsity", "1.5"], "sparsity must lie"),
+    (["lenet5", "--tq", "g=8", "--column-combine", "alpha=4"], "one of them"),
+])
+def test_cli_bad_arguments(tmp_path, capsys, argv, message):
+    code, out, err = _cli(capsys, "train", *argv, "-o", str(tmp_path / "out"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
