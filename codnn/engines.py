@@ -20,6 +20,7 @@ from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
 from codnn.golden.systolic import MAC_KINDS, check_fits
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
+from codnn.hw.bfp import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import ENGINES as NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
@@ -300,6 +301,21 @@ ENGINES = {engine.name: engine for engine in [
                  Param("encoding", str, "naf", "term encoding", ENCODINGS)), "term pair"),
     _mac_engine("pmac", PMac, "parallel MAC baseline (one product per cycle)",
                 (Param("g", int, 8, "values per group"),), "product"),
+    Engine(
+        name="block_dot",
+        summary="FAST block floating point MAC: a block dot product per cycle, its result "
+                "rounded stochastically",
+        params=(Param("g", int, 16, "values per block"),
+                Param("m", int, 4, "mantissa magnitude bits of the operands"),
+                Param("out_m", int, 8, "mantissa magnitude bits of the result")),
+        build=lambda **p: BlockDot(**p),
+        testbench="codnn.sim.tb_block_dot",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
+            "g": dut.g, "m": dut.m, "out_m": dut.out_m, "blocks": beats, "idle": idle,
+            "backpressure": backpressure, "latency": dut.latency},
+        throughput=lambda dut: f"1 block/cycle ({dut.g} MACs/cycle)",
+        rate=lambda dut: (dut.g, "MAC"),
+    ),
 ]}
 
 

@@ -21,12 +21,12 @@ of the ``2**NOISE_BITS`` noise values, exactly ``A mod 2**NOISE_BITS`` round up.
 
 import numpy as np
 
-from .fmix32 import counter_uniforms
+from .fmix32 import counter_uniforms, fmix32
 from .term_quant import group, ungroup
 
 __all__ = ["GROUP", "NOISE_BITS", "EXPONENT_MIN", "EXPONENT_MAX", "MANTISSA_BITS",
            "ROUNDINGS", "noise", "to_block_float", "from_block_float", "block_float",
-           "relative_improvement", "threshold", "choose_mantissa"]
+           "block_dot", "relative_improvement", "threshold", "choose_mantissa"]
 
 #: Values per block (FAST's default).
 GROUP = 16
@@ -91,10 +91,54 @@ def to_block_float(x, m, *, g=GROUP, rounding="nearest", seed=0):
     sign, S, q, exponent, r = (group(a, g) for a in (sign, S, q, exponent, r))
     E = np.maximum(np.where(S > 0, exponent, EXPONENT_MIN).max(axis=-1),  # padding: S = 0
                    EXPONENT_MIN)
-    shift = q - (E[..., None] - m + 1) + NOISE_BITS          # A = S * 2**shift, floored
-    A = np.where(shift >= 0, S << np.clip(shift, 0, 62), S >> np.clip(-shift, 0, 62))
-    M = np.minimum((A + r) >> NOISE_BITS, (1 << m) - 1)
+    M = _round(S, q - (E[..., None] - m + 1), r, m)
     return E, np.where(sign, -M, M)
+
+
+def _round(S, shift, r, m):
+    """The rounding rule: ``A = floor(S * 2**(shift + NOISE_BITS))``, then
+    ``min((A + r) >> NOISE_BITS, 2**m - 1)``."""
+    shift = shift + NOISE_BITS
+    A = np.where(shift >= 0, S << np.clip(shift, 0, 62), S >> np.clip(-shift, 0, 62))
+    return np.minimum((A + r) >> NOISE_BITS, (1 << m) - 1)
+
+
+def block_dot(Ea, Ma, Eb, Mb, m, out_m, counters, stochastic=True):
+    """The dot product of blocks ``(Ea, Ma)`` and ``(Eb, Mb)`` (``to_block_float``'s form,
+    ``m``-bit mantissas; ``Ma``, ``Mb``: ``n x g``), each rounded to one value of
+    ``out_m`` magnitude bits: the BFP MAC unit's result (``hw.bfp.BlockDot``).
+
+    ``P = sum_j Ma_j Mb_j`` (exact) is worth ``P * 2**q``, ``q = Ea + Eb - 2m + 2``. The
+    result is ``(E, M)`` worth ``M * 2**(E - out_m + 1)``: ``E = q + floor(log2 |P|)``
+    and ``M`` rounded from ``|P|`` by ``to_block_float``'s rule with the random byte
+    ``fmix32(counter) >> 24`` where ``stochastic``, else half; ``P = 0`` gives ``(0, 0)``.
+
+    Raises
+    ------
+    ValueError
+        For widths outside 1..23, exponents outside ``EXPONENT_MIN..EXPONENT_MAX``,
+        mantissas of ``2**m`` or more, shapes that differ, or counters outside 32 bits.
+    """
+    for width in (m, out_m):
+        _check(width, 1, "nearest")
+    Ea, Eb = np.asarray(Ea, np.int64), np.asarray(Eb, np.int64)
+    Ma, Mb = np.asarray(Ma, np.int64), np.asarray(Mb, np.int64)
+    if Ma.shape != Mb.shape or Ma.ndim != 2 or Ea.shape != Eb.shape != Ma.shape[:1]:
+        raise ValueError(f"Blocks must be n x g with n exponents each, not {Ma.shape}, "
+                         f"{Mb.shape}, {Ea.shape}, {Eb.shape}")
+    if np.any(np.abs(Ma) >= 1 << m) or np.any(np.abs(Mb) >= 1 << m):
+        raise ValueError(f"Mantissas must lie in -{(1 << m) - 1}..{(1 << m) - 1}")
+    for E in (Ea, Eb):
+        if np.any(E < EXPONENT_MIN) or np.any(E > EXPONENT_MAX):
+            raise ValueError(f"Exponents must lie in {EXPONENT_MIN}..{EXPONENT_MAX}")
+    r = np.where(stochastic, fmix32(counters).astype(np.int64) >> (32 - NOISE_BITS),
+                 1 << (NOISE_BITS - 1))
+    P = (Ma * Mb).sum(axis=1)
+    S = np.abs(P)
+    top = np.frexp(S.astype(np.float64))[1] - 1                 # floor(log2 |P|), exact
+    M = np.where(S > 0, _round(S, out_m - 1 - top, r, out_m), 0)
+    E = np.where(S > 0, Ea + Eb - 2 * m + 2 + top, 0)
+    return E, np.where(P < 0, -M, M)
 
 
 def from_block_float(E, M, m, size):

@@ -12,6 +12,7 @@ import pytest
 from codnn.golden.block_float import (
     EXPONENT_MIN,
     NOISE_BITS,
+    block_dot,
     block_float,
     choose_mantissa,
     from_block_float,
@@ -127,3 +128,44 @@ def test_precision_policy():
     assert threshold(3, 4, 50, 100, 0.2, 0.1) == pytest.approx(0.2 - 0.05 - 0.075)
     with pytest.raises(ValueError, match="rise by 2"):
         choose_mantissa(x, 0.0, widths=(2, 3))
+
+
+def _dot_reference(ea, ma, eb, mb, m, out_m, r):
+    """One block's dot product rounded, in exact arithmetic."""
+    q = int(ea) + int(eb) - 2 * m + 2
+    P = sum(int(a) * int(b) for a, b in zip(ma, mb))
+    if P == 0:
+        return 0, 0
+    value = Fraction(abs(P)) * Fraction(2) ** q
+    E = q + abs(P).bit_length() - 1
+    A = math.floor(value / Fraction(2) ** (E - out_m + 1) * 2 ** NOISE_BITS)
+    M = min((A + r) >> NOISE_BITS, 2 ** out_m - 1)
+    return E, M if P > 0 else -M
+
+
+@pytest.mark.parametrize("g, m, out_m", [(16, 4, 8), (5, 2, 3), (3, 7, 12), (1, 1, 1)])
+def test_block_dot_equals_the_exact_reference(g, m, out_m):
+    rng = np.random.default_rng(SEED + g)
+    n, top = 300, 2 ** m - 1
+    Ma, Mb = rng.integers(-top, top + 1, (n, g)), rng.integers(-top, top + 1, (n, g))
+    Ma[0], Mb[0] = top, top                              # the largest sum: saturates
+    Ma[1] = 0                                            # nothing
+    Ea, Eb = rng.integers(-128, 128, n), rng.integers(-128, 128, n)
+    Ea[:2], Eb[:2] = -128, 127
+    counters = rng.integers(0, 1 << 32, n, dtype=np.uint64)
+    stochastic = rng.integers(0, 2, n).astype(bool)
+    E, M = block_dot(Ea, Ma, Eb, Mb, m, out_m, counters, stochastic)
+    noise_bytes = fmix32(counters).astype(np.int64) >> 24
+    for k in range(n):
+        r = int(noise_bytes[k]) if stochastic[k] else 1 << (NOISE_BITS - 1)
+        assert (E[k], M[k]) == _dot_reference(Ea[k], Ma[k], Eb[k], Mb[k], m, out_m, r), k
+
+
+def test_block_dot_bad_input():
+    ones = np.ones((1, 4), np.int64)
+    with pytest.raises(ValueError, match="Mantissas"):
+        block_dot([0], ones * 16, [0], ones, 4, 8, [0])
+    with pytest.raises(ValueError, match="Exponents"):
+        block_dot([128], ones, [0], ones, 4, 8, [0])
+    with pytest.raises(ValueError, match="n x g"):
+        block_dot([0], ones, [0], np.ones((1, 3)), 4, 8, [0])

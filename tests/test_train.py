@@ -14,7 +14,11 @@ from codnn.golden.network import TermQuantization
 from codnn.golden.term_quant import group, quantize, reveal, truncate, ungroup
 from codnn.model.infer import infer
 from codnn.model.onnx_import import load_onnx
+from codnn.golden.block_float import block_float
 from codnn.train import TrainError
+from codnn.train.block_float import BlockFloat
+from codnn.train.block_float import attach as attach_bfp
+from codnn.train.block_float import quantize_tensor
 from codnn.train.export import export_onnx
 from codnn.train.models import MODELS, array_layers, build_model
 from codnn.train.run import ColumnCombine, TrainSpec, train
@@ -109,6 +113,9 @@ def test_bad_checkpoints(tmp_path):
     ({"column_combine": ColumnCombine(alpha=0)}, "alpha >= 1"),
     ({"column_combine": ColumnCombine(schedule="random")}, "unknown schedule"),
     ({"tq": TermQuantization(8, 12, 3)}, "one of them"),
+    ({"bfp": BlockFloat()}, "a run of its own"),
+    ({"column_combine": None, "bfp": BlockFloat(widths=(2, 3))}, "rise by 2"),
+    ({"column_combine": None, "bfp": BlockFloat(every=0)}, "every >= 1"),
 ])
 def test_impossible_settings_are_refused(tmp_path, change, message):
     spec = TrainSpec(**{**TINY_CC.__dict__, **change})
@@ -170,6 +177,48 @@ def test_term_quantization_run_exports_float_weights_for_the_tq_array(tmp_path):
     print(report["accuracy"], schedule["integer_accuracy"])
     assert schedule["integer_accuracy"] > 0.75
     assert abs(schedule["integer_accuracy"] - report["accuracy"]) <= 0.03
+
+
+def test_block_float_layers_round_as_golden():
+    torch.manual_seed(SEED)
+    settings = BlockFloat(widths=(4,), seed=7)
+    model = build_model("lenet5", (1, 8, 8))
+    first = array_layers(model)[0]
+    w = first.weight.detach().clone()
+    state, _ = attach_bfp(model, settings, steps=10)
+    state.step = 3
+    x = torch.rand(5, 1, 8, 8)
+    seen = {}
+    first.register_forward_hook(lambda m, args, out: seen.update(x=args[0], w=m.weight))
+    model(x).sum().backward()
+    # weights: blocks along input channels, stochastic with the step's seed
+    expected = np.moveaxis(block_float(np.moveaxis(w.numpy(), 1, -1), 4, rounding="stochastic",
+                                       seed=state.seed(0, "weight")), -1, 1)
+    assert np.array_equal(seen["w"].detach().numpy(), expected.astype(np.float32))
+    assert np.array_equal(quantize_tensor(x, 4, 16, stochastic=False, seed=0).numpy(),
+                          np.moveaxis(block_float(np.moveaxis(x.numpy(), 1, -1), 4), -1, 1)
+                          .astype(np.float32))
+    assert state.chosen[0, "gradient"] == 4
+    # every product of the step counted at 4 x 4 bits, three times (forward and backward)
+    assert state.bit_ops == 48 * state.macs > 0
+
+
+def test_block_float_run_resumes_with_its_costs(tmp_path):
+    spec = TrainSpec("lenet5", "digits", epochs=2, bfp=BlockFloat(every=4))
+    whole = train(spec, tmp_path / "whole")
+    row = whole["phases"][0]
+    assert row["phase"] == "block floating point"
+    assert 3 * 2 * 2 <= row["bits_per_mac"] <= 3 * 8 * 8
+    assert row["bfp8_bit_ops"] == 192 * row["macs"] and row["fp32_bit_ops"] == 1728 * row["macs"]
+
+    def interrupt(text):
+        if "epoch 2/2" in text:                      # epoch 1 is checkpointed by then
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        train(spec, tmp_path / "cut", progress=interrupt)
+    resumed = train(spec, tmp_path / "cut", resume=True)
+    for key in ("accuracy", "bit_ops", "macs", "final_widths"):
+        assert resumed["phases"][0][key] == row[key], key
 
 
 def _cli(capsys, *argv):

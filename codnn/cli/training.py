@@ -31,14 +31,24 @@ def _settings(keys):
     return parse
 
 
+def _widths(text):
+    try:
+        return tuple(int(w) for w in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected widths like 2,4,6,8, not {text!r}") \
+            from None
+
+
 def add_train(sub):
     from ..model.datasets import DATASETS
+    from ..train.block_float import BlockFloat
     from ..train.models import MODELS
     from ..train.run import SCHEDULES, SEED
     sub.description = ("Train a model for the arrays on a data set that ships with a "
                        "package: dense, then with --column-combine prune points with "
                        "retraining (the paper's joint optimization), or with --tq "
-                       "term-quantization-aware fine-tuning. Writes model.onnx (for codnn "
+                       "term-quantization-aware fine-tuning; or with --block-float in "
+                       "FAST's block floating point throughout. Writes model.onnx (for codnn "
                        "infer) and report.json into the output folder, and a checkpoint "
                        "after every epoch that --resume continues from.")
     sub.add_argument("model", choices=tuple(MODELS), metavar="MODEL",
@@ -73,6 +83,20 @@ def add_train(sub):
                           "alpha=12, beta=3, encoding=naf)")
     sub.add_argument("--tq-epochs", type=positive_int, default=5,
                      help="term-quantization fine-tuning epochs (default 5)")
+    defaults = BlockFloat()
+    sub.add_argument("--block-float", action="store_true",
+                     help="train in block floating point from the first step (FAST: blocks "
+                          "of 16, stochastic rounding, widths by FAST's policy)")
+    sub.add_argument("--bfp-widths", type=_widths, default=defaults.widths, metavar="M,...",
+                     help=f"mantissa widths the policy picks from, rising by 2; one width "
+                          f"fixes the precision (default {','.join(map(str, defaults.widths))})")
+    sub.add_argument("--bfp-a", type=float, default=defaults.a,
+                     help=f"threshold at the first step and layer (default {defaults.a})")
+    sub.add_argument("--bfp-b", type=float, default=defaults.b,
+                     help=f"threshold's fall over training and over depth (default "
+                          f"{defaults.b})")
+    sub.add_argument("--bfp-every", type=positive_int, default=defaults.every,
+                     help=f"steps between width choices (default {defaults.every})")
     sub.add_argument("--rows", type=positive_int, default=16,
                      help="array rows the report counts tiles on (default 16)")
     sub.add_argument("--cols", type=positive_int, default=16,
@@ -88,8 +112,9 @@ def add_train(sub):
 def _spec(args):
     from codnn.golden.network import TermQuantization
 
+    from ..train.block_float import BlockFloat
     from ..train.run import ColumnCombine, TrainSpec
-    cc = tq = None
+    cc = tq = bfp = None
     if args.column_combine is not None:
         cc = ColumnCombine(sparsity=args.sparsity, points=args.points,
                            retrain_epochs=args.retrain_epochs, final_epochs=args.final_epochs,
@@ -97,9 +122,12 @@ def _spec(args):
                            **{"alpha": 8, "gamma": 0.5, **args.column_combine})
     if args.tq is not None:
         tq = TermQuantization(**{"g": 8, "alpha": 12, "beta": 3, **args.tq})
+    if args.block_float:
+        bfp = BlockFloat(widths=args.bfp_widths, a=args.bfp_a, b=args.bfp_b,
+                         every=args.bfp_every)
     return TrainSpec(model=args.model, data=args.data, epochs=args.epochs, lr=args.lr,
                      batch=args.batch, seed=args.seed, column_combine=cc, tq=tq,
-                     tq_epochs=args.tq_epochs, rows=args.rows, cols=args.cols)
+                     tq_epochs=args.tq_epochs, bfp=bfp, rows=args.rows, cols=args.cols)
 
 
 def run_train(args):
@@ -126,7 +154,8 @@ def run_train(args):
                [("phase", "phase"), ("epochs", "epochs"), ("rate", "prune rate"),
                 ("sparsity", "zeros"), ("groups", "columns / groups"), ("tiles", "tiles"),
                 ("dense_tiles", "dense tiles"), ("tile_ratio", "tiles / dense"),
-                ("accuracy", "test accuracy"), ("seconds", "seconds")])
+                ("accuracy", "test accuracy"), ("seconds", "seconds")]
+               + ([("bits_per_mac", "bit ops per MAC")] if args.block_float else []))
     print_rows("per layer, as written", report["layers"],
                [("name", "layer"), ("shape", "N x C"), ("sparsity", "zeros"),
                 ("groups", "columns / groups"), ("tiles", "tiles"),

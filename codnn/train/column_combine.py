@@ -5,7 +5,6 @@ conflict pruning together leave the point's rate (``golden.joint_optimization
 .pack_to_rate``), the zeros written into the model; training then keeps them at zero with
 ``apply_masks`` after every optimizer step."""
 
-import numpy as np
 import torch
 
 from codnn.golden.column_combining import dense_tiles, pack, tiles

@@ -6,7 +6,7 @@ ReLU, global average pooling, dense layers."""
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "build_model", "array_layers", "named_array_layers"]
+__all__ = ["MODELS", "build_model", "array_layers", "named_array_layers", "fold_batch_norm"]
 
 
 class _Features(nn.Module):
@@ -111,3 +111,20 @@ def named_array_layers(model):
 def array_layers(model):
     """The modules of ``named_array_layers``."""
     return [m for _, m in named_array_layers(model)]
+
+
+def fold_batch_norm(model):
+    """Fold every batch normalization into the convolution before it (in place; the
+    normalization becomes an identity), as the ONNX import does: training on from here
+    trains the weights the arrays compute with."""
+    for sequence in [m for m in model.modules() if isinstance(m, nn.Sequential)]:
+        for k in range(len(sequence) - 1):
+            conv, norm = sequence[k], sequence[k + 1]
+            if not (isinstance(conv, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d)):
+                continue
+            with torch.no_grad():
+                scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
+                bias = conv.bias if conv.bias is not None else torch.zeros_like(scale)
+                conv.weight.mul_(scale[:, None, None, None])
+                conv.bias = nn.Parameter(norm.bias + (bias - norm.running_mean) * scale)
+            sequence[k + 1] = nn.Identity()

@@ -12,8 +12,11 @@ and the epoch (so a resumed run is the same run):
   and retrained ``retrain_epochs`` (the last point ``final_epochs``) at ``lr / 2`` with its
   zeros fixed. ``oneshot``: one point at ``sparsity``, retrained as many epochs in all
   (the plain prune, pack, retrain baseline).
-- term quantization: ``tq_epochs`` epochs at ``lr / 2`` with the forward pass of
-  ``codnn.train.term_quant``.
+- term quantization: batch normalization folded into the convolutions (as the ONNX import
+  folds it, so the weights revealed are those the TQ array computes with), then
+  ``tq_epochs`` epochs at ``lr / 2`` with the forward pass of ``codnn.train.term_quant``.
+- block floating point (FAST): the dense phase itself computes in block floating point
+  (``codnn.train.block_float``), from the first step.
 """
 
 import os
@@ -30,10 +33,16 @@ from codnn.golden.network import TermQuantization
 from codnn.golden.term_quant import ENCODINGS
 from codnn.model.datasets import DATASETS, load_dataset
 
-from . import TrainError, term_quant
+from . import TrainError, block_float, term_quant
 from .column_combine import apply_masks, packing_rows, prune_and_pack
 from .export import export_onnx
-from .models import MODELS, array_layers, build_model, named_array_layers
+from .models import (
+    MODELS,
+    array_layers,
+    build_model,
+    fold_batch_norm,
+    named_array_layers,
+)
 
 __all__ = ["SEED", "SCHEDULES", "TrainError", "ColumnCombine", "TrainSpec", "Phase", "train"]
 
@@ -63,6 +72,7 @@ class Phase:
     lr: float
     rate: float | None = None
     tq: bool = False
+    bfp: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class TrainSpec:
     column_combine: ColumnCombine | None = None
     tq: TermQuantization | None = None
     tq_epochs: int = 5
+    bfp: block_float.BlockFloat | None = None
     rows: int = 16
     cols: int = 16
 
@@ -92,10 +103,22 @@ class TrainSpec:
             raise TrainError("epochs, batch, tq epochs, rows and cols must be at least 1")
         if not 0 < self.lr < 1:
             raise TrainError(f"learning rate must lie in (0, 1), not {self.lr}")
-        cc, tq = self.column_combine, self.tq
+        cc, tq, bfp = self.column_combine, self.tq, self.bfp
         if cc and tq:
             raise TrainError("column combining and term quantization are two arrays: "
                              "train for one of them")
+        if bfp and (cc or tq):
+            raise TrainError("block floating point training is a run of its own: not with "
+                             "column combining or term quantization")
+        if bfp:
+            widths = tuple(bfp.widths)
+            if not widths or min(widths) < 1 or max(widths) > 21 or any(
+                    b != a + 2 for a, b in zip(widths, widths[1:])):
+                raise TrainError(f"block floating point widths must lie in 1..21 and rise "
+                                 f"by 2, not {widths}")
+            if bfp.g < 1 or bfp.every < 1 or not 0 <= bfp.seed < 1 << 32:
+                raise TrainError("block floating point needs g >= 1, every >= 1 and a "
+                                 "seed in 0..2**32-1")
         if cc:
             if cc.alpha < 1 or cc.points < 1 or cc.retrain_epochs < 0 or cc.final_epochs < 1:
                 raise TrainError("column combining needs alpha >= 1, points >= 1, "
@@ -116,7 +139,8 @@ class TrainSpec:
                                  f"{', '.join(ENCODINGS)}")
 
     def phases(self):
-        phases = [Phase("dense", self.epochs, self.lr)]
+        phases = [Phase("block floating point" if self.bfp else "dense", self.epochs,
+                        self.lr, bfp=bool(self.bfp))]
         cc = self.column_combine
         if cc and cc.schedule == "joint":
             phases += [Phase(f"prune {i}/{cc.points}",
@@ -127,7 +151,7 @@ class TrainSpec:
             total = cc.retrain_epochs * (cc.points - 1) + cc.final_epochs
             phases.append(Phase("prune 1/1", total, self.lr / 2, cc.sparsity))
         if self.tq:
-            phases.append(Phase("term quantization", self.tq_epochs, self.lr / 2, tq=True))
+            phases.append(Phase("term quantization", self.tq_epochs, self.lr / 10, tq=True))
         return phases
 
 
@@ -145,8 +169,9 @@ def accuracy(model, x, y, chunk=500):
     return hits / len(x)
 
 
-def _epoch(model, x, y, optimizer, batch, generator, masks):
-    """One pass over the training set; the mean loss."""
+def _epoch(model, x, y, optimizer, batch, generator, after_step):
+    """One pass over the training set, ``after_step()`` after every optimizer step; the
+    mean loss."""
     model.train()
     order = torch.randperm(len(x), generator=generator)
     total = 0.0
@@ -156,8 +181,7 @@ def _epoch(model, x, y, optimizer, batch, generator, masks):
         loss = nn.functional.cross_entropy(model(x[chosen]), y[chosen])
         loss.backward()
         optimizer.step()
-        if masks:
-            apply_masks(model, masks)
+        after_step()
         total += loss.item() * len(chosen)
     return total / len(x)
 
@@ -194,7 +218,37 @@ def _summary(layers):
             "dense_tiles": dense, "tile_ratio": tiles / dense}
 
 
-def _load_checkpoint(path, spec, model):
+def _arithmetic(phase, spec, model, steps, step, counted):
+    """Attach the phase's arithmetic to ``model``: ``(block floating point state or None,
+    the function that detaches it)``. ``step``: the steps already run; ``counted``: the
+    block floating point state saved by then."""
+    if phase.tq:
+        if not step:
+            fold_batch_norm(model)
+        hooks = term_quant.attach(model, spec.tq)
+        return None, lambda: term_quant.detach(model, hooks)
+    if phase.bfp:
+        counter, hooks = block_float.attach(model, spec.bfp, steps)
+        counter.step = step
+        if step and counted:
+            counter.restore(counted)
+        return counter, lambda: block_float.detach(model, hooks)
+    return None, lambda: None
+
+
+def _costs(counter):
+    """A block floating point phase's training cost, against fp32 (24-bit significands)
+    and fixed 8-bit mantissas on the same multiply-accumulates."""
+    macs = counter.macs
+    return {"bit_ops": counter.bit_ops, "macs": macs,
+            "bits_per_mac": counter.bit_ops / max(macs, 1),
+            "fp32_bit_ops": 3 * 24 ** 2 * macs, "bfp8_bit_ops": 3 * 8 ** 2 * macs,
+            "final_widths": {f"{layer}/{kind}": m
+                             for (layer, kind), m in sorted(counter.chosen.items())}}
+
+
+def _load_checkpoint(path, spec):
+    """The checkpoint at ``path``, checked to belong to ``spec``."""
     if not path.is_file():
         raise TrainError(f"no checkpoint to resume in {path.parent} (the run finished, or "
                          f"never started)")
@@ -208,11 +262,6 @@ def _load_checkpoint(path, spec, model):
                         if stored.get(k) != _spec_dict(spec).get(k))
         raise TrainError(f"{path} belongs to another run (it differs in "
                          f"{', '.join(differ)}): give the same settings, or another folder")
-    try:
-        model.load_state_dict(saved["model"])
-    except RuntimeError as error:
-        raise TrainError(f"{path} does not match model {spec.model!r} "
-                         f"({str(error).splitlines()[0]})") from None
     return saved
 
 
@@ -249,39 +298,55 @@ def train(spec, out, *, resume=False, progress=None):
     state = {"phase": 0, "epoch": 0, "masks": None, "groups": None, "rows": [],
              "optimizer": None}
     if resume:
-        state.update(_load_checkpoint(path, spec, model))
+        state.update(_load_checkpoint(path, spec))
+        if phases[state["phase"]].tq:                 # saved after fine-tuning began
+            fold_batch_norm(model)
+        try:
+            model.load_state_dict(state["model"])
+        except (RuntimeError, KeyError) as error:
+            raise TrainError(f"{path} does not match model {spec.model!r} "
+                             f"({str(error).splitlines()[0]})") from None
         progress(f"resuming after {phases[state['phase']].name}, epoch {state['epoch']}")
     out.mkdir(parents=True, exist_ok=True)
     x, y, test_x, test_y = _tensors(data)
     masks, groups, rows = state["masks"], state["groups"], state["rows"]
     cc = spec.column_combine
+    batches = -(-len(x) // spec.batch)
     for k in range(state["phase"], len(phases)):
         phase = phases[k]
         start = state["epoch"] if k == state["phase"] else 0
-        hooks = term_quant.attach(model, spec.tq) if phase.tq else None
+        counter, undo = _arithmetic(phase, spec, model, phase.epochs * batches,
+                                    start * batches, state.get("bfp"))
         began = time.perf_counter()
         if phase.rate is not None and start == 0:
             masks, groups = prune_and_pack(model, phase.rate, cc.alpha, cc.gamma, groups)
         optimizer = torch.optim.Adam(model.parameters(), lr=phase.lr)
         if start:
             optimizer.load_state_dict(state["optimizer"])
+
+        def after_step():
+            if masks:
+                apply_masks(model, masks)
+            if counter:
+                counter.step += 1
         for epoch in range(start, phase.epochs):
             generator = torch.Generator().manual_seed(spec.seed + 7919 * k + epoch)
-            loss = _epoch(model, x, y, optimizer, spec.batch, generator, masks)
+            loss = _epoch(model, x, y, optimizer, spec.batch, generator, after_step)
             score = accuracy(model, test_x, test_y)
             progress(f"{phase.name}: epoch {epoch + 1}/{phase.epochs}, loss {loss:.4f}, "
                      f"test accuracy {score:.2%}")
             if epoch == phase.epochs - 1:
                 row = {"phase": phase.name, "epochs": phase.epochs, "rate": phase.rate,
                        **_summary(_layer_rows(model, spec, groups)), "accuracy": score,
-                       "loss": loss, "seconds": time.perf_counter() - began}
+                       "loss": loss, "seconds": time.perf_counter() - began,
+                       **(_costs(counter) if counter else {})}
                 rows.append(row)
-            _save_checkpoint(path, {"spec": _spec_dict(spec), "phase": k, "epoch": epoch + 1,
-                                    "model": _plain_state(model),
-                                    "optimizer": optimizer.state_dict(), "masks": masks,
-                                    "groups": groups, "rows": rows})
-        if hooks:
-            term_quant.detach(model, hooks)
+            _save_checkpoint(path, {
+                "spec": _spec_dict(spec), "phase": k, "epoch": epoch + 1,
+                "model": _plain_state(model), "optimizer": optimizer.state_dict(),
+                "masks": masks, "groups": groups, "rows": rows,
+                "bfp": counter.saved() if counter else None})
+        undo()
     layers = _layer_rows(model, spec, groups)
     for (name, _), row in zip(named_array_layers(model), layers):
         row["name"] = name
