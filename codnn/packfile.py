@@ -21,25 +21,22 @@ class WeightFileError(ValueError):
     """A weight file is missing, unreadable or holds something that is not a layer."""
 
 
-def _as_matrix(name, array, channels_last):
+def _as_matrix(name, array):
     if 0 in array.shape:
         raise WeightFileError(f"layer {name!r} has shape {array.shape}: no "
                               f"{'filters' if array.shape[0] == 0 else 'input channels'}")
     if array.ndim == 4:
-        matrix = conv_weight_matrix(array)                 # checks the shape
-        if channels_last:                                  # (ky, kx, c) columns
-            return array.transpose(0, 2, 3, 1).reshape(matrix.shape)
-        return matrix
+        return conv_weight_matrix(array)
     if array.ndim != 2:
         raise WeightFileError(f"layer {name!r} has shape {array.shape}: expected an N x C "
                               f"matrix or C_out x C_in x k x k conv weights")
     return array
 
 
-def load_layers(path, channels_last=False):
+def load_layers(path):
     """Return ``{name: N x C float matrix}`` from a ``.npy`` or ``.npz`` file. Conv weights
-    ``(C_out, C_in, k, k)`` flatten to columns ``(c, ky, kx)`` (as ``im2col``), or with
-    ``channels_last`` to ``(ky, kx, c)``, so that consecutive columns are input channels.
+    ``(C_out, C_in, k, k)`` flatten to columns ``(c, ky, kx)``, as ``im2col`` orders a
+    convolution's inputs (codnn's one column order).
 
     Raises
     ------
@@ -69,7 +66,7 @@ def load_layers(path, channels_last=False):
             raise WeightFileError(f"layer {name!r} holds {array.dtype}, not real numbers")
         if not np.isfinite(array).all():
             raise WeightFileError(f"layer {name!r} holds NaN or infinite weights")
-    return {name: _as_matrix(name, array, channels_last) for name, array in layers.items()}
+    return {name: _as_matrix(name, array) for name, array in layers.items()}
 
 
 def save_packed(path, packed_layers):

@@ -1,8 +1,8 @@
 """Term-quantizing weight files (``codnn quantize``).
 
 Input: as ``codnn pack`` (``.npy`` or ``.npz``; conv weights ``(C_out, C_in, k, k)`` are
-flattened with the input channels innermost, ``(ky, kx, c)``, so a group is ``g``
-consecutive input channels at one kernel position, as in the paper). Each layer is
+flattened to columns ``(c, ky, kx)``, as ``im2col`` orders a convolution's inputs, so a
+group is ``g`` consecutive columns in that order, as on the TQ array). Each layer is
 quantized to sign-magnitude integers (``mag_bits``, max-abs scale), then term-revealed in
 groups of ``g`` along its input axis (the last group zero-padded) with budget ``alpha``.
 
@@ -83,7 +83,7 @@ def quantize_file(path, output, *, g, alpha, beta, encoding="naf", mag_bits=7):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{what} must be a positive integer, not {value!r}")
     arrays, rows = {}, []
-    for name, matrix in load_layers(path, channels_last=True).items():
+    for name, matrix in load_layers(path).items():
         matrix = matrix.astype(np.float64)
         peak = float(np.abs(matrix).max())
         scale = peak / ((1 << mag_bits) - 1) if peak > 0 else 1.0

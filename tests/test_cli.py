@@ -278,7 +278,8 @@ def test_packed_file_that_does_not_match_the_array_exits_2(capsys, tmp_path, cas
 def test_quantize_reports_and_writes_the_revealed_layers(capsys, tmp_path):
     weights = tmp_path / "w.npz"
     rng = np.random.default_rng(12)
-    np.savez(weights, fc=rng.standard_normal((16, 50)), conv=rng.standard_normal((8, 4, 3, 3)))
+    conv = rng.standard_normal((8, 4, 3, 3))
+    np.savez(weights, fc=rng.standard_normal((16, 50)), conv=conv)
     out = tmp_path / "tq.npz"
     code, stdout, _ = run(capsys, "quantize", str(weights), "--group", "8", "--budget", "12",
                           "--data-terms", "3", "-o", str(out), "--json")
@@ -289,13 +290,14 @@ def test_quantize_reports_and_writes_the_revealed_layers(capsys, tmp_path):
     assert report["fc"]["pairs_ratio"] == round(50 * 64 / (7 * 36), 2)
     assert report["fc"]["terms_after"] <= 12 * 7 / 50 < report["fc"]["terms_before"]
     assert report["fc"]["sqnr_uq_db"] > report["fc"]["sqnr_tq_db"] > 10
-    from codnn.golden.term_quant import group, reveal, ungroup
+    from codnn.golden.term_quant import group, quantize, reveal, ungroup
     with np.load(out) as saved:
         q, tq = saved["fc/q"], saved["fc/tq"]
         assert np.array_equal(tq, ungroup(reveal(group(q, 8), 12), 50))
         assert saved["fc/meta"].tolist() == [8, 12, 7, 1]
-        # conv: channels innermost, so a group is 8 channels... of only 4: padded
-        assert saved["conv/q"].shape == (8, 36)
+        # conv: columns in im2col order (c, ky, kx), as every codnn path flattens them
+        assert np.array_equal(saved["conv/q"],
+                              quantize(conv.reshape(8, 36), float(saved["conv/scale"])))
 
 
 @pytest.mark.parametrize("argv,expected", [
