@@ -161,6 +161,12 @@ def test_block_dot_equals_the_exact_reference(g, m, out_m):
         assert (E[k], M[k]) == _dot_reference(Ea[k], Ma[k], Eb[k], Mb[k], m, out_m, r), k
 
 
+def test_block_dot_worked_example():
+    # docs/semantics.md section 8: P = 4, q = -5, so E = -3 and M = 8 (0.125)
+    E, M = block_dot([0], [[3, -1]], [1], [[2, 2]], 4, 4, [0], stochastic=False)
+    assert (E.tolist(), M.tolist()) == ([-3], [8])
+
+
 def test_block_dot_bad_input():
     ones = np.ones((1, 4), np.int64)
     with pytest.raises(ValueError, match="Mantissas"):

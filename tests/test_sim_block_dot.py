@@ -41,7 +41,7 @@ def test_icarus_under_stalls(icarus):
 
 
 def test_latency_and_parameters():
-    assert BlockDot().latency == 9 and BlockDot(g=1).latency == 6
+    assert BlockDot().latency == 10 and BlockDot(g=1).latency == 7
     assert BlockDot(g=16, m=4).sum_bits == 12
     with pytest.raises(TypeError, match="Block size"):
         BlockDot(g=0)

@@ -31,11 +31,11 @@ class BlockDot(wiring.Component):
     a zero sum gives ``(0, 0)``.
 
     Pipeline: products; a registered adder tree (``ceil(log2 g)`` levels, at least one);
-    sign and magnitude; leading one and exponent; normalizing shift; noise added, shifted
+    sign and magnitude; leading one and exponent; normalizing shift; noise added; shifted
     out, saturated and signed. The noise is ``fmix32`` of the counter over five stages
     beside the products and the tree. The pipeline stalls as a whole under backpressure.
 
-    Latency: ``latency`` = ``5 + max(1, ceil(log2 g))`` cycles (9 at ``g = 16``).
+    Latency: ``latency`` = ``6 + max(1, ceil(log2 g))`` cycles (10 at ``g = 16``).
     Throughput: one block (``g`` products) per cycle.
 
     Raises
@@ -69,7 +69,7 @@ class BlockDot(wiring.Component):
     @property
     def latency(self):
         """Cycles from an accepted input beat to its output beat."""
-        return 5 + self._tree_levels
+        return 6 + self._tree_levels
 
     @property
     def sum_bits(self):
@@ -95,8 +95,8 @@ class BlockDot(wiring.Component):
         total = level[0]
         q = delay(beat.ea + beat.eb - (2 * self.m - 2), 1 + self._tree_levels, "q")
         noise = delay(fmix32_stages(register, beat.counter, "noise")[32 - NOISE_BITS:],
-                      self.latency - 6, "noise")
-        stochastic = delay(beat.stochastic, self.latency - 1, "stochastic")
+                      self.latency - 7, "noise")
+        stochastic = delay(beat.stochastic, self.latency - 2, "stochastic")
 
         # Sign and magnitude.
         width = self.sum_bits
@@ -127,8 +127,12 @@ class BlockDot(wiring.Component):
                                     ((zero, "zero"), (exponent, "exponent"),
                                      (negative, "negative")))
 
-        # Noise, shift out, saturate, sign.
-        rounded = (aligned + Mux(stochastic, noise, 1 << (NOISE_BITS - 1))) >> NOISE_BITS
+        # Noise added; then shifted out, saturated and signed.
+        rounded = register((aligned + Mux(stochastic, noise, 1 << (NOISE_BITS - 1)))
+                           >> NOISE_BITS, "rounded")
+        zero, exponent, negative = (delay(s, 1, f"{n}_r") for s, n in
+                                    ((zero, "zero"), (exponent, "exponent"),
+                                     (negative, "negative")))
         top_value = (1 << self.out_m) - 1
         mantissa = Mux(rounded > top_value, top_value, rounded)[:self.out_m]
         signed_mantissa = Mux(negative, -mantissa, mantissa)
