@@ -18,13 +18,11 @@ cores; seeds fixed):
 Prints the table; writes ``column_combining.csv`` and ``column_combining.png`` to --out.
 """
 
-import argparse
-import csv
 import time
-from pathlib import Path
+
+from reproduction import reproduce
 
 from codnn.model.infer import infer
-from codnn.render import print_rows
 from codnn.train.run import ColumnCombine, TrainSpec, train
 
 #: network -> (data set, dense epochs, epochs per prune point, epochs after the last)
@@ -58,10 +56,12 @@ def _run(network, sparsity, schedule, out):
     return row
 
 
-def _plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _network_rows(network, out):
+    return [*(_run(network, s, "joint", out) for s in SPARSITIES),
+            _run(network, 0.8, "oneshot", out)]
+
+
+def _plot(plt, rows):
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for network in dict.fromkeys(r["network"] for r in rows):
         joint = [r for r in rows if r["network"] == network and r["schedule"] == "joint"]
@@ -74,34 +74,10 @@ def _plot(rows, path):
         axis.grid(alpha=0.3)
         axis.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("build/benchmarks/column_combining"))
-    parser.add_argument("--networks", default=",".join(NETWORKS),
-                        help=f"comma-separated, of {', '.join(NETWORKS)}")
-    args = parser.parse_args()
-    networks = args.networks.split(",")
-    unknown = set(networks) - set(NETWORKS)
-    if unknown:
-        parser.error(f"unknown networks {', '.join(sorted(unknown))}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for network in networks:
-        rows += [_run(network, s, "joint", args.out) for s in SPARSITIES]
-        rows.append(_run(network, 0.8, "oneshot", args.out))
-    columns = [(k, k.replace("_", " ")) for k in rows[0]]
-    print_rows("column combining trained for a 16 x 16 array, alpha 8, gamma 0.5", rows,
-               columns)
-    with open(args.out / "column_combining.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    _plot(rows, args.out / "column_combining.png")
-    print(f"wrote {args.out / 'column_combining.csv'} and {args.out / 'column_combining.png'}")
+    return figure
 
 
 if __name__ == "__main__":
-    main()
+    reproduce(__doc__, NETWORKS, "column_combining",
+              "column combining trained for a 16 x 16 array, alpha 8, gamma 0.5",
+              _network_rows, _plot)

@@ -1,0 +1,37 @@
+"""What the papers' reproduction scripts share: their command line (``--out``,
+``--networks``), the printed table, the CSV and the PNG."""
+
+import argparse
+import csv
+from pathlib import Path
+
+from codnn.render import print_rows
+
+__all__ = ["reproduce"]
+
+
+def reproduce(doc, networks, name, title, rows_of, plot):
+    """Parse the command line, run ``rows_of(network, out)`` for each network asked, print
+    the rows as a table titled ``title``, write ``OUT/name.csv`` and the figure
+    ``plot(pyplot, rows)`` returns as ``OUT/name.png``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("build/benchmarks") / name)
+    parser.add_argument("--networks", default=",".join(networks),
+                        help=f"comma-separated, of {', '.join(networks)}")
+    args = parser.parse_args()
+    chosen = args.networks.split(",")
+    unknown = set(chosen) - set(networks)
+    if unknown:
+        parser.error(f"unknown networks {', '.join(sorted(unknown))}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = [row for network in chosen for row in rows_of(network, args.out)]
+    print_rows(title, rows, [(k, k.replace("_", " ")) for k in rows[0]])
+    with open(args.out / f"{name}.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plot(plt, rows).savefig(args.out / f"{name}.png", dpi=120)
+    print(f"wrote {args.out / f'{name}.csv'} and {args.out / f'{name}.png'}")
