@@ -1,6 +1,7 @@
-"""A training run (``codnn train``): dense training, then column-combining prune points
-with retraining or term-quantization-aware fine-tuning, a checkpoint after every epoch, the
-ONNX model and a per-phase report at the end.
+"""A training run (``codnn train``): dense training (or block floating point training),
+then column-combining prune points with retraining or term-quantization-aware
+fine-tuning; a checkpoint after every epoch, the ONNX model and a per-phase report at the
+end.
 
 Phases, each with a fresh Adam optimizer and the batch order drawn from ``seed``, the phase
 and the epoch (so a resumed run is the same run):
@@ -14,7 +15,7 @@ and the epoch (so a resumed run is the same run):
   (the plain prune, pack, retrain baseline).
 - term quantization: batch normalization folded into the convolutions (as the ONNX import
   folds it, so the weights revealed are those the TQ array computes with), then
-  ``tq_epochs`` epochs at ``lr / 2`` with the forward pass of ``codnn.train.term_quant``.
+  ``tq_epochs`` epochs at ``lr / 10`` with the forward pass of ``codnn.train.term_quant``.
 - block floating point (FAST): the dense phase itself computes in block floating point
   (``codnn.train.block_float``), from the first step.
 """
@@ -187,7 +188,8 @@ def _epoch(model, x, y, optimizer, batch, generator, after_step):
 
 
 def _plain_state(model):
-    """The model's state with the names it has without term-quantization parametrizations."""
+    """The model's state under the names it has without the parametrizations of
+    ``term_quant`` and ``block_float`` (a checkpoint loads into a plain model)."""
     return {k.replace("parametrizations.", "").replace(".original", ""): v
             for k, v in model.state_dict().items()}
 
