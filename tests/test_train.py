@@ -4,6 +4,8 @@ report's tiles equal codnn infer's), resume equal to an uninterrupted run, the
 term-quantized forward pass against golden, and bad settings and checkpoints."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -248,3 +250,19 @@ def test_cli_trains_and_reports(tmp_path, capsys):
 def test_cli_bad_arguments(tmp_path, capsys, argv, message):
     code, out, err = _cli(capsys, "train", *argv, "-o", str(tmp_path / "out"))
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_without_pytorch_the_command_says_how_to_install_it():
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] == 'torch':\n"
+               "            raise ImportError('No module named torch')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "from codnn.cli import main\n"
+               "sys.exit(main(['train', 'lenet5']))\n")
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("codnn train needs PyTorch (No module named torch): "
+                                   "pip install 'codnn[train]'")

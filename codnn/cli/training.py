@@ -1,6 +1,7 @@
 """``codnn train``: train a model for the arrays (PyTorch, the ``train`` extra): dense, then
-column combining (prune points with retraining) or term-quantization-aware fine-tuning;
-writes the ONNX model ``codnn infer`` runs and a per-phase report."""
+column combining (prune points with retraining) or term-quantization-aware fine-tuning,
+or in block floating point throughout; writes the ONNX model ``codnn infer`` runs and a
+per-phase report. Without PyTorch the command says how to install it (exit 2)."""
 
 import argparse
 
@@ -41,9 +42,13 @@ def _widths(text):
 
 def add_train(sub):
     from ..model.datasets import DATASETS
-    from ..train.block_float import BlockFloat
-    from ..train.models import MODELS
-    from ..train.run import SCHEDULES, SEED
+    try:
+        from ..train.block_float import BlockFloat
+        from ..train.models import MODELS
+        from ..train.run import SCHEDULES, SEED
+    except ImportError as error:
+        raise UsageError(f"codnn train needs PyTorch ({error}): pip install "
+                         f"'codnn[train]'") from None
     sub.description = ("Train a model for the arrays on a data set that ships with a "
                        "package: dense, then with --column-combine prune points with "
                        "retraining (the paper's joint optimization), or with --tq "
@@ -135,11 +140,7 @@ def run_train(args):
 
     from ..render import err_console, print_json, print_rows
     from ..sim import default_build_root
-    try:
-        from ..train.run import train
-    except ImportError as error:
-        raise UsageError(f"codnn train needs PyTorch ({error}): pip install "
-                         f"'codnn[train]'") from None
+    from ..train.run import train
     spec = _spec(args)
     out = Path(args.output) if args.output else \
         Path(args.build_dir or default_build_root()) / "train" / f"{args.model}-{args.data}"
