@@ -39,12 +39,16 @@ class BlockFloat:
     every: int = 16
 
 
+def _blocks_last(x):
+    """``x`` (a tensor) as a float32 array with its block axis (axis 1) last."""
+    array = x.detach().float().numpy()
+    return np.moveaxis(array, 1, -1) if x.dim() > 1 else array[None]
+
+
 def quantize_tensor(x, m, g, *, stochastic, seed):
     """``x`` (a tensor) through block floating point, blocks along axis 1."""
-    array = np.moveaxis(x.detach().float().numpy(), 1, -1) if x.dim() > 1 else \
-        x.detach().float().numpy()[None]
-    rounded = block_float(array, m, g=g, rounding="stochastic" if stochastic else "nearest",
-                          seed=seed)
+    rounded = block_float(_blocks_last(x), m, g=g,
+                          rounding="stochastic" if stochastic else "nearest", seed=seed)
     rounded = np.moveaxis(rounded, -1, 1) if x.dim() > 1 else rounded[0]
     return torch.from_numpy(np.ascontiguousarray(rounded)).to(x.dtype)
 
@@ -67,9 +71,7 @@ class BlockFloatState:
         else:
             eps = threshold(layer, self.layers, min(self.step, self.steps), self.steps,
                             self.settings.a, self.settings.b)
-            array = np.moveaxis(x.detach().float().numpy(), 1, -1) if x.dim() > 1 else \
-                x.detach().float().numpy()[None]
-            m = choose_mantissa(array, eps, widths=widths, g=self.settings.g)
+            m = choose_mantissa(_blocks_last(x), eps, widths=widths, g=self.settings.g)
         self.chosen[layer, kind] = m
         return m
 
