@@ -483,10 +483,10 @@ def test_json_into_a_closed_pipe_is_quiet():
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
 
 
-def test_simulate_nic_engines_json(capsys):
+def test_simulate_nic_engines_json(capsys, icarus):
     for engine, lanes in (("compressor", "1"), ("terngrad_decoder", "2")):
         code, out, _ = run(capsys, "simulate", engine, "--lanes", lanes, "--beats", "40",
-                           "--seed", "5", "--json")
+                           "--seed", "5", "--sim", icarus, "--json")
         report = json.loads(out)
         assert code == 0 and report["result"] == "pass" and report["bad_messages"] >= 3
     code, _, err = run(capsys, "simulate", "compressor", "--lanes", "3")

@@ -201,7 +201,8 @@ def add_demo(sub):
     sub.add_argument("--engines", action="store_true",
                      help="run every engine's own flow (generate, simulate, synthesize)")
     sub.add_argument("--quick", action="store_true",
-                     help="with --engines: smaller runs, Verilator only")
+                     help="with --engines: smaller runs on one simulator (Icarus when "
+                          "installed), only the one-lane fmix32 synthesized")
     _array_options(sub, rtl_default=2)
 
 
