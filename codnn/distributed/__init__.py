@@ -1,0 +1,2 @@
+"""Distributed training with the NIC codecs: ``fast_codec`` (the INCEPTIONN-style codec
+compiled with numba, byte-equal to ``codnn.golden.inceptionn``)."""
