@@ -1,0 +1,110 @@
+"""The DDP communication hooks (codnn.distributed.hooks) in real processes over gloo: every
+rank ends with the same weights, bit for bit; each step's averaged gradient is the mean,
+in rank order, of what the golden codec decodes from each rank's golden message; the bytes
+sent are the golden messages' bytes; bad settings are refused."""
+
+import os
+import socket
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from codnn.distributed.hooks import _hook, inceptionn_hook, terngrad_hook
+from codnn.golden import inceptionn, terngrad
+
+WORLD, STEPS, SEED = 2, 3, 20261125
+
+
+def _worker(rank, port, codec, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD,
+                            timeout=timedelta(seconds=60))
+    torch.manual_seed(SEED)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)))
+    state, hook = (terngrad_hook(SEED, "clip") if codec == "terngrad" else
+                   inceptionn_hook(7, error_feedback=codec == "inceptionn+feedback"))
+    seen = {"local": [], "averaged": [], "index": []}
+
+    def recording(state, bucket):
+        seen["local"].append(bucket.buffer().detach().clone().numpy())
+        seen["index"].append([bucket.index(), [g.numel() for g in bucket.gradients()]])
+        future = hook(state, bucket)
+        seen["averaged"].append(future.value().numpy().copy())
+        return future
+    model.register_comm_hook(state, recording)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(SEED + rank)
+    for _ in range(STEPS):
+        x, y = torch.randn(32, 20, generator=generator), torch.randint(0, 4, (32,),
+                                                                        generator=generator)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    np.savez(os.path.join(out, f"rank{rank}.npz"),
+             weights=np.concatenate([p.detach().numpy().ravel() for p in model.parameters()]),
+             local=np.stack(seen["local"]), averaged=np.stack(seen["averaged"]),
+             buckets=np.array([index for index, _ in seen["index"]]),
+             sizes=np.array([sizes for _, sizes in seen["index"]]), sent=state.sent_bytes)
+    dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _golden_messages(codec, local, rank, step, bucket, sizes):
+    """The messages the hook's docstring says a rank sends: one per parameter for
+    TernGrad, seeded ``seed + 1_000_003 t + 7919 r + 101 b + k``."""
+    if codec.startswith("inceptionn"):
+        return [inceptionn.compress(local, 7)]
+    starts = np.cumsum([0, *sizes])
+    return [terngrad.compress(
+        local[starts[k]:starts[k + 1]],
+        (SEED + 1_000_003 * step + 7919 * rank + 101 * bucket + k) % (1 << 32),
+        clip=terngrad.CLIP_SIGMAS) for k in range(len(sizes))]
+
+
+def _golden_decode(codec, messages):
+    if codec.startswith("inceptionn"):
+        return inceptionn.decompress(messages[0], 7)
+    return np.concatenate([terngrad.decompress(m) for m in messages]).astype(np.float32)
+
+
+@pytest.mark.parametrize("codec", ["inceptionn", "terngrad", "inceptionn+feedback"])
+def test_ranks_agree_and_send_golden_messages(tmp_path, codec):
+    mp.spawn(_worker, args=(_free_port(), codec, str(tmp_path)), nprocs=WORLD, join=True)
+    ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(WORLD)]
+    assert np.array_equal(ranks[0]["weights"], ranks[1]["weights"])
+    sent, residual = [0] * WORLD, [0] * WORLD
+    for step in range(STEPS):
+        total = np.zeros_like(ranks[0]["local"][step])
+        for rank, saved in enumerate(ranks):
+            local = saved["local"][step] + residual[rank]    # error feedback: what was lost
+            messages = _golden_messages(codec, local, rank, step,
+                                        int(saved["buckets"][step]), saved["sizes"][step])
+            sent[rank] += sum(len(m) for m in messages)
+            decoded = _golden_decode(codec, messages)
+            if codec == "inceptionn+feedback":
+                residual[rank] = local - decoded
+            total += decoded
+        expected = total / np.float32(WORLD)
+        for saved in ranks:
+            assert np.array_equal(saved["averaged"][step], expected), step
+    assert [int(saved["sent"]) for saved in ranks] == sent
+
+
+def test_bad_settings():
+    with pytest.raises(ValueError, match="7..15"):
+        inceptionn_hook(3)
+    with pytest.raises(ValueError, match="scaler must be one of max, clip"):
+        terngrad_hook(0, "mean")
+    with pytest.raises(ValueError, match="Seed"):
+        terngrad_hook(-1)
+    assert _hook is inceptionn_hook()[1]
