@@ -72,9 +72,9 @@ def joint_prune(weights, i, alpha, gamma, final_rate=FINAL_RATE):
     i : int
         Prune point, 1..10.
     final_rate : float
-        The rate the ramp approaches (``prune_rate``). Conflict pruning removes more on top
-        of the magnitude pruning, so a layer ends sparser than the rate; ``pack_to_rate``
-        lands on a rate exactly.
+        The rate the ramp reaches at the last point (``prune_rate``). Conflict pruning
+        removes more on top of the magnitude pruning, so a layer ends sparser than the
+        rate; ``pack_to_rate`` lands on a rate exactly.
     alpha : int or dict of str -> int
         Columns per group, one for all layers or per layer.
     gamma : float
