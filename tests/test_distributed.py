@@ -1,7 +1,8 @@
 """The DDP communication hooks (codnn.distributed.hooks) in real processes over gloo: every
 rank ends with the same weights, bit for bit; each step's averaged gradient is the mean,
 in rank order, of what the golden codec decodes from each rank's golden message; the bytes
-sent are the golden messages' bytes; bad settings are refused."""
+sent are the golden messages' bytes; NaN gradients cross the INCEPTIONN-style codec raw
+and are counted; bad settings are refused."""
 
 import os
 import socket
@@ -39,9 +40,11 @@ def _worker(rank, port, codec, out):
     model.register_comm_hook(state, recording)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     generator = torch.Generator().manual_seed(SEED + rank)
-    for _ in range(STEPS):
+    for step in range(STEPS):
         x, y = torch.randn(32, 20, generator=generator), torch.randint(0, 4, (32,),
                                                                         generator=generator)
+        if codec == "inceptionn" and rank == 0 and step == STEPS - 1:
+            x[0, 0] = float("nan")                 # its gradients turn NaN: sent raw
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
@@ -49,7 +52,9 @@ def _worker(rank, port, codec, out):
              weights=np.concatenate([p.detach().numpy().ravel() for p in model.parameters()]),
              local=np.stack(seen["local"]), averaged=np.stack(seen["averaged"]),
              buckets=np.array([index for index, _ in seen["index"]]),
-             sizes=np.array([sizes for _, sizes in seen["index"]]), sent=state.sent_bytes)
+             sizes=np.array([sizes for _, sizes in seen["index"]]), sent=state.sent_bytes,
+             nonfinite=state.nonfinite)
+    dist.barrier()                  # no rank leaves (and takes the store down) before all
     dist.destroy_process_group()
 
 
@@ -81,7 +86,7 @@ def _golden_decode(codec, messages):
 def test_ranks_agree_and_send_golden_messages(tmp_path, codec):
     mp.spawn(_worker, args=(_free_port(), codec, str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(WORLD)]
-    assert np.array_equal(ranks[0]["weights"], ranks[1]["weights"])
+    assert np.array_equal(ranks[0]["weights"], ranks[1]["weights"], equal_nan=True)
     sent, residual = [0] * WORLD, [0] * WORLD
     for step in range(STEPS):
         total = np.zeros_like(ranks[0]["local"][step])
@@ -96,8 +101,11 @@ def test_ranks_agree_and_send_golden_messages(tmp_path, codec):
             total += decoded
         expected = total / np.float32(WORLD)
         for saved in ranks:
-            assert np.array_equal(saved["averaged"][step], expected), step
+            assert np.array_equal(saved["averaged"][step], expected, equal_nan=True), step
     assert [int(saved["sent"]) for saved in ranks] == sent
+    nan_last_step = codec == "inceptionn"
+    assert (int(ranks[0]["nonfinite"]) > 0) == nan_last_step and int(ranks[1]["nonfinite"]) == 0
+    assert np.isnan(ranks[1]["averaged"][-1]).any() == nan_last_step
 
 
 def test_bad_settings():
