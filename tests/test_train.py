@@ -97,6 +97,9 @@ def test_bad_checkpoints(tmp_path):
     (tmp_path / "cut" / "checkpoint.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(TrainError, match="not a codnn training checkpoint"):
         train(TINY_CC, tmp_path / "cut", resume=True)
+    torch.save({"spec": "lenet5"}, tmp_path / "cut" / "checkpoint.pt")
+    with pytest.raises(TrainError, match="not a codnn training checkpoint"):
+        train(TINY_CC, tmp_path / "cut", resume=True)
     spec = {**TINY_CC.__dict__, "column_combine": TINY_CC.column_combine.__dict__}
     model = build_model("vgg6", (1, 8, 8))
     torch.save({"spec": {**spec, "epochs": 2}, "model": model.state_dict()},

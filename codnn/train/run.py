@@ -257,6 +257,8 @@ def _load_checkpoint(path, spec):
     try:
         saved = torch.load(path, weights_only=True)
         stored = saved["spec"]
+        if not isinstance(stored, dict):
+            raise TypeError("its settings are not a record")
     except Exception as error:                      # torch raises many kinds
         raise TrainError(f"{path} is not a codnn training checkpoint ({error})") from None
     if stored != _spec_dict(spec):
