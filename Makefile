@@ -15,7 +15,7 @@ demo: setup
 	$(BIN)/codnn demo
 
 test: setup
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --durations=5
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=5
 
 setup: $(STAMP) icarus
 
