@@ -21,7 +21,8 @@ import numpy as np
 
 __all__ = ["BOUND_BITS", "DEFAULT_BOUND_BITS", "BLOCK", "PAYLOAD_BYTES", "MAX_BLOCK_BYTES",
            "RAW_EXPONENT", "SMALL_BITS", "LARGE_BITS", "CorruptMessage",
-           "check_bound_bits", "classify", "compress", "decompress", "compressed_size"]
+           "check_bound_bits", "message_bits", "message_count", "classify", "compress",
+           "decompress", "compressed_size"]
 
 #: The error bounds ``2**-b`` the codec supports: ``b`` in 7..15.
 BOUND_BITS = range(7, 16)
@@ -58,11 +59,40 @@ def check_bound_bits(bound_bits):
                          f"{BOUND_BITS[-1]}, not {bound_bits!r}")
 
 
-def _float32_bits(x):
+def message_bits(x):
+    """The bits (flat uint32, C order) of the float32 values one message carries.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not float32.
+    ValueError
+        If there are 2**32 values or more.
+    """
     array = np.asarray(x)
     if array.dtype != np.float32:
         raise TypeError(f"Gradients must be float32, not {array.dtype}")
+    if array.size >= 1 << 32:
+        raise ValueError(f"A message holds fewer than 2**32 values, not {array.size}")
     return np.ascontiguousarray(array).reshape(-1).view(np.uint32)
+
+
+def message_count(raw):
+    """The value count of a message (``raw``: its bytes as uint8), checked against the
+    message's length.
+
+    Raises
+    ------
+    CorruptMessage
+        If there is no 4-byte count, or fewer bytes than the count's tag words need.
+    """
+    if raw.size < _HEADER:
+        raise CorruptMessage(f"Message of {raw.size} bytes has no 4-byte count")
+    count = int(raw[:_HEADER].view("<u4")[0])
+    if raw.size < compressed_size(count)[0]:
+        raise CorruptMessage(f"Message cut at byte {raw.size}: a count of {count} needs at"
+                             f" least {compressed_size(count)[0]} bytes")
+    return count
 
 
 def classify(x, bound_bits=DEFAULT_BOUND_BITS):
@@ -75,7 +105,7 @@ def classify(x, bound_bits=DEFAULT_BOUND_BITS):
         The payload as a little-endian integer of ``PAYLOAD_BYTES[tag]`` bytes.
     """
     check_bound_bits(bound_bits)
-    bits = _float32_bits(x)
+    bits = message_bits(x)
     exponent = ((bits >> 23) & 0xFF).astype(np.int16)
     sign = bits >> 31
     significand = (bits & 0x7F_FFFF) | 0x80_0000
@@ -110,8 +140,6 @@ def compress(x, bound_bits=DEFAULT_BOUND_BITS):
     """
     tags, payloads = classify(x, bound_bits)
     count = tags.size
-    if count >= 1 << 32:
-        raise ValueError(f"A message holds fewer than 2**32 values, not {count}")
     blocks = -(-count // BLOCK)
     padded = blocks * BLOCK
     tags = np.concatenate([tags, np.zeros(padded - count, np.uint8)]).reshape(blocks, BLOCK)
@@ -186,14 +214,9 @@ def decompress(data, bound_bits=DEFAULT_BOUND_BITS):
     """
     check_bound_bits(bound_bits)
     data = bytes(data)
-    if len(data) < _HEADER:
-        raise CorruptMessage(f"Message of {len(data)} bytes has no 4-byte count")
-    count = int.from_bytes(data[:_HEADER], "little")
-    blocks = -(-count // BLOCK)
-    if len(data) < compressed_size(count)[0]:
-        raise CorruptMessage(f"Message cut at byte {len(data)}: a count of {count} needs at"
-                             f" least {compressed_size(count)[0]} bytes")
     raw = np.frombuffer(data, np.uint8)
+    count = message_count(raw)
+    blocks = -(-count // BLOCK)
     starts, end = _block_starts(raw, blocks)
     if end > len(data):
         raise CorruptMessage(f"Message cut at byte {len(data)}: its blocks need {end} bytes")

@@ -19,6 +19,8 @@ from codnn.golden.inceptionn import (
     CorruptMessage,
     check_bound_bits,
     compressed_size,
+    message_bits,
+    message_count,
 )
 
 __all__ = ["compress", "decompress"]
@@ -126,12 +128,7 @@ def compress(x, bound_bits):
         If ``bound_bits`` is not in 7..15 or there are 2**32 values or more.
     """
     check_bound_bits(bound_bits)
-    array = np.asarray(x)
-    if array.dtype != np.float32:
-        raise TypeError(f"Gradients must be float32, not {array.dtype}")
-    bits = np.ascontiguousarray(array).reshape(-1).view(np.uint32)
-    if bits.size >= 1 << 32:
-        raise ValueError(f"A message holds fewer than 2**32 values, not {bits.size}")
+    bits = message_bits(x)
     out = np.empty(compressed_size(bits.size)[1], np.uint8)
     return out[:_compress(bits, int(bound_bits), out)].tobytes()
 
@@ -149,12 +146,7 @@ def decompress(data, bound_bits):
     """
     check_bound_bits(bound_bits)
     raw = np.frombuffer(bytes(data), np.uint8)
-    if raw.size < _HEADER:
-        raise CorruptMessage(f"Message of {raw.size} bytes has no 4-byte count")
-    count = int(raw[:_HEADER].view("<u4")[0])
-    if raw.size < compressed_size(count)[0]:
-        raise CorruptMessage(f"Message cut at byte {raw.size}: a count of {count} needs at "
-                             f"least {compressed_size(count)[0]} bytes")
+    count = message_count(raw)
     out = np.empty(count, np.uint32)
     error = _decompress(raw, count, int(bound_bits), out)
     if error:
