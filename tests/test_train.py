@@ -24,7 +24,8 @@ from codnn.train.block_float import quantize_tensor
 from codnn.train.export import export_onnx
 from codnn.train.models import MODELS, array_layers, build_model
 from codnn.train.run import ColumnCombine, TrainSpec, train
-from codnn.train.term_quant import attach, detach, revealed_weights, truncated_data
+from codnn.train.arithmetic import detach
+from codnn.train.term_quant import attach, revealed_weights, truncated_data
 
 SEED = 20261125
 #: The smallest column-combining run: 1 dense epoch, prune points at 0.7 and 0.8.

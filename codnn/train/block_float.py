@@ -17,9 +17,10 @@ from torch.nn.utils import parametrize
 
 from codnn.golden.block_float import block_float, choose_mantissa, threshold
 
+from .arithmetic import straight_through
 from .models import array_layers
 
-__all__ = ["BlockFloat", "BlockFloatState", "attach", "detach", "quantize_tensor"]
+__all__ = ["BlockFloat", "BlockFloatState", "attach", "quantize_tensor"]
 
 #: Which tensor of a layer a width and a seed belong to.
 KINDS = ("weight", "input", "gradient")
@@ -100,10 +101,6 @@ class BlockFloatState:
         self.macs += macs
 
 
-def _straight_through(x, rounded):
-    return x + (rounded - x).detach()
-
-
 class _Weights(torch.nn.Module):
     def __init__(self, state, layer, module):
         super().__init__()
@@ -111,7 +108,7 @@ class _Weights(torch.nn.Module):
         self.module = [module]                # not a submodule: no cycle in the state dict
 
     def forward(self, w):
-        return _straight_through(w, self.state.round(w, self.layer, "weight",
+        return straight_through(w, self.state.round(w, self.layer, "weight",
                                                      self.module[0].training))
 
 
@@ -133,7 +130,8 @@ class _RoundGradient(torch.autograd.Function):
 
 def attach(model, settings, steps):
     """Make ``model``'s array layers compute in block floating point for a run of
-    ``steps`` optimizer steps; return ``(state, hooks)``."""
+    ``steps`` optimizer steps; return ``(state, hooks)`` (``arithmetic.detach`` takes it
+    off again)."""
     layers = array_layers(model)
     state = BlockFloatState(settings, len(layers), steps)
     hooks = []
@@ -141,7 +139,7 @@ def attach(model, settings, steps):
         parametrize.register_parametrization(layer, "weight", _Weights(state, k, layer))
 
         def before(module, args, k=k):
-            return (_straight_through(args[0], state.round(args[0], k, "input",
+            return (straight_through(args[0], state.round(args[0], k, "input",
                                                            module.training)),)
 
         def after(module, args, output, k=k):
@@ -151,11 +149,3 @@ def attach(model, settings, steps):
                                         * module.weight[0].numel())
         hooks += [layer.register_forward_pre_hook(before), layer.register_forward_hook(after)]
     return state, hooks
-
-
-def detach(model, hooks):
-    """Undo ``attach``: the layers keep their float weights."""
-    for hook in hooks:
-        hook.remove()
-    for layer in array_layers(model):
-        parametrize.remove_parametrizations(layer, "weight", leave_parametrized=False)

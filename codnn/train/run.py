@@ -35,6 +35,7 @@ from codnn.golden.term_quant import ENCODINGS
 from codnn.model.datasets import DATASETS, load_dataset
 
 from . import TrainError, block_float, term_quant
+from .arithmetic import detach
 from .column_combine import apply_masks, packing_rows, prune_and_pack
 from .export import export_onnx
 from .models import (
@@ -194,10 +195,6 @@ def _plain_state(model):
             for k, v in model.state_dict().items()}
 
 
-def _spec_dict(spec):
-    return asdict(spec)
-
-
 def _layer_rows(model, spec, groups):
     if groups is None:
         rows = []
@@ -228,13 +225,13 @@ def _arithmetic(phase, spec, model, steps, step, counted):
         if not step:
             fold_batch_norm(model)
         hooks = term_quant.attach(model, spec.tq)
-        return None, lambda: term_quant.detach(model, hooks)
+        return None, lambda: detach(model, hooks)
     if phase.bfp:
         counter, hooks = block_float.attach(model, spec.bfp, steps)
         counter.step = step
         if step and counted:
             counter.restore(counted)
-        return counter, lambda: block_float.detach(model, hooks)
+        return counter, lambda: detach(model, hooks)
     return None, lambda: None
 
 
@@ -261,9 +258,10 @@ def _load_checkpoint(path, spec):
             raise TypeError("its settings are not a record")
     except Exception as error:                      # torch raises many kinds
         raise TrainError(f"{path} is not a codnn training checkpoint ({error})") from None
-    if stored != _spec_dict(spec):
-        differ = sorted(k for k in stored.keys() | _spec_dict(spec).keys()
-                        if stored.get(k) != _spec_dict(spec).get(k))
+    current = asdict(spec)
+    if stored != current:
+        differ = sorted(k for k in stored.keys() | current.keys()
+                        if stored.get(k) != current.get(k))
         raise TrainError(f"{path} belongs to another run (it differs in "
                          f"{', '.join(differ)}): give the same settings, or another folder")
     return saved
@@ -346,7 +344,7 @@ def train(spec, out, *, resume=False, progress=None):
                        **(_costs(counter) if counter else {})}
                 rows.append(row)
             _save_checkpoint(path, {
-                "spec": _spec_dict(spec), "phase": k, "epoch": epoch + 1,
+                "spec": asdict(spec), "phase": k, "epoch": epoch + 1,
                 "model": _plain_state(model), "optimizer": optimizer.state_dict(),
                 "masks": masks, "groups": groups, "rows": rows,
                 "bfp": counter.saved() if counter else None})
@@ -357,7 +355,7 @@ def train(spec, out, *, resume=False, progress=None):
     model_path = out / "model.onnx"
     export_onnx(model, model_path, shape,
                 (cc.alpha, cc.gamma, groups) if cc else None)
-    report = {"spec": _spec_dict(spec), "torch": torch.__version__, "phases": rows,
+    report = {"spec": asdict(spec), "torch": torch.__version__, "phases": rows,
               "layers": layers, "accuracy": rows[-1]["accuracy"],
               "train_images": len(x), "test_images": len(test_x), "model": str(model_path),
               "seconds": sum(r["seconds"] for r in rows)}

@@ -12,13 +12,10 @@ from torch.nn.utils import parametrize
 
 from codnn.golden.term_quant import group, quantize, reveal, truncate, ungroup
 
+from .arithmetic import straight_through
 from .models import array_layers
 
-__all__ = ["attach", "detach", "revealed_weights", "truncated_data"]
-
-
-def _straight_through(x, rounded):
-    return x + (rounded - x).detach()
+__all__ = ["attach", "revealed_weights", "truncated_data"]
 
 
 def revealed_weights(w, tq):
@@ -58,24 +55,17 @@ class _Reveal(torch.nn.Module):
         self.tq = tq
 
     def forward(self, w):
-        return _straight_through(w, revealed_weights(w, self.tq))
+        return straight_through(w, revealed_weights(w, self.tq))
 
 
 def attach(model, tq):
     """Make ``model``'s array layers compute with term quantization ``tq``
-    (``golden.network.TermQuantization``); return the hooks for ``detach``."""
+    (``golden.network.TermQuantization``); return the hooks for
+    ``arithmetic.detach``."""
     table = _truncation_table(tq)
     hooks = []
     for layer in array_layers(model):
         parametrize.register_parametrization(layer, "weight", _Reveal(tq))
         hooks.append(layer.register_forward_pre_hook(
-            lambda _, args: (_straight_through(args[0], truncated_data(args[0], tq, table)),)))
+            lambda _, args: (straight_through(args[0], truncated_data(args[0], tq, table)),)))
     return hooks
-
-
-def detach(model, hooks):
-    """Undo ``attach``: the layers keep their float (unrevealed) weights."""
-    for hook in hooks:
-        hook.remove()
-    for layer in array_layers(model):
-        parametrize.remove_parametrizations(layer, "weight", leave_parametrized=False)
