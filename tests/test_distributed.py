@@ -4,6 +4,7 @@ in rank order, of what the golden codec decodes from each rank's golden message;
 sent are the golden messages' bytes; NaN gradients cross the INCEPTIONN-style codec raw
 and are counted; bad settings are refused."""
 
+import gc
 import os
 import socket
 from datetime import timedelta
@@ -54,7 +55,11 @@ def _worker(rank, port, codec, out):
              buckets=np.array([index for index, _ in seen["index"]]),
              sizes=np.array([sizes for _, sizes in seen["index"]]), sent=state.sent_bytes,
              nonfinite=state.nonfinite)
-    dist.barrier()                  # no rank leaves (and takes the store down) before all
+    # DDP's reducer holds the process group: free it first, and let no rank leave (taking
+    # the store down) before all are done; otherwise C++ teardown at exit can abort a rank.
+    del model, optimizer
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
