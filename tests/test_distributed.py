@@ -1,8 +1,9 @@
 """The DDP communication hooks (codnn.distributed.hooks) in real processes over gloo: every
-rank ends with the same weights, bit for bit; each step's averaged gradient is the mean,
-in rank order, of what the golden codec decodes from each rank's golden message; the bytes
-sent are the golden messages' bytes; NaN gradients cross the INCEPTIONN-style codec raw
-and are counted; bad settings are refused."""
+rank ends with the same weights, bit for bit; each step's averaged gradient is golden's:
+for ``allgather`` the mean, in rank order, of what the golden codec decodes from each
+rank's golden message, for ``ring`` and ``aggregator`` what ``golden.exchange`` gives for
+the ranks' gradients; the bytes sent are the golden messages' bytes; NaN gradients cross
+the INCEPTIONN-style codec raw and are counted; bad settings are refused."""
 
 import gc
 import os
@@ -15,21 +16,23 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from codnn.distributed.hooks import _hook, inceptionn_hook, terngrad_hook
+from codnn.distributed.hooks import _hook, comm_hook, inceptionn_hook, terngrad_hook
+from codnn.golden import exchange as golden_exchange
 from codnn.golden import inceptionn, terngrad
 
-WORLD, STEPS, SEED = 2, 3, 20261125
+STEPS, SEED = 3, 20261125
 
 
-def _worker(rank, port, codec, out):
+def _worker(rank, port, codec, how, world, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD,
+    dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
     torch.manual_seed(SEED)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
         torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)))
-    state, hook = (terngrad_hook(SEED, "clip") if codec == "terngrad" else
-                   inceptionn_hook(7, error_feedback=codec == "inceptionn+feedback"))
+    state, hook = (terngrad_hook(SEED, "clip", exchange=how) if codec == "terngrad" else
+                   inceptionn_hook(7, exchange=how,
+                                   error_feedback=codec == "inceptionn+feedback"))
     seen = {"local": [], "averaged": [], "index": []}
 
     def recording(state, bucket):
@@ -87,12 +90,20 @@ def _golden_decode(codec, messages):
     return np.concatenate([terngrad.decompress(m) for m in messages]).astype(np.float32)
 
 
+def _spawn(tmp_path, codec, how, world):
+    mp.spawn(_worker, args=(_free_port(), codec, how, world, str(tmp_path)), nprocs=world,
+             join=True)
+    ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(world)]
+    for saved in ranks[1:]:
+        assert np.array_equal(ranks[0]["weights"], saved["weights"], equal_nan=True)
+    return ranks
+
+
 @pytest.mark.parametrize("codec", ["inceptionn", "terngrad", "inceptionn+feedback"])
-def test_ranks_agree_and_send_golden_messages(tmp_path, codec):
-    mp.spawn(_worker, args=(_free_port(), codec, str(tmp_path)), nprocs=WORLD, join=True)
-    ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(WORLD)]
-    assert np.array_equal(ranks[0]["weights"], ranks[1]["weights"], equal_nan=True)
-    sent, residual = [0] * WORLD, [0] * WORLD
+def test_all_gather_sends_golden_messages(tmp_path, codec):
+    world = 2
+    ranks = _spawn(tmp_path, codec, "allgather", world)
+    sent, residual = [0] * world, [0] * world
     for step in range(STEPS):
         total = np.zeros_like(ranks[0]["local"][step])
         for rank, saved in enumerate(ranks):
@@ -104,13 +115,33 @@ def test_ranks_agree_and_send_golden_messages(tmp_path, codec):
             if codec == "inceptionn+feedback":
                 residual[rank] = local - decoded
             total += decoded
-        expected = total / np.float32(WORLD)
+        expected = total / np.float32(world)
         for saved in ranks:
             assert np.array_equal(saved["averaged"][step], expected, equal_nan=True), step
     assert [int(saved["sent"]) for saved in ranks] == sent
     nan_last_step = codec == "inceptionn"
     assert (int(ranks[0]["nonfinite"]) > 0) == nan_last_step and int(ranks[1]["nonfinite"]) == 0
     assert np.isnan(ranks[1]["averaged"][-1]).any() == nan_last_step
+
+
+@pytest.mark.parametrize("codec,how", [("inceptionn", "ring"), ("terngrad", "aggregator")])
+def test_ring_and_aggregator_equal_golden(tmp_path, codec, how):
+    """Three ranks: every step's averaged gradient and every rank's bytes are golden's."""
+    ranks = _spawn(tmp_path, codec, how, 3)
+    golden = golden_exchange.Codec(codec, 7, terngrad.CLIP_SIGMAS)
+    reduce = {"ring": golden_exchange.ring_allreduce,
+              "aggregator": golden_exchange.aggregator_allreduce}[how]
+    sent = [0] * 3
+    for step in range(STEPS):
+        results, hop_bytes = reduce([saved["local"][step] for saved in ranks], golden,
+                                    seed=SEED if codec == "terngrad" else 0, step=step,
+                                    bucket=int(ranks[0]["buckets"][step]))
+        sent = [a + b for a, b in zip(sent, hop_bytes)]
+        for saved, result in zip(ranks, results):
+            assert np.array_equal(saved["averaged"][step], result, equal_nan=True), step
+    assert [int(saved["sent"]) for saved in ranks] == sent
+    if codec == "inceptionn":                      # rank 0's NaN gradients crossed raw
+        assert np.isnan(ranks[2]["averaged"][-1]).any() and int(ranks[0]["nonfinite"]) > 0
 
 
 def test_bad_settings():
@@ -120,4 +151,10 @@ def test_bad_settings():
         terngrad_hook(0, "mean")
     with pytest.raises(ValueError, match="Seed"):
         terngrad_hook(-1)
+    with pytest.raises(ValueError, match="Unknown exchange 'tree'"):
+        comm_hook("none", exchange="tree")
+    with pytest.raises(ValueError, match="Unknown codec 'gzip'"):
+        comm_hook("gzip")
+    with pytest.raises(ValueError, match="allgather"):
+        inceptionn_hook(10, error_feedback=True)
     assert _hook is inceptionn_hook()[1]
