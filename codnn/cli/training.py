@@ -1,17 +1,20 @@
 """``codnn train``: train a model for the arrays (PyTorch, the ``train`` extra): dense, then
 column combining (prune points with retraining) or term-quantization-aware fine-tuning,
 or in block floating point throughout; writes the ONNX model ``codnn infer`` runs and a
-per-phase report. Without PyTorch the command says how to install it (exit 2)."""
+per-phase report. With ``--nodes`` it runs data-parallel training over emulated links
+with a NIC codec instead. Without PyTorch the command says how to install it (exit 2).
+``codnn predict``: the performance model of distributed training (NumPy only)."""
 
 import argparse
 
+from ..distributed import JobFailed
 from ..train import TrainError
 from .options import UsageError, build_dir_option, json_option, positive_int
 
 __all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
 
 USAGE_ERRORS = (TrainError,)
-FAILURES = ()
+FAILURES = (JobFailed,)
 
 
 def _settings(keys):
@@ -110,8 +113,46 @@ def add_train(sub):
                      help="output folder (default BUILD_DIR/train/MODEL-DATA)")
     sub.add_argument("--resume", action="store_true",
                      help="continue the run whose checkpoint is in the output folder")
+    _add_distributed(sub)
     build_dir_option(sub)
     json_option(sub)
+
+
+def _fault(text):
+    rank, step, kind = (text.split(":") + ["", ""])[:3]
+    try:
+        return {"rank": int(rank), "step": int(step), "kind": kind}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected RANK:STEP:KIND, not {text!r}") from None
+
+
+def _add_distributed(sub):
+    from ..golden.exchange import CODECS, EXCHANGES
+    group = sub.add_argument_group(
+        "distributed training", "with --nodes N: N data-parallel processes, each in its own "
+        "network namespace behind a rate-limited link (loopback when namespaces cannot be "
+        "made), gradients crossing as codec messages; dense training only")
+    group.add_argument("--nodes", type=positive_int, default=None,
+                       help="number of training processes (2..16)")
+    group.add_argument("--link", default="1gbit",
+                       help="each node's link rate, e.g. 100mbit, 1gbit (default 1gbit)")
+    group.add_argument("--latency", default="0",
+                       help="round-trip latency, e.g. 100us (needs netem; default 0)")
+    group.add_argument("--codec", choices=CODECS, default="none",
+                       help="gradient codec (default none: raw float32)")
+    group.add_argument("--bound-bits", type=int, default=10,
+                       help="INCEPTIONN-style error bound 2**-B, B in 7..15 (default 10)")
+    group.add_argument("--scaler", choices=("max", "clip"), default="max",
+                       help="TernGrad's scaler: max|g| or 2.5 std(g) (default max)")
+    group.add_argument("--exchange", choices=EXCHANGES, default="ring",
+                       help="ring (INCEPTIONN's), aggregator (rank 0 as parameter server) "
+                            "or allgather (default ring)")
+    group.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds a rank waits for a peer before the job fails "
+                            "(default 60)")
+    group.add_argument("--fault", type=_fault, default=None, metavar="RANK:STEP:KIND",
+                       help="drill: at STEP rank RANK feeds NaN (nan), exits (exit) or "
+                            "takes its link down (link)")
 
 
 def _spec(args):
@@ -135,6 +176,44 @@ def _spec(args):
                      tq_epochs=args.tq_epochs, bfp=bfp, rows=args.rows, cols=args.cols)
 
 
+def _run_distributed(args, spec):
+    from pathlib import Path
+
+    from ..distributed.launch import Job, launch
+    from ..render import err_console, print_json, print_rows
+    from ..sim import default_build_root
+    if spec.column_combine or spec.tq or spec.bfp or args.resume:
+        raise TrainError("distributed training (--nodes) is dense training: not with "
+                         "--column-combine, --tq, --block-float or --resume")
+    job = Job(model=spec.model, data=spec.data, epochs=spec.epochs, lr=spec.lr,
+              batch=spec.batch, seed=spec.seed, codec=args.codec, bound_bits=args.bound_bits,
+              scaler=args.scaler, exchange=args.exchange, nodes=args.nodes, link=args.link,
+              latency=args.latency, timeout=args.timeout, fault=args.fault)
+    out = Path(args.output) if args.output else Path(
+        args.build_dir or default_build_root()) / "train" / (
+        f"{args.model}-{args.data}-{args.nodes}x{args.link}-{args.codec}-{args.exchange}")
+    report = launch(job, out, progress=lambda text: err_console.print(text, highlight=False))
+    if args.json:
+        print_json(report)
+        return 0
+    ms = {key: 1e3 * report[key] for key in ("iteration_s", "compute_s", "communication_s",
+                                             "codec_s", "wire_s")}
+    print_rows(f"codnn train {args.model} on {args.nodes} nodes ({report['links']}, "
+               f"{args.link}), {args.codec} over a {args.exchange} exchange; "
+               f"{report['iterations']} iterations, ms per iteration",
+               [ms | {key: report[key] for key in ("sent_bytes", "tx_bytes", "ratio")}
+                | {"accuracy": report["accuracy"][-1], "agree": report["ranks_agree"]}],
+               [("iteration_s", "iteration"), ("compute_s", "compute"),
+                ("communication_s", "communication"), ("codec_s", "codec"),
+                ("wire_s", "wire"), ("sent_bytes", "bytes sent"),
+                ("tx_bytes", "bytes on interface"), ("ratio", "compression"),
+                ("accuracy", "test accuracy"), ("agree", "ranks agree")])
+    if any(report["nonfinite"]):
+        print(f"NaN/Inf gradient values sent raw, per rank: {report['nonfinite']}")
+    print(f"report: {out / 'report.json'}")
+    return 0
+
+
 def run_train(args):
     from pathlib import Path
 
@@ -142,6 +221,8 @@ def run_train(args):
     from ..sim import default_build_root
     from ..train.run import train
     spec = _spec(args)
+    if args.nodes is not None:
+        return _run_distributed(args, spec)
     out = Path(args.output) if args.output else \
         Path(args.build_dir or default_build_root()) / "train" / f"{args.model}-{args.data}"
     report = train(spec, out, resume=args.resume,

@@ -64,11 +64,6 @@ class CodecState:
     def sent_bytes(self):
         return self.traffic.sent_bytes
 
-    @property
-    def ratio(self):
-        """Raw gradient bytes over the bytes this rank sent (0 before the first step)."""
-        return self.raw_bytes / self.sent_bytes if self.sent_bytes else 0.0
-
 
 def _all_gather_bytes(payload, traffic):
     """Every rank's ``payload`` (bytes of any length), in rank order."""
