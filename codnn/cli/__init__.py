@@ -44,7 +44,8 @@ COMMANDS = {
     "infer": ("network", "run a whole network (ONNX) on the arrays: accuracy, cycles, RTL"),
     "demo": ("network", "run the main flow end to end: LeNet-5 on MNIST"),
     "train": ("training", "train a model for the arrays (column combining or term "
-                          "quantization)"),
+                          "quantization), or data-parallel over emulated links"),
+    "predict": ("training", "predict distributed training's iteration time and what-ifs"),
 }
 
 

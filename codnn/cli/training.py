@@ -246,4 +246,122 @@ def run_train(args):
     return 0
 
 
-COMMANDS = {"train": (add_train, run_train)}
+def add_predict(sub):
+    from ..distributed.perf_model import NETWORKS, TOPOLOGIES
+    sub.description = ("Predict the iteration time of data-parallel training by parts "
+                       "(compute, codec, bandwidth, latency) and answer what-ifs: one more "
+                       "node, a 10x faster link, no compression, the codec on the CPU or in "
+                       "the NIC, the other exchange, overlap with the backward pass. "
+                       "Calibrated from the report.json of codnn train --nodes runs.")
+    sub.add_argument("--calibration", nargs="+", metavar="PATH", default=(),
+                     help="report.json files, or folders searched for them (at least two "
+                          "runs; default: built-in estimates)")
+    sub.add_argument("--network", default="alexnet",
+                     help=f"gradient size: one of {', '.join(NETWORKS)}, or a parameter "
+                          f"count (default alexnet)")
+    sub.add_argument("--compute", type=float, default=100.0,
+                     help="compute time per iteration in ms (default 100)")
+    sub.add_argument("--nodes", type=int, default=4, help="nodes (default 4)")
+    sub.add_argument("--link", default="10gbit", help="link rate (default 10gbit)")
+    sub.add_argument("--latency", default="0", help="round-trip latency (default 0)")
+    sub.add_argument("--exchange", choices=TOPOLOGIES, default="ring",
+                     help="ring, aggregator or allgather (default ring)")
+    sub.add_argument("--codec", choices=("none", "inceptionn", "terngrad"),
+                     default="inceptionn", help="gradient codec (default inceptionn)")
+    sub.add_argument("--ratio", type=float, default=3.0,
+                     help="compression ratio (default 3.0)")
+    sub.add_argument("--nic-rate", type=float, default=None, metavar="VALUES_PER_S",
+                     help="the codec runs in the NIC at this rate (Fmax x lanes); "
+                          "default: on the CPU")
+    sub.add_argument("--overlap", action="store_true",
+                     help="communication overlaps the backward pass")
+    sub.add_argument("--plot", metavar="PNG", default=None, help="also draw the what-ifs")
+    json_option(sub)
+
+
+def _reports(paths):
+    import json
+    from pathlib import Path
+    files = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise UsageError(f"no such calibration file or folder: {path}")
+        files += sorted(path.rglob("report.json")) if path.is_dir() else [path]
+    try:
+        return [json.loads(f.read_text()) for f in files]
+    except ValueError as error:
+        raise UsageError(f"a calibration file is not JSON: {error}") from None
+
+
+def run_predict(args):
+    from ..distributed.links import LinkError, parse_latency, parse_rate
+    from ..distributed.perf_model import (NETWORKS, Calibration, Cluster, Workload,
+                                          calibrate, scenarios)
+    from ..render import print_json, print_rows
+    try:
+        cluster = Cluster(args.nodes, parse_rate(args.link), parse_latency(args.latency),
+                          args.exchange)
+    except LinkError as error:
+        raise UsageError(str(error)) from None
+    params = NETWORKS.get(args.network) or (int(args.network) if args.network.isdigit()
+                                            else None)
+    if not params or args.nodes < 2 or args.compute < 0 or args.ratio < 1 or (
+            args.nic_rate is not None and args.nic_rate <= 0):
+        raise UsageError(f"predict needs a network of {', '.join(NETWORKS)} or a parameter "
+                         f"count, nodes >= 2, compute >= 0, ratio >= 1 and a positive NIC rate")
+    calibration = Calibration()
+    if args.calibration:
+        try:
+            calibration = calibrate(_reports(args.calibration))
+        except (KeyError, TypeError, ValueError) as error:
+            raise UsageError(f"cannot calibrate from {', '.join(args.calibration)}: "
+                             f"{error}") from None
+    work = Workload(args.compute / 1e3, 4 * params, args.codec,
+                    args.ratio if args.codec != "none" else 1.0, args.nic_rate, args.overlap)
+    rows = [{"scenario": name, "nodes": c.nodes, "link": f"{c.rate_bits / 1e9:g} Gb/s",
+             "exchange": c.topology, "codec": w.codec + (" (NIC)" if w.nic_rate else ""),
+             "iteration_ms": 1e3 * p.iteration_s, "compute_ms": 1e3 * p.compute_s,
+             "codec_ms": 1e3 * p.codec_s, "bandwidth_ms": 1e3 * p.bandwidth_s,
+             "latency_ms": 1e3 * p.latency_s, "bottleneck": p.bottleneck,
+             "images_per_s_per_node": 1 / p.iteration_s if p.iteration_s else None}
+            for name, c, w, p in scenarios(cluster, work, calibration)]
+    for row in rows:
+        row["vs_given"] = rows[0]["iteration_ms"] / row["iteration_ms"]
+        row.pop("images_per_s_per_node")
+    if args.json:
+        print_json({"calibration": {"efficiency": calibration.efficiency,
+                                    "overhead_s": calibration.overhead_s,
+                                    "codec_rates": dict(calibration.codec_rates)},
+                    "scenarios": rows})
+    else:
+        print(f"calibration: link goodput {100 * calibration.efficiency:.0f} %, "
+              f"{1e6 * calibration.overhead_s:.0f} us per message, codec "
+              + ", ".join(f"{c} {r / 1e6:.0f} M values/s" for c, r in calibration.codec_rates)
+              + ("" if args.calibration else " (built-in estimates)"))
+        print_rows(f"{args.network}: {4 * params / 1e6:.1f} MB of gradients per iteration",
+                   rows, [(k, k.replace("_ms", " ms").replace("_", " ")) for k in rows[0]])
+    if args.plot:
+        _plot_scenarios(rows, args.plot)
+    return 0
+
+
+def _plot_scenarios(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axes = plt.subplots(figsize=(9, 4))
+    bottom = [0.0] * len(rows)
+    for part in ("compute_ms", "codec_ms", "bandwidth_ms", "latency_ms"):
+        values = [r[part] for r in rows]
+        axes.barh([r["scenario"] for r in rows], values, left=bottom,
+                  label=part.replace("_ms", ""))
+        bottom = [b + v for b, v in zip(bottom, values)]
+    axes.invert_yaxis()
+    axes.set(xlabel="ms per iteration (compute, then communication when not overlapped)")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+COMMANDS = {"train": (add_train, run_train), "predict": (add_predict, run_predict)}

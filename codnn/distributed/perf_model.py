@@ -12,8 +12,9 @@ cost ``overhead`` per message, compression ratio r:
   mean out: twice ``L + (N-1) overhead + 8 (N-1) M / (r R efficiency)``; codec ``(N+2) n``;
 * allgather: N-1 forwarding steps of a rank's whole message; codec ``(N+1) n``.
 
-The codec runs on the CPU at ``codec_rate`` values/s, or in the NIC (``nic_rate`` values/s),
-where it streams with the wire and each hop takes the longer of the two. Without overlap
+The codec runs on the CPU at its calibrated rate (values/s), or in the NIC at ``nic_rate``
+values/s, where it streams with the wire: each hop takes the longer of the two, and codec
+time is only what the engine adds beyond the wire. Without overlap
 an iteration is compute + codec + wire; with overlap the communication runs during the
 backward pass (taken as 2/3 of compute): ``compute/3 + max(2 compute/3, codec + wire)``.
 ``calibrate`` fits ``efficiency``, ``overhead`` and each codec's rate to measured runs.
@@ -111,9 +112,8 @@ def predict(cluster, work, calibration=Calibration()):
     messages, size, codec_values, streamed = _shape(cluster, work.gradient_bytes)
     hops = 2 if cluster.topology == "aggregator" else messages     # latencies in series
     per_message = 8 * size / work.ratio / (cluster.rate_bits * calibration.efficiency)
-    codec_s = 0.0
-    if work.nic_rate and work.codec != "none":
-        per_message = max(per_message, streamed / work.nic_rate)
+    if work.nic_rate and work.codec != "none":      # the engine streams with the wire
+        codec_s = messages * max(0.0, streamed / work.nic_rate - per_message)
     else:
         codec_s = codec_values / calibration.rate(work.codec)
     bandwidth_s = messages * per_message
@@ -165,8 +165,6 @@ def scenarios(cluster, work, calibration=Calibration()):
             ("no compression", cluster, replace(work, codec="none", ratio=1.0, nic_rate=None))]
     if work.codec != "none":
         rows += [("codec on the CPU", cluster, replace(work, nic_rate=None))]
-        if work.nic_rate:
-            rows += [("codec in the NIC", cluster, work)]
     other = "aggregator" if cluster.topology != "aggregator" else "ring"
     rows += [(f"{other} exchange", replace(cluster, topology=other), work),
              ("overlap with backward", cluster, replace(work, overlap=True))]
