@@ -99,8 +99,10 @@ def _spawn(tmp_path, codec, how, world):
     return ranks
 
 
-@pytest.mark.parametrize("codec", ["inceptionn", "terngrad", "inceptionn+feedback"])
+@pytest.mark.parametrize("codec", ["terngrad", "inceptionn+feedback"])
 def test_all_gather_sends_golden_messages(tmp_path, codec):
+    """TernGrad's per-parameter messages, and the INCEPTIONN-style codec with error
+    feedback (its NaN crossing is the ring test's)."""
     world = 2
     ranks = _spawn(tmp_path, codec, "allgather", world)
     sent, residual = [0] * world, [0] * world
@@ -119,9 +121,6 @@ def test_all_gather_sends_golden_messages(tmp_path, codec):
         for saved in ranks:
             assert np.array_equal(saved["averaged"][step], expected, equal_nan=True), step
     assert [int(saved["sent"]) for saved in ranks] == sent
-    nan_last_step = codec == "inceptionn"
-    assert (int(ranks[0]["nonfinite"]) > 0) == nan_last_step and int(ranks[1]["nonfinite"]) == 0
-    assert np.isnan(ranks[1]["averaged"][-1]).any() == nan_last_step
 
 
 @pytest.mark.parametrize("codec,how", [("inceptionn", "ring"), ("terngrad", "aggregator")])
@@ -142,6 +141,7 @@ def test_ring_and_aggregator_equal_golden(tmp_path, codec, how):
     assert [int(saved["sent"]) for saved in ranks] == sent
     if codec == "inceptionn":                      # rank 0's NaN gradients crossed raw
         assert np.isnan(ranks[2]["averaged"][-1]).any() and int(ranks[0]["nonfinite"]) > 0
+        assert int(ranks[1]["nonfinite"]) == int(ranks[2]["nonfinite"]) == 0
 
 
 def test_bad_settings():

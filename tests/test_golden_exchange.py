@@ -133,3 +133,10 @@ def test_bad_input():
         ring_allreduce([], Codec())
     with pytest.raises(inceptionn.CorruptMessage, match="not whole"):
         Codec().decompress(b"abc")
+
+
+def test_semantics_vector():
+    """docs/semantics.md section 6's worked example."""
+    results, sent = ring_allreduce([np.array([1, 2, 3], np.float32),
+                                    np.array([5, 6, 7], np.float32)], Codec("none"))
+    assert [r.tolist() for r in results] == [[3, 4, 5], [3, 4, 5]] and sent == [12, 12]
