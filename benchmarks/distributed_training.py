@@ -139,7 +139,7 @@ def plot(accuracy, timing, path):
     right.bar([i - 0.2 for i in x], [r["measured_ms"] for r in timing], 0.4, label="measured")
     right.bar([i + 0.2 for i in x], [r["held_out_ms"] for r in timing], 0.4,
               label="predicted (held out)")
-    right.set_xticks(list(x), labels, fontsize=7)
+    right.set_xticks(list(x), labels, fontsize=7, rotation=45, ha="right")
     right.set(ylabel="ms per iteration", title="iteration time")
     right.legend()
     figure.tight_layout()
