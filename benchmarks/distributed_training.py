@@ -1,7 +1,7 @@
 """Distributed training with the NIC codecs over emulated links: accuracy, measured against
 predicted iteration time, and the performance model at INCEPTIONN's setting.
 
-    .venv/bin/python benchmarks/distributed_training.py [--out DIR] [--epochs 8]
+    .venv/bin/python benchmarks/distributed_training.py [--out DIR] [--epochs 15]
 
 1. Accuracy: LeNet-5 on the MNIST subset, 4 processes on 1gbit links, the same schedule
    (Adam, batch 32 per rank, seed fixed) uncompressed, INCEPTIONN-style at b = 10 and 7
@@ -149,7 +149,7 @@ def plot(accuracy, timing, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("build/benchmarks/distributed"))
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=15)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     accuracy = accuracy_runs(args.out, args.epochs)

@@ -13,6 +13,7 @@ import csv
 import itertools
 import json
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -86,7 +87,9 @@ def synthesize_point(engine_name, params, device, clock_mhz, build_root):
         report = run_synthesis(engine_name, params, device=device, clock_mhz=clock_mhz,
                                build_root=build_root)
     except SynthesisError as error:
-        return {**row, **(error.synthesized or {}), "status": str(error).split(" (log:")[0]}
+        # Why, and what the design needs after synthesis, without the log's path.
+        return {**row, **(error.synthesized or {}),
+                "status": re.sub(r" \(log: [^)]*\)", "", str(error))}
     return {**row, **report["parameters"], **{key: report[key] for key in COLUMNS
                                               if key in report}, "status": "ok"}
 

@@ -2,6 +2,7 @@
 deliberately worse configuration, a slower design and a design that no longer fits."""
 
 import json
+import re
 
 import pytest
 
@@ -75,12 +76,17 @@ def test_slower_fmax_fails_and_tolerance_holds(build_root, tmp_path, capsys):
 
 
 def test_a_configuration_that_no_longer_fits_is_a_regression(build_root, tmp_path, capsys):
-    # Eight LUT-multiplier lanes overflow the HX8K (the synthesis tests build it too).
+    # Eight LUT-multiplier lanes overflow the HX8K. This is also the suite's test of the
+    # synthesis error for a design that does not fit (one synthesis, not two).
     entry = {"engine": "fmix32", "parameters": {"lanes": 8}, "device": "ice40-hx8k",
              **{metric: 1 for metric in METRICS}}
     code, report, _ = _check(_write(tmp_path, [entry]), build_root, capsys)
     assert code == 1 and report["entries"][0]["verdict"] == "failed"
-    assert "does not fit ice40-hx8k" in report["entries"][0]["note"]
+    # The synthesis error's message: what the design needs, after synthesis.
+    note = report["entries"][0]["note"]
+    assert "design does not fit ice40-hx8k: it needs more ICESTORM_LC" in note
+    lut, ff = map(int, re.search(r"\(after synthesis: (\d+) LUT, (\d+) FF\)", note).groups())
+    assert lut > 7680 and ff > 0
 
 
 def test_update_measures_new_entries(build_root, tmp_path, capsys):

@@ -75,6 +75,17 @@ def test_bad_settings(capsys, argv, message):
     assert message in err and len(err.splitlines()) == 1
 
 
+def test_link_fault_refused_on_loopback(monkeypatch, tmp_path):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises(TrainError, match="needs network namespaces"):
+        launch(Job(**SMALL, fault={"rank": 0, "step": 1, "kind": "link"}), tmp_path,
+               progress=lambda text: None)
+
+
 def test_job_check():
     with pytest.raises(TrainError, match="unknown codec"):
         Job(codec="zip").check()
+    with pytest.raises(TrainError, match="unknown scaler"):
+        Job(scaler="mean").check()
+    with pytest.raises(TrainError, match="seed must lie"):
+        Job(seed=-1).check()

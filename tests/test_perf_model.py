@@ -25,7 +25,7 @@ def test_ring_by_hand():
 
 def test_aggregator_by_hand():
     p = predict(Cluster(5, 1e9, 0.0, "aggregator"), Workload(0.0, M), FIXED)
-    assert p.bandwidth_s == pytest.approx(2 * 4 * 8 * M / 0.9e9)  # node 0's link, in and out
+    assert p.bandwidth_s == pytest.approx(5 * 8 * M / 0.9e9)      # 4 sends, the last upload
     assert p.latency_s == pytest.approx(8 * 1e-4)
     assert p.codec_s == pytest.approx(7 * 1e6 / 1e9) and p.bottleneck == "bandwidth"
     assert raw_traffic("aggregator", 5, M) == raw_traffic("ring", 5, M) == 1.6 * M

@@ -27,6 +27,7 @@ from codnn.golden.inceptionn import BOUND_BITS
 from codnn.train import TrainError
 
 from . import JobFailed
+from .hooks import SCALERS
 from .links import LinkError, Links, parse_latency, parse_rate
 from .perf_model import raw_traffic
 
@@ -67,6 +68,10 @@ class Job:
         if self.exchange not in EXCHANGES:
             raise TrainError(f"unknown exchange {self.exchange!r}: one of "
                              f"{', '.join(EXCHANGES)}")
+        if self.scaler not in SCALERS:
+            raise TrainError(f"unknown scaler {self.scaler!r}: one of {', '.join(SCALERS)}")
+        if not 0 <= self.seed < 1 << 32:
+            raise TrainError(f"seed must lie in 0..2**32-1, not {self.seed}")
         if self.bound_bits not in BOUND_BITS:
             raise TrainError(f"bound bits must lie in 7..15, not {self.bound_bits}")
         if not 2 <= self.nodes <= 16:
@@ -164,6 +169,9 @@ def launch(job, out, progress=print):
     with Links(job.nodes, parse_rate(job.link), parse_latency(job.latency)) as links:
         if links.note:
             progress(links.note)
+            if job.fault and job.fault["kind"] == "link":
+                raise TrainError("a link fault needs network namespaces: on loopback it "
+                                 "would take down this machine's own loopback")
         settings = asdict(job) | {
             "master": links.address[0], "interface": links.interface, "out": str(out),
             "port": _PORT if links.kind == "namespaces" else _free_port()}

@@ -8,8 +8,11 @@ cost ``overhead`` per message, compression ratio r:
 * ring: 2(N-1) hops of one chunk (M/N bytes, M/(N r) on the wire), each
   ``L + overhead + 8 M / (N r R efficiency)``; the codec compresses N and decompresses
   2N-1 chunks on the critical path: ``(3N-1) n/N`` values;
-* aggregator: node 0's link carries the N-1 workers' messages in, then N-1 copies of the
-  mean out: twice ``L + (N-1) overhead + 8 (N-1) M / (r R efficiency)``; codec ``(N+2) n``;
+* aggregator: node 0 sends N-1 copies of the mean, one worker after another; each worker
+  computes and sends its next gradient as soon as it has the mean, while node 0 is still
+  sending to the rest (its link is full duplex), so only the last worker's upload adds to
+  the broadcast: N messages' bytes ``8 M / (r R efficiency)`` on the critical path, but
+  2(N-1) overheads and two latencies; codec ``(N+2) n``;
 * allgather: N-1 forwarding steps of a rank's whole message; codec ``(N+1) n``.
 
 The codec runs on the CPU at its calibrated rate (values/s), or in the NIC at ``nic_rate``
@@ -95,21 +98,21 @@ def raw_traffic(topology, nodes, gradient_bytes):
 
 
 def _shape(cluster, gradient_bytes):
-    """(messages on the critical path, bytes each, values the codec handles on it, values
-    an engine streams per message)."""
+    """(messages whose bytes are on the critical path, messages whose overhead is, bytes
+    each, values the codec handles on it, values an engine streams per message)."""
     n, N = gradient_bytes / 4, cluster.nodes
     if cluster.topology == "ring":
-        return 2 * (N - 1), gradient_bytes / N, (3 * N - 1) * n / N, n / N
+        return 2 * (N - 1), 2 * (N - 1), gradient_bytes / N, (3 * N - 1) * n / N, n / N
     if cluster.topology == "aggregator":
-        return 2 * (N - 1), gradient_bytes, (N + 2) * n, n
-    return N - 1, gradient_bytes, (N + 1) * n, n
+        return N, 2 * (N - 1), gradient_bytes, (N + 2) * n, n
+    return N - 1, N - 1, gradient_bytes, (N + 1) * n, n
 
 
 def predict(cluster, work, calibration=Calibration()):
     """The iteration time of ``work`` on ``cluster``, by parts."""
     if cluster.topology not in TOPOLOGIES:
         raise ValueError(f"unknown topology {cluster.topology!r}: one of {', '.join(TOPOLOGIES)}")
-    messages, size, codec_values, streamed = _shape(cluster, work.gradient_bytes)
+    messages, handled, size, codec_values, streamed = _shape(cluster, work.gradient_bytes)
     hops = 2 if cluster.topology == "aggregator" else messages     # latencies in series
     per_message = 8 * size / work.ratio / (cluster.rate_bits * calibration.efficiency)
     if work.nic_rate and work.codec != "none":      # the engine streams with the wire
@@ -117,7 +120,7 @@ def predict(cluster, work, calibration=Calibration()):
     else:
         codec_s = codec_values / calibration.rate(work.codec)
     bandwidth_s = messages * per_message
-    latency_s = hops * cluster.latency_s / 2 + messages * calibration.overhead_s
+    latency_s = hops * cluster.latency_s / 2 + handled * calibration.overhead_s
     communication = codec_s + bandwidth_s + latency_s
     if work.overlap:
         total = work.compute_s / 3 + max(2 * work.compute_s / 3, communication)
@@ -141,9 +144,9 @@ def calibrate(reports):
     rows, wire, rates = [], [], {}
     for report in reports:
         cluster, work = from_report(report)
-        messages, size, codec_values, _ = _shape(cluster, work.gradient_bytes)
+        messages, handled, size, codec_values, _ = _shape(cluster, work.gradient_bytes)
         hops = 2 if cluster.topology == "aggregator" else messages
-        rows.append([messages * 8 * size / work.ratio / cluster.rate_bits, messages])
+        rows.append([messages * 8 * size / work.ratio / cluster.rate_bits, handled])
         wire.append(report["wire_s"] - hops * cluster.latency_s / 2)
         values, seconds = rates.get(work.codec, (0.0, 0.0))
         rates[work.codec] = (values + codec_values, seconds + report["codec_s"])
