@@ -173,7 +173,8 @@ def keep_holes_case(rng, codec, lanes):
     return AxiStreamFrame(frame, tkeep=tkeep), expected, taken
 
 
-def _pauses(rng, probability):
+def pauses(rng, probability):
+    """A cocotbext-axi pause generator: pause each cycle with ``probability``."""
     while True:
         yield int(rng.random() < probability)
 
@@ -216,9 +217,9 @@ async def nic_engine_matches_golden(dut):
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst)
     pace = random.Random(seed)
     if config["idle"]:
-        source.set_pause_generator(_pauses(pace, config["idle"]))
+        source.set_pause_generator(pauses(pace, config["idle"]))
     if config["backpressure"]:
-        sink.set_pause_generator(_pauses(pace, config["backpressure"]))
+        sink.set_pause_generator(pauses(pace, config["backpressure"]))
     monitor = _Monitor(dut)
     monitored = not (config["idle"] and config["backpressure"])  # its checks need a 0
     if monitored:

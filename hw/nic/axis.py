@@ -5,7 +5,38 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AxiStreamTop"]
+__all__ = ["AxiStreamTop", "axis_ports", "connect_axis"]
+
+
+def axis_ports(nbytes, source="s_axis", sink="m_axis"):
+    """Signature members of an AXI4-Stream input ``source_*`` and output ``sink_*`` of
+    ``nbytes`` bytes: ``tdata``, ``tkeep``, ``tlast``, ``tvalid``, ``tready``."""
+    members = {}
+    for prefix, direction, flipped in ((source, In, Out), (sink, Out, In)):
+        members.update({f"{prefix}_tdata": direction(8 * nbytes),
+                        f"{prefix}_tkeep": direction(nbytes),
+                        f"{prefix}_tlast": direction(1),
+                        f"{prefix}_tvalid": direction(1),
+                        f"{prefix}_tready": flipped(1)})
+    return members
+
+
+def connect_axis(m, engine, top, source="s_axis", sink="m_axis"):
+    """Wire ``engine``'s streams ``i``/``o`` to ``top``'s ports of ``axis_ports``."""
+    def port(prefix, name):
+        return getattr(top, f"{prefix}_{name}")
+    m.d.comb += [
+        engine.i.payload.data.eq(port(source, "tdata")),
+        engine.i.payload.keep.eq(port(source, "tkeep")),
+        engine.i.payload.last.eq(port(source, "tlast")),
+        engine.i.valid.eq(port(source, "tvalid")),
+        port(source, "tready").eq(engine.i.ready),
+        port(sink, "tdata").eq(engine.o.payload.data),
+        port(sink, "tkeep").eq(engine.o.payload.keep),
+        port(sink, "tlast").eq(engine.o.payload.last),
+        port(sink, "tvalid").eq(engine.o.valid),
+        engine.o.ready.eq(port(sink, "tready")),
+    ]
 
 
 class AxiStreamTop(wiring.Component):
@@ -22,14 +53,7 @@ class AxiStreamTop(wiring.Component):
 
     def __init__(self, engine):
         self._engine = engine
-        nbytes = len(engine.i.payload.keep)
-        members = {}
-        for prefix, direction, flipped in (("s_axis", In, Out), ("m_axis", Out, In)):
-            members.update({f"{prefix}_tdata": direction(8 * nbytes),
-                            f"{prefix}_tkeep": direction(nbytes),
-                            f"{prefix}_tlast": direction(1),
-                            f"{prefix}_tvalid": direction(1),
-                            f"{prefix}_tready": flipped(1)})
+        members = axis_ports(len(engine.i.payload.keep))
         for name, member in engine.signature.members.items():
             if name not in ("i", "o"):
                 members[name] = member
@@ -41,18 +65,7 @@ class AxiStreamTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.engine = engine = self._engine
-        m.d.comb += [
-            engine.i.payload.data.eq(self.s_axis_tdata),
-            engine.i.payload.keep.eq(self.s_axis_tkeep),
-            engine.i.payload.last.eq(self.s_axis_tlast),
-            engine.i.valid.eq(self.s_axis_tvalid),
-            self.s_axis_tready.eq(engine.i.ready),
-            self.m_axis_tdata.eq(engine.o.payload.data),
-            self.m_axis_tkeep.eq(engine.o.payload.keep),
-            self.m_axis_tlast.eq(engine.o.payload.last),
-            self.m_axis_tvalid.eq(engine.o.valid),
-            engine.o.ready.eq(self.m_axis_tready),
-        ]
+        connect_axis(m, engine, self)
         for name, member in engine.signature.members.items():
             if name in ("i", "o"):
                 continue
