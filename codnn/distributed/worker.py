@@ -3,15 +3,18 @@ started by ``codnn.distributed.launch``): data-parallel training of a ``codnn.tr
 with the DDP hook of the job's codec and exchange, over gloo.
 
 Every epoch the ranks draw one permutation of the training set from (seed, epoch); rank
-``r`` takes every N-th image from ``r`` and trains on batches of ``batch``, so an
-iteration covers ``N * batch`` images. The loss is the batch's sum, not its mean: Adam's
-steps do not change with the scale of the gradients, and summed gradients sit where the
-INCEPTIONN-style codec's absolute error bound keeps most of them (a mean divides them by
-the batch and truncates most to zero). Each iteration's compute time (forward, backward
-and optimizer, without the hook), communication time (the hook), the hook's time in the
-codec and on the wire, and the bytes it sent are recorded. Rank 0 measures test accuracy
-after every epoch and prints one progress line. At the end every rank writes
-``rank<r>.json`` (with a digest of its weights, so the launcher can check they agree).
+``r`` takes every N-th image from ``r`` (the same number on every rank) and trains on
+batches of ``batch``, so an iteration covers ``N * batch`` images. The loss is the batch's
+sum, not its mean: Adam's steps do not change with the scale of the gradients, and summed
+gradients sit where the INCEPTIONN-style codec's absolute error bound keeps most of them
+(a mean divides them by the batch and truncates most to zero).
+
+Each iteration's compute time (forward, backward and optimizer, without the hook),
+communication time (the hook), the hook's time in the codec and on the wire, and the bytes
+it sent are recorded. Rank 0 measures test accuracy after every epoch and prints one
+progress line, while the others wait at a barrier (outside the timed iterations). At the
+end every rank writes ``rank<r>.json`` (with a digest of its weights, so the launcher can
+check they agree).
 
 A job may carry a fault for drills: ``{"rank": r, "step": t, "kind": k}``; at step ``t``
 rank ``r`` turns its input NaN (``nan``), exits at once (``exit``) or takes its link down
@@ -80,9 +83,13 @@ def run(job, rank):
     test_y = torch.tensor(data.test_y)
     iterations, accuracies, step = [], [], 0
     tx_start = _tx_bytes(job["interface"])
+    share = len(x) // nodes                 # the same number of iterations on every rank
+    if share < job["batch"]:
+        raise ValueError(f"each rank gets {share} training images, fewer than one batch of "
+                         f"{job['batch']}: use fewer nodes or a smaller batch")
     for epoch in range(job["epochs"]):
         order = torch.randperm(len(x), generator=torch.Generator().manual_seed(
-            job["seed"] * 1000 + epoch))[rank::nodes]
+            job["seed"] * 1000 + epoch))[rank::nodes][:share]
         model.train()
         for start in range(0, len(order) - job["batch"] + 1, job["batch"]):
             chosen = order[start:start + job["batch"]]
@@ -103,11 +110,13 @@ def run(job, rank):
         if rank == 0:
             accuracies.append(accuracy(model.module, test_x, test_y))
             recent = np.array(iterations[-max(1, len(order) // job["batch"]):])
-            print(f"epoch {epoch + 1}/{job['epochs']}: loss {loss.item() / job['batch']:.3f}, accuracy "
-                  f"{100 * accuracies[-1]:.1f} %, iteration {1e3 * recent[:, :2].sum(1).mean():.1f}"
-                  f" ms (compute {1e3 * recent[:, 0].mean():.1f}, communication "
+            print(f"epoch {epoch + 1}/{job['epochs']}: loss {loss.item() / job['batch']:.3f}, "
+                  f"accuracy {100 * accuracies[-1]:.1f} %, iteration "
+                  f"{1e3 * recent[:, :2].sum(1).mean():.1f} ms (compute "
+                  f"{1e3 * recent[:, 0].mean():.1f}, communication "
                   f"{1e3 * recent[:, 1].mean():.1f}), {recent[:, 4].mean():.0f} bytes sent",
                   flush=True)
+        dist.barrier()          # the others wait for the evaluation here, not in a hook
     weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
     record = {"rank": rank, "iterations": iterations, "accuracy": accuracies,
               "tx_bytes": _tx_bytes(job["interface"]) - tx_start, "raw_bytes": state.raw_bytes,
