@@ -1,5 +1,5 @@
 """Gradient exchanges between N nodes, each hop's payload a codec message (docs/semantics.md
-section 9): the gradient-centric ring (reduce-scatter, then all-gather) and the
+section 6): the gradient-centric ring (reduce-scatter, then all-gather) and the
 worker-aggregator baseline. Every node ends with the same averaged gradient, bit for bit.
 
 Ring, N nodes, gradients of n float32 values split into chunks ``c`` = values
