@@ -9,7 +9,7 @@ The commands live in five modules by what they need: ``files`` (NumPy only: ``pa
 simulators and the synthesis tools: ``doctor``, ``generate``, ``simulate``, ``synth``,
 ``sweep``, ``bitstream``), ``board`` (the host link: ``run``, ``stream``), ``network``
 (whole networks: ``infer``, ``demo``; Amaranth only for an RTL run) and ``training``
-(PyTorch: ``train``).
+(PyTorch: ``train``; NumPy only: ``predict``).
 Only the module of the command given is imported, so a NumPy command starts without
 loading Amaranth. A module holds, per command, a function adding its arguments and one
 running it (``COMMANDS``), and the exceptions that mean bad input (exit 2) or a failure
