@@ -21,10 +21,11 @@ Prints the tables; writes ``distributed.csv``, ``prediction.csv``, ``inceptionn.
 """
 
 import argparse
-import csv
 import json
 from dataclasses import replace
 from pathlib import Path
+
+from reproduction import write_csv
 
 from codnn.distributed.launch import Job, launch
 from codnn.distributed.perf_model import (NETWORKS, Cluster, Workload, calibrate,
@@ -41,13 +42,6 @@ TIMING += [dict(nodes=4, link="100mbit", codec=codec, exchange="aggregator")
            for codec in ("none", "inceptionn")]
 #: The aggregator baseline's share of communication in INCEPTIONN's evaluation.
 PAPER_COMM_SHARE = 0.70
-
-
-def _write(path, rows):
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def _run(out, label, epochs, **settings):
@@ -166,9 +160,9 @@ def main():
     print_rows(f"INCEPTIONN's setting: 4 nodes, 10 GbE, ratio {ratio:.2f}, engine at "
                f"{nic_rate() / 1e6:.0f} M values/s", setting,
                [(k, k.replace("_", " ")) for k in setting[0]])
-    _write(args.out / "distributed.csv", accuracy)
-    _write(args.out / "prediction.csv", timing)
-    _write(args.out / "inceptionn.csv", setting)
+    write_csv(args.out / "distributed.csv", accuracy)
+    write_csv(args.out / "prediction.csv", timing)
+    write_csv(args.out / "inceptionn.csv", setting)
     plot(accuracy, timing, args.out / "distributed.png")
     print(f"wrote {args.out}/distributed.csv, prediction.csv, inceptionn.csv, distributed.png")
 

@@ -1,5 +1,5 @@
 """What the papers' reproduction scripts share: their command line (``--out``,
-``--networks``), the printed table, the CSV and the PNG."""
+``--networks``), the printed table, the CSV (``write_csv``) and the PNG."""
 
 import argparse
 import csv
@@ -7,7 +7,15 @@ from pathlib import Path
 
 from codnn.render import print_rows
 
-__all__ = ["reproduce"]
+__all__ = ["reproduce", "write_csv"]
+
+
+def write_csv(path, rows):
+    """Rows (dicts with the same keys) as a CSV file with a header."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def reproduce(doc, networks, name, title, rows_of, plot):
@@ -26,10 +34,7 @@ def reproduce(doc, networks, name, title, rows_of, plot):
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [row for network in chosen for row in rows_of(network, args.out)]
     print_rows(title, rows, [(k, k.replace("_", " ")) for k in rows[0]])
-    with open(args.out / f"{name}.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out / f"{name}.csv", rows)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -32,7 +32,7 @@ import numpy as np
 from codnn.golden import inceptionn, terngrad
 from codnn.golden.inceptionn import CorruptMessage
 
-__all__ = ["CODECS", "Codec", "message_seed", "chunk_bounds", "ring_allreduce",
+__all__ = ["CODECS", "Codec", "message_seed", "chunk_bounds", "chunk_slices", "ring_allreduce",
            "aggregator_allreduce", "EXCHANGES"]
 
 #: Codec names: raw float32 (the uncompressed baseline), INCEPTIONN-style, TernGrad.
@@ -86,6 +86,12 @@ def chunk_bounds(count, nodes):
     return [c * count // nodes for c in range(nodes + 1)]
 
 
+def chunk_slices(count, nodes):
+    """The ``nodes`` ring chunks of ``count`` values, as slices."""
+    bounds = chunk_bounds(count, nodes)
+    return [slice(bounds[c], bounds[c + 1]) for c in range(nodes)]
+
+
 def _gradients(grads):
     grads = [np.asarray(g) for g in grads]
     if not grads:
@@ -99,8 +105,8 @@ def _gradients(grads):
 def ring_allreduce(grads, codec, seed=0, step=0, bucket=0):
     """Every node's averaged gradient after the ring, and the bytes each node sent."""
     grads = _gradients(grads)
-    nodes, bounds = len(grads), chunk_bounds(grads[0].size, len(grads))
-    part = [slice(bounds[c], bounds[c + 1]) for c in range(nodes)]
+    nodes = len(grads)
+    part = chunk_slices(grads[0].size, nodes)
     acc = [g.copy() for g in grads]
     sent = [0] * nodes
     for s in range(nodes - 1):

@@ -21,7 +21,7 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from codnn.golden.exchange import Codec, chunk_bounds, ring_allreduce
+from codnn.golden.exchange import Codec, chunk_slices, ring_allreduce
 from codnn.golden.value_frames import value_frame
 from codnn.sim.tb_nic import pauses, message_values
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
@@ -77,8 +77,7 @@ async def ring_equals_golden(dut):
     cocotb.start_soon(cycles.run())
     budget = (count // lanes + 200) * 10 * 40
 
-    bounds = chunk_bounds(count, nodes)
-    part = [slice(bounds[c], bounds[c + 1]) for c in range(nodes)]
+    part = chunk_slices(count, nodes)
     acc = [g.copy() for g in grads]
     steps = []
     for s in range(nodes - 1):                              # reduce-scatter

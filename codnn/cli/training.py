@@ -127,6 +127,7 @@ def _fault(text):
 
 
 def _add_distributed(sub):
+    from ..distributed.hooks import SCALERS
     from ..golden.exchange import CODECS, EXCHANGES
     group = sub.add_argument_group(
         "distributed training", "with --nodes N: N data-parallel processes, each in its own "
@@ -142,7 +143,7 @@ def _add_distributed(sub):
                        help="gradient codec (default none: raw float32)")
     group.add_argument("--bound-bits", type=int, default=10,
                        help="INCEPTIONN-style error bound 2**-B, B in 7..15 (default 10)")
-    group.add_argument("--scaler", choices=("max", "clip"), default="max",
+    group.add_argument("--scaler", choices=SCALERS, default="max",
                        help="TernGrad's scaler: max|g| or 2.5 std(g) (default max)")
     group.add_argument("--exchange", choices=EXCHANGES, default="ring",
                        help="ring (INCEPTIONN's), aggregator (rank 0 as parameter server) "

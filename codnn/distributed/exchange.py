@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from codnn.golden.exchange import Codec, chunk_bounds, message_seed
+from codnn.golden.exchange import Codec, chunk_slices, message_seed
 
 from . import fast_codec
 
@@ -89,8 +89,7 @@ class Traffic:
 def ring(flat, codec, traffic, seed=0, step=0, bucket=0):
     """This rank's averaged gradient after the ring exchange (flat float32)."""
     rank, nodes = dist.get_rank(), dist.get_world_size()
-    bounds = chunk_bounds(flat.size, nodes)
-    part = [slice(bounds[c], bounds[c + 1]) for c in range(nodes)]
+    part = chunk_slices(flat.size, nodes)
     after, before = (rank + 1) % nodes, (rank - 1) % nodes
     acc = flat.astype(np.float32, copy=True)
     for s in range(nodes - 1):

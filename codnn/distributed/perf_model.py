@@ -24,6 +24,7 @@ backward pass (taken as 2/3 of compute): ``compute/3 + max(2 compute/3, codec + 
 """
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,30 +98,42 @@ def raw_traffic(topology, nodes, gradient_bytes):
     return 2 * (nodes - 1) / nodes * gradient_bytes
 
 
+class _Shape(NamedTuple):
+    """An exchange's critical path: messages whose bytes count (``sent``) and whose
+    overhead counts (``handled``), one-way latencies in series, bytes per message, values
+    the codec handles on the CPU, values an engine streams per message."""
+
+    sent: int
+    handled: int
+    latencies: int
+    size: float
+    codec_values: float
+    streamed: float
+
+
 def _shape(cluster, gradient_bytes):
-    """(messages whose bytes are on the critical path, messages whose overhead is, bytes
-    each, values the codec handles on it, values an engine streams per message)."""
     n, N = gradient_bytes / 4, cluster.nodes
     if cluster.topology == "ring":
-        return 2 * (N - 1), 2 * (N - 1), gradient_bytes / N, (3 * N - 1) * n / N, n / N
+        hops = 2 * (N - 1)
+        return _Shape(hops, hops, hops, gradient_bytes / N, (3 * N - 1) * n / N, n / N)
     if cluster.topology == "aggregator":
-        return N, 2 * (N - 1), gradient_bytes, (N + 2) * n, n
-    return N - 1, N - 1, gradient_bytes, (N + 1) * n, n
+        return _Shape(N, 2 * (N - 1), 2, gradient_bytes, (N + 2) * n, n)
+    return _Shape(N - 1, N - 1, N - 1, gradient_bytes, (N + 1) * n, n)
 
 
 def predict(cluster, work, calibration=Calibration()):
     """The iteration time of ``work`` on ``cluster``, by parts."""
     if cluster.topology not in TOPOLOGIES:
         raise ValueError(f"unknown topology {cluster.topology!r}: one of {', '.join(TOPOLOGIES)}")
-    messages, handled, size, codec_values, streamed = _shape(cluster, work.gradient_bytes)
-    hops = 2 if cluster.topology == "aggregator" else messages     # latencies in series
-    per_message = 8 * size / work.ratio / (cluster.rate_bits * calibration.efficiency)
+    shape = _shape(cluster, work.gradient_bytes)
+    per_message = 8 * shape.size / work.ratio / (cluster.rate_bits * calibration.efficiency)
     if work.nic_rate and work.codec != "none":      # the engine streams with the wire
-        codec_s = messages * max(0.0, streamed / work.nic_rate - per_message)
+        codec_s = shape.sent * max(0.0, shape.streamed / work.nic_rate - per_message)
     else:
-        codec_s = codec_values / calibration.rate(work.codec)
-    bandwidth_s = messages * per_message
-    latency_s = hops * cluster.latency_s / 2 + handled * calibration.overhead_s
+        codec_s = shape.codec_values / calibration.rate(work.codec)
+    bandwidth_s = shape.sent * per_message
+    latency_s = (shape.latencies * cluster.latency_s / 2
+                 + shape.handled * calibration.overhead_s)
     communication = codec_s + bandwidth_s + latency_s
     if work.overlap:
         total = work.compute_s / 3 + max(2 * work.compute_s / 3, communication)
@@ -144,12 +157,12 @@ def calibrate(reports):
     rows, wire, rates = [], [], {}
     for report in reports:
         cluster, work = from_report(report)
-        messages, handled, size, codec_values, _ = _shape(cluster, work.gradient_bytes)
-        hops = 2 if cluster.topology == "aggregator" else messages
-        rows.append([messages * 8 * size / work.ratio / cluster.rate_bits, handled])
-        wire.append(report["wire_s"] - hops * cluster.latency_s / 2)
+        shape = _shape(cluster, work.gradient_bytes)
+        rows.append([shape.sent * 8 * shape.size / work.ratio / cluster.rate_bits,
+                     shape.handled])
+        wire.append(report["wire_s"] - shape.latencies * cluster.latency_s / 2)
         values, seconds = rates.get(work.codec, (0.0, 0.0))
-        rates[work.codec] = (values + codec_values, seconds + report["codec_s"])
+        rates[work.codec] = (values + shape.codec_values, seconds + report["codec_s"])
     if len(reports) < 2:
         raise ValueError("calibration needs at least two measured runs")
     (inverse, overhead), *_ = np.linalg.lstsq(np.array(rows), np.array(wire), rcond=None)
