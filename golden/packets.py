@@ -20,18 +20,34 @@ compress, its payload not whole float32 values: senders mark only gradient frame
 A compressed payload is at most ``4 + n/4`` bytes longer than the ``4n`` it replaces
 (every value raw, plus the count and the tag words), so a full-size frame of
 incompressible values grows past a 1500-byte MTU: the sender should leave that room.
+
+``frame_path`` is what the gateware frame path (``hw.nic.frame_path``) does to a stream
+of frames: the packet rule in one direction, within a largest frame ``max_frame`` and
+with the MAC's bad-frame flag; see its docstring for every case.
 """
+
+from collections import Counter
 
 import numpy as np
 
-from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
+from codnn.golden.inceptionn import (
+    DEFAULT_BOUND_BITS,
+    CorruptMessage,
+    compress,
+    decompress,
+)
 
-__all__ = ["GRADIENT_TOS", "MIN_FRAME", "ipv4_checksum", "gradient_payload", "compress_frame",
-           "decompress_frame"]
+__all__ = ["GRADIENT_TOS", "MIN_FRAME", "DEFAULT_MAX_FRAME", "DIRECTIONS", "ipv4_checksum",
+           "gradient_payload", "compress_frame", "decompress_frame", "frame_path"]
 
 GRADIENT_TOS = 0x28
 #: Smallest Ethernet frame without its FCS.
 MIN_FRAME = 60
+
+#: The frame path's largest frame (without FCS) unless built with another.
+DEFAULT_MAX_FRAME = 2048
+#: What a frame path does: the sender's rule or the receiver's inverse.
+DIRECTIONS = ("compress", "decompress")
 
 _ETH = 14
 _ETHERTYPE_IPV4 = 0x0800
@@ -124,3 +140,64 @@ def decompress_frame(frame, bound_bits=DEFAULT_BOUND_BITS):
         return frame
     values = decompress(frame[found[2]:found[3]], bound_bits)
     return _rewrite(frame, found, np.asarray(values, dtype="<f4").tobytes())
+
+
+def frame_path(frames, direction, bound_bits=DEFAULT_BOUND_BITS, max_frame=DEFAULT_MAX_FRAME):
+    """The frame path's output for ``frames``, in order, and its counters.
+
+    Each frame is bytes (no FCS) or ``(bytes, bad)``, ``bad`` being the MAC's flag that
+    the frame arrived damaged (a bad FCS). In order:
+
+    - an empty frame, or one longer than ``max_frame`` bytes, is dropped;
+    - a frame flagged bad leaves unchanged and still flagged (*flagged*), never rewritten;
+    - ``"compress"``: a gradient frame (``gradient_payload``) leaves as ``compress_frame``
+      makes it (*changed*) unless that frame would be longer than ``max_frame``; then, and
+      for every other frame, it leaves unchanged (*passed*);
+    - ``"decompress"``: a frame with ToS 0x28 and consistent Ethernet / IPv4 / UDP lengths
+      leaves as ``decompress_frame`` makes it (*changed*), but is dropped when its payload
+      is not a whole compressed message (``CorruptMessage``, a payload under 4 bytes
+      included) or when the frame it would become is longer than ``max_frame``; every
+      other frame leaves unchanged (*passed*).
+
+    Returns
+    -------
+    (list of (bytes, bool), collections.Counter)
+        The frames that leave with their flag, and the counts of ``passed``, ``changed``,
+        ``dropped`` and ``flagged`` frames.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"Direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+    out, counts = [], Counter(passed=0, changed=0, dropped=0, flagged=0)
+    for frame in frames:
+        frame, bad = (frame, False) if isinstance(frame, (bytes, bytearray)) else frame
+        frame = bytes(frame)
+        if not frame or len(frame) > max_frame:
+            verdict, sent = "dropped", None
+        elif bad:
+            verdict, sent = "flagged", frame
+        elif direction == "compress":
+            sent = compress_frame(frame, bound_bits)
+            verdict = "changed"
+            if gradient_payload(frame) is None or len(sent) > max_frame:
+                verdict, sent = "passed", frame
+        else:
+            verdict, sent = _receive(frame, bound_bits, max_frame)
+        counts[verdict] += 1
+        if sent is not None:
+            out.append((sent, bad))
+    return out, counts
+
+
+def _receive(frame, bound_bits, max_frame):
+    """The receiving frame path's verdict on one good frame and the frame it sends."""
+    found = _udp_payload(frame, GRADIENT_TOS)
+    if found is None:
+        return "passed", frame
+    ip, header, start, end = found
+    if end - start < 4 or start + 4 * int.from_bytes(frame[start:start + 4], "little") \
+            > max_frame:
+        return "dropped", None
+    try:
+        return "changed", decompress_frame(frame, bound_bits)
+    except CorruptMessage:
+        return "dropped", None

@@ -168,6 +168,11 @@ class InceptionnDecompressor(StreamEngine):
 
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, self.PORTS, max_values)
+        #: High in the cycle the engine is done with a message's bytes, every fault of it
+        #: counted (for a parent such as ``hw.nic.frame_path``; not a port of the top).
+        self.message_end = Signal()
+        #: High in the cycle a message is counted bad (at or before its ``message_end``).
+        self.message_bad = Signal()
 
     def _geometry(self):
         lanes = self.lanes
@@ -199,7 +204,8 @@ class InceptionnDecompressor(StreamEngine):
         out = SkidOutput.driving(m, self.o)
 
         flag = Signal()
-        count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER)
+        m.d.comb += self.message_bad.eq(
+            count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER))
 
         # Pushed groups (and descriptors, as a group of one raw value) go down a pipeline
         # that never stalls, then into a queue whose head is the hold. ``pending`` counts
@@ -262,7 +268,7 @@ class InceptionnDecompressor(StreamEngine):
                 m.d.sync += [state.eq(_State.TAIL), check_pending.eq(1)]
 
         def finish():
-            m.d.comb += ring.finish.eq(1)
+            m.d.comb += [ring.finish.eq(1), self.message_end.eq(1)]
             m.d.sync += state.eq(_State.HEADER)
             move_parse(ring.start)
 

@@ -84,6 +84,7 @@ def count_errors(m, flag, error, error_count, *, between):
         m.d.sync += error.eq(1)
         with m.If(error_count != (1 << len(error_count)) - 1):
             m.d.sync += error_count.eq(error_count + 1)
+    return counted
 
 
 class StreamEngine(wiring.Component):

@@ -1,0 +1,122 @@
+"""Frame buffer: a ring of bytes in byte-wide banks, written and read ``width`` bytes at a
+time from any byte address, and a reader that streams a byte range out of it."""
+
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import Out
+from amaranth.utils import exact_log2
+
+from codnn.hw.nic.layouts import beat_layout
+
+__all__ = ["FrameBuffer", "RangeReader", "range_beat_layout"]
+
+
+class FrameBuffer(Elaboratable):
+    """``size`` bytes (a power of two) in ``width`` banks (a power of two, 2 or more), bank ``j``
+    holding the bytes whose address is ``j`` modulo ``width``, so that any ``width``
+    consecutive bytes sit in different banks: an unaligned access is a byte rotation.
+
+    Write port: ``w_data`` (byte ``i`` to address ``w_addr + i``), ``w_en`` (one bit per
+    byte of ``w_data``). Read port: ``r_data`` holds the ``width`` bytes from the ``r_addr``
+    of the last cycle with ``r_en`` high (byte ``i`` from ``r_addr + i``); a byte written
+    in the cycle it is read reads as before. Addresses wrap modulo ``size``.
+
+    Latency: one cycle from ``r_addr`` to ``r_data``. Throughput: ``width`` bytes written
+    and ``width`` read per cycle.
+    """
+
+    def __init__(self, *, width, size):
+        exact_log2(width), exact_log2(size)
+        if width < 2 or size < 2 * width:
+            raise ValueError(f"A frame buffer needs at least {2 * width} bytes, not {size}")
+        self.width, self.size = width, size
+        self.w_addr, self.r_addr = Signal(exact_log2(size)), Signal(exact_log2(size))
+        self.w_data, self.r_data = Signal(8 * width), Signal(8 * width)
+        self.w_en, self.r_en = Signal(width), Signal(init=1)
+
+    def elaborate(self, platform):
+        m = Module()
+        width, shift = self.width, exact_log2(self.width)
+        rows = self.size // width
+
+        def rotate(value, offset, bits):
+            """``value`` (``width`` fields of ``bits``) rotated so field ``i`` lands at
+            ``(i + offset) mod width``."""
+            return Cat(value, value).bit_select(bits * (width - offset).as_unsigned(), bits * width)
+
+        w_low, r_low = self.w_addr[:shift], self.r_addr[:shift]
+        r_low_held = Signal.like(r_low)
+        with m.If(self.r_en):
+            m.d.sync += r_low_held.eq(r_low)
+        w_data, w_en = rotate(self.w_data, w_low, 8), rotate(self.w_en, w_low, 1)
+        banks = []
+        for j in range(width):
+            bank = memory.Memory(shape=8, depth=rows, init=[])
+            m.submodules[f"bank{j}"] = bank
+            write, read = bank.write_port(), bank.read_port()
+            w_row = self.w_addr[shift:] + (Const(j) < w_low)
+            r_row = self.r_addr[shift:] + (Const(j) < r_low)
+            m.d.comb += [write.addr.eq(w_row), write.data.eq(w_data[8 * j:8 * j + 8]),
+                         write.en.eq(w_en[j]), read.addr.eq(r_row), read.en.eq(self.r_en)]
+            banks.append(read.data)
+        data = Cat(banks)
+        m.d.comb += self.r_data.eq(Cat(data, data).bit_select(8 * r_low_held, 8 * width))
+        return m
+
+
+def range_beat_layout(width):
+    """A ``RangeReader``'s beat: ``hw.nic.layouts.beat_layout`` and the range's ``user``."""
+    return data.StructLayout({**beat_layout(width).members, "user": 1})
+
+
+class RangeReader(wiring.Component):
+    """Stream ``length`` bytes of a ``FrameBuffer`` from byte pointer ``start`` as beats of
+    the buffer's width (``o``: ``range_beat_layout``; the last beat keeps the range's final
+    bytes, ``last`` on it; every beat carries the range's ``user`` bit). ``go`` (a cycle
+    while ``idle``) starts a range, even while the previous range's last beat waits on
+    ``o``; ``length`` 0 gives no beat. Pointers count bytes modulo twice the buffer's
+    size; ``position`` is the next byte to read (every byte before it has been read).
+
+    Latency: the first beat is valid two cycles after ``go``. Throughput: a beat per cycle
+    while ``o`` takes them.
+
+    Attributes
+    ----------
+    start, length, user, go : In
+    idle : Out(1)
+        No byte of the range is left to read.
+    position : Out
+    o : Out(stream.Signature(range_beat_layout(width)))
+    """
+
+    def __init__(self, buffer, *, max_length):
+        self._buffer = buffer
+        pointer = len(buffer.w_addr) + 1
+        super().__init__({"start": wiring.In(pointer), "length": wiring.In(range(max_length + 1)),
+                          "user": wiring.In(1), "go": wiring.In(1), "idle": Out(1),
+                          "position": Out(pointer),
+                          "o": Out(stream.Signature(range_beat_layout(buffer.width)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        buffer, width = self._buffer, self._buffer.width
+        address = self.position
+        remaining = Signal.like(self.length)
+        user = Signal()
+        advance = Signal()
+        m.d.comb += [advance.eq(~self.o.valid | self.o.ready),
+                     buffer.r_en.eq(advance), buffer.r_addr.eq(address),
+                     self.idle.eq(remaining == 0),
+                     self.o.payload.data.eq(buffer.r_data)]
+        this = Signal(range(width + 1))
+        m.d.comb += this.eq(Mux(remaining < width, remaining, width))
+        with m.If(advance):
+            m.d.sync += [self.o.valid.eq(remaining != 0),
+                         self.o.payload.last.eq(remaining <= width),
+                         self.o.payload.keep.eq(Cat(Const(i) < this for i in range(width))),
+                         self.o.payload.user.eq(user),
+                         address.eq(address + this), remaining.eq(remaining - this)]
+        with m.If(self.go):
+            m.d.sync += [address.eq(self.start), remaining.eq(self.length),
+                         user.eq(self.user)]
+        return m
