@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
+from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS
 from codnn.golden.systolic import MAC_KINDS, check_fits
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
@@ -24,6 +25,7 @@ from codnn.hw.bfp import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import ENGINES as NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
+from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.soc import NicSoc, SystolicSoc, TqSoc
 from codnn.hw.systolic import ColumnCombinedArray
@@ -214,6 +216,21 @@ def _nic_engine(descriptor):
         rate=lambda dut: (dut.engine.lanes, "float32"))
 
 
+def _frame_path_config(dut, sim, beats, idle, backpressure, build_root):
+    """Fuzzed frames (``frames`` of them), or a capture's (``pcap``)."""
+    check_bound_bits(sim["bound_bits"])
+    if sim["pcap"] is None and sim["frames"] < 1:
+        raise ValueError(f"Frame count must be positive, not {sim['frames']}")
+    if sim["pcap"] is not None:
+        from .pcapfile import read_frames
+        read_frames(sim["pcap"])                # a capture that cannot be read: one line
+        sim = {**sim, "pcap": str(Path(sim["pcap"]).resolve())}
+    if sim["pcap_out"] is not None:
+        sim = {**sim, "pcap_out": str(Path(sim["pcap_out"]).resolve())}
+    return {"direction": dut.direction, "width": dut.width, "max_frame": dut.max_frame,
+            "idle": idle, "backpressure": backpressure, **sim}
+
+
 def _mac_engine(name, cls, summary, sim_params, group_beats):
     return Engine(
         name=name, summary=summary,
@@ -294,6 +311,27 @@ ENGINES = {engine.name: engine for engine in [
         rate=lambda dut: (dut.rows * dut.cols * dut.g / dut.beat_cycles, "MAC"),
     ),
     *(_nic_engine(descriptor) for descriptor in NIC_ENGINES.values()),
+    Engine(
+        name="framepath",
+        summary="NIC frame path: Ethernet/IPv4/UDP gradient frames compressed (or restored) "
+                "in flight, AXI4-Stream",
+        params=(Param("direction", str, "compress", "compress (sender) or decompress "
+                      "(receiver)", DIRECTIONS),
+                Param("width", int, 8, "bytes per beat (1 for 1 GbE, 8 for 10 GbE)"),
+                Param("max_frame", int, DEFAULT_MAX_FRAME, "largest frame in or out, bytes "
+                      "without FCS")),
+        build=lambda **p: FramePath(**p),
+        sim_params=(*_INCEPTIONN_PARAMS,
+                    Param("frames", int, 1000, "fuzzed frames to send (without --pcap)"),
+                    Param("pcap", str, None, "replay this capture's frames instead"),
+                    Param("pcap_out", str, None, "write the frames the RTL sent to this "
+                          "capture")),
+        testbench="codnn.sim.tb_frame_path",
+        tb_config=_frame_path_config,
+        throughput=lambda dut: f"{max(4, dut.width)} bytes/cycle per stage, store and "
+                               f"forward",
+        rate=lambda dut: (dut.width, "byte"),
+    ),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
                 (Param("g", int, 8, "values per group"),
                  Param("alpha", int, 12, "weight terms per group"),

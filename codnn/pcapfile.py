@@ -15,7 +15,7 @@ from pathlib import Path
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, CorruptMessage, check_bound_bits
 from codnn.golden.packets import compress_frame, decompress_frame, gradient_payload
 
-__all__ = ["PcapError", "rewrite_pcap"]
+__all__ = ["PcapError", "read_frames", "write_frames", "rewrite_pcap"]
 
 _MAGICS = (0xA1B2C3D4, 0xA1B23C4D)     # micro- and nanosecond timestamps (copied as they are)
 _ETHERNET = 1
@@ -55,6 +55,29 @@ def _read(path):
                         original))
         offset += 16 + captured
     return order, header, records
+
+
+def read_frames(path):
+    """The frames of a capture, in order (bytes each).
+
+    Raises
+    ------
+    PcapError
+        For a capture that cannot be read.
+    """
+    return [frame for _, _, frame, _ in _read(path)[2]]
+
+
+def write_frames(path, frames):
+    """Write ``frames`` (bytes each) as a classic little-endian pcap of Ethernet frames,
+    one microsecond apart."""
+    longest = max((len(frame) for frame in frames), default=0)
+    out = bytearray(struct.pack("<IHHiIII", _MAGICS[0], 2, 4, 0, 0, max(longest, 65535),
+                                _ETHERNET))
+    for number, frame in enumerate(frames):
+        out += struct.pack("<IIII", number // 1_000_000, number % 1_000_000, len(frame),
+                           len(frame)) + frame
+    Path(path).write_bytes(bytes(out))
 
 
 def rewrite_pcap(path, output, *, bound_bits=DEFAULT_BOUND_BITS, decompress=False):

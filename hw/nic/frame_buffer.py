@@ -54,8 +54,10 @@ class FrameBuffer(Elaboratable):
             bank = memory.Memory(shape=8, depth=rows, init=[])
             m.submodules[f"bank{j}"] = bank
             write, read = bank.write_port(), bank.read_port()
-            w_row = self.w_addr[shift:] + (Const(j) < w_low)
-            r_row = self.r_addr[shift:] + (Const(j) < r_low)
+            # The banks before the access's first byte take it from the next row (the
+            # last bank never: a comparison that is always false would trip Verilator).
+            w_row = self.w_addr[shift:] + (w_low > j) if j < width - 1 else self.w_addr[shift:]
+            r_row = self.r_addr[shift:] + (r_low > j) if j < width - 1 else self.r_addr[shift:]
             m.d.comb += [write.addr.eq(w_row), write.data.eq(w_data[8 * j:8 * j + 8]),
                          write.en.eq(w_en[j]), read.addr.eq(r_row), read.en.eq(self.r_en)]
             banks.append(read.data)
@@ -108,14 +110,14 @@ class RangeReader(wiring.Component):
                      buffer.r_en.eq(advance), buffer.r_addr.eq(address),
                      self.idle.eq(remaining == 0),
                      self.o.payload.data.eq(buffer.r_data)]
-        this = Signal(range(width + 1))
-        m.d.comb += this.eq(Mux(remaining < width, remaining, width))
+        step = Signal(range(width + 1))
+        m.d.comb += step.eq(Mux(remaining < width, remaining, width))
         with m.If(advance):
             m.d.sync += [self.o.valid.eq(remaining != 0),
                          self.o.payload.last.eq(remaining <= width),
-                         self.o.payload.keep.eq(Cat(Const(i) < this for i in range(width))),
+                         self.o.payload.keep.eq(Cat(Const(i) < step for i in range(width))),
                          self.o.payload.user.eq(user),
-                         address.eq(address + this), remaining.eq(remaining - this)]
+                         address.eq(address + step), remaining.eq(remaining - step)]
         with m.If(self.go):
             m.d.sync += [address.eq(self.start), remaining.eq(self.length),
                          user.eq(self.user)]

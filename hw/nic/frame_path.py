@@ -111,6 +111,12 @@ class FramePath(wiring.Component):
     max_frame = property(lambda self: self._max_frame, doc="The largest frame, in bytes.")
 
     @property
+    def latency(self):
+        """None: store and forward, a frame's latency depends on its length and the frames
+        before it (see the class's docstring)."""
+        return None
+
+    @property
     def buffer_bytes(self):
         """Bytes of each of the two frame buffers."""
         return 1 << ceil_log2(2 * self._max_frame)
