@@ -3,13 +3,13 @@
 ``run_stream_test`` feeds beats into a component's input stream ``i`` with random idle cycles
 and takes beats from its output stream ``o`` with random backpressure; ``run_frames`` does
 the same with whole frames for a NIC engine, changing its settings right after each
-frame's first beat. Both sides obey the stream rules: valid is held with its payload until
+frame's first beat; ``run_frame_path`` with Ethernet frames for the frame path. Both sides obey the stream rules: valid is held with its payload until
 accepted.
 """
 
 from amaranth.sim import Simulator
 
-__all__ = ["run_stream_test", "frame_beats", "run_frames"]
+__all__ = ["run_stream_test", "frame_beats", "run_frames", "run_frame_path"]
 
 
 async def _drive(ctx, port, beats, rng, idle):
@@ -154,3 +154,82 @@ def run_frames(dut, frames, *, settings, expected_frames, rng, idle=0.0, backpre
     sim.add_testbench(sink)
     sim.run()
     return out, counters
+
+
+def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backpressure=0.0,
+                   hold=0, max_cycles=200_000):
+    """Stream Ethernet frames (``(bytes, bad)`` each) through a ``hw.nic.FramePath``.
+
+    Frame ``k`` is sent with ``bound_bits`` = ``bounds[k]`` until its first beat is taken,
+    then a random other value (out of range included) from the next cycle; ``bad`` sets
+    ``s_axis_tuser`` on its last beat. With ``hold``, the sink refuses every beat for that
+    many cycles first.
+
+    Returns
+    -------
+    dict
+        ``frames``: the ``(bytes, tuser)`` out; ``counters``: ``passed``, ``changed``,
+        ``dropped``, ``flagged`` 20 cycles after the last; ``waited``: whether the input
+        ever waited; ``ends``: the cycle of each frame's last beat out.
+
+    Raises
+    ------
+    AssertionError
+        If the frames do not arrive within ``max_cycles``, or more arrive.
+    """
+    width = dut.width
+    result = {"frames": [], "counters": {}, "waited": False, "ends": []}
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def source(ctx):
+        for (frame, bad), bound in zip(frames, bounds):
+            beats = frame_beats(frame, width)
+            for j, beat in enumerate(beats):
+                while rng.random() < idle:
+                    await ctx.tick()
+                if j == 0:
+                    ctx.set(dut.bound_bits, bound)
+                ctx.set(dut.s_axis_tdata, beat["data"])
+                ctx.set(dut.s_axis_tkeep, beat["keep"])
+                ctx.set(dut.s_axis_tlast, beat["last"])
+                ctx.set(dut.s_axis_tuser, bad and beat["last"])
+                ctx.set(dut.s_axis_tvalid, 1)
+                await ctx.tick()
+                while not ctx.get(dut.s_axis_tready):     # as sampled at that edge
+                    result["waited"] = True
+                    await ctx.tick()
+                ctx.set(dut.s_axis_tvalid, 0)
+                ctx.set(dut.bound_bits, rng.choice([0, 6, 7, 12, 15]))
+
+    async def sink(ctx):
+        current, cycles, quiet_until = b"", 0, None
+        out = result["frames"]
+        while quiet_until is None or cycles < quiet_until:
+            if len(out) == expected_frames and quiet_until is None:
+                quiet_until = cycles + 20           # then no more frames may come
+            if cycles >= max_cycles:
+                raise AssertionError(f"no output after {max_cycles} cycles: {len(out)} of "
+                                     f"{expected_frames} frames")
+            ready = cycles >= hold and rng.random() >= backpressure
+            ctx.set(dut.m_axis_tready, ready)
+            _, _, valid, data, keep, last, user = await ctx.tick().sample(
+                dut.m_axis_tvalid, dut.m_axis_tdata, dut.m_axis_tkeep, dut.m_axis_tlast,
+                dut.m_axis_tuser)
+            cycles += 1
+            if ready and valid:
+                count = bin(keep).count("1") if last else width
+                current += data.to_bytes(width, "little")[:count]
+                if last:
+                    out.append((current, bool(user)))
+                    result["ends"].append(cycles)
+                    current = b""
+                    assert len(out) <= expected_frames, \
+                        f"more than the {expected_frames} frames expected"
+        for name in ("passed", "changed", "dropped", "flagged"):
+            result["counters"][name] = ctx.get(getattr(dut, name))
+
+    sim.add_testbench(source, background=True)
+    sim.add_testbench(sink)
+    sim.run()
+    return result

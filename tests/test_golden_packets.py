@@ -13,6 +13,7 @@ from codnn.golden.packets import (
     MIN_FRAME,
     compress_frame,
     decompress_frame,
+    frame_path,
     gradient_payload,
     ipv4_checksum,
 )
@@ -190,3 +191,42 @@ def test_big_endian_nanosecond_capture(tmp_path):
     seconds, fraction, captured, original = struct.unpack(">IIII", data[24:40])
     assert (seconds, fraction) == (1700000000, 123456789) and captured == original
     assert data[40:40 + captured] == compress_frame(frame)
+
+
+def _grown(count):
+    """A gradient frame of ``count`` values that do not compress: each grows by its tag."""
+    return _frame(np.full(count, 3.0, dtype=np.float32).tobytes())
+
+
+def test_frame_path_compress_cases():
+    """Each of frame_path's cases, sending: empty and over-long frames dropped, a flagged
+    frame passed with its flag and never rewritten, a frame whose compressed form would be
+    over the largest passed unchanged."""
+    gradient = _frame(np.full(40, 0.01, dtype=np.float32).tobytes())
+    near = _grown(120)                 # 522 bytes; compressed 4 + 480 + 30 more than that
+    frames = [b"", gradient, (gradient, True), bytes(600), near, _frame(b"abc", tos=0)]
+    out, counts = frame_path(frames, "compress", 10, max_frame=540)
+    assert len(near) <= 540 < len(compress_frame(near))
+    assert out == [(compress_frame(gradient), False), (gradient, True), (near, False),
+                   (_frame(b"abc", tos=0), False)]
+    assert counts == {"passed": 2, "changed": 1, "dropped": 2, "flagged": 1}
+    assert frame_path([near], "compress", 10, max_frame=1000)[1]["changed"] == 1
+
+
+def test_frame_path_decompress_cases():
+    """Receiving: a restored frame changed; a corrupt message, a payload under 4 bytes, and
+    a frame that would be restored past the largest dropped; another ToS passed."""
+    values = np.full(100, 0.01, dtype=np.float32)
+    sent = compress_frame(_frame(values.tobytes()))
+    corrupt = _frame(b"\x10\x00\x00\x00\xff")
+    short = _frame(b"\x01\x00")
+    frames = [sent, corrupt, short, _frame(b"xyz", tos=4), (corrupt, True)]
+    out, counts = frame_path(frames, "decompress", 10)
+    assert out == [(decompress_frame(sent), False), (_frame(b"xyz", tos=4), False),
+                   (corrupt, True)]
+    assert counts == {"passed": 1, "changed": 1, "dropped": 2, "flagged": 1}
+    restored = len(decompress_frame(sent))
+    assert frame_path([sent], "decompress", 10, max_frame=restored)[1]["changed"] == 1
+    assert frame_path([sent], "decompress", 10, max_frame=restored - 1)[1]["dropped"] == 1
+    with pytest.raises(ValueError, match="Direction must be one of compress, decompress"):
+        frame_path([], "sideways")

@@ -314,8 +314,10 @@ class FramePath(wiring.Component):
         read_at = Signal(len(released))          # the frame's first byte in buffer A
         write_at = Signal(len(released))         # and in buffer B
         written = Signal(range(max_frame + 1))
+        used = Signal.like(released)            # bytes B holds (modulo the pointers)
         room = Signal()
-        m.d.comb += room.eq((write_at - released) + record.out_length <= buffer.size)
+        m.d.comb += [used.eq(write_at - released),
+                     room.eq(used + record.out_length <= buffer.size)]
         m.d.comb += buffer.w_addr.eq(write_at + written)
 
         descriptor_sent, skip_descriptor = Signal(), Signal()
