@@ -1,5 +1,5 @@
 """The frame path on Amaranth's simulator: every width, both directions, each frame with
-its own bound (changed the cycle after its first beat), an empty frame, a full buffer,
+its own bound (changed the cycle after its first beat), an empty frame, full buffers,
 and parameter checks. The fuzzed runs at 1 and 8 bytes are cocotb's
 (tests/test_sim_nic.py)."""
 
@@ -50,7 +50,7 @@ def _frames(rng, direction):
 
 
 @pytest.mark.parametrize("direction", ["compress", "decompress"])
-@pytest.mark.parametrize("width", [2, 4, 16])
+@pytest.mark.parametrize("width", [1, 2, 4])
 def test_frames_equal_golden_at_every_width(direction, width):
     rng = np.random.default_rng(SEED + width)
     print(f"seed {SEED + width}")
@@ -89,7 +89,7 @@ def test_full_buffers_hold_the_input_and_lose_nothing(direction):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"direction": "up"}, "Direction must be one of compress, decompress, not 'up'"),
-    ({"width": 3}, "Frame width must be one of 1, 2, 4, 8, 16 bytes, not 3"),
+    ({"width": 16}, "Frame width must be one of 1, 2, 4, 8 bytes, not 16"),
     ({"width": True}, "Frame width must be one of"),
     ({"max_frame": 63}, "Largest frame must be 64..16384 bytes, not 63"),
     ({"max_frame": 20000}, "Largest frame must be 64..16384 bytes"),

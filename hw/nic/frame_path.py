@@ -18,9 +18,11 @@ from codnn.hw.nic.layouts import beat_bytes, beat_layout
 __all__ = ["FRAME_WIDTHS", "FramePath"]
 
 #: Bytes per beat the frame path takes and gives (8 bits for 1 GbE, 64 for 10 GbE).
-FRAME_WIDTHS = (1, 2, 4, 8, 16)
-#: Frames between the stages' buffers and their queues of frame records.
+FRAME_WIDTHS = (1, 2, 4, 8)
+#: Frame records the queue between the parser and the rewriter holds.
 _QUEUE = 16
+#: Frames the parser may hold past its input, each a record to come (its pipeline stages).
+_IN_FLIGHT = 7
 _ETH_HEADER = 14
 _UDP_HEADER = 8
 
@@ -39,17 +41,129 @@ class _Stage2(enum.Enum, shape=3):
     END = 4
 
 
+def _buffer_bytes(max_frame):
+    return 1 << ceil_log2(2 * max_frame)
+
+
 def _record_layout(max_frame):
     """What the parser learns of a frame, for the rewriting stage."""
     length = range(max_frame + 1)
     return data.StructLayout({
-        "length": length,             # bytes in
+        "start": len(Signal(range(2 * _buffer_bytes(max_frame)))),   # its first byte in A
+        "length": length,             # bytes in A (a frame longer than max_frame: some)
         "action": _Action, "flagged": 1,
         "ihl": 4, "payload": length,  # UDP payload bytes (the values or the message)
         "total": 16, "checksum": 16,  # the rewritten IPv4 total length and its checksum
         "out_length": length,         # bytes out (a rewritten frame's before a drop)
         "bound_bits": 4,
     })
+
+
+class _Fields:
+    """The parser's view of the frame going by: the header fields it captures, the sums it
+    keeps, and the same, copied at a frame's end (``snapshot``), for the decision."""
+
+    _CAPTURED = {"ethertype": (16, [12, 13]), "version_ihl": (8, [14]), "tos": (8, [15]),
+                 "total": (16, [16, 17]), "fragment": (16, [20, 21]), "protocol": (8, [23])}
+
+    def __init__(self, width, max_frame, direction):
+        self.width, self.direction = width, direction
+        for name, (bits, _) in self._CAPTURED.items():
+            setattr(self, name, Signal(bits, name=name))
+        self.udp_length, self.count_field = Signal(16), Signal(32)
+        self.header_sum, self.sizes = Signal(24), Signal(range(4 * max_frame + 1))
+        self.sampled = Signal(4, init=DEFAULT_BOUND_BITS)     # bound_bits at a first beat
+        self.previous = Signal(8)               # the byte before the beat at P1
+
+    def terms(self, m, masked, offset, count):
+        """At P1: the beat's header bytes that the checksum adds (their sums at even and
+        odd offsets) and (compressing) the compressed sizes of the values whose high byte
+        it holds (a value's high byte is at an offset of 1 mod 4: the payload starts at
+        ``22 + 4 * IHL``)."""
+        bound_bits, _ = clamp_bound_bits(m, self.sampled)
+        self.bound_bits = bound_bits
+        udp = _ETH_HEADER + 4 * self.version_ihl[:4]
+        payload_at = udp + _UDP_HEADER
+        high, low, sizes = [], [], []
+        for j in range(self.width):
+            at = offset + j
+            byte = masked[8 * j:8 * j + 8]
+            kept = Const(j) < count
+            in_header = kept & (at >= _ETH_HEADER) & ((at < 34) | (at < udp)) \
+                & (at != 16) & (at != 17) & (at != 24) & (at != 25)
+            # A byte at an even offset is the high byte of its checksum word.
+            if self.width > 1:
+                (low if j % 2 else high).append(Mux(in_header, byte, 0))
+            else:
+                high.append(Mux(in_header & ~at[0], byte, 0))
+                low.append(Mux(in_header & at[0], byte, 0))
+            if self.direction == "compress":
+                before = masked[8 * j - 8:8 * j] if j else self.previous
+                exponent = Cat(before[7], byte[:7])
+                in_payload = kept & (at[:2] == 1) & (at >= payload_at + 3) \
+                    & (at < _ETH_HEADER + self.total)
+                size = Mux(exponent >= 127, 4, Mux(exponent < 127 - bound_bits, 0,
+                                                   Mux(exponent < 134 - bound_bits, 1, 2)))
+                sizes.append(Mux(in_payload, size, 0))
+        bits = len(Signal(range(255 * self.width + 1)))
+        out = [Signal(bits, name=name) for name in ("high", "low")] \
+            + [Signal(range(4 * self.width + 1), name="size_terms")]
+        m.d.comb += [out[0].eq(sum(high)), out[1].eq(sum(low)), out[2].eq(sum(sizes or [0]))]
+        return out
+
+    def accumulate(self, m, valid, first, data, offset, high, low, sizes, last):
+        """At P2: capture the fields the beat holds, add its terms (from zero at a frame's
+        first beat), and with ``last`` copy the frame's values into the snapshot."""
+        width = self.width
+        low_bits = exact_log2(width)
+        udp = _ETH_HEADER + 4 * self.version_ihl[:4]
+        payload_at = udp + _UDP_HEADER
+        self.snap = _FieldsSnapshot(self)
+
+        def byte_at(at):
+            aligned = at & ~(width - 1) if isinstance(at, int) \
+                else Cat(Const(0, low_bits), at[low_bits:])
+            hit = valid & (offset == aligned)
+            if width == 1:
+                return hit, data
+            lane = at % width if isinstance(at, int) else at[:low_bits]
+            return hit, data.word_select(lane, 8)
+
+        def capture(register, snapshot, offsets):
+            new = Signal.like(register, name=f"{register.name}_next")
+            m.d.comb += new.eq(register)
+            for k, at in enumerate(offsets):        # big-endian: the first is high
+                hit, value = byte_at(at)
+                shift = 8 * (len(offsets) - 1 - k)
+                with m.If(hit):
+                    m.d.comb += new[shift:shift + 8].eq(value)
+            m.d.sync += register.eq(new)
+            with m.If(last):
+                m.d.sync += snapshot.eq(new)
+
+        for name, (_, offsets) in self._CAPTURED.items():
+            capture(getattr(self, name), getattr(self.snap, name), offsets)
+        capture(self.udp_length, self.snap.udp_length, [udp + 4, udp + 5])
+        capture(self.count_field, self.snap.count_field,
+                [payload_at + 3, payload_at + 2, payload_at + 1, payload_at])
+        for total, snapshot, term in ((self.header_sum, self.snap.header_sum,
+                                       (high << 8) + low),
+                                      (self.sizes, self.snap.sizes, sizes)):
+            new = Signal.like(total, name=f"{total.name}_next")
+            m.d.comb += new.eq(Mux(first, 0, total) + term)
+            with m.If(valid):
+                m.d.sync += total.eq(new)
+            with m.If(last):
+                m.d.sync += snapshot.eq(new)
+
+
+class _FieldsSnapshot:
+    """A frame's fields as ``_Fields`` had them after its last beat."""
+
+    def __init__(self, fields):
+        for name in (*fields._CAPTURED, "udp_length", "count_field", "header_sum", "sizes"):
+            setattr(self, name, Signal.like(getattr(fields, name), name=f"snap_{name}"))
+        self.bound_bits = Signal(4, name="snap_bound_bits")
 
 
 class FramePath(wiring.Component):
@@ -119,7 +233,7 @@ class FramePath(wiring.Component):
     @property
     def buffer_bytes(self):
         """Bytes of each of the two frame buffers."""
-        return 1 << ceil_log2(2 * self._max_frame)
+        return _buffer_bytes(self._max_frame)
 
     def elaborate(self, platform):
         m = Module()
@@ -133,171 +247,154 @@ class FramePath(wiring.Component):
             width=len(Signal(range(self._max_frame + 1))) + 1, depth=_QUEUE)    # length, flag
         m.submodules.reader_a = reader_a = RangeReader(buffer_a, max_length=self._max_frame)
         m.submodules.reader_b = reader_b = RangeReader(buffer_b, max_length=self._max_frame)
-        dropped_parse, dropped_rewrite = Signal(), Signal()
-        m.d.sync += self.dropped.eq(self.dropped + dropped_parse + dropped_rewrite)
-        self._parse(m, buffer_a, records, reader_a.position, dropped_parse)
-        self._rewrite(m, records, reader_a, buffer_b, leaving, reader_b.position,
-                      dropped_rewrite)
+        self._parse(m, buffer_a, records, reader_a.position)
+        self._rewrite(m, records, reader_a, buffer_b, leaving, reader_b.position)
         self._send(m, leaving, reader_b)
         return m
 
     # -- stage 1: parse into buffer A ------------------------------------------------------
 
-    def _parse(self, m, buffer, records, released, dropped):
+    def _parse(self, m, buffer, records, released):
         width, max_frame = self._width, self._max_frame
         pointer = len(released)
-        size = buffer.size
-        beat = Signal(beat_layout(width))
-        m.d.comb += [beat.data.eq(self.s_axis_tdata), beat.keep.eq(self.s_axis_tkeep),
-                     beat.last.eq(self.s_axis_tlast)]
-        count, masked = beat_bytes(m, beat)
 
-        start = Signal(pointer)                 # the frame's first byte in buffer A
-        position = Signal(range(max_frame + 1))  # its bytes so far
-        giant, flagged, decide = Signal(), Signal(), Signal()
-        used = Signal(pointer)
-        m.d.comb += used.eq(start - released)
-        room = Signal()
-        m.d.comb += room.eq(used + position + width <= size)
+        # P1: the beat as taken. It is written into A here, at the frame's start plus its
+        # offset; ``top`` is the address after the last byte written.
+        p1, p1_valid = Signal(beat_layout(width)), Signal()
+        p1_user, p1_first = Signal(), Signal()
+        p1_offset = Signal(range(max_frame + 2 * width))
+        offset = Signal.like(p1_offset)         # the next beat's offset in its frame
+        first, giant = Signal(init=1), Signal()
+        start, top = Signal(pointer), Signal(pointer)
         ready = Signal()
-        m.d.comb += [ready.eq(~decide & records.w_rdy & (giant | room)),
+        used = Signal(pointer)
+        m.d.comb += [used.eq(top - released),
+                     ready.eq((used + 2 * width <= buffer.size)
+                              & (records.level <= _QUEUE - _IN_FLIGHT)),
                      self.s_axis_tready.eq(ready)]
-        take = Signal()
-        m.d.comb += take.eq(self.s_axis_tvalid & ready)
+        take = self.s_axis_tvalid & ready
+        m.d.sync += p1_valid.eq(take)
+        with m.If(take):
+            m.d.sync += [p1.data.eq(self.s_axis_tdata), p1.keep.eq(self.s_axis_tkeep),
+                         p1.last.eq(self.s_axis_tlast), p1_user.eq(self.s_axis_tuser),
+                         p1_offset.eq(offset), p1_first.eq(first), first.eq(self.s_axis_tlast),
+                         offset.eq(Mux(self.s_axis_tlast, 0, offset + width))]
+        count, masked = beat_bytes(m, p1)
         over = Signal()
-        m.d.comb += over.eq(giant | (position + count > max_frame))
-        m.d.comb += [buffer.w_addr.eq(start + position), buffer.w_data.eq(masked),
-                     buffer.w_en.eq(Mux(take & ~over,
+        m.d.comb += over.eq(Mux(p1_first, 0, giant) | (p1_offset + count > max_frame))
+        stored = ~over
+        m.d.comb += [buffer.w_addr.eq(start + p1_offset), buffer.w_data.eq(masked),
+                     buffer.w_en.eq(Mux(p1_valid & stored,
                                         Cat(Const(i) < count for i in range(width)), 0))]
-        with m.If(take):
-            m.d.sync += giant.eq(over)
-            with m.If(~over):
-                m.d.sync += position.eq(position + count)
-            with m.If(self.s_axis_tlast):
-                m.d.sync += [decide.eq(1), flagged.eq(self.s_axis_tuser)]
+        after = Signal(pointer)
+        m.d.comb += after.eq(Mux(stored, start + p1_offset + count, top))
+        with m.If(p1_valid):
+            m.d.sync += [giant.eq(over), top.eq(after)]
+            with m.If(p1.last):
+                m.d.sync += start.eq(after)
 
-        # Header fields, captured as their bytes go by.
-        def byte_at(offset):
-            """(taken now, value) of the frame's byte ``offset`` (an int or a Value)."""
-            low = exact_log2(width)
-            aligned = offset & ~(width - 1) if isinstance(offset, int) \
-                else Cat(Const(0, low), offset[low:])
-            hit = take & (position == aligned)
-            value = masked.word_select(offset % width if isinstance(offset, int)
-                                       else offset[:low], 8) if width > 1 else masked
-            return hit, value
+        # P2: what the beat adds (fields, the header's checksum bytes, the compressed
+        # sizes of its values), from the fields of the beats before it (a field the beat
+        # needs is always at least two beats earlier).
+        p2_valid, p2_last, p2_first, p2_user, p2_giant = (Signal() for _ in range(5))
+        p2_offset, p2_data = Signal.like(p1_offset), Signal.like(masked)
+        p2_length, p2_start = Signal(range(max_frame + 2 * width)), Signal(pointer)
+        fields = _Fields(width, max_frame, self._direction)
+        high, low, sizes = fields.terms(m, masked, p1_offset, count)
+        p2_bound = Signal(4)
+        p2_high, p2_low, p2_sizes = Signal.like(high), Signal.like(low), Signal.like(sizes)
+        m.d.sync += [p2_valid.eq(p1_valid), p2_last.eq(p1_valid & p1.last),
+                     p2_first.eq(p1_first), p2_user.eq(p1_user), p2_giant.eq(over),
+                     p2_offset.eq(p1_offset), p2_data.eq(masked),
+                     p2_length.eq(after - start), p2_start.eq(start),
+                     p2_high.eq(high), p2_low.eq(low), p2_sizes.eq(sizes),
+                     p2_bound.eq(fields.bound_bits)]
+        with m.If(take & first):
+            m.d.sync += fields.sampled.eq(self.bound_bits)
+        with m.If(p1_valid):
+            m.d.sync += fields.previous.eq(masked[-8:])
+        fields.accumulate(m, p2_valid, p2_first, p2_data, p2_offset, p2_high, p2_low, p2_sizes,
+                          p2_last)
 
-        def capture(register, offsets):
-            for k, offset in enumerate(offsets):        # big-endian: the first is high
-                hit, value = byte_at(offset)
-                shift = 8 * (len(offsets) - 1 - k)
-                with m.If(hit):
-                    m.d.sync += register[shift:shift + 8].eq(value)
+        # P3: the frame's fields as they were after its last beat (the next frame's first
+        # beat may be at P2 already), then the decision's three stages.
+        snapshot = fields.snap
+        with m.If(p2_last):
+            m.d.sync += snapshot.bound_bits.eq(p2_bound)
+        p3_valid, p3_user, p3_giant = Signal(), Signal(), Signal()
+        p3_length, p3_start = Signal.like(p2_length), Signal(pointer)
+        m.d.sync += p3_valid.eq(p2_last)
+        with m.If(p2_last):
+            m.d.sync += [p3_user.eq(p2_user), p3_giant.eq(p2_giant),
+                         p3_length.eq(p2_length), p3_start.eq(p2_start)]
+        record, valid = self._decide(m, snapshot, p3_valid, p3_user, p3_giant, p3_length,
+                                     p3_start)
+        m.d.comb += [records.w_data.eq(record), records.w_en.eq(valid)]
 
-        ethertype, version_ihl, tos, total = Signal(16), Signal(8), Signal(8), Signal(16)
-        fragment, protocol, udp_length = Signal(16), Signal(8), Signal(16)
-        count_field = Signal(32)                # decompress: the message's value count
-        capture(ethertype, [12, 13])
-        capture(version_ihl, [14])
-        capture(tos, [15])
-        capture(total, [16, 17])
-        capture(fragment, [20, 21])
-        capture(protocol, [23])
-        ihl = version_ihl[:4]
-        udp = Signal(range(_ETH_HEADER + 61))
-        payload_at = Signal(range(_ETH_HEADER + 69))
-        m.d.comb += [udp.eq(_ETH_HEADER + 4 * ihl), payload_at.eq(udp + _UDP_HEADER)]
-        capture(udp_length, [udp + 4, udp + 5])
-        capture(count_field, [payload_at + 3, payload_at + 2, payload_at + 1, payload_at])
-
-        # The header's checksum sum without its total length and checksum fields, and
-        # (compressing) the compressed payload's size from each value's exponent.
-        sampled = Signal(4, init=DEFAULT_BOUND_BITS)
-        bound_bits, _ = clamp_bound_bits(m, sampled)
-        with m.If(take & (position == 0)):
-            m.d.sync += sampled.eq(self.bound_bits)
-        header_sum, sizes = Signal(24), Signal(range(4 * max_frame + 1))
-        previous = Signal(8)                    # the byte before this beat's first
-        terms, size_terms = [], []
-        for j in range(width):
-            offset = position + j
-            byte = masked[8 * j:8 * j + 8]
-            in_frame = Const(j) < count
-            in_header = (offset >= _ETH_HEADER) & ((offset < 34) | (offset < udp)) \
-                & (offset != 16) & (offset != 17) & (offset != 24) & (offset != 25)
-            terms.append(Mux(in_frame & in_header,
-                             Mux(offset[0], byte, Cat(Const(0, 8), byte)), 0))
-            if self._direction == "compress":
-                before = masked[8 * j - 8:8 * j] if j else previous
-                exponent = Cat(before[7], byte[:7])
-                in_payload = (offset >= payload_at + 3) & (offset < _ETH_HEADER + total) \
-                    & (offset[:2] == 1)
-                size = Mux(exponent >= 127, 4,
-                           Mux(exponent < 127 - bound_bits, 0,
-                               Mux(exponent < 134 - bound_bits, 1, 2)))
-                size_terms.append(Mux(in_frame & in_payload, size, 0))
-        with m.If(take):
-            m.d.sync += [header_sum.eq(header_sum + sum(terms)),
-                         previous.eq(masked[-8:])]
-            if size_terms:
-                m.d.sync += sizes.eq(sizes + sum(size_terms))
-
-        # The decision, the cycle after the last beat.
-        payload = Signal(17)
-        m.d.comb += payload.eq(total - 4 * ihl - _UDP_HEADER)
-        consistent = ((position >= _ETH_HEADER + 28) & (ethertype == 0x0800)
-                      & (version_ihl[4:] == 4) & (ihl >= 5) & (tos == GRADIENT_TOS)
-                      & (protocol == 17) & (fragment[:14] == 0)
-                      & (total >= 4 * ihl + _UDP_HEADER) & (_ETH_HEADER + total <= position)
-                      & (udp_length == total - 4 * ihl))
-        body = Signal(range(max(1 << 36, 8 * max_frame)))
-        if self._direction == "compress":
-            values = payload[2:]
-            m.d.comb += body.eq(payload_at + 4 + 2 * ((values + 7) >> 3) + sizes)
-            usable = consistent & (payload[:2] == 0)
+    def _decide(self, m, f, valid, flagged, giant, length, start):
+        """The record of a frame from its fields ``f``, three register stages later, and its
+        write enable: drop, pass or rewrite, and a rewritten frame's lengths and checksum."""
+        max_frame = self._max_frame
+        compressing = self._direction == "compress"
+        # D1: the payload's length and the tests of single fields.
+        ihl = f.version_ihl[:4]
+        d1 = Signal(_record_layout(max_frame))
+        d1_valid, d1_flagged, d1_giant, d1_header_ok = Signal(), Signal(), Signal(), Signal()
+        d1_total_ok, d1_sum = Signal(), Signal(17)
+        d1_payload_at = Signal(range(_ETH_HEADER + 4 * 15 + _UDP_HEADER + 1))
+        d1_sizes, d1_count = Signal.like(f.sizes), Signal.like(f.count_field)
+        d1_udp_length, d1_total = Signal(16), Signal(16)
+        header_ok = ((length >= _ETH_HEADER + 28) & (f.ethertype == 0x0800)
+                     & (f.version_ihl[4:] == 4) & (ihl >= 5) & (f.tos == GRADIENT_TOS)
+                     & (f.protocol == 17) & (f.fragment[:14] == 0))
+        m.d.sync += [d1_valid.eq(valid), d1_flagged.eq(flagged),
+                     d1_giant.eq(giant | (length == 0)), d1_header_ok.eq(header_ok),
+                     d1_total_ok.eq((f.total >= 4 * ihl + _UDP_HEADER)
+                                    & (_ETH_HEADER + f.total <= length)),
+                     d1_sum.eq(f.header_sum[:16] + f.header_sum[16:]),
+                     d1_payload_at.eq(_ETH_HEADER + 4 * ihl + _UDP_HEADER),
+                     d1_sizes.eq(f.sizes), d1_count.eq(f.count_field),
+                     d1_udp_length.eq(f.udp_length), d1_total.eq(f.total - 4 * ihl),
+                     d1.start.eq(start), d1.length.eq(length), d1.ihl.eq(ihl),
+                     d1.payload.eq(f.total - 4 * ihl - _UDP_HEADER),
+                     d1.bound_bits.eq(f.bound_bits)]
+        # D2: the rewritten frame's length before padding, and whether the rule applies.
+        d2 = Signal(_record_layout(max_frame))
+        d2_valid, d2_flagged, d2_giant, d2_consistent = Signal(), Signal(), Signal(), Signal()
+        d2_usable, d2_sum, d2_body = Signal(), Signal(17), Signal(range(1 << 36))
+        if compressing:
+            values = d1.payload[2:]
+            body = d1_payload_at + 4 + 2 * ((values + 7) >> 3) + d1_sizes
+            usable = d1.payload[:2] == 0
         else:
-            m.d.comb += body.eq(payload_at + 4 * count_field)
-            usable = consistent & (payload >= 4)
-        out_length = Signal(range(max(1 << 36, 8 * max_frame)))
-        m.d.comb += out_length.eq(Mux(body < MIN_FRAME, MIN_FRAME, body))
-        new_total = Signal(16)
-        m.d.comb += new_total.eq(body - _ETH_HEADER)
-        folded = Signal(17)
-        m.d.comb += folded.eq(header_sum[:16] + header_sum[16:] + new_total)
-        checksum = Signal(16)
-        m.d.comb += checksum.eq(~(folded[:16] + folded[16]))
-
-        record = Signal(_record_layout(max_frame))
-        action = Signal(_Action)
+            body = d1_payload_at + 4 * d1_count
+            usable = d1.payload >= 4
+        m.d.sync += [d2.eq(d1), d2_valid.eq(d1_valid), d2_flagged.eq(d1_flagged),
+                     d2_giant.eq(d1_giant), d2_sum.eq(d1_sum), d2_body.eq(body),
+                     d2_usable.eq(usable),
+                     d2_consistent.eq(d1_header_ok & d1_total_ok
+                                      & (d1_udp_length == d1_total))]
+        # D3: the action, the new total length and the checksum's sum.
+        out_length = Mux(d2_body < MIN_FRAME, MIN_FRAME, d2_body)
         fits = out_length <= max_frame
-        # Compressing, a frame that cannot be rewritten passes; decompressing, a frame
-        # with ToS 0x28 and consistent lengths that cannot be restored is dropped.
-        refused = _Action.PASS if self._direction == "compress" else _Action.DROP
-        with m.If((position == 0) | giant):
-            m.d.comb += action.eq(_Action.DROP)
-        with m.Elif(flagged | ~consistent):
-            m.d.comb += action.eq(_Action.PASS)
-        with m.Else():
-            m.d.comb += action.eq(Mux(usable & fits, _Action.REWRITE, refused))
-        m.d.comb += [record.length.eq(position), record.action.eq(action),
-                     record.flagged.eq(flagged), record.ihl.eq(ihl),
-                     record.payload.eq(payload), record.total.eq(new_total),
-                     record.checksum.eq(checksum),
+        refused = _Action.PASS if compressing else _Action.DROP
+        action = Mux(d2_giant, _Action.DROP,
+                     Mux(d2_flagged | ~d2_consistent, _Action.PASS,
+                         Mux(d2_usable & fits, _Action.REWRITE, refused)))
+        new_total = (d2_body - _ETH_HEADER)[:16]
+        record, record_valid, folded = Signal(_record_layout(max_frame)), Signal(), Signal(17)
+        m.d.sync += [record.eq(d2), record_valid.eq(d2_valid), record.flagged.eq(d2_flagged),
+                     record.action.eq(action), record.total.eq(new_total),
+                     folded.eq(d2_sum + new_total),
                      record.out_length.eq(Mux(action == _Action.REWRITE, out_length,
-                                              position)),
-                     record.bound_bits.eq(bound_bits),
-                     records.w_data.eq(record),
-                     records.w_en.eq(decide & (action != _Action.DROP)),
-                     dropped.eq(decide & (action == _Action.DROP))]
-        with m.If(decide):
-            m.d.sync += [decide.eq(0), position.eq(0), giant.eq(0), header_sum.eq(0),
-                         sizes.eq(0)]
-            with m.If(action != _Action.DROP):
-                m.d.sync += start.eq(start + position)
+                                              d2.length))]
+        out = Signal(_record_layout(max_frame))
+        m.d.comb += [out.eq(record), out.checksum.eq(~(folded[:16] + folded[16]))]
+        return out, record_valid
 
     # -- stage 2: rewrite into buffer B ----------------------------------------------------
 
-    def _rewrite(self, m, records, reader, buffer, leaving, released, dropped):
+    def _rewrite(self, m, records, reader, buffer, leaving, released):
         inner, max_frame = buffer.width, self._max_frame
         lanes = inner // 4
         compressing = self._direction == "compress"
@@ -311,7 +408,6 @@ class FramePath(wiring.Component):
         m.d.comb += header.eq(_ETH_HEADER + 4 * record.ihl + _UDP_HEADER)
 
         state = Signal(_Stage2)
-        read_at = Signal(len(released))          # the frame's first byte in buffer A
         write_at = Signal(len(released))         # and in buffer B
         written = Signal(range(max_frame + 1))
         used = Signal.like(released)            # bytes B holds (modulo the pointers)
@@ -332,10 +428,16 @@ class FramePath(wiring.Component):
 
         with m.Switch(state):
             with m.Case(_Stage2.IDLE):
-                m.d.comb += [reader.start.eq(read_at),
-                             reader.length.eq(Mux(rewrite, header, record.length)),
+                # A dropped frame's bytes are given back: the reader moves past them.
+                drop = record.action == _Action.DROP
+                m.d.comb += [reader.start.eq(Mux(drop, record.start + record.length,
+                                                 record.start)),
+                             reader.length.eq(Mux(drop, 0, Mux(rewrite, header, record.length))),
                              reader.user.eq(record.flagged)]
-                with m.If(records.r_rdy & room & leaving.w_rdy & reader.idle):
+                with m.If(records.r_rdy & drop & reader.idle):
+                    m.d.comb += [reader.go.eq(1), records.r_en.eq(1)]
+                    m.d.sync += self.dropped.eq(self.dropped + 1)
+                with m.Elif(records.r_rdy & room & leaving.w_rdy & reader.idle):
                     m.d.comb += reader.go.eq(1)
                     m.d.sync += [state.eq(_Stage2.HEAD), written.eq(0),
                                  descriptor_sent.eq(0), skip_descriptor.eq(1),
@@ -346,7 +448,7 @@ class FramePath(wiring.Component):
                 m.d.comb += reader.o.ready.eq(1)
                 taken = reader.o.valid
                 write(Mux(rewrite, patched, masked), count, taken)
-                m.d.comb += [reader.start.eq(read_at + header),
+                m.d.comb += [reader.start.eq(record.start + header),
                              reader.length.eq(record.payload)]
                 with m.If(taken & reader.o.payload.last):
                     with m.If(rewrite):
@@ -403,8 +505,10 @@ class FramePath(wiring.Component):
             with m.Case(_Stage2.END):
                 keep = ~rewrite | ~bad
                 m.d.comb += [records.r_en.eq(1), leaving.w_data.eq(Cat(written, record.flagged)),
-                             leaving.w_en.eq(keep), dropped.eq(~keep)]
-                m.d.sync += [state.eq(_Stage2.IDLE), read_at.eq(read_at + record.length)]
+                             leaving.w_en.eq(keep)]
+                m.d.sync += state.eq(_Stage2.IDLE)
+                with m.If(~keep):
+                    m.d.sync += self.dropped.eq(self.dropped + 1)
                 with m.If(keep):
                     m.d.sync += write_at.eq(write_at + written)
                 with m.If(record.flagged):
