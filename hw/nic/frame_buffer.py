@@ -79,7 +79,7 @@ class RangeReader(wiring.Component):
     ``o``; ``length`` 0 gives no beat. Pointers count bytes modulo twice the buffer's
     size; ``position`` is the next byte to read (every byte before it has been read).
 
-    Latency: the first beat is valid two cycles after ``go``. Throughput: a beat per cycle
+    Latency: the first beat is valid three cycles after ``go``. Throughput: a beat per cycle
     while ``o`` takes them.
 
     Attributes
@@ -105,18 +105,24 @@ class RangeReader(wiring.Component):
         address = self.position
         remaining = Signal.like(self.length)
         user = Signal()
+        # Beats as read (``read``), then a register stage (``o``), so that the memory's
+        # output and its byte rotation reach no logic past the reader in the same cycle.
+        read = stream.Signature(range_beat_layout(width)).create()
         advance = Signal()
-        m.d.comb += [advance.eq(~self.o.valid | self.o.ready),
+        m.d.comb += [advance.eq(~read.valid | read.ready),
                      buffer.r_en.eq(advance), buffer.r_addr.eq(address),
                      self.idle.eq(remaining == 0),
-                     self.o.payload.data.eq(buffer.r_data)]
+                     read.payload.data.eq(buffer.r_data),
+                     read.ready.eq(~self.o.valid | self.o.ready)]
+        with m.If(read.ready):
+            m.d.sync += [self.o.valid.eq(read.valid), self.o.payload.eq(read.payload)]
         step = Signal(range(width + 1))
         m.d.comb += step.eq(Mux(remaining < width, remaining, width))
         with m.If(advance):
-            m.d.sync += [self.o.valid.eq(remaining != 0),
-                         self.o.payload.last.eq(remaining <= width),
-                         self.o.payload.keep.eq(Cat(Const(i) < step for i in range(width))),
-                         self.o.payload.user.eq(user),
+            m.d.sync += [read.valid.eq(remaining != 0),
+                         read.payload.last.eq(remaining <= width),
+                         read.payload.keep.eq(Cat(Const(i) < step for i in range(width))),
+                         read.payload.user.eq(user),
                          address.eq(address + step), remaining.eq(remaining - step)]
         with m.If(self.go):
             m.d.sync += [address.eq(self.start), remaining.eq(self.length),

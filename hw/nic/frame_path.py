@@ -1,7 +1,7 @@
 """Frame path: the packet rule (docs/semantics.md section 4) on a stream of Ethernet frames,
 store and forward, with the INCEPTIONN-style engines rewriting gradient frames."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -520,20 +520,25 @@ class FramePath(wiring.Component):
 
     def _patch(self, m, masked, written, record):
         """A rewritten frame's header beat (``masked``, at byte ``written`` of the frame)
-        with the new IPv4 total length and checksum, UDP length and a zero UDP checksum."""
+        with the new IPv4 total length and checksum, UDP length and a zero UDP checksum.
+        The UDP fields' place depends on IHL: one subtraction a beat (``to_udp``) and a
+        small comparison a byte find them."""
         inner = len(masked) // 8
-        udp = _ETH_HEADER + 4 * record.ihl
         udp_length = Signal(16)
         m.d.comb += udp_length.eq(record.total - 4 * record.ihl)
-        patches = [(16, record.total[8:]), (17, record.total[:8]),
-                   (24, record.checksum[8:]), (25, record.checksum[:8]),
-                   (udp + 4, udp_length[8:]), (udp + 5, udp_length[:8]),
-                   (udp + 6, Const(0, 8)), (udp + 7, Const(0, 8))]
+        to_udp = Signal(signed(len(written) + 1))        # from this beat to the UDP length
+        m.d.comb += to_udp.eq(_ETH_HEADER + 4 * record.ihl + 4 - written)
+        fixed = [(16, record.total[8:]), (17, record.total[:8]),
+                 (24, record.checksum[8:]), (25, record.checksum[:8])]
+        relative = [udp_length[8:], udp_length[:8], Const(0, 8), Const(0, 8)]
         out = []
         for j in range(inner):
             byte = masked[8 * j:8 * j + 8]
-            for offset, value in patches:
-                byte = Mux(written + j == offset, value, byte)
+            for offset, value in fixed:
+                if offset >= j:
+                    byte = Mux(written == offset - j, value, byte)
+            for c, value in enumerate(relative):
+                byte = Mux(to_udp == j - c, value, byte)
             out.append(byte)
         return Cat(out)
 
