@@ -160,6 +160,7 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
                    hold=0, max_cycles=200_000):
     """Stream Ethernet frames (``(bytes, bad)`` each) through a ``hw.nic.FramePath``.
 
+    ``expected_frames`` None: collect for ``max_cycles`` cycles, however many come.
     Frame ``k`` is sent with ``bound_bits`` = ``bounds[k]`` until its first beat is taken,
     then a random other value (out of range included) from the next cycle; ``bad`` sets
     ``s_axis_tuser`` on its last beat. With ``hold``, the sink refuses every beat for that
@@ -209,6 +210,8 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
             if len(out) == expected_frames and quiet_until is None:
                 quiet_until = cycles + 20           # then no more frames may come
             if cycles >= max_cycles:
+                if expected_frames is None:
+                    break
                 raise AssertionError(f"no output after {max_cycles} cycles: {len(out)} of "
                                      f"{expected_frames} frames")
             ready = cycles >= hold and rng.random() >= backpressure
@@ -224,7 +227,7 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
                     out.append((current, bool(user)))
                     result["ends"].append(cycles)
                     current = b""
-                    assert len(out) <= expected_frames, \
+                    assert expected_frames is None or len(out) <= expected_frames, \
                         f"more than the {expected_frames} frames expected"
         for name in ("passed", "changed", "dropped", "flagged"):
             result["counters"][name] = ctx.get(getattr(dut, name))

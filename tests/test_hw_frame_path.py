@@ -87,6 +87,24 @@ def test_full_buffers_hold_the_input_and_lose_nothing(direction):
     assert waited and dut.buffer_bytes == 256 and counts["changed"] == 40
 
 
+def test_drop_when_full_never_waits_and_counts_every_frame():
+    """A receiver that cannot wait: the input is never refused; with the output refused
+    for 1,500 cycles, frames that find no room are dropped whole and counted, and every
+    frame that leaves is golden's, in order."""
+    rng = np.random.default_rng(SEED + 2)
+    frames = [(gradient_frame(rng, message_values(rng, int(n), 10)), False)
+              for n in rng.integers(5, 20, 30)]
+    want, _ = _expected(frames, [10] * len(frames), "compress", 128)
+    dut = FramePath(direction="compress", width=8, max_frame=128, drop_when_full=True)
+    result = run_frame_path(dut, frames, bounds=[10] * len(frames), expected_frames=None,
+                            rng=random.Random(SEED), hold=1500, max_cycles=4000)
+    got, counters = result["frames"], result["counters"]
+    assert not result["waited"] and counters["dropped"] > 0
+    assert counters["changed"] == len(got) and len(got) + counters["dropped"] == len(frames)
+    sent = iter(want)
+    assert all(frame in sent for frame in got)      # a subsequence of golden's, in order
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"direction": "up"}, "Direction must be one of compress, decompress, not 'up'"),
     ({"width": 16}, "Frame width must be one of 1, 2, 4, 8 bytes, not 16"),

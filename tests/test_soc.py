@@ -17,7 +17,7 @@ from codnn.golden.systolic import run_layer
 from codnn.golden.tq_array import run_tq_layer
 from codnn.golden.value_frames import special_values, value_frame
 from codnn.golden.workloads import quantize_symmetric, structured_layer
-from codnn.hw.soc.crc import crc16_update
+from codnn.hw.common.crc import crc16_update
 from codnn.hw.soc.link import HostLink
 from codnn.hw.soc.nic import NicSoc
 from codnn.hw.soc.protocol import PROTOCOL_VERSION, SYNC, Command, Engine, Status, crc16, frame

@@ -200,9 +200,14 @@ class FramePath(wiring.Component):
         Bytes per beat: 1, 2, 4, 8 or 16.
     max_frame : int
         The largest frame in or out, in bytes without FCS (64..16384).
+    drop_when_full : bool
+        For an input that cannot wait (a MAC's receiver): ``s_axis_tready`` stays high
+        and a frame that finds no room in buffer A (or no place in the queue of frame
+        records) is dropped and counted instead.
     """
 
-    def __init__(self, *, direction="compress", width=8, max_frame=DEFAULT_MAX_FRAME):
+    def __init__(self, *, direction="compress", width=8, max_frame=DEFAULT_MAX_FRAME,
+                 drop_when_full=False):
         if direction not in DIRECTIONS:
             raise ValueError(f"Direction must be one of {', '.join(DIRECTIONS)}, "
                              f"not {direction!r}")
@@ -213,6 +218,7 @@ class FramePath(wiring.Component):
                 or not 64 <= max_frame <= 16384:
             raise ValueError(f"Largest frame must be 64..16384 bytes, not {max_frame!r}")
         self._direction, self._width, self._max_frame = direction, width, max_frame
+        self._drop_when_full = bool(drop_when_full)
         members = axis_ports(width)
         members.update({"s_axis_tuser": In(1), "m_axis_tuser": Out(1),
                         "bound_bits": In(4, init=DEFAULT_BOUND_BITS),
@@ -247,14 +253,15 @@ class FramePath(wiring.Component):
             width=len(Signal(range(self._max_frame + 1))) + 1, depth=_QUEUE)    # length, flag
         m.submodules.reader_a = reader_a = RangeReader(buffer_a, max_length=self._max_frame)
         m.submodules.reader_b = reader_b = RangeReader(buffer_b, max_length=self._max_frame)
-        self._parse(m, buffer_a, records, reader_a.position)
-        self._rewrite(m, records, reader_a, buffer_b, leaving, reader_b.position)
+        lost = Signal()
+        self._parse(m, buffer_a, records, reader_a.position, lost)
+        self._rewrite(m, records, reader_a, buffer_b, leaving, reader_b.position, lost)
         self._send(m, leaving, reader_b)
         return m
 
     # -- stage 1: parse into buffer A ------------------------------------------------------
 
-    def _parse(self, m, buffer, records, released):
+    def _parse(self, m, buffer, records, released, lost):
         width, max_frame = self._width, self._max_frame
         pointer = len(released)
 
@@ -268,9 +275,10 @@ class FramePath(wiring.Component):
         start, top = Signal(pointer), Signal(pointer)
         ready = Signal()
         used = Signal(pointer)
+        queue_room = records.level <= _QUEUE - _IN_FLIGHT
         m.d.comb += [used.eq(top - released),
-                     ready.eq((used + 2 * width <= buffer.size)
-                              & (records.level <= _QUEUE - _IN_FLIGHT)),
+                     ready.eq(Const(1) if self._drop_when_full
+                              else (used + 2 * width <= buffer.size) & queue_room),
                      self.s_axis_tready.eq(ready)]
         take = self.s_axis_tvalid & ready
         m.d.sync += p1_valid.eq(take)
@@ -282,6 +290,10 @@ class FramePath(wiring.Component):
         count, masked = beat_bytes(m, p1)
         over = Signal()
         m.d.comb += over.eq(Mux(p1_first, 0, giant) | (p1_offset + count > max_frame))
+        if self._drop_when_full:            # no room for this beat, or for the frame's record
+            m.d.comb += over.eq(Mux(p1_first, ~queue_room, giant)
+                                | (p1_offset + count > max_frame)
+                                | (used + width > buffer.size))
         stored = ~over
         m.d.comb += [buffer.w_addr.eq(start + p1_offset), buffer.w_data.eq(masked),
                      buffer.w_en.eq(Mux(p1_valid & stored,
@@ -329,7 +341,9 @@ class FramePath(wiring.Component):
                          p3_length.eq(p2_length), p3_start.eq(p2_start)]
         record, valid = self._decide(m, snapshot, p3_valid, p3_user, p3_giant, p3_length,
                                      p3_start)
-        m.d.comb += [records.w_data.eq(record), records.w_en.eq(valid)]
+        # A record finds no room only for a frame dropped whole for want of it (drop mode).
+        m.d.comb += [records.w_data.eq(record), records.w_en.eq(valid),
+                     lost.eq(valid & ~records.w_rdy)]
 
     def _decide(self, m, f, valid, flagged, giant, length, start):
         """The record of a frame from its fields ``f``, three register stages later, and its
@@ -394,7 +408,7 @@ class FramePath(wiring.Component):
 
     # -- stage 2: rewrite into buffer B ----------------------------------------------------
 
-    def _rewrite(self, m, records, reader, buffer, leaving, released):
+    def _rewrite(self, m, records, reader, buffer, leaving, released, lost):
         inner, max_frame = buffer.width, self._max_frame
         lanes = inner // 4
         compressing = self._direction == "compress"
@@ -426,6 +440,8 @@ class FramePath(wiring.Component):
             with m.If(enable):
                 m.d.sync += written.eq(written + nbytes)
 
+        drop_now = Signal()
+        m.d.sync += self.dropped.eq(self.dropped + drop_now + lost)
         with m.Switch(state):
             with m.Case(_Stage2.IDLE):
                 # A dropped frame's bytes are given back: the reader moves past them.
@@ -435,8 +451,7 @@ class FramePath(wiring.Component):
                              reader.length.eq(Mux(drop, 0, Mux(rewrite, header, record.length))),
                              reader.user.eq(record.flagged)]
                 with m.If(records.r_rdy & drop & reader.idle):
-                    m.d.comb += [reader.go.eq(1), records.r_en.eq(1)]
-                    m.d.sync += self.dropped.eq(self.dropped + 1)
+                    m.d.comb += [reader.go.eq(1), records.r_en.eq(1), drop_now.eq(1)]
                 with m.Elif(records.r_rdy & room & leaving.w_rdy & reader.idle):
                     m.d.comb += reader.go.eq(1)
                     m.d.sync += [state.eq(_Stage2.HEAD), written.eq(0),
@@ -507,8 +522,7 @@ class FramePath(wiring.Component):
                 m.d.comb += [records.r_en.eq(1), leaving.w_data.eq(Cat(written, record.flagged)),
                              leaving.w_en.eq(keep)]
                 m.d.sync += state.eq(_Stage2.IDLE)
-                with m.If(~keep):
-                    m.d.sync += self.dropped.eq(self.dropped + 1)
+                m.d.comb += drop_now.eq(~keep)
                 with m.If(keep):
                     m.d.sync += write_at.eq(write_at + written)
                 with m.If(record.flagged):

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.hw.common.params import positive_int
 
-from .crc import crc16_update
+from codnn.hw.common.crc import crc16_update
 from .protocol import MAX_PAYLOAD, SYNC, Status
 from .uart import UartRx, UartTx, check_divisor
 

@@ -1,0 +1,54 @@
+"""CRCs in gateware, a byte per cycle: CRC-16/CCITT-FALSE (the host link's,
+``hw.soc.protocol.crc16``) and Ethernet's CRC-32 (the FCS, ``zlib.crc32``)."""
+
+from functools import reduce
+from operator import xor
+
+from amaranth.hdl import Cat, Const, Value
+
+__all__ = ["crc16_update", "crc32_update", "CRC32_RESIDUE"]
+
+#: Ethernet's CRC-32 register (before the final inversion) after a frame and its FCS.
+CRC32_RESIDUE = 0xDEBB20E3
+
+
+def _equations(bits, poly, reflected):
+    """For each bit of the CRC register after one byte, the bits of ``Cat(crc, byte)``
+    XORed into it.
+
+    A CRC is linear over GF(2): its eight shift-and-XOR steps are run here on sets of
+    input bits, so the gateware is one layer of XOR gates per register bit. ``reflected``
+    CRCs take the byte's bits from the lowest and shift the register right (Ethernet);
+    the others from the highest, shifting left (CCITT).
+    """
+    state = [{i} for i in range(bits)]
+    for step in range(8):
+        data = {bits + (step if reflected else 7 - step)}
+        if reflected:
+            feedback = state[0] ^ data
+            state = [set(state[i + 1]) if i + 1 < bits else set() for i in range(bits)]
+        else:
+            feedback = state[bits - 1] ^ data
+            state = [set(state[i - 1]) if i else set() for i in range(bits)]
+        state = [state[i] ^ (feedback if poly >> i & 1 else set()) for i in range(bits)]
+    return [sorted(inputs) for inputs in state]
+
+
+_CRC16 = _equations(16, 0x1021, reflected=False)
+_CRC32 = _equations(32, 0xEDB88320, reflected=True)
+
+
+def _update(equations, crc, byte):
+    inputs = Cat(Value.cast(crc), byte)
+    return Cat(*(reduce(xor, (inputs[i] for i in bits), Const(0, 1)) for bits in equations))
+
+
+def crc16_update(crc, byte):
+    """Return the expression of ``crc`` (16 bits) after ``byte`` (8 bits)."""
+    return _update(_CRC16, crc, byte)
+
+
+def crc32_update(crc, byte):
+    """Return the expression of Ethernet's CRC-32 register ``crc`` (32 bits, starting at
+    all ones) after ``byte`` (8 bits); the FCS is the register inverted, low byte first."""
+    return _update(_CRC32, crc, byte)
