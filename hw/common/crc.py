@@ -39,7 +39,7 @@ _CRC32 = _equations(32, 0xEDB88320, reflected=True)
 
 
 def _update(equations, crc, byte):
-    inputs = Cat(Value.cast(crc), byte)
+    inputs = Cat(Value.cast(crc), Const(byte, 8) if isinstance(byte, int) else byte)
     return Cat(*(reduce(xor, (inputs[i] for i in bits), Const(0, 1)) for bits in equations))
 
 
