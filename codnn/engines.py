@@ -25,6 +25,8 @@ from codnn.hw.bfp import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import ENGINES as NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
+from codnn.hw.nic.ethernet_board import CORE_CLOCK_HZ, EthernetBoardTop
+from codnn.hw.nic.ethernet_bump import EthernetBump
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.soc import NicSoc, SystolicSoc, TqSoc
@@ -376,13 +378,18 @@ class BoardDesign:
     """A board-ready top ``codnn bitstream`` builds: an engine behind the UART host link.
 
     ``build(divisor=..., **params)`` returns the component (``rx``, ``tx``, ``busy``
-    ports); ``params`` are its command-line options.
+    ports); ``params`` are its command-line options. ``top(design, board)``, if set, is
+    the board top that requests the design's pins and makes its clock, ``clock_hz``
+    (``synth.bitstream.build_bitstream``); otherwise the design runs on the board's clock
+    behind ``hw.soc.BoardTop``.
     """
 
     name: str
     summary: str
     params: tuple
     build: object
+    top: object = None
+    clock_hz: float = None
 
     def default_params(self):
         return {p.name: p.default for p in self.params}
@@ -394,6 +401,13 @@ def _soc_params(engine, **defaults):
     return tuple(dataclasses.replace(p, default=defaults.get(p.name, p.default))
                  for p in ENGINES[engine].params if p.name != "out_bits") + (
         Param("depth", int, 16, "data vectors and results held"),)
+
+
+def _ethernet_top(design, board):
+    if len(board.ethernet) < 2:
+        raise ValueError(f"Design ethernet_bump needs a board with two Ethernet ports, "
+                         f"which {board.name} lacks")
+    return EthernetBoardTop(design, ports=board.ethernet[:2], led=board.led)
 
 
 # Defaults: the systolic one fits every board; the TQ one (its edge encodes, reveals and
@@ -417,4 +431,14 @@ BOARD_DESIGNS = {design.name: design for design in [
                 Param("lanes", int, 2, "float32 values per beat (1, 2, 4, 8, 16)"),
                 Param("depth", int, 64, "beats held in and out")),
         build=lambda **p: NicSoc(**p)),
+    BoardDesign(
+        name="ethernet_bump",
+        summary="a bump in the wire between two Gigabit Ethernet ports: gradient frames "
+                "compressed one way, restored the other (hw.nic.EthernetBump; boards with "
+                "two RGMII ports)",
+        params=(Param("bound_bits", int, DEFAULT_BOUND_BITS, "error bound 2**-b"),
+                Param("max_frame", int, DEFAULT_MAX_FRAME, "largest frame, bytes without "
+                      "FCS")),
+        build=lambda **p: EthernetBump(**p),
+        top=_ethernet_top, clock_hz=CORE_CLOCK_HZ),
 ]}

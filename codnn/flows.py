@@ -226,7 +226,7 @@ def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, p
         report = build_bitstream(lambda divisor: design.build(divisor=divisor, **full),
                                  board=board, baud=baud,
                                  build_root=build_root or default_build_root(),
-                                 progress=progress)
+                                 progress=progress, top=design.top, clock_hz=design.clock_hz)
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from error
     return {"design": design_name, "parameters": full, **report.to_dict()}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from amaranth.build import Attrs
 from amaranth.vendor import LatticePlatform
+from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
 from amaranth_boards.ice40_hx8k_b_evn import ICE40HX8KBEVNPlatform
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 from amaranth_boards.orangecrab_r0_2 import (
@@ -28,6 +29,7 @@ from amaranth_boards.orangecrab_r0_2 import (
 )
 from amaranth_boards.resources import UARTResource
 from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
+from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
 from codnn.hw.soc.board_top import BoardTop, uart_divisor
 
@@ -58,9 +60,11 @@ class Board:
     """A board ``codnn bitstream`` builds for.
 
     ``device`` is the codnn device whose synthesis options the build uses; ``capacity`` the
-    FPGA's logic cells (LUT4s); ``led`` a resource, index and subsignal for ``BoardTop``;
-    ``extra_resources`` what the board file lacks (a UART on header pins); ``notes`` where
-    the UART is and how to program the board.
+    FPGA's logic cells (LUT4s); ``led`` a resource, index and subsignal for ``BoardTop``
+    (None: the board's LED shares a pin with its UART); ``extra_resources`` what the board
+    file lacks (a UART on header pins); ``notes`` where the UART is and how to program the
+    board; ``ethernet`` the numbers of its ``eth_rgmii`` ports; ``default_design`` what
+    ``codnn bitstream`` builds for it unless told.
     """
 
     name: str
@@ -71,6 +75,8 @@ class Board:
     led: tuple
     notes: str
     extra_resources: tuple = ()
+    ethernet: tuple = ()
+    default_design: str = "systolic"
 
 
 def _ulx3s(size, platform, device, capacity):
@@ -100,6 +106,16 @@ BOARDS = {board.name: board for board in [
     _ulx3s("85f", ULX3S_85F_Platform, "ecp5-85k", 83640),
     _orangecrab("25f", OrangeCrabR0_2_25FPlatform, "ecp5-25k", 24288),
     _orangecrab("85f", OrangeCrabR0_2_85FPlatform, "ecp5-85k", 83640),
+    Board("colorlight-5a-75b", "Colorlight 5A-75B r7.0 (ECP5 LFE5U-25F, two Gigabit RGMII "
+          "ports)", Colorlight_5A75B_R70Platform, "ecp5-25k", 24288, None,
+          "UART on J19 (the LED's pin is tx, the button's rx): attach a 3.3 V USB-serial "
+          "adapter; program over JTAG (J27) with openFPGALoader -c <your cable>",
+          ethernet=(0, 1), default_design="ethernet_bump"),
+    # Synthesis options as for the 25k (the same ECP5 fabric; its 72 DSP blocks count as 28).
+    Board("versa-ecp5", "Lattice ECP5 Versa (LFE5UM-45F, two Gigabit RGMII ports)",
+          VersaECP5Platform, "ecp5-25k", 43848, ("led", 0, None),
+          "UART through the FTDI's second channel; program with openFPGALoader -b "
+          "ecp5_evn (its FT2232 JTAG)", ethernet=(0, 1), default_design="ethernet_bump"),
 ]}
 
 
@@ -161,7 +177,8 @@ _PLACED = {
 }
 
 
-def build_bitstream(make_design, *, board, baud=115200, build_root, progress=None):
+def build_bitstream(make_design, *, board, baud=115200, build_root, progress=None, top=None,
+                    clock_hz=None):
     """Build the bitstream of ``make_design(divisor)`` on ``board``; return a report.
 
     Parameters
@@ -177,6 +194,11 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
         The build goes under ``build_root/bitstream``; an unchanged design is not rebuilt.
     progress : callable or None
         Called with a short description of each stage.
+    top : callable or None
+        ``top(design, board)`` -> the board top (it requests its own pins and makes its
+        own clocks); None: ``BoardTop`` (UART, LED, the board's clock).
+    clock_hz : float or None
+        The design's clock, when ``top`` makes one; None: the board's.
 
     Raises
     ------
@@ -189,9 +211,10 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
     spec = get_board(board)
     say = progress or (lambda stage: None)
     platform = _platform(spec)
-    clock_hz = platform.default_clk_frequency
+    clock_hz = clock_hz or platform.default_clk_frequency
     divisor = uart_divisor(clock_hz, baud)
-    top = BoardTop(make_design(divisor), led=spec.led)
+    design = make_design(divisor)
+    top = top(design, spec) if top else BoardTop(design, led=spec.led)
     device = get_device(spec.device)
     name = "top"
     nextpnr_opts = " ".join([f"--report {name}.report.json --timing-allow-fail --seed 1",

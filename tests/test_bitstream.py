@@ -92,9 +92,13 @@ def test_uart_divisor(clock_hz, baud, divisor):
 
 
 def test_every_board_has_a_uart_and_a_led():
+    """Every board has a UART, its LED (the Colorlight's shares the UART's pin: none) and
+    the Ethernet ports it claims."""
     for board in BOARDS.values():
         platform = board.platform()
         platform.add_resources(list(board.extra_resources))
         assert platform.lookup("uart", 0) is not None
-        assert platform.lookup(*board.led[:2]) is not None
+        assert board.led is None or platform.lookup(*board.led[:2]) is not None
+        assert all(platform.lookup("eth_rgmii", port) for port in board.ethernet)
         assert platform.default_clk_frequency > 0
+    assert BOARDS["colorlight-5a-75b"].led is None

@@ -154,3 +154,17 @@ def test_simulate_framepath_replays_a_capture(tmp_path, capsys, icarus):
     assert report["changed"] == 3 and report["passed"] == 2
     rewrite_pcap(capture, golden)
     assert read_frames(rtl) == read_frames(golden)
+
+
+def test_ethernet_bump_between_two_rgmii_phys():
+    """The bump in the wire between cocotbext-eth's RGMII PHY models (sim/tb_ethernet_bump):
+    frames in on port 0 leave port 1 as golden compresses them (a frame with a bad FCS or
+    rx_er leaves unchanged with a bad FCS), the compressed frames sent back in on port 1
+    leave port 0 restored, and the counters read over the UART equal golden's counts."""
+    from codnn.hw.nic.ethernet_bump import COUNTERS, EthernetBump
+    config = {"bound_bits": 10, "divisor": 16, "frames": 6}
+    print(f"seed=61 config={config}")
+    report = simulate(EthernetBump(divisor=16), top="ethernet_bump",
+                      testbench="codnn.sim.tb_ethernet_bump", config=config, seed=61).report
+    counters = dict(zip(COUNTERS, report["counters"]))
+    assert counters["changed"] == 6 and counters["received_bad"] == 2

@@ -334,10 +334,11 @@ def add_bitstream(sub):
                        "and where the bitstream is. Nothing is programmed.")
     sub.add_argument("--board", required=True, metavar="BOARD",
                      help=f"one of {', '.join(BOARDS)}")
-    sub.add_argument("--design", choices=list(BOARD_DESIGNS), default="systolic",
+    sub.add_argument("--design", choices=list(BOARD_DESIGNS), default=None,
                      help="design: " + "; ".join(f"{d.name}: {d.summary}"
                                                  for d in BOARD_DESIGNS.values())
-                     + " (default systolic)")
+                     + " (default: ethernet_bump on a board with two Ethernet ports, "
+                       "systolic on the others)")
     defaults = {}                           # every design's parameters, each once
     for design in BOARD_DESIGNS.values():
         for param in design.params:
@@ -353,6 +354,9 @@ def add_bitstream(sub):
 
 
 def run_bitstream_command(args):
+    if args.design is None:                 # an unknown board is run_bitstream's error
+        args.design = BOARDS[args.board].default_design if args.board in BOARDS \
+            else "systolic"
     with err_console.status(f"building {args.design} for {args.board}...") as status:
         given = {k: v for k, v in params(args).items() if v is not None}
         report = run_bitstream(args.design, given, board=args.board, baud=args.baud,

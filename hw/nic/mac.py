@@ -109,7 +109,7 @@ class MacTx(wiring.Component):
                     m.d.sync += [state.eq(_Tx.GAP), count.eq(0)]
             with m.Case(_Tx.GAP):
                 m.d.sync += count.eq(count + 1)
-                with m.If(count == IFG - 2):        # the cycle back to IDLE idles too
+                with m.If(count == IFG - 1):        # IFG cycles of tx_en low, then IDLE
                     m.d.sync += state.eq(_Tx.IDLE)
         # A frame ending in DATA goes to FCS with the count of bytes sent; FCS counts 0..3.
         with m.If((state == _Tx.DATA) & self.s_axis_tvalid & self.s_axis_tlast

@@ -3,7 +3,7 @@
 from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import io
 
-__all__ = ["BoardTop", "uart_divisor"]
+__all__ = ["BoardTop", "connect_uart_and_led", "uart_divisor"]
 
 
 def uart_divisor(clock_hz, baud):
@@ -32,7 +32,8 @@ class BoardTop(Elaboratable):
     """``design`` (with ``rx``, ``tx`` and ``busy`` ports, e.g. ``SystolicSoc``) on a board.
 
     ``rx``/``tx`` go to the board's UART resource ``uart``, ``busy`` lights the LED
-    ``led`` (a resource name and index, and the subsignal for a multi-colour LED). The
+    ``led`` (a resource name and index, and the subsignal for a multi-colour LED; None for
+    none). The
     design runs in the ``sync`` domain of the board's default clock; its divisor must be
     ``uart_divisor(platform.default_clk_frequency, baud)``.
     """
@@ -45,13 +46,19 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.design = design = self.design
-        uart = platform.request(*self.uart, dir="-")
-        name, number, subsignal = self.led
-        led = platform.request(name, number, dir="-")
-        if subsignal is not None:
-            led = getattr(led, subsignal)
-        m.submodules.rx = rx = io.Buffer("i", uart.rx)
-        m.submodules.tx = tx = io.Buffer("o", uart.tx)
-        m.submodules.led = led = io.Buffer("o", led)
-        m.d.comb += [design.rx.eq(rx.i), tx.o.eq(design.tx), led.o.eq(design.busy)]
+        connect_uart_and_led(m, platform, design, uart=self.uart, led=self.led)
         return m
+
+
+def connect_uart_and_led(m, platform, design, *, uart=("uart", 0), led=None):
+    """Wire ``design``'s ``rx``/``tx`` to the board's UART resource ``uart`` and its
+    ``busy`` to the LED ``led`` (a resource name, index and subsignal, or None)."""
+    pins = platform.request(*uart, dir="-")
+    m.submodules.uart_rx = rx = io.Buffer("i", pins.rx)
+    m.submodules.uart_tx = tx = io.Buffer("o", pins.tx)
+    m.d.comb += [design.rx.eq(rx.i), tx.o.eq(design.tx)]
+    if led is not None:
+        name, number, subsignal = led
+        pin = platform.request(name, number, dir="-")
+        m.submodules.led = buf = io.Buffer("o", getattr(pin, subsignal) if subsignal else pin)
+        m.d.comb += buf.o.eq(design.busy)
