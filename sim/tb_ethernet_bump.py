@@ -6,8 +6,9 @@ Frames built with scapy (gradient frames, other frames, a frame with a bad FCS, 
 compresses them, with a good FCS (a damaged frame: unchanged, its FCS bad); the frames
 port 1 sent enter port 1 again and must leave port 0 restored. Then a byte on the UART
 asks for the counters, whose line must hold golden's counts. Configuration
-(``CODNN_TB_CONFIG``): ``bound_bits``, ``divisor`` (the UART's), ``frames`` (gradient
-frames each way).
+(``CODNN_TB_CONFIG``): ``bound_bits``, ``divisor`` (the UART's, in core clock cycles),
+``frames`` (gradient frames each way). The ports' clocks run at 125 MHz, the core's at
+62.5 MHz.
 """
 
 
@@ -63,8 +64,9 @@ async def _exchange(sender, receiver, frames, expected):
 
 
 async def _uart_line(dut, divisor, count):
-    """Send one byte on ``rx`` and read the line of ``count`` hex counters from ``tx``."""
-    bit = divisor * _PERIOD_NS
+    """Send one byte on ``rx`` and read the line of ``count`` hex counters from ``tx`` (the
+    UART runs on the core's clock, half the ports')."""
+    bit = divisor * 2 * _PERIOD_NS
     for level in [0, *[(0x3F >> k) & 1 for k in range(8)], 1]:
         dut.rx.value = level
         await Timer(bit, "ns")
@@ -87,14 +89,16 @@ async def bump_matches_golden(dut):
     rng = np.random.default_rng(config["seed"])
     b = config["bound_bits"]
     cocotb.start_soon(Clock(dut.clk, _PERIOD_NS, unit="ns").start())
+    cocotb.start_soon(Clock(dut.core_clk, 2 * _PERIOD_NS, unit="ns").start())
     await Timer(_PERIOD_NS // 4, "ns")
     cocotb.start_soon(Clock(dut.sync90_clk, _PERIOD_NS, unit="ns").start())
+    resets = (dut.rst, dut.sync90_rst, dut.core_rst)
     dut.rx.value = 1
-    dut.rst.value = 1
-    dut.sync90_rst.value = 1
-    await ClockCycles(dut.clk, 4)
-    dut.rst.value = 0
-    dut.sync90_rst.value = 0
+    for reset in resets:
+        reset.value = 1
+    await ClockCycles(dut.core_clk, 4)
+    for reset in resets:
+        reset.value = 0
     phys = [_phy(dut, 0), _phy(dut, 1)]
     await ClockCycles(dut.clk, 10)
 

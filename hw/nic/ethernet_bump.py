@@ -2,12 +2,14 @@
 compressed from port 0 to port 1 and restored from port 1 to port 0."""
 
 from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.packets import DEFAULT_MAX_FRAME
+from codnn.hw.nic.beat_width import Narrower, Widener
+from codnn.hw.nic.frame_buffer import range_beat_layout
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.mac import MacRx, MacTx
 from codnn.hw.nic.rgmii import Rgmii
@@ -20,26 +22,64 @@ __all__ = ["EthernetBump", "COUNTERS"]
 #: counters, frames sent, sends cut by an underrun.
 COUNTERS = ("received", "received_bad", "passed", "changed", "dropped", "flagged", "sent",
             "underruns")
-#: Bytes in flight between a port's receive clock and the core's clock.
+#: Beats in flight between a port's clocks and the core's clock.
 _CDC_DEPTH = 16
+#: Bytes per beat in the core (the frame paths).
+_CORE_WIDTH = 4
+
+
+def _beat_fifo(m, name, source, from_domain, to_domain):
+    """``source`` (a stream of ``range_beat_layout(_CORE_WIDTH)``) through an
+    ``AsyncFIFO`` into ``to_domain``; returns the stream out."""
+    layout = range_beat_layout(_CORE_WIDTH)
+    width = len(Signal(layout).as_value())
+    m.submodules[name] = fifo = AsyncFIFO(width=width, depth=_CDC_DEPTH, w_domain=from_domain,
+                                          r_domain=to_domain)
+    out = stream.Signature(layout).create()
+    m.d.comb += [fifo.w_data.eq(source.payload), fifo.w_en.eq(source.valid),
+                 source.ready.eq(fifo.w_rdy), out.payload.eq(fifo.r_data),
+                 out.valid.eq(fifo.r_rdy), fifo.r_en.eq(out.ready)]
+    return out
+
+
+def _count_across(m, name, count, from_domain, to_domain):
+    """``count`` (a counter that steps by at most one a cycle in ``from_domain``) as seen
+    in ``to_domain``: Gray-coded, synchronized, decoded."""
+    gray = Signal.like(count, name=f"{name}_gray")
+    m.d[from_domain] += gray.eq(count ^ (count >> 1))
+    seen = Signal.like(count, name=f"{name}_seen")
+    m.submodules[f"{name}_sync"] = FFSynchronizer(gray, seen, o_domain=to_domain)
+    bits = [seen[-1]]                       # binary bit k: Gray bit k XOR binary bit k+1
+    for bit in reversed(range(len(count) - 1)):
+        bits.insert(0, seen[bit] ^ bits[0])
+    decoded = Signal.like(count, name=name)
+    m.d.comb += decoded.eq(Cat(bits))
+    return decoded
 
 
 class EthernetBump(wiring.Component):
     """Frames in on port 0 leave port 1 with their gradient frames compressed (a
     ``FramePath`` in the ``compress`` direction); frames in on port 1 leave port 0
-    restored (``decompress``). Each port is an RGMII ``Rgmii``, a ``MacRx`` in the port's
-    receive clock domain (``rx0``, ``rx1``: the PHY's ``rgmii<p>_rx_clk``), an
-    ``AsyncFIFO`` into the core's ``sync`` domain (125 MHz), and a ``MacTx``; the frame
-    paths take a byte a cycle and drop (and count) a frame they have no room for, since a
-    receiver cannot hold the wire. ``sync90`` is ``sync`` delayed by a quarter period,
-    for the transmit clocks. The counters (``COUNTERS``, each way) go out over a UART as
-    a line of hex numbers on any byte received (``CounterReport``); ``busy`` is high while
-    a frame is in either path's receiver. ``rx_overflow`` (sticky) would mean a port's
-    receive clock ran faster than the core's beyond Ethernet's tolerance.
+    restored (``decompress``).
+
+    Each port is an RGMII ``Rgmii`` and two MACs. Its ``MacRx`` runs in the port's receive
+    clock domain (``rx0``, ``rx1``: the PHY's ``rgmii<p>_rx_clk``, 125 MHz), its bytes
+    packed into 4-byte beats (``Widener``) that an ``AsyncFIFO`` takes into the ``core``
+    domain, where the frame paths run 4 bytes a beat (62.5 MHz is twice line rate); their
+    beats go through an ``AsyncFIFO`` into ``sync`` (125 MHz) and a byte a cycle
+    (``Narrower``) into the other port's ``MacTx``. ``sync90`` is ``sync`` a quarter
+    period late, for the transmit clocks. The frame paths drop (and count) a frame they
+    have no room for, since a receiver cannot hold the wire.
+
+    The counters (``COUNTERS``, each way, counted in ``core``) go out over a UART as a
+    line of hex numbers on any byte received (``CounterReport``, in ``core``); ``busy`` is
+    high while a frame is coming into either path. ``rx_overflow`` (sticky) would mean a
+    port's beats found its ``AsyncFIFO`` full: the core's clock below half the port's.
 
     Latency: a frame leaves after it has all arrived and been rewritten (store and forward:
     ``FramePath``). Throughput: line rate each way while the frames the path sends are no
-    longer than those it takes.
+    longer than those it takes (a restored frame is longer: the path holds what the wire
+    cannot take, then drops).
 
     Parameters
     ----------
@@ -48,7 +88,7 @@ class EthernetBump(wiring.Component):
     max_frame : int
         The largest frame (``FramePath``).
     divisor : int
-        Clock cycles per UART bit.
+        Core clock cycles per UART bit.
     """
 
     def __init__(self, *, bound_bits=10, max_frame=DEFAULT_MAX_FRAME, divisor=1085):
@@ -80,49 +120,73 @@ class EthernetBump(wiring.Component):
                                                          (1, 0, "decompress"))):
             domain = f"rx{source}"
             rgmii_in, rgmii_out = ports[source], ports[sink]
+            # Receive: a byte a cycle at the port's clock, packed into 4-byte beats for
+            # the core, which takes a beat a cycle at half that clock or more.
             mac_rx = DomainRenamer(domain)(MacRx())
-            m.submodules[f"mac_rx{source}"] = mac_rx
+            widener = DomainRenamer(domain)(Widener(1, _CORE_WIDTH))
+            m.submodules[f"mac_rx{source}"], m.submodules[f"widener{source}"] = mac_rx, widener
             m.d.comb += [mac_rx.rxd.eq(rgmii_in.rxd), mac_rx.rx_dv.eq(rgmii_in.rx_dv),
-                         mac_rx.rx_er.eq(rgmii_in.rx_er)]
-            cdc = AsyncFIFO(width=10, depth=_CDC_DEPTH, w_domain=domain, r_domain="sync")
-            m.submodules[f"cdc{source}"] = cdc
+                         mac_rx.rx_er.eq(rgmii_in.rx_er),
+                         widener.i.payload.data.eq(mac_rx.m_axis_tdata),
+                         widener.i.payload.keep.eq(1),
+                         widener.i.payload.last.eq(mac_rx.m_axis_tlast),
+                         widener.i.payload.user.eq(mac_rx.m_axis_tuser),
+                         widener.i.valid.eq(mac_rx.m_axis_tvalid)]
             overflow = Signal()
-            m.d[domain] += overflow.eq(overflow | (mac_rx.m_axis_tvalid & ~cdc.w_rdy))
+            m.d[domain] += overflow.eq(overflow | (mac_rx.m_axis_tvalid & ~widener.i.ready))
             m.submodules[f"overflow{source}"] = FFSynchronizer(overflow,
                                                                self.rx_overflow[source])
-            m.d.comb += [cdc.w_data.eq(Cat(mac_rx.m_axis_tdata, mac_rx.m_axis_tlast,
-                                           mac_rx.m_axis_tuser)),
-                         cdc.w_en.eq(mac_rx.m_axis_tvalid)]
+            rx_cdc = _beat_fifo(m, f"rx_cdc{source}", widener.o, domain, "core")
 
-            path = FramePath(direction=direction, width=1, max_frame=self._max_frame,
-                             drop_when_full=True)
+            path = DomainRenamer("core")(FramePath(direction=direction, width=_CORE_WIDTH,
+                                                   max_frame=self._max_frame,
+                                                   drop_when_full=True))
             m.submodules[f"path{way}"] = path
-            last, user = cdc.r_data[8], cdc.r_data[9]
-            m.d.comb += [path.s_axis_tdata.eq(cdc.r_data[:8]), path.s_axis_tkeep.eq(1),
-                         path.s_axis_tlast.eq(last), path.s_axis_tuser.eq(user),
-                         path.s_axis_tvalid.eq(cdc.r_rdy), cdc.r_en.eq(path.s_axis_tready),
+            beat = rx_cdc.payload
+            m.d.comb += [path.s_axis_tdata.eq(beat.data), path.s_axis_tkeep.eq(beat.keep),
+                         path.s_axis_tlast.eq(beat.last), path.s_axis_tuser.eq(beat.user),
+                         path.s_axis_tvalid.eq(rx_cdc.valid),
+                         rx_cdc.ready.eq(path.s_axis_tready),
                          path.bound_bits.eq(self._bound_bits)]
 
+            # Send: 4-byte beats into the port's transmit clock, a byte a cycle to the MAC.
+            leaving = stream.Signature(range_beat_layout(_CORE_WIDTH)).create()
+            m.d.comb += [leaving.payload.data.eq(path.m_axis_tdata),
+                         leaving.payload.keep.eq(path.m_axis_tkeep),
+                         leaving.payload.last.eq(path.m_axis_tlast),
+                         leaving.payload.user.eq(path.m_axis_tuser),
+                         leaving.valid.eq(path.m_axis_tvalid),
+                         path.m_axis_tready.eq(leaving.ready)]
+            tx_cdc = _beat_fifo(m, f"tx_cdc{sink}", leaving, "core", "sync")
+            m.submodules[f"narrower{sink}"] = narrower = Narrower(_CORE_WIDTH, 1)
+            wiring.connect(m, tx_cdc, narrower.i)
             m.submodules[f"mac_tx{sink}"] = mac_tx = MacTx()
-            m.d.comb += [mac_tx.s_axis_tdata.eq(path.m_axis_tdata),
-                         mac_tx.s_axis_tlast.eq(path.m_axis_tlast),
-                         mac_tx.s_axis_tuser.eq(path.m_axis_tuser),
-                         mac_tx.s_axis_tvalid.eq(path.m_axis_tvalid),
-                         path.m_axis_tready.eq(mac_tx.s_axis_tready),
+            m.d.comb += [mac_tx.s_axis_tdata.eq(narrower.o.payload.data),
+                         mac_tx.s_axis_tlast.eq(narrower.o.payload.last),
+                         mac_tx.s_axis_tuser.eq(narrower.o.payload.user),
+                         mac_tx.s_axis_tvalid.eq(narrower.o.valid),
+                         narrower.o.ready.eq(mac_tx.s_axis_tready),
                          rgmii_out.txd.eq(mac_tx.txd), rgmii_out.tx_en.eq(mac_tx.tx_en),
                          rgmii_out.tx_er.eq(mac_tx.tx_er)]
 
-            received, received_bad, busy = Signal(32), Signal(32), Signal()
-            with m.If(cdc.r_rdy & cdc.r_en):
-                m.d.sync += busy.eq(~last)
-                with m.If(last):
-                    m.d.sync += [received.eq(received + 1), received_bad.eq(received_bad + user)]
+            # Counters, in the core's domain (the MAC's underruns through a Gray code).
+            received, received_bad, sent, busy = Signal(32), Signal(32), Signal(32), Signal()
+            with m.If(rx_cdc.valid & rx_cdc.ready):
+                m.d.core += busy.eq(~beat.last)
+                with m.If(beat.last):
+                    m.d.core += [received.eq(received + 1),
+                                 received_bad.eq(received_bad + beat.user)]
+            with m.If(leaving.valid & leaving.ready & leaving.payload.last):
+                m.d.core += sent.eq(sent + 1)
             busy_ways.append(busy)
             counters += [received, received_bad, path.passed, path.changed, path.dropped,
-                         path.flagged, mac_tx.frames, mac_tx.underruns]
+                         path.flagged, sent,
+                         _count_across(m, f"underruns{sink}", mac_tx.underruns, "sync", "core")]
 
         m.d.comb += self.busy.eq(busy_ways[0] | busy_ways[1])
-        m.submodules.report = report = CounterReport(count=len(counters), divisor=self._divisor)
+        report = DomainRenamer("core")(CounterReport(count=len(counters),
+                                                     divisor=self._divisor))
+        m.submodules.report = report
         m.d.comb += [report.rx.eq(self.rx), self.tx.eq(report.tx),
                      *(getattr(report, f"counter_{k}").eq(counter)
                        for k, counter in enumerate(counters))]

@@ -12,17 +12,20 @@ __all__ = ["FrameBuffer", "RangeReader", "range_beat_layout"]
 
 
 class FrameBuffer(Elaboratable):
-    """``size`` bytes (a power of two) in ``width`` banks (a power of two, 2 or more), bank ``j``
-    holding the bytes whose address is ``j`` modulo ``width``, so that any ``width``
-    consecutive bytes sit in different banks: an unaligned access is a byte rotation.
+    """``size`` bytes (a power of two) in ``width`` banks (a power of two, 2 or more),
+    bank ``j`` holding the bytes whose address is ``j`` modulo ``width``, so that any
+    ``width`` consecutive bytes sit in different banks: an unaligned access is a byte
+    rotation.
 
     Write port: ``w_data`` (byte ``i`` to address ``w_addr + i``), ``w_en`` (one bit per
     byte of ``w_data``). Read port: ``r_data`` holds the ``width`` bytes from the ``r_addr``
     of the last cycle with ``r_en`` high (byte ``i`` from ``r_addr + i``); a byte written
-    in the cycle it is read reads as before. Addresses wrap modulo ``size``.
+    in the cycle it is read, or the cycle before, reads as before. Addresses wrap modulo
+    ``size``.
 
-    Latency: one cycle from ``r_addr`` to ``r_data``. Throughput: ``width`` bytes written
-    and ``width`` read per cycle.
+    Latency: a write is registered, then lands at the next clock edge; one cycle from
+    ``r_addr`` to ``r_data``. Throughput: ``width`` bytes written and ``width`` read per
+    cycle.
     """
 
     def __init__(self, *, width, size):
@@ -44,11 +47,16 @@ class FrameBuffer(Elaboratable):
             ``(i + offset) mod width``."""
             return Cat(value, value).bit_select(bits * (width - offset).as_unsigned(), bits * width)
 
-        w_low, r_low = self.w_addr[:shift], self.r_addr[:shift]
+        # The write is registered first, so that the writer's address arithmetic and the
+        # byte rotation are in different cycles.
+        w_addr, w_data, w_en = (Signal.like(self.w_addr), Signal.like(self.w_data),
+                                Signal.like(self.w_en))
+        m.d.sync += [w_addr.eq(self.w_addr), w_data.eq(self.w_data), w_en.eq(self.w_en)]
+        w_low, r_low = w_addr[:shift], self.r_addr[:shift]
         r_low_held = Signal.like(r_low)
         with m.If(self.r_en):
             m.d.sync += r_low_held.eq(r_low)
-        w_data, w_en = rotate(self.w_data, w_low, 8), rotate(self.w_en, w_low, 1)
+        w_data, w_en = rotate(w_data, w_low, 8), rotate(w_en, w_low, 1)
         banks = []
         for j in range(width):
             bank = memory.Memory(shape=8, depth=rows, init=[])
@@ -56,7 +64,7 @@ class FrameBuffer(Elaboratable):
             write, read = bank.write_port(), bank.read_port()
             # The banks before the access's first byte take it from the next row (the
             # last bank never: a comparison that is always false would trip Verilator).
-            w_row = self.w_addr[shift:] + (w_low > j) if j < width - 1 else self.w_addr[shift:]
+            w_row = w_addr[shift:] + (w_low > j) if j < width - 1 else w_addr[shift:]
             r_row = self.r_addr[shift:] + (r_low > j) if j < width - 1 else self.r_addr[shift:]
             m.d.comb += [write.addr.eq(w_row), write.data.eq(w_data[8 * j:8 * j + 8]),
                          write.en.eq(w_en[j]), read.addr.eq(r_row), read.en.eq(self.r_en)]

@@ -10,6 +10,7 @@ from amaranth.utils import ceil_log2, exact_log2
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS, GRADIENT_TOS, MIN_FRAME
 from codnn.hw.nic.axis import axis_ports
+from codnn.hw.nic.beat_width import Narrower
 from codnn.hw.nic.compressor import InceptionnCompressor, clamp_bound_bits
 from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.frame_buffer import FrameBuffer, RangeReader
@@ -565,25 +566,11 @@ class FramePath(wiring.Component):
                      reader.user.eq(leaving.r_data[length_bits])]
         with m.If(leaving.r_rdy & reader.idle):
             m.d.comb += [reader.go.eq(1), leaving.r_en.eq(1)]
-        beat = reader.o.payload
-        if width == inner:
-            m.d.comb += [self.m_axis_tdata.eq(beat.data), self.m_axis_tkeep.eq(beat.keep),
-                         self.m_axis_tlast.eq(beat.last), self.m_axis_tuser.eq(beat.user & beat.last),
-                         self.m_axis_tvalid.eq(reader.o.valid),
-                         reader.o.ready.eq(self.m_axis_tready)]
-            return
-        # Narrower than the buffer: each beat leaves in ``inner / width`` parts.
-        parts = inner // width
-        part = Signal(range(parts))
-        keep = beat.keep.word_select(part, width)
-        final = beat.last & ((part == parts - 1)
-                             | ~beat.keep.bit_select(part * width + width, 1)
-                             if parts > 1 else 1)
-        final_part = (part == parts - 1) | final
-        m.d.comb += [self.m_axis_tdata.eq(beat.data.word_select(part, 8 * width)),
-                     self.m_axis_tkeep.eq(keep), self.m_axis_tlast.eq(final),
-                     self.m_axis_tuser.eq(beat.user & final),
-                     self.m_axis_tvalid.eq(reader.o.valid),
-                     reader.o.ready.eq(self.m_axis_tready & final_part)]
-        with m.If(reader.o.valid & self.m_axis_tready):
-            m.d.sync += part.eq(Mux(final_part, 0, part + 1))
+        # Each beat of the buffer's width leaves as beats of ours.
+        m.submodules.narrower = narrower = Narrower(inner, width)
+        wiring.connect(m, reader.o, narrower.i)
+        beat = narrower.o.payload
+        m.d.comb += [self.m_axis_tdata.eq(beat.data), self.m_axis_tkeep.eq(beat.keep),
+                     self.m_axis_tlast.eq(beat.last), self.m_axis_tuser.eq(beat.user),
+                     self.m_axis_tvalid.eq(narrower.o.valid),
+                     narrower.o.ready.eq(self.m_axis_tready)]
