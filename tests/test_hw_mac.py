@@ -155,7 +155,7 @@ def test_transmitter_into_receiver():
 
 
 @pytest.mark.parametrize("clock_hz, dividers", [(25e6, (1, 5)), (100e6, (4, 5)),
-                                                (12e6, (12, 125))])
+                                                (50e6, (2, 5)), (30e6, (6, 25))])
 def test_pll_dividers(clock_hz, dividers):
     assert pll_dividers(clock_hz) == dividers
     input_div, feedback_div = dividers
@@ -164,7 +164,7 @@ def test_pll_dividers(clock_hz, dividers):
 
 def test_pll_dividers_refuse_what_they_cannot_make():
     with pytest.raises(ValueError, match="outside the PLL's range"):
-        pll_dividers(25e6, 200e6)
-    with pytest.raises(ValueError, match="cannot make 125 MHz from 0.13 MHz exactly"):
-        pll_dividers(130_000)
+        pll_dividers(25e6, 250e6)
+    with pytest.raises(ValueError, match="cannot make 125 MHz from 12 MHz exactly"):
+        pll_dividers(12e6)              # 12 MHz / 12 * 125: a 1 MHz phase detector
 

@@ -103,17 +103,17 @@ def test_ring_of_links_equals_golden_ring(icarus):
 
 @pytest.mark.parametrize("direction, seed", [("compress", 51), ("decompress", 52)])
 def test_frame_path_fuzzed_frames_equal_golden(direction, seed):
-    """5,000 fuzzed frames in each direction (10,000 in all) through the frame path at 8
-    bytes per beat, with idle cycles and backpressure: every frame, flag and counter equal
-    to golden.packets.frame_path, rewritten frames checked again by scapy
-    (sim/tb_frame_path.py)."""
+    """1,500 fuzzed frames each way through the frame path at 8 bytes per beat, with idle
+    cycles and backpressure: every frame, flag and counter equal to
+    golden.packets.frame_path, rewritten frames checked again by scapy
+    (sim/tb_frame_path.py). Longer runs: codnn simulate framepath --frames N."""
     config = {"direction": direction, "width": 8, "max_frame": 2048, "bound_bits": 10,
-              "frames": 5000, "idle": 0.2, "backpressure": 0.2}
+              "frames": 1500, "idle": 0.2, "backpressure": 0.2}
     print(f"seed={seed} config={config}")
     report = simulate(FramePath(direction=direction, width=8), top="framepath",
                       testbench="codnn.sim.tb_frame_path", config=config, seed=seed).report
-    assert report["frames_in"] > 4800 and report["scapy_checked"] == 400
-    assert min(report[name] for name in ("passed", "changed", "dropped", "flagged")) > 50
+    assert report["frames_in"] > 1440 and report["scapy_checked"] == 400
+    assert min(report[name] for name in ("passed", "changed", "dropped", "flagged")) > 15
 
 
 @pytest.mark.parametrize("direction, seed", [("compress", 53), ("decompress", 54)])

@@ -1,6 +1,6 @@
 """The bump in the wire on an ECP5 board with two RGMII Gigabit ports: a PLL makes the
-125 MHz core clock and its quarter-period-late copy from the board's clock, the ports'
-pins go to ``EthernetBump``."""
+ports' 125 MHz clock, its quarter-period-late copy and the 62.5 MHz core clock from the
+board's clock; the ports' pins go to ``EthernetBump``."""
 
 from fractions import Fraction
 
@@ -11,29 +11,35 @@ from amaranth.lib import io
 
 from codnn.hw.soc.board_top import connect_uart_and_led
 
-__all__ = ["EthernetBoardTop", "CORE_CLOCK_HZ", "pll_dividers"]
+__all__ = ["EthernetBoardTop", "PORT_CLOCK_HZ", "CORE_CLOCK_HZ", "pll_dividers"]
 
-CORE_CLOCK_HZ = 125_000_000
-#: The ECP5 PLL's VCO range (Hz) and the core clock's divider from it.
+PORT_CLOCK_HZ = 125_000_000
+CORE_CLOCK_HZ = PORT_CLOCK_HZ // 2
+#: The ECP5 PLL's VCO range (Hz) and the port clock's divider from it (VCO 500 MHz: a VCO
+#: period is the quarter period of the port clock).
 _VCO = (400e6, 800e6)
-_OUTPUT_DIVIDER = 5
+#: The slowest phase detector input it takes (Hz).
+_PFD_MIN = 3.125e6
+_OUTPUT_DIVIDER = 4
 
 
-def pll_dividers(input_hz, output_hz=CORE_CLOCK_HZ):
+def pll_dividers(input_hz, output_hz=PORT_CLOCK_HZ):
     """``(CLKI_DIV, CLKFB_DIV)`` of an ECP5 ``EHXPLLL`` making ``output_hz`` exactly from
-    ``input_hz`` with the output divider 5 (VCO 625 MHz at 125 MHz out).
+    ``input_hz`` with the output divider 4 (VCO 500 MHz at 125 MHz out), the phase
+    detector at 3.125 MHz or more.
 
     Raises
     ------
     ValueError
-        If no pair of dividers (1..128) makes it exactly.
+        If no pair of dividers (1..128) makes it exactly so.
     """
     if not _VCO[0] <= output_hz * _OUTPUT_DIVIDER <= _VCO[1]:
         raise ValueError(f"{output_hz / 1e6:g} MHz is outside the PLL's range here")
     ratio = Fraction(int(output_hz), int(input_hz))
     for input_div in range(1, 129):
         feedback = ratio * input_div
-        if feedback.denominator == 1 and 1 <= feedback <= 128:
+        if feedback.denominator == 1 and 1 <= feedback <= 128 \
+                and input_hz / input_div >= _PFD_MIN:
             return input_div, int(feedback)
     raise ValueError(f"The PLL cannot make {output_hz / 1e6:g} MHz from "
                      f"{input_hz / 1e6:g} MHz exactly")
@@ -59,10 +65,10 @@ def _port_pins(platform, port, resets):
 
 
 class EthernetBoardTop(Elaboratable):
-    """``design`` (an ``EthernetBump``) on a board: its ``sync`` domain at 125 MHz and
-    ``sync90`` a quarter period later (2 ns) from an ``EHXPLLL`` fed by the board's
-    default clock, both held in reset until the PLL locks; the PHYs held in reset until
-    then too (MDIO unused: the PHYs' strapped defaults, 1 Gb/s with autonegotiation).
+    """``design`` (an ``EthernetBump``) on a board: its ``sync`` domain at 125 MHz,
+    ``sync90`` a quarter period later (2 ns) and ``core`` at 62.5 MHz from an ``EHXPLLL``
+    fed by the board's default clock, all held in reset until the PLL locks; the PHYs
+    held in reset until then too (MDIO unused: the PHYs' strapped defaults, 1 Gb/s with autonegotiation).
     ``ports`` names the board's two ``eth_rgmii`` resources (their numbers); the UART
     carries the counter report, ``led`` (a resource, number and subsignal, or None)
     shows ``busy``.
@@ -77,9 +83,9 @@ class EthernetBoardTop(Elaboratable):
         clock = platform.request(platform.default_clk, dir="-")
         m.submodules.clock_in = clock_in = io.Buffer("i", clock)
         input_div, feedback_div = pll_dividers(platform.default_clk_frequency)
-        core, late, locked = Signal(), Signal(), Signal()
-        # CLKOP_CPHASE = divider - 1 puts CLKOP at 0 degrees; CLKOS one VCO period (1.6 ns)
-        # and two eighths of one (0.4 ns) later: 2 ns, 90 degrees at 125 MHz.
+        port, late, core, locked = Signal(), Signal(), Signal(), Signal()
+        # CLKOP_CPHASE = divider - 1 puts CLKOP at 0 degrees; CLKOS one VCO period (2 ns)
+        # later: 90 degrees at 125 MHz; CLKOS2 divides the VCO by twice as much.
         m.submodules.pll = Instance(
             "EHXPLLL",
             p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
@@ -89,15 +95,18 @@ class EthernetBoardTop(Elaboratable):
             p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=_OUTPUT_DIVIDER,
             p_CLKOP_CPHASE=_OUTPUT_DIVIDER - 1, p_CLKOP_FPHASE=0,
             p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=_OUTPUT_DIVIDER,
-            p_CLKOS_CPHASE=_OUTPUT_DIVIDER, p_CLKOS_FPHASE=2,
+            p_CLKOS_CPHASE=_OUTPUT_DIVIDER, p_CLKOS_FPHASE=0,
+            p_CLKOS2_ENABLE="ENABLED", p_CLKOS2_DIV=2 * _OUTPUT_DIVIDER,
+            p_CLKOS2_CPHASE=2 * _OUTPUT_DIVIDER - 1, p_CLKOS2_FPHASE=0,
             a_FREQUENCY_PIN_CLKI=f"{platform.default_clk_frequency / 1e6:g}",
-            a_FREQUENCY_PIN_CLKOP=f"{CORE_CLOCK_HZ / 1e6:g}",
-            a_FREQUENCY_PIN_CLKOS=f"{CORE_CLOCK_HZ / 1e6:g}",
-            i_CLKI=clock_in.i, i_CLKFB=core, i_RST=Const(0), i_STDBY=Const(0),
+            a_FREQUENCY_PIN_CLKOP=f"{PORT_CLOCK_HZ / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOS=f"{PORT_CLOCK_HZ / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOS2=f"{CORE_CLOCK_HZ / 1e6:g}",
+            i_CLKI=clock_in.i, i_CLKFB=port, i_RST=Const(0), i_STDBY=Const(0),
             i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
             i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
-            i_ENCLKOP=Const(0), o_CLKOP=core, o_CLKOS=late, o_LOCK=locked)
-        for name, source in (("sync", core), ("sync90", late)):
+            i_ENCLKOP=Const(0), o_CLKOP=port, o_CLKOS=late, o_CLKOS2=core, o_LOCK=locked)
+        for name, source in (("sync", port), ("sync90", late), ("core", core)):
             m.domains += ClockDomain(name)
             m.d.comb += [ClockSignal(name).eq(source), ResetSignal(name).eq(~locked)]
 
@@ -121,7 +130,7 @@ class EthernetBoardTop(Elaboratable):
                 else:
                     m.d.comb += getattr(design, prefix + ours).eq(buf.i)
             rx_clk = buffer("i", "rx_clk")
-            platform.add_clock_constraint(rx_clk.i, CORE_CLOCK_HZ)
+            platform.add_clock_constraint(rx_clk.i, PORT_CLOCK_HZ)
             m.d.comb += getattr(design, prefix + "rx_clk").eq(rx_clk.i)
             if reset is not None:
                 m.submodules[f"phy_reset{number}"] = buf = io.Buffer("o", reset)
