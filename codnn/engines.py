@@ -438,7 +438,9 @@ BOARD_DESIGNS = {design.name: design for design in [
                 "two RGMII ports)",
         params=(Param("bound_bits", int, DEFAULT_BOUND_BITS, "error bound 2**-b"),
                 Param("max_frame", int, DEFAULT_MAX_FRAME, "largest frame, bytes without "
-                      "FCS")),
+                      "FCS"),
+                Param("restore", bool, True, "restore port 1's frames on their way to port "
+                      "0 (off: forwarded as they are; the Colorlight's default, for room)")),
         build=lambda **p: EthernetBump(**p),
         top=_ethernet_top, clock_hz=CORE_CLOCK_HZ),
 ]}

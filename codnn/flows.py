@@ -22,7 +22,7 @@ from codnn.sim.runner import (
     simulate,
     write_verilog,
 )
-from codnn.synth.bitstream import build_bitstream
+from codnn.synth.bitstream import BOARDS, build_bitstream
 from codnn.synth.devices import get_device
 from codnn.synth.flow import synthesize
 
@@ -221,7 +221,9 @@ def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, p
         raise ParameterError(f"Design must be one of {', '.join(BOARD_DESIGNS)}, "
                              f"not {design_name!r}")
     design = BOARD_DESIGNS[design_name]
-    full = _full_params(f"Design {design_name}", design.default_params(), params)
+    on_board = BOARDS[board].defaults_for(design_name) if board in BOARDS else {}
+    full = _full_params(f"Design {design_name}", {**design.default_params(), **on_board},
+                        params)
     try:
         report = build_bitstream(lambda divisor: design.build(divisor=divisor, **full),
                                  board=board, baud=baud,

@@ -3,8 +3,8 @@
 ``run_stream_test`` feeds beats into a component's input stream ``i`` with random idle cycles
 and takes beats from its output stream ``o`` with random backpressure; ``run_frames`` does
 the same with whole frames for a NIC engine, changing its settings right after each
-frame's first beat; ``run_frame_path`` with Ethernet frames for the frame path. Both sides obey the stream rules: valid is held with its payload until
-accepted.
+frame's first beat; ``run_frame_path`` with Ethernet frames for the frame path. Both sides
+obey the stream rules: valid is held with its payload until accepted.
 """
 
 from amaranth.sim import Simulator

@@ -68,7 +68,8 @@ class EthernetBoardTop(Elaboratable):
     """``design`` (an ``EthernetBump``) on a board: its ``sync`` domain at 125 MHz,
     ``sync90`` a quarter period later (2 ns) and ``core`` at 62.5 MHz from an ``EHXPLLL``
     fed by the board's default clock, all held in reset until the PLL locks; the PHYs
-    held in reset until then too (MDIO unused: the PHYs' strapped defaults, 1 Gb/s with autonegotiation).
+    held in reset until then too (MDIO unused: the PHYs' strapped defaults, 1 Gb/s with
+    autonegotiation).
     ``ports`` names the board's two ``eth_rgmii`` resources (their numbers); the UART
     carries the counter report, ``led`` (a resource, number and subsignal, or None)
     shows ``busy``.

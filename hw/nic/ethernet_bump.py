@@ -7,6 +7,7 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from codnn.golden.inceptionn import check_bound_bits
 from codnn.golden.packets import DEFAULT_MAX_FRAME
 from codnn.hw.nic.beat_width import Narrower, Widener
 from codnn.hw.nic.frame_buffer import range_beat_layout
@@ -88,11 +89,17 @@ class EthernetBump(wiring.Component):
     max_frame : int
         The largest frame (``FramePath``).
     divisor : int
-        Core clock cycles per UART bit.
+        Core clock cycles per UART bit (542: 115200 baud at 62.5 MHz).
+    restore : bool
+        False: port 1's frames reach port 0 as they are (cut through, no frame path),
+        for a device too small for both paths (the Colorlight's LFE5U-25F).
     """
 
-    def __init__(self, *, bound_bits=10, max_frame=DEFAULT_MAX_FRAME, divisor=1085):
+    def __init__(self, *, bound_bits=10, max_frame=DEFAULT_MAX_FRAME, divisor=542,
+                 restore=True):
+        check_bound_bits(bound_bits)
         self._bound_bits, self._max_frame, self._divisor = bound_bits, max_frame, divisor
+        self._restore = bool(restore)
         members = {"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1),
                    "rx_overflow": Out(2)}
         for port in (0, 1):
@@ -110,9 +117,11 @@ class EthernetBump(wiring.Component):
             m.d.comb += ClockSignal(domain).eq(getattr(self, f"rgmii{port}_rx_clk"))
             m.submodules[f"rgmii{port}"] = rgmii = Rgmii(rx_domain=domain)
             for name in ("txd", "tx_ctl", "tx_clk"):
-                m.d.comb += getattr(self, f"rgmii{port}_{name}").eq(getattr(rgmii, f"rgmii_{name}"))
+                pin = getattr(self, f"rgmii{port}_{name}")
+                m.d.comb += pin.eq(getattr(rgmii, f"rgmii_{name}"))
             for name in ("rxd", "rx_ctl"):
-                m.d.comb += getattr(rgmii, f"rgmii_{name}").eq(getattr(self, f"rgmii{port}_{name}"))
+                pin = getattr(self, f"rgmii{port}_{name}")
+                m.d.comb += getattr(rgmii, f"rgmii_{name}").eq(pin)
             ports.append(rgmii)
 
         counters, busy_ways = [], []
@@ -138,25 +147,35 @@ class EthernetBump(wiring.Component):
                                                                self.rx_overflow[source])
             rx_cdc = _beat_fifo(m, f"rx_cdc{source}", widener.o, domain, "core")
 
-            path = DomainRenamer("core")(FramePath(direction=direction, width=_CORE_WIDTH,
-                                                   max_frame=self._max_frame,
-                                                   drop_when_full=True))
-            m.submodules[f"path{way}"] = path
             beat = rx_cdc.payload
-            m.d.comb += [path.s_axis_tdata.eq(beat.data), path.s_axis_tkeep.eq(beat.keep),
-                         path.s_axis_tlast.eq(beat.last), path.s_axis_tuser.eq(beat.user),
-                         path.s_axis_tvalid.eq(rx_cdc.valid),
-                         rx_cdc.ready.eq(path.s_axis_tready),
-                         path.bound_bits.eq(self._bound_bits)]
+            leaving = stream.Signature(range_beat_layout(_CORE_WIDTH)).create()
+            if direction == "compress" or self._restore:
+                path = DomainRenamer("core")(FramePath(direction=direction, width=_CORE_WIDTH,
+                                                       max_frame=self._max_frame,
+                                                       drop_when_full=True))
+                m.submodules[f"path{way}"] = path
+                m.d.comb += [path.s_axis_tdata.eq(beat.data), path.s_axis_tkeep.eq(beat.keep),
+                             path.s_axis_tlast.eq(beat.last), path.s_axis_tuser.eq(beat.user),
+                             path.s_axis_tvalid.eq(rx_cdc.valid),
+                             rx_cdc.ready.eq(path.s_axis_tready),
+                             path.bound_bits.eq(self._bound_bits),
+                             leaving.payload.data.eq(path.m_axis_tdata),
+                             leaving.payload.keep.eq(path.m_axis_tkeep),
+                             leaving.payload.last.eq(path.m_axis_tlast),
+                             leaving.payload.user.eq(path.m_axis_tuser),
+                             leaving.valid.eq(path.m_axis_tvalid),
+                             path.m_axis_tready.eq(leaving.ready)]
+                path_counters = [path.passed, path.changed, path.dropped, path.flagged]
+            else:
+                # Forwarded as they come (cut through): passed counts them, flagged the
+                # damaged ones.
+                wiring.connect(m, rx_cdc, wiring.flipped(leaving))
+                passed, flagged = Signal(32), Signal(32)
+                with m.If(rx_cdc.valid & rx_cdc.ready & beat.last):
+                    m.d.core += [passed.eq(passed + ~beat.user), flagged.eq(flagged + beat.user)]
+                path_counters = [passed, Signal(32), Signal(32), flagged]
 
             # Send: 4-byte beats into the port's transmit clock, a byte a cycle to the MAC.
-            leaving = stream.Signature(range_beat_layout(_CORE_WIDTH)).create()
-            m.d.comb += [leaving.payload.data.eq(path.m_axis_tdata),
-                         leaving.payload.keep.eq(path.m_axis_tkeep),
-                         leaving.payload.last.eq(path.m_axis_tlast),
-                         leaving.payload.user.eq(path.m_axis_tuser),
-                         leaving.valid.eq(path.m_axis_tvalid),
-                         path.m_axis_tready.eq(leaving.ready)]
             tx_cdc = _beat_fifo(m, f"tx_cdc{sink}", leaving, "core", "sync")
             m.submodules[f"narrower{sink}"] = narrower = Narrower(_CORE_WIDTH, 1)
             wiring.connect(m, tx_cdc, narrower.i)
@@ -179,8 +198,7 @@ class EthernetBump(wiring.Component):
             with m.If(leaving.valid & leaving.ready & leaving.payload.last):
                 m.d.core += sent.eq(sent + 1)
             busy_ways.append(busy)
-            counters += [received, received_bad, path.passed, path.changed, path.dropped,
-                         path.flagged, sent,
+            counters += [received, received_bad, *path_counters, sent,
                          _count_across(m, f"underruns{sink}", mac_tx.underruns, "sync", "core")]
 
         m.d.comb += self.busy.eq(busy_ways[0] | busy_ways[1])

@@ -45,7 +45,8 @@ class FrameBuffer(Elaboratable):
         def rotate(value, offset, bits):
             """``value`` (``width`` fields of ``bits``) rotated so field ``i`` lands at
             ``(i + offset) mod width``."""
-            return Cat(value, value).bit_select(bits * (width - offset).as_unsigned(), bits * width)
+            return Cat(value, value).bit_select(bits * (width - offset).as_unsigned(),
+                                                bits * width)
 
         # The write is registered first, so that the writer's address arithmetic and the
         # byte rotation are in different cycles.

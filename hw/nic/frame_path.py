@@ -562,7 +562,8 @@ class FramePath(wiring.Component):
     def _send(self, m, leaving, reader):
         width, inner = self._width, max(4, self._width)
         length_bits = len(leaving.r_data) - 1
-        m.d.comb += [reader.start.eq(reader.position), reader.length.eq(leaving.r_data[:length_bits]),
+        m.d.comb += [reader.start.eq(reader.position),
+                     reader.length.eq(leaving.r_data[:length_bits]),
                      reader.user.eq(leaving.r_data[length_bits])]
         with m.If(leaving.r_rdy & reader.idle):
             m.d.comb += [reader.go.eq(1), leaving.r_en.eq(1)]

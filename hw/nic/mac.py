@@ -2,7 +2,7 @@
 frames a stream of bytes (preamble, SFD, padding, FCS, inter-frame gap), the receiver
 strips them and checks the FCS."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
