@@ -8,8 +8,8 @@ port 1 sent enter port 1 again and must leave port 0 restored. Then a byte on th
 asks for the counters, whose line must hold golden's counts. Configuration
 (``CODNN_TB_CONFIG``): ``bound_bits``, ``divisor`` (the UART's, in core clock cycles),
 ``frames`` (gradient frames each way), ``restore`` (False: port 1's frames must leave
-port 0 as they are). The ports' clocks run at 125 MHz, the core's at
-62.5 MHz.
+port 0 as they are). The ports' clocks run at 125 MHz, the core's at 50 MHz, as on the
+boards.
 """
 
 
@@ -25,7 +25,8 @@ from codnn.sim.frame_fuzz import gradient_frame
 from codnn.sim.tb_nic import message_values
 from codnn.sim.testbench import load_config, write_report
 
-_PERIOD_NS = 8                          # 125 MHz
+_PERIOD_NS = 8                          # the ports' 125 MHz
+_CORE_PERIOD_NS = 20                    # the core's 50 MHz
 
 
 def _phy(dut, port):
@@ -66,8 +67,8 @@ async def _exchange(sender, receiver, frames, expected):
 
 async def _uart_line(dut, divisor, count):
     """Send one byte on ``rx`` and read the line of ``count`` hex counters from ``tx`` (the
-    UART runs on the core's clock, half the ports')."""
-    bit = divisor * 2 * _PERIOD_NS
+    UART runs on the core's clock)."""
+    bit = divisor * _CORE_PERIOD_NS
     for level in [0, *[(0x3F >> k) & 1 for k in range(8)], 1]:
         dut.rx.value = level
         await Timer(bit, "ns")
@@ -90,7 +91,7 @@ async def bump_matches_golden(dut):
     rng = np.random.default_rng(config["seed"])
     b = config["bound_bits"]
     cocotb.start_soon(Clock(dut.clk, _PERIOD_NS, unit="ns").start())
-    cocotb.start_soon(Clock(dut.core_clk, 2 * _PERIOD_NS, unit="ns").start())
+    cocotb.start_soon(Clock(dut.core_clk, _CORE_PERIOD_NS, unit="ns").start())
     await Timer(_PERIOD_NS // 4, "ns")
     cocotb.start_soon(Clock(dut.sync90_clk, _PERIOD_NS, unit="ns").start())
     resets = (dut.rst, dut.sync90_rst, dut.core_rst)

@@ -1,5 +1,5 @@
 """The bump in the wire on an ECP5 board with two RGMII Gigabit ports: a PLL makes the
-ports' 125 MHz clock, its quarter-period-late copy and the 62.5 MHz core clock from the
+ports' 125 MHz clock, its quarter-period-late copy and the 50 MHz core clock from the
 board's clock; the ports' pins go to ``EthernetBump``."""
 
 from fractions import Fraction
@@ -14,7 +14,9 @@ from codnn.hw.soc.board_top import connect_uart_and_led
 __all__ = ["EthernetBoardTop", "PORT_CLOCK_HZ", "CORE_CLOCK_HZ", "pll_dividers"]
 
 PORT_CLOCK_HZ = 125_000_000
-CORE_CLOCK_HZ = PORT_CLOCK_HZ // 2
+#: The frame paths' clock: 4 bytes a beat at 50 MHz is 1.6 times Gigabit line rate.
+CORE_CLOCK_HZ = 50_000_000
+_CORE_DIVIDER = 10
 #: The ECP5 PLL's VCO range (Hz) and the port clock's divider from it (VCO 500 MHz: a VCO
 #: period is the quarter period of the port clock).
 _VCO = (400e6, 800e6)
@@ -66,7 +68,7 @@ def _port_pins(platform, port, resets):
 
 class EthernetBoardTop(Elaboratable):
     """``design`` (an ``EthernetBump``) on a board: its ``sync`` domain at 125 MHz,
-    ``sync90`` a quarter period later (2 ns) and ``core`` at 62.5 MHz from an ``EHXPLLL``
+    ``sync90`` a quarter period later (2 ns) and ``core`` at 50 MHz from an ``EHXPLLL``
     fed by the board's default clock, all held in reset until the PLL locks; the PHYs
     held in reset until then too (MDIO unused: the PHYs' strapped defaults, 1 Gb/s with
     autonegotiation).
@@ -86,7 +88,7 @@ class EthernetBoardTop(Elaboratable):
         input_div, feedback_div = pll_dividers(platform.default_clk_frequency)
         port, late, core, locked = Signal(), Signal(), Signal(), Signal()
         # CLKOP_CPHASE = divider - 1 puts CLKOP at 0 degrees; CLKOS one VCO period (2 ns)
-        # later: 90 degrees at 125 MHz; CLKOS2 divides the VCO by twice as much.
+        # later: 90 degrees at 125 MHz; CLKOS2 divides the VCO (500 MHz) by 10.
         m.submodules.pll = Instance(
             "EHXPLLL",
             p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
@@ -97,8 +99,8 @@ class EthernetBoardTop(Elaboratable):
             p_CLKOP_CPHASE=_OUTPUT_DIVIDER - 1, p_CLKOP_FPHASE=0,
             p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=_OUTPUT_DIVIDER,
             p_CLKOS_CPHASE=_OUTPUT_DIVIDER, p_CLKOS_FPHASE=0,
-            p_CLKOS2_ENABLE="ENABLED", p_CLKOS2_DIV=2 * _OUTPUT_DIVIDER,
-            p_CLKOS2_CPHASE=2 * _OUTPUT_DIVIDER - 1, p_CLKOS2_FPHASE=0,
+            p_CLKOS2_ENABLE="ENABLED", p_CLKOS2_DIV=_CORE_DIVIDER,
+            p_CLKOS2_CPHASE=_CORE_DIVIDER - 1, p_CLKOS2_FPHASE=0,
             a_FREQUENCY_PIN_CLKI=f"{platform.default_clk_frequency / 1e6:g}",
             a_FREQUENCY_PIN_CLKOP=f"{PORT_CLOCK_HZ / 1e6:g}",
             a_FREQUENCY_PIN_CLKOS=f"{PORT_CLOCK_HZ / 1e6:g}",

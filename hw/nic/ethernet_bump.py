@@ -4,7 +4,7 @@ compressed from port 0 to port 1 and restored from port 1 to port 0."""
 from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
-from amaranth.lib.fifo import AsyncFIFO
+from amaranth.lib.fifo import AsyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.inceptionn import check_bound_bits
@@ -31,10 +31,11 @@ _CORE_WIDTH = 4
 
 def _beat_fifo(m, name, source, from_domain, to_domain):
     """``source`` (a stream of ``range_beat_layout(_CORE_WIDTH)``) through an
-    ``AsyncFIFO`` into ``to_domain``; returns the stream out."""
+    ``AsyncFIFOBuffered`` (its output registered) into ``to_domain``; returns the stream
+    out."""
     layout = range_beat_layout(_CORE_WIDTH)
     width = len(Signal(layout).as_value())
-    m.submodules[name] = fifo = AsyncFIFO(width=width, depth=_CDC_DEPTH, w_domain=from_domain,
+    m.submodules[name] = fifo = AsyncFIFOBuffered(width=width, depth=_CDC_DEPTH, w_domain=from_domain,
                                           r_domain=to_domain)
     out = stream.Signature(layout).create()
     m.d.comb += [fifo.w_data.eq(source.payload), fifo.w_en.eq(source.valid),
@@ -65,9 +66,9 @@ class EthernetBump(wiring.Component):
 
     Each port is an RGMII ``Rgmii`` and two MACs. Its ``MacRx`` runs in the port's receive
     clock domain (``rx0``, ``rx1``: the PHY's ``rgmii<p>_rx_clk``, 125 MHz), its bytes
-    packed into 4-byte beats (``Widener``) that an ``AsyncFIFO`` takes into the ``core``
-    domain, where the frame paths run 4 bytes a beat (62.5 MHz is twice line rate); their
-    beats go through an ``AsyncFIFO`` into ``sync`` (125 MHz) and a byte a cycle
+    packed into 4-byte beats (``Widener``) that an ``AsyncFIFOBuffered`` takes into the
+    ``core`` domain, where the frame paths run 4 bytes a beat (50 MHz is 1.6 times line
+    rate); their beats go through another into ``sync`` (125 MHz) and a byte a cycle
     (``Narrower``) into the other port's ``MacTx``. ``sync90`` is ``sync`` a quarter
     period late, for the transmit clocks. The frame paths drop (and count) a frame they
     have no room for, since a receiver cannot hold the wire.
@@ -75,7 +76,7 @@ class EthernetBump(wiring.Component):
     The counters (``COUNTERS``, each way, counted in ``core``) go out over a UART as a
     line of hex numbers on any byte received (``CounterReport``, in ``core``); ``busy`` is
     high while a frame is coming into either path. ``rx_overflow`` (sticky) would mean a
-    port's beats found its ``AsyncFIFO`` full: the core's clock below half the port's.
+    port's beats found their FIFO full: the core's clock too slow.
 
     Latency: a frame leaves after it has all arrived and been rewritten (store and forward:
     ``FramePath``). Throughput: line rate each way while the frames the path sends are no
@@ -89,13 +90,13 @@ class EthernetBump(wiring.Component):
     max_frame : int
         The largest frame (``FramePath``).
     divisor : int
-        Core clock cycles per UART bit (542: 115200 baud at 62.5 MHz).
+        Core clock cycles per UART bit (434: 115200 baud at 50 MHz).
     restore : bool
         False: port 1's frames reach port 0 as they are (cut through, no frame path),
         for a device too small for both paths (the Colorlight's LFE5U-25F).
     """
 
-    def __init__(self, *, bound_bits=10, max_frame=DEFAULT_MAX_FRAME, divisor=542,
+    def __init__(self, *, bound_bits=10, max_frame=DEFAULT_MAX_FRAME, divisor=434,
                  restore=True):
         check_bound_bits(bound_bits)
         self._bound_bits, self._max_frame, self._divisor = bound_bits, max_frame, divisor

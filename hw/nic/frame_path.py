@@ -173,32 +173,35 @@ class FramePath(wiring.Component):
     ``"compress"`` direction gradient frames leave compressed, in ``"decompress"``
     restored; every case is ``golden.packets.frame_path``'s, byte for byte.
 
-    Three stages, each with its own buffer: the parser writes a frame into buffer A while
-    it reads the header fields, the checksum's sum and (compressing) the compressed size
-    from each value's exponent; after the frame's last beat it decides (drop, pass,
-    rewrite) and queues a record. The rewriter copies the frame into buffer B, a rewritten
-    frame's header with its new lengths and checksum, then its payload through the engine
+    Three stages, each with its own buffer (docs/nic.md, "The frame path"): the parser
+    writes a frame into buffer A while it reads the header fields, the checksum's sum and
+    (compressing) the compressed size from each value's exponent; after the frame's last
+    beat three register stages decide (drop, pass, rewrite) and queue a record, while the
+    next frame comes in. The rewriter copies the frame into buffer B, a rewritten frame's
+    header with its new lengths and checksum, then its payload through the engine
     (``InceptionnCompressor`` or ``InceptionnDecompressor`` of ``max(4, width) / 4``
     lanes), then pads it to 60 bytes; a message the decompressor finds bad is dropped from
-    B. The sender streams B's frames out. Each buffer holds ``2 * max_frame`` bytes
-    rounded up to a power of two; a frame longer than ``max_frame`` is taken to its
-    ``tlast`` and dropped, and only a frame being written waits for room (``s_axis_tready``
-    low), so nothing is lost to a full buffer and no frame corrupts another.
+    B; a dropped frame's bytes in A are given back. The sender streams B's frames out.
+    Each buffer holds ``2 * max_frame`` bytes rounded up to a power of two; a frame longer
+    than ``max_frame`` is taken to its ``tlast`` and dropped, and only a frame being
+    written waits for room (``s_axis_tready`` low), so nothing is lost to a full buffer
+    and no frame corrupts another.
 
     Settings: ``bound_bits`` is sampled with a frame's first beat (clamped to 7..15).
     Counters (wrapping): ``passed``, ``changed``, ``dropped``, ``flagged``, as golden's.
 
-    Latency: a frame starts leaving after all of it is in, the parse's decision and the
-    rewriting stage's copy (a few cycles for a passed frame; the engine's latency more for a
-    rewritten one). Throughput: the three stages overlap over frames; each moves a beat of
-    ``max(4, width)`` bytes per cycle, with a few cycles per frame more in each stage.
+    Latency: a frame starts leaving after all of it is in, the decision (about 6 cycles),
+    and the rewriting stage's copy (a few cycles for a passed frame; the engine's latency
+    more for a rewritten one). Throughput: the three stages overlap over frames; each
+    moves a beat of ``max(4, width)`` bytes per cycle, with a few cycles per frame more
+    in each stage (``benchmarks/frame_path.py`` measures it).
 
     Parameters
     ----------
     direction : str
         ``"compress"`` or ``"decompress"``.
     width : int
-        Bytes per beat: 1, 2, 4, 8 or 16.
+        Bytes per beat: 1, 2, 4 or 8.
     max_frame : int
         The largest frame in or out, in bytes without FCS (64..16384).
     drop_when_full : bool

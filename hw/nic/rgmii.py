@@ -20,7 +20,7 @@ class Rgmii(wiring.Component):
     and the falling edge make ``rxd``; ``rx_dv`` is the rising edge's control bit,
     ``rx_er`` it XOR the falling edge's.
 
-    Latency: two cycles each way (the DDR flip-flops and their output registers).
+    Latency: two cycles out (the DDR flip-flops), three in (and a register by the pins).
 
     Attributes
     ----------
@@ -54,6 +54,7 @@ class Rgmii(wiring.Component):
             m.submodules[f"rx{bit}"] = Instance(
                 "IDDRX1F", i_SCLK=ClockSignal(self._rx_domain), i_RST=Const(0), i_D=pin,
                 o_Q0=rising[bit], o_Q1=falling[bit])
-        m.d.comb += [self.rxd.eq(Cat(rising[:4], falling[:4])), self.rx_dv.eq(rising[4]),
-                     self.rx_er.eq(rising[4] ^ falling[4])]
+        # A register by the pins, so that the route from the IO cells is a cycle of its own.
+        m.d[self._rx_domain] += [self.rxd.eq(Cat(rising[:4], falling[:4])),
+                                 self.rx_dv.eq(rising[4]), self.rx_er.eq(rising[4] ^ falling[4])]
         return m
