@@ -1,6 +1,6 @@
 """Board bitstreams: the systolic board top through amaranth-boards and YoWASP, one iCE40
-board and one ECP5 board, and the errors for boards, baud rates and designs that do not
-fit."""
+board and one ECP5 board, the Ethernet bump on the Colorlight, and the errors for boards,
+baud rates and designs that do not fit."""
 
 import json
 
@@ -46,6 +46,35 @@ def test_orangecrab_bitstream_through_the_command_line(build_root, capsys):
         data = bitstream.read()
     assert data.startswith(b"\xff\x00") and b"\xff\xff\xbd\xb3" in data[:512]  # ECP5 preamble
     assert len(data) > 100_000
+
+
+def test_colorlight_ethernet_bump_bitstream(build_root, capsys):
+    """The board's default design, the bump in the wire, through the command line: its
+    own PLL clocks, each against its own target; the Colorlight holds the compressing way
+    (restore off)."""
+    code = main(["bitstream", "--board", "colorlight-5a-75b", "--build-dir", str(build_root),
+                 "--json"])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0
+    report = json.loads(out)
+    assert report["design"] == "ethernet_bump" and report["parameters"]["restore"] is False
+    assert report["part"] == "LFE5U-25F-BG256" and report["clock_mhz"] == 50.0
+    assert report["divisor"] == 434                     # 50 MHz / 115200 baud
+    targets = sorted(clock["constraint"] for clock in report["clocks"].values())
+    assert targets == [50.0, 125.0, 125.0, 125.0]       # core, ports' tx and two rx
+    assert report["io"] >= 2 * 12 + 3                   # two RGMII ports, clock, UART
+    with open(report["bitstream"], "rb") as bitstream:
+        data = bitstream.read()
+    assert data.startswith(b"\xff\x00") and b"\xff\xff\xbd\xb3" in data[:512]
+    assert len(data) > 100_000
+
+
+def test_ethernet_bump_needs_two_ports(build_root, capsys):
+    assert main(["bitstream", "--board", "icebreaker", "--design", "ethernet_bump",
+                 "--build-dir", str(build_root)]) == 2
+    assert "needs a board with two Ethernet ports, which icebreaker lacks" \
+        in capsys.readouterr().err
 
 
 def test_design_too_big_for_the_board_names_boards_that_have_room(build_root):

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.golden.inceptionn import check_bound_bits
 from codnn.golden.packets import DEFAULT_MAX_FRAME
+from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.beat_width import Narrower, Widener
 from codnn.hw.nic.frame_buffer import range_beat_layout
 from codnn.hw.nic.frame_path import FramePath
@@ -31,17 +32,19 @@ _CORE_WIDTH = 4
 
 def _beat_fifo(m, name, source, from_domain, to_domain):
     """``source`` (a stream of ``range_beat_layout(_CORE_WIDTH)``) through an
-    ``AsyncFIFOBuffered`` (its output registered) into ``to_domain``; returns the stream
-    out."""
+    ``AsyncFIFOBuffered`` (its output registered) and a ``SkidOutput`` into
+    ``to_domain``; returns the stream out."""
     layout = range_beat_layout(_CORE_WIDTH)
     width = len(Signal(layout).as_value())
     m.submodules[name] = fifo = AsyncFIFOBuffered(width=width, depth=_CDC_DEPTH, w_domain=from_domain,
                                           r_domain=to_domain)
-    out = stream.Signature(layout).create()
+    # Then a skid register: the FIFO's read enable, a carry chain into a Gray code, must
+    # not wait on the consumer's logic.
+    m.submodules[f"{name}_skid"] = skid = DomainRenamer(to_domain)(SkidOutput(layout))
     m.d.comb += [fifo.w_data.eq(source.payload), fifo.w_en.eq(source.valid),
-                 source.ready.eq(fifo.w_rdy), out.payload.eq(fifo.r_data),
-                 out.valid.eq(fifo.r_rdy), fifo.r_en.eq(out.ready)]
-    return out
+                 source.ready.eq(fifo.w_rdy), skid.payload.eq(fifo.r_data),
+                 skid.write.eq(fifo.r_rdy & skid.free), fifo.r_en.eq(fifo.r_rdy & skid.free)]
+    return skid.o
 
 
 def _count_across(m, name, count, from_domain, to_domain):
