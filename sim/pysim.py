@@ -196,10 +196,11 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
                 ctx.set(dut.s_axis_tlast, beat["last"])
                 ctx.set(dut.s_axis_tuser, bad and beat["last"])
                 ctx.set(dut.s_axis_tvalid, 1)
-                await ctx.tick()
-                while not ctx.get(dut.s_axis_tready):     # as sampled at that edge
+                while True:                 # ready as it was at the edge
+                    _, _, ready = await ctx.tick().sample(dut.s_axis_tready)
+                    if ready:
+                        break
                     result["waited"] = True
-                    await ctx.tick()
                 ctx.set(dut.s_axis_tvalid, 0)
                 ctx.set(dut.bound_bits, rng.choice([0, 6, 7, 12, 15]))
 

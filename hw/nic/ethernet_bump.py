@@ -4,11 +4,11 @@ compressed from port 0 to port 1 and restored from port 1 to port 0."""
 from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
-from amaranth.lib.fifo import AsyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.inceptionn import check_bound_bits
 from codnn.golden.packets import DEFAULT_MAX_FRAME
+from codnn.hw.common.async_fifo import RegisteredAsyncFIFO
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.beat_width import Narrower, Widener
 from codnn.hw.nic.frame_buffer import range_beat_layout
@@ -25,25 +25,22 @@ __all__ = ["EthernetBump", "COUNTERS"]
 COUNTERS = ("received", "received_bad", "passed", "changed", "dropped", "flagged", "sent",
             "underruns")
 #: Beats in flight between a port's clocks and the core's clock.
-_CDC_DEPTH = 16
+_CDC_DEPTH = 8
 #: Bytes per beat in the core (the frame paths).
 _CORE_WIDTH = 4
 
 
 def _beat_fifo(m, name, source, from_domain, to_domain):
-    """``source`` (a stream of ``range_beat_layout(_CORE_WIDTH)``) through an
-    ``AsyncFIFOBuffered`` (its output registered) and a ``SkidOutput`` into
-    ``to_domain``; returns the stream out."""
+    """``source`` (a stream of ``range_beat_layout(_CORE_WIDTH)``) through a
+    ``RegisteredAsyncFIFO`` and a ``SkidOutput`` into ``to_domain``; returns the stream
+    out (the skid keeps the consumer's logic off the FIFO's read pointer)."""
     layout = range_beat_layout(_CORE_WIDTH)
-    width = len(Signal(layout).as_value())
-    m.submodules[name] = fifo = AsyncFIFOBuffered(width=width, depth=_CDC_DEPTH, w_domain=from_domain,
-                                          r_domain=to_domain)
-    # Then a skid register: the FIFO's read enable, a carry chain into a Gray code, must
-    # not wait on the consumer's logic.
+    m.submodules[name] = fifo = RegisteredAsyncFIFO(layout, depth=_CDC_DEPTH,
+                                                    w_domain=from_domain, r_domain=to_domain)
     m.submodules[f"{name}_skid"] = skid = DomainRenamer(to_domain)(SkidOutput(layout))
-    m.d.comb += [fifo.w_data.eq(source.payload), fifo.w_en.eq(source.valid),
-                 source.ready.eq(fifo.w_rdy), skid.payload.eq(fifo.r_data),
-                 skid.write.eq(fifo.r_rdy & skid.free), fifo.r_en.eq(fifo.r_rdy & skid.free)]
+    wiring.connect(m, source, fifo.i)
+    m.d.comb += [skid.payload.eq(fifo.o.payload), skid.write.eq(fifo.o.valid & skid.free),
+                 fifo.o.ready.eq(skid.free)]
     return skid.o
 
 
@@ -69,7 +66,7 @@ class EthernetBump(wiring.Component):
 
     Each port is an RGMII ``Rgmii`` and two MACs. Its ``MacRx`` runs in the port's receive
     clock domain (``rx0``, ``rx1``: the PHY's ``rgmii<p>_rx_clk``, 125 MHz), its bytes
-    packed into 4-byte beats (``Widener``) that an ``AsyncFIFOBuffered`` takes into the
+    packed into 4-byte beats (``Widener``) that a ``RegisteredAsyncFIFO`` takes into the
     ``core`` domain, where the frame paths run 4 bytes a beat (50 MHz is 1.6 times line
     rate); their beats go through another into ``sync`` (125 MHz) and a byte a cycle
     (``Narrower``) into the other port's ``MacTx``. ``sync90`` is ``sync`` a quarter
