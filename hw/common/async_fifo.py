@@ -22,8 +22,8 @@ class RegisteredAsyncFIFO(wiring.Component):
     Each side keeps its pointer in binary and in Gray code and sees the other's Gray
     pointer through a two-stage synchronizer. ``i.ready`` (not full) and ``o.valid`` (an
     entry out) are registers computed from the pointers as they will be, and ``o.payload``
-    is a register loaded with the next entry to read, so a read's enable reaches only a
-    small adder and an entry select.
+    is a register loaded with the entry to read next; the read side prepares both
+    outcomes from registers, so a read's enable reaches only their final select.
 
     Latency: an entry is on ``o`` four or five ``r_domain`` cycles after it is written (the
     synchronizer and the output register). Throughput: an entry per cycle each side.
@@ -59,11 +59,16 @@ class RegisteredAsyncFIFO(wiring.Component):
 
         # Read side: o.valid and o.payload for the pointer after this cycle's read (an
         # entry is read only once the write pointer that covers it has come through the
-        # synchronizer, two cycles after the entry was written).
+        # synchronizer, two cycles after the entry was written). Both outcomes are
+        # prepared from registers; whether the current entry is taken picks one.
         taken = self.o.valid & self.o.ready
-        r_next = Signal(bits)
-        m.d.comb += r_next.eq(r_bin + taken)
-        read += [r_bin.eq(r_next), r_gray.eq(_gray(r_next)),
-                 self.o.valid.eq(_gray(r_next) != w_gray_seen),
-                 self.o.payload.eq(entries[r_next[:bits - 1]])]
+        r_plus = Signal(bits)
+        m.d.comb += r_plus.eq(r_bin + 1)
+        with m.If(taken):
+            read += [r_bin.eq(r_plus), r_gray.eq(_gray(r_plus)),
+                     self.o.valid.eq(_gray(r_plus) != w_gray_seen),
+                     self.o.payload.eq(entries[r_plus[:bits - 1]])]
+        with m.Else():
+            read += [self.o.valid.eq(r_gray != w_gray_seen),
+                     self.o.payload.eq(entries[r_bin[:bits - 1]])]
         return m
