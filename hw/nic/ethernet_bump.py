@@ -25,7 +25,7 @@ __all__ = ["EthernetBump", "COUNTERS"]
 COUNTERS = ("received", "received_bad", "passed", "changed", "dropped", "flagged", "sent",
             "underruns")
 #: Beats in flight between a port's clocks and the core's clock.
-_CDC_DEPTH = 8
+_CDC_DEPTH = 4
 #: Bytes per beat in the core (the frame paths).
 _CORE_WIDTH = 4
 
@@ -69,7 +69,7 @@ class EthernetBump(wiring.Component):
     packed into 4-byte beats (``Widener``) that a ``RegisteredAsyncFIFO`` takes into the
     ``core`` domain, where the frame paths run 4 bytes a beat (50 MHz is 1.6 times line
     rate); their beats go through another into ``sync`` (125 MHz) and a byte a cycle
-    (``Narrower``) into the other port's ``MacTx``. ``sync90`` is ``sync`` a quarter
+    (``Narrower``, then a skid register) into the other port's ``MacTx``. ``sync90`` is ``sync`` a quarter
     period late, for the transmit clocks. The frame paths drop (and count) a frame they
     have no room for, since a receiver cannot hold the wire.
 
@@ -180,12 +180,17 @@ class EthernetBump(wiring.Component):
             tx_cdc = _beat_fifo(m, f"tx_cdc{sink}", leaving, "core", "sync")
             m.submodules[f"narrower{sink}"] = narrower = Narrower(_CORE_WIDTH, 1)
             wiring.connect(m, tx_cdc, narrower.i)
+            # A register between the byte select and the MAC's CRC (a skid: no bubble).
+            m.submodules[f"tx_skid{sink}"] = tx_skid = SkidOutput(narrower.o.payload.shape())
+            m.d.comb += [tx_skid.payload.eq(narrower.o.payload),
+                         tx_skid.write.eq(narrower.o.valid & tx_skid.free),
+                         narrower.o.ready.eq(tx_skid.free)]
+            byte = tx_skid.o.payload
             m.submodules[f"mac_tx{sink}"] = mac_tx = MacTx()
-            m.d.comb += [mac_tx.s_axis_tdata.eq(narrower.o.payload.data),
-                         mac_tx.s_axis_tlast.eq(narrower.o.payload.last),
-                         mac_tx.s_axis_tuser.eq(narrower.o.payload.user),
-                         mac_tx.s_axis_tvalid.eq(narrower.o.valid),
-                         narrower.o.ready.eq(mac_tx.s_axis_tready),
+            m.d.comb += [mac_tx.s_axis_tdata.eq(byte.data), mac_tx.s_axis_tlast.eq(byte.last),
+                         mac_tx.s_axis_tuser.eq(byte.user),
+                         mac_tx.s_axis_tvalid.eq(tx_skid.o.valid),
+                         tx_skid.o.ready.eq(mac_tx.s_axis_tready),
                          rgmii_out.txd.eq(mac_tx.txd), rgmii_out.tx_en.eq(mac_tx.tx_en),
                          rgmii_out.tx_er.eq(mac_tx.tx_er)]
 
