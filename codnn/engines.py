@@ -381,7 +381,7 @@ class BoardDesign:
     ports); ``params`` are its command-line options. ``top(design, board)``, if set, is
     the board top that requests the design's pins and makes its clock, ``clock_hz``
     (``synth.bitstream.build_bitstream``); otherwise the design runs on the board's clock
-    behind ``hw.soc.BoardTop``.
+    behind ``hw.soc.BoardTop``. ``ethernet_ports``: the Ethernet ports a board needs for it.
     """
 
     name: str
@@ -390,6 +390,7 @@ class BoardDesign:
     build: object
     top: object = None
     clock_hz: float = None
+    ethernet_ports: int = 0
 
     def default_params(self):
         return {p.name: p.default for p in self.params}
@@ -404,9 +405,6 @@ def _soc_params(engine, **defaults):
 
 
 def _ethernet_top(design, board):
-    if len(board.ethernet) < 2:
-        raise ValueError(f"Design ethernet_bump needs a board with two Ethernet ports, "
-                         f"which {board.name} lacks")
     return EthernetBoardTop(design, ports=board.ethernet[:2], led=board.led)
 
 
@@ -442,5 +440,5 @@ BOARD_DESIGNS = {design.name: design for design in [
                 Param("restore", bool, True, "restore port 1's frames on their way to port "
                       "0 (off: forwarded as they are; the Colorlight's default, for room)")),
         build=lambda **p: EthernetBump(**p),
-        top=_ethernet_top, clock_hz=CORE_CLOCK_HZ),
+        top=_ethernet_top, clock_hz=CORE_CLOCK_HZ, ethernet_ports=2),
 ]}

@@ -221,6 +221,9 @@ def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, p
         raise ParameterError(f"Design must be one of {', '.join(BOARD_DESIGNS)}, "
                              f"not {design_name!r}")
     design = BOARD_DESIGNS[design_name]
+    if board in BOARDS and len(BOARDS[board].ethernet) < design.ethernet_ports:
+        raise ParameterError(f"Design {design_name} needs a board with "
+                             f"{design.ethernet_ports} Ethernet ports, which {board} lacks")
     on_board = BOARDS[board].defaults_for(design_name) if board in BOARDS else {}
     full = _full_params(f"Design {design_name}", {**design.default_params(), **on_board},
                         params)

@@ -193,7 +193,7 @@ def _receive(frame, bound_bits, max_frame):
     found = _udp_payload(frame, GRADIENT_TOS)
     if found is None:
         return "passed", frame
-    ip, header, start, end = found
+    _, _, start, end = found
     if end - start < 4 or start + 4 * int.from_bytes(frame[start:start + 4], "little") \
             > max_frame:
         return "dropped", None

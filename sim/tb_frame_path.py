@@ -3,7 +3,7 @@
 
 Configuration (``CODNN_TB_CONFIG``): ``direction``, ``width``, ``max_frame``,
 ``bound_bits``; the frames: ``pcap`` (a capture's frames) or ``frames`` fuzzed ones
-(``sim.frame_fuzz.fuzz_frames``, after a fixed set built with scapy); ``idle``/
+(``sim.frame_fuzz.fuzz_frames``, built with scapy); ``idle``/
 ``backpressure`` (probability per cycle); ``pcap_out``: write the frames the RTL sent
 there. An empty frame has no AXI4-Stream beat to carry it, so none is sent (the Amaranth
 simulator's test sends one as a beat with no kept byte).

@@ -73,7 +73,7 @@ def test_colorlight_ethernet_bump_bitstream(build_root, capsys):
 def test_ethernet_bump_needs_two_ports(build_root, capsys):
     assert main(["bitstream", "--board", "icebreaker", "--design", "ethernet_bump",
                  "--build-dir", str(build_root)]) == 2
-    assert "needs a board with two Ethernet ports, which icebreaker lacks" \
+    assert "needs a board with 2 Ethernet ports, which icebreaker lacks" \
         in capsys.readouterr().err
 
 

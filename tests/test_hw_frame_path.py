@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (the parameter checks build frame paths that refuse their parameters)
 """The frame path on Amaranth's simulator: every width, both directions, each frame with
 its own bound (changed the cycle after its first beat), an empty frame, full buffers,
 and parameter checks. The fuzzed runs at 1 and 8 bytes are cocotb's

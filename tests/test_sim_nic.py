@@ -103,29 +103,29 @@ def test_ring_of_links_equals_golden_ring(icarus):
 
 @pytest.mark.parametrize("direction, seed", [("compress", 51), ("decompress", 52)])
 def test_frame_path_fuzzed_frames_equal_golden(direction, seed):
-    """1,500 fuzzed frames each way through the frame path at 8 bytes per beat, with idle
+    """600 fuzzed frames each way through the frame path at 8 bytes per beat, with idle
     cycles and backpressure: every frame, flag and counter equal to
     golden.packets.frame_path, rewritten frames checked again by scapy
     (sim/tb_frame_path.py). Longer runs: codnn simulate framepath --frames N."""
     config = {"direction": direction, "width": 8, "max_frame": 2048, "bound_bits": 10,
-              "frames": 1500, "idle": 0.2, "backpressure": 0.2}
+              "frames": 600, "idle": 0.2, "backpressure": 0.2}
     print(f"seed={seed} config={config}")
     report = simulate(FramePath(direction=direction, width=8), top="framepath",
                       testbench="codnn.sim.tb_frame_path", config=config, seed=seed).report
-    assert report["frames_in"] > 1440 and report["scapy_checked"] == 400
-    assert min(report[name] for name in ("passed", "changed", "dropped", "flagged")) > 15
+    assert report["frames_in"] > 570 and report["scapy_checked"] > 150
+    assert min(report[name] for name in ("passed", "changed", "dropped", "flagged")) > 5
 
 
 @pytest.mark.parametrize("direction, seed", [("compress", 53), ("decompress", 54)])
 def test_frame_path_byte_wide(direction, seed, icarus):
-    """The 1 GbE width (a byte per beat) on Icarus, 150 fuzzed frames each way."""
+    """The 1 GbE width (a byte per beat) on Icarus, 80 fuzzed frames each way."""
     config = {"direction": direction, "width": 1, "max_frame": 2048, "bound_bits": 8,
-              "frames": 150, "idle": 0.3, "backpressure": 0.3}
+              "frames": 80, "idle": 0.3, "backpressure": 0.3}
     print(f"seed={seed} config={config}")
     report = simulate(FramePath(direction=direction, width=1), top="framepath",
                       testbench="codnn.sim.tb_frame_path", simulator=icarus, config=config,
                       seed=seed).report
-    assert report["changed"] > 20 and report["dropped"] > 0
+    assert report["changed"] > 10 and report["dropped"] > 0
 
 
 def test_simulate_framepath_replays_a_capture(tmp_path, capsys, icarus):
@@ -162,9 +162,9 @@ def test_ethernet_bump_between_two_rgmii_phys():
     rx_er leaves unchanged with a bad FCS), the compressed frames sent back in on port 1
     leave port 0 restored, and the counters read over the UART equal golden's counts."""
     from codnn.hw.nic.ethernet_bump import COUNTERS, EthernetBump
-    config = {"bound_bits": 10, "divisor": 16, "frames": 6}
+    config = {"bound_bits": 10, "divisor": 16, "frames": 4}
     print(f"seed=61 config={config}")
     report = simulate(EthernetBump(divisor=16), top="ethernet_bump",
                       testbench="codnn.sim.tb_ethernet_bump", config=config, seed=61).report
     counters = dict(zip(COUNTERS, report["counters"]))
-    assert counters["changed"] == 6 and counters["received_bad"] == 2
+    assert counters["changed"] == 4 and counters["received_bad"] == 2
