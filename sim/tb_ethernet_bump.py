@@ -7,8 +7,8 @@ compresses them, with a good FCS (a damaged frame: unchanged, its FCS bad); the 
 port 1 sent enter port 1 again and must leave port 0 restored. Then a byte on the UART
 asks for the counters, whose line must hold golden's counts. Configuration
 (``CODNN_TB_CONFIG``): ``bound_bits``, ``divisor`` (the UART's, in core clock cycles),
-``frames`` (gradient frames each way), ``restore`` (False: port 1's frames must leave
-port 0 as they are). The ports' clocks run at 125 MHz, the core's at 50 MHz, as on the
+``frames`` (gradient frames each way, of up to ``max_values`` values, default 300),
+``restore`` (False: port 1's frames must leave port 0 as they are). The ports' clocks run at 125 MHz, the core's at 50 MHz, as on the
 boards.
 """
 
@@ -105,7 +105,7 @@ async def bump_matches_golden(dut):
     await ClockCycles(dut.clk, 10)
 
     gradients = [gradient_frame(rng, message_values(rng, int(n), b))
-                 for n in rng.integers(0, 300, config["frames"])]
+                 for n in rng.integers(0, config.get("max_values", 300), config["frames"])]
     other = gradient_frame(rng, [1.0, 2.0], tos=0)
     frames = [(frame, None) for frame in gradients] + [(other, None), (gradients[0], "fcs"),
                                                        (gradients[1], "rx_er")]

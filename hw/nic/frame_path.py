@@ -62,7 +62,7 @@ def _record_layout(max_frame):
 
 class _Fields:
     """The parser's view of the frame going by: the header fields it captures, the sums it
-    keeps, and the same, copied at a frame's end (``snapshot``), for the decision."""
+    keeps, and the same, copied at a frame's end (``snap``), for the decision."""
 
     _CAPTURED = {"ethertype": (16, [12, 13]), "version_ihl": (8, [14]), "tos": (8, [15]),
                  "total": (16, [16, 17]), "fragment": (16, [20, 21]), "protocol": (8, [23])}
