@@ -61,7 +61,7 @@ def test_icarus(engine, lanes, icarus):
 
 @pytest.mark.parametrize("engine,lanes", [("terngrad", 1), ("terngrad", 16),
                                           ("terngrad_decoder", 2), ("terngrad_decoder", 8),
-                                          ("maxabs", 4)])
+                                          ("maxabs", 1), ("maxabs", 16)])
 def test_terngrad_engines_with_stalls_and_bad_messages(engine, lanes):
     report = _run(engine, lanes, seed=51 + lanes)
     assert report["bad_messages"] == {"terngrad": 4, "maxabs": 4}.get(engine, 9)

@@ -1,7 +1,10 @@
 """Max-abs reduction: the TernGrad scaler ``max|g|`` of each value message, in a first pass."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import stream
 from amaranth.lib.wiring import Out
+
+from codnn.hw.common.pipeline import StallPipeline
 
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.reader import Item, MessageReader
@@ -23,8 +26,9 @@ class MaxAbs(StreamEngine):
     more than ``max_values`` (no output, dropped up to its ``last``) raises ``error`` and
     counts once in ``error_count``.
 
-    Latency: 2 cycles from a message's last value beat to its output beat. Throughput: one
-    input beat per cycle while the output is not backpressured.
+    Latency: ``latency`` cycles (``3 + ceil(log2(lanes))``) from a message's last value beat
+    to its output beat: the comparisons are a tree with a register stage per level.
+    Throughput: one input beat per cycle while the output is not backpressured.
 
     Parameters
     ----------
@@ -43,8 +47,9 @@ class MaxAbs(StreamEngine):
 
     @property
     def latency(self):
-        """Cycles from a message's last value beat to its output beat."""
-        return 2
+        """Cycles from a message's last value beat to its output beat: the reader, the
+        lanes' magnitudes, one stage per level of the comparison tree, the output."""
+        return 3 + (self.lanes - 1).bit_length()
 
     #: The engine's ports beside ``i`` and ``o``: reports (Out) only.
     PORTS = {"error": Out(1), "error_count": Out(16), "nonfinite": Out(32)}
@@ -56,39 +61,51 @@ class MaxAbs(StreamEngine):
         m = Module()
         lanes = self.lanes
         flag = Signal()
-        advance = Signal()
-        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
-        reader = MessageReader(m, self.i, advance, lanes=lanes, flag=flag, bypass=Const(0),
-                               max_values=self.max_values)
+        pipe_in = stream.Signature(0).create()
+        pipe_out = stream.Signature(0).create()
+        reader = MessageReader(m, self.i, pipe_in.ready | ~pipe_in.valid, lanes=lanes,
+                               flag=flag, bypass=Const(0), max_values=self.max_values)
         count_errors(m, flag, self.error, self.error_count, between=reader.between)
         item = reader.item
+        m.d.comb += pipe_in.valid.eq(item.kind != Item.NONE)
+        pipe = StallPipeline(m, pipe_in, pipe_out, self.latency - 2)
 
-        largest = Const(0, 31)
-        bad = []
+        # Stage 1: each lane's magnitude (0 for NaN/Inf) and the message's non-finite count.
+        magnitudes, bad = [], []
         for k in range(lanes):
             bits = item.bits[32 * k:32 * (k + 1)]
             finite = bits[23:31] != 0xFF
-            magnitude = Signal(31, name=f"lane{k}_magnitude")
-            m.d.comb += magnitude.eq(Mux(finite, bits[:31], 0))
-            bigger = Signal(31, name=f"max_to_lane{k}")
-            m.d.comb += bigger.eq(Mux(magnitude > largest, magnitude, largest))
-            largest = bigger
-            bad.append(~finite)
+            magnitudes.append(pipe.register(Mux(finite, bits[:31], 0), f"lane{k}_magnitude"))
+            bad.append(~finite & (item.kind == Item.VALUES))
+        late = pipe.register(item, "item_d0")
+        bad_count = pipe.register(sum(bad), "nonfinite_d0")
+        # One register stage per level of the comparison tree.
+        level = 0
+        while len(magnitudes) > 1:
+            level += 1
+            pairs = zip(magnitudes[::2], magnitudes[1::2])
+            magnitudes = ([pipe.register(Mux(a > b, a, b), f"level{level}_max{n}")
+                           for n, (a, b) in enumerate(pairs)] + magnitudes[len(magnitudes) & ~1:])
+            late = pipe.register(late, f"item_d{level}")
+            bad_count = pipe.register(bad_count, f"nonfinite_d{level}")
+        largest = magnitudes[0]
+
         running = Signal(31)
+        m.d.comb += pipe_out.ready.eq(~self.o.valid | self.o.ready)
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        with m.If(advance):
-            with m.Switch(item.kind):
+        with m.If(pipe_out.valid & pipe_out.ready):
+            with m.Switch(late.kind):
                 with m.Case(Item.HEADER):
                     m.d.sync += running.eq(0)
-                    with m.If(item.last):
+                    with m.If(late.last):
                         m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(0)]
                 with m.Case(Item.VALUES):
                     total = Mux(largest > running, largest, running)
-                    m.d.sync += [running.eq(total), self.nonfinite.eq(self.nonfinite + sum(bad))]
-                    with m.If(Cat(*bad).any()):
+                    m.d.sync += [running.eq(total), self.nonfinite.eq(self.nonfinite + bad_count)]
+                    with m.If(bad_count != 0):
                         m.d.sync += self.error.eq(1)
-                    with m.If(item.final):
+                    with m.If(late.final):
                         m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(total)]
         m.d.comb += [self.o.payload.keep.eq(0xF), self.o.payload.last.eq(1)]
         return m

@@ -33,23 +33,26 @@ def finite_non_negative(bits):
     return ~bits[31] & (bits[23:31] != 0xFF)
 
 
-def _survives(m, g_significand, g_exponent, product, s_exponent, name):
+def _survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
     """``|g| * 2**24 > u * s`` exactly, from ``g``'s parts, ``product = u * s_significand``
     (48 bits) and ``s``'s exponent: ``g_significand * 2**k > product`` with
     ``k = g_exponent - s_exponent + 24``, as ``g_significand << k > product`` for ``k >= 0``
     and ``g_significand > product << -k`` below. Shifts saturate where the answer no longer
     changes: past 48 the left side wins (``product < 2**48``), past 24 the right side does
-    unless ``product`` is 0 (``g_significand < 2**24``)."""
+    unless ``product`` is 0 (``g_significand < 2**24``).
+
+    Two register stages (``stage``: a register on a value): the shift amounts, then the
+    shifted sides; the comparison that follows is combinational."""
     g_signed = Signal(signed(10), name=f"{name}_g_exponent")
     s_signed = Signal(signed(10), name=f"{name}_s_exponent")
     k = Signal(signed(11), name=f"{name}_k")
     m.d.comb += [g_signed.eq(g_exponent), s_signed.eq(s_exponent),
                  k.eq(g_signed - s_signed + 24)]
-    up = Signal(range(49), name=f"{name}_up")
-    down = Signal(range(25), name=f"{name}_down")
-    m.d.comb += [up.eq(Mux(k >= 48, 48, Mux(k > 0, k, 0))),
-                 down.eq(Mux(k <= -24, 24, Mux(k < 0, -k, 0)))]
-    return (g_significand << up) > (product << down)
+    up = stage(Mux(k >= 48, 48, Mux(k > 0, k, 0))[:6], f"{name}_up")
+    down = stage(Mux(k <= -24, 24, Mux(k < 0, -k, 0))[:5], f"{name}_down")
+    left = stage(stage(g_significand, f"{name}_g_significand") << up, f"{name}_left")
+    right = stage(stage(product, f"{name}_product_d") << down, f"{name}_right")
+    return left > right
 
 
 class TernGradEncoder(StreamEngine):
@@ -94,8 +97,9 @@ class TernGradEncoder(StreamEngine):
 
     @property
     def latency(self):
-        """Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 1."""
-        return 8
+        """Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 2
+        (the shift amounts, the shifted sides of the comparison), 1."""
+        return 10
 
     #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
     PORTS = {"scaler": In(32), "seed": In(32), "bypass": In(1),
@@ -134,23 +138,27 @@ class TernGradEncoder(StreamEngine):
                 value = pipe.register(value, f"{name}_d{n}")
             return value
 
-        late = delay(item, 6, "item")
-        s_bits, s_usable = delay(scaler, 6, "scaler"), delay(usable, 6, "usable")
+        early = delay(item, 6, "item")
+        late = delay(early, 2, "item_late")
+        s_bits = delay(scaler, 6, "scaler")
+        s_usable = delay(usable, 8, "usable")
         s_significand, s_exponent = float_parts(m, s_bits, "scaler")
         codes, bad = [], []
         for k in range(lanes):
             position = (seed + item.index + k)[:32]         # mod 2**32
             u = fmix32_stages(pipe.register, position, f"lane{k}_hash")[8:]
             product = pipe.register(u * s_significand, f"lane{k}_product")
+            g_significand, g_exponent = float_parts(m, early.bits[32 * k:32 * (k + 1)],
+                                                    f"lane{k}_g")
+            keep = _survives(m, pipe.register, g_significand, g_exponent, product, s_exponent,
+                             f"lane{k}")
             g = late.bits[32 * k:32 * (k + 1)]
-            g_significand, g_exponent = float_parts(m, g, f"lane{k}_g")
             finite = g[23:31] != 0xFF
-            keep = _survives(m, g_significand, g_exponent, product, s_exponent, f"lane{k}")
             codes.append(Mux(keep & finite & s_usable, Mux(g[31], 3, 1), 0))
             bad.append((late.kind == Item.VALUES) & ~finite)
         out_item = pipe.register(late, "out_item")
         out_codes = pipe.register(Cat(*codes), "out_codes")
-        out_scaler = pipe.register(s_bits, "out_scaler")
+        out_scaler = pipe.register(delay(s_bits, 2, "scaler_late"), "out_scaler")
         out_bad = pipe.register(Cat(*bad), "out_bad")
         with m.If(pipe_out.valid & pipe_out.ready):
             m.d.sync += self.nonfinite.eq(self.nonfinite + sum(out_bad[k] for k in range(lanes)))
@@ -256,11 +264,11 @@ class TernGradDecoder(StreamEngine):
         scaler = Signal(32)                     # the message's, or 0 if not usable
         usable = Signal()                       # finite, sign bit clear
         bypassed = Signal()                     # bypass, sampled at the first beat
+        # Values left in the message; the values of this beat and whether it is the last,
+        # kept as registers set a beat ahead, so no 32-bit compare reaches the window.
         remaining = Signal(32)
         this_beat = Signal(range(lanes + 1))
-        m.d.comb += this_beat.eq(Mux(remaining < lanes, remaining, lanes))
         final = Signal()
-        m.d.comb += final.eq(remaining <= lanes)
         # Lanes >= 4: a beat's codes are its first ceil(count/4) bytes. Fewer lanes: a
         # byte holds 4 / lanes beats, slot ``sub`` at bits 2*lanes*sub and up.
         sub_beats = max(1, 4 // lanes)
@@ -308,6 +316,8 @@ class TernGradDecoder(StreamEngine):
                         m.d.comb += [window.drop[0].eq(1), flag.eq(~ok)]
                         m.d.sync += [scaler.eq(Mux(ok, given, 0)), usable.eq(ok),
                                      remaining.eq(count), sub.eq(0),
+                                     this_beat.eq(Mux(count < lanes, count, lanes)),
+                                     final.eq(count <= lanes),
                                      state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
                         m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
                                      out.payload.keep.eq(Const(-1, width)),
@@ -327,7 +337,10 @@ class TernGradDecoder(StreamEngine):
                         out.payload.last.eq(final),
                     ]
                     m.d.sync += [remaining.eq(remaining - this_beat),
-                                 sub.eq(Mux(byte_done, 0, sub + 1))]
+                                 sub.eq(Mux(byte_done, 0, sub + 1)),
+                                 final.eq(remaining <= 2 * lanes),
+                                 this_beat.eq(Mux(remaining < 2 * lanes,
+                                                  remaining - lanes, lanes))]
                     with m.If(final):
                         m.d.sync += state.eq(Mux(~padding & stray, _State.DROP, _State.TAIL))
                 with m.Elif(~padding & ended & (fill < code_bytes)):
