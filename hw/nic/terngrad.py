@@ -33,6 +33,16 @@ def finite_non_negative(bits):
     return ~bits[31] & (bits[23:31] != 0xFF)
 
 
+def _product(stage, u, s, name):
+    """``u * s`` for 24-bit ``u`` and ``s`` in two register stages (``stage``: a register on a
+    value): four 12 x 12 partial products (one DSP block each on an ECP5), then their sum."""
+    u_lo, u_hi, s_lo, s_hi = u[:12], u[12:24], s[:12], s[12:24]
+    low = stage(u_lo * s_lo, f"{name}_ll")
+    high = stage(u_hi * s_hi, f"{name}_hh")
+    middle = stage(u_lo * s_hi, f"{name}_lh") + stage(u_hi * s_lo, f"{name}_hl")
+    return stage((Cat(low, high) + (middle << 12))[:48], name)
+
+
 def _survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
     """``|g| * 2**24 > u * s`` exactly, from ``g``'s parts, ``product = u * s_significand``
     (48 bits) and ``s``'s exponent: ``g_significand * 2**k > product`` with
@@ -97,9 +107,10 @@ class TernGradEncoder(StreamEngine):
 
     @property
     def latency(self):
-        """Register stages from the reader to the code register: 5 (fmix32), 1 (u * s), 2
-        (the shift amounts, the shifted sides of the comparison), 1."""
-        return 10
+        """Register stages from the reader to the code register: 5 (fmix32), 2 (u * s: four
+        12 x 12 partial products, their sum), 2 (the shift amounts, the shifted sides of the
+        comparison), 1."""
+        return 11
 
     #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
     PORTS = {"scaler": In(32), "seed": In(32), "bypass": In(1),
@@ -138,16 +149,17 @@ class TernGradEncoder(StreamEngine):
                 value = pipe.register(value, f"{name}_d{n}")
             return value
 
-        early = delay(item, 6, "item")
+        early = delay(item, 7, "item")
         late = delay(early, 2, "item_late")
         s_bits = delay(scaler, 6, "scaler")
-        s_usable = delay(usable, 8, "usable")
+        s_usable = delay(usable, 9, "usable")
         s_significand, s_exponent = float_parts(m, s_bits, "scaler")
+        s_exponent = pipe.register(s_exponent, "scaler_exponent_d")     # beside u * s
         codes, bad = [], []
         for k in range(lanes):
             position = (seed + item.index + k)[:32]         # mod 2**32
             u = fmix32_stages(pipe.register, position, f"lane{k}_hash")[8:]
-            product = pipe.register(u * s_significand, f"lane{k}_product")
+            product = _product(pipe.register, u, s_significand, f"lane{k}_product")
             g_significand, g_exponent = float_parts(m, early.bits[32 * k:32 * (k + 1)],
                                                     f"lane{k}_g")
             keep = _survives(m, pipe.register, g_significand, g_exponent, product, s_exponent,
@@ -158,7 +170,7 @@ class TernGradEncoder(StreamEngine):
             bad.append((late.kind == Item.VALUES) & ~finite)
         out_item = pipe.register(late, "out_item")
         out_codes = pipe.register(Cat(*codes), "out_codes")
-        out_scaler = pipe.register(delay(s_bits, 2, "scaler_late"), "out_scaler")
+        out_scaler = pipe.register(delay(s_bits, 3, "scaler_out"), "out_scaler")
         out_bad = pipe.register(Cat(*bad), "out_bad")
         with m.If(pipe_out.valid & pipe_out.ready):
             m.d.sync += self.nonfinite.eq(self.nonfinite + sum(out_bad[k] for k in range(lanes)))
