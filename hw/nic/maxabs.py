@@ -1,10 +1,9 @@
 """Max-abs reduction: the TernGrad scaler ``max|g|`` of each value message, in a first pass."""
 
 from amaranth.hdl import Const, Module, Mux, Signal
-from amaranth.lib import stream
 from amaranth.lib.wiring import Out
 
-from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.common.pipeline import CreditPipeline
 
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.reader import Item, MessageReader
@@ -26,9 +25,11 @@ class MaxAbs(StreamEngine):
     more than ``max_values`` (no output, dropped up to its ``last``) raises ``error`` and
     counts once in ``error_count``.
 
-    Latency: ``latency`` cycles (``3 + ceil(log2(lanes))``) from a message's last value beat
-    to its output beat: the comparisons are a tree with a register stage per level.
-    Throughput: one input beat per cycle while the output is not backpressured.
+    Latency: ``latency`` cycles (``4 + ceil(log2(lanes))``) from a message's last value beat
+    to its output beat: the comparisons are a tree with a register stage per level, in a
+    pipeline that never stalls (``hw.common.pipeline.CreditPipeline``), so ``o.ready``
+    reaches only its output queue. Throughput: one input beat per cycle while the output
+    is not backpressured.
 
     Parameters
     ----------
@@ -48,8 +49,9 @@ class MaxAbs(StreamEngine):
     @property
     def latency(self):
         """Cycles from a message's last value beat to its output beat: the reader, the
-        lanes' magnitudes, one stage per level of the comparison tree, the output."""
-        return 3 + (self.lanes - 1).bit_length()
+        lanes' magnitudes, one stage per level of the comparison tree, the running
+        maximum, the queue."""
+        return 4 + (self.lanes - 1).bit_length()
 
     #: The engine's ports beside ``i`` and ``o``: reports (Out) only.
     PORTS = {"error": Out(1), "error_count": Out(16), "nonfinite": Out(32)}
@@ -60,17 +62,16 @@ class MaxAbs(StreamEngine):
     def elaborate(self, platform):
         m = Module()
         lanes = self.lanes
-        flag = Signal()
-        pipe_in = stream.Signature(0).create()
-        pipe_out = stream.Signature(0).create()
-        reader = MessageReader(m, self.i, pipe_in.ready | ~pipe_in.valid, lanes=lanes,
-                               flag=flag, bypass=Const(0), max_values=self.max_values)
+        flag, entering = Signal(), Signal()
+        levels = (lanes - 1).bit_length()
+        pipe = CreditPipeline(m, entering, 1 + levels, queue_depth=16)
+        reader = MessageReader(m, self.i, pipe.ready, lanes=lanes, flag=flag,
+                               bypass=Const(0), max_values=self.max_values, hold=False)
         count_errors(m, flag, self.error, self.error_count, between=reader.between)
         item = reader.item
-        m.d.comb += pipe_in.valid.eq(item.kind != Item.NONE)
-        pipe = StallPipeline(m, pipe_in, pipe_out, self.latency - 2)
+        m.d.comb += entering.eq(item.kind != Item.NONE)
 
-        # Stage 1: each lane's magnitude (0 for NaN/Inf) and the message's non-finite count.
+        # Stage 1: each lane's magnitude (0 for NaN/Inf) and the beat's non-finite count.
         magnitudes, bad = [], []
         for k in range(lanes):
             bits = item.bits[32 * k:32 * (k + 1)]
@@ -80,32 +81,36 @@ class MaxAbs(StreamEngine):
         late = pipe.register(item, "item_d0")
         bad_count = pipe.register(sum(bad), "nonfinite_d0")
         # One register stage per level of the comparison tree.
-        level = 0
-        while len(magnitudes) > 1:
-            level += 1
+        for level in range(1, levels + 1):
             pairs = zip(magnitudes[::2], magnitudes[1::2])
-            magnitudes = ([pipe.register(Mux(a > b, a, b), f"level{level}_max{n}")
-                           for n, (a, b) in enumerate(pairs)] + magnitudes[len(magnitudes) & ~1:])
+            magnitudes = [pipe.register(Mux(a > b, a, b), f"level{level}_max{n}")
+                          for n, (a, b) in enumerate(pairs)]
             late = pipe.register(late, f"item_d{level}")
             bad_count = pipe.register(bad_count, f"nonfinite_d{level}")
         largest = magnitudes[0]
 
+        # Last stage: the running maximum; a message's end queues its output beat.
         running = Signal(31)
-        m.d.comb += pipe_out.ready.eq(~self.o.valid | self.o.ready)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(pipe_out.valid & pipe_out.ready):
+        total = Mux(largest > running, largest, running)
+        emit = Signal()
+        with m.Switch(late.kind):
+            with m.Case(Item.HEADER):
+                m.d.comb += emit.eq(late.last)
+            with m.Case(Item.VALUES):
+                m.d.comb += emit.eq(late.final)
+        with m.If(pipe.last_valid):
             with m.Switch(late.kind):
                 with m.Case(Item.HEADER):
                     m.d.sync += running.eq(0)
-                    with m.If(late.last):
-                        m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(0)]
                 with m.Case(Item.VALUES):
-                    total = Mux(largest > running, largest, running)
-                    m.d.sync += [running.eq(total), self.nonfinite.eq(self.nonfinite + bad_count)]
+                    m.d.sync += [running.eq(total),
+                                 self.nonfinite.eq(self.nonfinite + bad_count)]
                     with m.If(bad_count != 0):
                         m.d.sync += self.error.eq(1)
-                    with m.If(late.final):
-                        m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(total)]
-        m.d.comb += [self.o.payload.keep.eq(0xF), self.o.payload.last.eq(1)]
+        head = pipe.send({"emit": emit, "value": Mux(late.kind == Item.VALUES, total, 0)})
+        # Items that end no message leave the queue's head at once.
+        m.d.comb += [self.o.valid.eq(pipe.o_valid & head.emit),
+                     pipe.o_ready.eq(~head.emit | self.o.ready),
+                     self.o.payload.data.eq(head.value),
+                     self.o.payload.keep.eq(0xF), self.o.payload.last.eq(1)]
         return m

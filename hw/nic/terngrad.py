@@ -2,12 +2,12 @@
 messages (scaler, count, 2-bit codes four per byte), ``lanes`` values per cycle."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import enum, stream, wiring
+from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.hw.common.counters import counter
 from codnn.hw.common.fmix32 import fmix32_stages
-from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.common.pipeline import CreditPipeline
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.packer import BytePacker
@@ -82,10 +82,12 @@ class TernGradEncoder(StreamEngine):
     the count (padded with zeros); beats past the count (dropped); a count above
     ``max_values`` (no output, dropped up to its ``last``).
 
-    Latency: ``latency`` cycles from a value beat to its codes in the packer (plus the
-    beats per code byte with fewer than 4 lanes). Throughput: one input beat per cycle
-    while the output is not backpressured; a message end costs the cycles its tail takes
-    to leave.
+    Latency: ``latency`` cycles from a value beat at the reader's output to its codes at
+    the head of a queue in front of the packer (plus the beats per code byte with fewer
+    than 4 lanes). The stages never stall (``hw.common.pipeline.CreditPipeline``), so the
+    packer's ``ready`` reaches only that queue. Throughput: one input beat per cycle while
+    the output is not backpressured; a message end costs the cycles its tail takes to
+    leave.
 
     Parameters
     ----------
@@ -107,9 +109,9 @@ class TernGradEncoder(StreamEngine):
 
     @property
     def latency(self):
-        """Register stages from the reader to the code register: 5 (fmix32), 2 (u * s: four
-        12 x 12 partial products, their sum), 2 (the shift amounts, the shifted sides of the
-        comparison), 1."""
+        """Cycles from a value beat at the reader's output to its codes at the head of the
+        queue: 5 (fmix32), 2 (u * s: four 12 x 12 partial products, their sum), 2 (the
+        shift amounts, the shifted sides of the comparison), the queue's 2."""
         return 11
 
     #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
@@ -126,14 +128,13 @@ class TernGradEncoder(StreamEngine):
         m.submodules.packer = packer = BytePacker(chunk_bytes=max(8, width), beat_bytes=width)
         wiring.connect(m, wiring.flipped(self.o), packer.o)
 
-        flag = Signal()
-        pipe_in = stream.Signature(0).create()
-        pipe_out = stream.Signature(0).create()
-        reader = MessageReader(m, self.i, pipe_in.ready | ~pipe_in.valid, lanes=lanes,
-                               flag=flag, bypass=self.bypass, max_values=self.max_values)
+        flag, entering = Signal(), Signal()
+        pipe = CreditPipeline(m, entering, self.latency - 2, queue_depth=16)
+        reader = MessageReader(m, self.i, pipe.ready, lanes=lanes, flag=flag,
+                               bypass=self.bypass, max_values=self.max_values, hold=False)
         count_errors(m, flag, self.error, self.error_count, between=reader.between)
         item = reader.item
-        m.d.comb += pipe_in.valid.eq(item.kind != Item.NONE)
+        m.d.comb += entering.eq(item.kind != Item.NONE)
         scaler, seed = Signal(32), Signal(32)
         usable = Signal()                       # the message's scaler is finite, >= 0
         with m.If(reader.descriptor):
@@ -141,8 +142,6 @@ class TernGradEncoder(StreamEngine):
                          usable.eq(finite_non_negative(self.scaler))]
             with m.If(~finite_non_negative(self.scaler)):
                 m.d.comb += flag.eq(1)
-
-        pipe = StallPipeline(m, pipe_in, pipe_out, self.latency - 1)
 
         def delay(value, stages, name):
             for n in range(stages):
@@ -168,46 +167,46 @@ class TernGradEncoder(StreamEngine):
             finite = g[23:31] != 0xFF
             codes.append(Mux(keep & finite & s_usable, Mux(g[31], 3, 1), 0))
             bad.append((late.kind == Item.VALUES) & ~finite)
-        out_item = pipe.register(late, "out_item")
-        out_codes = pipe.register(Cat(*codes), "out_codes")
-        out_scaler = pipe.register(delay(s_bits, 3, "scaler_out"), "out_scaler")
-        out_bad = pipe.register(Cat(*bad), "out_bad")
-        with m.If(pipe_out.valid & pipe_out.ready):
-            m.d.sync += self.nonfinite.eq(self.nonfinite + sum(out_bad[k] for k in range(lanes)))
-            with m.If(out_bad.any()):
+        with m.If(pipe.last_valid):
+            m.d.sync += self.nonfinite.eq(self.nonfinite + sum(bad))
+            with m.If(Cat(*bad).any()):
                 m.d.sync += self.error.eq(1)
+        out = pipe.send({"kind": late.kind, "bits": late.bits, "count": late.count,
+                         "final": late.final, "length": late.length, "last": late.last,
+                         "codes": Cat(*codes), "scaler": delay(s_bits, 3, "scaler_out")})
 
         # Code bytes: lanes / 4 per beat, or one per 4 / lanes beats.
         chunk = packer.i
-        m.d.comb += pipe_out.ready.eq(~chunk.valid | chunk.ready)
+        taken = pipe.o_valid & pipe.o_ready
+        m.d.comb += pipe.o_ready.eq(~chunk.valid | chunk.ready)
         with m.If(chunk.valid & chunk.ready):
             m.d.sync += chunk.valid.eq(0)
         slots = max(1, 4 // lanes)
         slot = counter(slots)
         partial = Signal(8)
-        with m.If(pipe_out.valid & pipe_out.ready):
-            with m.Switch(out_item.kind):
+        with m.If(taken):
+            with m.Switch(out.kind):
                 with m.Case(Item.HEADER):
-                    m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(Cat(out_scaler,
-                                                                              out_item.bits[:32])),
+                    m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(Cat(out.scaler,
+                                                                              out.bits[:32])),
                                  chunk.payload.length.eq(8),
-                                 chunk.payload.last.eq(out_item.last)]
+                                 chunk.payload.last.eq(out.last)]
                 with m.Case(Item.RAW):
-                    m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(out_item.bits),
-                                 chunk.payload.length.eq(out_item.length),
-                                 chunk.payload.last.eq(out_item.last)]
+                    m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(out.bits),
+                                 chunk.payload.length.eq(out.length),
+                                 chunk.payload.last.eq(out.last)]
                 with m.Case(Item.VALUES):
                     if lanes >= 4:
-                        m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(out_codes),
-                                     chunk.payload.length.eq((out_item.count + 3) >> 2),
-                                     chunk.payload.last.eq(out_item.final)]
+                        m.d.sync += [chunk.valid.eq(1), chunk.payload.data.eq(out.codes),
+                                     chunk.payload.length.eq((out.count + 3) >> 2),
+                                     chunk.payload.last.eq(out.final)]
                     else:
-                        done = out_item.final | (slot == slots - 1)
-                        byte = Mux(slot == 0, 0, partial) | (out_codes << (2 * lanes * slot))
+                        done = out.final | (slot == slots - 1)
+                        byte = Mux(slot == 0, 0, partial) | (out.codes << (2 * lanes * slot))
                         m.d.sync += [partial.eq(byte), slot.eq(Mux(done, 0, slot + 1)),
                                      chunk.valid.eq(done), chunk.payload.data.eq(byte),
                                      chunk.payload.length.eq(1),
-                                     chunk.payload.last.eq(out_item.final)]
+                                     chunk.payload.last.eq(out.final)]
         return m
 
 
