@@ -538,9 +538,9 @@ def test_run_bad_inputs_exit_2(capsys, tmp_path, case, expected):
 
 def test_run_a_term_quantized_layer_on_the_simulated_tq_board(capsys, tmp_path):
     rng = np.random.default_rng(21)
-    np.save(tmp_path / "w.npy", rng.standard_normal((5, 10)))
-    np.save(tmp_path / "x.npy", rng.integers(-127, 128, size=(10, 6)))
-    np.save(tmp_path / "big.npy", np.full((10, 6), 200))
+    np.save(tmp_path / "w.npy", rng.standard_normal((3, 8)))     # 3 filters, 2 groups of 4
+    np.save(tmp_path / "x.npy", rng.integers(-127, 128, size=(8, 3)))
+    np.save(tmp_path / "big.npy", np.full((8, 3), 200))
     quantized = str(tmp_path / "tq.npz")
     assert run(capsys, "quantize", str(tmp_path / "w.npy"), "--group", "4", "--budget", "5",
                "-o", quantized)[0] == 0

@@ -9,7 +9,8 @@ __all__ = ["ByteWindow"]
 
 class ByteWindow:
     """The bytes of one message from stream ``i`` not parsed yet: the first ``fill`` bytes
-    of ``data`` (byte 0 first; the bytes after them are undefined).
+    of ``data`` (byte 0 first; the bytes after them are undefined). ``fill_next`` is what
+    ``fill`` will be in the next cycle, for the engine's own registers.
 
     The engine names at construction the byte counts it may consume, ``amounts``
     (constants or registers), and each cycle drives ``drop``: one bit per amount (then one
@@ -32,6 +33,7 @@ class ByteWindow:
         amounts = [*amounts, Const(width)]              # the last: a whole beat (bypass)
         self.data = Signal(8 * size)
         self.fill = Signal(range(size + 1))
+        self.fill_next = Signal.like(self.fill)
         self.ended = Signal()
         self.drop = Signal(len(amounts))
         self.clear = Signal()
@@ -51,10 +53,9 @@ class ByteWindow:
             kept = kept | Mux(self.drop[k], appended >> Cat(Const(0, 3), amount), 0)
             dropped = dropped + Mux(self.drop[k], amount, 0)
         m.d.sync += self.data.eq(kept)
-        with m.If(self.clear):
-            m.d.sync += self.fill.eq(0)
-        with m.Else():
-            m.d.sync += self.fill.eq(self.fill - dropped + Mux(take, nbytes, 0))
+        m.d.comb += self.fill_next.eq(Mux(self.clear, 0,
+                                          self.fill - dropped + Mux(take, nbytes, 0)))
+        m.d.sync += self.fill.eq(self.fill_next)
         with m.If(take):
             m.d.sync += self.ended.eq(i.payload.last)
         with m.If(self.finish):                # also drops a last beat being discarded
