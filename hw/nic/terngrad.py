@@ -51,16 +51,20 @@ def _survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
     changes: past 48 the left side wins (``product < 2**48``), past 24 the right side does
     unless ``product`` is 0 (``g_significand < 2**24``).
 
-    Two register stages (``stage``: a register on a value): the shift amounts, then the
-    shifted sides; the comparison that follows is combinational."""
+    ``g``'s parts and ``s_exponent`` come a stage before ``product``. Three register
+    stages (``stage``: a register on a value): ``k`` (beside the product), the shift
+    amounts, the shifted sides; the comparison that follows is combinational."""
     g_signed = Signal(signed(10), name=f"{name}_g_exponent")
     s_signed = Signal(signed(10), name=f"{name}_s_exponent")
     k = Signal(signed(11), name=f"{name}_k")
     m.d.comb += [g_signed.eq(g_exponent), s_signed.eq(s_exponent),
                  k.eq(g_signed - s_signed + 24)]
+    k = stage(k, f"{name}_k_d")
     up = stage(Mux(k >= 48, 48, Mux(k > 0, k, 0))[:6], f"{name}_up")
     down = stage(Mux(k <= -24, 24, Mux(k < 0, -k, 0))[:5], f"{name}_down")
-    left = stage(stage(g_significand, f"{name}_g_significand") << up, f"{name}_left")
+    g_significand = stage(stage(g_significand, f"{name}_g_significand"),
+                          f"{name}_g_significand_d")
+    left = stage(g_significand << up, f"{name}_left")
     right = stage(stage(product, f"{name}_product_d") << down, f"{name}_right")
     return left > right
 
@@ -148,12 +152,11 @@ class TernGradEncoder(StreamEngine):
                 value = pipe.register(value, f"{name}_d{n}")
             return value
 
-        early = delay(item, 7, "item")
-        late = delay(early, 2, "item_late")
+        early = delay(item, 6, "item")
+        late = delay(early, 3, "item_late")
         s_bits = delay(scaler, 6, "scaler")
         s_usable = delay(usable, 9, "usable")
         s_significand, s_exponent = float_parts(m, s_bits, "scaler")
-        s_exponent = pipe.register(s_exponent, "scaler_exponent_d")     # beside u * s
         codes, bad = [], []
         for k in range(lanes):
             position = (seed + item.index + k)[:32]         # mod 2**32
