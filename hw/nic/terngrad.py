@@ -281,30 +281,28 @@ class TernGradDecoder(StreamEngine):
         # Values left in the message; the values of this beat and whether it is the last,
         # kept as registers set a beat ahead, so no 32-bit compare reaches the window.
         remaining = Signal(32)
-        this_beat, this_beat_next = Signal(range(lanes + 1)), Signal(range(lanes + 1))
-        final, final_next = Signal(), Signal()
-        m.d.comb += [this_beat_next.eq(this_beat), final_next.eq(final)]
-        m.d.sync += [this_beat.eq(this_beat_next), final.eq(final_next)]
+        this_beat = Signal(range(lanes + 1))
+        final = Signal()
         # Lanes >= 4: a beat's codes are its first ceil(count/4) bytes. Fewer lanes: a
         # byte holds 4 / lanes beats, slot ``sub`` at bits 2*lanes*sub and up.
         sub_beats = max(1, 4 // lanes)
         sub = counter(sub_beats)
-
-        def code_bytes_of(values):
-            return (values + 3) >> 2 if lanes >= 4 else Const(1)
-
-        code_bytes = Signal(range(lanes // 4 + 2))
-        m.d.comb += code_bytes.eq(code_bytes_of(this_beat))
+        most_code_bytes = max(1, lanes // 4)
+        code_bytes = Signal(range(most_code_bytes + 1))
+        m.d.comb += code_bytes.eq((this_beat + 3) >> 2 if lanes >= 4 else 1)
 
         window = ByteWindow(m, self.i, size=max(8, width) + width,
                             discard=state == _State.DROP, amounts=[Const(8), code_bytes])
         ended = window.ended
-        # Whether the window holds a header, the beat's codes, any byte: registers, so
-        # that no comparison of ``fill`` is in front of the decisions.
-        have_header, have_codes, nonempty = Signal(), Signal(init=1), Signal()
-        m.d.sync += [have_header.eq(window.fill_next >= 8),
-                     have_codes.eq(window.fill_next >= code_bytes_of(this_beat_next)),
-                     nonempty.eq(window.fill_next != 0)]
+        # Whether the window holds a header, any byte, and ``k`` bytes for each count of
+        # code bytes ``k``: registers, so that no comparison of ``fill`` (nor the count of
+        # a header just read) is in front of the decisions.
+        have_header, nonempty = Signal(), Signal()
+        holds = Signal(most_code_bytes + 1)
+        m.d.sync += [have_header.eq(window.fill_next >= 8), nonempty.eq(window.fill_next != 0),
+                     holds.eq(Cat(Const(1), *(window.fill_next >= k
+                                              for k in range(1, most_code_bytes + 1))))]
+        have_codes = holds.bit_select(code_bytes, 1)
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER)
         with m.If((state == _State.HEADER) & ~nonempty & ~ended
@@ -342,9 +340,9 @@ class TernGradDecoder(StreamEngine):
                         m.d.comb += [window.drop[0].eq(1), flag.eq(~ok)]
                         m.d.sync += [scaler.eq(Mux(ok, given, 0)), usable.eq(ok),
                                      remaining.eq(count), sub.eq(0),
+                                     this_beat.eq(Mux(count < lanes, count, lanes)),
+                                     final.eq(count <= lanes),
                                      state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
-                        m.d.comb += [this_beat_next.eq(Mux(count < lanes, count, lanes)),
-                                     final_next.eq(count <= lanes)]
                         m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
                                      out.payload.keep.eq(Const(-1, width)),
                                      out.payload.last.eq(count == 0)]
@@ -363,10 +361,10 @@ class TernGradDecoder(StreamEngine):
                         out.payload.last.eq(final),
                     ]
                     m.d.sync += [remaining.eq(remaining - this_beat),
-                                 sub.eq(Mux(byte_done, 0, sub + 1))]
-                    m.d.comb += [final_next.eq(remaining <= 2 * lanes),
-                                 this_beat_next.eq(Mux(remaining < 2 * lanes,
-                                                       remaining - lanes, lanes))]
+                                 sub.eq(Mux(byte_done, 0, sub + 1)),
+                                 final.eq(remaining <= 2 * lanes),
+                                 this_beat.eq(Mux(remaining < 2 * lanes,
+                                                  remaining - lanes, lanes))]
                     with m.If(final):
                         m.d.sync += state.eq(Mux(~padding & stray, _State.DROP, _State.TAIL))
                 with m.Elif(~padding & ended & ~have_codes):
