@@ -19,7 +19,6 @@ from codnn.golden.inceptionn import (
 )
 from codnn.hw.common.counters import counter
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.common.trees import balanced
 from codnn.hw.nic.compressor import (
     block_size,
     clamp_bound_bits,
@@ -124,11 +123,9 @@ class InceptionnDecompressor(StreamEngine):
     7..15 is clamped. The next message is read normally either way.
 
     Beats are stored in place in a ``hw.nic.ring.ByteRing``. Register tables, written
-    with each beat, hold the size of a block starting at each byte of the ring and a bit
-    per byte whether that block is all stored. The parse pointer is one-hot over the
-    ring's bytes: each bit moves on by its group's size when the group is stored, from the
-    tables beside it, so the parse loop reads no table through a multiplexer of the whole
-    ring (the reduction of those moves steers only the states). A parsed group is
+    with each beat, hold the size of a block starting at each byte of the ring and the
+    address it ends at, and a register per byte whether that block is all stored, so the
+    parse loop (the next group's address) is one table read per block. A parsed group is
     unpacked in a pipeline that never stalls (U1 its slots, U2 its bytes from the 4-byte
     word of its first, U3 its bytes from its first and its tags, U4 the payload bytes
     before each value in its half block, U5 its payload offsets, U6 its payloads) into a
@@ -195,23 +192,15 @@ class InceptionnDecompressor(StreamEngine):
         lanes, width, group_values = g.lanes, g.width, g.group_values
 
         state = Signal(_State)
-        # The parse pointer: the next group's first byte, one-hot over the ring's bytes
-        # (``at``) and the address's top bit (``lap``); ``parse_at`` is its address.
-        index_bits = exact_log2(g.slots * width)
-        size = 1 << index_bits
-        at, lap = Signal(size, init=1), Signal()
-        parse_at = Signal(index_bits + 1)
-        m.d.comb += parse_at.eq(Cat(
-            *(Cat(at[q] for q in range(size) if q >> b & 1).any() for b in range(index_bits)),
-            lap))
+        parse_at = Signal(ceil_log2(g.slots * width) + 1)   # the next group's first byte
+        # The parse loop's own copy, which the placer can keep by the tables it reads (its
+        # initial value, never used, differs, so that yosys does not merge the two).
+        parse_at_loop = Signal.like(parse_at, init=-1)
 
         def move_parse(address):
-            m.d.sync += [at.eq(Const(1, size) << address[:index_bits]),
-                         lap.eq(address[index_bits])]
+            m.d.sync += [parse_at.eq(address), parse_at_loop.eq(address)]
 
-        # The ring keeps the byte before ``parse_at`` as well, so it never holds a whole
-        # ring of bytes ahead of it (``complete`` could not tell that from none).
-        ring = ByteRing(m, self.i, slots=g.slots, release=(parse_at - 1)[:len(parse_at)])
+        ring = ByteRing(m, self.i, slots=g.slots, release=parse_at)
         out = SkidOutput.driving(m, self.o)
 
         flag = Signal()
@@ -242,39 +231,28 @@ class InceptionnDecompressor(StreamEngine):
         final = Signal()
         m.d.comb += final.eq(remaining <= group_values)
 
-        # The parse loop: each bit of ``at`` moves on by its group's size when the group is
-        # all stored (``whole``) and stays otherwise, from tables beside it, so no bit
-        # depends on the whole ring within a cycle; ``in_ring``, the reduction of those
-        # decisions, steers only the states and the push.
-        table, complete = self._block_tables(m, g, ring)
-        # Each byte's block size, one-hot (bit n - 2 for n bytes).
-        sizes = [Signal(MAX_BLOCK_BYTES - 1, name=f"size_one_hot{q}") for q in range(size)]
-        m.d.comb += [one_hot.eq((Const(1, MAX_BLOCK_BYTES + 1) << table[q])[2:])
-                     for q, one_hot in enumerate(sizes)]
-        single = Signal()               # the group is one block (always, at 8 lanes or fewer)
-        if g.blocks == 1:
-            m.d.comb += single.eq(1)
-            whole = complete
-        else:
-            m.d.comb += single.eq(remaining <= BLOCK)
-            second_in = Cat((Cat(complete[(q + n) % size]
-                                 for n in range(2, MAX_BLOCK_BYTES + 1)) & sizes[q]).any()
-                            for q in range(size))
-            whole = complete & (second_in | single.replicate(size))
-        moved_from = Signal(size)
-        m.d.comb += moved_from.eq(at & whole)
-        stepped, wrapped = _after_blocks(m, moved_from, sizes, "after_block")
-        if g.blocks == 2:
-            twice, wrapped_twice = _after_blocks(m, stepped, sizes, "after_group")
-            stepped, wrapped = Mux(single, stepped, twice), wrapped | (~single & wrapped_twice)
+        # The parse loop: the next group's address, and whether its bytes are in.
+        table, complete, after_block = self._block_tables(m, g, ring)
+        index_bits = exact_log2(ring.size)
+        first = Signal(6)
+        m.d.comb += first.eq(table[parse_at[:index_bits]])
+        after_first, after = Signal.like(parse_at), Signal.like(parse_at)
+        m.d.comb += after_first.eq(after_block(parse_at_loop))
         in_ring = Signal()
-        m.d.comb += in_ring.eq(moved_from.any())
-        first = Signal(6)                       # block 0's size, for a group of two
-        if g.blocks == 2:
-            m.d.comb += first.eq(balanced((Mux(at[q], table[q], 0) for q in range(size)),
-                                          lambda a, b: a | b))
         ahead = Signal.like(parse_at)           # bytes stored from parse_at on
-        m.d.comb += ahead.eq(ring.top - parse_at)
+        m.d.comb += ahead.eq(ring.top - parse_at_loop)
+        full = ahead == ring.size
+        if g.blocks == 2:
+            second_at = after_first[:index_bits]
+            m.d.comb += [
+                after.eq(Mux(remaining > BLOCK, after_block(after_first), after_first)),
+                in_ring.eq(full | (complete.bit_select(parse_at_loop[:index_bits], 1)
+                                   & ((remaining <= BLOCK)
+                                      | complete.bit_select(second_at, 1)))),
+            ]
+        else:
+            m.d.comb += [after.eq(after_first),
+                         in_ring.eq(full | complete.bit_select(parse_at_loop[:index_bits], 1))]
 
         # A state offers its group's fields to U1 whether or not it pushes, so that only
         # the state selects them and U1's valid bit alone waits for the decision.
@@ -327,11 +305,11 @@ class InceptionnDecompressor(StreamEngine):
             with m.Case(_State.BLOCKS):
                 m.d.comb += self.i.ready.eq(ring.room)
                 offer_group(0)
-                with m.If(room):
-                    m.d.sync += [at.eq((at & ~whole) | stepped), lap.eq(lap ^ wrapped)]
-                    with m.If(in_ring):
+                with m.If(in_ring):
+                    with m.If(room):
                         push_group()
-                with m.If(~in_ring & ring.ended):
+                        move_parse(after)
+                with m.Elif(ring.ended):
                     # Cut: the bytes the next group needs will not come.
                     m.d.comb += flag.eq(1)
                     m.d.sync += state.eq(_State.PAD)
@@ -483,65 +461,63 @@ class InceptionnDecompressor(StreamEngine):
         return hold_valid
 
     def _block_tables(self, m, g, ring):
-        """The size of a block starting at each byte of the ring (``table``) and whether
-        that block is all stored (``complete``, a bit per byte)."""
+        """The size of a block starting at each byte of the ring (``table``), whether that
+        block is all stored (``complete``, a bit per byte) and ``after_block(address)``,
+        the address after the block at ``address``: a table read, no adder."""
         width, slots = g.width, g.slots
-        # The sizes are written with each beat: at its bytes but the last, and at the byte
-        # before it (the previous slot's last byte, and the beat's first). They are
-        # computed from the input beat as it is taken and held with it.
+        # The address each block ends at (``jump``: below twice the ring's size, so its top
+        # bit says the block wraps) is a second register table; both are written with each
+        # beat: at its bytes but the last, and at the byte before it (the previous slot's
+        # last byte, and the beat's first). The sizes are computed from the input beat as it
+        # is taken and held with it.
         index_bits = exact_log2(ring.size)
+        slot_bits = exact_log2(width)
         # Every computed size is 2 or more; so is the initial value, so that a byte whose
         # block was never written reads as incomplete while nothing is stored after it.
         table = Signal(data.ArrayLayout(6, ring.size), init=[2] * ring.size)
         table_next = Signal(data.ArrayLayout(6, ring.size))
+        jump = Signal(data.ArrayLayout(index_bits + 1, ring.size))
         incoming = self.i.payload.data
         last_byte = Signal(8)                   # of the beat taken before
         with m.If(ring.take):
             m.d.sync += last_byte.eq(incoming[-8:])
 
-        def size_of(word, name):
-            """The held size of the block with tag word ``word``."""
-            size, computed = Signal(6, name=name), Signal(6, name=f"{name}_in")
+        def size_of(word, j, name):
+            """The held size of the block with tag word ``word`` and the held byte where it
+            ends, from byte ``j`` of a slot."""
+            size, reach = Signal(6, name=name), Signal(range(width + 35), name=f"{name}_end")
+            computed = Signal(6, name=f"{name}_in")
             m.d.comb += computed.eq(block_size([word[2 * t:2 * t + 2] for t in range(BLOCK)]))
-            m.d.sync += size.eq(computed)
-            return size
+            m.d.sync += [size.eq(computed), reach.eq(j + computed)]
+            return size, reach
 
-        in_beat = [size_of(incoming[8 * j:8 * j + 16], f"size_in_beat{j}")
+        in_beat = [size_of(incoming[8 * j:8 * j + 16], j, f"size_in_beat{j}")
                    for j in range(width - 1)]
-        before = size_of(Cat(last_byte, incoming[:8]), "size_before")
+        before = size_of(Cat(last_byte, incoming[:8]), width - 1, "size_before")
         for q in range(ring.size):
             slot, j = divmod(q, width)
             if j < width - 1:
-                new, selected = in_beat[j], ring.selected[slot]
+                (new, reach), selected = in_beat[j], ring.selected[slot]
             else:
-                new, selected = before, ring.selected[(slot + 1) % slots]
+                (new, reach), selected = before, ring.selected[(slot + 1) % slots]
             m.d.comb += table_next[q].eq(Mux(selected, new, table[q]))
+            with m.If(selected):
+                m.d.sync += jump[q].eq(Cat(reach[:slot_bits], reach[slot_bits:] + slot))
         m.d.sync += table.eq(table_next)
 
         # ``complete`` is computed from the table's and ``top``'s next values, so that no
-        # comparison is in the parse loop. Read only at ``parse_at``, which is less than a
-        # ring behind ``top`` (the ring keeps the byte before it). ``top_next`` reaches
-        # them through a copy per 32 bytes.
+        # comparison is in the parse loop. Read only at ``parse_at``, which is at most a
+        # ring behind ``top``: at exactly a ring (0 apart modulo the ring) the ring is full,
+        # so the group is in. ``top_next`` reaches them through a copy per 32 bytes.
         complete = Signal(ring.size)
         top_next = [ring.top_next_copy(m, f"top_at_beat_{k}")
                     for k in range(-(-ring.size // 32))]
         for q in range(ring.size):
             m.d.sync += complete[q].eq((top_next[q // 32][:index_bits] - q)[:index_bits]
                                        >= table_next[q])
-        return table, complete
 
+        def after_block(address):
+            end = jump[address[:index_bits]]
+            return Cat(end[:index_bits], address[index_bits] ^ end[index_bits])
 
-def _after_blocks(m, moved_from, sizes, name):
-    """One-hot positions one block on: bit ``k`` is set when bit ``j = k - n`` (modulo the
-    ring) of ``moved_from`` is set and the block at ``j`` has ``n`` bytes (bit ``n - 2`` of
-    ``sizes[j]``). Returns them and whether a set bit crossed the ring's end."""
-    size = len(moved_from)
-    stepped = Signal(size, name=name)
-    for k in range(size):
-        sources = [(k - n) % size for n in range(2, MAX_BLOCK_BYTES + 1)]
-        m.d.comb += stepped[k].eq((Cat(moved_from[j] for j in sources)
-                                   & Cat(sizes[j][n - 2] for n, j in enumerate(sources, 2))
-                                   ).any())
-    wrapped = Cat(moved_from[j] & sizes[j][max(0, size - j - 2):].any()
-                  for j in range(size - MAX_BLOCK_BYTES, size)).any()
-    return stepped, wrapped
+        return table, complete, after_block
