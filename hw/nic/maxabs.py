@@ -4,7 +4,6 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib.wiring import Out
 
 from codnn.hw.common.pipeline import CreditPipeline
-
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.reader import Item, MessageReader
 

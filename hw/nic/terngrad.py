@@ -114,8 +114,9 @@ class TernGradEncoder(StreamEngine):
     @property
     def latency(self):
         """Cycles from a value beat at the reader's output to its codes at the head of the
-        queue: 5 (fmix32), 2 (u * s: four 12 x 12 partial products, their sum), 2 (the
-        shift amounts, the shifted sides of the comparison), the queue's 2."""
+        queue: 5 (fmix32), 2 (u * s: four 12 x 12 partial products, then their sum with
+        the exponent difference beside it), 2 (the shift amounts, the shifted sides of the
+        comparison), the queue's 2."""
         return 11
 
     #: The engine's ports beside ``i`` and ``o``: settings (In) and reports (Out).
