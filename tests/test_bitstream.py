@@ -13,7 +13,6 @@ from codnn.synth.bitstream import BOARDS
 from codnn.synth.tools import SynthesisError
 
 
-
 def test_icebreaker_bitstream_through_the_command_line(build_root, capsys):
     """The systolic board top on the iCE40; the ECP5 build is the Colorlight's below."""
     code = main(["bitstream", "--board", "icebreaker", "--rows", "2", "--cols", "2",
