@@ -8,8 +8,8 @@ port 1 sent enter port 1 again and must leave port 0 restored. Then a byte on th
 asks for the counters, whose line must hold golden's counts. Configuration
 (``CODNN_TB_CONFIG``): ``bound_bits``, ``divisor`` (the UART's, in core clock cycles),
 ``frames`` (gradient frames each way, of up to ``max_values`` values, default 300),
-``restore`` (False: port 1's frames must leave port 0 as they are). The ports' clocks run at 125 MHz, the core's at 50 MHz, as on the
-boards.
+``restore`` (False: port 1's frames must leave port 0 as they are). The ports' clocks run
+at 125 MHz, the core's at 50 MHz, as on the boards.
 """
 
 

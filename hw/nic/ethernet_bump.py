@@ -69,8 +69,8 @@ class EthernetBump(wiring.Component):
     packed into 4-byte beats (``Widener``) that a ``RegisteredAsyncFIFO`` takes into the
     ``core`` domain, where the frame paths run 4 bytes a beat (50 MHz is 1.6 times line
     rate); their beats go through another into ``sync`` (125 MHz) and a byte a cycle
-    (``Narrower``, then a skid register) into the other port's ``MacTx``. ``sync90`` is ``sync`` a quarter
-    period late, for the transmit clocks. The frame paths drop (and count) a frame they
+    (``Narrower``, then a skid register) into the other port's ``MacTx``. ``sync90`` is
+    ``sync`` a quarter period late, for the transmit clocks. The frame paths drop (and count) a frame they
     have no room for, since a receiver cannot hold the wire.
 
     The counters (``COUNTERS``, each way, counted in ``core``) go out over a UART as a
