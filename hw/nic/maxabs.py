@@ -76,7 +76,7 @@ class MaxAbs(StreamEngine):
             bits = item.bits[32 * k:32 * (k + 1)]
             finite = bits[23:31] != 0xFF
             magnitudes.append(pipe.register(Mux(finite, bits[:31], 0), f"lane{k}_magnitude"))
-            bad.append(~finite & (item.kind == Item.VALUES))
+            bad.append(~finite)
         late = pipe.register(item, "item_d0")
         bad_count = pipe.register(sum(bad), "nonfinite_d0")
         # One register stage per level of the comparison tree.
@@ -95,13 +95,11 @@ class MaxAbs(StreamEngine):
         with m.Switch(late.kind):
             with m.Case(Item.HEADER):
                 m.d.comb += emit.eq(late.last)
+                with m.If(pipe.last_valid):
+                    m.d.sync += running.eq(0)
             with m.Case(Item.VALUES):
                 m.d.comb += emit.eq(late.final)
-        with m.If(pipe.last_valid):
-            with m.Switch(late.kind):
-                with m.Case(Item.HEADER):
-                    m.d.sync += running.eq(0)
-                with m.Case(Item.VALUES):
+                with m.If(pipe.last_valid):
                     m.d.sync += [running.eq(total),
                                  self.nonfinite.eq(self.nonfinite + bad_count)]
                     with m.If(bad_count != 0):
