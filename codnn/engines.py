@@ -143,8 +143,7 @@ def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
 def _tq_config(dut, sim, beats, idle, backpressure, build_root):
     config = {"rows": dut.rows, "cols": dut.cols, "g": dut.g, "alpha": dut.alpha,
               "beta": dut.beta, "mag_bits": dut.mag_bits, "encoding": dut.encoding,
-              "acc_bits": dut.acc_bits, "out_bits": dut.out_bits,
-              "edge_latency": dut.edge_latency, "vectors": beats, "idle": idle,
+              "acc_bits": dut.acc_bits, "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
               "backpressure": backpressure, **sim}
     if dut.out_bits is not None and not 0 <= sim["shift"] < dut.acc_bits:
         raise ValueError(f"Shift must lie in 0..{dut.acc_bits - 1}, not {sim['shift']}")

@@ -232,11 +232,13 @@ class CycleReport:
 
 
 def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latency=0,
-                product_steps=None, used_cells=None):
+                product_steps=None, weight_cycles=1, used_cells=None):
     """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0), with
     a data beat accepted at most every ``beat_cycles`` cycles (1: parallel MACs,
-    ``data_bits``: bit-serial), ``edge_latency`` cycles of data edge before the cells and
-    ``product_steps`` from a cell's operands to its product (``pipeline_depth``).
+    ``data_bits``: bit-serial), ``edge_latency`` cycles of data edge before the cells,
+    ``product_steps`` from a cell's operands to its product (``pipeline_depth``) and a
+    weight beat accepted at most every ``weight_cycles`` cycles (its parts written one a
+    cycle).
 
     Both input streams are always valid, the output always ready. Edge ``e`` = 0 is the
     first weight beat's acceptance.
@@ -250,17 +252,19 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     bank = [EMPTY, EMPTY]
     load_bank = use_bank = 0
     load_row = 0
-    filled = None                         # the bank whose last row is being written
+    filled = None                         # (bank, edge it is FULL) of the last row's
     weight_tiles = data_tile = beat_in_tile = 0
     pipe = [None] * L            # pipe[k]: (bank, last) of the beat accepted k+1 edges ago
     queue = collections.deque()           # edge at which each FIFO entry can be read
     occupancy = outputs = 0
     next_beat = 0                         # first edge the serializer takes a beat
+    next_weight = 0                       # first edge a weight beat can be accepted
     total = sum(tile_sizes)
     e = 0
     while True:
         result_go = bool(queue) and queue[0] <= e
-        weights_go = weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
+        weights_go = (weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
+                      and e >= next_weight)
         data_go = (data_tile < len(tile_sizes) and bank[use_bank] == FULL
                    and occupancy < depth and e >= next_beat)
         leaving = pipe[-1]
@@ -286,12 +290,13 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
                 use_bank ^= 1
                 data_tile += 1
                 beat_in_tile = 0
-        if filled is not None:            # written the edge after its last row's beat
-            bank[filled] = FULL
+        if filled is not None and filled[1] == e:    # the edge after the last part's
+            bank[filled[0]] = FULL
             filled = None
         if weights_go:
+            next_weight = e + weight_cycles
             if load_row == rows - 1:
-                filled = load_bank
+                filled = (load_bank, e + weight_cycles)
                 load_bank ^= 1
                 load_row = 0
                 weight_tiles += 1

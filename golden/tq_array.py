@@ -28,9 +28,12 @@ __all__ = ["term_slot_bits", "TqTile", "make_tq_tiles", "run_tq_layer", "tq_prod
 
 def tq_timing(alpha, beta, mag_bits):
     """The TQ array's timing as ``golden.systolic.cycle_model``'s keywords: a vector every
-    ``alpha * beta`` cycles (a tMAC's lockstep group), after ``mag_bits + beta + 4``
-    cycles of data edge (encoding and truncating the data's terms)."""
-    return {"beat_cycles": alpha * beta, "edge_latency": mag_bits + beta + 4}
+    ``alpha * beta`` cycles (a tMAC's lockstep group), after ``mag_bits + beta + 6``
+    cycles of data edge (a column group a cycle, encoding and truncating the data's
+    terms), ``alpha * beta + 1`` steps from a cell's operands to its group sum, and a
+    weight beat every ``alpha`` cycles (a term of each queue a cycle)."""
+    return {"beat_cycles": alpha * beta, "edge_latency": mag_bits + beta + 6,
+            "product_steps": alpha * beta + 1, "weight_cycles": alpha}
 
 
 def tq_products(W, X, *, g, alpha, beta, encoding="naf", mag_bits=7):

@@ -10,14 +10,15 @@ files: a whole network's layer), ``idle``/``backpressure`` and ``seed``.
 Every tile's weight queues go in on ``weights``, its vectors on ``data`` with partial sums
 chained as in ``sim.tb_systolic``; every result beat is compared with golden and, without
 stalls, the cycles from the first weight beat to the last result with
-``golden.systolic.cycle_model`` (``alpha * beta`` cycles per vector).
+``golden.systolic.cycle_model`` with ``golden.tq_array.tq_timing`` (``alpha * beta``
+cycles per vector).
 """
 
 import cocotb
 import numpy as np
 
 from codnn.golden.systolic import cycle_model
-from codnn.golden.tq_array import data_vector_word, run_tq_layer, weight_row_word
+from codnn.golden.tq_array import data_vector_word, run_tq_layer, tq_timing, weight_row_word
 from codnn.golden.workloads import quantize_symmetric, structured_layer
 from codnn.sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
 
@@ -58,8 +59,8 @@ async def tq_array_matches_golden(dut):
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
-                        out_stage=config["out_bits"] is not None, beat_cycles=alpha * beta,
-                        edge_latency=config["edge_latency"])
+                        out_stage=config["out_bits"] is not None,
+                        **tq_timing(alpha, beta, mb))
     if config["idle"] == 0 and config["backpressure"] == 0:
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "
                                         f"cycle model says {model.cycles} (seed {seed})")

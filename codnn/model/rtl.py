@@ -87,7 +87,7 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
                           packed=save_workload(build_root, layer.packed.to_arrays()))
         else:
             config.update(g=tq.g, alpha=tq.alpha, beta=tq.beta, mag_bits=tq.mag_bits,
-                          encoding=tq.encoding, edge_latency=array.edge_latency,
+                          encoding=tq.encoding,
                           weights=save_workload(build_root, layer.packed.dense()))
         try:
             report = simulate(array, top=top, testbench=f"codnn.sim.tb_{top}",

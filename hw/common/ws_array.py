@@ -3,8 +3,9 @@ beats accepted on credits, partial sums skewed in and deskewed out, an optional 
 stage and a block-RAM output FIFO. A subclass supplies its cells."""
 
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from codnn.golden.systolic import MAX_CELLS
 from codnn.hw.common.counters import counter
@@ -14,6 +15,8 @@ __all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage
 
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
+# Partial sums that wait at least this many cycles wait in block RAM, not in registers.
+_MEMORY_DELAY = 16
 
 
 def stage(m, value, name, init=None):
@@ -29,6 +32,22 @@ def delay(m, value, cycles, name):
     for k in range(cycles):
         value = stage(m, value, f"{name}_d{k}")
     return value
+
+
+def memory_delay(m, value, cycles, name):
+    """``value`` delayed by ``cycles`` (>= 2) through a ring of ``cycles`` memory entries
+    (block RAM), written every cycle and read one entry ahead of the write: no enable, no
+    register per bit and cycle."""
+    mem = memory.Memory(shape=value.shape(), depth=cycles, init=[])
+    m.submodules[name] = mem
+    write, read = mem.write_port(), mem.read_port(transparent_for=())
+    w_addr = Signal(range(cycles), name=f"{name}_w_addr")
+    r_addr = Signal(range(cycles), name=f"{name}_r_addr", init=1)
+    m.d.sync += [w_addr.eq(Mux(w_addr == cycles - 1, 0, w_addr + 1)),
+                 r_addr.eq(Mux(r_addr == cycles - 1, 0, r_addr + 1))]
+    m.d.comb += [write.addr.eq(w_addr), write.data.eq(value), write.en.eq(1),
+                 read.addr.eq(r_addr)]
+    return read.data
 
 
 def column_stage(m, value, name):
@@ -79,12 +98,20 @@ class WeightStationaryArray(wiring.Component):
     and rows, an operand step and ``product_steps`` steps to a cell's product
     (``beat_cycles`` unless the subclass says otherwise).
 
+    With ``weight_cycles`` > 1 a cell's weight is an array of that many parts, written
+    one part a cycle: a ``weights`` beat is accepted at most every ``weight_cycles``
+    cycles, only one part per column moves through the array, and each cell keeps both
+    banks in a small memory (distributed RAM on ECP5) that it reads a part at a time.
+
+    Partial sums that wait ``_MEMORY_DELAY`` cycles or more for their cells' products
+    wait in a block-RAM delay line (one for all rows), then in the rows' skew registers.
+
     A subclass passes the layouts of a cell's weight and of a column's data, and
     implements ``_cells``.
     """
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
-                 beat_cycles, edge_latency, product_steps=None):
+                 beat_cycles, edge_latency, product_steps=None, weight_cycles=1):
         if rows * cols > MAX_CELLS:
             raise ValueError(f"An array of {rows} x {cols} cells is larger than codnn builds "
                              f"(at most {MAX_CELLS} cells, e.g. 128 x 128, which takes minutes "
@@ -96,6 +123,12 @@ class WeightStationaryArray(wiring.Component):
                                  f"width ({acc_bits})")
         self._rows, self._cols, self._acc_bits, self._out_bits = rows, cols, acc_bits, out_bits
         self._cell_weight = cell_weight
+        positive_int(weight_cycles, "Weight cycle count")
+        if weight_cycles > 1 and not (isinstance(cell_weight, data.ArrayLayout)
+                                      and cell_weight.length == weight_cycles):
+            raise ValueError(f"A cell weight written in {weight_cycles} cycles must be an "
+                             f"array of {weight_cycles} parts")
+        self._weight_cycles = weight_cycles
         self._beat_cycles, self._edge_latency = beat_cycles, edge_latency
         self._product_steps = beat_cycles if product_steps is None else product_steps
         result_fields = {"acc": data.ArrayLayout(signed(acc_bits), rows)}
@@ -124,6 +157,8 @@ class WeightStationaryArray(wiring.Component):
                             doc="Cycles of data edge between the input register and the cells.")
     product_steps = property(lambda self: self._product_steps,
                              doc="Register steps from a cell's operands to its product.")
+    weight_cycles = property(lambda self: self._weight_cycles,
+                             doc="Cycles per weight beat (parts of a cell's weight).")
 
     @property
     def pipeline_depth(self):
@@ -144,8 +179,10 @@ class WeightStationaryArray(wiring.Component):
     def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
         """Build the edge and the cells for ``platform`` (``elaborate``'s).
         ``weight(r, c, bank)`` is cell (r, c)'s weight in ``bank`` (a view of the cell
-        weight layout); ``phase`` counts 0, 1, ... cycles since the last accepted beat,
-        saturating at ``beat_cycles - 1``. Replace each ``row_psum[r]`` with the row's
+        weight layout); with ``weight_cycles`` > 1, ``weight(r, c, bank, part)`` is its
+        part ``part``, read without a register (call it once per cell); ``phase``
+        counts 0, 1, ... cycles since the last accepted beat, saturating at
+        ``beat_cycles - 1``. Replace each ``row_psum[r]`` with the row's
         partial sum after the last column."""
         raise NotImplementedError
 
@@ -193,8 +230,11 @@ class WeightStationaryArray(wiring.Component):
             phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
         else:
             phase = C(0, 1)
+        # With weight parts: the part the next edge sends (0: ready for a beat).
+        P = self._weight_cycles
+        part = Signal(range(P), name="weight_part") if P > 1 else C(0, 1)
         m.d.comb += [
-            self.weights.ready.eq(bank_state[load_bank] == _EMPTY),
+            self.weights.ready.eq((bank_state[load_bank] == _EMPTY) & (part == 0)),
             self.data.ready.eq(room & (bank_state[use_bank] == _FULL)
                                & (phase == self.beat_cycles - 1)),
         ]
@@ -223,10 +263,35 @@ class WeightStationaryArray(wiring.Component):
                          pipe_last[k].eq(pipe_last[k - 1])]
         tile_done = pipe_valid[-1] & pipe_last[-1]
 
-        # A tile's weights are written in column 0 the edge after its last beat is
-        # accepted (below); its bank is FULL from then on.
+        # A weight beat (or its first part) goes into the array the edge it is accepted,
+        # with its tag (valid, bank, row, part); further parts follow an edge apart from a
+        # register that holds the beat.
+        tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(max(2, R)),
+                                        **({"part": range(P)} if P > 1 else {})}),
+                     name="weights_tag_c0")
+        payload = self.weights.payload
+        if P == 1:
+            weights_q = stage(m, payload, "weights_q")
+            m.d.sync += [tag.valid.eq(weights_go), tag.bank.eq(load_bank),
+                         tag.row.eq(load_row)]
+            last_part, last_bank, last_row = weights_go, load_bank, load_row
+        else:
+            held = Signal.like(payload, name="weights_held", reset_less=True)
+            weights_q = Signal(data.ArrayLayout(self._cell_weight.elem_shape, W),
+                               name="weights_q", reset_less=True)
+            with m.If(weights_go):
+                m.d.sync += [held.eq(payload), part.eq(1), tag.part.eq(0),
+                             tag.bank.eq(load_bank), tag.row.eq(load_row)]
+                m.d.sync += [weights_q[c].eq(payload[c][0]) for c in range(W)]
+            with m.Elif(part != 0):
+                m.d.sync += [part.eq(Mux(part == P - 1, 0, part + 1)), tag.part.eq(part)]
+                m.d.sync += [weights_q[c].eq(held[c][part]) for c in range(W)]
+            m.d.sync += tag.valid.eq(weights_go | (part != 0))
+            last_part, last_bank, last_row = (part == P - 1), tag.bank, tag.row
+        # A tile's weights are written in column 0 the edge after its last beat's last
+        # part is sent (below); its bank is FULL from then on.
         loaded, loaded_bank = Signal(name="loaded"), Signal(name="loaded_bank")
-        m.d.sync += [loaded.eq(weights_go & (load_row == R - 1)), loaded_bank.eq(load_bank)]
+        m.d.sync += [loaded.eq(last_part & (last_row == R - 1)), loaded_bank.eq(last_bank)]
         for b in range(2):
             with m.If(tile_done & (pipe_bank[-1] == b)):
                 m.d.sync += bank_state[b].eq(_EMPTY)
@@ -242,26 +307,38 @@ class WeightStationaryArray(wiring.Component):
             with m.Else():
                 m.d.sync += load_row.eq(load_row + 1)
 
-        # Weight banks, written a row at a time.
-        banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
-                  for r in range(R)] for b in range(2)]
-        # A weight beat and its tag (valid, bank, row) travel right a column per cycle and
-        # up each column a row per cycle, as the data do: row r of column c writes the
-        # beat that reaches it when the tag names row r. Beat k reaches row R-1 of column
-        # c 1 + c edges after it is accepted and row k R-1-k edges later, so every row of
-        # column c is written 1 + c edges after the tile's last beat (k = R-1) is accepted,
-        # and no write net spans more than a cell.
-        weights_q = stage(m, self.weights.payload, "weights_q")
-        tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(max(2, R))}),
-                     name="weights_tag_c0")
-        m.d.sync += [tag.valid.eq(weights_go), tag.bank.eq(load_bank), tag.row.eq(load_row)]
+        # Weight banks, written a row (and a part) at a time: registers, or with parts a
+        # memory per cell addressed by (bank, part).
+        if P == 1:
+            banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
+                      for r in range(R)] for b in range(2)]
+        else:
+            part_bits = ceil_log2(P)
+            banks = [[memory.Memory(shape=self._cell_weight.elem_shape,
+                                    depth=2 << part_bits, init=[]) for c in range(W)]
+                     for r in range(R)]
+            for r in range(R):
+                for c in range(W):
+                    m.submodules[f"w_r{r}_c{c}"] = banks[r][c]
+        # A weight beat and its tag travel right a column per cycle and up each column a
+        # row per cycle, as the data do: row r of column c writes the beat that reaches it
+        # when the tag names row r. Part k of beat n reaches row R-1 of column c 1 + c
+        # edges after it is sent and row n R-1-n edges later, so every row of column c is
+        # written 1 + c edges after the tile's last part is sent, and no write net spans
+        # more than a cell.
         beat = [weights_q[c] for c in range(W)]             # columns c.. of the beat
         for c in range(W):
             value, value_tag = beat[0], tag                 # entering row R-1
             for r in reversed(range(R)):
-                for b in range(2):
-                    with m.If(value_tag.valid & (value_tag.bank == b) & (value_tag.row == r)):
-                        m.d.sync += banks[b][r][c].eq(value)
+                here = value_tag.valid & (value_tag.row == r)
+                if P == 1:
+                    for b in range(2):
+                        with m.If(here & (value_tag.bank == b)):
+                            m.d.sync += banks[b][r][c].eq(value)
+                else:
+                    write = banks[r][c].write_port()
+                    m.d.comb += [write.addr.eq(Cat(value_tag.part, value_tag.bank)),
+                                 write.data.eq(value), write.en.eq(here)]
                 if r > 0:
                     value = stage(m, value, f"weights_r{r - 1}_c{c}")
                     # Each column has its own copy of the tag, as of the bank (the tags
@@ -274,16 +351,24 @@ class WeightStationaryArray(wiring.Component):
                         for k, v in enumerate(beat[1:], c + 1)]
                 tag = stage(m, tag, f"weights_tag_c{c + 1}")
 
-        def weight(r, c, bank):
-            raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
-            return data.View(self._cell_weight, raw)
+        def weight(r, c, bank, part=None):
+            if P == 1:
+                raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
+                return data.View(self._cell_weight, raw)
+            read = banks[r][c].read_port(domain="comb")
+            address = Signal(part_bits, name=f"w_part_r{r}_c{c}")
+            m.d.comb += [address.eq(part), read.addr.eq(Cat(address, bank))]
+            return read.data
 
         # Partial sums enter after the input register; row r's wait until its cells'
         # products are ready: R-1-r cycles of skew, the edge, and the cell's steps before
         # its adder.
         psum_in = stage(m, self.data.payload.psum, "psum_in")
-        row_psum = [delay(m, psum_in[r], R - r + self._edge_latency + self._product_steps,
-                          f"psum_r{r}") for r in range(R)]
+        wait = 1 + self._edge_latency + self._product_steps      # row R-1's
+        if wait >= _MEMORY_DELAY:
+            # A register after the memory: its read data reach no adder.
+            psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
+        row_psum = [delay(m, psum_in[r], R - 1 - r + wait, f"psum_r{r}") for r in range(R)]
         self._cells(m, row_psum, weight, use_bank, data_go, phase, platform)
 
         # Deskew: row r waits r cycles so a vector's results leave together (row R-1, the

@@ -1,6 +1,6 @@
 """TQ array: a weight-stationary array of tMACs with run-time data term truncation."""
 
-from amaranth.hdl import Array, Mux, Signal, signed
+from amaranth.hdl import Array, C, Cat, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
@@ -10,7 +10,7 @@ from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay,
 from codnn.hw.tq.encoder import ENCODINGS, TermEncoder
 from codnn.hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
 from codnn.hw.tq.lister import TermLister
-from codnn.hw.tq.mac import pair_addend
+from codnn.hw.tq.mac import power_addend
 from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["TermQuantArray", "weight_term"]
@@ -34,17 +34,29 @@ class TermQuantArray(WeightStationaryArray):
     cycle) carries term ``k`` of every value of the group and the weight-queue position
     ``i``; a cell pairs its weight term ``i`` with term ``k`` of the value that term
     belongs to and adds ``+-2**(w_exp + x_exp)`` to its group sum, which meets the row's
-    partial sum after the last slot.
+    partial sum after the last slot. The edge is shared: it takes ``K = ceil(cols /
+    (alpha * beta))`` column groups a cycle (one encoder, revealer and lister of ``K *
+    g`` lanes), and group ``j`` of a vector enters ``j`` cycles after group 0, which is
+    when the columns' skew needs its terms.
+
+    A cell reads its weight term ``i`` from a memory of both banks' queues (distributed
+    RAM on ECP5) into a register, a cycle ahead of the data term it pairs with; then
+    three register steps: the data term (a ``g``-way select on the weight term's
+    index), the pair's exponent, the group sum (``+-2**exponent`` as a one-hot or
+    thermometer code into a ``2 * mag_bits + 2 + ceil(log2(alpha * beta + 1))``-bit
+    adder).
 
     The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weight
-    queues (a ``weights`` beat is one array row), takes one data beat (one vector) per
-    ``alpha * beta`` cycles on credits, and puts results through a block-RAM FIFO, with
-    an optional output stage.
+    queues (a ``weights`` beat is one array row, accepted every ``alpha`` cycles: one
+    term of each queue a cycle), takes one data beat (one vector) per ``alpha * beta``
+    cycles on credits, keeps the partial sums that wait for the cells in a block-RAM
+    delay line, and puts results through a block-RAM FIFO, with an optional output stage.
 
     Latency: ``pipeline_depth + 2`` cycles (``rows + cols + 1 + edge_latency + alpha *
-    beta``, +2 with an output stage, +2 through the FIFO); ``edge_latency = mag_bits +
-    beta + 4``. Throughput: one vector per ``alpha * beta`` cycles, ``rows * cols``
-    groups of ``g`` MACs each.
+    beta + 1``, +2 with an output stage, +2 through the FIFO); ``edge_latency = mag_bits
+    + beta + 6`` (``golden.tq_array.tq_timing``). Throughput: one vector per ``alpha *
+    beta`` cycles, ``rows * cols`` groups of ``g`` MACs each; a tile's weights load in
+    ``rows * alpha`` cycles, overlapping the previous tile.
 
     Parameters
     ----------
@@ -98,54 +110,99 @@ class TermQuantArray(WeightStationaryArray):
 
     def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
         R, W, g, beta = self.rows, self.cols, self.g, self.beta
-        mb = self.mag_bits
-        # Edge: register the beat, encode, truncate, list (free running: never stalls).
-        x_in = stage(m, self.data.payload.x, "x_in")
-        m.submodules.encoder = encoder = TermEncoder(lanes=W * g, mag_bits=mb,
+        mb, S = self.mag_bits, self.beat_cycles
+        # Edge: K column groups a cycle (as few as a vector's alpha * beta cycles allow)
+        # through one encoder, revealer and lister (free running: they never stall).
+        # Group j of a vector enters j cycles after the first, so its terms are listed j
+        # cycles later: when the columns' skew needs them.
+        K = -(-W // S)
+        steps = -(-W // K)
+        # The beat is held while its groups go through the edge (steps <= alpha * beta
+        # cycles): it loads while a beat may be accepted, a phase test, not the handshake.
+        x_in = Signal.like(self.data.payload.x, name="x_in", reset_less=True)
+        with m.If(phase == S - 1):
+            m.d.sync += x_in.eq(self.data.payload.x)
+        width = len(x_in[0].as_value())
+        groups = [Cat(x_in[c].as_value() if c < W else C(0, width)
+                      for c in range(j * K, (j + 1) * K)) for j in range(steps)]
+        if steps > 1:
+            step = Signal(range(steps), name="edge_step")
+            with m.If(data_go):
+                m.d.sync += step.eq(0)
+            with m.Elif(step != steps - 1):
+                m.d.sync += step.eq(step + 1)
+            edge_in = stage(m, Array(groups)[step], "edge_in")
+        else:
+            edge_in = stage(m, groups[0], "edge_in")
+        m.submodules.encoder = encoder = TermEncoder(lanes=K * g, mag_bits=mb,
                                                      encoding=self.encoding)
-        m.submodules.revealer = revealer = TermRevealer(lanes=W * g, budget=beta,
+        m.submodules.revealer = revealer = TermRevealer(lanes=K * g, budget=beta,
                                                         mag_bits=mb)
-        m.submodules.lister = lister = TermLister(lanes=W * g, slots=beta, mag_bits=mb)
-        m.d.comb += [encoder.i.valid.eq(1), encoder.i.payload.eq(x_in),
+        m.submodules.lister = lister = TermLister(lanes=K * g, slots=beta, mag_bits=mb)
+        m.d.comb += [encoder.i.valid.eq(1), encoder.i.payload.eq(edge_in),
                      revealer.i.valid.eq(1), revealer.i.payload.eq(encoder.o.payload),
                      lister.i.valid.eq(1), lister.i.payload.eq(revealer.o.payload),
                      encoder.o.ready.eq(1), revealer.o.ready.eq(1), lister.o.ready.eq(1)]
-        edge = 1 + encoder.latency + revealer.latency + lister.latency   # to the hold
-        listed = Signal.like(lister.o.payload, name="listed")
+        # Cycles from acceptance to group 0's terms on the lister's output.
+        edge = 2 + encoder.latency + revealer.latency + lister.latency
+        listed_go = delay(m, data_go, edge, "go_edge")
         bank_in = Signal(name="bank_in", reset_less=True)
-        with m.If(delay(m, data_go, edge, "go_edge")):
-            m.d.sync += listed.eq(lister.o.payload)
         with m.If(data_go):
             m.d.sync += bank_in.eq(use_bank)
-        # Slot s = i * beta + k of the held vector: data term k, weight queue position i.
-        slot = delay(m, phase, edge, "slot")
-        k_in, i_in = slot % beta, slot // beta
+        # Slot s = i * beta + k of the held vector: data term k, weight queue position i,
+        # counted beside the shell's phase (no division by beta on any path).
+        k_phase = Signal(range(max(beta, 2)), name="phase_k", init=beta - 1)
+        i_phase = Signal(range(max(self.alpha, 2)), name="phase_i", init=self.alpha - 1)
+        with m.If(data_go):
+            m.d.sync += [k_phase.eq(0), i_phase.eq(0)]
+        with m.Elif(phase != S - 1):
+            with m.If(k_phase == beta - 1):
+                m.d.sync += [k_phase.eq(0), i_phase.eq(i_phase + 1)]
+            with m.Else():
+                m.d.sync += k_phase.eq(k_phase + 1)
+        k_in, i_in = delay(m, k_phase, edge, "slot_k"), delay(m, i_phase, edge, "slot_i")
+        slot_first = delay(m, phase == 0, edge, "slot_first")
         bank_edge = delay(m, bank_in, edge, "bank_edge")
+        term_shape = lister.o.payload.shape().elem_shape.elem_shape
         group_bits = 2 * mb + 2 + ceil_log2(self.alpha * beta + 1)
+        held = []
+        for j in range(steps):
+            # Group j's terms, held for the vector's slots.
+            hold = Signal.like(lister.o.payload, name=f"listed_{j}")
+            with m.If(delay(m, listed_go, j, f"go_edge_{j}")):
+                m.d.sync += hold.eq(lister.o.payload)
+            held.append((hold, delay(m, k_in, j, f"k_{j}")))
         for c in range(W):
-            terms = Array(listed[c * g + j] for j in range(g))
-            bus = Signal(data.ArrayLayout(lister.o.payload.shape().elem_shape.elem_shape, g),
-                         name=f"bus_c{c}")
-            for j in range(g):
-                m.d.comb += bus[j].eq(Array(terms[j][k] for k in range(beta))[k_in])
-            bus = delay(m, bus, c, f"bus_c{c}")
+            j, lane = divmod(c, K)
+            hold, k = held[j]
+            # Column c's bus: term k of each of its g values, a register from the hold
+            # and c - j skew registers; the weight queue position i, its bank (the
+            # memory's address) and the first flag go up beside it, i a cycle ahead.
+            bus = Signal(data.ArrayLayout(term_shape, g), name=f"bus_c{c}")
+            for v in range(g):
+                m.d.comb += bus[v].eq(Array(hold[lane * g + v][t] for t in range(beta))[k])
+            bus = delay(m, bus, 1 + c - j, f"bus_c{c}")
             i = delay(m, i_in, c, f"i_c{c}")
-            first = delay(m, slot == 0, c, f"first_c{c}")
             bank = delay(m, bank_edge, c, f"bank_c{c}")
+            first = delay(m, slot_first, c + 1, f"first_c{c}")
             for r in reversed(range(R)):
-                queue = weight(r, c, bank)
-                w_term = Array(queue[n] for n in range(self.alpha))[i]
-                x_term = Array(bus[j] for j in range(g))[w_term.idx]
+                w_term = stage(m, weight(r, c, bank, i), f"wterm_r{r}_c{c}")
+                x_term = Array(bus[v] for v in range(g))[w_term.idx]
+                # Step 1: the data term the weight term pairs with; step 2: the pair's
+                # exponent; step 3: its +-2**exponent into the group sum.
                 w_exp = stage(m, w_term.exp, f"wexp_r{r}_c{c}")
                 x_exp = stage(m, x_term.exp, f"xexp_r{r}_c{c}")
                 neg = stage(m, w_term.neg ^ x_term.neg, f"neg_r{r}_c{c}")
                 present = stage(m, w_term.valid & x_term.valid, f"present_r{r}_c{c}")
                 first_op = stage(m, first, f"first_r{r}_c{c}")
+                exponent = stage(m, w_exp + x_exp, f"exp_r{r}_c{c}")
+                neg, present, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
+                                          stage(m, present, f"present2_r{r}_c{c}"),
+                                          stage(m, first_op, f"first2_r{r}_c{c}"))
                 group_sum = Signal(signed(group_bits), name=f"gsum_r{r}_c{c}",
                                    reset_less=True)
                 m.d.sync += group_sum.eq(Mux(first_op, 0, group_sum)
-                                         + pair_addend(w_exp, x_exp, neg, present,
-                                                       group_bits))
+                                         + power_addend(exponent, neg, present, group_bits))
                 row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
                                     f"acc_r{r}_c{c}")
                 if r > 0:

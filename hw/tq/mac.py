@@ -15,22 +15,28 @@ one beat per cycle (a group of ``alpha * beta`` term pairs or ``g`` value pairs)
 backpressure on ``result`` stalls both stages without loss.
 """
 
-from amaranth.hdl import C, Module, Mux, Signal, signed
+from amaranth.hdl import C, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.hw.tq.layouts import check_mag_bits, exponent_bits
 
-__all__ = ["TMac", "PMac", "pair_addend"]
+__all__ = ["TMac", "PMac", "pair_addend", "power_addend"]
+
+
+def power_addend(exponent, neg, present, width):
+    """``+-2**exponent`` (0 unless ``present``) as a ``width``-bit two's complement value:
+    a one-hot or, negative, a thermometer code (ones from the exponent up), each bit a
+    comparison of the exponent with its position, so no adder or negation forms it."""
+    top = (1 << len(exponent)) - 1           # no comparison that is constant
+    return Cat(present & Mux(neg, C(1) if j >= top else exponent <= j,
+                             C(0) if j > top else exponent == j)
+               for j in range(width)).as_signed()
 
 
 def pair_addend(w_exp, x_exp, neg, present, width):
-    """A term pair's addend, ``+-2**(w_exp + x_exp)`` (0 unless ``present``), as a
-    ``width``-bit two's complement value: a one-hot or, negative, a thermometer code
-    (ones from the exponent up), so no adder or negation is needed to form it."""
-    power = (C(1, width) << (w_exp + x_exp))[:width]
-    minus = (~(power - 1))[:width]
-    return Mux(present, Mux(neg, minus, power), 0)[:width].as_signed()
+    """A term pair's addend, ``+-2**(w_exp + x_exp)`` (``power_addend`` of the sum)."""
+    return power_addend(w_exp + x_exp, neg, present, width)
 
 
 class _GroupMac(wiring.Component):
