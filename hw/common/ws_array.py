@@ -215,9 +215,9 @@ class WeightStationaryArray(wiring.Component):
         m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(
             width=len(Value.cast(self.result.payload)), depth=self.fifo_depth)
         # Credits: beats in the cells or the FIFO; accept only while one more fits.
+        # room (occupancy < depth) is a register, set with the occupancy.
         occupancy = Signal(range(self.fifo_depth + 1))
-        room = Signal()
-        m.d.comb += room.eq(occupancy < self.fifo_depth)
+        room = Signal(init=1)
 
         # Control: two weight banks, each EMPTY -> FULL (loaded) -> BUSY (in use) -> EMPTY.
         bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
@@ -226,30 +226,32 @@ class WeightStationaryArray(wiring.Component):
         load_row = counter(R)
         # Cycles since the last accepted beat; the next is accepted once it has had
         # beat_cycles of them (with one cycle a beat, always: no register).
+        # at_end (phase == beat_cycles - 1) is a register, set with the phase.
         if self.beat_cycles > 1:
             phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
+            at_end = Signal(init=1)
         else:
-            phase = C(0, 1)
+            phase, at_end = C(0, 1), C(1, 1)
         # With weight parts: the part the next edge sends (0: ready for a beat).
         P = self._weight_cycles
         part = Signal(range(P), name="weight_part") if P > 1 else C(0, 1)
         m.d.comb += [
             self.weights.ready.eq((bank_state[load_bank] == _EMPTY) & (part == 0)),
-            self.data.ready.eq(room & (bank_state[use_bank] == _FULL)
-                               & (phase == self.beat_cycles - 1)),
+            self.data.ready.eq(room & (bank_state[use_bank] == _FULL) & at_end),
         ]
         weights_go = self.weights.valid & self.weights.ready
         data_go = self.data.valid & self.data.ready
         result_go = self.result.valid & self.result.ready
         if self.beat_cycles > 1:
             with m.If(data_go):
-                m.d.sync += phase.eq(0)
-            with m.Elif(phase != self.beat_cycles - 1):
-                m.d.sync += phase.eq(phase + 1)
+                m.d.sync += [phase.eq(0), at_end.eq(0)]
+            with m.Elif(~at_end):
+                m.d.sync += [phase.eq(phase + 1), at_end.eq(phase == self.beat_cycles - 2)]
         with m.If(data_go & ~result_go):
-            m.d.sync += occupancy.eq(occupancy + 1)
+            m.d.sync += [occupancy.eq(occupancy + 1),
+                         room.eq(occupancy < self.fifo_depth - 1)]
         with m.Elif(result_go & ~data_go):
-            m.d.sync += occupancy.eq(occupancy - 1)
+            m.d.sync += [occupancy.eq(occupancy - 1), room.eq(1)]
 
         # Valid pipeline: (valid, bank, last) of each beat in flight.
         pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(L)]
