@@ -57,12 +57,15 @@ def plot(rows, path):
     from matplotlib import pyplot
 
     figure, (costs, speed) = pyplot.subplots(1, 2, figsize=(11, 4.5))
-    for array in dict.fromkeys(r["array"] for r in rows):
+    for index, array in enumerate(dict.fromkeys(r["array"] for r in rows)):
         mine = [r for r in rows if r["array"] == array and r["status"] == "ok"]
         cells = [int(r["size"].split("x")[0]) ** 2 for r in mine]
-        costs.plot(cells, [r["lut_per_cell"] for r in mine], "o-", label=f"{array} LUT")
-        costs.plot(cells, [r["ff_per_cell"] for r in mine], "s--", label=f"{array} FF")
-        speed.plot(cells, [r["fmax_mhz"] for r in mine], "o-", label=array)
+        color = f"C{index}"
+        costs.plot(cells, [r["lut_per_cell"] for r in mine], "o-", color=color,
+                   label=f"{array} LUT")
+        costs.plot(cells, [r["ff_per_cell"] for r in mine], "s--", color=color,
+                   label=f"{array} FF")
+        speed.plot(cells, [r["fmax_mhz"] for r in mine], "o-", color=color, label=array)
     for axes, label in ((costs, "per cell"), (speed, "Fmax (MHz)")):
         axes.set_xscale("log", base=2)
         axes.set_xlabel("cells")

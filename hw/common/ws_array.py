@@ -176,14 +176,14 @@ class WeightStationaryArray(wiring.Component):
         """Cycles from a data beat's acceptance to its result being valid on ``result``."""
         return self.pipeline_depth + 2
 
-    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, at_end, platform):
         """Build the edge and the cells for ``platform`` (``elaborate``'s).
         ``weight(r, c, bank)`` is cell (r, c)'s weight in ``bank`` (a view of the cell
         weight layout); with ``weight_cycles`` > 1, ``weight(r, c, bank, part)`` is its
         part ``part``, read without a register (call it once per cell); ``phase``
         counts 0, 1, ... cycles since the last accepted beat, saturating at
-        ``beat_cycles - 1``. Replace each ``row_psum[r]`` with the row's
-        partial sum after the last column."""
+        ``beat_cycles - 1``; ``at_end`` is ``phase == beat_cycles - 1``, a register.
+        Replace each ``row_psum[r]`` with the row's partial sum after the last column."""
         raise NotImplementedError
 
     def _output_stage(self, m, acc, shift, mask, r):
@@ -234,9 +234,13 @@ class WeightStationaryArray(wiring.Component):
             phase, at_end = C(0, 1), C(1, 1)
         # With weight parts: the part the next edge sends (0: ready for a beat).
         P = self._weight_cycles
-        part = Signal(range(P), name="weight_part") if P > 1 else C(0, 1)
+        # part_idle (part == 0) is a register, set with the part.
+        if P > 1:
+            part, part_idle = Signal(range(P), name="weight_part"), Signal(init=1)
+        else:
+            part, part_idle = C(0, 1), C(1, 1)
         m.d.comb += [
-            self.weights.ready.eq((bank_state[load_bank] == _EMPTY) & (part == 0)),
+            self.weights.ready.eq((bank_state[load_bank] == _EMPTY) & part_idle),
             self.data.ready.eq(room & (bank_state[use_bank] == _FULL) & at_end),
         ]
         weights_go = self.weights.valid & self.weights.ready
@@ -267,7 +271,10 @@ class WeightStationaryArray(wiring.Component):
 
         # A weight beat (or its first part) goes into the array the edge it is accepted,
         # with its tag (valid, bank, row, part); further parts follow an edge apart from a
-        # register that holds the beat.
+        # register that holds the beat. With parts, only the part counter and the tag's
+        # valid bit depend on the handshake: the beat's registers load (and the first
+        # part goes out) whenever no part is left to send, and without a valid tag
+        # nothing is written.
         tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(max(2, R)),
                                         **({"part": range(P)} if P > 1 else {})}),
                      name="weights_tag_c0")
@@ -281,14 +288,19 @@ class WeightStationaryArray(wiring.Component):
             held = Signal.like(payload, name="weights_held", reset_less=True)
             weights_q = Signal(data.ArrayLayout(self._cell_weight.elem_shape, W),
                                name="weights_q", reset_less=True)
-            with m.If(weights_go):
-                m.d.sync += [held.eq(payload), part.eq(1), tag.part.eq(0),
+            with m.If(part_idle):
+                m.d.sync += [held.eq(payload), tag.part.eq(0),
                              tag.bank.eq(load_bank), tag.row.eq(load_row)]
                 m.d.sync += [weights_q[c].eq(payload[c][0]) for c in range(W)]
-            with m.Elif(part != 0):
-                m.d.sync += [part.eq(Mux(part == P - 1, 0, part + 1)), tag.part.eq(part)]
+            with m.Else():
+                m.d.sync += tag.part.eq(part)
                 m.d.sync += [weights_q[c].eq(held[c][part]) for c in range(W)]
-            m.d.sync += tag.valid.eq(weights_go | (part != 0))
+            with m.If(weights_go):
+                m.d.sync += [part.eq(1), part_idle.eq(0)]
+            with m.Elif(~part_idle):
+                m.d.sync += [part.eq(Mux(part == P - 1, 0, part + 1)),
+                             part_idle.eq(part == P - 1)]
+            m.d.sync += tag.valid.eq(weights_go | ~part_idle)
             last_part, last_bank, last_row = (part == P - 1), tag.bank, tag.row
         # A tile's weights are written in column 0 the edge after its last beat's last
         # part is sent (below); its bank is FULL from then on.
@@ -371,7 +383,7 @@ class WeightStationaryArray(wiring.Component):
             # A register after the memory: its read data reach no adder.
             psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
         row_psum = [delay(m, psum_in[r], R - 1 - r + wait, f"psum_r{r}") for r in range(R)]
-        self._cells(m, row_psum, weight, use_bank, data_go, phase, platform)
+        self._cells(m, row_psum, weight, use_bank, data_go, phase, at_end, platform)
 
         # Deskew: row r waits r cycles so a vector's results leave together (row R-1, the
         # bottom, leaves the cells first).

@@ -132,7 +132,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     mac = property(lambda self: self._mac, doc="MAC kind.")
     sel_bits = property(lambda self: self._sel_bits, doc="Width of a stream select.")
 
-    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, at_end, platform):
         if self.mac == "parallel":
             self._parallel_cells(m, row_psum, weight, use_bank, MultiplierPlan(platform))
         else:

@@ -1,6 +1,6 @@
 """TQ array: a weight-stationary array of tMACs with run-time data term truncation."""
 
-from amaranth.hdl import Array, C, Cat, Mux, Signal, signed
+from amaranth.hdl import Array, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
@@ -108,7 +108,7 @@ class TermQuantArray(WeightStationaryArray):
     mag_bits = property(lambda self: self._mag_bits, doc="Magnitude width.")
     encoding = property(lambda self: self._encoding, doc="Data term encoding.")
 
-    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, platform):
+    def _cells(self, m, row_psum, weight, use_bank, data_go, phase, at_end, platform):
         R, W, g, beta = self.rows, self.cols, self.g, self.beta
         mb, S = self.mag_bits, self.beat_cycles
         # Edge: K column groups a cycle (as few as a vector's alpha * beta cycles allow)
@@ -117,23 +117,13 @@ class TermQuantArray(WeightStationaryArray):
         # cycles later: when the columns' skew needs them.
         K = -(-W // S)
         steps = -(-W // K)
-        # The beat is held while its groups go through the edge (steps <= alpha * beta
-        # cycles): it loads while a beat may be accepted, a phase test, not the handshake.
-        x_in = Signal.like(self.data.payload.x, name="x_in", reset_less=True)
-        with m.If(phase == S - 1):
-            m.d.sync += x_in.eq(self.data.payload.x)
-        width = len(x_in[0].as_value())
-        groups = [Cat(x_in[c].as_value() if c < W else C(0, width)
-                      for c in range(j * K, (j + 1) * K)) for j in range(steps)]
-        if steps > 1:
-            step = Signal(range(steps), name="edge_step")
-            with m.If(data_go):
-                m.d.sync += step.eq(0)
-            with m.Elif(step != steps - 1):
-                m.d.sync += step.eq(step + 1)
-            edge_in = stage(m, Array(groups)[step], "edge_in")
-        else:
-            edge_in = stage(m, groups[0], "edge_in")
+        # The beat goes into a shift register while a beat may be accepted (at_end, a
+        # register, not the handshake) and moves down a column group a cycle; the edge
+        # takes the bottom group: no select, no counter.
+        step_bits = K * len(self.data.payload.x[0].as_value())
+        x_in = Signal(steps * step_bits, name="x_in", reset_less=True)
+        m.d.sync += x_in.eq(Mux(at_end, self.data.payload.x.as_value(), x_in[step_bits:]))
+        edge_in = stage(m, x_in[:step_bits], "edge_in")
         m.submodules.encoder = encoder = TermEncoder(lanes=K * g, mag_bits=mb,
                                                      encoding=self.encoding)
         m.submodules.revealer = revealer = TermRevealer(lanes=K * g, budget=beta,
@@ -155,7 +145,7 @@ class TermQuantArray(WeightStationaryArray):
         i_phase = Signal(range(max(self.alpha, 2)), name="phase_i", init=self.alpha - 1)
         with m.If(data_go):
             m.d.sync += [k_phase.eq(0), i_phase.eq(0)]
-        with m.Elif(phase != S - 1):
+        with m.Elif(~at_end):
             with m.If(k_phase == beta - 1):
                 m.d.sync += [k_phase.eq(0), i_phase.eq(i_phase + 1)]
             with m.Else():
