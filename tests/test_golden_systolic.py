@@ -76,6 +76,18 @@ def test_bitserial_cycle_model_by_hand():
     assert latency(2, 3, False, **timing) == 13
 
 
+def test_weight_parts_cycle_model_by_hand():
+    # Weights in 3 parts: rows=2 beats at edges 0 and 3, the last part sent at 5 and
+    # written by 6; data at 7..16 (4 edges after the one-part case's 3..12); the last
+    # result is taken at 25.
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, weight_cycles=3).cycles == 26
+    # Three tiles: tile 2's weights (edges 6, 9; written by 12) are ready before its beats
+    # (17..26); tile 3's wait for tile 1 to leave the cells at 23, load at 24 and 27 and
+    # are written by 30, so its beats wait until 31..40; the last result is taken at 49.
+    assert cycle_model([10] * 3, rows=2, cols=3, out_stage=False,
+                       weight_cycles=3).cycles == 50
+
+
 def test_cycle_model_rejects_empty_tiles():
     with pytest.raises(ValueError, match="at least one data beat"):
         cycle_model([3, 0], rows=2, cols=2, out_stage=False)
