@@ -114,6 +114,9 @@ def main():
         writer.writerows(table)
     out.with_suffix(".json").write_text(json.dumps({"device": args.device, "rows": table,
                                                     "synthesis": rows}, indent=1) + "\n")
+    if not any(r["status"] == "ok" for r in table):
+        print(f"wrote {out}.csv and {out}.json; nothing placed, so no plots")
+        return
     plot(table, out.with_suffix(".png"))
     pareto = write_sweep(rows, {"rows": sizes}, out.with_name(out.name + "-pareto"))
     print(f"wrote {out}.csv, {out}.json, {out}.png and {pareto['png']}")

@@ -144,7 +144,9 @@ def run_tool(command, log, cwd, what, device, env=None, progress=None):
             raise
     if process.returncode != 0:
         lines = Path(log).read_text(errors="replace").splitlines()
-        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
+        # The first ERROR line, else the last line that says anything (a crash's reason).
+        errors = ([line for line in lines if line.startswith("ERROR")]
+                  or [line for line in lines if line.strip()][-1:])
         error = errors[0].strip() if errors else "?"
         full = (re.search(r"no BELs remaining to implement cell type '(\w+)'", error)
                 or re.search(r"Failed to expand region .* of \d+ (\w+?)s?$", error))

