@@ -6,7 +6,10 @@ import subprocess
 
 import pytest
 from amaranth.back import verilog
+from amaranth.hdl import unsigned
+from amaranth.lib import data
 
+from codnn.hw.common.ws_array import WeightStationaryArray
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq import TermQuantArray
 from codnn.synth.tools import tool_path
@@ -47,3 +50,15 @@ def test_columns_keep_their_weight_tags(tmp_path):
     # register drove the write enables of a whole diagonal).
     array = ColumnCombinedArray(rows=3, cols=4, mac="parallel")
     assert kept_registers(array, "weights_tag_r*_c*", tmp_path) == 2 * 4
+
+
+@pytest.mark.parametrize("cell_weight,cycles,error,message", [
+    (unsigned(8), 2, ValueError, "written in 2 cycles must be an array of 2 parts"),
+    (data.ArrayLayout(unsigned(8), 3), 2, ValueError, "must be an array of 2 parts"),
+    (data.ArrayLayout(unsigned(8), 2), 0, TypeError, "Weight cycle count must be a positive"),
+])
+def test_weight_parts_must_match_the_cell_weight(cell_weight, cycles, error, message):
+    with pytest.raises(error, match=message):
+        WeightStationaryArray(rows=2, cols=2, acc_bits=16, out_bits=None,
+                              cell_weight=cell_weight, column_data=unsigned(8),
+                              beat_cycles=1, edge_latency=0, weight_cycles=cycles)
