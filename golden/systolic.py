@@ -252,7 +252,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     bank = [EMPTY, EMPTY]
     load_bank = use_bank = 0
     load_row = 0
-    filled = None                         # (bank, edge it is FULL) of the last row's
+    filled = None                         # (bank, edge it turns FULL) once loaded
     weight_tiles = data_tile = beat_in_tile = 0
     pipe = [None] * L            # pipe[k]: (bank, last) of the beat accepted k+1 edges ago
     queue = collections.deque()           # edge at which each FIFO entry can be read
@@ -290,7 +290,7 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
                 use_bank ^= 1
                 data_tile += 1
                 beat_in_tile = 0
-        if filled is not None and filled[1] == e:    # the edge after the last part's
+        if filled is not None and filled[1] == e:    # a cycle after its last part
             bank[filled[0]] = FULL
             filled = None
         if weights_go:
