@@ -1,9 +1,11 @@
 """An IO harness that lets any component be placed and timed on a small package.
 
 nextpnr-ice40 has no out-of-context mode, and a component's ports outnumber the pins of an
-iCE40 UP5K. The harness feeds every input bit of the component from a shift register
-clocked in through one pin (``sin``) and captures every output bit into a shift register
-(parallel load when ``load`` is high, else shifting out through ``sout``). Every port of the
+iCE40 UP5K. The harness feeds every input bit of the component from shift registers
+clocked in through one pin (``sin``; chains of at most ``CHAIN`` bits side by side, since
+yosys's topological sort recurses along a chain and the WASM build runs out of stack on
+one of about 3000) and captures every output bit into a shift register (parallel load when
+``load`` is high, else shifting out through ``sout``). Every port of the
 component then starts or ends at a flip-flop, as it would inside a larger design, so the
 timing nextpnr reports is the component's own register-to-register timing plus at most one
 LUT level on output paths. Resources are counted on the component alone, not on this.
@@ -12,7 +14,10 @@ LUT level on output paths. Resources are counted on the component alone, not on 
 from amaranth.hdl import Cat, Elaboratable, Module, Signal, Value
 from amaranth.lib.wiring import Flow
 
-__all__ = ["IoHarness"]
+__all__ = ["IoHarness", "CHAIN"]
+
+#: Longest input shift register (bits); longer inputs take several, all fed from ``sin``.
+CHAIN = 1024
 
 
 class IoHarness(Elaboratable):
@@ -43,7 +48,10 @@ class IoHarness(Elaboratable):
         if inputs:
             in_width = sum(len(v) for v in inputs)
             shift_in = Signal(in_width, reset_less=True)
-            m.d.sync += shift_in.eq(Cat(self.sin, shift_in[:-1]))
+            chains = ([shift_in] if in_width <= CHAIN else
+                      [shift_in[start:start + CHAIN] for start in range(0, in_width, CHAIN)])
+            for chain in chains:
+                m.d.sync += chain.eq(Cat(self.sin, chain[:-1]))
             m.d.comb += Cat(*inputs).eq(shift_in)
         if outputs:
             out_width = sum(len(v) for v in outputs)
