@@ -30,10 +30,10 @@ def tq_timing(alpha, beta, mag_bits):
     """The TQ array's timing as ``golden.systolic.cycle_model``'s keywords: a vector every
     ``alpha * beta`` cycles (a tMAC's lockstep group), after ``mag_bits + beta + 6``
     cycles of data edge (a column group a cycle, encoding and truncating the data's
-    terms), ``alpha * beta + 1`` steps from a cell's operands to its group sum, and a
+    terms), ``alpha * beta + 2`` steps from a cell's operands to its group sum, and a
     weight beat every ``alpha`` cycles (a term of each queue a cycle)."""
     return {"beat_cycles": alpha * beta, "edge_latency": mag_bits + beta + 6,
-            "product_steps": alpha * beta + 1, "weight_cycles": alpha}
+            "product_steps": alpha * beta + 2, "weight_cycles": alpha}
 
 
 def tq_products(W, X, *, g, alpha, beta, encoding="naf", mag_bits=7):

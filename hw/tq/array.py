@@ -41,10 +41,10 @@ class TermQuantArray(WeightStationaryArray):
 
     A cell reads its weight term ``i`` from a memory of both banks' queues (distributed
     RAM on ECP5) into a register, a cycle ahead of the data term it pairs with; then
-    three register steps: the data term (a ``g``-way select on the weight term's
-    index), the pair's exponent, the group sum (``+-2**exponent`` as a one-hot or
-    thermometer code into a ``2 * mag_bits + 2 + ceil(log2(alpha * beta + 1))``-bit
-    adder).
+    four register steps: the data term in two (a select within each four values of the
+    group by the weight term's index's low bits, then among the fours), the pair's
+    exponent, the group sum (``+-2**exponent`` as a one-hot or thermometer code into a
+    ``2 * mag_bits + 2 + ceil(log2(alpha * beta + 1))``-bit adder).
 
     The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weight
     queues (a ``weights`` beat is one array row, accepted every ``alpha`` cycles: one
@@ -53,7 +53,7 @@ class TermQuantArray(WeightStationaryArray):
     delay line, and puts results through a block-RAM FIFO, with an optional output stage.
 
     Latency: ``pipeline_depth + 2`` cycles (``rows + cols + 1 + edge_latency + alpha *
-    beta + 1``, +2 with an output stage, +2 through the FIFO); ``edge_latency = mag_bits
+    beta + 2``, +2 with an output stage, +2 through the FIFO); ``edge_latency = mag_bits
     + beta + 6`` (``golden.tq_array.tq_timing``). Throughput: one vector per ``alpha *
     beta`` cycles, ``rows * cols`` groups of ``g`` MACs each; a tile's weights load in
     ``rows * alpha`` cycles, overlapping the previous tile.
@@ -177,14 +177,20 @@ class TermQuantArray(WeightStationaryArray):
             first = delay(m, slot_first, c + 1, f"first_c{c}")
             for r in reversed(range(R)):
                 w_term = stage(m, weight(r, c, bank, i), f"wterm_r{r}_c{c}")
-                x_term = Array(bus[v] for v in range(g))[w_term.idx]
-                # Step 1: the data term the weight term pairs with; step 2: the pair's
-                # exponent; step 3: its +-2**exponent into the group sum.
+                # Steps 1 and 2: the data term the weight term pairs with, first within
+                # each four of the group (the index's low bits), then among the fours;
+                # step 3: the pair's exponent; step 4: its +-2**exponent into the group sum.
+                low = min(2, len(w_term.idx))
+                fours = [data.View(term_shape, stage(
+                    m, Array(bus[v].as_value() for v in range(q, min(q + 4, g)))
+                    [w_term.idx[:low]], f"xfour{q // 4}_r{r}_c{c}")) for q in range(0, g, 4)]
+                w_term = stage(m, w_term, f"wterm2_r{r}_c{c}")
+                x_term = Array(fours)[w_term.idx[low:]] if len(fours) > 1 else fours[0]
                 w_exp = stage(m, w_term.exp, f"wexp_r{r}_c{c}")
                 x_exp = stage(m, x_term.exp, f"xexp_r{r}_c{c}")
                 neg = stage(m, w_term.neg ^ x_term.neg, f"neg_r{r}_c{c}")
                 present = stage(m, w_term.valid & x_term.valid, f"present_r{r}_c{c}")
-                first_op = stage(m, first, f"first_r{r}_c{c}")
+                first_op = stage(m, stage(m, first, f"first1_r{r}_c{c}"), f"first_r{r}_c{c}")
                 exponent = stage(m, w_exp + x_exp, f"exp_r{r}_c{c}")
                 neg, present, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
                                           stage(m, present, f"present2_r{r}_c{c}"),
