@@ -48,9 +48,7 @@ class IoHarness(Elaboratable):
         if inputs:
             in_width = sum(len(v) for v in inputs)
             shift_in = Signal(in_width, reset_less=True)
-            chains = ([shift_in] if in_width <= CHAIN else
-                      [shift_in[start:start + CHAIN] for start in range(0, in_width, CHAIN)])
-            for chain in chains:
+            for chain in (shift_in[start:start + CHAIN] for start in range(0, in_width, CHAIN)):
                 m.d.sync += chain.eq(Cat(self.sin, chain[:-1]))
             m.d.comb += Cat(*inputs).eq(shift_in)
         if outputs:
