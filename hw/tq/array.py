@@ -155,13 +155,16 @@ class TermQuantArray(WeightStationaryArray):
         bank_edge = delay(m, bank_in, edge, "bank_edge")
         term_shape = lister.o.payload.shape().elem_shape.elem_shape
         group_bits = 2 * mb + 2 + ceil_log2(self.alpha * beta + 1)
-        held = []
+        held, go, k = [], listed_go, k_in
         for j in range(steps):
-            # Group j's terms, held for the vector's slots.
+            # Group j's terms, held for the vector's slots, and its slot's k: a cycle
+            # behind group j - 1's.
+            if j:
+                go, k = stage(m, go, f"go_edge_{j}"), stage(m, k, f"k_{j}")
             hold = Signal.like(lister.o.payload, name=f"listed_{j}")
-            with m.If(delay(m, listed_go, j, f"go_edge_{j}")):
+            with m.If(go):
                 m.d.sync += hold.eq(lister.o.payload)
-            held.append((hold, delay(m, k_in, j, f"k_{j}")))
+            held.append((hold, k))
         for c in range(W):
             j, lane = divmod(c, K)
             hold, k = held[j]
