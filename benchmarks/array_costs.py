@@ -10,7 +10,7 @@ Arrays: the column-combined array with parallel or bit-serial MACs (8-bit weight
 alpha 8, 32-bit accumulators, DSP blocks where the device has them) and the TQ array (g 8,
 alpha 12, beta 3, NAF). A size that does not fit says so in its row. Writes PREFIX.csv,
 PREFIX.json and PREFIX.png (per-cell LUT and FF, and Fmax, against cells), plus the sweep's
-Pareto plot of throughput against LUTs (PREFIX-pareto.png).
+Pareto plot of throughput against LUTs with the synthesis rows (PREFIX-pareto.{png,csv,json}).
 """
 
 import argparse
@@ -112,8 +112,8 @@ def main():
         writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in table for k in r)))
         writer.writeheader()
         writer.writerows(table)
-    out.with_suffix(".json").write_text(json.dumps({"device": args.device, "rows": table,
-                                                    "synthesis": rows}, indent=1) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"device": args.device, "rows": table},
+                                                   indent=1) + "\n")
     if not any(r["status"] == "ok" for r in table):
         print(f"wrote {out}.csv and {out}.json; nothing placed, so no plots")
         return
