@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAC_KINDS", "MAX_CELLS", "select_bits", "FIFO_LATENCY", "Tile", "check_fits", "make_tiles", "tile_beats", "wrap",
-           "output_stage", "run_tile",
-           "run_layer", "PARALLEL_PRODUCT_STEPS", "mac_timing", "pipeline_depth", "latency",
-           "cycle_model", "CycleReport"]
+__all__ = ["MAC_KINDS", "MAX_CELLS", "select_bits", "FIFO_LATENCY", "Tile", "check_fits",
+           "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile", "run_layer",
+           "PARALLEL_PRODUCT_STEPS", "serial_word_bits", "serial_lanes", "mac_timing",
+           "pipeline_depth", "latency", "cycle_model", "CycleReport"]
 
 
 def wrap(values, bits):
@@ -178,22 +178,42 @@ FIFO_LATENCY = 2
 #: the models' tables grow with it too).
 MAX_CELLS = 128 * 128
 
-#: The MAC kinds of the array: a product per cell per cycle, or data bit-serial.
+#: The MAC kinds of the array: a product per cell per cycle, or data and partial sums
+#: bit-serial.
 MAC_KINDS = ("parallel", "bitserial")
 
 #: Register steps of the parallel MAC's pipelined multiplier, operands to product.
 PARALLEL_PRODUCT_STEPS = 3
 
 
-def mac_timing(mac, data_bits):
+def serial_word_bits(*, weight_bits, data_bits, cols, acc_bits):
+    """Width of the row sums that bit-serial cells pass along a row, LSB first: a product
+    fits ``weight_bits + data_bits`` bits and a row of ``cols`` of them
+    ``ceil(log2(cols))`` more; never more than ``acc_bits`` (results wrap to it)."""
+    return min(acc_bits, weight_bits + data_bits + (cols - 1).bit_length())
+
+
+def serial_lanes(*, weight_bits, data_bits, cols, acc_bits):
+    """Row-sum lanes of a bit-serial row: a beat every ``data_bits`` cycles while each row
+    sum takes ``serial_word_bits`` cycles to pass, so that many are in flight at once."""
+    word = serial_word_bits(weight_bits=weight_bits, data_bits=data_bits, cols=cols,
+                            acc_bits=acc_bits)
+    return -(-word // data_bits)
+
+
+def mac_timing(mac, *, data_bits, weight_bits, cols, acc_bits):
     """The timing of a systolic MAC kind as ``cycle_model``'s and ``latency``'s keywords
     ``beat_cycles``, ``edge_latency`` and ``product_steps``: ``parallel`` takes a beat per
-    cycle and ``PARALLEL_PRODUCT_STEPS`` to a product; ``bitserial`` ``data_bits`` cycles
-    for both, after a cycle of edge (a beat is registered before it loads the streams'
-    shift registers)."""
+    cycle and ``PARALLEL_PRODUCT_STEPS`` to a product; ``bitserial`` a beat per
+    ``data_bits`` cycles, after a cycle of edge (a beat is registered before it loads the
+    streams' shift registers), and a row's sum leaves the last column bit-serially over
+    ``serial_word_bits`` cycles, then takes 2 steps to its word and to the sum with the
+    partial sum (``product_steps`` = word bits + 2)."""
     if mac == "parallel":
         return {"beat_cycles": 1, "edge_latency": 0, "product_steps": PARALLEL_PRODUCT_STEPS}
-    return {"beat_cycles": data_bits, "edge_latency": 1, "product_steps": data_bits}
+    word = serial_word_bits(weight_bits=weight_bits, data_bits=data_bits, cols=cols,
+                            acc_bits=acc_bits)
+    return {"beat_cycles": data_bits, "edge_latency": 1, "product_steps": word + 2}
 
 
 def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
@@ -202,8 +222,8 @@ def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
     register, the data edge (``edge_latency``), skew and cells (``rows + cols +
     product_steps``: a cell takes an operand step and ``product_steps`` steps to its
     product before its adder) and 2 for an output stage. ``product_steps`` (default
-    ``beat_cycles``) is 3 for parallel MACs (``mac_timing``), ``data_bits`` for
-    bit-serial ones, ``alpha * beta`` for tMACs."""
+    ``beat_cycles``) is 3 for parallel MACs, the row sum's width + 2 for bit-serial ones
+    (``mac_timing``), ``alpha * beta + 2`` for tMACs (``golden.tq_array.tq_timing``)."""
     steps = beat_cycles if product_steps is None else product_steps
     return rows + cols + 1 + edge_latency + steps + (2 if out_stage else 0)
 

@@ -87,7 +87,9 @@ async def array_matches_golden(dut):
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
-                        out_stage=ob is not None, **mac_timing(config["mac"], config["data_bits"]),
+                        out_stage=ob is not None,
+                        **mac_timing(config["mac"], data_bits=db, weight_bits=wb, cols=W,
+                                     acc_bits=ab),
                         used_cells=[tile.used_cells for tile, *_ in per_tile])
     if config["idle"] == 0 and config["backpressure"] == 0:
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "

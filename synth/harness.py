@@ -2,10 +2,13 @@
 
 nextpnr-ice40 has no out-of-context mode, and a component's ports outnumber the pins of an
 iCE40 UP5K. The harness feeds every input bit of the component from shift registers
-clocked in through one pin (``sin``; chains of at most ``CHAIN`` bits side by side, since
-yosys's topological sort recurses along a chain and the WASM build runs out of stack on
-one of about 3000) and captures every output bit into a shift register (parallel load when
-``load`` is high, else shifting out through ``sout``). Every port of the
+clocked in through one pin (``sin``, while ``load`` is low; chains of at most ``CHAIN``
+bits side by side, since yosys's topological sort recurses along a chain and the WASM
+build runs out of stack on one of about 3000) and captures every output bit into a shift
+register (parallel load when ``load`` is high, else shifting out through ``sout``). The
+input chains' flip-flops have that enable so that yosys cannot merge them with the
+component's registers that delay an input (a skew line: plain flip-flops fed by the same
+bit), which would leave those out of the placed design. Every port of the
 component then starts or ends at a flip-flop, as it would inside a larger design, so the
 timing nextpnr reports is the component's own register-to-register timing plus at most one
 LUT level on output paths. Resources are counted on the component alone, not on this.
@@ -48,8 +51,10 @@ class IoHarness(Elaboratable):
         if inputs:
             in_width = sum(len(v) for v in inputs)
             shift_in = Signal(in_width, reset_less=True)
-            for chain in (shift_in[start:start + CHAIN] for start in range(0, in_width, CHAIN)):
-                m.d.sync += chain.eq(Cat(self.sin, chain[:-1]))
+            with m.If(~self.load):
+                for chain in (shift_in[start:start + CHAIN]
+                              for start in range(0, in_width, CHAIN)):
+                    m.d.sync += chain.eq(Cat(self.sin, chain[:-1]))
             m.d.comb += Cat(*inputs).eq(shift_in)
         if outputs:
             out_width = sum(len(v) for v in outputs)

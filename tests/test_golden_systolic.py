@@ -11,6 +11,8 @@ from codnn.golden.systolic import (
     make_tiles,
     output_stage,
     run_layer,
+    serial_lanes,
+    serial_word_bits,
     wrap,
 )
 
@@ -69,11 +71,25 @@ def test_bitserial_cycle_model_by_hand():
     # stages). Data at 3, 7, ..., 39; the last leaves the cells at 49 and the FIFO at 51.
     assert cycle_model([10], rows=2, cols=3, out_stage=False, beat_cycles=4).cycles == 52
     assert latency(2, 3, False, beat_cycles=4) == 12
-    # The bit-serial array's cycle of edge delays everything by one.
-    timing = mac_timing("bitserial", 4)
-    assert timing == {"beat_cycles": 4, "edge_latency": 1, "product_steps": 4}
-    assert cycle_model([10], rows=2, cols=3, out_stage=False, **timing).cycles == 53
-    assert latency(2, 3, False, **timing) == 13
+    # The bit-serial array: a cycle of edge, and row sums of 8 + 4 + 2 = 14 bits (8-bit
+    # weights, 4-bit data, 3 columns) that leave bit-serially, then 2 steps to the result:
+    # 16 product steps instead of 4, so everything is 12 + 1 cycles later.
+    timing = mac_timing("bitserial", data_bits=4, weight_bits=8, cols=3, acc_bits=32)
+    assert timing == {"beat_cycles": 4, "edge_latency": 1, "product_steps": 16}
+    assert cycle_model([10], rows=2, cols=3, out_stage=False, **timing).cycles == 52 + 13
+    assert latency(2, 3, False, **timing) == 12 + 13
+
+
+@pytest.mark.parametrize("widths, word, lanes", [
+    ((8, 8, 8, 32), 19, 3),       # 8-bit weights and data, 8 columns: 16 + 3 bits
+    ((8, 8, 16, 32), 20, 3),
+    ((8, 8, 8, 16), 16, 2),       # the accumulator is narrower than the row sum
+    ((4, 6, 2, 6), 6, 1),         # a word a beat
+    ((8, 1, 1, 32), 9, 9),        # 1-bit data: a beat a cycle, 9 words in flight
+])
+def test_serial_row_sum_width_and_lanes(widths, word, lanes):
+    keys = dict(zip(("weight_bits", "data_bits", "cols", "acc_bits"), widths))
+    assert serial_word_bits(**keys) == word and serial_lanes(**keys) == lanes
 
 
 def test_weight_parts_cycle_model_by_hand():

@@ -24,11 +24,15 @@ def test_signature_widths():
 
 def test_bitserial_takes_data_bits_cycles_per_beat():
     dut = ColumnCombinedArray(rows=2, cols=3, mac="bitserial", data_bits=4)
-    # rows + cols + input register + edge register + 4 product steps + FIFO
-    assert dut.beat_cycles == 4 and dut.latency == 2 + 3 + 1 + 1 + 4 + 2
-    assert dut.latency == latency(2, 3, False, **mac_timing("bitserial", 4))
+    # rows + cols + input register + edge register + a 14-bit row sum that leaves
+    # bit-serially and 2 steps to the result + FIFO
+    assert dut.beat_cycles == 4 and dut.latency == 2 + 3 + 1 + 1 + 14 + 2 + 2
+    assert (dut.word_bits, dut.lanes) == (14, 4)
+    widths = {"weight_bits": 8, "cols": 3, "acc_bits": 32}
+    assert dut.latency == latency(2, 3, False,
+                                  **mac_timing("bitserial", data_bits=4, **widths))
     assert ColumnCombinedArray(rows=2, cols=3).latency == latency(
-        2, 3, False, **mac_timing("parallel", 8))
+        2, 3, False, **mac_timing("parallel", data_bits=8, **widths))
     assert ColumnCombinedArray(rows=2, cols=3).beat_cycles == 1
 
 

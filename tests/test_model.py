@@ -270,8 +270,9 @@ def test_network_layers_equal_golden_tiled_runs_and_cycle_model(lenet):
         np.testing.assert_array_equal(acc, layer.accumulate(X, 32))
         tiles = make_tiles(layer.packed, 16, 16, 8)
         model = cycle_model([X.shape[1]] * len(tiles), rows=16, cols=16,
-                            out_stage=True, **mac_timing("parallel", 8),
-                            used_cells=[t.used_cells for t in tiles])
+                            out_stage=True, used_cells=[t.used_cells for t in tiles],
+                            **mac_timing("parallel", data_bits=8, weight_bits=8, cols=16,
+                                         acc_bits=32))
         assert (scheduled.tiles, scheduled.cycles, scheduled.vectors) == \
             (len(tiles), model.cycles, X.shape[1])
         np.testing.assert_array_equal(dense_layer(layer.packed).dense(), layer.packed.dense())

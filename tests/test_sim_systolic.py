@@ -54,8 +54,14 @@ CONFIGS = {
                                device="ecp5-25k"),
     "8x4-a2-ecp5": dict(rows=8, cols=4, alpha=2, data_bits=7, weight_bits=6, acc_bits=20,
                         layer_rows=17, layer_cols=40, sparsity=0.6, device="ecp5-25k"),
+    # 1-bit data: a beat a cycle, nine row sums in flight on nine lanes
     "1x1-bitserial-1bit": dict(rows=1, cols=1, alpha=2, mac="bitserial", data_bits=1,
                                layer_rows=3, layer_cols=5, sparsity=0.3),
+    # a row sum no wider than a beat (one lane), signed, wrapping, saturating
+    "3x2-a2-bitserial-narrow": dict(rows=3, cols=2, alpha=2, mac="bitserial",
+                                    weight_bits=4, data_bits=6, data_signed=True,
+                                    acc_bits=6, out_bits=4, shift=2, layer_rows=7,
+                                    layer_cols=19, sparsity=0.5),
 }
 
 
@@ -64,6 +70,7 @@ CONFIGS = {
     ("8x3-a8-layer", "verilator"), ("3x2-a2-narrow", "icarus"), ("1x1-dense", "icarus"),
     ("4x8-a4-bitserial", "verilator"), ("8x3-a8-bitserial-signed", "verilator"),
     ("1x1-bitserial-1bit", "verilator"), ("8x3-a8-bitserial-signed", "icarus"),
+    ("3x2-a2-bitserial-narrow", "verilator"),
     ("4x8-a4-signed-ecp5", "verilator"), ("8x4-a2-ecp5", "icarus"),
 ])
 def test_array_equals_golden(name, simulator, request):

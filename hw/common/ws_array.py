@@ -105,13 +105,17 @@ class WeightStationaryArray(wiring.Component):
 
     Partial sums that wait ``_MEMORY_DELAY`` cycles or more for their cells' products
     wait in a block-RAM delay line (one for all rows), then in the rows' skew registers.
+    With ``rows_aligned`` the cells deskew their rows themselves (bit-serial row sums,
+    whose skew registers are a bit wide): every row's partial sum reaches ``_cells`` in
+    one cycle, and every row's result is due in one cycle.
 
     A subclass passes the layouts of a cell's weight and of a column's data, and
     implements ``_cells``.
     """
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
-                 beat_cycles, edge_latency, product_steps=None, weight_cycles=1):
+                 beat_cycles, edge_latency, product_steps=None, weight_cycles=1,
+                 rows_aligned=False):
         if rows * cols > MAX_CELLS:
             raise ValueError(f"An array of {rows} x {cols} cells is larger than codnn builds "
                              f"(at most {MAX_CELLS} cells, e.g. 128 x 128, which takes minutes "
@@ -129,6 +133,7 @@ class WeightStationaryArray(wiring.Component):
             raise ValueError(f"A cell weight written in {weight_cycles} cycles must be an "
                              f"array of {weight_cycles} parts")
         self._weight_cycles = weight_cycles
+        self._rows_aligned = rows_aligned
         self._beat_cycles, self._edge_latency = beat_cycles, edge_latency
         self._product_steps = beat_cycles if product_steps is None else product_steps
         result_fields = {"acc": data.ArrayLayout(signed(acc_bits), rows)}
@@ -183,7 +188,10 @@ class WeightStationaryArray(wiring.Component):
         part ``part``, read without a register (call it once per cell); ``phase``
         counts 0, 1, ... cycles since the last accepted beat, saturating at
         ``beat_cycles - 1``; ``at_end`` is ``phase == beat_cycles - 1``, a register.
-        Replace each ``row_psum[r]`` with the row's partial sum after the last column."""
+        Replace each ``row_psum[r]`` with the row's partial sum after the last column.
+        With ``rows_aligned``, every ``row_psum[r]`` holds a beat's partial sum
+        ``pipeline_depth - 1`` cycles after its acceptance (``- 3`` with an output stage),
+        and every row's result is due a cycle later."""
         raise NotImplementedError
 
     def _output_stage(self, m, acc, shift, mask, r):
@@ -374,37 +382,47 @@ class WeightStationaryArray(wiring.Component):
             m.d.comb += [address.eq(part), read.addr.eq(Cat(address, bank))]
             return read.data
 
-        # Partial sums enter after the input register; row r's wait until its cells'
-        # products are ready: R-1-r cycles of skew, the edge, and the cell's steps before
-        # its adder.
         psum_in = stage(m, self.data.payload.psum, "psum_in")
-        wait = 1 + self._edge_latency + self._product_steps      # row R-1's
-        if wait >= _MEMORY_DELAY:
-            # A register after the memory: its read data reach no adder.
-            psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
-        row_psum = [delay(m, psum_in[r], R - 1 - r + wait, f"psum_r{r}") for r in range(R)]
+        result = Signal(self.result.payload.shape())
+        m.d.comb += result.last.eq(pipe_last[-1])
+        if self._rows_aligned:
+            # Every row's partial sum waits until a cycle before the cells' results.
+            wait = L - 2 - (2 if self.out_bits is not None else 0)
+            if wait >= _MEMORY_DELAY:
+                psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
+            psum_in = delay(m, psum_in, wait, "psum")
+            row_psum = [psum_in[r] for r in range(R)]
+        else:
+            # Row r's partial sum waits until its cells' products are ready: R-1-r
+            # cycles of skew, the edge, and the cell's steps before its adder.
+            wait = 1 + self._edge_latency + self._product_steps      # row R-1's
+            if wait >= _MEMORY_DELAY:
+                # A register after the memory: its read data reach no adder.
+                psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
+            row_psum = [delay(m, psum_in[r], R - 1 - r + wait, f"psum_r{r}")
+                        for r in range(R)]
         self._cells(m, row_psum, weight, use_bank, data_go, phase, at_end, platform)
 
         # Deskew: row r waits r cycles so a vector's results leave together (row R-1, the
-        # bottom, leaves the cells first).
-        result = Signal(self.result.payload.shape())
-        m.d.comb += result.last.eq(pipe_last[-1])
+        # bottom, leaves the cells first), unless the cells did.
+        skew = [0 if self._rows_aligned else r for r in range(R)]
         if self.out_bits is None:
             for r in range(R):
-                m.d.comb += result.acc[r].eq(delay(m, row_psum[r], r, f"deskew_r{r}"))
+                m.d.comb += result.acc[r].eq(delay(m, row_psum[r], skew[r], f"deskew_r{r}"))
         else:
             # The output stage acts on each row as it leaves the cells. shift and its mask
-            # (bit k of acc lands at or above out_bits) go up the rows a register per row,
-            # so each row's shifter has copies of its own and a vector's rows all use the
-            # value shift had in one cycle.
+            # (bit k of acc lands at or above out_bits) go up the rows a register per row
+            # (if the rows leave skewed), so each row's shifter has copies of its own and
+            # a vector's rows all use the value shift had in one cycle.
             shift = stage(m, self.shift, f"shift_r{R - 1}")
             mask = stage(m, Cat(self.shift <= k - self.out_bits if k >= self.out_bits else C(0)
                                 for k in range(self.acc_bits)), f"over_mask_r{R - 1}")
             for r in reversed(range(R)):
                 y = self._output_stage(m, row_psum[r], shift, mask, r)
-                m.d.comb += [result.acc[r].eq(delay(m, row_psum[r], r + 2, f"deskew_r{r}")),
-                             result.y[r].eq(delay(m, y, r, f"deskew_y_r{r}"))]
-                if r > 0:
+                m.d.comb += [
+                    result.acc[r].eq(delay(m, row_psum[r], skew[r] + 2, f"deskew_r{r}")),
+                    result.y[r].eq(delay(m, y, skew[r], f"deskew_y_r{r}"))]
+                if r > 0 and not self._rows_aligned:
                     shift = stage(m, shift, f"shift_r{r - 1}")
                     mask = stage(m, mask, f"over_mask_r{r - 1}")
 

@@ -1,10 +1,11 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
-from amaranth.hdl import C, Cat, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 
-from codnn.golden.systolic import MAC_KINDS, select_bits
-from codnn.hw.common.multiplier import PRODUCT_STEPS, MultiplierPlan, pipelined_product
+from codnn.golden.systolic import (MAC_KINDS, mac_timing, select_bits, serial_lanes,
+                                   serial_word_bits)
+from codnn.hw.common.multiplier import MultiplierPlan, pipelined_product
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
 
@@ -36,19 +37,25 @@ class ColumnCombinedArray(WeightStationaryArray):
     the weight and the selected stream of the data's bank, take the product through a
     three-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with
     its registers, or a pipelined tree in LUTs once the blocks run out), add it to the
-    partial sum. ``bitserial``: the data go up the
-    columns one bit per cycle, LSB first (a beat takes ``data_bits`` cycles); a cell
-    builds its product with a shift-add register (no multiplier) over ``data_bits``
-    cycles and adds it to the partial sum, which stays bit-parallel. Partial sums enter
-    late enough to meet the products; data move one cell per cycle. The output stage
-    takes two steps (coarse shift and range tests, then fine shift and clamp).
+    partial sum. ``bitserial`` (the paper's cell): the data go up the columns one bit per
+    cycle, LSB first (a beat takes ``data_bits`` cycles), and the rows' sums of products
+    go right one bit per cycle, LSB first, as ``word_bits``-bit words (the width the sum
+    of ``cols`` products needs, at most ``acc_bits``) on ``lanes`` bit lanes, a beat's
+    word on each lane in turn; a cell holds a serial-parallel MAC and a tail register
+    per lane instead of a multiplier, a wide adder and a wide partial-sum register. At
+    the right edge the rows are deskewed a bit at a time, and each row's word, once
+    whole, is added to the row's partial sum (which waits for it in block RAM). The
+    output stage takes two steps (coarse shift and range tests, then fine shift and
+    clamp).
 
     Latency: ``rows + cols + 3 + edge_latency + product_steps`` cycles from a data beat's
     acceptance to its result being valid on ``result`` (``pipeline_depth`` through the
     skew registers and cells, 2 through the FIFO), plus 2 with an output stage;
-    ``product_steps`` is 3 (parallel) or ``data_bits`` (bitserial), ``edge_latency`` 0 or 1
-    (bitserial: the beat is registered before it loads the shift registers),
-    ``beat_cycles`` 1 or ``data_bits``.
+    ``product_steps`` is 3 (parallel) or ``word_bits + 2`` (bitserial: the word leaves
+    the last column over ``word_bits`` cycles, then a step to the whole word and one to
+    the sum), ``edge_latency`` 0 or 1 (bitserial: the beat is registered before it loads
+    the shift registers), ``beat_cycles`` 1 or ``data_bits``
+    (``golden.systolic.mac_timing``).
     Throughput: one data beat (one input vector) per ``beat_cycles`` cycles while the
     result stream is not backpressured. Loading a tile's weights takes ``rows`` cycles and
     overlaps the previous tile.
@@ -116,14 +123,15 @@ class ColumnCombinedArray(WeightStationaryArray):
         self._mac = mac
         self._sel_bits = select_bits(alpha)
         data_shape = signed(data_bits) if data_signed else unsigned(data_bits)
+        serial = {"weight_bits": weight_bits, "data_bits": data_bits, "cols": cols,
+                  "acc_bits": acc_bits}
+        self._word_bits, self._lanes = serial_word_bits(**serial), serial_lanes(**serial)
         super().__init__(
             rows=rows, cols=cols, acc_bits=acc_bits, out_bits=out_bits,
             cell_weight=data.StructLayout({"w": signed(weight_bits),
                                            "sel": unsigned(self._sel_bits)}),
             column_data=data.ArrayLayout(data_shape, alpha),
-            beat_cycles=1 if mac == "parallel" else data_bits,
-            edge_latency=0 if mac == "parallel" else 1,
-            product_steps=PRODUCT_STEPS if mac == "parallel" else data_bits)
+            rows_aligned=mac == "bitserial", **mac_timing(mac, **serial))
 
     alpha = property(lambda self: self._alpha, doc="Data streams per array column.")
     weight_bits = property(lambda self: self._weight_bits, doc="Weight width.")
@@ -131,12 +139,16 @@ class ColumnCombinedArray(WeightStationaryArray):
     data_signed = property(lambda self: self._data_signed, doc="Whether data are signed.")
     mac = property(lambda self: self._mac, doc="MAC kind.")
     sel_bits = property(lambda self: self._sel_bits, doc="Width of a stream select.")
+    word_bits = property(lambda self: self._word_bits,
+                         doc="Bits of a bit-serial row sum (``serial_word_bits``).")
+    lanes = property(lambda self: self._lanes,
+                     doc="Row-sum lanes of a bit-serial row (``serial_lanes``).")
 
     def _cells(self, m, row_psum, weight, use_bank, data_go, phase, at_end, platform):
         if self.mac == "parallel":
             self._parallel_cells(m, row_psum, weight, use_bank, MultiplierPlan(platform))
         else:
-            self._bitserial_cells(m, row_psum, weight, use_bank, data_go, phase)
+            self._bitserial_cells(m, row_psum, weight, use_bank, data_go)
 
     def _parallel_cells(self, m, row_psum, weight, use_bank, plan):
         """Cells with a multiplier (in ``plan``'s forms): a data beat goes in whole, one
@@ -172,61 +184,101 @@ class ColumnCombinedArray(WeightStationaryArray):
                 if r > 0:
                     x, early = stage(m, x, f"x_r{r}_c{g}"), bank
 
-    def _bitserial_cells(self, m, row_psum, weight, use_bank, data_go, phase):
-        """Cells with a shift-add MAC: the data go in serially, LSB first, a bit per cycle.
+    def _bitserial_cells(self, m, row_psum, weight, use_bank, data_go):
+        """Bit-serial cells with bit-serial row sums: the data go up the columns LSB first,
+        a bit per cycle, and each row's sum of products goes right LSB first, a bit per
+        cycle, as ``word_bits``-bit words, a beat's word on each of ``lanes`` lanes in turn
+        (a beat starts every ``data_bits`` cycles, a word takes ``word_bits``).
 
-        A cell registers its weight and the selected stream's bit, then adds the weight
-        (bit 1) or nothing into a product register that shifts right each cycle, so the
-        product is complete (``data_bits`` cycles after the first bit) without a
-        multiplier; for signed data the last (sign) bit subtracts. The complete product
-        is added to the partial sum passing by in that cycle.
+        A cell registers its weight times the selected stream's bit (the sign bit of
+        signed data subtracts), ``term``. Its MAC register adds the term and the bit of
+        the beat's lane coming from the left, sends the low bit on to the right and
+        keeps the rest, halved; after the beat's last bit the rest moves to the lane's
+        tail register, which adds the lane's later bits the same way while the MAC
+        register starts the next beat from 0. At the right edge each row's lanes wait a
+        bit a row (the deskew), shift into words, and a finished word is added to the
+        row's partial sum (the shell aligns the rows' partial sums).
         """
-        R, W, D = self.rows, self.cols, self.data_bits
+        R, W, D, S, L = self.rows, self.cols, self.data_bits, self.word_bits, self.lanes
+        wb = self.weight_bits
         # Edge: the input register, then one shift register per stream, loaded with a
         # beat a cycle after its acceptance and emptied LSB first. The shift registers
         # load on a flip-flop, not on the input handshake (at 16 columns and alpha 8
-        # that net reaches 1024 of them); the first and sign flags follow a cycle later.
+        # that net reaches 1024 of them). live marks the beat's bits, lane its word's.
         x_in = stage(m, self.data.payload.x, "x_in")
         accepted = stage(m, data_go, "accepted")
         bank_q = stage(m, use_bank, "bank_q")
+        lane_range = range(max(L, 2))
+        beat_lane = Signal(lane_range, name="beat_lane")
+        with m.If(data_go):
+            m.d.sync += beat_lane.eq(Mux(beat_lane == L - 1, 0, beat_lane + 1))
+        lane_q = stage(m, beat_lane, "lane_q")
         shifters = [[Signal(D, name=f"xs_c{g}_s{a}", reset_less=True)
                      for a in range(self.alpha)] for g in range(W)]
+        live = Signal(D, name="live")
         bank_in = Signal(name="bank_in", reset_less=True)
+        lane_in = Signal(lane_range, name="lane_in", reset_less=True)
         with m.If(accepted):
-            m.d.sync += bank_in.eq(bank_q)
+            m.d.sync += [bank_in.eq(bank_q), lane_in.eq(lane_q), live.eq((1 << D) - 1)]
             for g in range(W):
                 for a in range(self.alpha):
                     m.d.sync += shifters[g][a].eq(x_in[g][a])
         with m.Else():
+            m.d.sync += live.eq(live >> 1)
             for g in range(W):
                 for a in range(self.alpha):
                     m.d.sync += shifters[g][a].eq(shifters[g][a] >> 1)
-        first_in = stage(m, phase == 0, "first_in")
-        sign_in = stage(m, phase == D - 1, "sign_in")
+        last_in = live[0] & ~live[1] if D > 1 else live[0]
+
+        row_out = [None] * R                   # each row's lanes after the last column
         for g in range(W):
             bits = delay(m, Cat(shifters[g][a][0] for a in range(self.alpha)), g, f"x_c{g}")
             bank = delay(m, bank_in, g, f"bank_c{g}")
-            first = delay(m, first_in, g, f"first_c{g}")
-            sign = delay(m, sign_in, g, f"sign_c{g}") if self.data_signed else C(0)
+            lane = delay(m, lane_in, g, f"lane_c{g}")
+            beat = delay(m, live[0], g, f"live_c{g}")
+            last = delay(m, last_in, g, f"last_c{g}")
             for r in reversed(range(R)):
                 cell = weight(r, g, bank)
-                w_op, sel = stage(m, cell.w, f"wop_r{r}_c{g}"), cell.sel
-                bit_op = stage(m, bits.bit_select(sel, 1), f"xop_r{r}_c{g}")
-                first_op = stage(m, first, f"first_r{r}_c{g}")
-                sign_op = stage(m, sign, f"sign_r{r}_c{g}") if self.data_signed else C(0)
-                # product = product / 2 + term * 2**(D-1); the low D-1 bits only shift.
-                product = Signal(signed(self.weight_bits + D + 1), name=f"prod_r{r}_c{g}",
-                                 reset_less=True)
-                half = Mux(first_op, 0, product >> 1)
-                term = Mux(bit_op, Mux(sign_op, -w_op, w_op), 0)
-                m.d.sync += product.eq(Cat(half[:D - 1], (half >> (D - 1)) + term))
-                row_psum[r] = stage(m, (row_psum[r] + product)[:self.acc_bits].as_signed(),
-                                     f"acc_r{r}_c{g}")
+                bit = bits.bit_select(cell.sel, 1)
+                neg = last if self.data_signed else C(0)
+                term = stage(m, Mux(bit, Mux(neg, -cell.w, cell.w), 0), f"term_r{r}_c{g}")
+                # The flags one row up are the cell's own, a cycle on, as its term is.
+                # The column's own copies start at its bottom cell.
+                own = column_stage if r == R - 1 else stage
+                bank_up = own(m, bank, f"bank_r{r}_c{g}")
+                lane, beat, last = (own(m, lane, f"lane_r{r}_c{g}"),
+                                    own(m, beat, f"live_r{r}_c{g}"),
+                                    own(m, last, f"last_r{r}_c{g}"))
+                left = C(0, L) if g == 0 else row_out[r]
+                mine = Cat(beat & (lane == k) for k in range(L))
+                mac = Signal(signed(wb + 1), name=f"mac_r{r}_c{g}", reset_less=True)
+                total = mac + term + (left & mine).any()
+                m.d.sync += mac.eq(Mux(last | ~beat, 0, total >> 1))
+                out = Signal(L, name=f"sum_r{r}_c{g}", reset_less=True)
+                for k in range(L):
+                    tail = Signal(signed(wb + 1), name=f"tail_r{r}_c{g}_l{k}",
+                                  reset_less=True)
+                    rest = tail + left[k]
+                    m.d.sync += [tail.eq(Mux(mine[k] & last, total >> 1, rest >> 1)),
+                                 out[k].eq(Mux(mine[k], total[0], rest[0]))]
+                row_out[r] = out
                 if r > 0:
-                    # The column's own copies of bank and flags start here.
-                    own = column_stage if r == R - 1 else stage
-                    bits, bank, first = (stage(m, bits, f"x_r{r}_c{g}"),
-                                         own(m, bank, f"bank_r{r}_c{g}"),
-                                         own(m, first, f"first_r{r}_c{g}_up"))
-                    if self.data_signed:
-                        sign = own(m, sign, f"sign_r{r}_c{g}_up")
+                    bits, bank = stage(m, bits, f"x_r{r}_c{g}"), bank_up
+
+        # Right edge: row r's lanes wait r cycles, so all rows' words leave together, and
+        # shift into a word per lane; a word is whole word_bits + 1 cycles after its
+        # first bit leaves the last column of the bottom row.
+        done = delay(m, accepted, W + R + S + 1, "word_done")
+        done_lane = Signal(lane_range, name="done_lane")
+        with m.If(done):
+            m.d.sync += done_lane.eq(Mux(done_lane == L - 1, 0, done_lane + 1))
+        for r in range(R):
+            lanes = delay(m, row_out[r], r, f"sum_deskew_r{r}")
+            words = [Signal(S, name=f"word_r{r}_l{k}", reset_less=True) for k in range(L)]
+            for k in range(L):
+                m.d.sync += words[k].eq(Cat(words[k][1:], lanes[k]))
+            word = Signal(signed(S), name=f"word_r{r}", reset_less=True)
+            with m.If(done):
+                m.d.sync += word.eq(Array(words)[done_lane])
+            row_psum[r] = stage(m, (row_psum[r] + word)[:self.acc_bits].as_signed(),
+                                f"acc_r{r}")
