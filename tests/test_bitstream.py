@@ -3,13 +3,15 @@ the Ethernet bump on the Colorlight (ECP5), and the errors for boards, baud rate
 designs that do not fit."""
 
 import json
+import re
 
 import pytest
 
 from codnn.cli import main
 from codnn.flows import ParameterError, run_bitstream
 from codnn.hw.soc.board_top import uart_divisor
-from codnn.synth.bitstream import BOARDS
+from codnn.engines import BOARD_DESIGNS
+from codnn.synth.bitstream import BOARDS, board_plan
 from codnn.synth.tools import SynthesisError
 
 
@@ -34,26 +36,53 @@ def test_icebreaker_bitstream_through_the_command_line(build_root, capsys):
     assert len(data) > 100_000
 
 
-def test_colorlight_ethernet_bump_bitstream(build_root, capsys):
-    """The board's default design, the bump in the wire, through the command line: its
-    own PLL clocks, each against its own target; the Colorlight holds the compressing way
-    (restore off)."""
-    code = main(["bitstream", "--board", "colorlight-5a-75b", "--build-dir", str(build_root),
-                 "--json"])
+def test_colorlight_bitstream(build_root, capsys):
+    """An ECP5 board through the command line: the systolic board top on the Colorlight."""
+    code = main(["bitstream", "--board", "colorlight-5a-75b", "--design", "systolic",
+                 "--rows", "2", "--cols", "2", "--alpha", "2", "--depth", "8",
+                 "--build-dir", str(build_root), "--json"])
     out = capsys.readouterr().out
     print(out)
     assert code == 0
     report = json.loads(out)
-    assert report["design"] == "ethernet_bump" and report["parameters"]["restore"] is False
-    assert report["part"] == "LFE5U-25F-BG256" and report["clock_mhz"] == 50.0
-    assert report["divisor"] == 434                     # 50 MHz / 115200 baud
-    targets = sorted(clock["constraint"] for clock in report["clocks"].values())
-    assert targets == [50.0, 125.0, 125.0, 125.0]       # core, ports' tx and two rx
-    assert report["io"] >= 2 * 12 + 3                   # two RGMII ports, clock, UART
+    assert report["design"] == "systolic" and report["part"] == "LFE5U-25F-BG256"
+    assert report["clock_mhz"] == 25.0 and report["divisor"] == 217   # 25 MHz / 115200
+    assert report["io"] == 3                            # clock, rx, tx (no LED)
+    assert report["meets_timing"] and 0 < report["ff"] < report["ff_available"]
     with open(report["bitstream"], "rb") as bitstream:
         data = bitstream.read()
     assert data.startswith(b"\xff\x00") and b"\xff\xff\xbd\xb3" in data[:512]
     assert len(data) > 100_000
+
+
+def test_ethernet_bump_board_top_makes_and_constrains_its_clocks():
+    """The Colorlight's default design, the bump in the wire, as its build plan hands it
+    to the tools (placing and routing it takes minutes: `benchmarks/bitstreams.py` builds
+    it): a PLL makes the 50 MHz core clock and the 125 MHz transmit clock from the 25 MHz
+    oscillator, both RGMII receive clocks are constrained to 125 MHz, and every RGMII and
+    UART pin is located; the Colorlight holds the compressing way (restore off)."""
+    board = BOARDS["colorlight-5a-75b"]
+    assert board.default_design == "ethernet_bump"
+    design = BOARD_DESIGNS["ethernet_bump"]
+    params = {**design.default_params(), **board.defaults_for("ethernet_bump")}
+    assert params["restore"] is False
+    _, plan, clock_hz, divisor = board_plan(
+        lambda divisor: design.build(divisor=divisor, **params), board=board.name,
+        top=design.top, clock_hz=design.clock_hz)
+    assert (clock_hz, divisor) == (50e6, 434)
+    lpf, il = plan.files["top.lpf"], plan.files["top.il"]
+    frequencies = sorted(re.findall(r"^FREQUENCY (?:PORT|NET) \"(\w+)\S*\" ([\d.]+) HZ;",
+                                    lpf, re.M))
+    assert frequencies == [("clk25_0__io", "25000000.0"), ("rgmii0_rx_clk", "125000000.0"),
+                           ("rgmii1_rx_clk", "125000000.0")]
+    assert il.count("EHXPLLL") == 1 and "CLKOP_DIV" in il
+    located = set(re.findall(r"^LOCATE COMP \"(\S+)\" SITE", lpf, re.M))
+    rgmii = {f"eth_rgmii_pins_{port}__{pin}__io{bit}" for port in (0, 1)
+             for pin, bits in (("tx_data", 4), ("tx_clk", 0), ("tx_ctl", 0), ("rx_data", 4),
+                               ("rx_clk", 0), ("rx_ctl", 0))
+             for bit in ([f"[{b}]" for b in range(bits)] if bits else [""])}
+    assert len(rgmii) == 2 * 12
+    assert rgmii | {"uart_0__rx__io", "uart_0__tx__io", "clk25_0__io"} <= located
 
 
 def test_ethernet_bump_needs_two_ports(build_root, capsys):
