@@ -57,8 +57,8 @@ def test_colorlight_bitstream(build_root, capsys):
 
 def test_ethernet_bump_board_top_makes_and_constrains_its_clocks():
     """The Colorlight's default design, the bump in the wire, as its build plan hands it
-    to the tools (placing and routing it takes minutes: `benchmarks/bitstreams.py` builds
-    it): a PLL makes the 50 MHz core clock and the 125 MHz transmit clock from the 25 MHz
+    to the tools (placing and routing it takes minutes; docs/nic.md has the figures of
+    `benchmarks/bitstreams.py --design ethernet_bump`): a PLL makes the 50 MHz core clock and the 125 MHz transmit clock from the 25 MHz
     oscillator, both RGMII receive clocks are constrained to 125 MHz, and every RGMII and
     UART pin is located; the Colorlight holds the compressing way (restore off)."""
     board = BOARDS["colorlight-5a-75b"]
