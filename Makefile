@@ -25,11 +25,6 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,train]'
-	@# YoWASP compiles each tool's WebAssembly on its first run (about half a minute);
-	@# do it once here rather than in several tests at the same time.
-	@echo "Preparing yosys and nextpnr (once per machine)"
-	@for tool in yosys nextpnr-ice40 nextpnr-ecp5; do \
-	  $(BIN)/yowasp-$$tool --version >/dev/null || exit 1; done
 	@touch $(STAMP)
 
 icarus:
