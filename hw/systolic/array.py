@@ -194,8 +194,8 @@ class ColumnCombinedArray(WeightStationaryArray):
         signed data subtracts), ``term``. Its MAC register adds the term and the bit of
         the beat's lane coming from the left, sends the low bit on to the right and
         keeps the rest, halved; after the beat's last bit the rest moves to the lane's
-        tail register, which adds the lane's later bits the same way while the MAC
-        register starts the next beat from 0. At the right edge each row's lanes wait a
+        tail register, which shifts it out LSB first through a full adder with the
+        lane's later bits, while the MAC register starts the next beat from 0. At the right edge each row's lanes wait a
         bit a row (the deskew), shift into words, and a finished word is added to the
         row's partial sum (the shell aligns the rows' partial sums).
         """
@@ -256,11 +256,17 @@ class ColumnCombinedArray(WeightStationaryArray):
                 m.d.sync += mac.eq(Mux(last | ~beat, 0, total >> 1))
                 out = Signal(L, name=f"sum_r{r}_c{g}", reset_less=True)
                 for k in range(L):
+                    # The rest shifts out LSB first (sign-extended) through a full adder
+                    # with the lane's bits: no adder as wide as the rest.
                     tail = Signal(signed(wb + 1), name=f"tail_r{r}_c{g}_l{k}",
                                   reset_less=True)
-                    rest = tail + left[k]
-                    m.d.sync += [tail.eq(Mux(mine[k] & last, total >> 1, rest >> 1)),
-                                 out[k].eq(Mux(mine[k], total[0], rest[0]))]
+                    carry = Signal(name=f"carry_r{r}_c{g}_l{k}", reset_less=True)
+                    handoff = mine[k] & last
+                    m.d.sync += [
+                        tail.eq(Mux(handoff, total >> 1, tail >> 1)),
+                        carry.eq(~handoff & ((tail[0] & left[k]) |
+                                             (carry & (tail[0] | left[k])))),
+                        out[k].eq(Mux(mine[k], total[0], tail[0] ^ left[k] ^ carry))]
                 row_out[r] = out
                 if r > 0:
                     bits, bank = stage(m, bits, f"x_r{r}_c{g}"), bank_up
