@@ -195,9 +195,15 @@ class ColumnCombinedArray(WeightStationaryArray):
         the beat's lane coming from the left, sends the low bit on to the right and
         keeps the rest, halved; after the beat's last bit the rest moves to the lane's
         tail register, which shifts it out LSB first through a full adder with the
-        lane's later bits, while the MAC register starts the next beat from 0. At the right edge each row's lanes wait a
-        bit a row (the deskew), shift into words, and a finished word is added to the
-        row's partial sum (the shell aligns the rows' partial sums).
+        lane's later bits, while the MAC register starts the next beat from 0. At the
+        right edge each row's lanes wait a bit a row (the deskew), shift into words, and
+        a finished word is added to the row's partial sum (the shell aligns the rows'
+        partial sums).
+
+        Latency: ``rows + cols + word_bits + 4`` cycles from a beat's acceptance to its
+        rows' sums with their partial sums (``pipeline_depth``); the first bit of row r's
+        word leaves the last column ``rows + cols + 2 - r`` cycles after the acceptance.
+        Throughput: a beat every ``data_bits`` cycles.
         """
         R, W, D, S, L = self.rows, self.cols, self.data_bits, self.word_bits, self.lanes
         wb = self.weight_bits
