@@ -278,8 +278,8 @@ class ColumnCombinedArray(WeightStationaryArray):
                     bits, bank = stage(m, bits, f"x_r{r}_c{g}"), bank_up
 
         # Right edge: row r's lanes wait r cycles, so all rows' words leave together, and
-        # shift into a word per lane; a word is whole word_bits + 1 cycles after its
-        # first bit leaves the last column of the bottom row.
+        # shift into a word per lane; a word is whole in its shift register word_bits
+        # cycles after its first bit leaves the deskew.
         done = delay(m, accepted, W + R + S + 1, "word_done")
         done_lane = Signal(lane_range, name="done_lane")
         with m.If(done):
