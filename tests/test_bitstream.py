@@ -1,6 +1,6 @@
 """Board bitstreams through the command line: the systolic board top on an iCE40 board and
-the Ethernet bump on the Colorlight (ECP5), and the errors for boards, baud rates and
-designs that do not fit."""
+on the Colorlight (ECP5); the Ethernet bump's board top as planned for the Colorlight; and
+the errors for boards, baud rates and designs that do not fit."""
 
 import json
 import re
@@ -8,9 +8,9 @@ import re
 import pytest
 
 from codnn.cli import main
+from codnn.engines import BOARD_DESIGNS
 from codnn.flows import ParameterError, run_bitstream
 from codnn.hw.soc.board_top import uart_divisor
-from codnn.engines import BOARD_DESIGNS
 from codnn.synth.bitstream import BOARDS, board_plan
 from codnn.synth.tools import SynthesisError
 
@@ -58,9 +58,10 @@ def test_colorlight_bitstream(build_root, capsys):
 def test_ethernet_bump_board_top_makes_and_constrains_its_clocks():
     """The Colorlight's default design, the bump in the wire, as its build plan hands it
     to the tools (placing and routing it takes minutes; docs/nic.md has the figures of
-    `benchmarks/bitstreams.py --design ethernet_bump`): a PLL makes the 50 MHz core clock and the 125 MHz transmit clock from the 25 MHz
-    oscillator, both RGMII receive clocks are constrained to 125 MHz, and every RGMII and
-    UART pin is located; the Colorlight holds the compressing way (restore off)."""
+    `benchmarks/bitstreams.py --design ethernet_bump`): a PLL makes the 50 MHz core clock
+    and the 125 MHz transmit clock from the 25 MHz oscillator, both RGMII receive clocks
+    are constrained to 125 MHz, and every RGMII and UART pin is located; the Colorlight
+    holds the compressing way (restore off)."""
     board = BOARDS["colorlight-5a-75b"]
     assert board.default_design == "ethernet_bump"
     design = BOARD_DESIGNS["ethernet_bump"]
