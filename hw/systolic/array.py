@@ -44,7 +44,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     word on each lane in turn; a cell holds a serial-parallel MAC and a tail register
     per lane instead of a multiplier, a wide adder and a wide partial-sum register. At
     the right edge the rows are deskewed a bit at a time, and each row's word, once
-    whole, is added to the row's partial sum (which waits for it in block RAM). The
+    whole, is added to the row's partial sum (which waits for it in a memory). The
     output stage takes two steps (coarse shift and range tests, then fine shift and
     clamp).
 
