@@ -383,29 +383,25 @@ class WeightStationaryArray(wiring.Component):
             return read.data
 
         psum_in = stage(m, self.data.payload.psum, "psum_in")
-        result = Signal(self.result.payload.shape())
-        m.d.comb += result.last.eq(pipe_last[-1])
         if self._rows_aligned:
             # Every row's partial sum waits until a cycle before the cells' results.
             wait = L - 2 - (2 if self.out_bits is not None else 0)
-            if wait >= _MEMORY_DELAY:
-                psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
-            psum_in = delay(m, psum_in, wait, "psum")
-            row_psum = [psum_in[r] for r in range(R)]
         else:
             # Row r's partial sum waits until its cells' products are ready: R-1-r
-            # cycles of skew, the edge, and the cell's steps before its adder.
+            # cycles of skew (below), the edge, and the cell's steps before its adder.
             wait = 1 + self._edge_latency + self._product_steps      # row R-1's
-            if wait >= _MEMORY_DELAY:
-                # A register after the memory: its read data reach no adder.
-                psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
-            row_psum = [delay(m, psum_in[r], R - 1 - r + wait, f"psum_r{r}")
-                        for r in range(R)]
+        if wait >= _MEMORY_DELAY:
+            # A register after the memory: its read data reach no adder.
+            psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
+        # Skew in, deskew out: row r's partial sum waits R-1-r cycles more and its result r
+        # (row R-1, the bottom, leaves the cells first), unless the cells align the rows.
+        skew = [0 if self._rows_aligned else r for r in range(R)]
+        row_psum = [delay(m, psum_in[r], skew[R - 1 - r] + wait, f"psum_r{r}")
+                    for r in range(R)]
         self._cells(m, row_psum, weight, use_bank, data_go, phase, at_end, platform)
 
-        # Deskew: row r waits r cycles so a vector's results leave together (row R-1, the
-        # bottom, leaves the cells first), unless the cells did.
-        skew = [0 if self._rows_aligned else r for r in range(R)]
+        result = Signal(self.result.payload.shape())
+        m.d.comb += result.last.eq(pipe_last[-1])
         if self.out_bits is None:
             for r in range(R):
                 m.d.comb += result.acc[r].eq(delay(m, row_psum[r], skew[r], f"deskew_r{r}"))
