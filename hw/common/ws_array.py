@@ -1,6 +1,6 @@
 """The shell every weight-stationary array of codnn shares: double-buffered weights, data
 beats accepted on credits, partial sums skewed in and deskewed out, an optional output
-stage and an output FIFO per row. A subclass supplies its cells."""
+stage and an output FIFO per four rows. A subclass supplies its cells."""
 
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
@@ -84,10 +84,11 @@ class WeightStationaryArray(wiring.Component):
     array, so tiles follow one another without draining.
 
     The array never stalls (no clock enable on its thousands of registers): results go
-    into output FIFOs of ``pipeline_depth + 3`` entries, one per row (2 cycles from write
-    to read), and a data beat is accepted only while the beats in flight and in the FIFOs
-    leave room for it (credits), so output backpressure throttles the input instead. A beat is
-    accepted at most every ``beat_cycles`` cycles (cells that take several cycles per beat).
+    into output FIFOs of ``pipeline_depth + 3`` entries, one per four rows (2 cycles from
+    write to read), and a data beat is accepted only while the beats in flight and in the
+    FIFOs leave room for it (credits), so output backpressure throttles the input instead.
+    A beat is accepted at most every ``beat_cycles`` cycles (cells that take several
+    cycles per beat).
 
     With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
     (arithmetic shift, in two steps), ``shift`` being a run-time input, registered row by

@@ -26,7 +26,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weights
     (a ``weights`` beat is one array row, so the next tile loads while the current one
     computes), accepts data beats on credits so that the cells never stall, and puts
-    results through an output FIFO per row.
+    results through an output FIFO per four rows.
 
     Arithmetic: ``acc = wrap(psum + sum_g w[r,g] * x[g][sel[r,g]], acc_bits)`` (two's
     complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
