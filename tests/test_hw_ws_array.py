@@ -63,7 +63,16 @@ def test_output_fifos_have_their_own_levels_and_write_enables(build, tmp_path):
     # into one register driving every FIFO.
     array = build()
     assert kept_registers(array, "*fifo_*level*", tmp_path) == 3
-    assert kept_registers(array, "fifo_*_idle_d*", tmp_path) == 1 + 2 + 3
+    assert kept_registers(array, "fifo_w_en_*_n*", tmp_path) == 1 + 2 + 3
+
+
+def test_bitserial_row_groups_have_their_own_word_done(tmp_path):
+    # The moment a row's word is whole, and its lane, reach every row at the right edge;
+    # each group of four rows has its own copy (at 16 x 16 one register reached all 16
+    # rows' word registers across the die).
+    array = ColumnCombinedArray(rows=9, cols=2, mac="bitserial")
+    assert kept_registers(array, "word_done_*_n*", tmp_path) == 1 + 2 + 3
+    assert kept_registers(array, "done_lane_*", tmp_path) == 3
 
 
 @pytest.mark.parametrize("cell_weight,cycles,error,message", [

@@ -11,14 +11,15 @@ from codnn.golden.systolic import MAX_CELLS
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
 
-__all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "column_stage"]
+__all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "delay_line", "column_stage",
+           "ROW_GROUP", "row_groups", "group_copies"]
 
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 # Partial sums that wait at least this many cycles wait in block RAM, not in registers.
 _MEMORY_DELAY = 16
-# Rows of results per output FIFO: the rows of one FIFO share its level and pointers.
-_FIFO_ROWS = 4
+#: Rows that share an output FIFO, or a copy of a control bit at the right edge.
+ROW_GROUP = 4
 
 
 def stage(m, value, name, init=None):
@@ -29,11 +30,18 @@ def stage(m, value, name, init=None):
     return reg
 
 
+def delay_line(m, value, cycles, name):
+    """``value`` and its ``cycles`` delayed copies, a register each: a list of
+    ``cycles + 1``."""
+    line = [value]
+    for k in range(cycles):
+        line.append(stage(m, line[-1], f"{name}_d{k}"))
+    return line
+
+
 def delay(m, value, cycles, name):
     """``value`` delayed by ``cycles`` registers."""
-    for k in range(cycles):
-        value = stage(m, value, f"{name}_d{k}")
-    return value
+    return delay_line(m, value, cycles, name)[-1]
 
 
 def memory_delay(m, value, cycles, name):
@@ -50,6 +58,32 @@ def memory_delay(m, value, cycles, name):
     m.d.comb += [write.addr.eq(w_addr), write.data.eq(value), write.en.eq(1),
                  read.addr.eq(r_addr)]
     return read.data
+
+
+def row_groups(rows):
+    """The rows in groups of ``ROW_GROUP``, as ranges, top first."""
+    return [range(r, min(r + ROW_GROUP, rows)) for r in range(0, rows, ROW_GROUP)]
+
+
+def group_copies(m, chain, count, name):
+    """``count`` copies of the last register of ``chain`` (a 1-bit signal's delay line,
+    a list of registers), for groups of rows that each take their own: copy k is the
+    bit ``k + 1`` registers before the end, passed through ``k + 1`` registers of its
+    own that hold its complement (1 after reset). No two copies, and no copy and the
+    chain, have a register with the same input, which yosys would merge into one
+    register that drives every group.
+
+    Latency: the same as ``chain[-1]``. ``chain`` must be at least ``count + 1`` long.
+    """
+    copies = []
+    for k in range(count):
+        bit = ~chain[-2 - k]
+        for d in range(k + 1):
+            copy = Signal(init=1, name=f"{name}_{k}_n{d}")
+            m.d.sync += copy.eq(bit)
+            bit = copy
+        copies.append(~bit)
+    return copies
 
 
 def column_stage(m, value, name):
@@ -427,31 +461,22 @@ class WeightStationaryArray(wiring.Component):
         return m
 
     def _output_fifos(self, m, result, pipe_valid):
-        """An output FIFO per ``_FIFO_ROWS`` rows (the first also holds ``last``),
+        """An output FIFO per ``ROW_GROUP`` rows (the first also holds ``last``),
         buffered so that it maps to block RAM: each FIFO's level and pointers drive a few
         rows' memories, not all of them, and only ``result.ready`` reaches every FIFO.
-
-        The FIFOs are written and read together, so they hold the same beats. Each has a
-        write enable of its own, so that no register drives every FIFO's write port:
-        FIFO k's is the valid bit ``k + 1`` registers before the FIFOs, passed through
-        ``k + 1`` registers of its own that hold its complement (1 after reset: idle). No
-        two copies have a register with the same input, which yosys would merge.
+        The FIFOs are written and read together, so they hold the same beats; each has a
+        write enable of its own (``group_copies``).
         """
         def group_fields(beat, rows):
             return Cat(*(Cat(beat.acc[r], *([beat.y[r]] if self.out_bits is not None else []))
                          for r in rows), *([beat.last] if rows.start == 0 else []))
-        L = len(pipe_valid)
-        for k, first_row in enumerate(range(0, self.rows, _FIFO_ROWS)):
-            rows = range(first_row, min(first_row + _FIFO_ROWS, self.rows))
+        groups = row_groups(self.rows)
+        writes = group_copies(m, pipe_valid, len(groups), "fifo_w_en")
+        for k, (rows, write) in enumerate(zip(groups, writes)):
             fields = group_fields(result, rows)
             m.submodules[f"fifo_{k}"] = group_fifo = fifo.SyncFIFOBuffered(
                 width=len(fields), depth=self.fifo_depth)
-            idle = ~pipe_valid[L - 2 - k]
-            for d in range(k + 1):
-                copy = Signal(init=1, name=f"fifo_{k}_idle_d{d}")
-                m.d.sync += copy.eq(idle)
-                idle = copy
-            m.d.comb += [group_fifo.w_data.eq(fields), group_fifo.w_en.eq(~idle),
+            m.d.comb += [group_fifo.w_data.eq(fields), group_fifo.w_en.eq(write),
                          group_fields(self.result.payload, rows).eq(group_fifo.r_data),
                          group_fifo.r_en.eq(self.result.ready)]
             if k == 0:

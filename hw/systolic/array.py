@@ -7,7 +7,8 @@ from codnn.golden.systolic import (MAC_KINDS, mac_timing, select_bits, serial_la
                                    serial_word_bits)
 from codnn.hw.common.multiplier import MultiplierPlan, pipelined_product
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
+from codnn.hw.common.ws_array import (ROW_GROUP, WeightStationaryArray, column_stage, delay,
+                                     delay_line, group_copies, row_groups, stage)
 
 __all__ = ["ColumnCombinedArray"]
 
@@ -279,18 +280,27 @@ class ColumnCombinedArray(WeightStationaryArray):
 
         # Right edge: row r's lanes wait r cycles, so all rows' words leave together, and
         # shift into a word per lane; a word is whole in its shift register word_bits
-        # cycles after its first bit leaves the deskew.
-        done = delay(m, accepted, W + R + S + 1, "word_done")
-        done_lane = Signal(lane_range, name="done_lane")
-        with m.If(done):
-            m.d.sync += done_lane.eq(Mux(done_lane == L - 1, 0, done_lane + 1))
-        for r in range(R):
-            lanes = delay(m, row_out[r], r, f"sum_deskew_r{r}")
-            words = [Signal(S, name=f"word_r{r}_l{k}", reset_less=True) for k in range(L)]
-            for k in range(L):
-                m.d.sync += words[k].eq(Cat(words[k][1:], lanes[k]))
-            word = Signal(signed(S), name=f"word_r{r}", reset_less=True)
+        # cycles after its first bit leaves the deskew. Each group of rows has its own
+        # copy of that moment and of the lane it is for.
+        groups = row_groups(R)
+        dones = group_copies(m, delay_line(m, accepted, W + R + S + 1, "word_done"),
+                             len(groups), "word_done")
+        for rows, done in zip(groups, dones):
+            done_lane = Signal(lane_range, name=f"done_lane_{rows.start // ROW_GROUP}")
             with m.If(done):
-                m.d.sync += word.eq(Array(words)[done_lane])
-            row_psum[r] = stage(m, (row_psum[r] + word)[:self.acc_bits].as_signed(),
-                                f"acc_r{r}")
+                m.d.sync += done_lane.eq(Mux(done_lane == L - 1, 0, done_lane + 1))
+            for r in rows:
+                row_psum[r] = self._row_sum(m, row_out[r], row_psum[r], done, done_lane, r)
+
+    def _row_sum(self, m, lanes, psum, done, done_lane, r):
+        """Row r's sum of products added to its partial sum: its ``lanes`` deskewed, shifted
+        into a word per lane, the word of ``done_lane`` taken when ``done``."""
+        S, L = self.word_bits, self.lanes
+        lanes = delay(m, lanes, r, f"sum_deskew_r{r}")
+        words = [Signal(S, name=f"word_r{r}_l{k}", reset_less=True) for k in range(L)]
+        for k in range(L):
+            m.d.sync += words[k].eq(Cat(words[k][1:], lanes[k]))
+        word = Signal(signed(S), name=f"word_r{r}", reset_less=True)
+        with m.If(done):
+            m.d.sync += word.eq(Array(words)[done_lane])
+        return stage(m, (psum + word)[:self.acc_bits].as_signed(), f"acc_r{r}")
