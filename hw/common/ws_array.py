@@ -1,6 +1,6 @@
 """The shell every weight-stationary array of codnn shares: double-buffered weights, data
 beats accepted on credits, partial sums skewed in and deskewed out, an optional output
-stage and an output FIFO per four rows. A subclass supplies its cells."""
+stage and an output FIFO per row. A subclass supplies its cells."""
 
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
@@ -12,14 +12,17 @@ from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
 
 __all__ = ["MAX_CELLS", "WeightStationaryArray", "stage", "delay", "delay_line", "column_stage",
-           "ROW_GROUP", "row_groups", "group_copies"]
+           "row_groups", "group_copies"]
 
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
 # Partial sums that wait at least this many cycles wait in block RAM, not in registers.
 _MEMORY_DELAY = 16
-#: Rows that share an output FIFO, or a copy of a control bit at the right edge.
-ROW_GROUP = 4
+# Arrays of up to this many rows keep one output FIFO and one copy of each control bit at
+# the right edge; larger arrays have one per row. (Measured: one per row took the 8 x 8
+# arrays on the ECP5-25k about 10 % higher than one per four rows; on the UP5K the 4 x 4
+# bit-serial array with one per row found no placement.)
+_SHARED_ROWS = 4
 
 
 def stage(m, value, name, init=None):
@@ -61,8 +64,9 @@ def memory_delay(m, value, cycles, name):
 
 
 def row_groups(rows):
-    """The rows in groups of ``ROW_GROUP``, as ranges, top first."""
-    return [range(r, min(r + ROW_GROUP, rows)) for r in range(0, rows, ROW_GROUP)]
+    """The groups of rows that share an output FIFO and the copies of the right edge's
+    control bits, as ranges: all rows in one group up to four rows, else a row each."""
+    return [range(rows)] if rows <= _SHARED_ROWS else [range(r, r + 1) for r in range(rows)]
 
 
 def group_copies(m, chain, count, name):
@@ -118,8 +122,8 @@ class WeightStationaryArray(wiring.Component):
     array, so tiles follow one another without draining.
 
     The array never stalls (no clock enable on its thousands of registers): results go
-    into output FIFOs of ``pipeline_depth + 3`` entries, one per four rows (2 cycles from
-    write to read), and a data beat is accepted only while the beats in flight and in the
+    into output FIFOs of ``pipeline_depth + 3`` entries, one per row (one for all rows up
+    to four; 2 cycles from write to read), and a data beat is accepted only while the beats in flight and in the
     FIFOs leave room for it (credits), so output backpressure throttles the input instead.
     A beat is accepted at most every ``beat_cycles`` cycles (cells that take several
     cycles per beat).
@@ -461,9 +465,10 @@ class WeightStationaryArray(wiring.Component):
         return m
 
     def _output_fifos(self, m, result, pipe_valid):
-        """An output FIFO per ``ROW_GROUP`` rows (the first also holds ``last``),
-        buffered so that it maps to block RAM: each FIFO's level and pointers drive a few
-        rows' memories, not all of them, and only ``result.ready`` reaches every FIFO.
+        """An output FIFO per group of rows (``row_groups``; the first holds ``last``),
+        buffered so that it maps to block RAM: in an array of more than four rows each
+        FIFO's level and pointers drive one row's memory, and only ``result.ready``
+        reaches every FIFO.
         The FIFOs are written and read together, so they hold the same beats; each has a
         write enable of its own (``group_copies``).
         """

@@ -7,8 +7,8 @@ from codnn.golden.systolic import (MAC_KINDS, mac_timing, select_bits, serial_la
                                    serial_word_bits)
 from codnn.hw.common.multiplier import MultiplierPlan, pipelined_product
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.ws_array import (ROW_GROUP, WeightStationaryArray, column_stage, delay,
-                                     delay_line, group_copies, row_groups, stage)
+from codnn.hw.common.ws_array import (WeightStationaryArray, column_stage, delay, delay_line,
+                                     group_copies, row_groups, stage)
 
 __all__ = ["ColumnCombinedArray"]
 
@@ -27,7 +27,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weights
     (a ``weights`` beat is one array row, so the next tile loads while the current one
     computes), accepts data beats on credits so that the cells never stall, and puts
-    results through an output FIFO per four rows.
+    results through an output FIFO per row.
 
     Arithmetic: ``acc = wrap(psum + sum_g w[r,g] * x[g][sel[r,g]], acc_bits)`` (two's
     complement). With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0,
@@ -280,13 +280,13 @@ class ColumnCombinedArray(WeightStationaryArray):
 
         # Right edge: row r's lanes wait r cycles, so all rows' words leave together, and
         # shift into a word per lane; a word is whole in its shift register word_bits
-        # cycles after its first bit leaves the deskew. Each group of rows has its own
+        # cycles after its first bit leaves the deskew. Each row (above four rows) has its own
         # copy of that moment and of the lane it is for.
         groups = row_groups(R)
         dones = group_copies(m, delay_line(m, accepted, W + R + S + 1, "word_done"),
                              len(groups), "word_done")
-        for rows, done in zip(groups, dones):
-            done_lane = Signal(lane_range, name=f"done_lane_{rows.start // ROW_GROUP}")
+        for k, (rows, done) in enumerate(zip(groups, dones)):
+            done_lane = Signal(lane_range, name=f"done_lane_{k}")
             with m.If(done):
                 m.d.sync += done_lane.eq(Mux(done_lane == L - 1, 0, done_lane + 1))
             for r in rows:
