@@ -19,9 +19,8 @@ _EMPTY, _FULL, _BUSY = 0, 1, 2
 # Partial sums that wait at least this many cycles wait in block RAM, not in registers.
 _MEMORY_DELAY = 16
 # Arrays of up to this many rows keep one output FIFO and one copy of each control bit at
-# the right edge; larger arrays have one per row. (Measured: one per row took the 8 x 8
-# arrays on the ECP5-25k about 10 % higher than one per four rows; on the UP5K the 4 x 4
-# bit-serial array with one per row found no placement.)
+# the right edge; larger arrays have one per row (docs/timing-closure.md: one per row
+# places larger arrays faster, and small iCE40 arrays no longer place).
 _SHARED_ROWS = 4
 
 
@@ -123,10 +122,10 @@ class WeightStationaryArray(wiring.Component):
 
     The array never stalls (no clock enable on its thousands of registers): results go
     into output FIFOs of ``pipeline_depth + 3`` entries, one per row (one for all rows up
-    to four; 2 cycles from write to read), and a data beat is accepted only while the beats in flight and in the
-    FIFOs leave room for it (credits), so output backpressure throttles the input instead.
-    A beat is accepted at most every ``beat_cycles`` cycles (cells that take several
-    cycles per beat).
+    to four; 2 cycles from write to read), and a data beat is accepted only while the
+    beats in flight and in the FIFOs leave room for it (credits), so output backpressure
+    throttles the input instead. A beat is accepted at most every ``beat_cycles`` cycles
+    (cells that take several cycles per beat).
 
     With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
     (arithmetic shift, in two steps), ``shift`` being a run-time input, registered row by
@@ -468,9 +467,8 @@ class WeightStationaryArray(wiring.Component):
         """An output FIFO per group of rows (``row_groups``; the first holds ``last``),
         buffered so that it maps to block RAM: in an array of more than four rows each
         FIFO's level and pointers drive one row's memory, and only ``result.ready``
-        reaches every FIFO.
-        The FIFOs are written and read together, so they hold the same beats; each has a
-        write enable of its own (``group_copies``).
+        reaches every FIFO. The FIFOs are written and read together, so they hold the
+        same beats; each has a write enable of its own (``group_copies``).
         """
         def group_fields(beat, rows):
             return Cat(*(Cat(beat.acc[r], *([beat.y[r]] if self.out_bits is not None else []))

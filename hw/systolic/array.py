@@ -280,8 +280,8 @@ class ColumnCombinedArray(WeightStationaryArray):
 
         # Right edge: row r's lanes wait r cycles, so all rows' words leave together, and
         # shift into a word per lane; a word is whole in its shift register word_bits
-        # cycles after its first bit leaves the deskew. Each row (above four rows) has its own
-        # copy of that moment and of the lane it is for.
+        # cycles after its first bit leaves the deskew. Each group of rows (a row each above
+        # four rows) has its own copy of that moment and of the lane it is for.
         groups = row_groups(R)
         dones = group_copies(m, delay_line(m, accepted, W + R + S + 1, "word_done"),
                              len(groups), "word_done")
