@@ -11,14 +11,15 @@ from pathlib import Path
 import platformdirs
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from codnn.hw.common.fmix32 import Fmix32Unit
-from codnn.synth.devices import DEVICES, get_device
+from codnn.hw.common.ws_array import delay
 from codnn.synth import harness
+from codnn.synth.devices import DEVICES, get_device
 from codnn.synth.flow import SynthesisError, synthesize
 from codnn.synth.tools import nextpnr_progress, run_tool, tool_path
 
@@ -221,12 +222,7 @@ class _Delay(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        value = self.i
-        for k in range(self._registers):
-            reg = Signal(len(self.i), name=f"d{k}", reset_less=True)
-            m.d.sync += reg.eq(value)
-            value = reg
-        m.d.comb += self.o.eq(value)
+        m.d.comb += self.o.eq(delay(m, self.i, self._registers, "d"))
         return m
 
 
