@@ -15,12 +15,12 @@ import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from multiprocessing import active_children, get_context
 from pathlib import Path
 
 from codnn.sim.runner import default_build_root
 from codnn.synth.devices import get_device
-from codnn.synth.tools import SynthesisError, tool_versions
+from codnn.synth.tools import SynthesisError, terminate_raises, tool_versions
 
 from .engines import get_engine
 from .flows import ParameterError, build_component, run_synthesis
@@ -130,12 +130,20 @@ def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_ro
 
 def _on_processes(workers, tasks):
     # spawn: the parent may hold threads (progress display) that fork would copy mid-state.
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks) or 1),
-                             mp_context=get_context("spawn")) as pool:
+    # Interrupted or terminated, the sweep terminates its workers, and each ends its tools
+    # (run_tool), instead of waiting for the points in flight.
+    with terminate_raises(), ProcessPoolExecutor(
+            max_workers=min(workers, len(tasks) or 1), mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(synthesize_point, *task): index
                    for index, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            for worker in active_children():
+                worker.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
 
 
 def _on_dask(address, tasks):

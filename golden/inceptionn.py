@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ["BOUND_BITS", "DEFAULT_BOUND_BITS", "BLOCK", "PAYLOAD_BYTES", "MAX_BLOCK_BYTES",
            "RAW_EXPONENT", "SMALL_BITS", "LARGE_BITS", "CorruptMessage",
            "check_bound_bits", "message_bits", "message_count", "classify", "compress",
-           "decompress", "compressed_size"]
+           "decompress", "received_values", "compressed_size"]
 
 #: The error bounds ``2**-b`` the codec supports: ``b`` in 7..15.
 BOUND_BITS = range(7, 16)
@@ -236,6 +236,54 @@ def decompress(data, bound_bits=DEFAULT_BOUND_BITS):
         payloads |= padded[offsets + k].astype(np.uint32) << np.uint32(8 * k)
     payloads &= _PAYLOAD_MASK[tags]
     return _decode(tags, payloads, bound_bits)
+
+
+def received_values(data, bound_bits, *, max_values, group_values=BLOCK):
+    """What a decompressor gives for any byte string ``data`` taken as one message
+    (docs/nic.md, bad input): ``(values, bad)``, ``values`` None for no output.
+
+    A message of fewer than 4 bytes, or whose count is above ``max_values``, gives no
+    output. Otherwise the values of every whole group of ``group_values`` values (the
+    engine's ``max(8, lanes)``; a group is whole when all its blocks are) up to the first
+    group not whole, then zeros up to the count. ``bad``: the message is not exactly what
+    ``decompress`` takes (cut, bytes past its last block, a nonzero tag past its count).
+
+    Raises
+    ------
+    ValueError
+        If ``bound_bits`` is not in 7..15 or ``group_values`` is not a multiple of 8.
+    """
+    check_bound_bits(bound_bits)
+    if group_values <= 0 or group_values % BLOCK:
+        raise ValueError(f"A group is a positive multiple of {BLOCK} values, not "
+                         f"{group_values!r}")
+    raw = np.frombuffer(bytes(data), np.uint8)
+    if raw.size < _HEADER:
+        return None, True
+    count = int(raw[:_HEADER].view("<u4")[0])
+    if count > max_values:
+        return None, True
+    blocks = -(-count // BLOCK)
+    tags = np.zeros((blocks, BLOCK), np.uint8)
+    payloads = np.zeros((blocks, BLOCK), np.uint32)
+    position, whole = _HEADER, 0
+    while whole < blocks and position + 2 <= raw.size:
+        word = int(raw[position]) | int(raw[position + 1]) << 8
+        block_tags = ((word >> (2 * np.arange(BLOCK))) & 3).astype(np.uint8)
+        if position + int(_BLOCK_BYTES[word]) > raw.size:
+            break
+        offset = position + 2
+        for k, tag in enumerate(block_tags):
+            size = int(PAYLOAD_BYTES[tag])
+            payloads[whole, k] = int.from_bytes(raw[offset:offset + size].tobytes(), "little")
+            offset += size
+        tags[whole], position, whole = block_tags, offset, whole + 1
+    complete = whole == blocks
+    kept = count if complete else whole // (group_values // BLOCK) * group_values
+    values = np.zeros(count, np.float32)
+    values[:kept] = _decode(tags.reshape(-1)[:kept], payloads.reshape(-1)[:kept], bound_bits)
+    bad = not complete or position != raw.size or bool(tags.reshape(-1)[count:].any())
+    return values, bad
 
 
 def _decode(tags, payloads, bound_bits):

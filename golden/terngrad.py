@@ -16,7 +16,8 @@ import numpy as np
 from codnn.golden.fmix32 import counter_uniforms
 from codnn.golden.inceptionn import CorruptMessage
 
-__all__ = ["CLIP_SIGMAS", "tensor_scaler", "ternarize", "compress", "decompress", "message_size"]
+__all__ = ["CLIP_SIGMAS", "tensor_scaler", "ternarize", "compress", "decompress",
+           "received_values", "message_size"]
 
 #: The clipping factor the TernGrad paper found to work everywhere: ``s = 2.5 * std(g)``.
 CLIP_SIGMAS = 2.5
@@ -143,3 +144,33 @@ def decompress(data):
     if codes[count:].any():
         raise CorruptMessage("Nonzero code on an element past the message's count")
     return _VALUES[codes[:count]] * s
+
+
+def received_values(data, *, max_values):
+    """What a TernGrad decoder gives for any byte string ``data`` taken as one message
+    (docs/nic.md, bad input): ``(values, bad)``, ``values`` None for no output.
+
+    A message of fewer than 8 bytes, or whose count is above ``max_values``, gives no
+    output. Otherwise the values of every whole code byte received, up to the count, then
+    zeros; code ``10`` gives +0.0, and a scaler with its sign bit set or not finite gives
+    +0.0 everywhere. ``bad``: the message is not exactly what ``decompress`` takes (its
+    length does not match its count, a code 10, a nonzero code past the count, an
+    unusable scaler).
+    """
+    data = bytes(data)
+    if len(data) < _HEADER:
+        return None, True
+    count = int.from_bytes(data[4:8], "little")
+    if count > max_values:
+        return None, True
+    s = np.frombuffer(data[:4], np.float32)[0]
+    usable = _usable(s)
+    packed = np.frombuffer(data[_HEADER:message_size(count)], np.uint8)
+    codes = ((packed[:, None] >> np.array([0, 2, 4, 6], np.uint8)) & 3).reshape(-1)
+    values = np.zeros(count, np.float32)
+    kept = min(count, codes.size)
+    if usable:
+        values[:kept] = _VALUES[codes[:kept]] * s
+    bad = (len(data) != message_size(count) or not usable or bool((codes[:count] == 2).any())
+           or bool(codes[count:].any()))
+    return values, bad

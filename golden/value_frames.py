@@ -5,7 +5,8 @@ what each engine takes and gives for a message of values."""
 import numpy as np
 
 from codnn.golden import terngrad
-from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, compress, decompress
+from codnn.golden import inceptionn
+from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, compress, decompress
 
 __all__ = ["CODECS", "value_frame", "special_values", "NicCodec"]
 
@@ -45,7 +46,7 @@ class NicCodec:
     ``"maxabs"``: the largest finite magnitude, as float32 bytes), for an engine that
     ``takes`` values or the codec's messages and ``gives`` values, the codec's messages or
     the scaler (``hw.nic.NicEngine``). ``encode(x) -> bytes``, ``decode(bytes) -> float32``,
-    ``frames(lanes, x)``."""
+    ``frames(lanes, x)``, ``received(message, lanes, max_values)``."""
 
     def __init__(self, codec, *, takes="values", gives="codec", bound_bits=DEFAULT_BOUND_BITS,
                  seed=0, scaler=None, messages=()):
@@ -82,3 +83,13 @@ class NicCodec:
         if self.gives == "values":
             return value_frame(x, lanes), value_frame(self.decode(self.encode(x)), lanes), x
         return value_frame(x, lanes), self.encode(x), x
+
+    def received(self, message, lanes, max_values):
+        """``(expected output frame or None, bad)`` of a decoder ``lanes`` wide that takes
+        any byte string ``message`` as one message (``received_values`` of the codec)."""
+        if self.inceptionn:
+            values, bad = inceptionn.received_values(
+                message, self.b, max_values=max_values, group_values=max(BLOCK, lanes))
+        else:
+            values, bad = terngrad.received_values(message, max_values=max_values)
+        return (None if values is None else value_frame(values, lanes)), bad

@@ -8,7 +8,10 @@ Configuration (``CODNN_TB_CONFIG``): ``engine`` (its name), ``lanes``, ``bound_b
 messages: ``counts`` (values per message) with values drawn by ``message_values``, or
 ``gradients`` (a .npy file, sent as messages of ``message_values`` values); ``corrupt``
 adds the bad messages of ``bad_cases`` between the good ones and the good message of
-``keep_holes_case`` (beats but the last keep random bytes: the engines take them whole);
+``keep_holes_case`` (beats but the last keep random bytes: the engines take them whole),
+and with ``cuts`` (decoders) that many messages cut at random bytes and as many of random
+bytes after a good header (``cut_and_garbage_cases``), each expected as the codec's
+``received_values`` defines;
 ``bypass`` sends every message with the engine's bypass on (out as in);
 ``idle``/``backpressure`` (probability per cycle).
 
@@ -28,9 +31,10 @@ from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from codnn.golden import terngrad
-from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress, decompress
+from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress
 from codnn.golden.value_frames import NicCodec, special_values, value_frame
 from codnn.hw.nic import ENGINES
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 #: Standard deviations of the random gradients: every class gets its share.
@@ -56,9 +60,9 @@ def group_fits(x, bound_bits, lanes):
     return bool(np.all(sizes.sum(axis=1) + 2 * (group // BLOCK) <= 4 * group))
 
 
-def bad_cases(rng, codec, lanes):
-    """(input frame, expected output frame or None, values taken) of each kind of bad
-    message."""
+def bad_cases(rng, codec, lanes, max_values):
+    """(input frame, expected output frame or None, values taken, bad) of each kind of bad
+    message; a decoder's expected output is its codec's ``received``."""
     x = message_values(rng, 3 * max(BLOCK, lanes) + 5, codec.b)
     if codec.takes == "values":
         head = len(x).to_bytes(4, "little") + bytes(4 * lanes - 4)
@@ -76,55 +80,67 @@ def bad_cases(rng, codec, lanes):
             cases = [(frame, codec.encode(y), taken) for frame, y, taken in cases]
         # A count above the largest message: no output (nor any value taken).
         huge = (1 << 32) - 1
-        return cases + [(huge.to_bytes(4, "little") + head[4:] + x[:2 * lanes].tobytes(),
-                         None, x[:0])]
+        return [(*case, True) for case in cases] + [
+            (huge.to_bytes(4, "little") + head[4:] + x[:2 * lanes].tobytes(), None, x[:0],
+             True)]
     message = codec.encode(x)
-    decoded = codec.decode(message)
     if codec.inceptionn:
         group = max(BLOCK, lanes)
-        cut = len(compress(x[:2 * group], codec.b)) + 3      # two whole groups, then part
-        # (the third group is whole too when its block fits in those 3 bytes: its values
-        # all zero but at most one small one)
-        kept = 3 if len(compress(x[:3 * group], codec.b)) <= cut else 2
+        # Two whole groups, then part of the third (whole too when its block fits in
+        # those 3 bytes).
+        frames = [message[:len(compress(x[:2 * group], codec.b)) + 3]]
         # A count of 7 whose block gives the eighth value a tag (1.0: raw).
         eight = np.concatenate([x[:7], np.ones(1, np.float32)])
-        stray = (7).to_bytes(4, "little") + compress(eight, codec.b)[4:]
-        stray_out = decompress(compress(eight, codec.b), codec.b)[:7]
+        frames.append((7).to_bytes(4, "little") + compress(eight, codec.b)[4:])
         short_header = 3
-        extra = []
     else:
         group = max(4, lanes)
-        cut = 8 + 2 * group // 4 + (1 if lanes >= 8 else 0)  # two beats' codes, then part
-        kept = 2
+        frames = [message[:8 + 2 * group // 4 + 1]]         # two beats' codes, then part
         # A count of 7 whose last byte gives an eighth value code +1.
         eight = terngrad.compress(np.ones(8, np.float32), 1, scaler=1.0)
-        stray = eight[:4] + (7).to_bytes(4, "little") + eight[8:]
-        stray_out = terngrad.decompress(eight)[:7]
+        frames.append(eight[:4] + (7).to_bytes(4, "little") + eight[8:])
         short_header = 7
         # Code 10 on element 1 and on element 2 * lanes + 1 (another beat): one bad
         # message, both decoded as +0.0.
         ten = bytearray(message)
-        fixed = bytearray(message)
         for element in (1, 2 * lanes + 1):
             byte, shift = 8 + element // 4, 2 * (element % 4)
             ten[byte] = (ten[byte] & ~(3 << shift)) | 2 << shift
-            fixed[byte] &= ~(3 << shift)
-        zeros = value_frame(np.zeros(len(x), np.float32), lanes)
-        extra = [(bytes(ten), value_frame(terngrad.decompress(bytes(fixed)), lanes), x[:0])]
+        frames.append(bytes(ten))
         # Scalers with the sign bit set or not finite: every value +0.0.
-        extra += [(np.float32(s).tobytes() + message[4:], zeros, x[:0])
-                  for s in (-0.0, -1.5, np.nan)]
-    whole = np.concatenate([decoded[:kept * group],
-                            np.zeros(len(x) - kept * group, np.float32)])
+        frames += [np.float32(s).tobytes() + message[4:] for s in (-0.0, -1.5, np.nan)]
     at = 0 if codec.inceptionn else 4                       # the count's offset
-    huge = message[:at] + ((1 << 32) - 1).to_bytes(4, "little") + message[at + 4:at + 20]
-    return [
-        (message[:cut], value_frame(whole, lanes), x[:0]),
-        (message + b"\x01\x02", value_frame(decoded, lanes), x[:0]),
-        (stray, value_frame(stray_out, lanes), x[:0]),
-        (message[:short_header], None, x[:0]),
-        (huge, None, x[:0]),                    # a count above the largest message
-    ] + extra
+    frames += [
+        message + b"\x01\x02",                              # bytes past the end
+        message[:short_header],                             # no whole header: no output
+        # A count above the largest message: no output.
+        message[:at] + ((1 << 32) - 1).to_bytes(4, "little") + message[at + 4:at + 20],
+    ]
+    return [_decoder_case(codec, frame, lanes, max_values) for frame in frames]
+
+
+def _decoder_case(codec, frame, lanes, max_values):
+    """(input frame, expected output frame or None, values taken, bad) of any byte string
+    sent to a decoder."""
+    expected, bad = codec.received(frame, lanes, max_values)
+    return frame, expected, np.zeros(0, np.float32), bad
+
+
+def cut_and_garbage_cases(rng, codec, lanes, count, max_values):
+    """``count`` messages cut at a random byte (the header's included) and ``count``
+    messages of random bytes after a good header, each as (input frame, expected output
+    frame or None, values taken, bad): a decoder's expected output is its codec's
+    ``received``."""
+    frames = []
+    for k in range(count):
+        x = message_values(rng, int(rng.integers(1, 6 * max(BLOCK, lanes))), codec.b)
+        message = codec.encode(x)
+        # One byte short, then cuts anywhere (an empty message never reaches the engine).
+        cut = len(message) - 1 if k == 0 else int(rng.integers(1, len(message)))
+        header = 4 if codec.inceptionn else 8
+        length = int(rng.integers(0, 2 * (len(message) - header) + 3))
+        frames += [message[:cut], message[:header] + rng.bytes(length)]
+    return [_decoder_case(codec, frame, lanes, max_values) for frame in frames]
 
 
 class _Monitor:
@@ -202,8 +218,12 @@ async def nic_engine_matches_golden(dut):
     if config.get("bypass"):            # the on/off switch: every message passes as it is
         cases = [(frame, frame, x[:0], False, False) for frame, *_ in cases]
     elif config.get("corrupt"):
-        for k, case in enumerate(bad_cases(rng, codec, lanes)):
-            cases.insert(1 + k * 2, (*case, True, False))
+        bad = bad_cases(rng, codec, lanes, DEFAULT_MAX_VALUES)
+        if config.get("cuts"):
+            bad += cut_and_garbage_cases(rng, codec, lanes, config["cuts"],
+                                         DEFAULT_MAX_VALUES)
+        for k, case in enumerate(bad):
+            cases.insert(1 + k * 2, (*case, False))
         cases.insert(2, (*keep_holes_case(rng, codec, lanes), False, False))
 
     settings = {"bound_bits": b, "scaler": int(np.float32(codec.scaler).view(np.uint32)),
@@ -236,6 +256,8 @@ async def nic_engine_matches_golden(dut):
         assert len(got) == len(want), f"{where}: {len(got)} bytes, golden {len(want)}"
         if got != want:
             first = next(i for i in range(len(want)) if got[i] != want[i])
+            if codec.gives == "values" and first >= 4 * lanes:
+                where += f", value {(first - 4 * lanes) // 4}"
             raise AssertionError(f"{where}: byte {first} is {got[first]:#04x}, golden "
                                  f"{want[first]:#04x}; got {got[first:first + 16].hex()} "
                                  f"golden {want[first:first + 16].hex()}")

@@ -158,16 +158,49 @@ async def check_stream(dut, config, *, source, sink, payloads, expected, check,
     return cycles
 
 
+async def _reset_in_flight(dut, config, weight_beats, data_beats, check, rng):
+    """Run the layer until ``config["reset_in_flight"]`` data beats were accepted, the
+    results taken so far checked; then hold ``dut.rst`` high for one edge, with those
+    beats (and the weights of later tiles) still in the array and the streams' valid and
+    ready as they were (a beat the array seems to take at that edge is void)."""
+    beats = config["reset_in_flight"]
+    sources = [StreamSource(dut, "weights", weight_beats, rng),
+               StreamSource(dut, "data", data_beats, rng)]
+    sink = StreamSink(dut, "result", rng)
+    limit = beats * config.get("beat_cycles", 1) * 20 + 1000
+    async for _ in clock_edges(dut, limit, lambda: (
+            f"only {sources[1].sent} of {beats} data beats before the reset "
+            f"(seed {config['seed']})")):
+        for source in sources:
+            source.step()
+        if sink.step():
+            check(len(sink.beats) - 1, sink.beats[-1])
+        if sources[1].sent == beats:
+            break
+    dut.rst.value = 1
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    cocotb.log.info("reset with %d data beats accepted, %d results taken", beats,
+                    len(sink.beats))
+
+
 async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     """Run a weight-stationary array (``hw.common.ws_array``): all weight beats on
     ``weights``, all data beats on ``data`` (random idle cycles), ``results`` beats taken
     from ``result`` (random backpressure), ``check(k, word)`` called on each. Returns the
     cycles from the first accepted weight beat to the last result, both included, and the
-    cycles a result was held by backpressure."""
+    cycles a result was held by backpressure.
+
+    With ``config["reset_in_flight"] = n``, the layer first runs until ``n`` data beats
+    were accepted and is reset with them in flight (``_reset_in_flight``); then the whole
+    layer runs again from its first weight beat, and that run is the one checked and
+    counted."""
     await start_clock_and_reset(dut)
     if config.get("out_bits") is not None:
         dut.shift.value = config["shift"]
     rng = random.Random(config["seed"])
+    if config.get("reset_in_flight"):
+        await _reset_in_flight(dut, config, weight_beats, data_beats, check, rng)
     sources = [StreamSource(dut, "weights", weight_beats, rng, idle=config["idle"]),
                StreamSource(dut, "data", data_beats, rng, idle=config["idle"])]
     sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])

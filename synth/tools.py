@@ -1,18 +1,22 @@
 """Locating and running the YoWASP synthesis tools that ship as Python packages."""
 
+import ctypes
 import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 
 import platformdirs
 
 __all__ = ["SynthesisError", "ToolMissing", "nextpnr_progress", "package_version", "run_tool",
-           "tool_path", "tool_versions"]
+           "terminate_raises", "tool_path", "tool_versions"]
 
 
 class SynthesisError(RuntimeError):
@@ -111,11 +115,50 @@ def nextpnr_progress(line):
     return None
 
 
+@contextmanager
+def terminate_raises():
+    """While inside, SIGTERM raises ``SystemExit(143)`` in this process (as SIGINT raises
+    ``KeyboardInterrupt``), so that the code it interrupts ends its children on the way
+    out. Only the main thread can take signals; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_exit(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, raise_exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+#: PR_SET_PDEATHSIG of Linux's prctl, and the C library that has it (None elsewhere).
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _end_with_parent(parent):
+    """In a tool's process before it starts (``preexec_fn``): SIGKILL it when the process
+    that started it dies, however that dies (``kill -9`` included)."""
+    def arm():
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:            # the parent died before the line above
+                os._exit(1)
+    return arm
+
+
 def run_tool(command, log, cwd, what, device, env=None, progress=None):
     """Run ``command`` in ``cwd`` (environment ``env``, default ours), output in ``log``.
 
     ``progress`` (optional) is called with each whole line the tool writes, as it writes
     it (the log is read once a second).
+
+    The tool runs in a process group of its own (a shell script's children included):
+    when this process is interrupted (SIGINT), terminated (SIGTERM) or fails while it
+    runs, the whole group is killed before the exception goes on; and the tool itself is
+    killed if this process dies by any other signal.
 
     Raises
     ------
@@ -123,9 +166,10 @@ def run_tool(command, log, cwd, what, device, env=None, progress=None):
         If it fails: "design does not fit ``device``" when placement ran out of a
         resource, else the tool (``what``) and its first error line, with the log's path.
     """
-    with open(log, "w") as out, open(log, errors="replace") as reading:
+    with open(log, "w") as out, open(log, errors="replace") as reading, terminate_raises():
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
+                                   stderr=subprocess.STDOUT, process_group=0,
+                                   preexec_fn=_end_with_parent(os.getpid()))
         try:
             partial, running = "", True
             while running:
@@ -139,7 +183,8 @@ def run_tool(command, log, cwd, what, device, env=None, progress=None):
                     for line in lines:
                         progress(line)
         except BaseException:
-            process.kill()
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise
     if process.returncode != 0:

@@ -14,6 +14,7 @@ from codnn.golden.inceptionn import (
     compress,
     compressed_size,
     decompress,
+    received_values,
 )
 
 SPEC_VALUES = [1.5, 0.3, -0.01, 0.0005, -0.2, 0.004, -3.0, 0.0]
@@ -146,3 +147,32 @@ def test_bad_parameters():
         compress(f32([0.5]), True)
     with pytest.raises(TypeError, match="must be float32, not float64"):
         compress(np.zeros(3))
+
+
+@pytest.mark.parametrize("group", [8, 16])
+def test_received_values_of_good_cut_and_garbage_messages(group):
+    rng = np.random.default_rng(73)
+    print("seed=73")
+    x = (rng.normal(0, 0.1, 37) * rng.choice([1e-4, 1, 30], 37)).astype(np.float32)
+    message = compress(x, 10)
+    whole = decompress(message, 10)
+    values, bad = received_values(message, 10, max_values=100, group_values=group)
+    assert not bad and np.array_equal(values, whole)
+    # Block k ends where the message of its first 8k + 8 values does (but the count).
+    ends = [len(compress(x[:min(37, 8 * k + 8)], 10)) for k in range(5)]
+    for cut in range(4, len(message)):
+        values, bad = received_values(message[:cut], 10, max_values=100, group_values=group)
+        blocks = sum(end <= cut for end in ends)
+        kept = blocks // (group // 8) * group
+        assert bad and values.shape == (37,)
+        assert np.array_equal(values[:kept], whole[:kept])
+        assert not values[kept:].any() and not np.signbit(values[kept:]).any()
+    assert received_values(message[:3], 10, max_values=100) == (None, True)
+    assert received_values(message, 10, max_values=36) == (None, True)
+    values, bad = received_values(message + b"\x00", 10, max_values=100)
+    assert bad and np.array_equal(values, whole)
+    eight = compress(f32([1.0] * 8))
+    values, bad = received_values(struct.pack("<I", 7) + eight[4:], 10, max_values=100)
+    assert bad and np.array_equal(values, f32([1.0] * 7))
+    with pytest.raises(ValueError, match="multiple of 8 values, not 12"):
+        received_values(message, 10, max_values=100, group_values=12)

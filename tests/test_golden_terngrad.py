@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from codnn.golden.fmix32 import counter_uniforms
 from codnn.golden.inceptionn import CorruptMessage
-from codnn.golden.terngrad import compress, decompress, message_size, tensor_scaler, ternarize
+from codnn.golden.terngrad import (compress, decompress, message_size, received_values,
+                                    tensor_scaler, ternarize)
 
 SEED = 0x12345678
 
@@ -105,3 +106,34 @@ def test_corrupt_messages():
         decompress(message[:8] + message[8:9] + b"\x04")
     with pytest.raises(CorruptMessage, match="scaler is nan"):
         decompress(np.float32(np.nan).tobytes() + message[4:])
+
+
+def test_received_values_of_good_cut_and_garbage_messages():
+    rng = np.random.default_rng(71)
+    print("seed=71")
+    g = rng.normal(0, 1, 23).astype(np.float32)
+    message = compress(g, 5, 1.0)                   # 8 + 6 code bytes
+    values, bad = received_values(message, max_values=100)
+    assert not bad and np.array_equal(values, decompress(message))
+    # Cut: every whole code byte's 4 values, then +0.0 up to the count.
+    for cut in range(8, len(message)):
+        values, bad = received_values(message[:cut], max_values=100)
+        kept = 4 * (cut - 8)
+        assert bad and values.shape == (23,)
+        assert np.array_equal(values[:kept], decompress(message)[:kept])
+        assert not values[kept:].any() and not np.signbit(values[kept:]).any()
+    assert received_values(message[:7], max_values=100) == (None, True)
+    assert received_values(message, max_values=22) == (None, True)
+    # Bytes past the codes are dropped; code 10 is +0.0; an unusable scaler zeroes all.
+    values, bad = received_values(message + b"\x01", max_values=100)
+    assert bad and np.array_equal(values, decompress(message))
+    ten = message[:8] + bytes([0b10]) + message[9:]
+    values, bad = received_values(ten, max_values=100)
+    assert bad and values[0] == 0 and not np.signbit(values[0])
+    assert np.array_equal(values[4:], decompress(message)[4:])
+    values, bad = received_values(np.float32(-0.0).tobytes() + message[4:], max_values=100)
+    assert bad and not values.any() and not np.signbit(values).any()
+    # A nonzero code past the count: the values stand, the message is bad.
+    stray = message[:-1] + bytes([message[-1] | 0b01 << 6])
+    values, bad = received_values(stray, max_values=100)
+    assert bad and np.array_equal(values, decompress(message))

@@ -85,3 +85,18 @@ def test_array_equals_golden(name, simulator, request):
     assert stalled["cycles"] >= stalled["model_cycles_without_stalls"]
     assert stalled["results_held"] > 0 and steady["results_held"] == 0
     assert steady["tiles"] >= 1 and steady["beats"] == 13 * steady["tiles"]
+
+
+@pytest.mark.parametrize("name", ["4x8-a4-bitserial", "8x3-a8-bitserial-signed",
+                                  "8x3-a8-layer", "3x2-a2-bitserial-narrow"])
+def test_reset_in_flight_then_a_fresh_layer(name):
+    # A reset (the host link's RESET, a board's button) with the beats of three tiles in
+    # the array, results held in the FIFOs, and later tiles' weights loading; then the
+    # whole layer again from its first weight, every result and the cycle count checked.
+    config = CONFIGS[name]
+    report = _run("verilator", 13, stalls=False, vectors=13, reset_in_flight=2 * 13 + 5,
+                  **config)
+    assert report["cycles"] == report["model_cycles_without_stalls"]
+    stalled = _run("verilator", 14, stalls=True, vectors=13, reset_in_flight=2 * 13 + 5,
+                   **config)
+    assert stalled["cycles"] >= stalled["model_cycles_without_stalls"]

@@ -114,3 +114,21 @@ def test_tq_array_equals_golden(config, simulator, request):
     # must have held results.
     assert stalled["cycles"] >= stalled["model_cycles_without_stalls"]
     assert stalled["results_held"] > 0 and steady["results_held"] == 0
+
+
+def test_tq_array_reset_in_flight_then_a_fresh_layer():
+    # Five rows (an output FIFO per row): a reset with the beats of two tiles in the
+    # array and results in the FIFOs, then the whole layer again, every result and the
+    # cycle count checked.
+    config = {"rows": 5, "cols": 2, "g": 2, "alpha": 3, "beta": 1, "mag_bits": 7,
+              "encoding": "naf", "acc_bits": 32, "out_bits": 8, "shift": 6,
+              "layer_rows": 11, "layer_cols": 13, "vectors": 5, "reset_in_flight": 7}
+    dut = TermQuantArray(**{k: config[k] for k in ARRAY_KEYS})
+    for seed, stalls in [(33, False), (34, True)]:
+        run = {**config, "idle": 0.3 if stalls else 0.0, "backpressure": 0.4 if stalls else 0.0}
+        print(f"seed={seed} config={run}")
+        report = simulate(dut, top="tq_array", testbench="codnn.sim.tb_tq_array",
+                          config=run, seed=seed).report
+        assert report["tiles"] >= 4
+        if not stalls:
+            assert report["cycles"] == report["model_cycles_without_stalls"]

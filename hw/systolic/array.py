@@ -213,7 +213,8 @@ class ColumnCombinedArray(WeightStationaryArray):
         # load on a flip-flop, not on the input handshake (at 16 columns and alpha 8
         # that net reaches 1024 of them). live marks the beat's bits, lane its word's.
         x_in = stage(m, self.data.payload.x, "x_in")
-        accepted = stage(m, data_go, "accepted")
+        # With a reset: a beat taken in a reset's cycle is void.
+        accepted = stage(m, data_go, "accepted", reset_less=False)
         bank_q = stage(m, use_bank, "bank_q")
         lane_range = range(max(L, 2))
         beat_lane = Signal(lane_range, name="beat_lane")
@@ -282,9 +283,15 @@ class ColumnCombinedArray(WeightStationaryArray):
         # shift into a word per lane; a word is whole in its shift register word_bits
         # cycles after its first bit leaves the deskew. Each group of rows (a row each above
         # four rows) has its own copy of that moment and of the lane it is for.
+        # That moment is counted from the acceptance through registers with a reset, so a
+        # reset forgets the beats in flight (their words would advance the lane counters
+        # past the lanes of the beats after it). The first holds the complement, so that
+        # the chain and its copies stay apart from the valid pipe's (equal registers,
+        # which yosys would merge).
         groups = row_groups(R)
-        dones = group_copies(m, delay_line(m, accepted, W + R + S + 1, "word_done"),
-                             len(groups), "word_done")
+        no_beat = stage(m, ~accepted, "word_done_n", init=1, reset_less=False)
+        dones = group_copies(m, delay_line(m, ~no_beat, W + R + S, "word_done",
+                                           reset_less=False), len(groups), "word_done")
         for k, (rows, done) in enumerate(zip(groups, dones)):
             done_lane = Signal(lane_range, name=f"done_lane_{k}")
             with m.If(done):
