@@ -8,7 +8,7 @@ The commands live in five modules by what they need: ``files`` (NumPy only: ``pa
 ``quantize``, ``compress``, ``decompress``, ``pcap``), ``hardware`` (Amaranth, the
 simulators and the synthesis tools: ``doctor``, ``generate``, ``simulate``, ``synth``,
 ``sweep``, ``bitstream``), ``board`` (the host link: ``run``, ``stream``), ``network``
-(whole networks: ``infer``, ``demo``; Amaranth only for an RTL run) and ``training``
+(whole networks: ``infer``, ``compile``, ``demo``; Amaranth only for an RTL run) and ``training``
 (PyTorch: ``train``; NumPy only: ``predict``).
 Only the module of the command given is imported, so a NumPy command starts without
 loading Amaranth. A module holds, per command, a function adding its arguments and one
@@ -42,6 +42,8 @@ COMMANDS = {
     "bitstream": ("hardware", "build a board's bitstream of a host-link design"),
     "sweep": ("hardware", "synthesize a grid of configurations in parallel"),
     "infer": ("network", "run a whole network (ONNX) on the arrays: accuracy, cycles, RTL"),
+    "compile": ("network", "compile a network (ONNX) for the network engine: program, "
+                           "weight image, cycles and memory traffic"),
     "demo": ("network", "run the main flow end to end: LeNet-5 on MNIST"),
     "train": ("training", "train a model for the arrays (column combining or term "
                           "quantization), or data-parallel over emulated links"),

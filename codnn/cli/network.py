@@ -1,13 +1,16 @@
-"""Whole networks: ``infer`` (a model file through the arrays) and ``demo`` (LeNet-5 on
-MNIST, the main flow; ``--engines`` runs every engine's own flow instead). Amaranth and the
-simulators load only for an RTL run."""
+"""Whole networks: ``infer`` (a model file through the arrays), ``compile`` (a model file to
+the network engine's program and weight image) and ``demo`` (LeNet-5 on MNIST, the main
+flow; ``--engines`` runs every engine's own flow instead). Amaranth and the simulators load
+only for an RTL run."""
 
 import shutil
 from pathlib import Path
 
+from codnn.golden.network_program import EngineConfig
 from codnn.golden.systolic import MAC_KINDS
 from codnn.golden.term_quant import ENCODINGS
 
+from ..model.compile import CompileError
 from ..model.infer import InputError
 from ..model.onnx_import import ModelError
 from .options import (
@@ -22,7 +25,7 @@ from .options import (
 
 __all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
 
-USAGE_ERRORS = (ModelError, InputError)
+USAGE_ERRORS = (ModelError, InputError, CompileError)
 FAILURES = ()
 
 #: The models the demo runs, trained by benchmarks/train_lenet5.py.
@@ -240,4 +243,109 @@ def run_demo(args):
     return 0
 
 
-COMMANDS = {"infer": (add_infer, run_infer), "demo": (add_demo, run_demo)}
+def add_compile(sub):
+    sub.description = ("Compile an ONNX model for the network engine, which runs a whole "
+                       "network without the host: import, quantize and pack it as infer "
+                       "does, allocate its tensors in the engine's buffers, and write the "
+                       "program (program.json), the weight image (weights.bin) and the "
+                       "report (report.json): cycles per image from the engine's cycle "
+                       "model and the bytes each memory moves. --check N runs N test inputs "
+                       "through the program (the engine's reference interpreter), every "
+                       "output checked against the golden integer network.")
+    sub.add_argument("model", metavar="MODEL.onnx")
+    sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
+                     help="mnist, digits, or an .npz with inputs x (and labels y): "
+                          "calibration and --check inputs (default mnist)")
+    sub.add_argument("--rows", type=positive_int, default=16, help="array rows (default 16)")
+    sub.add_argument("--cols", type=positive_int, default=16,
+                     help="array columns (default 16)")
+    sub.add_argument("--alpha", type=positive_int, default=8,
+                     help="data streams per column; 1 = dense array (default 8)")
+    sub.add_argument("--gamma", type=non_negative_float, default=0.5,
+                     help="allowed conflicts per row when a layer is packed (default 0.5)")
+    sub.add_argument("--mac", choices=MAC_KINDS, default="bitserial",
+                     help="MAC kind (default bitserial)")
+    sub.add_argument("--calibration", type=positive_int, default=500,
+                     help="inputs that choose the activation scales (default 500)")
+    defaults = EngineConfig(rows=1, cols=1, alpha=1)
+    for name, unit in (("act_bytes", "bytes"), ("acc_words", "words"),
+                       ("psum_words", "words"), ("weight_bytes", "bytes")):
+        sub.add_argument(f"--{name.replace('_', '-')}", type=positive_int,
+                         default=getattr(defaults, name),
+                         help=f"engine buffer size in {unit} (default "
+                              f"{getattr(defaults, name)})")
+    sub.add_argument("--check", type=non_negative_int, default=10, metavar="N",
+                     help="run N test inputs through the program against golden "
+                          "(default 10)")
+    sub.add_argument("--fmax-mhz", type=positive_float, default=None,
+                     help="clock for latency and images per second")
+    sub.add_argument("-o", "--output", metavar="DIR", default=None,
+                     help="folder for program.json, weights.bin and report.json (default "
+                          "BUILD_DIR/compile/MODEL)")
+    build_dir_option(sub)
+    json_option(sub)
+
+
+def run_compile(args):
+    import json
+    from dataclasses import asdict
+
+    import numpy as np
+
+    from codnn.golden.network_program import run_program
+    from codnn.sim import default_build_root
+
+    from ..model.compile import compile_network
+    from ..model.infer import load_inputs
+    from ..model.onnx_import import load_onnx
+    from ..model.quantize import quantize_network
+    from ..render import print_json, print_record, print_rows
+    folder = Path(args.output or Path(args.build_dir or default_build_root()) / "compile"
+                  / Path(args.model).stem)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} exists and is not a folder")
+    engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
+                          act_bytes=args.act_bytes, acc_words=args.acc_words,
+                          psum_words=args.psum_words, weight_bytes=args.weight_bytes)
+    network = load_onnx(args.model)
+    x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
+    integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma)
+    compiled = compile_network(integer, engine)
+    q = integer.quantize_input(x[:args.check])
+    golden = integer.run(q) if len(q) else q
+    for k, image in enumerate(q):
+        got = run_program(compiled.program, compiled.image, image)
+        if not np.array_equal(got, golden[k]):
+            raise Failure(f"input {k}: the program's output differs from the golden "
+                          f"integer network")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "program.json").write_text(json.dumps(compiled.program.to_dict(), indent=1)
+                                         + "\n")
+    (folder / "weights.bin").write_bytes(compiled.image)
+    cycles = compiled.cycles
+    report = {"model": str(args.model), "engine": asdict(engine), "steps": len(compiled.costs),
+              "weight_image_bytes": len(compiled.image),
+              "weights": "external" if compiled.external_weights else "on-chip",
+              "cycles_per_image": cycles, "bytes_per_image": compiled.traffic(),
+              "checked_inputs": len(q)}
+    if args.fmax_mhz:
+        report["latency_us"] = cycles / args.fmax_mhz
+        report["images_per_s"] = args.fmax_mhz * 1e6 / cycles
+    report["per_step"] = [asdict(cost) for cost in compiled.costs]
+    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    report["folder"] = str(folder)
+    if args.json:
+        print_json(report)
+        return 0
+    print_record(f"{Path(args.model).name} on the network engine: a {args.rows}x{args.cols} "
+                 f"array, alpha {args.alpha}, {args.mac} MACs",
+                 {k: v for k, v in report.items() if k not in ("per_step", "engine")})
+    print_rows("per step (cycles and bytes per image)", report["per_step"],
+               [("name", "step"), ("op", "op"), ("cycles", "cycles"),
+                ("act_read", "act read"), ("act_written", "act written"),
+                ("psum_moved", "psum words"), ("weight_read", "weight bytes")])
+    return 0
+
+
+COMMANDS = {"infer": (add_infer, run_infer), "compile": (add_compile, run_compile),
+            "demo": (add_demo, run_demo)}

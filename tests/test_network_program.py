@@ -1,0 +1,190 @@
+"""The network engine's program: the compiler (codnn.model.compile) and the reference
+interpreter (golden.network_program) against the golden integer network, buffer
+allocation, the fit errors, the program file and the command line."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codnn.cli import main
+from codnn.golden.column_combining import pack
+from codnn.golden.network import (Add, ArrayLayer, Flatten, IntegerNetwork, Pool,
+                                  TermQuantization)
+from codnn.golden.network_program import (EngineConfig, Program, ProgramError, layer_block,
+                                          read_tile, run_program)
+from codnn.golden.systolic import Tile
+from codnn.model.compile import CompileError, compile_network
+from codnn.model.datasets import load_dataset
+from codnn.model.onnx_import import load_onnx
+from codnn.model.quantize import quantize_network
+
+SEED = 20261127
+MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
+
+
+def _layer(rng, name, source, output, filters, columns, *, shift, kernel=0, padding=0,
+           alpha=2, tq=None):
+    weights = rng.integers(-127, 128, (filters, columns))
+    weights[rng.random(weights.shape) < 0.6] = 0               # a pruned layer
+    return ArrayLayer(name, source, output, pack(weights, alpha, 0.5),
+                      rng.integers(-2000, 2000, filters), shift, kernel=kernel,
+                      padding=padding, tq=tq)
+
+
+def _residual_network(rng, tq=None):
+    """3 x 8 x 8 -> conv -> conv -> residual add -> max pool -> 1x1 conv -> global
+    average -> flatten -> dense logits: every step the engine has."""
+    steps = (
+        _layer(rng, "conv_a", "x", "a", 8, 3 * 9, shift=9, kernel=3, padding=1),
+        _layer(rng, "conv_b", "a", "b", 8, 8 * 9, shift=11, kernel=3, padding=1, tq=tq),
+        Add("add", "b", "a", "s", ma=40000, mb=30000),
+        Pool("pool", "s", "p", "max", kernel=2, stride=2),
+        _layer(rng, "conv_c", "p", "c", 6, 8, shift=8, kernel=1),
+        Pool("gap", "c", "g", "avg", kernel=0),
+        Flatten("flat", "g", "f"),
+        _layer(rng, "fc", "f", "y", 10, 6, shift=None),
+    )
+    return IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0)
+
+
+def _check(compiled, network, images):
+    for k, image in enumerate(images):
+        got = run_program(compiled.program, compiled.image, image)
+        want = network.run(image[None])[0]
+        assert np.array_equal(got, want), f"image {k}: {got} != {want} (seed {SEED})"
+
+
+@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 4, 2, "parallel"), (3, 5, 4, "bitserial"),
+                                                 (16, 16, 8, "bitserial")])
+def test_residual_network_program_equals_golden(rows, cols, alpha, mac):
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = _residual_network(rng)
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_bytes=1024,
+                          acc_words=16, psum_words=1024)
+    compiled = compile_network(network, engine)
+    _check(compiled, network, rng.integers(0, 256, (4, 3, 8, 8)))
+    steps = {step.name: step for step in compiled.program.steps}
+    assert "flat" not in steps                        # a flatten moves nothing
+    assert steps["fc"].src.addr == steps["gap"].dst.addr and steps["fc"].dst.memory == "acc"
+    # Live tensors never share bytes: conv_a's output is read by the add, after conv_b.
+    a, b = steps["conv_a"].dst, steps["conv_b"].dst
+    assert a.end <= b.addr or b.end <= a.addr
+    if rows == 4:
+        assert steps["conv_b"].col_blocks > 1 and steps["conv_b"].row_blocks == 2
+        assert sum(cost.psum_moved for cost in compiled.costs) > 0
+    assert compiled.cycles == sum(cost.cycles for cost in compiled.costs) > 0
+
+
+@pytest.fixture(scope="module")
+def lenets():
+    data = load_dataset("mnist")
+    networks = {name: quantize_network(load_onnx(MODELS / f"{name}.onnx"),
+                                       data.train_x[:200], alpha=8, gamma=0.5)
+                for name in ("lenet5_mnist", "lenet5_mnist_cc")}
+    return data, networks
+
+
+def test_lenet_programs_equal_golden_and_packing_pays(lenets):
+    data, networks = lenets
+    engine = EngineConfig(rows=16, cols=16, alpha=8, mac="bitserial")
+    cycles, bytes_ = {}, {}
+    for name, network in networks.items():
+        compiled = compile_network(network, engine)
+        q = network.quantize_input(data.test_x[:8])
+        _check(compiled, network, q)
+        cycles[name], bytes_[name] = compiled.cycles, compiled.traffic()
+        print(name, cycles[name], bytes_[name], len(compiled.image))
+    # The column-combined model's weights fit on chip, the dense one's go external.
+    assert bytes_["lenet5_mnist_cc"]["external"] == 0 < bytes_["lenet5_mnist"]["external"]
+    assert cycles["lenet5_mnist"] / cycles["lenet5_mnist_cc"] > 2
+
+
+def test_external_weights_cost_cycles_not_results():
+    rng = np.random.default_rng(SEED + 1)
+    network = _residual_network(rng)
+    # A weight beat (an array row, 2 bytes a cell) takes 2 cycles of the 8-byte port.
+    small = dict(rows=4, cols=8, alpha=2, act_bytes=1024, acc_words=16, psum_words=512)
+    on_chip = compile_network(network, EngineConfig(**small))
+    external = compile_network(network, EngineConfig(**small, weight_bytes=64))
+    assert not on_chip.external_weights and external.external_weights
+    assert external.image == on_chip.image and external.cycles > on_chip.cycles
+    assert external.traffic()["external"] == len(external.image)
+    _check(external, network, rng.integers(0, 256, (2, 3, 8, 8)))
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"act_bytes": 300}, r"conv_a: its output \(8 x 8 x 8 = 512 bytes\) does not fit the "
+                         r"activation buffer of 300 bytes \(192 bytes already held by x\)"),
+    ({"psum_words": 100}, r"conv_a: its partial sums \(4 rows x 64 positions = 256 words\) "
+                          r"do not fit the partial-sum buffer of 100 words"),
+    ({"acc_words": 9}, r"fc: its output \(10 = 10 words\) does not fit the accumulator"),
+    ({"alpha": 1}, r"conv_a: packed with alpha 2, the engine's array takes 1"),
+    ({"out_bits": 6}, r"the network has 8-bit activations and 32-bit accumulators, the "
+                      r"engine 6 and 32"),
+    ({"rows": 0}, r"engine rows must be a positive integer, not 0"),
+])
+def test_what_does_not_fit_is_refused_in_one_line(change, message):
+    network = _residual_network(np.random.default_rng(SEED))
+    config = {"rows": 4, "cols": 4, "alpha": 2, "act_bytes": 1024, "acc_words": 16,
+              "psum_words": 512, **change}
+    with pytest.raises(CompileError, match=message):
+        compile_network(network, EngineConfig(**config))
+
+
+def test_term_quantized_layers_are_refused():
+    network = _residual_network(np.random.default_rng(SEED), tq=TermQuantization(8, 12, 3))
+    with pytest.raises(CompileError, match="conv_b: term-quantized layers do not run"):
+        compile_network(network, EngineConfig(rows=4, cols=4, alpha=2))
+
+
+def test_program_file_round_trip_and_bad_programs():
+    rng = np.random.default_rng(SEED)
+    network = _residual_network(rng)
+    compiled = compile_network(network, EngineConfig(rows=4, cols=4, alpha=2, act_bytes=1024,
+                                                     acc_words=16, psum_words=512))
+    program = Program.from_dict(json.loads(json.dumps(compiled.program.to_dict())))
+    assert program == compiled.program
+    image = rng.integers(0, 256, (3, 8, 8))
+    with pytest.raises(ProgramError, match="the weight image has 10 bytes, the program "
+                                           "reads"):
+        run_program(program, compiled.image[:10], image)
+    with pytest.raises(ProgramError, match=r"the image has shape \(8, 8\), the program "
+                                           r"takes \(3, 8, 8\)"):
+        run_program(program, compiled.image, image[0])
+    with pytest.raises(ProgramError, match=r"image values must lie in 0..255"):
+        run_program(program, compiled.image, image - 1)
+    with pytest.raises(ProgramError, match="not a network engine program"):
+        Program.from_dict({"steps": [{"op": "jump"}]})
+
+
+def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, capsys):
+    model = MODELS / "lenet5_mnist_cc.onnx"
+    assert main(["compile", str(model), "--calibration", "100", "--check", "3",
+                 "--fmax-mhz", "100", "-o", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["checked_inputs"] == 3 and report["weights"] == "on-chip"
+    assert report["images_per_s"] == pytest.approx(1e8 / report["cycles_per_image"])
+    program = Program.from_dict(json.loads((tmp_path / "program.json").read_text()))
+    assert (tmp_path / "weights.bin").stat().st_size == program.weight_image_bytes
+    assert len(report["per_step"]) == len(program.steps) == 7
+    assert main(["compile", str(model), "--calibration", "100", "--act-bytes", "3000",
+                 "-o", str(tmp_path / "small")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("codnn: error: /features/features.0/Conv: its output (6 x 28 x "
+                            "28 = 4704 bytes) does not fit") and "\n" not in error
+    assert not (tmp_path / "small").exists()
+
+
+def test_weight_image_worked_example():
+    # docs/semantics.md section 9: a 1 x 1 array, alpha 2, bias 5, one tile whose column
+    # carries inputs 3 and 0, weight -2 on stream 1.
+    engine = EngineConfig(rows=1, cols=1, alpha=2)
+    tile = Tile(0, 0, np.array([[-2]]), np.array([[1]]), np.array([[3, 0]]))
+    block = layer_block([tile], [5], engine)
+    assert block.hex(" ") == "05 00 00 00 03 00 00 00 fe 01"
+    back = read_tile(block, 4, engine)
+    assert (back.weights.tolist(), back.selects.tolist(), back.channels.tolist()) == (
+        [[-2]], [[1]], [[3, 0]])
