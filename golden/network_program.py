@@ -2,27 +2,35 @@
 (docs/semantics.md section 9): a whole integer network (``golden.network``) run from a
 program and a weight image alone, in the order and with the memory layout of the engine.
 
-Memories. The activation buffer ``act`` holds bytes: a tensor of unsigned ``out_bits``-bit
-values (at most 8) lies at a byte address, ``C x H x W`` in channel-major order (value
-``(c, y, x)`` at ``addr + (c * H + y) * W + x``; a vector of ``F`` values at ``addr + f``),
-so flattening a map moves nothing. The accumulator buffer ``acc`` holds ``acc_bits``-bit
-two's complement words: a layer without an output stage (the logits) writes there. The
-weight image holds, per array layer at its ``weights`` offset, the bias (``filters``
-little-endian int32), then every tile, row blocks outer and column blocks inner: its
-gather table (``cols x alpha`` little-endian u16, the input column, ``(c, ky, kx)`` of the
-layer's im2col, that each stream of each array column carries; ``0xFFFF`` for none), then
-its cells (``rows x cols`` pairs of bytes: the weight, two's complement, and the stream
+Memories hold words of ``lanes = rows`` lanes, one per array row, so that one result of
+the array (a value of each of its rows) is one word. The activation buffer's lanes are
+``out_bits``-bit activations: a tensor of shape ``C x H x W`` at word ``a`` has value
+``(c, y, x)`` in lane ``c mod lanes`` of word ``a + ((c // lanes) * H + y) * W + x``; a
+vector of ``F`` values is the shape ``F x 1 x 1``, and a flatten leaves the map where it is
+(the layer that reads it names each value's word and lane). The accumulator buffer's
+lanes are ``acc_bits``-bit words, laid out the same (the logits); the partial-sum buffer
+holds a word per output position.
+
+The weight image holds, per array layer at its ``weights`` offset, the bias
+(``filters`` little-endian int32), then every tile, row blocks outer and column blocks
+inner: its gather table (``cols x alpha`` entries of 4 bytes: the word offset from the
+output position's window, u16 LE; the lane, ``0xFF`` for no input; ``ky << 4 | kx``),
+then its cells (``rows x cols`` byte pairs: the weight, two's complement, and the stream
 select).
 
 Steps, in program order:
 
-- ``LayerStep``: the array runs the layer's tiles; tile ``(i, j)`` takes, for every output
-  position, the input values its gather table names (0 for none and for padding) and the
-  partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``), as ``golden.systolic``
-  defines; the last column block's sums go through the output stage (``shift``) into
-  ``act``, or stay accumulators in ``acc``.
-- ``PoolStep``: max or average pooling (``golden.network.pool``, integer).
-- ``AddStep``: the residual add with its requantization (``golden.network.Add``).
+- ``LayerStep``: the array runs the layer's tiles; at output position ``(oy, ox)`` stream
+  ``a`` of array column ``g`` carries lane ``lane`` of word ``src + (oy * s - p) * W +
+  (ox * s - p) + offset`` when ``0 <= oy * s - p + ky < H`` and ``0 <= ox * s - p + kx <
+  W`` (``H``, ``W`` the source's), else 0 (padding, or no input); tile ``(i, j)`` adds to
+  the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``golden.systolic``
+  defines; the last column block's sums of row block ``i`` go through the output stage
+  (``shift``) into word block ``i`` of ``dst``, or stay accumulators.
+- ``PoolStep``: max or average pooling (``golden.network.pool``, integer), every lane at
+  once.
+- ``AddStep``: the residual add with its requantization (``golden.network.Add``), every
+  lane at once.
 
 Throughput: NumPy, vectorized over each layer's positions; LeNet-5 runs hundreds of images
 per second.
@@ -32,15 +40,18 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .network import FRACTION, conv_columns, pool
+from .column_combining import output_size
+from .network import FRACTION, pool
 from .systolic import Tile, output_stage, run_tile, select_bits
 
-__all__ = ["NO_CHANNEL", "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep",
-           "Program", "ProgramError", "tile_bytes", "layer_block", "read_tile",
-           "run_program"]
+__all__ = ["NO_LANE", "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep",
+           "Program", "ProgramError", "words", "gather_entries", "tile_bytes", "layer_block",
+           "read_tile", "run_program"]
 
-#: A gather table entry for a stream that carries no input column.
-NO_CHANNEL = 0xFFFF
+#: A gather table entry's lane for a stream that carries no input.
+NO_LANE = 0xFF
+#: The largest kernel a gather entry can name (``ky`` and ``kx`` are 4 bits each).
+MAX_KERNEL = 15
 
 
 class ProgramError(ValueError):
@@ -50,12 +61,13 @@ class ProgramError(ValueError):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """A network engine: its array and the sizes of its buffers.
+    """A network engine: its array and the sizes of its buffers, in words of ``rows``
+    lanes.
 
-    ``act_bytes``: the activation buffer; ``acc_words``: the accumulator buffer (logits);
-    ``psum_words``: the partial sums a layer of several column blocks keeps between
-    them (``rows`` per output position); ``weight_bytes``: on-chip weight memory (a larger
-    weight image is read through the external memory port)."""
+    ``act_words``: the activation buffer; ``acc_words``: the accumulator buffer (logits);
+    ``psum_words``: the partial sums a layer of several column blocks keeps between them
+    (a word per output position); ``weight_bytes``: on-chip weight memory (a larger weight
+    image is read through the external memory port)."""
 
     rows: int
     cols: int
@@ -64,40 +76,51 @@ class EngineConfig:
     weight_bits: int = 8
     out_bits: int = 8
     acc_bits: int = 32
-    act_bytes: int = 32768
-    acc_words: int = 256
-    psum_words: int = 16384
-    weight_bytes: int = 65536
+    act_words: int = 2048
+    acc_words: int = 16
+    psum_words: int = 1024
+    weight_bytes: int = 131072
 
     def check(self):
         """Raise ``ProgramError`` for a configuration the engine cannot be."""
-        for name in ("rows", "cols", "alpha", "act_bytes", "acc_words", "psum_words"):
+        for name in ("rows", "cols", "alpha", "act_words", "acc_words", "psum_words",
+                     "weight_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ProgramError(f"engine {name} must be a positive integer, not {value!r}")
         if not 2 <= self.weight_bits <= 8 or not 1 <= self.out_bits <= 8:
             raise ProgramError(f"the engine holds weights of 2..8 bits and activations of "
                                f"1..8 bits, not {self.weight_bits} and {self.out_bits}")
-        if select_bits(self.alpha) > 8:
-            raise ProgramError(f"alpha {self.alpha} needs selects wider than a byte")
+        if select_bits(self.alpha) > 8 or self.rows >= NO_LANE:
+            raise ProgramError(f"an engine has fewer than {NO_LANE} rows and an alpha whose "
+                               f"selects fit a byte, not {self.rows} and {self.alpha}")
+        if self.act_words > 1 << 16:
+            raise ProgramError(f"the activation buffer holds at most 65536 words (gather "
+                               f"offsets are 16 bits), not {self.act_words}")
+
+
+def words(shape, lanes):
+    """Words a tensor of ``shape`` (``(C, H, W)``, or ``(F,)`` as ``F x 1 x 1``) takes."""
+    c, h, w = (*shape, 1, 1)[:3] if len(shape) == 1 else shape
+    return -(-c // lanes) * h * w
 
 
 @dataclass(frozen=True)
 class Region:
-    """A tensor in a buffer: ``memory`` ``"act"`` (bytes) or ``"acc"`` (words), its first
-    address and its shape (``(C, H, W)`` or ``(F,)``)."""
+    """A tensor in a buffer: ``memory`` ``"act"`` or ``"acc"``, its first word and the shape
+    it is stored as (``(C, H, W)``, or ``(F,)``)."""
 
     memory: str
     addr: int
     shape: tuple
 
-    @property
-    def size(self):
-        return int(np.prod(self.shape))
+    def words(self, lanes):
+        return words(self.shape, lanes)
 
     @property
-    def end(self):
-        return self.addr + self.size
+    def map_shape(self):
+        """``(C, H, W)``; a vector is ``F x 1 x 1``."""
+        return tuple(self.shape) if len(self.shape) == 3 else (self.shape[0], 1, 1)
 
 
 @dataclass(frozen=True)
@@ -109,9 +132,9 @@ class LayerStep:
     src: Region
     dst: Region
     filters: int
-    columns: int
     row_blocks: int
     col_blocks: int
+    positions: int
     weights: int
     shift: int | None
     kernel: int = 0
@@ -184,70 +207,115 @@ class Program:
             raise ProgramError(f"not a network engine program: {error!r}") from None
 
 
+def gather_entries(columns, src_shape, kernel, lanes):
+    """The gather entry (word offset, lane, ``ky << 4 | kx``) of each of a layer's
+    ``columns`` input columns: im2col rows ``(c, ky, kx)`` of a ``kernel x kernel``
+    convolution, or the input index of a dense layer, over a source stored as
+    ``src_shape``."""
+    c_in, h, w = src_shape if len(src_shape) == 3 else (src_shape[0], 1, 1)
+    j = np.arange(columns)
+    if kernel:
+        c, ky, kx = j // (kernel * kernel), j // kernel % kernel, j % kernel
+        offset = (c // lanes) * h * w + ky * w + kx
+    else:
+        c, y, x = np.unravel_index(j, (c_in, h, w))
+        ky = kx = np.zeros_like(j)
+        offset = ((c // lanes) * h + y) * w + x
+    return np.stack([offset, c % lanes, ky << 4 | kx], axis=1)
+
+
 def tile_bytes(engine):
     """Bytes of one tile in the weight image: its gather table and its cells."""
-    return 2 * engine.cols * engine.alpha + 2 * engine.rows * engine.cols
+    return 4 * engine.cols * engine.alpha + 2 * engine.rows * engine.cols
 
 
-def layer_block(tiles, bias, engine):
+def layer_block(tiles, bias, entries, engine):
     """A layer's block of the weight image: ``bias`` then ``tiles``
-    (``golden.systolic.make_tiles``, in order)."""
+    (``golden.systolic.make_tiles``, in order), their streams' inputs given by
+    ``entries`` (``gather_entries``)."""
     parts = [np.asarray(bias, dtype="<i4").tobytes()]
     mask = (1 << engine.weight_bits) - 1
+    none = np.array([0, NO_LANE, 0])
     for tile in tiles:
-        gather = np.where(tile.channels >= 0, tile.channels, NO_CHANNEL)
+        table = np.where(tile.channels[..., None] >= 0, entries[tile.channels], none)
+        gather = np.zeros(tile.channels.shape, np.dtype([("offset", "<u2"), ("lane", "u1"),
+                                                          ("kyx", "u1")]))
+        gather["offset"], gather["lane"], gather["kyx"] = table.transpose(2, 0, 1)
         cells = np.stack([tile.weights & mask, tile.selects], axis=-1)
-        parts += [gather.astype("<u2").tobytes(), cells.astype(np.uint8).tobytes()]
+        parts += [gather.tobytes(), cells.astype(np.uint8).tobytes()]
     return b"".join(parts)
 
 
 def read_tile(image, offset, engine):
-    """The ``Tile`` (its block indices 0) whose bytes start at ``offset`` of ``image``."""
+    """The tile whose bytes start at ``offset`` of ``image``: ``(tile, gather)``, ``tile`` a
+    ``golden.systolic.Tile`` (its ``channels`` the index of each stream's gather entry, -1
+    for none) and ``gather`` its ``(offset, lane, ky, kx)``, each ``cols x alpha``."""
     R, W, A = engine.rows, engine.cols, engine.alpha
-    gather = np.frombuffer(image, "<u2", W * A, offset).reshape(W, A).astype(np.int64)
-    cells = np.frombuffer(image, np.uint8, 2 * R * W, offset + 2 * W * A).reshape(R, W, 2)
+    raw = np.frombuffer(image, np.uint8, 4 * W * A, offset).reshape(W, A, 4).astype(np.int64)
+    cells = np.frombuffer(image, np.uint8, 2 * R * W, offset + 4 * W * A).reshape(R, W, 2)
     weights = cells[..., 0].astype(np.int64)
     top = 1 << (engine.weight_bits - 1)
     weights = np.where(weights >= top, weights - 2 * top, weights)
-    channels = np.where(gather == NO_CHANNEL, -1, gather)
-    return Tile(0, 0, weights, cells[..., 1].astype(np.int64), channels)
+    lane = raw[..., 2]
+    streams = np.where(lane == NO_LANE, -1, np.arange(W * A).reshape(W, A))
+    gather = (raw[..., 0] | raw[..., 1] << 8, lane, raw[..., 3] >> 4, raw[..., 3] & 15)
+    return Tile(0, 0, weights, cells[..., 1].astype(np.int64), streams), gather
 
 
-def _read(memories, region):
-    return memories[region.memory][region.addr:region.end].astype(np.int64).reshape(
-        region.shape)
+def _read(memories, region, lanes):
+    """A region's values as its shape (a map's lanes past ``C`` left out)."""
+    c, h, w = region.map_shape
+    blocks = -(-c // lanes)
+    stored = memories[region.memory][region.addr:region.addr + blocks * h * w]
+    values = stored.reshape(blocks, h, w, lanes).transpose(0, 3, 1, 2)
+    return values.reshape(blocks * lanes, h, w)[:c].reshape(region.shape)
 
 
-def _write(memories, region, values):
-    memories[region.memory][region.addr:region.end] = np.asarray(values).reshape(-1)
+def _write(memories, region, values, lanes):
+    c, h, w = region.map_shape
+    blocks = -(-c // lanes)
+    padded = np.zeros((blocks * lanes, h, w), np.int64)
+    padded[:c] = np.asarray(values).reshape(c, h, w)
+    memories[region.memory][region.addr:region.addr + blocks * h * w] = \
+        padded.reshape(blocks, lanes, h, w).transpose(0, 2, 3, 1).reshape(-1, lanes)
+
+
+def _gathered(step, act, gather):
+    """The values the streams carry at every output position: ``(T, cols, alpha)``."""
+    offset, lane, ky, kx = gather
+    _, h, w = step.src.map_shape
+    window = (step.kernel, step.stride, step.padding)
+    h_out = output_size(h, *window) if step.kernel else 1
+    w_out = output_size(w, *window) if step.kernel else 1
+    oy, ox = np.meshgrid(np.arange(h_out) * step.stride - step.padding,
+                         np.arange(w_out) * step.stride - step.padding, indexing="ij")
+    y, x = oy.reshape(-1, 1, 1) + ky, ox.reshape(-1, 1, 1) + kx
+    inside = (lane != NO_LANE) & (y >= 0) & (y < h) & (x >= 0) & (x < w)
+    address = step.src.addr + (oy * w + ox).reshape(-1, 1, 1) + offset
+    values = act[np.where(inside, address, 0), np.where(inside, lane, 0)]
+    return np.where(inside, values, 0)
 
 
 def _run_layer(step, image, memories, engine):
-    x = _read(memories, step.src)
-    if step.kernel:
-        X, _ = conv_columns(x[None], step.kernel, step.stride, step.padding)
-    else:
-        X = x.reshape(-1, 1)
-    if X.shape[0] != step.columns:
-        raise ProgramError(f"{step.name}: its input gives {X.shape[0]} columns, its tiles "
-                           f"take {step.columns}")
     R = engine.rows
     bias = np.frombuffer(image, "<i4", step.filters, step.weights).astype(np.int64)
     bias = np.concatenate([bias, np.zeros(-step.filters % R, np.int64)])
-    X = np.concatenate([X, np.zeros((1, X.shape[1]), np.int64)])   # column -1: zeros
     at = step.weights + 4 * step.filters
-    sums = []
+    blocks = []
     for i in range(step.row_blocks):
-        psum = np.broadcast_to(bias[i * R:(i + 1) * R], (X.shape[1], R))
+        psum = np.broadcast_to(bias[i * R:(i + 1) * R], (step.positions, R))
         for _ in range(step.col_blocks):
-            tile = read_tile(image, at, engine)
+            tile, gather = read_tile(image, at, engine)
             at += tile_bytes(engine)
-            beats = np.moveaxis(X[tile.channels], 2, 0)             # T x cols x alpha
+            beats = _gathered(step, memories["act"], gather)
+            if len(beats) != step.positions:
+                raise ProgramError(f"{step.name}: its source gives {len(beats)} output "
+                                   f"positions, the step says {step.positions}")
             psum = run_tile(tile, beats, psum, engine.acc_bits)
-        sums.append(psum.T)
-    acc = np.concatenate(sums)[:step.filters]                       # N x T
+        blocks.append(psum.T)
+    acc = np.concatenate(blocks)[:step.filters]                     # N x T
     y = acc if step.shift is None else output_stage(acc, step.shift, engine.out_bits)
-    _write(memories, step.dst, y)
+    _write(memories, step.dst, y, R)
 
 
 def run_program(program, image, x):
@@ -270,19 +338,20 @@ def run_program(program, image, x):
                            f"{program.input.shape}")
     if x.size and (x.min() < 0 or x.max() >= 1 << engine.out_bits):
         raise ProgramError(f"image values must lie in 0..{(1 << engine.out_bits) - 1}")
-    memories = {"act": np.zeros(engine.act_bytes, np.int64),
-                "acc": np.zeros(engine.acc_words, np.int64)}
-    _write(memories, program.input, x)
+    R = engine.rows
+    memories = {"act": np.zeros((engine.act_words, R), np.int64),
+                "acc": np.zeros((engine.acc_words, R), np.int64)}
+    _write(memories, program.input, x, R)
     top = (1 << engine.out_bits) - 1
     for step in program.steps:
         if isinstance(step, LayerStep):
             _run_layer(step, image, memories, engine)
         elif isinstance(step, PoolStep):
-            y = pool(_read(memories, step.src)[None], step.kind, step.kernel, step.stride,
+            y = pool(_read(memories, step.src, R)[None], step.kind, step.kernel, step.stride,
                      step.padding, step.count_pad, integer=True)
-            _write(memories, step.dst, y)
+            _write(memories, step.dst, y, R)
         else:
-            total = (_read(memories, step.a) * step.ma + _read(memories, step.b) * step.mb
+            total = (_read(memories, step.a, R) * step.ma + _read(memories, step.b, R) * step.mb
                      + (1 << (FRACTION - 1)))
-            _write(memories, step.dst, np.clip(total >> FRACTION, 0, top))
-    return _read(memories, program.output)
+            _write(memories, step.dst, np.clip(total >> FRACTION, 0, top), R)
+    return _read(memories, program.output, R)

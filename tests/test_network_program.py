@@ -12,8 +12,8 @@ from codnn.cli import main
 from codnn.golden.column_combining import pack
 from codnn.golden.network import (Add, ArrayLayer, Flatten, IntegerNetwork, Pool,
                                   TermQuantization)
-from codnn.golden.network_program import (EngineConfig, Program, ProgramError, layer_block,
-                                          read_tile, run_program)
+from codnn.golden.network_program import (EngineConfig, Program, ProgramError,
+                                          gather_entries, layer_block, read_tile, run_program)
 from codnn.golden.systolic import Tile
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
@@ -62,19 +62,21 @@ def test_residual_network_program_equals_golden(rows, cols, alpha, mac):
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     network = _residual_network(rng)
-    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_bytes=1024,
-                          acc_words=16, psum_words=1024)
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                          acc_words=16, psum_words=64)
     compiled = compile_network(network, engine)
     _check(compiled, network, rng.integers(0, 256, (4, 3, 8, 8)))
     steps = {step.name: step for step in compiled.program.steps}
     assert "flat" not in steps                        # a flatten moves nothing
-    assert steps["fc"].src.addr == steps["gap"].dst.addr and steps["fc"].dst.memory == "acc"
-    # Live tensors never share bytes: conv_a's output is read by the add, after conv_b.
+    assert steps["fc"].src == steps["gap"].dst and steps["fc"].dst.memory == "acc"
+    # Live tensors never share words: conv_a's output is read by the add, after conv_b;
+    # the add writes over conv_b's output, which nothing reads after it.
     a, b = steps["conv_a"].dst, steps["conv_b"].dst
-    assert a.end <= b.addr or b.end <= a.addr
+    assert a.addr + a.words(rows) <= b.addr or b.addr + b.words(rows) <= a.addr
+    assert steps["add"].dst in (a, b)
     if rows == 4:
         assert steps["conv_b"].col_blocks > 1 and steps["conv_b"].row_blocks == 2
-        assert sum(cost.psum_moved for cost in compiled.costs) > 0
+        assert sum(cost.psum_words for cost in compiled.costs) > 0
     assert compiled.cycles == sum(cost.cycles for cost in compiled.costs) > 0
 
 
@@ -106,7 +108,7 @@ def test_external_weights_cost_cycles_not_results():
     rng = np.random.default_rng(SEED + 1)
     network = _residual_network(rng)
     # A weight beat (an array row, 2 bytes a cell) takes 2 cycles of the 8-byte port.
-    small = dict(rows=4, cols=8, alpha=2, act_bytes=1024, acc_words=16, psum_words=512)
+    small = dict(rows=4, cols=8, alpha=2, act_words=512, acc_words=16, psum_words=64)
     on_chip = compile_network(network, EngineConfig(**small))
     external = compile_network(network, EngineConfig(**small, weight_bytes=64))
     assert not on_chip.external_weights and external.external_weights
@@ -116,11 +118,11 @@ def test_external_weights_cost_cycles_not_results():
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"act_bytes": 300}, r"conv_a: its output \(8 x 8 x 8 = 512 bytes\) does not fit the "
-                         r"activation buffer of 300 bytes \(192 bytes already held by x\)"),
-    ({"psum_words": 100}, r"conv_a: its partial sums \(4 rows x 64 positions = 256 words\) "
-                          r"do not fit the partial-sum buffer of 100 words"),
-    ({"acc_words": 9}, r"fc: its output \(10 = 10 words\) does not fit the accumulator"),
+    ({"act_words": 150}, r"conv_a: its output \(8 x 8 x 8: 128 words of 4\) does not fit "
+                         r"the activation buffer of 150 words \(64 already held by x\)"),
+    ({"psum_words": 63}, r"conv_a: its partial sums \(64 positions, a word each\) do not "
+                         r"fit the partial-sum buffer of 63 words"),
+    ({"acc_words": 2}, r"fc: its output \(10: 3 words of 4\) does not fit the accumulator"),
     ({"alpha": 1}, r"conv_a: packed with alpha 2, the engine's array takes 1"),
     ({"out_bits": 6}, r"the network has 8-bit activations and 32-bit accumulators, the "
                       r"engine 6 and 32"),
@@ -128,10 +130,17 @@ def test_external_weights_cost_cycles_not_results():
 ])
 def test_what_does_not_fit_is_refused_in_one_line(change, message):
     network = _residual_network(np.random.default_rng(SEED))
-    config = {"rows": 4, "cols": 4, "alpha": 2, "act_bytes": 1024, "acc_words": 16,
-              "psum_words": 512, **change}
+    config = {"rows": 4, "cols": 4, "alpha": 2, "act_words": 512, "acc_words": 16,
+              "psum_words": 64, **change}
     with pytest.raises(CompileError, match=message):
         compile_network(network, EngineConfig(**config))
+
+
+def test_an_input_larger_than_the_buffer_is_named():
+    network = _residual_network(np.random.default_rng(SEED))
+    with pytest.raises(CompileError, match=r"^the input \(3 x 8 x 8: 64 words of 4\) does not "
+                                           r"fit the activation buffer of 63 words$"):
+        compile_network(network, EngineConfig(rows=4, cols=4, alpha=2, act_words=63))
 
 
 def test_term_quantized_layers_are_refused():
@@ -143,8 +152,8 @@ def test_term_quantized_layers_are_refused():
 def test_program_file_round_trip_and_bad_programs():
     rng = np.random.default_rng(SEED)
     network = _residual_network(rng)
-    compiled = compile_network(network, EngineConfig(rows=4, cols=4, alpha=2, act_bytes=1024,
-                                                     acc_words=16, psum_words=512))
+    compiled = compile_network(network, EngineConfig(rows=4, cols=4, alpha=2, act_words=512,
+                                                     acc_words=16, psum_words=64))
     program = Program.from_dict(json.loads(json.dumps(compiled.program.to_dict())))
     assert program == compiled.program
     image = rng.integers(0, 256, (3, 8, 8))
@@ -170,21 +179,23 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     program = Program.from_dict(json.loads((tmp_path / "program.json").read_text()))
     assert (tmp_path / "weights.bin").stat().st_size == program.weight_image_bytes
     assert len(report["per_step"]) == len(program.steps) == 7
-    assert main(["compile", str(model), "--calibration", "100", "--act-bytes", "3000",
+    assert main(["compile", str(model), "--calibration", "100", "--act-words", "1000",
                  "-o", str(tmp_path / "small")]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("codnn: error: /features/features.0/Conv: its output (6 x 28 x "
-                            "28 = 4704 bytes) does not fit") and "\n" not in error
+                            "28: 784 words of 16) does not fit") and "\n" not in error
     assert not (tmp_path / "small").exists()
 
 
 def test_weight_image_worked_example():
-    # docs/semantics.md section 9: a 1 x 1 array, alpha 2, bias 5, one tile whose column
-    # carries inputs 3 and 0, weight -2 on stream 1.
+    # docs/semantics.md section 9: a 1 x 1 array (one lane), alpha 2, bias 5, a 3 x 3
+    # convolution over a 2 x 4 x 4 map whose column carries im2col rows 14 (c 1, ky 1,
+    # kx 2: word offset 16 + 4 + 2) and 0 on its two streams, weight -2 on stream 1.
     engine = EngineConfig(rows=1, cols=1, alpha=2)
-    tile = Tile(0, 0, np.array([[-2]]), np.array([[1]]), np.array([[3, 0]]))
-    block = layer_block([tile], [5], engine)
-    assert block.hex(" ") == "05 00 00 00 03 00 00 00 fe 01"
-    back = read_tile(block, 4, engine)
-    assert (back.weights.tolist(), back.selects.tolist(), back.channels.tolist()) == (
-        [[-2]], [[1]], [[3, 0]])
+    tile = Tile(0, 0, np.array([[-2]]), np.array([[1]]), np.array([[14, 0]]))
+    entries = gather_entries(18, (2, 4, 4), 3, 1)
+    block = layer_block([tile], [5], entries, engine)
+    assert block.hex(" ") == "05 00 00 00 16 00 00 12 00 00 00 00 fe 01"
+    back, gather = read_tile(block, 4, engine)
+    assert (back.weights.tolist(), back.selects.tolist()) == ([[-2]], [[1]])
+    assert [g.tolist() for g in gather] == [[[22, 0]], [[0, 0]], [[1, 0]], [[2, 0]]]

@@ -268,8 +268,9 @@ def add_compile(sub):
     sub.add_argument("--calibration", type=positive_int, default=500,
                      help="inputs that choose the activation scales (default 500)")
     defaults = EngineConfig(rows=1, cols=1, alpha=1)
-    for name, unit in (("act_bytes", "bytes"), ("acc_words", "words"),
-                       ("psum_words", "words"), ("weight_bytes", "bytes")):
+    for name, unit in (("act_words", "words of ROWS activations"),
+                       ("acc_words", "words of ROWS accumulators"),
+                       ("psum_words", "words of ROWS accumulators"), ("weight_bytes", "bytes")):
         sub.add_argument(f"--{name.replace('_', '-')}", type=positive_int,
                          default=getattr(defaults, name),
                          help=f"engine buffer size in {unit} (default "
@@ -305,7 +306,7 @@ def run_compile(args):
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
     engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
-                          act_bytes=args.act_bytes, acc_words=args.acc_words,
+                          act_words=args.act_words, acc_words=args.acc_words,
                           psum_words=args.psum_words, weight_bytes=args.weight_bytes)
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
@@ -342,8 +343,8 @@ def run_compile(args):
                  {k: v for k, v in report.items() if k not in ("per_step", "engine")})
     print_rows("per step (cycles and bytes per image)", report["per_step"],
                [("name", "step"), ("op", "op"), ("cycles", "cycles"),
-                ("act_read", "act read"), ("act_written", "act written"),
-                ("psum_moved", "psum words"), ("weight_read", "weight bytes")])
+                ("act_reads", "act words read"), ("act_writes", "written"),
+                ("psum_words", "psum words"), ("weight_bytes", "weight bytes")])
     return 0
 
 

@@ -4,18 +4,19 @@ the bytes each memory moves per image (docs/networks.md, "The network engine").
 
 Allocation: every tensor gets a region of the activation buffer (the accumulators of a
 layer without output stage: of the accumulator buffer) from the step that writes it to the
-last step that reads it, first fit from address 0; a flatten is the same region read with
-another shape. A network that does not fit its engine is refused with one line naming the
-step and the buffer.
+last step that reads it, at the end of the buffer away from the step's input; a flatten
+is the same region, read by the next layer's gather table; a residual add writes over an
+input that nothing reads after it. A network that does not fit its engine is refused with
+one line naming the step and the buffer.
 
-Cycles (the model the engine's gateware is held to): a layer is ``golden.systolic``'s cycle
-model of its tiles on the engine's array, a data beat at most every ``max(beat_cycles,
-ceil(alpha / GATHER_PORTS))`` cycles (each array column gathers its ``alpha`` values
-through ``GATHER_PORTS`` read ports of its own copy of the activation buffer) and a
-weight beat (an array row of cells, ``2 * cols`` bytes) at most every
+Cycles (the model the engine's gateware is to be held to): a layer is
+``golden.systolic``'s cycle model of its tiles on the engine's array, a data beat at most
+every ``max(beat_cycles, ceil(alpha / GATHER_PORTS))`` cycles (each array column gathers
+its ``alpha`` values through ``GATHER_PORTS`` read ports of its own copy of the activation
+buffer) and a weight beat (an array row of cells, ``2 * cols`` bytes) at most every
 ``ceil(2 * cols / EXTERNAL_PORT_BYTES)`` cycles when the weight image is external; a
-pooling step one window value a cycle, an add one output a cycle; each step
-``STEP_CYCLES`` more (the sequencer's fetch and the pipeline's drain).
+pooling step reads a word (every lane) of a window a cycle, an add makes a word a cycle;
+each step costs ``STEP_CYCLES`` more (the sequencer's fetch and the pipeline's drain).
 """
 
 from dataclasses import dataclass
@@ -24,9 +25,9 @@ import numpy as np
 
 from codnn.golden.column_combining import im2col
 from codnn.golden.network import Add, ArrayLayer, Flatten, Pool
-from codnn.golden.network_program import (AddStep, EngineConfig, LayerStep, PoolStep,
-                                          Program, ProgramError, Region, layer_block,
-                                          tile_bytes)
+from codnn.golden.network_program import (MAX_KERNEL, AddStep, LayerStep, PoolStep,
+                                          Program, ProgramError, Region, gather_entries,
+                                          layer_block, tile_bytes, words)
 from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
 
 __all__ = ["GATHER_PORTS", "EXTERNAL_PORT_BYTES", "STEP_CYCLES", "CompileError", "StepCost",
@@ -46,18 +47,18 @@ class CompileError(ValueError):
 
 @dataclass(frozen=True)
 class StepCost:
-    """One step's cycles and the bytes it moves per image: activation buffer reads and
-    writes, accumulator and partial-sum words written and read (4 bytes each), weight
-    image bytes (on-chip or through the external port)."""
+    """One step's cycles and what it moves per image: words of the activation buffer read
+    (gathers, window reads) and written, accumulator and partial-sum words written and
+    read, and weight image bytes (on-chip, or through the external port)."""
 
     name: str
     op: str
     cycles: int
-    act_read: int
-    act_written: int
-    acc_written: int
-    psum_moved: int
-    weight_read: int
+    act_reads: int
+    act_writes: int
+    acc_writes: int
+    psum_words: int
+    weight_bytes: int
 
 
 @dataclass(frozen=True)
@@ -72,42 +73,45 @@ class CompiledNetwork:
         return sum(c.cycles for c in self.costs)
 
     def traffic(self):
-        """Bytes per image on each memory port: ``on_chip`` (activations, accumulators,
-        partial sums, and the weights when they fit) and ``external``."""
-        weights = sum(c.weight_read for c in self.costs)
-        on_chip = sum(c.act_read + c.act_written + 4 * (c.acc_written + c.psum_moved)
-                      for c in self.costs)
+        """Bytes per image on each memory port: ``on_chip`` (activation words of ``rows``
+        activations, accumulator and partial-sum words of ``rows`` accumulators, and the
+        weights when they fit) and ``external``."""
+        engine = self.program.engine
+        act_word = engine.rows * engine.out_bits // 8
+        acc_word = engine.rows * engine.acc_bits // 8
+        weights = sum(c.weight_bytes for c in self.costs)
+        on_chip = sum((c.act_reads + c.act_writes) * act_word
+                      + (c.acc_writes + c.psum_words) * acc_word for c in self.costs)
         return {"on_chip": on_chip + (0 if self.external_weights else weights),
                 "external": weights if self.external_weights else 0}
 
 
 class _Allocator:
-    """First-fit regions of one buffer, each held until its last reader has run."""
+    """Regions of one buffer, each held until its last reader has run."""
 
-    def __init__(self, memory, size, unit):
-        self.memory, self.size, self.unit = memory, size, unit
+    def __init__(self, memory, size, lanes):
+        self.memory, self.size, self.lanes = memory, size, lanes
         self.held = {}                                  # tensor -> (addr, end, last use)
 
     def free_after(self, index):
         self.held = {t: r for t, r in self.held.items() if r[2] > index}
 
-    def place(self, tensor, shape, last, step_name, high=False):
-        """A region for ``tensor``: the lowest free one, or with ``high`` the highest."""
-        need = int(np.prod(shape))
+    def place(self, tensor, shape, last, what, high=False):
+        """A region for ``tensor`` (``what`` it is, for the error): the lowest free one, or
+        with ``high`` the highest."""
+        need = words(shape, self.lanes)
         edges = [0] + [a for r in sorted(self.held.values()) for a in r[:2]] + [self.size]
         gaps = [(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)
                 if edges[k + 1] - edges[k] >= need]
-        addr = None
-        if gaps:
-            addr = gaps[-1][1] - need if high else gaps[0][0]
-        if addr is None:
+        if not gaps:
             used = sum(end - start for start, end, _ in self.held.values())
-            held = (f" ({used} {self.unit} already held by {', '.join(sorted(self.held))})"
+            held = (f" ({used} already held by {', '.join(sorted(self.held))})"
                     if self.held else "")
             raise CompileError(
-                f"{step_name}: its output ({' x '.join(map(str, shape))} = {need} "
-                f"{self.unit}) does not fit the {self.memory} buffer of {self.size} "
-                f"{self.unit}{held}")
+                f"{what} ({' x '.join(map(str, shape))}: {need} words of "
+                f"{self.lanes}) does not fit the {self.memory} buffer of {self.size} "
+                f"words{held}")
+        addr = gaps[-1][1] - need if high else gaps[0][0]
         self.held[tensor] = (addr, addr + need, last)
         return Region("act" if self.memory == "activation" else "acc", addr, tuple(shape))
 
@@ -118,6 +122,9 @@ def _check_network(network, engine):
                            f"{network.acc_bits}-bit accumulators, the engine "
                            f"{engine.out_bits} and {engine.acc_bits}")
     for layer in network.array_layers:
+        if layer.kernel > MAX_KERNEL:
+            raise CompileError(f"{layer.name}: a {layer.kernel} x {layer.kernel} kernel; the "
+                               f"engine's gather takes at most {MAX_KERNEL} x {MAX_KERNEL}")
         if layer.tq is not None:
             raise CompileError(f"{layer.name}: term-quantized layers do not run on the "
                                f"network engine yet (column-combined arrays only)")
@@ -147,24 +154,26 @@ def _last_uses(network):
 
 def _in_bounds(shape, kernel, stride, padding):
     """Per im2col column and output position, whether the value lies inside the map
-    (padding is not read)."""
-    ones = np.ones((1, *shape), np.int64)
-    return im2col(ones, kernel, stride, padding) if kernel else np.ones((shape[0], 1), np.int64)
+    (padding is not read); a dense layer (``kernel == 0``) reads every input once."""
+    if not kernel:
+        return np.ones((int(np.prod(shape)), 1), np.int64)
+    return im2col(np.ones((1, *shape), np.int64), kernel, stride, padding)
 
 
 def _layer(step, src, dst, offset, engine, external):
     """The ``LayerStep``, its block of the weight image and its cost."""
     tiles = make_tiles(step.packed, engine.rows, engine.cols, engine.alpha)
-    block = layer_block(tiles, step.bias, engine)
+    entries = gather_entries(step.packed.columns, src.shape, step.kernel, engine.rows)
+    block = layer_block(tiles, step.bias, entries, engine)
     col_blocks = 1 + max(t.col_block for t in tiles)
     row_blocks = len(tiles) // col_blocks
-    inside = _in_bounds(src.shape if step.kernel else (src.size,), step.kernel, step.stride,
-                        step.padding)
+    inside = _in_bounds(src.map_shape if step.kernel else src.shape, step.kernel,
+                        step.stride, step.padding)
     positions = inside.shape[1]
-    if col_blocks > 1 and engine.rows * positions > engine.psum_words:
-        raise CompileError(f"{step.name}: its partial sums ({engine.rows} rows x {positions} "
-                           f"positions = {engine.rows * positions} words) do not fit the "
-                           f"partial-sum buffer of {engine.psum_words} words")
+    if col_blocks > 1 and positions > engine.psum_words:
+        raise CompileError(f"{step.name}: its partial sums ({positions} positions, a word "
+                           f"each) do not fit the partial-sum buffer of {engine.psum_words} "
+                           f"words")
     timing = mac_timing(engine.mac, data_bits=engine.out_bits, weight_bits=engine.weight_bits,
                         cols=engine.cols, acc_bits=engine.acc_bits)
     timing["beat_cycles"] = max(timing["beat_cycles"], -(-engine.alpha // GATHER_PORTS))
@@ -173,16 +182,16 @@ def _layer(step, src, dst, offset, engine, external):
                          out_stage=True, weight_cycles=weight_cycles,
                          used_cells=[t.used_cells for t in tiles], **timing)
     padded = np.concatenate([inside, np.zeros((1, positions), np.int64)])
-    act_read = sum(int(padded[t.channels].sum()) for t in tiles)
-    psum = 2 * engine.rows * positions * row_blocks * (col_blocks - 1)
+    act_reads = sum(int(padded[t.channels].sum()) for t in tiles)
     layer = LayerStep(name=step.name, src=src, dst=dst, filters=step.packed.rows,
-                      columns=step.packed.columns, row_blocks=row_blocks,
-                      col_blocks=col_blocks, weights=offset, shift=step.shift,
-                      kernel=step.kernel, stride=step.stride, padding=step.padding)
-    written = step.packed.rows * positions
-    cost = StepCost(step.name, "layer", report.cycles + STEP_CYCLES, act_read,
+                      row_blocks=row_blocks, col_blocks=col_blocks, positions=positions,
+                      weights=offset, shift=step.shift, kernel=step.kernel,
+                      stride=step.stride, padding=step.padding)
+    written = row_blocks * positions
+    cost = StepCost(step.name, "layer", report.cycles + STEP_CYCLES, act_reads,
                     written if dst.memory == "act" else 0,
-                    written if dst.memory == "acc" else 0, psum, len(block))
+                    written if dst.memory == "acc" else 0,
+                    2 * positions * row_blocks * (col_blocks - 1), len(block))
     return layer, block, cost
 
 
@@ -204,8 +213,9 @@ def compile_network(network, engine):
     q = np.zeros((1, *network.input_shape), dtype=np.int64)
     shapes = {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
     storage, last = _last_uses(network)
-    act = _Allocator("activation", engine.act_bytes, "bytes")
-    acc = _Allocator("accumulator", engine.acc_words, "words")
+    R = engine.rows
+    act = _Allocator("activation", engine.act_words, R)
+    acc = _Allocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
     external = sum(4 * layer.packed.rows + tile_bytes(engine) * len(make_tiles(
@@ -215,8 +225,7 @@ def compile_network(network, engine):
     offset = 0
     for k, step in enumerate(network.steps):
         if isinstance(step, Flatten):
-            source = regions[step.source]
-            regions[step.output] = Region(source.memory, source.addr, shapes[step.output])
+            regions[step.output] = regions[step.source]
             continue
         for allocator in (act, acc):
             allocator.free_after(k - 1)
@@ -233,10 +242,11 @@ def compile_network(network, engine):
             # An add reads each element of its inputs before it writes that element, so
             # it writes over an input that nothing reads after it.
             dst = regions[reused[0]]
-            act.held[name] = (dst.addr, dst.end, last.get(step.output, k))
+            act.held[name] = (dst.addr, dst.addr + dst.words(R), last.get(step.output, k))
         else:
+            middle = source.addr + source.words(R) / 2
             dst = target.place(name, shapes[step.output], last.get(step.output, k),
-                               step.name, high=source.addr + source.end < target.size)
+                               f"{step.name}: its output", high=middle < target.size / 2)
         regions[step.output] = dst
         if isinstance(step, ArrayLayer):
             layer, block, cost = _layer(step, regions[step.source], dst, offset, engine,
@@ -249,15 +259,18 @@ def compile_network(network, engine):
             src = regions[step.source]
             steps.append(PoolStep(step.name, src, dst, step.kind, step.kernel, step.stride,
                                   step.padding, step.count_pad))
-            window = (_in_bounds(src.shape, step.kernel, step.stride, step.padding).sum()
-                      if step.kernel else src.size)
-            costs.append(StepCost(step.name, "pool", int(window) + STEP_CYCLES,
-                                  int(window), dst.size, 0, 0, 0))
+            # A word (every lane) of a window a cycle, padding not read.
+            c, h, w = src.map_shape
+            window = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
+                      if step.kernel else h * w)
+            reads = -(-c // R) * int(window)
+            costs.append(StepCost(step.name, "pool", reads + STEP_CYCLES, reads,
+                                  dst.words(R), 0, 0, 0))
         else:
             a, b = regions[step.source], regions[step.other]
             steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb))
-            costs.append(StepCost(step.name, "add", dst.size + STEP_CYCLES, 2 * dst.size,
-                                  dst.size, 0, 0, 0))
+            costs.append(StepCost(step.name, "add", dst.words(R) + STEP_CYCLES,
+                                  2 * dst.words(R), dst.words(R), 0, 0, 0))
     image = b"".join(blocks)
     program = Program(engine, tuple(steps), regions[network.input], regions[network.output],
                       len(image))
