@@ -45,8 +45,8 @@ from .network import FRACTION, pool
 from .systolic import Tile, output_stage, run_tile, select_bits
 
 __all__ = ["NO_LANE", "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep",
-           "Program", "ProgramError", "words", "gather_entries", "tile_bytes", "layer_block",
-           "read_tile", "run_program"]
+           "Program", "ProgramError", "words", "gather_entries", "gather_values", "tile_bytes",
+           "layer_block", "read_tile", "run_program"]
 
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
@@ -280,18 +280,22 @@ def _write(memories, region, values, lanes):
         padded.reshape(blocks, lanes, h, w).transpose(0, 2, 3, 1).reshape(-1, lanes)
 
 
-def _gathered(step, act, gather):
-    """The values the streams carry at every output position: ``(T, cols, alpha)``."""
+def gather_values(act, src, map_shape, kernel, stride, padding, gather):
+    """The values the streams carry at every output position of a layer, ``(T, cols,
+    alpha)``: ``act`` the activation buffer (``words x lanes``), ``src`` the source's first
+    word, ``map_shape`` its ``(C, H, W)``, ``gather`` a tile's ``(offset, lane, ky, kx)``
+    (``read_tile``); ``kernel == 0``: a dense layer (one position)."""
     offset, lane, ky, kx = gather
-    _, h, w = step.src.map_shape
-    window = (step.kernel, step.stride, step.padding)
-    h_out = output_size(h, *window) if step.kernel else 1
-    w_out = output_size(w, *window) if step.kernel else 1
-    oy, ox = np.meshgrid(np.arange(h_out) * step.stride - step.padding,
-                         np.arange(w_out) * step.stride - step.padding, indexing="ij")
+    _, h, w = map_shape
+    window = (kernel, stride, padding)
+    h_out = output_size(h, *window) if kernel else 1
+    w_out = output_size(w, *window) if kernel else 1
+    stride, padding = (stride, padding) if kernel else (1, 0)
+    oy, ox = np.meshgrid(np.arange(h_out) * stride - padding,
+                         np.arange(w_out) * stride - padding, indexing="ij")
     y, x = oy.reshape(-1, 1, 1) + ky, ox.reshape(-1, 1, 1) + kx
     inside = (lane != NO_LANE) & (y >= 0) & (y < h) & (x >= 0) & (x < w)
-    address = step.src.addr + (oy * w + ox).reshape(-1, 1, 1) + offset
+    address = src + (oy * w + ox).reshape(-1, 1, 1) + offset
     values = act[np.where(inside, address, 0), np.where(inside, lane, 0)]
     return np.where(inside, values, 0)
 
@@ -307,7 +311,8 @@ def _run_layer(step, image, memories, engine):
         for _ in range(step.col_blocks):
             tile, gather = read_tile(image, at, engine)
             at += tile_bytes(engine)
-            beats = _gathered(step, memories["act"], gather)
+            beats = gather_values(memories["act"], step.src.addr, step.src.map_shape,
+                                  step.kernel, step.stride, step.padding, gather)
             if len(beats) != step.positions:
                 raise ProgramError(f"{step.name}: its source gives {len(beats)} output "
                                    f"positions, the step says {step.positions}")

@@ -1,0 +1,209 @@
+"""The network engine's gather: the activation buffer, a copy per array column, and the
+address generator that builds the array's data beats from the stored map (im2col by
+addresses, docs/semantics.md section 9)."""
+
+from amaranth.hdl import Array, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from codnn.golden.network_program import NO_LANE
+from codnn.hw.common.counters import counter
+from codnn.hw.common.params import positive_int
+
+__all__ = ["GatherEntry", "Geometry", "Gather"]
+
+#: One stream's gather entry (semantics section 9).
+GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
+                                 "kx": unsigned(4), "ky": unsigned(4)})
+
+#: Vectors the output FIFO holds (those in the read pipeline count against it): enough
+#: for a beat a cycle, since a position's credit comes back 6 cycles after it is taken.
+_FIFO_DEPTH = 8
+
+
+def Geometry(depth):
+    """A layer's geometry as the gather takes it: the source's first word and map size
+    (``height x width``), the output map (``out_height x out_width``; 1 x 1 for a dense
+    layer), stride and padding (1 and 0 for a dense layer)."""
+    return data.StructLayout({
+        "src": range(depth), "height": unsigned(16), "width": unsigned(16),
+        "out_height": unsigned(16), "out_width": unsigned(16), "stride": unsigned(4),
+        "padding": unsigned(4)})
+
+
+class Gather(wiring.Component):
+    """The activation buffer (``depth`` words of ``lanes`` ``data_bits``-bit lanes, one copy
+    per array column, each with ``ports`` read ports) and the address generator that reads
+    a layer's data beats from it.
+
+    A pulse on ``start`` (while not ``busy``) samples ``geometry`` and ``table`` (each array
+    column's ``alpha`` gather entries) and sends one beat on ``o`` per output position,
+    row-major: stream ``a`` of column ``g`` carries lane ``lane`` of word ``src + (oy *
+    stride - padding) * width + (ox * stride - padding) + offset`` when the window position
+    ``(oy * stride - padding + ky, ox * stride - padding + kx)`` lies inside the map and
+    ``lane`` is not ``0xFF``, else 0. ``write`` writes a word into every copy (not while
+    a pass reads what it writes).
+
+    Latency: ``ceil(alpha / ports) + 5`` cycles from the edge that takes ``start`` to the
+    first beat valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and
+    lane steps, a cycle to the FIFO and its write). Throughput: a beat every
+    ``ceil(alpha / ports)`` cycles while ``o`` is ready.
+
+    Parameters
+    ----------
+    cols, alpha, lanes : int
+        Array columns, streams per column, lanes per word (the array's rows).
+    depth : int
+        Words of the activation buffer (at most 65536).
+    data_bits : int
+        Lane width.
+    ports : int
+        Read ports of each column's copy.
+
+    Attributes
+    ----------
+    write : In(StructLayout({"addr", "data", "en"}))
+    geometry : In(Geometry(depth))
+    table : In(ArrayLayout(ArrayLayout(GatherEntry, alpha), cols))
+    start : In(1)
+    busy : Out(1)
+    o : Out(stream.Signature(ArrayLayout(ArrayLayout(unsigned(data_bits), alpha), cols)))
+
+    Raises
+    ------
+    TypeError
+        If a size is not a positive integer.
+    ValueError
+        If ``depth`` is above 65536 or ``lanes`` is 255 or more.
+    """
+
+    def __init__(self, *, cols, alpha, lanes, depth, data_bits=8, ports=2):
+        for value, what in ((cols, "Column count"), (alpha, "Alpha"), (lanes, "Lane count"),
+                            (depth, "Buffer depth"), (data_bits, "Data width"),
+                            (ports, "Port count")):
+            positive_int(value, what)
+        if depth > 1 << 16:
+            raise ValueError(f"Buffer depth must be at most 65536 words, not {depth}")
+        if lanes >= NO_LANE:
+            raise ValueError(f"Lane count must be below {NO_LANE}, not {lanes}")
+        self._cols, self._alpha, self._lanes, self._depth = cols, alpha, lanes, depth
+        self._data_bits, self._ports = data_bits, ports
+        super().__init__({
+            "write": In(data.StructLayout({"addr": range(depth),
+                                           "data": unsigned(lanes * data_bits), "en": 1})),
+            "geometry": In(Geometry(depth)),
+            "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, alpha), cols)),
+            "start": In(1),
+            "busy": Out(1),
+            "o": Out(stream.Signature(data.ArrayLayout(
+                data.ArrayLayout(unsigned(data_bits), alpha), cols))),
+        })
+
+    cols = property(lambda self: self._cols, doc="Array columns.")
+    alpha = property(lambda self: self._alpha, doc="Streams per column.")
+    lanes = property(lambda self: self._lanes, doc="Lanes per word.")
+    depth = property(lambda self: self._depth, doc="Words of the activation buffer.")
+    ports = property(lambda self: self._ports, doc="Read ports per column copy.")
+
+    @property
+    def rounds(self):
+        """Cycles of reads per beat: ``ceil(alpha / ports)``."""
+        return -(-self._alpha // self._ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        W, A, P, D = self._cols, self._alpha, self._ports, self._data_bits
+        rounds = self.rounds
+
+        geo = Signal.like(self.geometry, name="geo")
+        table = Signal.like(self.table, name="gather_table")
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [geo.eq(self.geometry), table.eq(self.table)]
+
+        # Position registers: the window's top-left (oy * s - p, ox * s - p), its word, and
+        # the word of the row's first window; signed, since padding starts them negative.
+        span = signed(24)
+        wy, wx = Signal(span, name="window_y"), Signal(span, name="window_x")
+        base, row_base = Signal(span, name="base"), Signal(span, name="row_base")
+        oy, ox = Signal(16, name="oy"), Signal(16, name="ox")
+        rnd = counter(rounds, name="round")
+        issuing = Signal(name="issuing")
+        pending = Signal(range(_FIFO_DEPTH + 1), name="pending")   # in flight or queued
+        m.d.comb += self.busy.eq(issuing | (pending != 0))
+        pad = geo.padding
+        first = Signal(name="first")                   # a cycle to set up from geo
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [first.eq(1), issuing.eq(1)]
+        with m.If(first):
+            top_left = geo.src - pad * geo.width - pad
+            m.d.sync += [first.eq(0), wy.eq(-pad), wx.eq(-pad), oy.eq(0), ox.eq(0),
+                         rnd.eq(0), base.eq(top_left), row_base.eq(top_left)]
+
+        # A position starts only with room for its vector in the FIFO.
+        fifo_out = fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH)
+        m.submodules.fifo = fifo_out
+        begin = issuing & ~first & (rnd == 0) & (pending < _FIFO_DEPTH)
+        go = issuing & ~first & ((rnd != 0) | begin)
+        last_round = rnd == rounds - 1
+        with m.If(go):
+            m.d.sync += rnd.eq(Mux(last_round, 0, rnd + 1))
+            with m.If(last_round):
+                at_row_end = ox == geo.out_width - 1
+                with m.If(at_row_end):
+                    next_row = row_base + geo.stride * geo.width
+                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-pad), wy.eq(wy + geo.stride),
+                                 base.eq(next_row), row_base.eq(next_row)]
+                    with m.If(oy == geo.out_height - 1):
+                        m.d.sync += issuing.eq(0)
+                with m.Else():
+                    m.d.sync += [ox.eq(ox + 1), wx.eq(wx + geo.stride),
+                                 base.eq(base + geo.stride)]
+        pushed = fifo_out.w_en
+        m.d.sync += pending.eq(pending + begin - (fifo_out.r_en & fifo_out.r_rdy))
+
+        # Step 1: each port's address, whether its value is inside the map, its lane.
+        # Step 2: the memory's read. Step 3: the lane, into the beat being built.
+        copies = [memory.Memory(shape=unsigned(self._lanes * D), depth=self._depth, init=[])
+                  for _ in range(W)]
+        beat = Signal.like(self.o.payload, name="beat")
+        for g, copy in enumerate(copies):
+            m.submodules[f"act_c{g}"] = copy
+            write = copy.write_port()
+            m.d.comb += [write.addr.eq(self.write.addr), write.data.eq(self.write.data),
+                         write.en.eq(self.write.en)]
+            for p in range(P):
+                read = copy.read_port()
+                slot = Array(table[g][min(r * P + p, A - 1)] for r in range(rounds))[rnd]
+                y, x = wy + slot.ky, wx + slot.kx
+                inside = ((slot.lane != NO_LANE) & (y >= 0) & (y < geo.height)
+                          & (x >= 0) & (x < geo.width))
+                valid = Signal(name=f"read_c{g}_p{p}_valid")
+                lane = Signal(8, name=f"read_c{g}_p{p}_lane")
+                stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
+                m.d.sync += [read.addr.eq(Mux(inside, base + slot.offset, 0)),
+                             valid.eq(go & inside), lane.eq(slot.lane),
+                             stream_index.eq(rnd * P + p)]
+                wanted = Signal(name=f"read_c{g}_p{p}_wanted")
+                m.d.sync += wanted.eq(go)
+                valid_q, lane_q, index_q, wanted_q = (Signal.like(s, name=f"{s.name}_q")
+                                                      for s in (valid, lane, stream_index,
+                                                                wanted))
+                m.d.sync += [valid_q.eq(valid), lane_q.eq(lane), index_q.eq(stream_index),
+                             wanted_q.eq(wanted)]
+                value = Mux(valid_q, read.data.word_select(lane_q[:max(1, (self._lanes - 1)
+                                                                         .bit_length())], D), 0)
+                with m.If(wanted_q):
+                    for a in range(A):
+                        if a % P == p:
+                            with m.If(index_q == a):
+                                m.d.sync += beat[g][a].eq(value)
+        # The beat is whole a cycle after its last round's lanes land.
+        done = Signal(name="beat_done")
+        done_d = [Signal(name=f"beat_done_{k}") for k in range(3)]
+        m.d.sync += [done_d[0].eq(go & last_round), done_d[1].eq(done_d[0]),
+                     done_d[2].eq(done_d[1])]
+        m.d.comb += [done.eq(done_d[2]), pushed.eq(done),
+                     fifo_out.w_data.eq(beat.as_value())]
+        m.d.comb += [self.o.valid.eq(fifo_out.r_rdy), self.o.payload.eq(fifo_out.r_data),
+                     fifo_out.r_en.eq(self.o.ready)]
+        return m

@@ -1,0 +1,114 @@
+# amaranth: UnusedElaboratable=no
+"""The network engine's units on Amaranth's simulator against golden.network_program."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from codnn.golden.column_combining import output_size
+from codnn.golden.network_program import NO_LANE, gather_values
+from codnn.hw.network import Gather
+
+SEED = 20261128
+
+
+def _gather_run(dut, act, geometry, entries, rng, backpressure):
+    """Write ``act`` (words x lanes) through ``dut.write``, start a pass with ``geometry``
+    and ``entries`` (offset, lane, ky, kx: each cols x alpha), collect its beats as
+    ``(T, cols, alpha)``; also the cycles from start to the first beat and to the last."""
+    positions = geometry["out_height"] * geometry["out_width"]
+    offset, lane, ky, kx = entries
+    got, times = [], []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        for addr, word in enumerate(act):
+            ctx.set(dut.write, {"addr": addr, "en": 1, "data": sum(
+                int(v) << (8 * k) for k, v in enumerate(word))})
+            await ctx.tick()
+        ctx.set(dut.write.en, 0)
+        ctx.set(dut.geometry, geometry)
+        for g in range(dut.cols):
+            for a in range(dut.alpha):
+                ctx.set(dut.table[g][a], {"offset": int(offset[g, a]), "lane": int(lane[g, a]),
+                                          "ky": int(ky[g, a]), "kx": int(kx[g, a])})
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        # Settings change the cycle after start: the pass must have sampled them.
+        ctx.set(dut.geometry, {**geometry, "src": 0, "stride": 3})
+        cycle = 0
+        while len(got) < positions:
+            ready = rng.random() >= backpressure
+            ctx.set(dut.o.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            cycle += 1
+            assert cycle < 100 * positions * dut.rounds + 100, "the gather stalled"
+            if valid and ready:
+                got.append([[int(payload[g][a]) for a in range(dut.alpha)]
+                            for g in range(dut.cols)])
+                times.append(cycle)
+        ctx.set(dut.o.ready, 1)
+        for _ in range(4):
+            await ctx.tick()
+            assert not ctx.get(dut.o.valid) and not ctx.get(dut.busy)
+
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(got), times
+
+
+@pytest.mark.parametrize("cols,alpha,lanes,ports,kernel,stride,padding,channels", [
+    (3, 4, 4, 2, 3, 1, 1, 6),         # a padded 3 x 3 convolution over two lane blocks
+    (2, 3, 1, 2, 2, 2, 0, 2),         # one lane, alpha not a multiple of the ports
+    (4, 1, 8, 1, 1, 1, 0, 5),         # 1 x 1, alpha 1, one port
+    (2, 5, 4, 2, 5, 2, 2, 3),         # LeNet-like 5 x 5, stride 2, padding 2
+    (3, 2, 4, 2, 0, 1, 0, 7),         # a dense layer over a flattened 7 x 3 x 2 map
+])
+def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding, channels):
+    rng = np.random.default_rng(SEED + kernel)
+    pace = random.Random(SEED)
+    print(f"seed={SEED + kernel}")
+    h, w = (7, 6) if kernel else (3, 2)
+    blocks = -(-channels // lanes)
+    depth = 8 + blocks * h * w + 5
+    src = 8
+    act = rng.integers(0, 256, (depth, lanes))
+    columns = channels * kernel * kernel if kernel else channels * h * w
+    picks = rng.integers(0, columns, (cols, alpha))
+    if kernel:
+        c, ky, kx = picks // (kernel * kernel), picks // kernel % kernel, picks % kernel
+        offset = (c // lanes) * h * w + ky * w + kx
+    else:
+        c, y, x = np.unravel_index(picks, (channels, h, w))
+        ky = kx = np.zeros_like(picks)
+        offset = ((c // lanes) * h + y) * w + x
+    lane = np.where(rng.random((cols, alpha)) < 0.2, NO_LANE, c % lanes)
+    entries = (offset, lane, ky, kx)
+    out = (output_size(h, kernel, stride, padding), output_size(w, kernel, stride, padding)) \
+        if kernel else (1, 1)
+    geometry = {"src": src, "height": h, "width": w, "out_height": out[0],
+                "out_width": out[1], "stride": stride if kernel else 1,
+                "padding": padding if kernel else 0}
+    dut = Gather(cols=cols, alpha=alpha, lanes=lanes, depth=depth, ports=ports)
+    want = gather_values(act, src, (channels, h, w), kernel, stride, padding, entries)
+    got, times = _gather_run(dut, act, geometry, entries, pace, 0.3)
+    assert got.shape == want.shape and np.array_equal(got, want), (
+        f"first difference at {np.argwhere(got != want)[0]} (seed {SEED + kernel})")
+    steady = _gather_run(dut, act, geometry, entries, pace, 0.0)[1]
+    rounds = -(-alpha // ports)
+    assert steady[0] == rounds + 5
+    assert [b - a for a, b in zip(steady, steady[1:])] == [rounds] * (len(steady) - 1)
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"depth": 1 << 17}, ValueError, "at most 65536 words"),
+    ({"lanes": 255}, ValueError, "Lane count must be below 255"),
+    ({"ports": 0}, TypeError, "Port count must be a positive integer"),
+])
+def test_gather_parameters(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        Gather(**{"cols": 2, "alpha": 2, "lanes": 4, "depth": 64, **kwargs})
