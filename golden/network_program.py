@@ -44,14 +44,16 @@ from .column_combining import output_size
 from .network import FRACTION, pool
 from .systolic import Tile, output_stage, run_tile, select_bits
 
-__all__ = ["NO_LANE", "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep",
+__all__ = ["NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep",
            "Program", "ProgramError", "words", "gather_entries", "gather_values", "tile_bytes",
-           "layer_block", "read_tile", "run_program"]
+           "layer_block", "read_tile", "read_region", "write_region", "run_program"]
 
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
 #: The largest kernel a gather entry can name (``ky`` and ``kx`` are 4 bits each).
 MAX_KERNEL = 15
+#: Bits of an add's multipliers ``ma`` and ``mb`` (unsigned).
+MULTIPLIER_BITS = 24
 
 
 class ProgramError(ValueError):
@@ -262,21 +264,23 @@ def read_tile(image, offset, engine):
     return Tile(0, 0, weights, cells[..., 1].astype(np.int64), streams), gather
 
 
-def _read(memories, region, lanes):
-    """A region's values as its shape (a map's lanes past ``C`` left out)."""
+def read_region(words, region, lanes):
+    """A region's values as its shape, from ``words`` (a buffer, ``depth x lanes``; a map's
+    lanes past ``C`` left out)."""
     c, h, w = region.map_shape
     blocks = -(-c // lanes)
-    stored = memories[region.memory][region.addr:region.addr + blocks * h * w]
+    stored = words[region.addr:region.addr + blocks * h * w]
     values = stored.reshape(blocks, h, w, lanes).transpose(0, 3, 1, 2)
     return values.reshape(blocks * lanes, h, w)[:c].reshape(region.shape)
 
 
-def _write(memories, region, values, lanes):
+def write_region(words, region, values, lanes):
+    """Store ``values`` (the region's shape) into ``words`` (lanes past ``C`` as 0)."""
     c, h, w = region.map_shape
     blocks = -(-c // lanes)
     padded = np.zeros((blocks * lanes, h, w), np.int64)
     padded[:c] = np.asarray(values).reshape(c, h, w)
-    memories[region.memory][region.addr:region.addr + blocks * h * w] = \
+    words[region.addr:region.addr + blocks * h * w] = \
         padded.reshape(blocks, lanes, h, w).transpose(0, 2, 3, 1).reshape(-1, lanes)
 
 
@@ -320,7 +324,7 @@ def _run_layer(step, image, memories, engine):
         blocks.append(psum.T)
     acc = np.concatenate(blocks)[:step.filters]                     # N x T
     y = acc if step.shift is None else output_stage(acc, step.shift, engine.out_bits)
-    _write(memories, step.dst, y, R)
+    write_region(memories[step.dst.memory], step.dst, y, R)
 
 
 def run_program(program, image, x):
@@ -346,17 +350,20 @@ def run_program(program, image, x):
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64)}
-    _write(memories, program.input, x, R)
+    write_region(memories[program.input.memory], program.input, x, R)
     top = (1 << engine.out_bits) - 1
     for step in program.steps:
         if isinstance(step, LayerStep):
             _run_layer(step, image, memories, engine)
         elif isinstance(step, PoolStep):
-            y = pool(_read(memories, step.src, R)[None], step.kind, step.kernel, step.stride,
-                     step.padding, step.count_pad, integer=True)
-            _write(memories, step.dst, y, R)
+            x = read_region(memories[step.src.memory], step.src, R)
+            y = pool(x[None], step.kind, step.kernel, step.stride, step.padding,
+                     step.count_pad, integer=True)
+            write_region(memories[step.dst.memory], step.dst, y, R)
         else:
-            total = (_read(memories, step.a, R) * step.ma + _read(memories, step.b, R) * step.mb
-                     + (1 << (FRACTION - 1)))
-            _write(memories, step.dst, np.clip(total >> FRACTION, 0, top), R)
-    return _read(memories, program.output, R)
+            a = read_region(memories[step.a.memory], step.a, R)
+            b = read_region(memories[step.b.memory], step.b, R)
+            total = a * step.ma + b * step.mb + (1 << (FRACTION - 1))
+            write_region(memories[step.dst.memory], step.dst,
+                         np.clip(total >> FRACTION, 0, top), R)
+    return read_region(memories[program.output.memory], program.output, R)

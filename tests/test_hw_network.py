@@ -5,11 +5,15 @@ import random
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, unsigned
+from amaranth.lib import memory, wiring
 from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
-from codnn.golden.network_program import NO_LANE, gather_values
-from codnn.hw.network import Gather
+from codnn.golden.network import FRACTION, pool
+from codnn.golden.network_program import (NO_LANE, Region, gather_values, read_region,
+                                          write_region)
+from codnn.hw.network import Gather, PostOp, PostProcess
 
 SEED = 20261128
 
@@ -112,3 +116,105 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
 def test_gather_parameters(kwargs, error, message):
     with pytest.raises(error, match=message):
         Gather(**{"cols": 2, "alpha": 2, "lanes": 4, "depth": 64, **kwargs})
+
+
+class _BufferHarness(wiring.Component):
+    """A ``PostProcess`` on a buffer of its size: two read ports (not transparent) and its
+    write port."""
+
+    def __init__(self, dut, init):
+        self.dut, self.buffer = dut, memory.Memory(
+            shape=unsigned(dut.lanes * 8), depth=dut.depth, init=init)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut, m.submodules.buffer = self.dut, self.buffer
+        write = self.buffer.write_port()
+        m.d.comb += [write.addr.eq(self.dut.write.addr), write.data.eq(self.dut.write.data),
+                     write.en.eq(self.dut.write.en)]
+        for k in range(2):
+            read = self.buffer.read_port(transparent_for=())
+            m.d.comb += [read.addr.eq(self.dut.read[k]), self.dut.read_data[k].eq(read.data)]
+        return m
+
+
+def _post_run(lanes, words, step):
+    """Run one post-processing ``step`` over a buffer holding ``words`` (depth x lanes);
+    return the buffer after it and the cycles ``busy`` stayed high."""
+    dut = PostProcess(lanes=lanes, depth=len(words))
+    harness = _BufferHarness(dut, [sum(int(v) << (8 * k) for k, v in enumerate(word))
+                                   for word in words])
+    result, cycles = [], [0]
+    sim = Simulator(harness)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        ctx.set(dut.step, step)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.step, {**step, "src": 1, "kernel_w": 1})    # sampled already
+        while ctx.get(dut.busy):
+            await ctx.tick()
+            cycles[0] += 1
+            assert cycles[0] < 100_000, "the unit never finished"
+        for addr in range(len(words)):
+            value = ctx.get(harness.buffer.data[addr])
+            result.append([(value >> (8 * k)) & 0xFF for k in range(lanes)])
+
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(result), cycles[0]
+
+
+@pytest.mark.parametrize("kind,kernel,stride,padding,count_pad,lanes", [
+    ("max", 2, 2, 0, False, 4), ("max", 3, 2, 1, False, 3), ("avg", 3, 1, 1, False, 4),
+    ("avg", 3, 1, 1, True, 2), ("avg", 2, 2, 0, False, 1), ("avg", 0, 1, 0, False, 4),
+])
+def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
+    rng = np.random.default_rng(SEED + kernel)
+    print(f"seed={SEED + kernel}")
+    c, h, w = 6, 7, 6
+    x = rng.integers(0, 256, (c, h, w))
+    x[0] = 255                                   # the largest sums and quotients
+    src, dst = Region("act", 3, (c, h, w)), None
+    want = pool(x[None], kind, kernel, stride, padding, count_pad, integer=True)[0]
+    dst = Region("act", src.addr + src.words(lanes) + 2, want.shape)
+    words = np.zeros((dst.addr + dst.words(lanes) + 3, lanes), np.int64)
+    write_region(words, src, x, lanes)
+    kh, kw = (kernel, kernel) if kernel else (h, w)
+    step = {"op": PostOp.AVG_POOL if kind == "avg" else PostOp.MAX_POOL,
+            "count_pad": count_pad, "src": src.addr, "dst": dst.addr,
+            "blocks": -(-c // lanes), "height": h, "width": w, "out_height": want.shape[1],
+            "out_width": want.shape[2], "kernel_h": kh, "kernel_w": kw,
+            "stride": stride if kernel else 1, "padding": padding}
+    after, cycles = _post_run(lanes, words, step)
+    got = read_region(after, dst, lanes)
+    assert np.array_equal(got, want), f"first difference at {np.argwhere(got != want)[0]}"
+    outside = np.ones(len(words), bool)
+    outside[dst.addr:dst.addr + dst.words(lanes)] = False
+    assert np.array_equal(after[outside], words[outside])       # nothing else written
+    per_word = kh * kw + (2 if kind == "max" else 8 + 3)
+    assert cycles == dst.words(lanes) * per_word
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_residual_add_equals_golden(in_place):
+    rng = np.random.default_rng(SEED)
+    lanes, shape = 4, (5, 3, 4)
+    a, b = rng.integers(0, 256, shape), rng.integers(0, 256, shape)
+    ma, mb = 70_000, 23_456                      # the first saturates, the second rounds
+    ra = Region("act", 2, shape)
+    rb = Region("act", ra.addr + ra.words(lanes), shape)
+    out = rb if in_place else Region("act", rb.addr + rb.words(lanes) + 1, shape)
+    words = np.zeros((out.addr + out.words(lanes) + 2, lanes), np.int64)
+    write_region(words, ra, a, lanes)
+    write_region(words, rb, b, lanes)
+    step = {"op": PostOp.ADD, "src": ra.addr, "src_b": rb.addr, "dst": out.addr,
+            "words": ra.words(lanes), "ma": ma, "mb": mb}
+    after, cycles = _post_run(lanes, words, step)
+    want = np.clip((a * ma + b * mb + (1 << (FRACTION - 1))) >> FRACTION, 0, 255)
+    assert np.array_equal(read_region(after, out, lanes), want)
+    assert np.array_equal(read_region(after, ra, lanes), a)
+    assert cycles == ra.words(lanes) + 2

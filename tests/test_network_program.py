@@ -199,3 +199,20 @@ def test_weight_image_worked_example():
     back, gather = read_tile(block, 4, engine)
     assert (back.weights.tolist(), back.selects.tolist()) == ([[-2]], [[1]])
     assert [g.tolist() for g in gather] == [[[22, 0]], [[0, 0]], [[1, 0]], [[2, 0]]]
+
+
+def test_what_the_engine_cannot_hold_is_refused():
+    rng = np.random.default_rng(SEED)
+    network = _residual_network(rng)
+    steps = list(network.steps)
+    steps[2] = Add("add", "b", "a", "s", ma=1 << 24, mb=3)
+    with pytest.raises(CompileError, match=r"add: multipliers 16777216 and 3 outside the "
+                                           r"engine's 24 unsigned bits"):
+        compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
+                        EngineConfig(rows=4, cols=4, alpha=2))
+    big = _layer(rng, "conv_16", "x", "a", 8, 3 * 256, shift=9, kernel=16, padding=8)
+    steps = (big, *network.steps[1:])
+    with pytest.raises(CompileError, match=r"conv_16: a 16 x 16 kernel; the engine's gather "
+                                           r"takes at most 15 x 15"):
+        compile_network(IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0),
+                        EngineConfig(rows=4, cols=4, alpha=2))

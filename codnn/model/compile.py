@@ -14,9 +14,11 @@ Cycles (the model the engine's gateware is to be held to): a layer is
 every ``max(beat_cycles, ceil(alpha / GATHER_PORTS))`` cycles (each array column gathers
 its ``alpha`` values through ``GATHER_PORTS`` read ports of its own copy of the activation
 buffer) and a weight beat (an array row of cells, ``2 * cols`` bytes) at most every
-``ceil(2 * cols / EXTERNAL_PORT_BYTES)`` cycles when the weight image is external; a
-pooling step reads a word (every lane) of a window a cycle, an add makes a word a cycle;
-each step costs ``STEP_CYCLES`` more (the sequencer's fetch and the pipeline's drain).
+``ceil(2 * cols / EXTERNAL_PORT_BYTES)`` cycles when the weight image is external;
+pooling and the add take the cycles of ``hw.network.PostProcess`` (a window position a
+cycle, all lanes at once, and per output word 2 more for a max, ``out_bits + 3`` for an
+average; an add a word a cycle, and 2 more); each step costs ``STEP_CYCLES`` more (the
+sequencer's fetch and the pipeline's drain).
 """
 
 from dataclasses import dataclass
@@ -25,7 +27,8 @@ import numpy as np
 
 from codnn.golden.column_combining import im2col
 from codnn.golden.network import Add, ArrayLayer, Flatten, Pool
-from codnn.golden.network_program import (MAX_KERNEL, AddStep, LayerStep, PoolStep,
+from codnn.golden.network_program import (MAX_KERNEL, MULTIPLIER_BITS, AddStep, LayerStep,
+                                          PoolStep,
                                           Program, ProgramError, Region, gather_entries,
                                           layer_block, tile_bytes, words)
 from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
@@ -134,6 +137,11 @@ def _check_network(network, engine):
         top = 1 << (engine.weight_bits - 1)
         if layer.packed.P.size and (layer.packed.P.min() < -top or layer.packed.P.max() >= top):
             raise CompileError(f"{layer.name}: weights outside {engine.weight_bits} bits")
+    for step in network.steps:
+        if isinstance(step, Add) and not all(0 <= v < 1 << MULTIPLIER_BITS
+                                             for v in (step.ma, step.mb)):
+            raise CompileError(f"{step.name}: multipliers {step.ma} and {step.mb} outside "
+                               f"the engine's {MULTIPLIER_BITS} unsigned bits")
 
 
 def _last_uses(network):
@@ -259,17 +267,19 @@ def compile_network(network, engine):
             src = regions[step.source]
             steps.append(PoolStep(step.name, src, dst, step.kind, step.kernel, step.stride,
                                   step.padding, step.count_pad))
-            # A word (every lane) of a window a cycle, padding not read.
+            # A window position a cycle (every lane at once), padding not read.
             c, h, w = src.map_shape
-            window = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
+            inside = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
                       if step.kernel else h * w)
-            reads = -(-c // R) * int(window)
-            costs.append(StepCost(step.name, "pool", reads + STEP_CYCLES, reads,
-                                  dst.words(R), 0, 0, 0))
+            window = step.kernel ** 2 if step.kernel else h * w
+            finish = 2 if step.kind == "max" else engine.out_bits + 3
+            cycles = dst.words(R) * (window + finish)
+            costs.append(StepCost(step.name, "pool", cycles + STEP_CYCLES,
+                                  -(-c // R) * int(inside), dst.words(R), 0, 0, 0))
         else:
             a, b = regions[step.source], regions[step.other]
             steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb))
-            costs.append(StepCost(step.name, "add", dst.words(R) + STEP_CYCLES,
+            costs.append(StepCost(step.name, "add", dst.words(R) + 2 + STEP_CYCLES,
                                   2 * dst.words(R), dst.words(R), 0, 0, 0))
     image = b"".join(blocks)
     program = Program(engine, tuple(steps), regions[network.input], regions[network.output],

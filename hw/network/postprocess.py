@@ -1,0 +1,242 @@
+"""The network engine's post-processing unit: pooling and the residual add on words of the
+activation buffer, every lane at once (docs/semantics.md sections 7 and 9)."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, enum, wiring
+from amaranth.lib.wiring import In, Out
+
+from codnn.golden.network import FRACTION
+from codnn.golden.network_program import MULTIPLIER_BITS
+from codnn.hw.common.params import positive_int
+
+__all__ = ["PostOp", "PostStep", "PostProcess"]
+
+
+class PostOp(enum.Enum, shape=2):
+    MAX_POOL = 0
+    AVG_POOL = 1
+    ADD = 2
+
+
+def PostStep(depth):
+    """A step as the unit takes it. Pooling: ``blocks`` lane blocks of a ``height x width``
+    map at ``src`` to ``out_height x out_width`` at ``dst``, a ``kernel_h x kernel_w``
+    window, ``stride``, ``padding``, ``count_pad`` (an average counts padded positions).
+    Add: ``words`` words of ``src`` and ``src_b`` to ``dst``, multipliers ``ma``, ``mb``."""
+    address = range(depth)
+    return data.StructLayout({
+        "op": PostOp, "count_pad": 1, "src": address, "src_b": address, "dst": address,
+        "blocks": unsigned(16), "words": unsigned(17), "height": unsigned(16),
+        "width": unsigned(16), "out_height": unsigned(16), "out_width": unsigned(16),
+        "kernel_h": unsigned(16), "kernel_w": unsigned(16), "stride": unsigned(4),
+        "padding": unsigned(4), "ma": unsigned(MULTIPLIER_BITS),
+        "mb": unsigned(MULTIPLIER_BITS)})
+
+
+class _State(enum.Enum, shape=3):
+    IDLE = 0
+    WINDOW = 1          # reading a window's words
+    SETTLE = 2          # the window's last word lands
+    ROUND = 3           # an average's sum plus half its divisor
+    DIVIDE = 4          # an average's quotient, a bit a cycle
+    WRITE = 5
+    ADD = 6
+
+
+class PostProcess(wiring.Component):
+    """Pooling and the residual add over an activation buffer of ``depth`` words of
+    ``lanes`` ``data_bits``-bit lanes, read through ``read`` (two ports, data a cycle after
+    the address) and written through ``write``.
+
+    A pulse on ``start`` (while not ``busy``) samples ``step`` and runs it:
+
+    - max or average pooling: for each lane block, output row and column, the window's
+      positions are visited one a cycle, the words inside the map read, and each lane
+      takes the max, or the sum ``s`` and then ``(s + n // 2) // n`` (``n`` the window's
+      size with ``count_pad``, else its positions inside the map), a quotient bit a cycle;
+      the result word is written at ``dst + (block * out_height + oy) * out_width + ox``.
+      Global average pooling is the ``height x width`` window.
+    - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
+      * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written two cycles later to
+      ``dst + k`` (``dst`` may be ``src`` or ``src_b``).
+
+    Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
+    ``kernel_h * kernel_w + 2`` per output word (max) or ``kernel_h * kernel_w + data_bits
+    + 3`` (average); add, ``words + 2``.
+
+    Parameters
+    ----------
+    lanes, depth, data_bits : int
+
+    Attributes
+    ----------
+    step : In(PostStep(depth))
+    start : In(1)
+    busy : Out(1)
+    read : Out(ArrayLayout(range(depth), 2)); read_data : In(ArrayLayout(lanes * data_bits, 2))
+    write : Out(StructLayout({"addr", "data", "en"}))
+    """
+
+    def __init__(self, *, lanes, depth, data_bits=8):
+        for value, what in ((lanes, "Lane count"), (depth, "Buffer depth"),
+                            (data_bits, "Data width")):
+            positive_int(value, what)
+        self._lanes, self._depth, self._data_bits = lanes, depth, data_bits
+        super().__init__({
+            "step": In(PostStep(depth)),
+            "start": In(1),
+            "busy": Out(1),
+            "read": Out(data.ArrayLayout(range(depth), 2)),
+            "read_data": In(data.ArrayLayout(unsigned(lanes * data_bits), 2)),
+            "write": Out(data.StructLayout({"addr": range(depth),
+                                            "data": unsigned(lanes * data_bits), "en": 1})),
+        })
+
+    lanes = property(lambda self: self._lanes, doc="Lanes per word.")
+    depth = property(lambda self: self._depth, doc="Words of the buffer.")
+
+    def elaborate(self, platform):
+        m = Module()
+        R, D = self._lanes, self._data_bits
+        top = (1 << D) - 1
+        step = Signal.like(self.step, name="post_step")
+        state = Signal(_State)
+        m.d.comb += self.busy.eq(state != _State.IDLE)
+
+        span = signed(24)
+        # Pooling: the lane block, the output position, the window position; ``plane`` the
+        # block's first word, ``window`` the window's top-left word, ``cursor`` the word read.
+        block, oy, ox = Signal(16, name="block"), Signal(16, name="oy"), Signal(16, name="ox")
+        ky, kx = Signal(16, name="ky"), Signal(16, name="kx")
+        wy, wx = Signal(span, name="window_y"), Signal(span, name="window_x")
+        plane, window = Signal(span, name="plane"), Signal(span, name="window")
+        row_window = Signal(span, name="row_window")      # the row's first window
+        cursor = Signal(span, name="cursor")
+        out_addr = Signal(range(self._depth), name="out_addr")
+        inside_count = Signal(16, name="inside_count")
+        y, x = wy + ky, wx + kx
+        inside = (y >= 0) & (y < step.height) & (x >= 0) & (x < step.width)
+        arrived = Signal(name="arrived")                  # a window word lands this cycle
+        m.d.comb += self.read[0].eq(Mux(inside, cursor, 0))
+        acc = [Signal(D + 16, name=f"acc_l{k}") for k in range(R)]
+        lanes_in = [self.read_data[0].word_select(k, D) for k in range(R)]
+        with m.If(arrived):
+            for k in range(R):
+                m.d.sync += acc[k].eq(Mux(step.op == PostOp.MAX_POOL,
+                                          Mux(lanes_in[k] > acc[k], lanes_in[k], acc[k]),
+                                          acc[k] + lanes_in[k]))
+        m.d.sync += arrived.eq(0)
+        # Average: the quotient of (sum + n // 2) by n, a bit a cycle from the top.
+        divisor = Signal(16, name="divisor")
+        bit = Signal(range(D), name="quotient_bit")
+        quotient = [Signal(D, name=f"quotient_l{k}") for k in range(R)]
+        result = Signal(R * D, name="result")
+
+        def start_window():
+            m.d.sync += [ky.eq(0), kx.eq(0), cursor.eq(window), inside_count.eq(0),
+                         state.eq(_State.WINDOW)]
+            m.d.sync += [a.eq(0) for a in acc]
+
+        # Add: the words' index, and the two pipeline steps.
+        index = Signal(17, name="add_index")
+        add_valid = Signal(2, name="add_valid")
+        sums = Signal(R * D, name="add_sums")
+        add_dst = [Signal(range(self._depth), name=f"add_dst_{k}") for k in range(2)]
+
+        with m.Switch(state):
+            with m.Case(_State.IDLE):
+                with m.If(self.start):
+                    m.d.sync += step.eq(self.step)
+                    with m.If(self.step.op == PostOp.ADD):
+                        m.d.sync += [index.eq(0), state.eq(_State.ADD)]
+                    with m.Else():
+                        top_left = self.step.src - self.step.padding * self.step.width \
+                            - self.step.padding
+                        m.d.sync += [block.eq(0), oy.eq(0), ox.eq(0), wy.eq(-self.step.padding),
+                                     wx.eq(-self.step.padding), plane.eq(self.step.src),
+                                     window.eq(top_left), cursor.eq(top_left),
+                                     row_window.eq(top_left),
+                                     ky.eq(0), kx.eq(0), inside_count.eq(0),
+                                     out_addr.eq(self.step.dst), state.eq(_State.WINDOW)]
+                        m.d.sync += [a.eq(0) for a in acc]
+            with m.Case(_State.WINDOW):
+                m.d.sync += arrived.eq(inside)
+                m.d.sync += inside_count.eq(inside_count + inside)
+                with m.If(kx == step.kernel_w - 1):
+                    m.d.sync += [kx.eq(0), ky.eq(ky + 1),
+                                 cursor.eq(cursor + step.width - step.kernel_w + 1)]
+                    with m.If(ky == step.kernel_h - 1):
+                        m.d.sync += state.eq(_State.SETTLE)
+                with m.Else():
+                    m.d.sync += [kx.eq(kx + 1), cursor.eq(cursor + 1)]
+            with m.Case(_State.SETTLE):
+                m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
+                                         _State.ROUND))
+            with m.Case(_State.ROUND):
+                n = Mux(step.count_pad, step.kernel_h * step.kernel_w, inside_count)
+                m.d.sync += [divisor.eq(n), bit.eq(D - 1), state.eq(_State.DIVIDE)]
+                m.d.sync += [a.eq(a + (n >> 1)) for a in acc]
+            with m.Case(_State.DIVIDE):
+                for k in range(R):
+                    shifted = divisor << bit
+                    take = acc[k] >= shifted
+                    m.d.sync += quotient[k].eq(Mux(take, quotient[k] | (1 << bit),
+                                                   quotient[k]))
+                    with m.If(take):
+                        m.d.sync += acc[k].eq(acc[k] - shifted)
+                with m.If(bit == 0):
+                    m.d.sync += state.eq(_State.WRITE)
+                with m.Else():
+                    m.d.sync += bit.eq(bit - 1)
+            with m.Case(_State.WRITE):
+                average = step.op == PostOp.AVG_POOL
+                for k in range(R):
+                    m.d.comb += result.word_select(k, D).eq(
+                        Mux(average, quotient[k], acc[k][:D]))
+                m.d.comb += [self.write.addr.eq(out_addr), self.write.data.eq(result),
+                             self.write.en.eq(1)]
+                m.d.sync += [q.eq(0) for q in quotient]
+                m.d.sync += out_addr.eq(out_addr + 1)
+                # The next output position, row, block; or the end.
+                with m.If(ox == step.out_width - 1):
+                    row_start = row_window + step.stride * step.width
+                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-step.padding),
+                                 wy.eq(wy + step.stride), row_window.eq(row_start)]
+                    m.d.sync += window.eq(row_start)
+                    start_window()
+                    m.d.sync += cursor.eq(row_start)
+                    with m.If(oy == step.out_height - 1):
+                        next_plane = plane + step.height * step.width
+                        corner = next_plane - step.padding * step.width - step.padding
+                        m.d.sync += [oy.eq(0), wy.eq(-step.padding), block.eq(block + 1),
+                                     plane.eq(next_plane), window.eq(corner),
+                                     cursor.eq(corner), row_window.eq(corner)]
+                        with m.If(block == step.blocks - 1):
+                            m.d.sync += state.eq(_State.IDLE)
+                with m.Else():
+                    m.d.sync += [ox.eq(ox + 1), wx.eq(wx + step.stride),
+                                 window.eq(window + step.stride)]
+                    start_window()
+                    m.d.sync += cursor.eq(window + step.stride)
+            with m.Case(_State.ADD):
+                m.d.comb += [self.read[0].eq(step.src + index),
+                             self.read[1].eq(step.src_b + index)]
+                with m.If(index == step.words - 1):
+                    m.d.sync += state.eq(_State.IDLE)
+                m.d.sync += index.eq(index + 1)
+        # The add's pipeline runs on after its last read (the state is IDLE by then; a new
+        # step waits for busy, which covers it).
+        reading = state == _State.ADD
+        m.d.sync += [add_valid.eq(Cat(reading, add_valid[0])),
+                     add_dst[0].eq(step.dst + index), add_dst[1].eq(add_dst[0])]
+        for k in range(R):
+            a = self.read_data[0].word_select(k, D)
+            b = self.read_data[1].word_select(k, D)
+            total = (a * step.ma + b * step.mb + (1 << (FRACTION - 1))) >> FRACTION
+            m.d.sync += sums.word_select(k, D).eq(Mux(total > top, top, total))
+        with m.If(add_valid[1]):
+            m.d.comb += [self.write.addr.eq(add_dst[1]), self.write.data.eq(sums),
+                         self.write.en.eq(1)]
+        with m.If(add_valid.any()):
+            m.d.comb += self.busy.eq(1)
+        return m
