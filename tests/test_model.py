@@ -149,6 +149,89 @@ def test_torch_export_imports_and_matches_torch(tmp_path):
     np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("pooling", ["adaptive", "mean"])
+def test_torch_global_average_pool_imports_as_exported(tmp_path, dynamo, pooling):
+    # adaptive_avg_pool2d(x, 1) and x.mean((2, 3)): ReduceMean over the spatial axes from
+    # the default exporter, GlobalAveragePool or ReduceMean from the old one.
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+            self.fc = torch.nn.Linear(4, 5)
+
+        def forward(self, x):
+            a = torch.relu(self.conv(x))
+            if pooling == "adaptive":
+                return self.fc(torch.nn.functional.adaptive_avg_pool2d(a, 1).flatten(1))
+            return self.fc(a.mean((2, 3)))
+
+    torch.manual_seed(SEED)
+    model = Net().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 2, 6, 6),), str(tmp_path / "g.onnx"),
+                          dynamo=dynamo)
+    print(sorted({node.op_type for node in onnx.load(str(tmp_path / "g.onnx")).graph.node}))
+    network = load_onnx(tmp_path / "g.onnx")
+    x = np.random.default_rng(SEED).uniform(0, 1, (3, 2, 6, 6))
+    with torch.no_grad():
+        want = model(torch.tensor(x, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("keepdims,opset,squeeze", [(0, 17, False), (1, 18, True),
+                                                     (1, 13, False)])
+def test_reduce_mean_over_the_map_is_a_global_average_pool(tmp_path, keepdims, opset,
+                                                           squeeze):
+    rng = np.random.default_rng(SEED)
+    inits = {"w": rng.normal(0, 0.3, (4, 2, 3, 3)), "fw": rng.normal(0, 0.3, (5, 4))}
+    mean_inputs, mean_attrs = ["r"], {"keepdims": keepdims}
+    if opset >= 18:
+        inits["axes"] = np.array([-2, -1])
+        mean_inputs.append("axes")
+    else:
+        mean_attrs["axes"] = [2, 3]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("ReduceMean", mean_inputs, ["m"], name="mean", **mean_attrs)]
+    if keepdims:
+        if squeeze:
+            nodes.append(helper.make_node("Squeeze", ["m", "sq"], ["f"], name="squeeze"))
+            inits["sq"] = np.array([2, 3])
+        else:
+            nodes.append(helper.make_node("Flatten", ["m"], ["f"], name="flat"))
+    nodes.append(helper.make_node("Gemm", ["f" if keepdims else "m", "fw"], ["y"],
+                                  name="fc", transB=1))
+    model = _model(nodes, inits, (2, 5, 5), [1, 5], opset=opset)
+    for init in model.graph.initializer:
+        if init.name in ("axes", "sq"):
+            init.CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(init).astype(np.int64), init.name))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    network = load_onnx(tmp_path / "m.onnx")
+    x = rng.uniform(0, 1, (4, 2, 5, 5))
+    np.testing.assert_allclose(network.run(x), _reference(model, x), rtol=1e-4, atol=1e-5)
+    integer = quantize_network(network, x, alpha=2, gamma=0.5)
+    assert [type(s).__name__ for s in integer.steps][:3] == ["ArrayLayer", "Pool", "Flatten"]
+
+
+def test_reduce_mean_over_other_axes_is_refused(tmp_path):
+    rng = np.random.default_rng(SEED)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("ReduceMean", ["r"], ["m"], name="mean", axes=[1],
+                              keepdims=0)]
+    _model(nodes, {"w": rng.normal(0, 0.3, (4, 2, 3, 3))}, (2, 5, 5), [1, 3, 3],
+           path=tmp_path / "m.onnx")
+    with pytest.raises(ModelError, match=r"ReduceMean node 'mean': only a ReduceMean over "
+                                         r"the two spatial axes \(2, 3\) of a map is "
+                                         r"supported, not axes \[1\]"):
+        load_onnx(tmp_path / "m.onnx")
+
+
 @pytest.mark.parametrize("mutate,message", [
     (lambda m: m.graph.node[0].attribute.append(helper.make_attribute("group", 2)),
      "grouped or depthwise"),

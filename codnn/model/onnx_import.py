@@ -192,6 +192,45 @@ def _pool(b, node, attrs):
     b.nonnegative.add(node.output[0])
 
 
+def _spatial_axes(b, node, attrs, what):
+    """The axes of a ReduceMean or Squeeze (an attribute before opset 18 / 13, an input
+    after), which must be the two spatial axes of a 4-D tensor."""
+    axes = attrs.get("axes")
+    if axes is None:
+        axes = b.constant(node, 1, "axes")
+    axes = sorted(int(a) % 4 for a in np.asarray(axes if axes is not None else []).reshape(-1))
+    if axes != [2, 3]:
+        raise ModelError(f"{_where(node)}: only a {what} over the two spatial axes (2, 3) of "
+                         f"a map is supported, not axes {axes}")
+
+
+def _reduce_mean(b, node, attrs):
+    """ReduceMean over H and W, as PyTorch exports ``adaptive_avg_pool2d(x, 1)`` or
+    ``x.mean((2, 3))``: the global average pool, then a flatten without keepdims."""
+    _spatial_axes(b, node, attrs, "ReduceMean")
+    if attrs.get("noop_with_empty_axes", 0):
+        raise ModelError(f"{_where(node)}: noop_with_empty_axes is not supported")
+    source = b.name(node.input[0])
+    if source not in b.nonnegative:
+        raise ModelError(f"{_where(node)}: pooling needs a ReLU'd input (the arrays' "
+                         f"activations are unsigned)")
+    keep = attrs.get("keepdims", 1)
+    pooled = node.output[0] if keep else f"{node.output[0]}/pooled"
+    b.add(Pool(node.name, source, pooled, "avg"))
+    if not keep:
+        b.add(Flatten(f"{node.name}/flatten", pooled, node.output[0]))
+    b.nonnegative.update({pooled, node.output[0]})
+
+
+def _squeeze(b, node, attrs):
+    """Squeeze of the 1 x 1 map a global pool leaves: a flatten."""
+    _spatial_axes(b, node, attrs, "Squeeze")
+    source = b.name(node.input[0])
+    b.add(Flatten(node.name, source, node.output[0]))
+    if source in b.nonnegative:
+        b.nonnegative.add(node.output[0])
+
+
 def _flatten(b, node, attrs):
     if node.op_type == "Flatten" and attrs.get("axis", 1) != 1:
         raise ModelError(f"{_where(node)}: only Flatten with axis=1 is supported")
@@ -279,6 +318,10 @@ def load_onnx(path):
             _pool(b, node, attrs)
         elif op in ("Flatten", "Reshape"):
             _flatten(b, node, attrs)
+        elif op == "ReduceMean":
+            _reduce_mean(b, node, attrs)
+        elif op == "Squeeze":
+            _squeeze(b, node, attrs)
         elif op == "Add":
             _add(b, node, nodes_after)
         elif op in _PASS_THROUGH:
