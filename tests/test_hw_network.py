@@ -11,8 +11,8 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
 from codnn.golden.network import FRACTION, pool
-from codnn.golden.network_program import (NO_LANE, Region, gather_values, read_region,
-                                          write_region)
+from codnn.golden.network_program import (NO_LANE, Region, gather_entries, gather_values,
+                                          read_region, write_region)
 from codnn.hw.network import Gather, PostOp, PostProcess
 
 SEED = 20261128
@@ -83,15 +83,10 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
     act = rng.integers(0, 256, (depth, lanes))
     columns = channels * kernel * kernel if kernel else channels * h * w
     picks = rng.integers(0, columns, (cols, alpha))
-    if kernel:
-        c, ky, kx = picks // (kernel * kernel), picks // kernel % kernel, picks % kernel
-        offset = (c // lanes) * h * w + ky * w + kx
-    else:
-        c, y, x = np.unravel_index(picks, (channels, h, w))
-        ky = kx = np.zeros_like(picks)
-        offset = ((c // lanes) * h + y) * w + x
-    lane = np.where(rng.random((cols, alpha)) < 0.2, NO_LANE, c % lanes)
-    entries = (offset, lane, ky, kx)
+    offset, lane, kyx = gather_entries(columns, (channels, h, w), kernel, lanes)[picks] \
+        .transpose(2, 0, 1)
+    lane = np.where(rng.random((cols, alpha)) < 0.2, NO_LANE, lane)
+    entries = (offset, lane, kyx >> 4, kyx & 15)
     out = (output_size(h, kernel, stride, padding), output_size(w, kernel, stride, padding)) \
         if kernel else (1, 1)
     geometry = {"src": src, "height": h, "width": w, "out_height": out[0],

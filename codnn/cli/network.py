@@ -32,7 +32,8 @@ FAILURES = ()
 MODELS = Path(__file__).resolve().parent.parent.parent / "benchmarks" / "models"
 
 
-def _array_options(sub, *, rtl_default):
+def _packing_options(sub, *, mac_default):
+    """The array's size, how layers are packed for it and quantized (infer, compile)."""
     sub.add_argument("--rows", type=positive_int, default=16, help="array rows (default 16)")
     sub.add_argument("--cols", type=positive_int, default=16,
                      help="array columns (default 16)")
@@ -40,10 +41,14 @@ def _array_options(sub, *, rtl_default):
                      help="data streams per column; 1 = dense array (default 8)")
     sub.add_argument("--gamma", type=non_negative_float, default=0.5,
                      help="allowed conflicts per row when a layer is packed (default 0.5)")
-    sub.add_argument("--mac", choices=MAC_KINDS, default="parallel",
-                     help="MAC kind (default parallel)")
+    sub.add_argument("--mac", choices=MAC_KINDS, default=mac_default,
+                     help=f"MAC kind (default {mac_default})")
     sub.add_argument("--calibration", type=positive_int, default=500,
                      help="inputs that choose the activation scales (default 500)")
+
+
+def _array_options(sub, *, rtl_default):
+    _packing_options(sub, mac_default="parallel")
     sub.add_argument("--fmax-mhz", type=positive_float, default=None,
                      help="clock for images per second (e.g. what codnn synth reports)")
     sub.add_argument("--rtl", type=non_negative_int, default=rtl_default, metavar="N",
@@ -256,17 +261,7 @@ def add_compile(sub):
     sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
                      help="mnist, digits, or an .npz with inputs x (and labels y): "
                           "calibration and --check inputs (default mnist)")
-    sub.add_argument("--rows", type=positive_int, default=16, help="array rows (default 16)")
-    sub.add_argument("--cols", type=positive_int, default=16,
-                     help="array columns (default 16)")
-    sub.add_argument("--alpha", type=positive_int, default=8,
-                     help="data streams per column; 1 = dense array (default 8)")
-    sub.add_argument("--gamma", type=non_negative_float, default=0.5,
-                     help="allowed conflicts per row when a layer is packed (default 0.5)")
-    sub.add_argument("--mac", choices=MAC_KINDS, default="bitserial",
-                     help="MAC kind (default bitserial)")
-    sub.add_argument("--calibration", type=positive_int, default=500,
-                     help="inputs that choose the activation scales (default 500)")
+    _packing_options(sub, mac_default="bitserial")
     defaults = EngineConfig(rows=1, cols=1, alpha=1)
     for name, unit in (("act_words", "words of ROWS activations"),
                        ("acc_words", "words of ROWS accumulators"),
