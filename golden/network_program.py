@@ -11,12 +11,17 @@ vector of ``F`` values is the shape ``F x 1 x 1``, and a flatten leaves the map 
 lanes are ``acc_bits``-bit words, laid out the same (the logits); the partial-sum buffer
 holds a word per output position.
 
-The weight image holds, per array layer at its ``weights`` offset, the bias
-(``filters`` little-endian int32), then every tile, row blocks outer and column blocks
-inner: its gather table (``cols x alpha`` entries of 4 bytes: the word offset from the
-output position's window, u16 LE; the lane, ``0xFF`` for no input; ``ky << 4 | kx``),
+The weight image is words of ``2 * cols`` bytes (an array row of cells). It holds, per
+array layer at its ``weights`` offset (a whole word), the bias (``filters`` little-endian
+int32, padded with zeros to whole words), then every tile, row blocks outer and column
+blocks inner: its gather table (``cols x alpha`` entries of 4 bytes: the word offset from
+the output position's window, u16 LE; the lane, ``0xFF`` for no input; ``ky << 4 | kx``),
 then its cells (``rows x cols`` byte pairs: the weight, two's complement, and the stream
 select).
+
+The binary program (``encode_program``) is little-endian u32 words: a header (magic,
+version, step count, the engine's parameters, the input and output regions) and a
+descriptor of ``STEP_WORDS`` per step.
 
 Steps, in program order:
 
@@ -44,9 +49,10 @@ from .column_combining import output_size
 from .network import FRACTION, pool
 from .systolic import Tile, output_stage, run_tile, select_bits
 
-__all__ = ["NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep",
-           "Program", "ProgramError", "words", "gather_entries", "gather_values", "tile_bytes",
-           "layer_block", "read_tile", "read_region", "write_region", "run_program"]
+__all__ = ["NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep",
+           "PoolStep", "AddStep", "Program", "ProgramError", "words", "gather_entries",
+           "gather_values", "image_word", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
+           "read_region", "write_region", "run_program", "encode_program", "decode_program"]
 
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
@@ -226,6 +232,18 @@ def gather_entries(columns, src_shape, kernel, lanes):
     return np.stack([offset, c % lanes, ky << 4 | kx], axis=1)
 
 
+def image_word(engine):
+    """Bytes of a word of the weight memory: an array row of cells (2 bytes each). A
+    tile's gather table is ``2 * alpha`` words, its cells ``rows`` words."""
+    return 2 * engine.cols
+
+
+def bias_bytes(filters, engine):
+    """Bytes of a layer's bias in the weight image: ``filters`` int32, padded with zeros to
+    whole words."""
+    return -(-4 * filters // image_word(engine)) * image_word(engine)
+
+
 def tile_bytes(engine):
     """Bytes of one tile in the weight image: its gather table and its cells."""
     return 4 * engine.cols * engine.alpha + 2 * engine.rows * engine.cols
@@ -235,7 +253,8 @@ def layer_block(tiles, bias, entries, engine):
     """A layer's block of the weight image: ``bias`` then ``tiles``
     (``golden.systolic.make_tiles``, in order), their streams' inputs given by
     ``entries`` (``gather_entries``)."""
-    parts = [np.asarray(bias, dtype="<i4").tobytes()]
+    bias = np.asarray(bias, dtype="<i4").tobytes()
+    parts = [bias + bytes(bias_bytes(len(bias) // 4, engine) - len(bias))]
     mask = (1 << engine.weight_bits) - 1
     none = np.array([0, NO_LANE, 0])
     for tile in tiles:
@@ -308,7 +327,7 @@ def _run_layer(step, image, memories, engine):
     R = engine.rows
     bias = np.frombuffer(image, "<i4", step.filters, step.weights).astype(np.int64)
     bias = np.concatenate([bias, np.zeros(-step.filters % R, np.int64)])
-    at = step.weights + 4 * step.filters
+    at = step.weights + bias_bytes(step.filters, engine)
     blocks = []
     for i in range(step.row_blocks):
         psum = np.broadcast_to(bias[i * R:(i + 1) * R], (step.positions, R))
@@ -367,3 +386,102 @@ def run_program(program, image, x):
             write_region(memories[step.dst.memory], step.dst,
                          np.clip(total >> FRACTION, 0, top), R)
     return read_region(memories[program.output.memory], program.output, R)
+
+
+#: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
+#: ``STEP_WORDS`` per step (docs/semantics.md section 9).
+MAGIC = 0x6E646F63                              # "codn"
+VERSION = 1
+HEADER_WORDS, STEP_WORDS = 18, 16
+_OPS = ("layer", "pool", "add")
+_MACS = ("parallel", "bitserial")
+
+
+def _region_words(region):
+    c, h, w = region.map_shape
+    return [region.addr | (region.memory == "acc") << 31 | (len(region.shape) == 1) << 30,
+            c, h | w << 16]
+
+
+def _region(words):
+    first, c, hw = (int(v) for v in words)
+    shape = (c,) if first >> 30 & 1 else (c, hw & 0xFFFF, hw >> 16)
+    return Region("acc" if first >> 31 else "act", first & 0x3FFF_FFFF, shape)
+
+
+def _window_word(kernel, stride, padding):
+    return kernel | stride << 8 | padding << 16
+
+
+def encode_program(program):
+    """The program as the engine's sequencer reads it: a header (magic, version, step
+    count, the engine's parameters, the input and output regions) and a fixed-size
+    descriptor per step (names are the JSON form's only)."""
+    e = program.engine
+    words = [MAGIC, VERSION, len(program.steps), e.rows, e.cols, e.alpha,
+             e.weight_bits | e.out_bits << 8 | e.acc_bits << 16, _MACS.index(e.mac),
+             e.act_words, e.acc_words, e.psum_words, program.weight_image_bytes,
+             *_region_words(program.input), *_region_words(program.output)]
+    for step in program.steps:
+        if isinstance(step, LayerStep):
+            body = [_OPS.index("layer") | (step.shift is not None) << 8,
+                    *_region_words(step.src), *_region_words(step.dst), step.filters,
+                    step.row_blocks, step.col_blocks, step.positions, step.weights,
+                    step.shift or 0, _window_word(step.kernel, step.stride, step.padding)]
+        elif isinstance(step, PoolStep):
+            body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
+                    *_region_words(step.src), *_region_words(step.dst),
+                    _window_word(step.kernel, step.stride, step.padding)]
+        else:
+            body = [_OPS.index("add"), *_region_words(step.a), *_region_words(step.b),
+                    *_region_words(step.dst), step.ma, step.mb]
+        words += body + [0] * (STEP_WORDS - len(body))
+    return np.array(words, "<u4").tobytes()
+
+
+def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
+    """The ``Program`` of ``encode_program``'s bytes (steps named ``step0``, ``step1``...;
+    ``weight_bytes``, the on-chip weight memory, is not in the binary form).
+
+    Raises
+    ------
+    ProgramError
+        If ``data`` is not a whole program of this version.
+    """
+    if len(data) < 4 * HEADER_WORDS or len(data) % 4:
+        raise ProgramError(f"a program has a {4 * HEADER_WORDS}-byte header and whole "
+                           f"words, not {len(data)} bytes")
+    w = np.frombuffer(data, "<u4").astype(np.int64)
+    if w[0] != MAGIC or w[1] != VERSION:
+        raise ProgramError(f"not a network engine program of version {VERSION} (magic "
+                           f"{int(w[0]):#010x}, version {int(w[1])})")
+    count = int(w[2])
+    if len(w) != HEADER_WORDS + count * STEP_WORDS:
+        raise ProgramError(f"a program of {count} steps has "
+                           f"{4 * (HEADER_WORDS + count * STEP_WORDS)} bytes, not {len(data)}")
+    if w[7] >= len(_MACS):
+        raise ProgramError(f"unknown MAC kind {int(w[7])}")
+    engine = EngineConfig(rows=int(w[3]), cols=int(w[4]), alpha=int(w[5]),
+                          mac=_MACS[w[7]], weight_bits=int(w[6] & 0xFF),
+                          out_bits=int(w[6] >> 8 & 0xFF), acc_bits=int(w[6] >> 16),
+                          act_words=int(w[8]), acc_words=int(w[9]), psum_words=int(w[10]),
+                          weight_bytes=weight_bytes)
+    steps = []
+    for k in range(count):
+        s = w[HEADER_WORDS + k * STEP_WORDS:HEADER_WORDS + (k + 1) * STEP_WORDS]
+        op, flags, name = int(s[0] & 0xFF), int(s[0] >> 8), f"step{k}"
+        if op >= len(_OPS):
+            raise ProgramError(f"step {k}: unknown operation {op}")
+        if _OPS[op] == "layer":
+            window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16))
+            steps.append(LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]),
+                                   int(s[8]), int(s[9]), int(s[10]), int(s[11]),
+                                   int(s[12]) if flags & 1 else None, *window))
+        elif _OPS[op] == "pool":
+            steps.append(PoolStep(name, _region(s[1:4]), _region(s[4:7]),
+                                  "avg" if flags & 1 else "max", int(s[7] & 0xFF),
+                                  int(s[7] >> 8 & 0xFF), int(s[7] >> 16), bool(flags & 2)))
+        else:
+            steps.append(AddStep(name, _region(s[1:4]), _region(s[4:7]), _region(s[7:10]),
+                                 int(s[10]), int(s[11])))
+    return Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]))

@@ -2,6 +2,7 @@
 interpreter (golden.network_program) against the golden integer network, buffer
 allocation, the fit errors, the program file and the command line."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from codnn.golden.column_combining import pack
 from codnn.golden.network import (Add, ArrayLayer, Flatten, IntegerNetwork, Pool,
                                   TermQuantization)
 from codnn.golden.network_program import (EngineConfig, Program, ProgramError,
-                                          gather_entries, layer_block, read_tile, run_program)
+                                          decode_program, encode_program, gather_entries,
+                                          image_word, layer_block, read_tile, run_program)
 from codnn.golden.systolic import Tile
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
@@ -78,6 +80,11 @@ def test_residual_network_program_equals_golden(rows, cols, alpha, mac):
         assert steps["conv_b"].col_blocks > 1 and steps["conv_b"].row_blocks == 2
         assert sum(cost.psum_words for cost in compiled.costs) > 0
     assert compiled.cycles == sum(cost.cycles for cost in compiled.costs) > 0
+    # The image is whole words of the weight memory (an array row of cells each).
+    word = image_word(engine)
+    assert len(compiled.image) % word == 0
+    assert all(step.weights % word == 0 for step in compiled.program.steps
+               if step.op == "layer")
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +185,8 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     assert report["images_per_s"] == pytest.approx(1e8 / report["cycles_per_image"])
     program = Program.from_dict(json.loads((tmp_path / "program.json").read_text()))
     assert (tmp_path / "weights.bin").stat().st_size == program.weight_image_bytes
+    binary = decode_program((tmp_path / "program.bin").read_bytes())
+    assert [step.op for step in binary.steps] == [step.op for step in program.steps]
     assert len(report["per_step"]) == len(program.steps) == 7
     assert main(["compile", str(model), "--calibration", "100", "--act-words", "1000",
                  "-o", str(tmp_path / "small")]) == 2
@@ -216,3 +225,30 @@ def test_what_the_engine_cannot_hold_is_refused():
                                            r"takes at most 15 x 15"):
         compile_network(IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0),
                         EngineConfig(rows=4, cols=4, alpha=2))
+
+
+def test_binary_program_round_trip_and_bad_programs():
+    rng = np.random.default_rng(SEED)
+    network = _residual_network(rng)
+    engine = EngineConfig(rows=4, cols=4, alpha=2, mac="bitserial", act_words=512,
+                          acc_words=16, psum_words=64)
+    compiled = compile_network(network, engine)
+    data = encode_program(compiled.program)
+    assert len(data) == 4 * (18 + 16 * len(compiled.program.steps))
+    back = decode_program(data, weight_bytes=engine.weight_bytes)
+    renamed = tuple(dataclasses.replace(step, name=f"step{k}")
+                    for k, step in enumerate(compiled.program.steps))
+    assert back == dataclasses.replace(compiled.program, steps=renamed)
+    image = rng.integers(0, 256, (3, 8, 8))
+    assert np.array_equal(run_program(back, compiled.image, image),
+                          run_program(compiled.program, compiled.image, image))
+    with pytest.raises(ProgramError, match="a 72-byte header and whole words, not 70 bytes"):
+        decode_program(data[:70])
+    with pytest.raises(ProgramError, match="not a network engine program of version 1"):
+        decode_program(b"\0" * 4 + data[4:])
+    with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
+        decode_program(data[:-64])
+    bad_op = bytearray(data)
+    bad_op[72] = 9
+    with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
+        decode_program(bytes(bad_op))

@@ -288,7 +288,7 @@ def run_compile(args):
 
     import numpy as np
 
-    from codnn.golden.network_program import run_program
+    from codnn.golden.network_program import encode_program, run_program
     from codnn.sim import default_build_root
 
     from ..model.compile import compile_network
@@ -317,6 +317,7 @@ def run_compile(args):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "program.json").write_text(json.dumps(compiled.program.to_dict(), indent=1)
                                          + "\n")
+    (folder / "program.bin").write_bytes(encode_program(compiled.program))
     (folder / "weights.bin").write_bytes(compiled.image)
     cycles = compiled.cycles
     report = {"model": str(args.model), "engine": asdict(engine), "steps": len(compiled.costs),

@@ -30,7 +30,7 @@ from codnn.golden.network import Add, ArrayLayer, Flatten, Pool
 from codnn.golden.network_program import (MAX_KERNEL, MULTIPLIER_BITS, AddStep, LayerStep,
                                           PoolStep,
                                           Program, ProgramError, Region, gather_entries,
-                                          layer_block, tile_bytes, words)
+                                          bias_bytes, layer_block, tile_bytes, words)
 from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
 
 __all__ = ["GATHER_PORTS", "EXTERNAL_PORT_BYTES", "STEP_CYCLES", "CompileError", "StepCost",
@@ -226,9 +226,10 @@ def compile_network(network, engine):
     acc = _Allocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
-    external = sum(4 * layer.packed.rows + tile_bytes(engine) * len(make_tiles(
-        layer.packed, engine.rows, engine.cols, engine.alpha))
-        for layer in network.array_layers) > engine.weight_bytes
+    image_bytes = sum(bias_bytes(layer.packed.rows, engine) + tile_bytes(engine) * len(
+        make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha))
+        for layer in network.array_layers)
+    external = image_bytes > engine.weight_bytes
     steps, blocks, costs = [], [], []
     offset = 0
     for k, step in enumerate(network.steps):
