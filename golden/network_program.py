@@ -11,10 +11,10 @@ vector of ``F`` values is the shape ``F x 1 x 1``, and a flatten leaves the map 
 lanes are ``acc_bits``-bit words, laid out the same (the logits); the partial-sum buffer
 holds a word per output position.
 
-The weight image is words of ``2 * cols`` bytes (an array row of cells). It holds, per
-array layer at its ``weights`` offset (a whole word), the bias (``filters`` little-endian
-int32, padded with zeros to whole words), then every tile, row blocks outer and column
-blocks inner: its gather table (``cols x alpha`` entries of 4 bytes: the word offset from
+The weight image is words of ``2 * cols`` bytes (an array row of cells), read in order.
+It holds, per array layer from its ``weights`` offset (a whole word), for each row block
+its bias (``rows`` little-endian int32, zeros past the layer's filters, padded with zeros
+to whole words) then its tiles, column blocks in order, each its gather table (``cols x alpha`` entries of 4 bytes: the word offset from
 the output position's window, u16 LE; the lane, ``0xFF`` for no input; ``ky << 4 | kx``),
 then its cells (``rows x cols`` byte pairs: the weight, two's complement, and the stream
 select).
@@ -238,10 +238,10 @@ def image_word(engine):
     return 2 * engine.cols
 
 
-def bias_bytes(filters, engine):
-    """Bytes of a layer's bias in the weight image: ``filters`` int32, padded with zeros to
-    whole words."""
-    return -(-4 * filters // image_word(engine)) * image_word(engine)
+def bias_bytes(engine):
+    """Bytes of a row block's bias in the weight image: ``rows`` int32, padded with zeros
+    to whole words."""
+    return -(-4 * engine.rows // image_word(engine)) * image_word(engine)
 
 
 def tile_bytes(engine):
@@ -250,14 +250,18 @@ def tile_bytes(engine):
 
 
 def layer_block(tiles, bias, entries, engine):
-    """A layer's block of the weight image: ``bias`` then ``tiles``
+    """A layer's block of the weight image: per row block its ``bias`` then its ``tiles``
     (``golden.systolic.make_tiles``, in order), their streams' inputs given by
     ``entries`` (``gather_entries``)."""
-    bias = np.asarray(bias, dtype="<i4").tobytes()
-    parts = [bias + bytes(bias_bytes(len(bias) // 4, engine) - len(bias))]
+    R = engine.rows
+    bias = np.concatenate([np.asarray(bias), np.zeros(-len(bias) % R, np.int64)])
+    parts = []
     mask = (1 << engine.weight_bits) - 1
     none = np.array([0, NO_LANE, 0])
     for tile in tiles:
+        if tile.col_block == 0:
+            block = bias[tile.row_block * R:(tile.row_block + 1) * R].astype("<i4").tobytes()
+            parts.append(block + bytes(bias_bytes(engine) - len(block)))
         table = np.where(tile.channels[..., None] >= 0, entries[tile.channels], none)
         gather = np.zeros(tile.channels.shape, np.dtype([("offset", "<u2"), ("lane", "u1"),
                                                           ("kyx", "u1")]))
@@ -325,12 +329,12 @@ def gather_values(act, src, map_shape, kernel, stride, padding, gather):
 
 def _run_layer(step, image, memories, engine):
     R = engine.rows
-    bias = np.frombuffer(image, "<i4", step.filters, step.weights).astype(np.int64)
-    bias = np.concatenate([bias, np.zeros(-step.filters % R, np.int64)])
-    at = step.weights + bias_bytes(step.filters, engine)
+    at = step.weights
     blocks = []
-    for i in range(step.row_blocks):
-        psum = np.broadcast_to(bias[i * R:(i + 1) * R], (step.positions, R))
+    for _ in range(step.row_blocks):
+        bias = np.frombuffer(image, "<i4", R, at).astype(np.int64)
+        at += bias_bytes(engine)
+        psum = np.broadcast_to(bias, (step.positions, R))
         for _ in range(step.col_blocks):
             tile, gather = read_tile(image, at, engine)
             at += tile_bytes(engine)

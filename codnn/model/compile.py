@@ -226,9 +226,11 @@ def compile_network(network, engine):
     acc = _Allocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
-    image_bytes = sum(bias_bytes(layer.packed.rows, engine) + tile_bytes(engine) * len(
-        make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha))
-        for layer in network.array_layers)
+    image_bytes = 0
+    for layer in network.array_layers:
+        tiles = make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha)
+        row_blocks = 1 + max(t.row_block for t in tiles)
+        image_bytes += row_blocks * bias_bytes(engine) + len(tiles) * tile_bytes(engine)
     external = image_bytes > engine.weight_bytes
     steps, blocks, costs = [], [], []
     offset = 0
