@@ -430,7 +430,8 @@ def encode_program(program):
         if isinstance(step, LayerStep):
             body = [_OPS.index("layer") | (step.shift is not None) << 8,
                     *_region_words(step.src), *_region_words(step.dst), step.filters,
-                    step.row_blocks, step.col_blocks, step.positions, step.weights,
+                    step.row_blocks, step.col_blocks, step.positions,
+                    step.weights // image_word(e),
                     step.shift or 0, _window_word(step.kernel, step.stride, step.padding)]
         elif isinstance(step, PoolStep):
             body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
@@ -479,7 +480,8 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
         if _OPS[op] == "layer":
             window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16))
             steps.append(LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]),
-                                   int(s[8]), int(s[9]), int(s[10]), int(s[11]),
+                                   int(s[8]), int(s[9]), int(s[10]),
+                                   int(s[11]) * image_word(engine),
                                    int(s[12]) if flags & 1 else None, *window))
         elif _OPS[op] == "pool":
             steps.append(PoolStep(name, _region(s[1:4]), _region(s[4:7]),

@@ -15,9 +15,9 @@ every ``max(beat_cycles, ceil(alpha / GATHER_PORTS))`` cycles (each array column
 its ``alpha`` values through ``GATHER_PORTS`` read ports of its own copy of the activation
 buffer) and a weight beat (an array row of cells, ``2 * cols`` bytes) at most every
 ``ceil(2 * cols / EXTERNAL_PORT_BYTES)`` cycles when the weight image is external;
-pooling and the add take the cycles of ``hw.network.PostProcess`` (a window position a
-cycle, all lanes at once, and per output word 2 more for a max, ``out_bits + 3`` for an
-average; an add a word a cycle, and 2 more); each step costs ``STEP_CYCLES`` more (the
+pooling and the add take the cycles of ``hw.network.PostProcess`` (a cycle to set up, a
+window position a cycle, all lanes at once, and per output word 2 more for a max,
+``out_bits + 3`` for an average; an add a word a cycle, and 2 more); each step costs ``STEP_CYCLES`` more (the
 sequencer's fetch and the pipeline's drain).
 """
 
@@ -276,7 +276,7 @@ def compile_network(network, engine):
                       if step.kernel else h * w)
             window = step.kernel ** 2 if step.kernel else h * w
             finish = 2 if step.kind == "max" else engine.out_bits + 3
-            cycles = dst.words(R) * (window + finish)
+            cycles = 1 + dst.words(R) * (window + finish)
             costs.append(StepCost(step.name, "pool", cycles + STEP_CYCLES,
                                   -(-c // R) * int(inside), dst.words(R), 0, 0, 0))
         else:

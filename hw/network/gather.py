@@ -117,8 +117,14 @@ class Gather(wiring.Component):
 
         geo = Signal.like(self.geometry, name="geo")
         table = Signal.like(self.table, name="gather_table")
+        # The products the pass needs, registered as it starts: no multiplier is in front
+        # of the position registers.
+        row_step = Signal(24, name="row_step")              # stride * width
+        corner = Signal(24, name="corner")                   # padding * width + padding
         with m.If(self.start & ~self.busy):
-            m.d.sync += [geo.eq(self.geometry), table.eq(self.table)]
+            g = self.geometry
+            m.d.sync += [geo.eq(g), table.eq(self.table), row_step.eq(g.stride * g.width),
+                         corner.eq(g.padding * g.width + g.padding)]
 
         # Position registers: the window's top-left (oy * s - p, ox * s - p), its word, and
         # the word of the row's first window; signed, since padding starts them negative.
@@ -135,7 +141,7 @@ class Gather(wiring.Component):
         with m.If(self.start & ~self.busy):
             m.d.sync += [first.eq(1), issuing.eq(1)]
         with m.If(first):
-            top_left = geo.src - pad * geo.width - pad
+            top_left = geo.src - corner
             m.d.sync += [first.eq(0), wy.eq(-pad), wx.eq(-pad), oy.eq(0), ox.eq(0),
                          rnd.eq(0), base.eq(top_left), row_base.eq(top_left)]
 
@@ -150,7 +156,7 @@ class Gather(wiring.Component):
             with m.If(last_round):
                 at_row_end = ox == geo.out_width - 1
                 with m.If(at_row_end):
-                    next_row = row_base + geo.stride * geo.width
+                    next_row = row_base + row_step
                     m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-pad), wy.eq(wy + geo.stride),
                                  base.eq(next_row), row_base.eq(next_row)]
                     with m.If(oy == geo.out_height - 1):

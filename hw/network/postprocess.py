@@ -41,6 +41,7 @@ class _State(enum.Enum, shape=3):
     DIVIDE = 4          # an average's quotient, a bit a cycle
     WRITE = 5
     ADD = 6
+    SETUP = 7           # a pooling step's first window, from the products of its sizes
 
 
 class PostProcess(wiring.Component):
@@ -60,7 +61,7 @@ class PostProcess(wiring.Component):
       * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written two cycles later to
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``).
 
-    Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
+    Cycles per step (``busy`` high from the edge that takes ``start``): pooling, 1, then
     ``kernel_h * kernel_w + 2`` per output word (max) or ``kernel_h * kernel_w + data_bits
     + 3`` (average); add, ``words + 2``.
 
@@ -111,6 +112,12 @@ class PostProcess(wiring.Component):
         wy, wx = Signal(span, name="window_y"), Signal(span, name="window_x")
         plane, window = Signal(span, name="plane"), Signal(span, name="window")
         row_window = Signal(span, name="row_window")      # the row's first window
+        # Products of the step's sizes, registered as it starts: no multiplier is in front
+        # of the position registers.
+        plane_step = Signal(32, name="plane_step")          # height * width
+        row_step = Signal(24, name="row_step")              # stride * width
+        corner = Signal(24, name="corner")                  # padding * width + padding
+        window_size = Signal(32, name="window_size")        # kernel_h * kernel_w
         cursor = Signal(span, name="cursor")
         out_addr = Signal(range(self._depth), name="out_addr")
         inside_count = Signal(16, name="inside_count")
@@ -150,15 +157,20 @@ class PostProcess(wiring.Component):
                     with m.If(self.step.op == PostOp.ADD):
                         m.d.sync += [index.eq(0), state.eq(_State.ADD)]
                     with m.Else():
-                        top_left = self.step.src - self.step.padding * self.step.width \
-                            - self.step.padding
-                        m.d.sync += [block.eq(0), oy.eq(0), ox.eq(0), wy.eq(-self.step.padding),
-                                     wx.eq(-self.step.padding), plane.eq(self.step.src),
-                                     window.eq(top_left), cursor.eq(top_left),
-                                     row_window.eq(top_left),
-                                     ky.eq(0), kx.eq(0), inside_count.eq(0),
-                                     out_addr.eq(self.step.dst), state.eq(_State.WINDOW)]
-                        m.d.sync += [a.eq(0) for a in acc]
+                        g = self.step
+                        m.d.sync += [plane_step.eq(g.height * g.width),
+                                     row_step.eq(g.stride * g.width),
+                                     corner.eq(g.padding * g.width + g.padding),
+                                     window_size.eq(g.kernel_h * g.kernel_w),
+                                     state.eq(_State.SETUP)]
+            with m.Case(_State.SETUP):
+                top_left = step.src - corner
+                m.d.sync += [block.eq(0), oy.eq(0), ox.eq(0), wy.eq(-step.padding),
+                             wx.eq(-step.padding), plane.eq(step.src), window.eq(top_left),
+                             cursor.eq(top_left), row_window.eq(top_left), ky.eq(0), kx.eq(0),
+                             inside_count.eq(0), out_addr.eq(step.dst),
+                             state.eq(_State.WINDOW)]
+                m.d.sync += [a.eq(0) for a in acc]
             with m.Case(_State.WINDOW):
                 m.d.sync += arrived.eq(inside)
                 m.d.sync += inside_count.eq(inside_count + inside)
@@ -173,7 +185,7 @@ class PostProcess(wiring.Component):
                 m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
                                          _State.ROUND))
             with m.Case(_State.ROUND):
-                n = Mux(step.count_pad, step.kernel_h * step.kernel_w, inside_count)
+                n = Mux(step.count_pad, window_size, inside_count)
                 m.d.sync += [divisor.eq(n), bit.eq(D - 1), state.eq(_State.DIVIDE)]
                 m.d.sync += [a.eq(a + (n >> 1)) for a in acc]
             with m.Case(_State.DIVIDE):
@@ -199,18 +211,18 @@ class PostProcess(wiring.Component):
                 m.d.sync += out_addr.eq(out_addr + 1)
                 # The next output position, row, block; or the end.
                 with m.If(ox == step.out_width - 1):
-                    row_start = row_window + step.stride * step.width
+                    row_start = row_window + row_step
                     m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-step.padding),
                                  wy.eq(wy + step.stride), row_window.eq(row_start)]
                     m.d.sync += window.eq(row_start)
                     start_window()
                     m.d.sync += cursor.eq(row_start)
                     with m.If(oy == step.out_height - 1):
-                        next_plane = plane + step.height * step.width
-                        corner = next_plane - step.padding * step.width - step.padding
+                        next_plane = plane + plane_step
+                        first = next_plane - corner
                         m.d.sync += [oy.eq(0), wy.eq(-step.padding), block.eq(block + 1),
-                                     plane.eq(next_plane), window.eq(corner),
-                                     cursor.eq(corner), row_window.eq(corner)]
+                                     plane.eq(next_plane), window.eq(first),
+                                     cursor.eq(first), row_window.eq(first)]
                         with m.If(block == step.blocks - 1):
                             m.d.sync += state.eq(_State.IDLE)
                 with m.Else():
