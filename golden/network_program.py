@@ -41,6 +41,7 @@ Throughput: NumPy, vectorized over each layer's positions; LeNet-5 runs hundreds
 per second.
 """
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -52,7 +53,8 @@ from .systolic import Tile, output_stage, run_tile, select_bits
 __all__ = ["NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep",
            "PoolStep", "AddStep", "Program", "ProgramError", "words", "gather_entries",
            "gather_values", "image_word", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
-           "read_region", "write_region", "run_program", "encode_program", "decode_program"]
+           "read_region", "write_region", "run_program", "encode_program", "decode_program",
+           "step_cycles", "host_words", "output_values"]
 
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
@@ -436,10 +438,11 @@ def encode_program(program):
         elif isinstance(step, PoolStep):
             body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
                     *_region_words(step.src), *_region_words(step.dst),
-                    _window_word(step.kernel, step.stride, step.padding)]
+                    _window_word(step.kernel, step.stride, step.padding),
+                    -(-step.src.map_shape[0] // e.rows)]
         else:
             body = [_OPS.index("add"), *_region_words(step.a), *_region_words(step.b),
-                    *_region_words(step.dst), step.ma, step.mb]
+                    *_region_words(step.dst), step.ma, step.mb, step.dst.words(e.rows)]
         words += body + [0] * (STEP_WORDS - len(body))
     return np.array(words, "<u4").tobytes()
 
@@ -491,3 +494,76 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
             steps.append(AddStep(name, _region(s[1:4]), _region(s[4:7]), _region(s[7:10]),
                                  int(s[10]), int(s[11])))
     return Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]))
+
+
+#: Cycles of the engine's sequencer: the header (read, then checked), a step's
+#: descriptor (read, then dispatched).
+HEADER_CYCLES = HEADER_WORDS + 2
+FETCH_CYCLES = STEP_WORDS + 2
+#: Cycles from a gather pass's start to its first beat, beyond its rounds of reads.
+GATHER_START = 5
+#: Read ports of each array column's copy of the activation buffer.
+GATHER_PORTS = 2
+
+
+def gather_rounds(engine):
+    """Cycles of reads per data beat: ``ceil(alpha / GATHER_PORTS)``."""
+    return -(-engine.alpha // GATHER_PORTS)
+
+
+def step_cycles(program):
+    """The engine's cycles for each step of ``program``, its descriptor's included
+    (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more."""
+    from .systolic import latency, mac_timing
+    e = program.engine
+    timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
+                        acc_bits=e.acc_bits)
+    rounds = gather_rounds(e)
+    period = max(timing["beat_cycles"], rounds)
+    array_latency = latency(e.rows, e.cols, True, **timing)
+    bias_words = bias_bytes(e) // image_word(e)
+    cycles = []
+    for step in program.steps:
+        if isinstance(step, LayerStep):
+            tile = (2 * e.alpha + 1 + e.rows + 1 + rounds + GATHER_START
+                    + (step.positions - 1) * period + array_latency)
+            work = step.row_blocks * (bias_words + 1 + step.col_blocks * tile)
+        elif isinstance(step, PoolStep):
+            c, h, w = step.src.map_shape
+            window = step.kernel ** 2 if step.kernel else h * w
+            finish = 2 if step.kind == "max" else e.out_bits + 3
+            work = 1 + step.dst.words(e.rows) * (window + finish) + 2
+        else:
+            work = step.dst.words(e.rows) + 2 + 2
+        cycles.append(FETCH_CYCLES + work)
+    return cycles
+
+
+def host_words(program, image, x):
+    """What a host writes into the engine to run image ``x``: ``(program, weights,
+    activations)``, each a list of ``(address, word)`` (u32 program words; weight words of
+    ``2 * cols`` bytes; activation words of ``rows`` lanes, the input region's), words as
+    little-endian integers."""
+    engine = program.engine
+    binary = np.frombuffer(encode_program(program), "<u4")
+    word = image_word(engine)
+    weights = [(k, int.from_bytes(image[k * word:(k + 1) * word], "little"))
+               for k in range(len(image) // word)]
+    act = np.zeros((program.input.words(engine.rows), engine.rows), np.int64)
+    write_region(act, dataclasses.replace(program.input, addr=0), x, engine.rows)
+    lanes = [sum(int(v) << (engine.out_bits * k) for k, v in enumerate(row)) for row in act]
+    return ([(k, int(w)) for k, w in enumerate(binary)], weights,
+            [(program.input.addr + k, w) for k, w in enumerate(lanes)])
+
+
+def output_values(program, words):
+    """The output region's values from the words a host read back (``words[k]`` the
+    integer of the region's word ``k``)."""
+    engine = program.engine
+    out = program.output
+    bits = engine.acc_bits if out.memory == "acc" else engine.out_bits
+    lanes = np.array([[(w >> (bits * k)) & ((1 << bits) - 1) for k in range(engine.rows)]
+                      for w in words], np.int64)
+    if out.memory == "acc":
+        lanes = np.where(lanes >> (bits - 1), lanes - (1 << bits), lanes)
+    return read_region(lanes, dataclasses.replace(out, addr=0), engine.rows)

@@ -1,4 +1,5 @@
-"""Synthetic layers with the structure of trained ones, for tests and demos.
+"""Synthetic layers with the structure of trained ones, and a small network with every
+step kind, for tests and demos.
 
 Trained filters are not uniformly sparse: some input channels and some filters carry much
 more weight than others. ``structured_layer`` draws ``w[r, c] = s_r * t_c * z`` with
@@ -8,9 +9,11 @@ surviving nonzeros cluster in strong rows and columns as in a pruned network.
 
 import numpy as np
 
+from .column_combining import pack
 from .joint_optimization import magnitude_prune
+from .network import Add, ArrayLayer, Flatten, IntegerNetwork, Pool
 
-__all__ = ["structured_layer", "quantize_symmetric"]
+__all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network"]
 
 
 def structured_layer(rng, rows, cols, sparsity, spread=0.8):
@@ -33,3 +36,33 @@ def quantize_symmetric(w, bits):
     q = np.clip(np.round(w / scale), -top, top).astype(np.int64)
     q = np.where((q == 0) & (w != 0), np.sign(w).astype(np.int64), q)
     return q, scale
+
+
+def random_layer(rng, name, source, output, filters, columns, *, shift, kernel=0, padding=0,
+                 alpha=2, tq=None):
+    """An ``ArrayLayer`` of random 8-bit weights, 60 % of them zero, packed with ``alpha``
+    (gamma 0.5), and random biases."""
+    weights = rng.integers(-127, 128, (filters, columns))
+    weights[rng.random(weights.shape) < 0.6] = 0
+    return ArrayLayer(name, source, output, pack(weights, alpha, 0.5),
+                      rng.integers(-2000, 2000, filters), shift, kernel=kernel,
+                      padding=padding, tq=tq)
+
+
+def residual_network(rng, *, alpha=2, tq=None):
+    """An integer network with every step kind: 3 x 8 x 8 -> 3 x 3 conv -> 3 x 3 conv
+    (``tq``: term-quantized) -> residual add -> 2 x 2 max pool -> 1 x 1 conv -> global
+    average -> flatten -> dense logits, layers packed with ``alpha``."""
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=alpha, **kwargs)
+    steps = (
+        layer("conv_a", "x", "a", 8, 3 * 9, shift=9, kernel=3, padding=1),
+        layer("conv_b", "a", "b", 8, 8 * 9, shift=11, kernel=3, padding=1, tq=tq),
+        Add("add", "b", "a", "s", ma=40000, mb=30000),
+        Pool("pool", "s", "p", "max", kernel=2, stride=2),
+        layer("conv_c", "p", "c", 6, 8, shift=8, kernel=1),
+        Pool("gap", "c", "g", "avg", kernel=0),
+        Flatten("flat", "g", "f"),
+        layer("fc", "f", "y", 10, 6, shift=None),
+    )
+    return IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0)

@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """The network engine's units on Amaranth's simulator against golden.network_program."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -11,9 +12,13 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
 from codnn.golden.network import FRACTION, pool
-from codnn.golden.network_program import (NO_LANE, Region, gather_entries, gather_values,
-                                          read_region, write_region)
-from codnn.hw.network import Gather, PostOp, PostProcess
+from codnn.golden.network_program import (HEADER_CYCLES, NO_LANE, EngineConfig, Region,
+                                          encode_program, gather_entries, gather_values,
+                                          host_words, image_word, output_values, read_region,
+                                          run_program, write_region)
+from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
+from codnn.model.compile import compile_network
+from codnn.golden.workloads import residual_network
 
 SEED = 20261128
 
@@ -213,3 +218,92 @@ def test_residual_add_equals_golden(in_place):
     assert np.array_equal(read_region(after, out, lanes), want)
     assert np.array_equal(read_region(after, ra, lanes), a)
     assert cycles == ra.words(lanes) + 2
+
+
+def _engine_for(program, image):
+    e = program.engine
+    return NetworkEngine(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac,
+                         act_words=e.act_words, acc_words=e.acc_words, psum_words=e.psum_words,
+                         weight_words=len(image) // image_word(e) + 2,
+                         program_words=len(encode_program(program)) // 4 + 2)
+
+
+def _engine_runs(dut, program, image, images, *, loaded_program=None):
+    """Load ``program`` (or the binary ``loaded_program``) and ``image`` into ``dut``, run
+    each of ``images``; return ``(output, cycles, error)`` of each run."""
+    runs = []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def write(ctx, port, words):
+        for addr, word in words:
+            ctx.set(port, {"addr": addr, "data": word, "en": 1})
+            await ctx.tick()
+        ctx.set(port.en, 0)
+
+    async def bench(ctx):
+        program_words, weights, _ = host_words(program, image, images[0])
+        if loaded_program is not None:
+            program_words = list(enumerate(np.frombuffer(loaded_program, "<u4").tolist()))
+        await write(ctx, dut.program_write, program_words)
+        await write(ctx, dut.weight_write, weights)
+        out = program.output
+        for x in images:
+            await write(ctx, dut.act_write, host_words(program, image, x)[2])
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            waited = 0
+            while ctx.get(dut.busy):
+                await ctx.tick()
+                waited += 1
+                assert waited < 200_000, "the engine never finished"
+            port, data = ((dut.acc_read, dut.acc_read_data) if out.memory == "acc"
+                          else (dut.act_read, dut.act_read_data))
+            words = []
+            for addr in range(out.addr, out.addr + out.words(program.engine.rows)):
+                ctx.set(port, addr)
+                await ctx.tick()
+                words.append(ctx.get(data))
+            runs.append((output_values(program, words), ctx.get(dut.cycles),
+                         ctx.get(dut.error)))
+
+    sim.add_testbench(bench)
+    sim.run()
+    return runs
+
+
+@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 4, 2, "parallel"), (3, 5, 4, "bitserial"),
+                                                 (2, 3, 1, "parallel")])
+def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols, alpha, mac):
+    # Every step kind: padded convolutions over several row and column blocks (partial
+    # sums through the buffer), a residual add in place, max and global average pooling,
+    # a flatten and dense logits; two images one after the other.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = residual_network(rng, alpha=min(alpha, 2))
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                          acc_words=16, psum_words=64)
+    compiled = compile_network(network, engine)
+    images = rng.integers(0, 256, (2, 3, 8, 8))
+    images[1, 0] = 255
+    runs = _engine_runs(_engine_for(compiled.program, compiled.image), compiled.program,
+                        compiled.image, images)
+    for x, (got, cycles, error) in zip(images, runs):
+        want = run_program(compiled.program, compiled.image, x)
+        assert not error and np.array_equal(got, want), f"{got} != {want} (seed {SEED})"
+        assert cycles == compiled.cycles
+
+
+def test_engine_refuses_a_program_for_another_engine():
+    rng = np.random.default_rng(SEED)
+    network = residual_network(rng)
+    engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
+                          psum_words=64)
+    compiled = compile_network(network, engine)
+    other = compile_network(network, dataclasses.replace(engine, psum_words=128))
+    dut = _engine_for(compiled.program, compiled.image)
+    runs = _engine_runs(dut, compiled.program, compiled.image, rng.integers(0, 256, (1, 3, 8, 8)),
+                        loaded_program=encode_program(other.program))
+    (got, cycles, error), = runs
+    assert error and cycles == HEADER_CYCLES and not np.any(got)

@@ -322,7 +322,6 @@ def run_compile(args):
     cycles = compiled.cycles
     report = {"model": str(args.model), "engine": asdict(engine), "steps": len(compiled.costs),
               "weight_image_bytes": len(compiled.image),
-              "weights": "external" if compiled.external_weights else "on-chip",
               "cycles_per_image": cycles, "bytes_per_image": compiled.traffic(),
               "checked_inputs": len(q)}
     if args.fmax_mhz:

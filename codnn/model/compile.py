@@ -9,16 +9,11 @@ is the same region, read by the next layer's gather table; a residual add writes
 input that nothing reads after it. A network that does not fit its engine is refused with
 one line naming the step and the buffer.
 
-Cycles (the model the engine's gateware is to be held to): a layer is
-``golden.systolic``'s cycle model of its tiles on the engine's array, a data beat at most
-every ``max(beat_cycles, ceil(alpha / GATHER_PORTS))`` cycles (each array column gathers
-its ``alpha`` values through ``GATHER_PORTS`` read ports of its own copy of the activation
-buffer) and a weight beat (an array row of cells, ``2 * cols`` bytes) at most every
-``ceil(2 * cols / EXTERNAL_PORT_BYTES)`` cycles when the weight image is external;
-pooling and the add take the cycles of ``hw.network.PostProcess`` (a cycle to set up, a
-window position a cycle, all lanes at once, and per output word 2 more for a max,
-``out_bits + 3`` for an average; an add a word a cycle, and 2 more); each step costs ``STEP_CYCLES`` more (the
-sequencer's fetch and the pipeline's drain).
+Cycles are the engine's (``golden.network_program.step_cycles``, which
+``hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
+layer's row blocks and tiles one after another (a bias, a gather table and the cells
+into the array, then the positions through the gather and the array until the last
+result), or runs pooling and the add on the post-processing unit.
 """
 
 from dataclasses import dataclass
@@ -27,21 +22,13 @@ import numpy as np
 
 from codnn.golden.column_combining import im2col
 from codnn.golden.network import Add, ArrayLayer, Flatten, Pool
-from codnn.golden.network_program import (MAX_KERNEL, MULTIPLIER_BITS, AddStep, LayerStep,
-                                          PoolStep,
-                                          Program, ProgramError, Region, gather_entries,
-                                          bias_bytes, layer_block, tile_bytes, words)
-from codnn.golden.systolic import cycle_model, mac_timing, make_tiles
+from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS, AddStep,
+                                          LayerStep, PoolStep, Program, ProgramError, Region,
+                                          bias_bytes, gather_entries, layer_block,
+                                          step_cycles, tile_bytes, words)
+from codnn.golden.systolic import make_tiles
 
-__all__ = ["GATHER_PORTS", "EXTERNAL_PORT_BYTES", "STEP_CYCLES", "CompileError", "StepCost",
-           "CompiledNetwork", "compile_network"]
-
-#: Read ports of each array column's copy of the activation buffer.
-GATHER_PORTS = 2
-#: Bytes a cycle of the external memory port (a 64-bit AXI4 master).
-EXTERNAL_PORT_BYTES = 8
-#: Cycles a step costs beyond its work: the descriptor's fetch and the pipeline's drain.
-STEP_CYCLES = 4
+__all__ = ["CompileError", "StepCost", "CompiledNetwork", "compile_network"]
 
 
 class CompileError(ValueError):
@@ -50,9 +37,9 @@ class CompileError(ValueError):
 
 @dataclass(frozen=True)
 class StepCost:
-    """One step's cycles and what it moves per image: words of the activation buffer read
-    (gathers, window reads) and written, accumulator and partial-sum words written and
-    read, and weight image bytes (on-chip, or through the external port)."""
+    """One step's cycles (its descriptor's included) and what it moves per image: words of
+    the activation buffer read (gathers, window reads) and written, accumulator and
+    partial-sum words written and read, and weight image bytes read."""
 
     name: str
     op: str
@@ -69,24 +56,23 @@ class CompiledNetwork:
     program: Program
     image: bytes
     costs: tuple
-    external_weights: bool
 
     @property
     def cycles(self):
-        return sum(c.cycles for c in self.costs)
+        """Cycles per image: the header and every step."""
+        return HEADER_CYCLES + sum(c.cycles for c in self.costs)
 
     def traffic(self):
-        """Bytes per image on each memory port: ``on_chip`` (activation words of ``rows``
-        activations, accumulator and partial-sum words of ``rows`` accumulators, and the
-        weights when they fit) and ``external``."""
+        """Bytes per image each memory moves: ``activations`` (words of ``rows``
+        activations), ``accumulators`` and ``partial_sums`` (words of ``rows``
+        accumulators) and ``weights``."""
         engine = self.program.engine
         act_word = engine.rows * engine.out_bits // 8
         acc_word = engine.rows * engine.acc_bits // 8
-        weights = sum(c.weight_bytes for c in self.costs)
-        on_chip = sum((c.act_reads + c.act_writes) * act_word
-                      + (c.acc_writes + c.psum_words) * acc_word for c in self.costs)
-        return {"on_chip": on_chip + (0 if self.external_weights else weights),
-                "external": weights if self.external_weights else 0}
+        return {"activations": sum(c.act_reads + c.act_writes for c in self.costs) * act_word,
+                "accumulators": sum(c.acc_writes for c in self.costs) * acc_word,
+                "partial_sums": sum(c.psum_words for c in self.costs) * acc_word,
+                "weights": sum(c.weight_bytes for c in self.costs)}
 
 
 class _Allocator:
@@ -168,8 +154,8 @@ def _in_bounds(shape, kernel, stride, padding):
     return im2col(np.ones((1, *shape), np.int64), kernel, stride, padding)
 
 
-def _layer(step, src, dst, offset, engine, external):
-    """The ``LayerStep``, its block of the weight image and its cost."""
+def _layer(step, src, dst, offset, engine):
+    """The ``LayerStep``, its block of the weight image and what it moves."""
     tiles = make_tiles(step.packed, engine.rows, engine.cols, engine.alpha)
     entries = gather_entries(step.packed.columns, src.shape, step.kernel, engine.rows)
     block = layer_block(tiles, step.bias, entries, engine)
@@ -182,13 +168,6 @@ def _layer(step, src, dst, offset, engine, external):
         raise CompileError(f"{step.name}: its partial sums ({positions} positions, a word "
                            f"each) do not fit the partial-sum buffer of {engine.psum_words} "
                            f"words")
-    timing = mac_timing(engine.mac, data_bits=engine.out_bits, weight_bits=engine.weight_bits,
-                        cols=engine.cols, acc_bits=engine.acc_bits)
-    timing["beat_cycles"] = max(timing["beat_cycles"], -(-engine.alpha // GATHER_PORTS))
-    weight_cycles = -(-2 * engine.cols // EXTERNAL_PORT_BYTES) if external else 1
-    report = cycle_model([positions] * len(tiles), rows=engine.rows, cols=engine.cols,
-                         out_stage=True, weight_cycles=weight_cycles,
-                         used_cells=[t.used_cells for t in tiles], **timing)
     padded = np.concatenate([inside, np.zeros((1, positions), np.int64)])
     act_reads = sum(int(padded[t.channels].sum()) for t in tiles)
     layer = LayerStep(name=step.name, src=src, dst=dst, filters=step.packed.rows,
@@ -196,11 +175,10 @@ def _layer(step, src, dst, offset, engine, external):
                       weights=offset, shift=step.shift, kernel=step.kernel,
                       stride=step.stride, padding=step.padding)
     written = row_blocks * positions
-    cost = StepCost(step.name, "layer", report.cycles + STEP_CYCLES, act_reads,
-                    written if dst.memory == "act" else 0,
-                    written if dst.memory == "acc" else 0,
-                    2 * positions * row_blocks * (col_blocks - 1), len(block))
-    return layer, block, cost
+    moved = (act_reads, written if dst.memory == "act" else 0,
+             written if dst.memory == "acc" else 0,
+             2 * positions * row_blocks * (col_blocks - 1), len(block))
+    return layer, block, moved
 
 
 def compile_network(network, engine):
@@ -231,8 +209,11 @@ def compile_network(network, engine):
         tiles = make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha)
         row_blocks = 1 + max(t.row_block for t in tiles)
         image_bytes += row_blocks * bias_bytes(engine) + len(tiles) * tile_bytes(engine)
-    external = image_bytes > engine.weight_bytes
-    steps, blocks, costs = [], [], []
+    if image_bytes > engine.weight_bytes:
+        raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
+                           f"weight memory of {engine.weight_bytes} bytes (an external "
+                           f"memory port is not built yet)")
+    steps, blocks, moved = [], [], []
     offset = 0
     for k, step in enumerate(network.steps):
         if isinstance(step, Flatten):
@@ -260,31 +241,27 @@ def compile_network(network, engine):
                                f"{step.name}: its output", high=middle < target.size / 2)
         regions[step.output] = dst
         if isinstance(step, ArrayLayer):
-            layer, block, cost = _layer(step, regions[step.source], dst, offset, engine,
-                                        external)
+            layer, block, moves = _layer(step, regions[step.source], dst, offset, engine)
             steps.append(layer)
             blocks.append(block)
             offset += len(block)
-            costs.append(cost)
+            moved.append(moves)
         elif isinstance(step, Pool):
             src = regions[step.source]
             steps.append(PoolStep(step.name, src, dst, step.kind, step.kernel, step.stride,
                                   step.padding, step.count_pad))
-            # A window position a cycle (every lane at once), padding not read.
+            # Every lane of a word at once; padding is not read.
             c, h, w = src.map_shape
             inside = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
                       if step.kernel else h * w)
-            window = step.kernel ** 2 if step.kernel else h * w
-            finish = 2 if step.kind == "max" else engine.out_bits + 3
-            cycles = 1 + dst.words(R) * (window + finish)
-            costs.append(StepCost(step.name, "pool", cycles + STEP_CYCLES,
-                                  -(-c // R) * int(inside), dst.words(R), 0, 0, 0))
+            moved.append((-(-c // R) * int(inside), dst.words(R), 0, 0, 0))
         else:
             a, b = regions[step.source], regions[step.other]
             steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb))
-            costs.append(StepCost(step.name, "add", dst.words(R) + 2 + STEP_CYCLES,
-                                  2 * dst.words(R), dst.words(R), 0, 0, 0))
+            moved.append((2 * dst.words(R), dst.words(R), 0, 0, 0))
     image = b"".join(blocks)
     program = Program(engine, tuple(steps), regions[network.input], regions[network.output],
                       len(image))
-    return CompiledNetwork(program, image, tuple(costs), external)
+    costs = tuple(StepCost(step.name, step.op, cycles, *moves)
+                  for step, cycles, moves in zip(steps, step_cycles(program), moved))
+    return CompiledNetwork(program, image, costs)

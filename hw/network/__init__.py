@@ -1,9 +1,12 @@
 """The network engine (docs/semantics.md section 9): a whole network run from a program
-and a weight image, with no host step between layers. Being built: the gather (the
-activation buffer and the address generator that feeds the array) and the
-post-processing unit (pooling, the residual add)."""
+and a weight image, with no host step between layers: the engine (``engine``: the array,
+the sequencer and the buffers), the gather (the activation buffer and the address
+generator that feeds the array) and the post-processing unit (pooling, the residual
+add)."""
 
+from .engine import NetworkEngine
 from .gather import Gather, GatherEntry, Geometry
 from .postprocess import PostOp, PostProcess, PostStep
 
-__all__ = ["Gather", "GatherEntry", "Geometry", "PostOp", "PostProcess", "PostStep"]
+__all__ = ["NetworkEngine", "Gather", "GatherEntry", "Geometry", "PostOp", "PostProcess",
+           "PostStep"]

@@ -68,6 +68,9 @@ class Gather(wiring.Component):
     start : In(1)
     busy : Out(1)
     o : Out(stream.Signature(ArrayLayout(ArrayLayout(unsigned(data_bits), alpha), cols)))
+    aux, aux_data : In(ArrayLayout(range(depth), ports)), Out(ArrayLayout(word, ports))
+        The read ports of column 0's copy for others while not ``busy`` (the post-processing
+        unit, the host): data a cycle after the address.
 
     Raises
     ------
@@ -95,6 +98,8 @@ class Gather(wiring.Component):
             "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, alpha), cols)),
             "start": In(1),
             "busy": Out(1),
+            "aux": In(data.ArrayLayout(range(depth), ports)),
+            "aux_data": Out(data.ArrayLayout(unsigned(lanes * data_bits), ports)),
             "o": Out(stream.Signature(data.ArrayLayout(
                 data.ArrayLayout(unsigned(data_bits), alpha), cols))),
         })
@@ -186,7 +191,13 @@ class Gather(wiring.Component):
                 valid = Signal(name=f"read_c{g}_p{p}_valid")
                 lane = Signal(8, name=f"read_c{g}_p{p}_lane")
                 stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
-                m.d.sync += [read.addr.eq(Mux(inside, base + slot.offset, 0)),
+                address = Signal(range(self._depth), name=f"read_c{g}_p{p}_addr")
+                if g == 0:
+                    m.d.comb += [read.addr.eq(Mux(self.busy, address, self.aux[p])),
+                                 self.aux_data[p].eq(read.data)]
+                else:
+                    m.d.comb += read.addr.eq(address)
+                m.d.sync += [address.eq(Mux(inside, base + slot.offset, 0)),
                              valid.eq(go & inside), lane.eq(slot.lane),
                              stream_index.eq(rnd * P + p)]
                 wanted = Signal(name=f"read_c{g}_p{p}_wanted")

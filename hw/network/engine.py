@@ -1,0 +1,345 @@
+"""The network engine: a whole network from a program and a weight image, no host step
+between layers (docs/semantics.md section 9)."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from codnn.golden.network_program import HEADER_WORDS, MAGIC, STEP_WORDS, VERSION
+from codnn.golden.systolic import MAC_KINDS, select_bits
+from codnn.hw.common.counters import counter
+from codnn.hw.common.params import positive_int
+from codnn.hw.network.gather import Gather
+from codnn.hw.network.postprocess import PostOp, PostProcess
+from codnn.hw.systolic import ColumnCombinedArray
+
+__all__ = ["NetworkEngine"]
+
+#: Activations and weights are 8 bits, accumulators 32 (what the compiler writes).
+_DATA_BITS, _WEIGHT_BITS, _ACC_BITS = 8, 8, 32
+
+
+class _State(enum.Enum, shape=4):
+    IDLE = 0
+    HEADER = 1          # the program's header, checked against the engine
+    FETCH = 2           # a step's descriptor
+    DISPATCH = 3
+    BIAS = 4            # a row block's bias words
+    TABLE = 5           # a tile's gather table words
+    WEIGHTS = 6         # a tile's cell words, into the array
+    DATA = 7            # the tile's positions through the array, its results out
+    POST = 8            # pooling or an add on the post-processing unit
+    ERROR = 9
+    CHECK = 10          # the header against the engine
+
+
+class NetworkEngine(wiring.Component):
+    """A column-combined array (``rows x cols``, ``alpha`` streams, ``mac`` kind, 8-bit
+    weights and activations, 32-bit accumulators), its gather, the post-processing unit,
+    and a sequencer that runs a binary program (``golden.network_program.encode_program``)
+    over a weight image (words of ``2 * cols`` bytes), step after step.
+
+    The host writes the program (``program_write``, u32 words), the weight image
+    (``weight_write``) and the input image (``act_write``, words of ``rows`` activations)
+    while the engine is idle, pulses ``start``, waits for ``busy`` to fall and reads the
+    result (``act_read`` or ``acc_read``, data a cycle after the address). ``error`` is
+    set (until the next ``start``) when the program's header does not match the engine;
+    ``cycles`` counts the cycles of the last run.
+
+    Cycles: the header, then per step its descriptor (``STEP_WORDS + 2``) and its work: a
+    layer, per row block its bias words (+2), per tile its gather table (``2 * alpha`` +
+    2), its cells (``rows`` + 2, the array taking a row a cycle) and its positions through
+    the gather and the array until its last result (the tiles one after another: a tile's
+    partial sums are the next one's input); pooling and the add, the post-processing
+    unit's cycles and 2.
+
+    Parameters
+    ----------
+    rows, cols, alpha : int
+    mac : str
+    act_words, acc_words, psum_words, weight_words, program_words : int
+        Buffer depths (``weight_words`` of ``2 * cols`` bytes, ``program_words`` of 32 bits).
+    """
+
+    def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
+                 psum_words=1024, weight_words=4096, program_words=1024):
+        for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
+                            (act_words, "Activation words"), (acc_words, "Accumulator words"),
+                            (psum_words, "Partial-sum words"), (weight_words, "Weight words"),
+                            (program_words, "Program words")):
+            positive_int(value, what)
+        if mac not in MAC_KINDS:
+            raise ValueError(f"MAC kind must be one of {', '.join(MAC_KINDS)}, not {mac!r}")
+        self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
+                       acc_words=acc_words, psum_words=psum_words, weight_words=weight_words,
+                       program_words=program_words)
+        super().__init__({
+            "program_write": In(data.StructLayout({"addr": range(program_words),
+                                                   "data": 32, "en": 1})),
+            "weight_write": In(data.StructLayout({"addr": range(weight_words),
+                                                  "data": 16 * cols, "en": 1})),
+            "act_write": In(data.StructLayout({"addr": range(act_words),
+                                               "data": rows * _DATA_BITS, "en": 1})),
+            "act_read": In(range(act_words)),
+            "act_read_data": Out(rows * _DATA_BITS),
+            "acc_read": In(range(acc_words)),
+            "acc_read_data": Out(rows * _ACC_BITS),
+            "start": In(1),
+            "busy": Out(1),
+            "error": Out(1),
+            "cycles": Out(32),
+        })
+
+    params = property(lambda self: dict(self._p), doc="The engine's parameters.")
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._p
+        R, W, A = p["rows"], p["cols"], p["alpha"]
+        word_bits = 16 * W
+
+        array = ColumnCombinedArray(rows=R, cols=W, alpha=A, weight_bits=_WEIGHT_BITS,
+                                    data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"],
+                                    out_bits=_DATA_BITS)
+        gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
+        post = PostProcess(lanes=R, depth=p["act_words"])
+        m.submodules.array, m.submodules.gather, m.submodules.post = array, gather, post
+
+        def store(name, shape, depth):
+            """A memory: its write port and a read port (data a cycle after the address)."""
+            mem = memory.Memory(shape=unsigned(shape), depth=depth, init=[])
+            m.submodules[name] = mem
+            return mem.write_port(), mem.read_port(transparent_for=())
+        prog_w, prog_r = store("program", 32, p["program_words"])
+        weight_w, weight_r = store("weights", word_bits, p["weight_words"])
+        psum_w, psum_r = store("psums", R * _ACC_BITS, p["psum_words"])
+        acc_w, acc_host = store("accumulators", R * _ACC_BITS, p["acc_words"])
+        m.d.comb += [
+            prog_w.addr.eq(self.program_write.addr), prog_w.data.eq(self.program_write.data),
+            prog_w.en.eq(self.program_write.en),
+            weight_w.addr.eq(self.weight_write.addr), weight_w.data.eq(self.weight_write.data),
+            weight_w.en.eq(self.weight_write.en),
+            acc_host.addr.eq(self.acc_read), self.acc_read_data.eq(acc_host.data),
+        ]
+
+        state = Signal(_State)
+        m.d.comb += self.busy.eq((state != _State.IDLE) & (state != _State.ERROR))
+        error = Signal()
+        m.d.comb += self.error.eq(error)
+        cycles = Signal(32)
+        m.d.comb += self.cycles.eq(cycles)
+        with m.If(self.busy):
+            m.d.sync += cycles.eq(cycles + 1)
+
+        # Program words: a read a cycle from ``pc``; ``count`` words into ``words``.
+        pc = Signal(range(p["program_words"] + 1))
+        header = Signal(32 * HEADER_WORDS)
+        desc = Signal(32 * STEP_WORDS)
+        fetched = counter(max(HEADER_WORDS, STEP_WORDS) + 2, name="fetched")
+        steps_left = Signal(32)
+        m.d.comb += prog_r.addr.eq(pc)
+
+        def field(bits, k):
+            return bits.word_select(k, 32)
+
+        def region(bits, k):
+            """(address, is acc, channels, height, width) of the region at word ``k``."""
+            first, hw = field(bits, k), field(bits, k + 2)
+            return first[:30], first[31], field(bits, k + 1), hw[:16], hw[16:]
+
+        # Weight image words, read from ``wptr`` into a shift register (bias, table).
+        wptr = Signal(range(p["weight_words"] + 1))
+        m.d.comb += weight_r.addr.eq(wptr)
+        bias_words = -(-4 * R // (2 * W))
+        bias = Signal(bias_words * word_bits)
+        table = Signal(2 * A * word_bits)
+        loaded = counter(max(bias_words, 2 * A, R) + 2, name="loaded")
+
+        # Layer bookkeeping.
+        row_block, col_block = Signal(16), Signal(16)
+        position, result_count = Signal(16), Signal(16)
+        op = desc[:8]
+        flags = desc[8:16]
+        l_src, _, l_c, l_h, l_w = region(desc, 1)
+        l_dst, l_dst_acc, _, out_h, out_w = region(desc, 4)
+        l_row_blocks, l_col_blocks = field(desc, 8), field(desc, 9)
+        l_positions, l_weights = field(desc, 10), field(desc, 11)
+        l_shift, l_window = field(desc, 12), field(desc, 13)
+        kernel, stride, padding = l_window[:8], l_window[8:16], l_window[16:24]
+        last_col = col_block == l_col_blocks - 1
+
+        # The gather's geometry and table for the layer and tile.
+        m.d.comb += [
+            gather.geometry.src.eq(l_src), gather.geometry.height.eq(l_h),
+            gather.geometry.width.eq(l_w), gather.geometry.out_height.eq(out_h),
+            gather.geometry.out_width.eq(out_w),
+            gather.geometry.stride.eq(Mux(kernel == 0, 1, stride)),
+            gather.geometry.padding.eq(Mux(kernel == 0, 0, padding)),
+            gather.table.eq(table),
+            array.shift.eq(l_shift),
+        ]
+
+        # Data beats: the gather's vectors with the partial sums of this position (the
+        # bias, or the previous column block's sums from the partial-sum buffer, read a
+        # cycle ahead).
+        taking = array.data.valid & array.data.ready
+        m.d.comb += [
+            array.data.valid.eq((state == _State.DATA) & gather.o.valid),
+            gather.o.ready.eq((state == _State.DATA) & array.data.ready),
+            array.data.payload.x.eq(gather.o.payload),
+            array.data.payload.last.eq(position == l_positions - 1),
+            psum_r.addr.eq(position + taking),
+        ]
+        for r in range(R):
+            m.d.comb += array.data.payload.psum[r].eq(
+                Mux(col_block == 0, bias.word_select(r, 32), psum_r.data.word_select(r, 32)))
+        with m.If(taking):
+            m.d.sync += position.eq(position + 1)
+
+        # Results: the partial sums of a column block, or the layer's output.
+        result = array.result.payload
+        m.d.comb += array.result.ready.eq(state == _State.DATA)
+        result_go = array.result.valid & array.result.ready
+        out_addr = l_dst + row_block * l_positions + result_count
+        act_write = gather.write
+        with m.If(result_go):
+            m.d.sync += result_count.eq(result_count + 1)
+            with m.If(~last_col):
+                m.d.comb += [psum_w.addr.eq(result_count),
+                             psum_w.data.eq(result.acc.as_value()), psum_w.en.eq(1)]
+            with m.Elif(l_dst_acc):
+                m.d.comb += [acc_w.addr.eq(out_addr), acc_w.data.eq(result.acc.as_value()),
+                             acc_w.en.eq(1)]
+            with m.Else():
+                m.d.comb += [act_write.addr.eq(out_addr), act_write.data.eq(result.y.as_value()),
+                             act_write.en.eq(1)]
+
+        # Weight beats: a cell word a cycle as the array takes them.
+        beat_valid = Signal()
+        m.d.comb += array.weights.valid.eq(beat_valid)
+        sel_bits = select_bits(A)
+        for c in range(W):
+            cell = weight_r.data.word_select(c, 16)
+            m.d.comb += [array.weights.payload[c].w.eq(cell[:8]),
+                         array.weights.payload[c].sel.eq(cell[8:8 + sel_bits])]
+
+        # Post-processing: its step from the descriptor; it reads through the gather's
+        # spare ports and writes the activation buffer.
+        p_src, _, _, p_h, p_w = region(desc, 1)
+        p_dst, _, _, p_oh, p_ow = region(desc, 4)
+        pool_window = field(desc, 7)
+        a_src, _, _, _, _ = region(desc, 1)
+        b_src, _, _, _, _ = region(desc, 4)
+        a_dst, _, _, _, _ = region(desc, 7)
+        is_add = op == 2
+        pk = pool_window[:8]
+        global_pool = pk == 0
+        blocks, words_add = field(desc, 8), field(desc, 12)
+        m.d.comb += [
+            post.step.op.eq(Mux(is_add, PostOp.ADD, Mux(flags[0], PostOp.AVG_POOL,
+                                                         PostOp.MAX_POOL))),
+            post.step.count_pad.eq(flags[1]),
+            post.step.src.eq(Mux(is_add, a_src, p_src)),
+            post.step.src_b.eq(b_src),
+            post.step.dst.eq(Mux(is_add, a_dst, p_dst)),
+            post.step.blocks.eq(blocks), post.step.words.eq(words_add),
+            post.step.height.eq(p_h), post.step.width.eq(p_w),
+            post.step.out_height.eq(p_oh), post.step.out_width.eq(p_ow),
+            post.step.kernel_h.eq(Mux(global_pool, p_h, pk)),
+            post.step.kernel_w.eq(Mux(global_pool, p_w, pk)),
+            post.step.stride.eq(Mux(global_pool, 1, pool_window[8:16])),
+            post.step.padding.eq(Mux(global_pool, 0, pool_window[16:24])),
+            post.step.ma.eq(field(desc, 10)), post.step.mb.eq(field(desc, 11)),
+            gather.aux[0].eq(Mux(state == _State.POST, post.read[0], self.act_read)),
+            gather.aux[1].eq(post.read[1]),
+            post.read_data[0].eq(gather.aux_data[0]), post.read_data[1].eq(gather.aux_data[1]),
+            self.act_read_data.eq(gather.aux_data[0]),
+        ]
+        with m.If(post.write.en):
+            m.d.comb += [act_write.addr.eq(post.write.addr), act_write.data.eq(post.write.data),
+                         act_write.en.eq(1)]
+        with m.If((state == _State.IDLE) | (state == _State.ERROR)):
+            m.d.comb += [act_write.addr.eq(self.act_write.addr),
+                         act_write.data.eq(self.act_write.data),
+                         act_write.en.eq(self.act_write.en)]
+
+        expected = [MAGIC, VERSION, None, R, W, A,
+                    _WEIGHT_BITS | _DATA_BITS << 8 | _ACC_BITS << 16, MAC_KINDS.index(p["mac"]),
+                    p["act_words"], p["acc_words"], p["psum_words"]]
+        started = Signal()
+        with m.Switch(state):
+            with m.Case(_State.IDLE, _State.ERROR):
+                with m.If(self.start):
+                    m.d.sync += [state.eq(_State.HEADER), pc.eq(0), fetched.eq(0),
+                                 cycles.eq(0), error.eq(0)]
+            with m.Case(_State.HEADER, _State.FETCH):
+                # Word pc is read; the one before it arrives (from the second cycle on).
+                size = Mux(state == _State.HEADER, HEADER_WORDS, STEP_WORDS)
+                with m.If(fetched != 0):
+                    with m.If(state == _State.HEADER):
+                        m.d.sync += header.eq(Cat(header[32:], prog_r.data))
+                    with m.Else():
+                        m.d.sync += desc.eq(Cat(desc[32:], prog_r.data))
+                with m.If(fetched != size):
+                    m.d.sync += [pc.eq(pc + 1), fetched.eq(fetched + 1)]
+                with m.Else():
+                    m.d.sync += [fetched.eq(0), state.eq(Mux(state == _State.HEADER,
+                                                             _State.CHECK, _State.DISPATCH))]
+            with m.Case(_State.CHECK):
+                fits = Cat(field(header, k) == v
+                           for k, v in enumerate(expected) if v is not None).all()
+                with m.If(~fits):
+                    m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
+                with m.Elif(field(header, 2) == 0):
+                    m.d.sync += state.eq(_State.IDLE)
+                with m.Else():
+                    m.d.sync += [steps_left.eq(field(header, 2)), state.eq(_State.FETCH)]
+            with m.Case(_State.DISPATCH):
+                m.d.sync += [steps_left.eq(steps_left - 1), row_block.eq(0), col_block.eq(0),
+                             wptr.eq(l_weights), loaded.eq(0), started.eq(0)]
+                m.d.sync += state.eq(Mux(op == 0, _State.BIAS, _State.POST))
+            with m.Case(_State.BIAS, _State.TABLE):
+                size = Mux(state == _State.BIAS, bias_words, 2 * A)
+                # Word wptr is read; the one before arrives (the first a cycle late).
+                with m.If(loaded != 0):
+                    with m.If(state == _State.BIAS):
+                        m.d.sync += bias.eq(Cat(bias[word_bits:], weight_r.data))
+                    with m.Else():
+                        m.d.sync += table.eq(Cat(table[word_bits:], weight_r.data))
+                with m.If(loaded == size):
+                    m.d.sync += [loaded.eq(0)]
+                    m.d.sync += state.eq(Mux(state == _State.BIAS, _State.TABLE,
+                                             _State.WEIGHTS))
+                with m.Else():
+                    m.d.sync += [loaded.eq(loaded + 1), wptr.eq(wptr + 1)]
+            with m.Case(_State.WEIGHTS):
+                # A cell word is offered once read; the next is read as the array takes it.
+                weights_go = array.weights.valid & array.weights.ready
+                with m.If(~beat_valid & (loaded == 0)):
+                    m.d.sync += [beat_valid.eq(1), loaded.eq(1), wptr.eq(wptr + 1)]
+                with m.Elif(weights_go):
+                    with m.If(loaded == R):
+                        m.d.sync += [beat_valid.eq(0), loaded.eq(0), position.eq(0),
+                                     result_count.eq(0), state.eq(_State.DATA)]
+                        m.d.comb += gather.start.eq(1)
+                    with m.Else():
+                        m.d.sync += [loaded.eq(loaded + 1), wptr.eq(wptr + 1)]
+                with m.If(~weights_go & beat_valid):
+                    m.d.comb += weight_r.addr.eq(wptr - 1)
+            with m.Case(_State.DATA):
+                with m.If(result_go & (result_count == l_positions - 1)):
+                    with m.If(~last_col):
+                        m.d.sync += [col_block.eq(col_block + 1), state.eq(_State.TABLE)]
+                    with m.Elif(row_block != l_row_blocks - 1):
+                        m.d.sync += [row_block.eq(row_block + 1), col_block.eq(0),
+                                     state.eq(_State.BIAS)]
+                    with m.Else():
+                        m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE,
+                                                 _State.FETCH))
+            with m.Case(_State.POST):
+                with m.If(~started):
+                    m.d.comb += post.start.eq(1)
+                    m.d.sync += started.eq(1)
+                with m.Elif(~post.busy):
+                    m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
+        return m
