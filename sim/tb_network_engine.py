@@ -1,0 +1,114 @@
+"""cocotb testbench: the network engine (``hw.network.NetworkEngine``) running a compiled
+network against ``golden.network_program``.
+
+Configuration (``CODNN_TB_CONFIG``): ``program`` (the JSON form, ``Program.to_dict``),
+``image`` (the weight image's path), ``inputs`` (an ``.npy`` of images, the program's
+input shape each) and ``reset_after`` (optional: the first image's run is reset after
+that many cycles, then every image runs from a fresh start).
+
+The testbench writes the binary program and the weight image through the engine's ports,
+then per image its input, pulses ``start``, waits for ``busy`` to fall and reads the
+output region back: every value must equal ``run_program``'s, ``error`` must stay low and
+the engine's ``cycles`` must equal the model (``HEADER_CYCLES + sum(step_cycles)``).
+"""
+
+import json
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from codnn.golden.network_program import (HEADER_CYCLES, Program, host_words, output_values,
+                                          run_program, step_cycles)
+from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
+
+
+async def _write(dut, port, data_bits, words):
+    """Write ``words`` through a write port (one vector: address, data, enable, from the
+    least significant bit) of ``data_bits``-bit data, a word an edge."""
+    handle = getattr(dut, port)
+    addr_bits = len(handle) - data_bits - 1
+    for addr, word in words:
+        handle.value = addr | word << addr_bits | 1 << (addr_bits + data_bits)
+        await RisingEdge(dut.clk)
+    handle.value = 0
+
+
+async def _run(dut, limit):
+    """Pulse start; return the edges until busy fell (failing after ``limit``)."""
+    dut.start.value = 1
+    await RisingEdge(dut.clk)
+    dut.start.value = 0
+    for edge in range(1, limit + 1):
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        if not int(dut.busy.value):
+            await RisingEdge(dut.clk)
+            return edge
+    raise AssertionError(f"the engine was still busy after {limit} cycles")
+
+
+async def _read_output(dut, program):
+    out = program.output
+    port = "acc_read" if out.memory == "acc" else "act_read"
+    words = []
+    for addr in range(out.addr, out.addr + out.words(program.engine.rows)):
+        getattr(dut, port).value = addr
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        words.append(int(getattr(dut, f"{port}_data").value))
+        await RisingEdge(dut.clk)
+    return output_values(program, words)
+
+
+@cocotb.test()
+async def engine_matches_golden(dut):
+    config = load_config()
+    program = Program.from_dict(config["program"])
+    with open(config["image"], "rb") as f:
+        image = f.read()
+    inputs = np.load(config["inputs"])
+    model = HEADER_CYCLES + sum(step_cycles(program))
+    engine = program.engine
+    widths = {"program_write": 32, "weight_write": 16 * engine.cols,
+              "act_write": engine.rows * engine.out_bits}
+    for name in (*widths, "start"):
+        getattr(dut, name).value = 0
+    dut.act_read.value = dut.acc_read.value = 0
+    await start_clock_and_reset(dut)
+    program_words, weights, _ = host_words(program, image, inputs[0])
+    await _write(dut, "program_write", widths["program_write"], program_words)
+    await _write(dut, "weight_write", widths["weight_write"], weights)
+    resets = 0
+    if config.get("reset_after"):
+        await _write(dut, "act_write", widths["act_write"],
+                     host_words(program, image, inputs[0])[2])
+        dut.start.value = 1
+        await RisingEdge(dut.clk)
+        dut.start.value = 0
+        for _ in range(config["reset_after"]):
+            await RisingEdge(dut.clk)
+        assert int(dut.busy.value), "the run ended before the reset"
+        dut.rst.value = 1
+        await RisingEdge(dut.clk)
+        dut.rst.value = 0
+        await RisingEdge(dut.clk)
+        assert not int(dut.busy.value) and not int(dut.error.value)
+        resets = 1
+    cycles = []
+    for k, x in enumerate(inputs):
+        await _write(dut, "act_write", widths["act_write"], host_words(program, image, x)[2])
+        await _run(dut, 40 * model + 1000)
+        assert not int(dut.error.value), f"image {k}: the engine refused the program"
+        got = await _read_output(dut, program)
+        want = run_program(program, image, x)
+        if not np.array_equal(got, want):
+            first = tuple(np.argwhere(got != want)[0])
+            raise AssertionError(f"image {k}: output {first} is {got[first]}, golden "
+                                 f"{want[first]} (seed {config['seed']})")
+        cycles.append(int(dut.cycles.value))
+        assert cycles[-1] == model, (f"image {k}: {cycles[-1]} cycles, the model says "
+                                     f"{model} (seed {config['seed']})")
+    write_report(config, {"images": len(inputs), "cycles": cycles, "model_cycles": model,
+                          "resets": resets, "output": json.loads(json.dumps(
+                              run_program(program, image, inputs[-1]).tolist()))})

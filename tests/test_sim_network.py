@@ -1,0 +1,50 @@
+# amaranth: UnusedElaboratable=no
+"""The network engine in cocotb on both simulators: a compiled network run from its
+program and weight image, every output equal to golden and every run's cycles equal to
+the model (sim/tb_network_engine.py), a reset in the middle of a run."""
+
+import numpy as np
+import pytest
+
+from codnn.golden.network_program import EngineConfig, image_word, encode_program
+from codnn.golden.workloads import residual_network
+from codnn.hw.network import NetworkEngine
+from codnn.model.compile import compile_network
+from codnn.sim.runner import simulate
+
+SEED = 20261129
+
+
+def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, **config):
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED} rows={rows} cols={cols} alpha={alpha} mac={mac} {config}")
+    network = residual_network(rng, alpha=min(alpha, 2))
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                          acc_words=16, psum_words=64)
+    compiled = compile_network(network, engine)
+    (tmp_path / "weights.bin").write_bytes(compiled.image)
+    x = rng.integers(0, 256, (images, 3, 8, 8))
+    x[0, 1] = 255
+    np.save(tmp_path / "inputs.npy", x)
+    dut = NetworkEngine(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                        acc_words=16, psum_words=64,
+                        weight_words=len(compiled.image) // image_word(engine),
+                        program_words=len(encode_program(compiled.program)) // 4)
+    run = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.bin"),
+           "inputs": str(tmp_path / "inputs.npy"), **config}
+    return simulate(dut, top="network_engine", testbench="codnn.sim.tb_network_engine",
+                    simulator=simulator, config=run, seed=SEED).report, compiled
+
+
+def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):
+    # Reset a few hundred cycles into the first image (a layer's tiles in the array, its
+    # partial sums half written), then two images from fresh starts.
+    report, compiled = _run("verilator", tmp_path, rows=4, cols=4, alpha=2, mac="bitserial",
+                            reset_after=700)
+    assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
+
+
+def test_engine_on_icarus(tmp_path, icarus):
+    report, compiled = _run(icarus, tmp_path, rows=3, cols=2, alpha=2, mac="parallel",
+                            images=1)
+    assert report["cycles"] == [compiled.cycles]
