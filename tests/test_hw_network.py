@@ -14,7 +14,7 @@ from codnn.golden.column_combining import output_size
 from codnn.golden.network import FRACTION, pool
 from codnn.golden.network_program import (HEADER_CYCLES, NO_LANE, EngineConfig, Region,
                                           encode_program, gather_entries, gather_values,
-                                          host_words, image_word, output_values, read_region,
+                                          host_words, output_values, read_region,
                                           run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.model.compile import compile_network
@@ -220,14 +220,6 @@ def test_residual_add_equals_golden(in_place):
     assert cycles == ra.words(lanes) + 2
 
 
-def _engine_for(program, image):
-    e = program.engine
-    return NetworkEngine(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac,
-                         act_words=e.act_words, acc_words=e.acc_words, psum_words=e.psum_words,
-                         weight_words=len(image) // image_word(e) + 2,
-                         program_words=len(encode_program(program)) // 4 + 2)
-
-
 def _engine_runs(dut, program, image, images, *, loaded_program=None):
     """Load ``program`` (or the binary ``loaded_program``) and ``image`` into ``dut``, run
     each of ``images``; return ``(output, cycles, error)`` of each run."""
@@ -287,7 +279,7 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
     compiled = compile_network(network, engine)
     images = rng.integers(0, 256, (2, 3, 8, 8))
     images[1, 0] = 255
-    runs = _engine_runs(_engine_for(compiled.program, compiled.image), compiled.program,
+    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
                         compiled.image, images)
     for x, (got, cycles, error) in zip(images, runs):
         want = run_program(compiled.program, compiled.image, x)
@@ -302,7 +294,7 @@ def test_engine_refuses_a_program_for_another_engine():
                           psum_words=64)
     compiled = compile_network(network, engine)
     other = compile_network(network, dataclasses.replace(engine, psum_words=128))
-    dut = _engine_for(compiled.program, compiled.image)
+    dut = NetworkEngine.for_program(compiled.program)
     runs = _engine_runs(dut, compiled.program, compiled.image, rng.integers(0, 256, (1, 3, 8, 8)),
                         loaded_program=encode_program(other.program))
     (got, cycles, error), = runs

@@ -217,3 +217,34 @@ def test_binary_program_round_trip_and_bad_programs():
     bad_op[72] = 9
     with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
         decode_program(bytes(bad_op))
+
+
+def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
+    # A conv net written as ONNX (conv, ReLU, max pool, flatten, dense) through codnn
+    # compile on a small engine, two inputs through the RTL on Icarus.
+    rng = np.random.default_rng(SEED)
+    from onnx import TensorProto, helper, numpy_helper, save
+    inits = {"w": rng.normal(0, 0.4, (4, 2, 3, 3)), "fw": rng.normal(0, 0.3, (5, 4 * 3 * 3))}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+         str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 2, 6, 6)))
+    assert main(["compile", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"),
+                 "--rows", "3", "--cols", "4", "--alpha", "2", "--mac", "parallel",
+                 "--act-words", "128", "--check", "3", "--rtl", "2", "--simulator", icarus,
+                 "-o", str(tmp_path / "out"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rtl"] == {"images": 2, "simulator": "icarus", "cycles_equal_model": True}
+    assert main(["compile", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"),
+                 "--check", "1", "--rtl", "2", "-o", str(tmp_path / "bad")]) == 2
+    assert "--rtl 2 needs as many --check inputs, not 1" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

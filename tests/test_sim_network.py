@@ -6,10 +6,11 @@ the model (sim/tb_network_engine.py), a reset in the middle of a run."""
 import numpy as np
 import pytest
 
-from codnn.golden.network_program import EngineConfig, image_word, encode_program
+from codnn.golden.network_program import EngineConfig
 from codnn.golden.workloads import residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network
+from codnn.model.engine_rtl import run_on_engine
 from codnn.sim.runner import simulate
 
 SEED = 20261129
@@ -22,18 +23,17 @@ def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, **config):
     engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
                           acc_words=16, psum_words=64)
     compiled = compile_network(network, engine)
-    (tmp_path / "weights.bin").write_bytes(compiled.image)
     x = rng.integers(0, 256, (images, 3, 8, 8))
     x[0, 1] = 255
+    if not config:
+        return run_on_engine(compiled, x, simulator=simulator, seed=SEED), compiled
+    (tmp_path / "weights.bin").write_bytes(compiled.image)
     np.save(tmp_path / "inputs.npy", x)
-    dut = NetworkEngine(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
-                        acc_words=16, psum_words=64,
-                        weight_words=len(compiled.image) // image_word(engine),
-                        program_words=len(encode_program(compiled.program)) // 4)
     run = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.bin"),
            "inputs": str(tmp_path / "inputs.npy"), **config}
-    return simulate(dut, top="network_engine", testbench="codnn.sim.tb_network_engine",
-                    simulator=simulator, config=run, seed=SEED).report, compiled
+    return simulate(NetworkEngine.for_program(compiled.program), top="network_engine",
+                    testbench="codnn.sim.tb_network_engine", simulator=simulator,
+                    config=run, seed=SEED).report, compiled
 
 
 def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):

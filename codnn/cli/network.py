@@ -273,6 +273,11 @@ def add_compile(sub):
     sub.add_argument("--check", type=non_negative_int, default=10, metavar="N",
                      help="run N test inputs through the program against golden "
                           "(default 10)")
+    sub.add_argument("--rtl", type=non_negative_int, default=0, metavar="N",
+                     help="run the first N of the --check inputs through the engine's RTL "
+                          "(cocotb), every output and cycle count checked")
+    sub.add_argument("--simulator", choices=("auto", "verilator", "icarus"), default="auto",
+                     help="for --rtl: auto takes Icarus when installed, else Verilator")
     sub.add_argument("--fmax-mhz", type=positive_float, default=None,
                      help="clock for latency and images per second")
     sub.add_argument("-o", "--output", metavar="DIR", default=None,
@@ -300,6 +305,8 @@ def run_compile(args):
                   / Path(args.model).stem)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
+    if args.rtl > args.check:
+        raise InputError(f"--rtl {args.rtl} needs as many --check inputs, not {args.check}")
     engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
                           act_words=args.act_words, acc_words=args.acc_words,
                           psum_words=args.psum_words, weight_bytes=args.weight_bytes)
@@ -327,6 +334,23 @@ def run_compile(args):
     if args.fmax_mhz:
         report["latency_us"] = cycles / args.fmax_mhz
         report["images_per_s"] = args.fmax_mhz * 1e6 / cycles
+    if args.rtl:
+        from codnn.sim.runner import SimulationFailure
+
+        from ..model.engine_rtl import run_on_engine
+        from ..render import err_console
+        simulator = args.simulator
+        if simulator == "auto":
+            simulator = "icarus" if shutil.which("iverilog") else "verilator"
+        err_console.print(f"{args.rtl} inputs through the engine's RTL on {simulator}",
+                          highlight=False)
+        try:
+            rtl = run_on_engine(compiled, q[:args.rtl], simulator=simulator,
+                                build_root=args.build_dir)
+        except SimulationFailure as error:
+            raise Failure(f"engine RTL FAILED against golden: {error}") from None
+        report["rtl"] = {"images": rtl["images"], "simulator": simulator,
+                         "cycles_equal_model": rtl["cycles"] == [cycles] * rtl["images"]}
     report["per_step"] = [asdict(cost) for cost in compiled.costs]
     (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     report["folder"] = str(folder)

@@ -5,7 +5,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import HEADER_WORDS, MAGIC, STEP_WORDS, VERSION
+from codnn.golden.network_program import HEADER_WORDS, MAGIC, STEP_WORDS, VERSION, image_word
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
@@ -91,6 +91,16 @@ class NetworkEngine(wiring.Component):
         })
 
     params = property(lambda self: dict(self._p), doc="The engine's parameters.")
+
+    @classmethod
+    def for_program(cls, program):
+        """The engine a ``golden.network_program.Program`` was compiled for, its weight
+        and program memories just large enough."""
+        e = program.engine
+        return cls(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac, act_words=e.act_words,
+                   acc_words=e.acc_words, psum_words=e.psum_words,
+                   weight_words=max(1, program.weight_image_bytes // image_word(e)),
+                   program_words=HEADER_WORDS + STEP_WORDS * len(program.steps))
 
     def elaborate(self, platform):
         m = Module()
