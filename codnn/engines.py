@@ -18,7 +18,7 @@ import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS
-from codnn.golden.systolic import MAC_KINDS, check_fits
+from codnn.golden.systolic import MAC_KINDS, check_fits, mac_timing
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
 from codnn.hw.bfp import BlockDot
@@ -29,6 +29,7 @@ from codnn.hw.nic.ethernet_board import CORE_CLOCK_HZ, EthernetBoardTop
 from codnn.hw.nic.ethernet_bump import EthernetBump
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
+from codnn.hw.network import NetworkEngine
 from codnn.hw.soc import NicSoc, SystolicSoc, TqSoc
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq import PMac, TermQuantArray, TMac
@@ -138,6 +139,40 @@ def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
     if sim["packed"]:
         config["packed"] = _packed_workload(dut, sim["packed"], sim["layer"], build_root)
     return config
+
+
+def _network_config(dut, sim, beats, idle, backpressure, build_root):
+    """``beats`` images of a network with every step kind
+    (``golden.workloads.residual_network``, layers packed for the engine's alpha) through
+    the engine, compiled for it: the program, the weight image and the images in the
+    build folder."""
+    from codnn.golden.network_program import EngineConfig
+    from codnn.golden.workloads import residual_network
+    from codnn.model.compile import compile_network
+    p = dut.params
+    rng = np.random.default_rng(sim["workload_seed"])
+    config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
+                          act_words=p["act_words"], acc_words=p["acc_words"],
+                          psum_words=p["psum_words"], weight_bytes=p["weight_words"]
+                          * 2 * p["cols"])
+    compiled = compile_network(residual_network(rng, alpha=min(p["alpha"], 2)), config)
+    if len(compiled.program.steps) * 16 + 18 > p["program_words"]:
+        raise ValueError(f"the workload's program needs more than {p['program_words']} "
+                         f"program words")
+    return {"program": compiled.program.to_dict(),
+            "image": save_workload(build_root, np.frombuffer(compiled.image, np.uint8)),
+            "inputs": save_workload(build_root, rng.integers(0, 256, (beats, 3, 8, 8)))}
+
+
+def _network_rate(dut):
+    """The engine's peak: every cell busy, a data beat every ``max(beat_cycles,
+    ceil(alpha / 2))`` cycles."""
+    from codnn.golden.network_program import EngineConfig, gather_rounds
+    p = dut.params
+    timing = mac_timing(p["mac"], data_bits=8, weight_bits=8, cols=p["cols"], acc_bits=32)
+    period = max(timing["beat_cycles"], gather_rounds(EngineConfig(p["rows"], p["cols"],
+                                                                   p["alpha"])))
+    return p["rows"] * p["cols"] / period, "MAC"
 
 
 def _tq_config(dut, sim, beats, idle, backpressure, build_root):
@@ -310,6 +345,27 @@ ENGINES = {engine.name: engine for engine in [
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
                                 f"({dut.rows * dut.cols} groups of {dut.g} MACs)"),
         rate=lambda dut: (dut.rows * dut.cols * dut.g / dut.beat_cycles, "MAC"),
+    ),
+    Engine(
+        name="network",
+        summary="the network engine: a whole network from a program and a weight image "
+                "(the array, the gather, pooling and residual adds, a sequencer)",
+        params=(Param("rows", int, 4, "array rows (lanes of the buffers' words)"),
+                Param("cols", int, 4, "array columns"),
+                Param("alpha", int, 2, "data streams per column"),
+                Param("mac", str, "bitserial", "MAC kind", MAC_KINDS),
+                Param("act_words", int, 512, "activation buffer words"),
+                Param("acc_words", int, 16, "accumulator buffer words"),
+                Param("psum_words", int, 64, "partial-sum buffer words"),
+                Param("weight_words", int, 1024, "weight memory words (2 x cols bytes)"),
+                Param("program_words", int, 256, "program memory words (32 bits)")),
+        build=lambda **p: NetworkEngine(**p),
+        sim_params=(Param("workload_seed", int, 1, "seed of the random network and "
+                          "images"),),
+        testbench="codnn.sim.tb_network_engine",
+        tb_config=_network_config,
+        throughput=lambda dut: "a network's images one after another, cycles by its program",
+        rate=_network_rate,
     ),
     *(_nic_engine(descriptor) for descriptor in NIC_ENGINES.values()),
     Engine(

@@ -534,7 +534,7 @@ def step_cycles(program):
             finish = 2 if step.kind == "max" else e.out_bits + 3
             work = 1 + step.dst.words(e.rows) * (window + finish) + 2
         else:
-            work = step.dst.words(e.rows) + 2 + 2
+            work = step.dst.words(e.rows) + 4 + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
 

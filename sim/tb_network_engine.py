@@ -2,7 +2,7 @@
 network against ``golden.network_program``.
 
 Configuration (``CODNN_TB_CONFIG``): ``program`` (the JSON form, ``Program.to_dict``),
-``image`` (the weight image's path), ``inputs`` (an ``.npy`` of images, the program's
+``image`` (the weight image, an ``.npy`` of its bytes), ``inputs`` (an ``.npy`` of images, the program's
 input shape each) and ``reset_after`` (optional: the first image's run is reset after
 that many cycles, then every image runs from a fresh start).
 
@@ -65,8 +65,7 @@ async def _read_output(dut, program):
 async def engine_matches_golden(dut):
     config = load_config()
     program = Program.from_dict(config["program"])
-    with open(config["image"], "rb") as f:
-        image = f.read()
+    image = np.load(config["image"]).astype(np.uint8).tobytes()
     inputs = np.load(config["inputs"])
     model = HEADER_CYCLES + sum(step_cycles(program))
     engine = program.engine

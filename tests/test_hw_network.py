@@ -217,7 +217,7 @@ def test_residual_add_equals_golden(in_place):
     want = np.clip((a * ma + b * mb + (1 << (FRACTION - 1))) >> FRACTION, 0, 255)
     assert np.array_equal(read_region(after, out, lanes), want)
     assert np.array_equal(read_region(after, ra, lanes), a)
-    assert cycles == ra.words(lanes) + 2
+    assert cycles == ra.words(lanes) + 4
 
 
 def _engine_runs(dut, program, image, images, *, loaded_program=None):
@@ -299,3 +299,13 @@ def test_engine_refuses_a_program_for_another_engine():
                         loaded_program=encode_program(other.program))
     (got, cycles, error), = runs
     assert error and cycles == HEADER_CYCLES and not np.any(got)
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"rows": 0}, TypeError, "Row count must be a positive integer, not 0"),
+    ({"act_words": 1.5}, TypeError, "Activation words must be a positive integer"),
+    ({"mac": "serial"}, ValueError, "MAC kind must be one of parallel, bitserial"),
+])
+def test_engine_parameters(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        NetworkEngine(**{"rows": 2, "cols": 2, "alpha": 2, **kwargs})

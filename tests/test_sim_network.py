@@ -27,9 +27,9 @@ def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, **config):
     x[0, 1] = 255
     if not config:
         return run_on_engine(compiled, x, simulator=simulator, seed=SEED), compiled
-    (tmp_path / "weights.bin").write_bytes(compiled.image)
+    np.save(tmp_path / "weights.npy", np.frombuffer(compiled.image, np.uint8))
     np.save(tmp_path / "inputs.npy", x)
-    run = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.bin"),
+    run = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.npy"),
            "inputs": str(tmp_path / "inputs.npy"), **config}
     return simulate(NetworkEngine.for_program(compiled.program), top="network_engine",
                     testbench="codnn.sim.tb_network_engine", simulator=simulator,

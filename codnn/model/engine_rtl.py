@@ -26,9 +26,9 @@ def run_on_engine(compiled, inputs, *, simulator, build_root=None, seed=0):
     from codnn.sim.runner import simulate
     with tempfile.TemporaryDirectory(prefix="codnn-engine-") as folder:
         folder = Path(folder)
-        (folder / "weights.bin").write_bytes(compiled.image)
+        np.save(folder / "weights.npy", np.frombuffer(compiled.image, np.uint8))
         np.save(folder / "inputs.npy", np.asarray(inputs, dtype=np.int64))
-        config = {"program": compiled.program.to_dict(), "image": str(folder / "weights.bin"),
+        config = {"program": compiled.program.to_dict(), "image": str(folder / "weights.npy"),
                   "inputs": str(folder / "inputs.npy")}
         return simulate(NetworkEngine.for_program(compiled.program), top="network_engine",
                         testbench="codnn.sim.tb_network_engine", simulator=simulator,

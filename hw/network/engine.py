@@ -5,7 +5,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import HEADER_WORDS, MAGIC, STEP_WORDS, VERSION, image_word
+from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, MAGIC, STEP_WORDS,
+                                          VERSION, image_word)
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
@@ -46,12 +47,19 @@ class NetworkEngine(wiring.Component):
     set (until the next ``start``) when the program's header does not match the engine;
     ``cycles`` counts the cycles of the last run.
 
-    Cycles: the header, then per step its descriptor (``STEP_WORDS + 2``) and its work: a
-    layer, per row block its bias words (+2), per tile its gather table (``2 * alpha`` +
-    2), its cells (``rows`` + 2, the array taking a row a cycle) and its positions through
-    the gather and the array until its last result (the tiles one after another: a tile's
-    partial sums are the next one's input); pooling and the add, the post-processing
-    unit's cycles and 2.
+    Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
+    its descriptor, then a layer's row blocks and tiles one after another (a tile's
+    partial sums are the next one's input): a row block's bias words, a tile's gather table
+    and cells (the array takes a row a cycle), and its positions through the gather and
+    the array until its last result; pooling and the add take the post-processing unit's
+    cycles and 2.
+
+    Raises
+    ------
+    TypeError
+        If a size is not a positive integer.
+    ValueError
+        If ``mac`` is unknown.
 
     Parameters
     ----------
@@ -91,6 +99,12 @@ class NetworkEngine(wiring.Component):
         })
 
     params = property(lambda self: dict(self._p), doc="The engine's parameters.")
+
+    @property
+    def latency(self):
+        """Cycles from ``start`` to the first step's descriptor: the header's. A run's
+        cycles follow its program (``golden.network_program.step_cycles``)."""
+        return HEADER_CYCLES
 
     @classmethod
     def for_program(cls, program):

@@ -8,8 +8,13 @@ from amaranth.lib.wiring import In, Out
 from codnn.golden.network import FRACTION
 from codnn.golden.network_program import MULTIPLIER_BITS
 from codnn.hw.common.params import positive_int
+from codnn.hw.common.ws_array import stage
 
 __all__ = ["PostOp", "PostStep", "PostProcess"]
+
+#: Steps of the add from a word's read to its write: the memory, the words, the products,
+#: the sum.
+_ADD_STEPS = 4
 
 
 class PostOp(enum.Enum, shape=2):
@@ -58,12 +63,12 @@ class PostProcess(wiring.Component):
       the result word is written at ``dst + (block * out_height + oy) * out_width + ox``.
       Global average pooling is the ``height x width`` window.
     - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
-      * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written two cycles later to
+      * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written four cycles later to
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``).
 
     Cycles per step (``busy`` high from the edge that takes ``start``): pooling, 1, then
     ``kernel_h * kernel_w + 2`` per output word (max) or ``kernel_h * kernel_w + data_bits
-    + 3`` (average); add, ``words + 2``.
+    + 3`` (average); add, ``words + 4``.
 
     Parameters
     ----------
@@ -146,9 +151,9 @@ class PostProcess(wiring.Component):
 
         # Add: the words' index, and the two pipeline steps.
         index = Signal(17, name="add_index")
-        add_valid = Signal(2, name="add_valid")
+        add_valid = Signal(_ADD_STEPS, name="add_valid")
         sums = Signal(R * D, name="add_sums")
-        add_dst = [Signal(range(self._depth), name=f"add_dst_{k}") for k in range(2)]
+        add_dst = [Signal(range(self._depth), name=f"add_dst_{k}") for k in range(_ADD_STEPS)]
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
@@ -237,17 +242,21 @@ class PostProcess(wiring.Component):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
         # The add's pipeline runs on after its last read (the state is IDLE by then; a new
-        # step waits for busy, which covers it).
+        # step waits for busy, which covers it): the words read (a cycle after their
+        # address), registered; the two products; their sum, rounded and clamped; the write.
         reading = state == _State.ADD
-        m.d.sync += [add_valid.eq(Cat(reading, add_valid[0])),
-                     add_dst[0].eq(step.dst + index), add_dst[1].eq(add_dst[0])]
+        m.d.sync += add_valid.eq(Cat(reading, add_valid[:-1]))
+        m.d.sync += add_dst[0].eq(step.dst + index)
+        m.d.sync += [add_dst[k].eq(add_dst[k - 1]) for k in range(1, len(add_dst))]
         for k in range(R):
-            a = self.read_data[0].word_select(k, D)
-            b = self.read_data[1].word_select(k, D)
-            total = (a * step.ma + b * step.mb + (1 << (FRACTION - 1))) >> FRACTION
+            a = stage(m, self.read_data[0].word_select(k, D), f"add_a_l{k}")
+            b = stage(m, self.read_data[1].word_select(k, D), f"add_b_l{k}")
+            pa = stage(m, a * step.ma, f"add_pa_l{k}")
+            pb = stage(m, b * step.mb, f"add_pb_l{k}")
+            total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
             m.d.sync += sums.word_select(k, D).eq(Mux(total > top, top, total))
-        with m.If(add_valid[1]):
-            m.d.comb += [self.write.addr.eq(add_dst[1]), self.write.data.eq(sums),
+        with m.If(add_valid[-1]):
+            m.d.comb += [self.write.addr.eq(add_dst[-1]), self.write.data.eq(sums),
                          self.write.en.eq(1)]
         with m.If(add_valid.any()):
             m.d.comb += self.busy.eq(1)

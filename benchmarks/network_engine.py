@@ -1,0 +1,98 @@
+"""A whole network on the network engine against the host-driven flow: cycles and images
+per second per image, bytes each memory moves, and what the host-driven flow would send
+over its link.
+
+Usage: python benchmarks/network_engine.py [--rows 16 --cols 16 --alpha 8]
+       [--fmax-mhz F] [--baud 1000000] [-o PREFIX]
+
+For LeNet-5 (the dense model and the column-combined one in benchmarks/models), on an
+engine of each MAC kind: the engine's cycles per image (its exact model,
+``golden.network_program.step_cycles``, which the RTL equals), images per second at
+``--fmax-mhz`` (default: the engine's baseline entry on the ECP5-85k in
+synth/baselines.json), the weight image and the on-chip bytes per image; and for the
+host-driven flow (``codnn infer --port``, a layer at a time over the UART link, the host
+pooling and adding) the bytes a layer's tiles, inputs and results take over the link
+(``codnn.model.schedule``), and the images per second the link alone allows at ``--baud``
+(10 bits a byte). Writes PREFIX.json and PREFIX.csv.
+"""
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from codnn.golden.network_program import EngineConfig
+from codnn.model.compile import compile_network
+from codnn.model.datasets import load_dataset
+from codnn.model.onnx_import import load_onnx
+from codnn.model.quantize import quantize_network
+from codnn.model.schedule import schedule_network
+from codnn.render import print_rows
+from codnn.sim.runner import default_build_root
+from codnn.synth.baseline import BASELINE_FILE, load_baseline
+
+MODELS = Path(__file__).resolve().parent / "models"
+
+
+def engine_fmax():
+    """The engine's Fmax on the ECP5-85k from the committed baseline (the largest one
+    measured), or None."""
+    entries = [e for e in load_baseline(BASELINE_FILE)["entries"]
+               if e["engine"] == "network" and e["device"] == "ecp5-85k"]
+    return max(entries, key=lambda e: e["parameters"]["rows"])["fmax_mhz"] if entries else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--cols", type=int, default=16)
+    parser.add_argument("--alpha", type=int, default=8)
+    parser.add_argument("--fmax-mhz", type=float, default=None)
+    parser.add_argument("--baud", type=int, default=1_000_000)
+    parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
+    args = parser.parse_args()
+    fmax = args.fmax_mhz or engine_fmax()
+    data = load_dataset("mnist")
+    rows = []
+    for name in ("lenet5_mnist", "lenet5_mnist_cc"):
+        network = quantize_network(load_onnx(MODELS / f"{name}.onnx"), data.train_x[:500],
+                                   alpha=args.alpha, gamma=0.5)
+        layers, _ = schedule_network(network, rows=args.rows, cols=args.cols,
+                                     alpha=args.alpha)
+        link_bytes = sum(la.weight_bytes + la.data_bytes + 2 * la.psum_bytes for la in layers)
+        link_images = args.baud / 10 / link_bytes
+        for mac in ("bitserial", "parallel"):
+            engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
+                                  weight_bytes=1 << 20)
+            compiled = compile_network(network, engine)
+            traffic = compiled.traffic()
+            per_s = fmax * 1e6 / compiled.cycles if fmax else None
+            rows.append({
+                "model": name, "mac": mac, "cycles": compiled.cycles,
+                "images_per_s": round(per_s, 1) if per_s else None,
+                "latency_us": round(compiled.cycles / fmax, 1) if fmax else None,
+                "weight_image": len(compiled.image),
+                "on_chip_bytes": sum(traffic.values()),
+                "link_bytes": link_bytes, "link_images_per_s": round(link_images, 3),
+                "vs_link": round(per_s / link_images) if per_s else None})
+    print_rows(f"LeNet-5 on a {args.rows}x{args.cols} network engine, alpha {args.alpha} "
+               f"({f'{fmax} MHz' if fmax else 'no Fmax given'}), against the host-driven "
+               f"flow over a {args.baud} baud link",
+               rows, [("model", "model"), ("mac", "MACs"), ("cycles", "cycles/img"),
+                      ("images_per_s", "img/s"), ("latency_us", "latency us"),
+                      ("weight_image", "weights B"), ("on_chip_bytes", "on-chip B/img"),
+                      ("link_bytes", "link B/img"), ("link_images_per_s", "link img/s"),
+                      ("vs_link", "x link")])
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"fmax_mhz": fmax, "rows": rows},
+                                                   indent=1) + "\n")
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.csv')}")
+
+
+if __name__ == "__main__":
+    main()
