@@ -2,9 +2,9 @@
 network against ``golden.network_program``.
 
 Configuration (``CODNN_TB_CONFIG``): ``program`` (the JSON form, ``Program.to_dict``),
-``image`` (the weight image, an ``.npy`` of its bytes), ``inputs`` (an ``.npy`` of images, the program's
-input shape each) and ``reset_after`` (optional: the first image's run is reset after
-that many cycles, then every image runs from a fresh start).
+``image`` (the weight image, an ``.npy`` of its bytes), ``inputs`` (an ``.npy`` of
+images, the program's input shape each) and ``reset_after`` (optional: the first image's
+run is reset after that many cycles, then every image runs from a fresh start).
 
 The testbench writes the binary program and the weight image through the engine's ports,
 then per image its input, pulses ``start``, waits for ``busy`` to fall and reads the

@@ -6,7 +6,7 @@ from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, MAGIC, STEP_WORDS,
-                                          VERSION, image_word)
+                                          VERSION, EngineConfig, bias_bytes, image_word)
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
@@ -155,7 +155,8 @@ class NetworkEngine(wiring.Component):
         with m.If(self.busy):
             m.d.sync += cycles.eq(cycles + 1)
 
-        # Program words: a read a cycle from ``pc``; ``count`` words into ``words``.
+        # Program words: in HEADER and FETCH word ``pc`` is read each cycle and arrives the
+        # next, shifted into the header or the descriptor.
         pc = Signal(range(p["program_words"] + 1))
         header = Signal(32 * HEADER_WORDS)
         desc = Signal(32 * STEP_WORDS)
@@ -174,7 +175,8 @@ class NetworkEngine(wiring.Component):
         # Weight image words, read from ``wptr`` into a shift register (bias, table).
         wptr = Signal(range(p["weight_words"] + 1))
         m.d.comb += weight_r.addr.eq(wptr)
-        bias_words = -(-4 * R // (2 * W))
+        config = EngineConfig(rows=R, cols=W, alpha=A)
+        bias_words = bias_bytes(config) // image_word(config)
         bias = Signal(bias_words * word_bits)
         table = Signal(2 * A * word_bits)
         loaded = counter(max(bias_words, 2 * A, R) + 2, name="loaded")
@@ -184,7 +186,7 @@ class NetworkEngine(wiring.Component):
         position, result_count = Signal(16), Signal(16)
         op = desc[:8]
         flags = desc[8:16]
-        l_src, _, l_c, l_h, l_w = region(desc, 1)
+        l_src, _, _, l_h, l_w = region(desc, 1)
         l_dst, l_dst_acc, _, out_h, out_w = region(desc, 4)
         l_row_blocks, l_col_blocks = field(desc, 8), field(desc, 9)
         l_positions, l_weights = field(desc, 10), field(desc, 11)
@@ -249,12 +251,12 @@ class NetworkEngine(wiring.Component):
 
         # Post-processing: its step from the descriptor; it reads through the gather's
         # spare ports and writes the activation buffer.
-        p_src, _, _, p_h, p_w = region(desc, 1)
-        p_dst, _, _, p_oh, p_ow = region(desc, 4)
+        # The descriptor's regions: pooling's source and destination, the add's a, b and
+        # destination.
+        first, _, _, p_h, p_w = region(desc, 1)
+        second, _, _, p_oh, p_ow = region(desc, 4)
+        third = region(desc, 7)[0]
         pool_window = field(desc, 7)
-        a_src, _, _, _, _ = region(desc, 1)
-        b_src, _, _, _, _ = region(desc, 4)
-        a_dst, _, _, _, _ = region(desc, 7)
         is_add = op == 2
         pk = pool_window[:8]
         global_pool = pk == 0
@@ -263,9 +265,8 @@ class NetworkEngine(wiring.Component):
             post.step.op.eq(Mux(is_add, PostOp.ADD, Mux(flags[0], PostOp.AVG_POOL,
                                                          PostOp.MAX_POOL))),
             post.step.count_pad.eq(flags[1]),
-            post.step.src.eq(Mux(is_add, a_src, p_src)),
-            post.step.src_b.eq(b_src),
-            post.step.dst.eq(Mux(is_add, a_dst, p_dst)),
+            post.step.src.eq(first), post.step.src_b.eq(second),
+            post.step.dst.eq(Mux(is_add, third, second)),
             post.step.blocks.eq(blocks), post.step.words.eq(words_add),
             post.step.height.eq(p_h), post.step.width.eq(p_w),
             post.step.out_height.eq(p_oh), post.step.out_width.eq(p_ow),
