@@ -237,10 +237,11 @@ class TernGradDecoder(StreamEngine):
     once in ``error_count``): a scaler with its sign bit set (negative or -0.0), Inf or
     NaN decodes every value of its message to +0.0; a code 10 decodes to +0.0; a message
     cut before its codes gives the values of the whole code bytes received (also those of
-    a beat whose later code bytes are missing), then zeros up to ``n``; bytes past the codes, or a nonzero code past the count, are dropped up to
-    the input's ``last``; a message shorter than its 8 header bytes, or whose count is
-    above ``max_values``, gives no output (dropped up to its ``last``). The next message
-    is read normally either way.
+    a beat whose later code bytes are missing), then zeros up to ``n``; bytes past the
+    codes, or a nonzero code past the count, are dropped up to the input's ``last``; a
+    message shorter than its 8 header bytes, or whose count is above ``max_values``, gives
+    no output (dropped up to its ``last``). The next message is read normally either
+    way.
 
     Latency: 1 cycle from a code byte buffered to its values in an output beat.
     Throughput: ``lanes`` values per cycle; a message costs 2 cycles more.
