@@ -146,19 +146,16 @@ def _network_config(dut, sim, beats, idle, backpressure, build_root):
     (``golden.workloads.residual_network``, layers packed for the engine's alpha) through
     the engine, compiled for it: the program, the weight image and the images in the
     build folder."""
-    from codnn.golden.network_program import EngineConfig
+    from codnn.golden.network_program import encode_program
     from codnn.golden.workloads import residual_network
     from codnn.model.compile import compile_network
-    p = dut.params
     rng = np.random.default_rng(sim["workload_seed"])
-    config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
-                          act_words=p["act_words"], acc_words=p["acc_words"],
-                          psum_words=p["psum_words"], weight_bytes=p["weight_words"]
-                          * 2 * p["cols"])
-    compiled = compile_network(residual_network(rng, alpha=min(p["alpha"], 2)), config)
-    if len(compiled.program.steps) * 16 + 18 > p["program_words"]:
-        raise ValueError(f"the workload's program needs more than {p['program_words']} "
-                         f"program words")
+    config = dut.config
+    compiled = compile_network(residual_network(rng, alpha=min(config.alpha, 2)), config)
+    words = len(encode_program(compiled.program)) // 4
+    if words > dut.params["program_words"]:
+        raise ValueError(f"the workload's program takes {words} program words, the engine "
+                         f"holds {dut.params['program_words']}")
     return {"program": compiled.program.to_dict(),
             "image": save_workload(build_root, np.frombuffer(compiled.image, np.uint8)),
             "inputs": save_workload(build_root, rng.integers(0, 256, (beats, 3, 8, 8)))}
@@ -167,12 +164,12 @@ def _network_config(dut, sim, beats, idle, backpressure, build_root):
 def _network_rate(dut):
     """The engine's peak: every cell busy, a data beat every ``max(beat_cycles,
     ceil(alpha / 2))`` cycles."""
-    from codnn.golden.network_program import EngineConfig, gather_rounds
-    p = dut.params
-    timing = mac_timing(p["mac"], data_bits=8, weight_bits=8, cols=p["cols"], acc_bits=32)
-    period = max(timing["beat_cycles"], gather_rounds(EngineConfig(p["rows"], p["cols"],
-                                                                   p["alpha"])))
-    return p["rows"] * p["cols"] / period, "MAC"
+    from codnn.golden.network_program import gather_rounds
+    config = dut.config
+    timing = mac_timing(config.mac, data_bits=config.out_bits, weight_bits=config.weight_bits,
+                        cols=config.cols, acc_bits=config.acc_bits)
+    period = max(timing["beat_cycles"], gather_rounds(config))
+    return config.rows * config.cols / period, "MAC"
 
 
 def _tq_config(dut, sim, beats, idle, backpressure, build_root):

@@ -1,6 +1,8 @@
 """The network engine: a whole network from a program and a weight image, no host step
 between layers (docs/semantics.md section 9)."""
 
+import dataclasses
+
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
@@ -106,6 +108,15 @@ class NetworkEngine(wiring.Component):
         cycles follow its program (``golden.network_program.step_cycles``)."""
         return HEADER_CYCLES
 
+    @property
+    def config(self):
+        """The ``golden.network_program.EngineConfig`` a program for this engine names."""
+        p = self._p
+        config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
+                              act_words=p["act_words"], acc_words=p["acc_words"],
+                              psum_words=p["psum_words"])
+        return dataclasses.replace(config, weight_bytes=p["weight_words"] * image_word(config))
+
     @classmethod
     def for_program(cls, program):
         """The engine a ``golden.network_program.Program`` was compiled for, its weight
@@ -175,8 +186,7 @@ class NetworkEngine(wiring.Component):
         # Weight image words, read from ``wptr`` into a shift register (bias, table).
         wptr = Signal(range(p["weight_words"] + 1))
         m.d.comb += weight_r.addr.eq(wptr)
-        config = EngineConfig(rows=R, cols=W, alpha=A)
-        bias_words = bias_bytes(config) // image_word(config)
+        bias_words = bias_bytes(self.config) // image_word(self.config)
         bias = Signal(bias_words * word_bits)
         table = Signal(2 * A * word_bits)
         loaded = counter(max(bias_words, 2 * A, R) + 2, name="loaded")
