@@ -4,7 +4,6 @@ program and weight image, every output equal to golden and every run's cycles eq
 the model (sim/tb_network_engine.py), a reset in the middle of a run."""
 
 import numpy as np
-import pytest
 
 from codnn.golden.network_program import EngineConfig
 from codnn.golden.workloads import residual_network
