@@ -48,7 +48,7 @@ import numpy as np
 
 from .column_combining import output_size
 from .network import FRACTION, pool
-from .systolic import Tile, output_stage, run_tile, select_bits
+from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
 __all__ = ["NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep",
            "PoolStep", "AddStep", "Program", "ProgramError", "words", "gather_entries",
@@ -514,7 +514,6 @@ def gather_rounds(engine):
 def step_cycles(program):
     """The engine's cycles for each step of ``program``, its descriptor's included
     (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more."""
-    from .systolic import latency, mac_timing
     e = program.engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)

@@ -47,6 +47,20 @@ def _packing_options(sub, *, mac_default):
                      help="inputs that choose the activation scales (default 500)")
 
 
+def _simulator_option(sub):
+    sub.add_argument("--simulator", choices=("auto", "verilator", "icarus"), default="auto",
+                     help="for --rtl: auto takes Icarus when installed (no C++ build: a "
+                          "16x16 array's Verilator model takes minutes to compile the "
+                          "first time), else Verilator")
+
+
+def _simulator(choice):
+    """The simulator ``--simulator`` names: ``auto`` is Icarus when installed."""
+    if choice != "auto":
+        return choice
+    return "icarus" if shutil.which("iverilog") and shutil.which("vvp") else "verilator"
+
+
 def _array_options(sub, *, rtl_default):
     _packing_options(sub, mac_default="parallel")
     sub.add_argument("--fmax-mhz", type=positive_float, default=None,
@@ -54,10 +68,7 @@ def _array_options(sub, *, rtl_default):
     sub.add_argument("--rtl", type=non_negative_int, default=rtl_default, metavar="N",
                      help=f"run N inputs through the RTL, every result checked against "
                           f"golden (default {rtl_default})")
-    sub.add_argument("--simulator", choices=("auto", "verilator", "icarus"), default="auto",
-                     help="for --rtl: auto takes Icarus when installed (no C++ build: a "
-                          "16x16 array's Verilator model takes minutes to compile the "
-                          "first time), else Verilator")
+    _simulator_option(sub)
     sub.add_argument("--port", metavar="PORT", default=None,
                      help="also run --device-images inputs on the board at PORT (a systolic "
                           "design of this array, codnn bitstream --design systolic)")
@@ -143,10 +154,7 @@ def _infer(args, model, data, *, per_model=False):
         folder = Path(args.output) / stem if per_model else Path(args.output)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
-    simulator = args.simulator
-    if simulator == "auto":
-        simulator = "icarus" if shutil.which("iverilog") and shutil.which("vvp") \
-            else "verilator"
+    simulator = _simulator(args.simulator)
     try:
         report, layers = infer(
             model, data, rows=args.rows, cols=args.cols, alpha=args.alpha, gamma=args.gamma,
@@ -276,8 +284,7 @@ def add_compile(sub):
     sub.add_argument("--rtl", type=non_negative_int, default=0, metavar="N",
                      help="run the first N of the --check inputs through the engine's RTL "
                           "(cocotb), every output and cycle count checked")
-    sub.add_argument("--simulator", choices=("auto", "verilator", "icarus"), default="auto",
-                     help="for --rtl: auto takes Icarus when installed, else Verilator")
+    _simulator_option(sub)
     sub.add_argument("--fmax-mhz", type=positive_float, default=None,
                      help="clock for latency and images per second")
     sub.add_argument("-o", "--output", metavar="DIR", default=None,
@@ -339,9 +346,7 @@ def run_compile(args):
 
         from ..model.engine_rtl import run_on_engine
         from ..render import err_console
-        simulator = args.simulator
-        if simulator == "auto":
-            simulator = "icarus" if shutil.which("iverilog") else "verilator"
+        simulator = _simulator(args.simulator)
         err_console.print(f"{args.rtl} inputs through the engine's RTL on {simulator}",
                           highlight=False)
         try:
