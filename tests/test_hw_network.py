@@ -266,11 +266,12 @@ def _engine_runs(dut, program, image, images, *, loaded_program=None):
 
 
 @pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 4, 2, "parallel"), (3, 5, 4, "bitserial"),
-                                                 (2, 3, 1, "parallel")])
+                                                 (2, 3, 1, "parallel"), (5, 2, 2, "parallel")])
 def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols, alpha, mac):
     # Every step kind: padded convolutions over several row and column blocks (partial
     # sums through the buffer), a residual add in place, max and global average pooling,
-    # a flatten and dense logits; two images one after the other.
+    # a flatten and dense logits; two images one after the other. Five rows: the array's
+    # output FIFO per row, and words of five lanes.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     network = residual_network(rng, alpha=min(alpha, 2))
