@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codnn.golden.lanes import pack_lanes, unpack_lanes
+from codnn.golden.network_program import encode_program, host_words, image_word, output_values
 from codnn.golden.systolic import check_fits, make_tiles, select_bits, tile_beats, wrap
 from codnn.golden.term_quant import ENCODINGS, group
 from codnn.golden.tq_array import (
@@ -310,6 +311,69 @@ class Board:
             for name, bits in report_fields:
                 report[name], value = value & ((1 << bits) - 1), value >> bits
         return outputs, report, cycles
+
+
+    def load_network(self, program, image):
+        """Write a compiled network's program (``golden.network_program.Program``) and its
+        weight image (bytes) into the device's network engine.
+
+        Raises
+        ------
+        ValueError
+            If the device's engine is not the one the program was compiled for, or its
+            program or weight memory is too small.
+        """
+        st = self._status_of(Engine.NETWORK)
+        e = program.engine
+        device = {"rows": st.rows, "cols": st.cols, "alpha": st.config["alpha"],
+                  "mac": "bitserial" if st.config["bitserial"] else "parallel",
+                  "act_words": st.depth, "acc_words": st.config["acc_words"],
+                  "psum_words": st.config["psum_words"]}
+        wanted = {name: getattr(e, name) for name in device}
+        if device != wanted:
+            raise ValueError(f"the device's engine has {device}; the program was compiled "
+                             f"for {wanted}")
+        binary, word = encode_program(program), image_word(e)
+        image = bytes(image)
+        for command, data, nbytes, what in (
+                (Command.WRITE_PROGRAM, binary, 4, "program"),
+                (Command.WRITE_WEIGHTS, image, word, "weight image")):
+            try:
+                self._write_rows(command, 0, [data[k:k + nbytes]
+                                              for k in range(0, len(data), nbytes)], nbytes)
+            except DeviceError as error:
+                if error.status != Status.BAD_ARGUMENT:
+                    raise
+                raise ValueError(f"the {what} ({len(data) // nbytes} words) does not fit "
+                                 f"the device's {what.split()[0]} memory") from None
+
+    def run_image(self, program, x):
+        """Run one input ``x`` (integers, the program's input shape) through the network
+        loaded by ``load_network``; return ``(outputs, label, cycles)``: the output
+        region's values, the class the device picked and the engine's cycles."""
+        rows = self._status_of(Engine.NETWORK).rows
+        _, _, act = host_words(program, b"", x)
+        lanes = min(rows, program.input.map_shape[0])
+        per_frame = (MAX_PAYLOAD - 3) // lanes
+        for start in range(0, len(act), per_frame):
+            chunk = act[start:start + per_frame]
+            self.request(Command.WRITE_DATA, chunk[0][0].to_bytes(2, "little")
+                         + bytes([lanes]) + b"".join(w.to_bytes(rows, "little")[:lanes]
+                                                     for _, w in chunk))
+        reply = self.request(Command.RUN)
+        cycles, label = int.from_bytes(reply[:4], "little"), int.from_bytes(reply[4:], "little")
+        out = program.output
+        is_acc = out.memory == "acc"
+        nbytes = 4 * rows if is_acc else rows
+        total, per_read = out.words(rows), 0xFFFF // nbytes
+        words = []
+        for start in range(0, total, per_read):
+            count = min(per_read, total - start)
+            data = self.request(Command.READ_RESULTS, (out.addr + start).to_bytes(2, "little")
+                                + count.to_bytes(2, "little") + bytes([is_acc]))
+            words += [int.from_bytes(data[k * nbytes:(k + 1) * nbytes], "little")
+                      for k in range(count)]
+        return output_values(program, words), label, cycles
 
 
 def _add_bias(acc, bias, acc_bits):

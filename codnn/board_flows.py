@@ -12,7 +12,8 @@ from codnn.golden.value_frames import NicCodec
 from .board import Board, open_serial
 from .flows import ParameterError
 
-__all__ = ["run_layer_file", "run_network_on_device", "stream_gradient_file"]
+__all__ = ["run_compiled_on_device", "run_layer_file", "run_network_on_device",
+           "stream_gradient_file"]
 
 
 def _on_board(host, sim_design, port, baud):
@@ -72,6 +73,60 @@ def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=1152
                                          mag_bits=tq.mag_bits, encoding=tq.encoding, **size)
 
     return _on_board(host, None if sim_depth is None else design, port, baud)
+
+
+def run_compiled_on_device(compiled, q, *, port=None, baud=115200, sim=False, progress=None):
+    """Load a compiled network (``codnn.model.compile.CompiledNetwork``) into the network
+    engine's board top at ``port`` (or, with ``sim``, a board top built for it in
+    simulation) and run the integer inputs ``q`` one by one: the host sends each image and
+    reads the class and the outputs. Returns a report: per image the class, whether the
+    outputs equal the program's golden run and the class golden's first largest value,
+    and the engine's cycles against the model; ``result`` is ``"pass"`` when all do.
+
+    Raises
+    ------
+    ParameterError
+        If the device's engine or memories are not the program's.
+    codnn.board.DeviceError, codnn.board.LinkError, OSError
+        As ``run_layer_file``.
+    """
+    from codnn.golden.network_program import encode_program, image_word, run_program
+
+    from .engines import BOARD_DESIGNS
+    program, image = compiled.program, compiled.image
+
+    def host(serial):
+        board = Board(serial)
+        try:
+            board.load_network(program, image)
+        except ValueError as error:
+            raise ParameterError(str(error)) from None
+        runs = []
+        for k, x in enumerate(q):
+            runs.append(board.run_image(program, x))
+            if progress:
+                progress(k + 1, len(q))
+        return runs
+
+    def design():
+        e = program.engine
+        return BOARD_DESIGNS["network"].build(
+            rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac, act_words=e.act_words,
+            acc_words=e.acc_words, psum_words=e.psum_words,
+            weight_words=max(1, len(image) // image_word(e)),
+            program_words=len(encode_program(program)) // 4, divisor=4, timeout_bytes=16)
+
+    runs = _on_board(host, design if sim else None, port, baud)
+    images = []
+    for x, (values, label, cycles) in zip(q, runs):
+        want = run_program(program, image, x)
+        images.append({"class": label, "outputs_equal_golden": bool(np.array_equal(values, want)),
+                       "class_equal_golden": label == int(np.argmax(want)),
+                       "cycles": cycles, "cycles_equal_model": cycles == compiled.cycles})
+    ok = all(r["outputs_equal_golden"] and r["class_equal_golden"] and r["cycles_equal_model"]
+             for r in images)
+    return {"device": "simulated board top" if sim else port, "images": images,
+            "result": "pass" if ok else "FAIL"}
 
 
 def run_layer_file(layers, inputs, *, layer=None, port=None, baud=115200, sim=None,

@@ -30,7 +30,7 @@ from codnn.hw.nic.ethernet_bump import EthernetBump
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.network import NetworkEngine
-from codnn.hw.soc import NicSoc, SystolicSoc, TqSoc
+from codnn.hw.soc import NetworkSoc, NicSoc, SystolicSoc, TqSoc
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq import PMac, TermQuantArray, TMac
 
@@ -481,6 +481,12 @@ BOARD_DESIGNS = {design.name: design for design in [
                 Param("lanes", int, 2, "float32 values per beat (1, 2, 4, 8, 16)"),
                 Param("depth", int, 64, "beats held in and out")),
         build=lambda **p: NicSoc(**p)),
+    BoardDesign(
+        name="network",
+        summary="the network engine with its program, weight and activation memories: a "
+                "whole network per image over the link (hw.soc.NetworkSoc)",
+        params=ENGINES["network"].params,
+        build=lambda **p: NetworkSoc(**p)),
     BoardDesign(
         name="ethernet_bump",
         summary="a bump in the wire between two Gigabit Ethernet ports: gradient frames "

@@ -219,10 +219,9 @@ def test_binary_program_round_trip_and_bad_programs():
         decode_program(bytes(bad_op))
 
 
-def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
-    # A conv net written as ONNX (conv, ReLU, max pool, flatten, dense) through codnn
-    # compile on a small engine, two inputs through the RTL on Icarus.
-    rng = np.random.default_rng(SEED)
+def _small_conv_model(tmp_path, rng):
+    """A conv net written as ONNX (conv, ReLU, max pool, flatten, dense) and six inputs:
+    ``m.onnx`` and ``d.npz`` in ``tmp_path``."""
     from onnx import TensorProto, helper, numpy_helper, save
     inits = {"w": rng.normal(0, 0.4, (4, 2, 3, 3)), "fw": rng.normal(0, 0.3, (5, 4 * 3 * 3))}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
@@ -238,6 +237,12 @@ def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
          str(tmp_path / "m.onnx"))
     np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 2, 6, 6)))
+
+
+def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
+    # The small conv net through codnn compile on a small engine, two inputs through the
+    # RTL on Icarus.
+    _small_conv_model(tmp_path, np.random.default_rng(SEED))
     assert main(["compile", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"),
                  "--rows", "3", "--cols", "4", "--alpha", "2", "--mac", "parallel",
                  "--act-words", "128", "--check", "3", "--rtl", "2", "--simulator", icarus,
@@ -248,3 +253,24 @@ def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
                  "--check", "1", "--rtl", "2", "-o", str(tmp_path / "bad")]) == 2
     assert "--rtl 2 needs as many --check inputs, not 1" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_codnn_compile_runs_on_the_simulated_board_top(tmp_path, capsys):
+    # The same net on the network engine's board top in simulation: the program and the
+    # weight image over the simulated UART, then an input, its class and its logits.
+    _small_conv_model(tmp_path, np.random.default_rng(SEED))
+    common = ["compile", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"),
+              "--rows", "3", "--cols", "4", "--alpha", "2", "--mac", "parallel",
+              "--act-words", "128", "--check", "2"]
+    assert main([*common, "--board-sim", "--device-images", "1", "-o", str(tmp_path / "o"),
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    device = report["device"]
+    assert device["result"] == "pass" and len(device["images"]) == 1
+    assert device["images"][0]["cycles"] == report["cycles_per_image"]
+    assert main([*common, "--board-sim", "--device-images", "3", "-o",
+                 str(tmp_path / "bad")]) == 2
+    assert "--device-images 3 needs as many --check inputs, not 2" in capsys.readouterr().err
+    assert main([*common, "--board-sim", "--port", "/dev/null", "-o",
+                 str(tmp_path / "bad")]) == 2
+    assert "--port or --board-sim, not both" in capsys.readouterr().err

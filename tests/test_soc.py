@@ -1,7 +1,9 @@
 # amaranth: UnusedElaboratable=no
 """The board top's UART, CRC and host link, and the host driver against the RTL."""
 
+import dataclasses
 import random
+from functools import partial
 
 import numpy as np
 import pytest
@@ -13,17 +15,22 @@ from amaranth.sim import Simulator
 from codnn.board import Board, DeviceError, LinkError
 from codnn.golden.column_combining import pack
 from codnn.golden.inceptionn import compress, decompress
+from codnn.golden.network import Flatten, IntegerNetwork, Pool
+from codnn.golden.network_program import (EngineConfig, encode_program, image_word,
+                                          run_program)
 from codnn.golden.systolic import run_layer
 from codnn.golden.tq_array import run_tq_layer
 from codnn.golden.value_frames import special_values, value_frame
-from codnn.golden.workloads import quantize_symmetric, structured_layer
+from codnn.golden.workloads import quantize_symmetric, random_layer, structured_layer
 from codnn.hw.common.crc import crc16_update
 from codnn.hw.soc.link import HostLink
+from codnn.hw.soc.network_soc import NetworkSoc
 from codnn.hw.soc.nic import NicSoc
 from codnn.hw.soc.protocol import PROTOCOL_VERSION, SYNC, Command, Engine, Status, crc16, frame
 from codnn.hw.soc.systolic import SystolicSoc
 from codnn.hw.soc.tq import TqSoc
 from codnn.hw.soc.uart import UartRx, UartTx
+from codnn.model.compile import compile_network
 from codnn.sim.uart_bridge import run_with_port
 
 SEED = 20261122
@@ -349,3 +356,141 @@ def test_driver_reports_a_silent_device():
 
     with pytest.raises(LinkError, match="no response"):
         Board(Silent()).status()
+
+
+def _small_networks(rng, rows, cols, alpha):
+    """A convolution over two lane blocks of output channels, max pooling, a flatten and a
+    dense layer, compiled for a ``rows x cols`` engine twice: with logits (accumulators)
+    and with activations out (shift 2: most of them clamp to 255, so the class is a tie
+    that the first one wins)."""
+    layer = partial(random_layer, rng, alpha=alpha)
+    steps = (layer("conv", "x", "a", 5, 2 * 9, shift=9, kernel=3, padding=1),
+             Pool("pool", "a", "p", "max", kernel=2, stride=2),
+             Flatten("flat", "p", "f"),
+             layer("fc", "f", "y", 7, 20, shift=None))
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, act_words=64, acc_words=4,
+                          psum_words=32)
+    return [compile_network(IntegerNetwork((*steps[:3], dataclasses.replace(steps[3],
+                                                                               shift=shift)),
+                                           "x", "y", (2, 4, 4), 1.0, 1.0), engine)
+            for shift in (None, 2)]
+
+
+def _network_soc(compiled, **overrides):
+    e = compiled.program.engine
+    return NetworkSoc(**{
+        "rows": e.rows, "cols": e.cols, "alpha": e.alpha, "mac": e.mac,
+        "act_words": e.act_words, "acc_words": e.acc_words, "psum_words": e.psum_words,
+        "weight_words": len(compiled.image) // image_word(e),
+        "program_words": len(encode_program(compiled.program)) // 4, "divisor": 4,
+        "timeout_bytes": 16, **overrides})
+
+
+def test_network_through_the_uart_equals_golden():
+    """A program and its weight image go to the network engine's board top once; then per
+    image its input, RUN (its cycles and the class) and the outputs: every value equals
+    the program's golden run, the cycles the engine's model, the class golden's first
+    largest output. Then a second program on the same top, its outputs activations."""
+    rng = np.random.default_rng(SEED + 4)
+    print(f"seed {SEED + 4}")
+    logits, activations = _small_networks(rng, rows=4, cols=3, alpha=2)
+    images = rng.integers(0, 256, (2, 2, 4, 4))
+    images[1] = 0
+
+    def host(port):
+        board = Board(port)
+        runs = []
+        for compiled in (logits, activations):
+            board.load_network(compiled.program, compiled.image)
+            runs += [(compiled, x, board.run_image(compiled.program, x)) for x in images]
+        return runs, board.status()
+
+    runs, status = run_with_port(_network_soc(logits), 4, host)
+    for compiled, x, (values, label, cycles) in runs:
+        want = run_program(compiled.program, compiled.image, x)
+        np.testing.assert_array_equal(values, want)
+        assert label == int(np.argmax(want)) and cycles == compiled.cycles
+    assert activations.program.output.memory == "act"
+    assert any(np.sum(run_program(c.program, c.image, x) == 255) > 1 for c, x, _ in runs[2:])
+    assert status.engine == Engine.NETWORK and (status.rows, status.cols, status.depth) == \
+        (4, 3, 64)
+    assert status.config == {"alpha": 2, "bitserial": 0, "acc_words": 4, "psum_words": 32}
+    assert status.weights_loaded and status.results_valid and status.frames_bad == 0
+    assert status.last_run_cycles == activations.cycles
+
+
+def test_network_soc_refuses_what_does_not_fit_or_match():
+    """Runs and data before a program, a program for another engine, an image of the wrong
+    size or out of order, words outside the memories: each its error status, the device
+    answering STATUS right after; the driver refuses an engine and memories that are not
+    the program's, and a good run still follows."""
+    rng = np.random.default_rng(SEED + 5)
+    print(f"seed {SEED + 5}")
+    compiled = _small_networks(rng, rows=4, cols=3, alpha=2)[0]
+    program = compiled.program
+    other = encode_program(dataclasses.replace(
+        program, engine=dataclasses.replace(program.engine, psum_words=33)))
+    x = rng.integers(0, 256, (2, 4, 4))
+    first = program.input.addr.to_bytes(2, "little")
+    words = program.input.words(4)
+
+    def host(port):
+        board = Board(port)
+
+        def expect(status, command, payload=b""):
+            got, _ = _raw(port, frame(command, payload))
+            assert got == status, (status, got, command, payload.hex())
+            assert board.status().engine == Engine.NETWORK  # still responsive
+
+        expect(Status.NO_WEIGHTS, Command.RUN)
+        expect(Status.NO_WEIGHTS, Command.WRITE_DATA, first + bytes([2, 1, 2]))
+        with pytest.raises(ValueError, match="compiled for"):
+            Board(port).load_network(dataclasses.replace(
+                program, engine=dataclasses.replace(program.engine, alpha=4)), compiled.image)
+        expect(Status.BAD_ARGUMENT, Command.WRITE_PROGRAM, bytes(2) + bytes(5))
+        expect(Status.BAD_ARGUMENT, Command.WRITE_PROGRAM,                # past the memory
+               (len(other) // 4).to_bytes(2, "little") + bytes(4))
+        for k in range(0, len(other), 4 * 60):
+            expect(Status.OK, Command.WRITE_PROGRAM, (k // 4).to_bytes(2, "little")
+                   + other[k:k + 4 * 60])
+        expect(Status.NO_WEIGHTS, Command.RUN)                       # no weights yet
+        board.load_network(program, compiled.image)
+        expect(Status.BAD_INPUT, Command.RUN)                        # no input written
+        expect(Status.BAD_ARGUMENT, Command.WRITE_DATA, first + bytes([0]))      # no lanes
+        expect(Status.BAD_ARGUMENT, Command.WRITE_DATA, first + bytes([5, 1, 2, 3, 4, 5]))
+        expect(Status.BAD_ARGUMENT, Command.WRITE_DATA, first + bytes([2, 1, 2, 3]))
+        expect(Status.BAD_ARGUMENT, Command.WRITE_DATA,              # not the next word
+               (program.input.addr + 1).to_bytes(2, "little") + bytes([2, 1, 2]))
+        expect(Status.BAD_ARGUMENT, Command.WRITE_DATA,              # past the region
+               first + bytes([1]) + bytes(words + 1))
+        expect(Status.OK, Command.WRITE_DATA, first + bytes([1]) + bytes(words - 1))
+        expect(Status.BAD_INPUT, Command.RUN)                        # a word short
+        expect(Status.BAD_ARGUMENT, Command.READ_RESULTS, bytes([0, 0, 1, 0, 2]))
+        expect(Status.BAD_ARGUMENT, Command.READ_RESULTS, bytes([4, 0, 1, 0, 1]))
+        expect(Status.BAD_ARGUMENT, Command.READ_RESULTS, bytes([0, 0, 0, 0, 1]))
+        expect(Status.BAD_ARGUMENT, Command.WRITE_WEIGHTS,
+               (len(compiled.image) // 6).to_bytes(2, "little") + bytes(6))  # past the end
+        for k in range(0, len(other), 4 * 60):                       # the wrong program
+            expect(Status.OK, Command.WRITE_PROGRAM, (k // 4).to_bytes(2, "little")
+                   + other[k:k + 4 * 60])
+        expect(Status.OK, Command.WRITE_DATA, first + bytes([1]) + bytes(words))
+        expect(Status.BAD_PROGRAM, Command.RUN)
+        with pytest.raises(ValueError, match="does not fit the device's weight memory"):
+            board.load_network(program, compiled.image + bytes(6))
+        board.reset()
+        expect(Status.NO_WEIGHTS, Command.RUN)
+        board.load_network(program, compiled.image)
+        return board.run_image(program, x)
+
+    values, _, cycles = run_with_port(_network_soc(compiled), 4, host)
+    np.testing.assert_array_equal(values, run_program(program, compiled.image, x))
+    assert cycles == compiled.cycles
+
+
+def test_network_soc_parameters():
+    with pytest.raises(ValueError, match="Column count must be at most 127"):
+        NetworkSoc(rows=2, cols=128, alpha=1)
+    with pytest.raises(ValueError, match="Activation words must be at most 65535"):
+        NetworkSoc(rows=2, cols=2, alpha=1, act_words=65536)
+    with pytest.raises(TypeError, match="Row count must be a positive integer"):
+        NetworkSoc(rows=0, cols=2, alpha=1)

@@ -285,6 +285,16 @@ def add_compile(sub):
                      help="run the first N of the --check inputs through the engine's RTL "
                           "(cocotb), every output and cycle count checked")
     _simulator_option(sub)
+    sub.add_argument("--port", metavar="PORT", default=None,
+                     help="also run --device-images of the --check inputs on the board at "
+                          "PORT (codnn bitstream --design network, this engine's sizes)")
+    sub.add_argument("--baud", type=positive_int, default=115200)
+    sub.add_argument("--board-sim", action="store_true",
+                     help="instead of --port: the network board top in simulation, its "
+                          "memories sized for the program (small networks: Amaranth's "
+                          "simulator)")
+    sub.add_argument("--device-images", type=positive_int, default=1, metavar="N",
+                     help="inputs run on the board (default 1)")
     sub.add_argument("--fmax-mhz", type=positive_float, default=None,
                      help="clock for latency and images per second")
     sub.add_argument("-o", "--output", metavar="DIR", default=None,
@@ -292,6 +302,30 @@ def add_compile(sub):
                           "BUILD_DIR/compile/MODEL)")
     build_dir_option(sub)
     json_option(sub)
+
+
+def _compiled_on_device(args, compiled, q):
+    """``compile``'s board run (``--port`` or ``--board-sim``): its report, or Failure."""
+    from ..board import DeviceError, LinkError
+    from ..board_flows import run_compiled_on_device
+    from ..flows import ParameterError
+    from ..render import err_console
+    where = "the simulated board top" if args.board_sim else args.port
+    err_console.print(f"{len(q)} inputs on {where}", highlight=False)
+    try:
+        report = run_compiled_on_device(compiled, q, port=args.port, baud=args.baud,
+                                        sim=args.board_sim)
+    except ParameterError as error:
+        raise InputError(str(error)) from None
+    except (LinkError, DeviceError, OSError) as error:
+        raise Failure(str(error)) from None
+    for k, image in enumerate(report["images"]):
+        wrong = [name for name in ("outputs_equal_golden", "class_equal_golden",
+                                   "cycles_equal_model") if not image[name]]
+        if wrong:
+            raise Failure(f"input {k} on the device FAILED: not {', '.join(wrong)} "
+                          f"(cycles {image['cycles']}, class {image['class']})")
+    return report
 
 
 def run_compile(args):
@@ -314,6 +348,12 @@ def run_compile(args):
         raise InputError(f"{folder} exists and is not a folder")
     if args.rtl > args.check:
         raise InputError(f"--rtl {args.rtl} needs as many --check inputs, not {args.check}")
+    on_device = args.port is not None or args.board_sim
+    if args.port is not None and args.board_sim:
+        raise InputError("give --port or --board-sim, not both")
+    if on_device and args.device_images > args.check:
+        raise InputError(f"--device-images {args.device_images} needs as many --check "
+                         f"inputs, not {args.check}")
     engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
                           act_words=args.act_words, acc_words=args.acc_words,
                           psum_words=args.psum_words, weight_bytes=args.weight_bytes)
@@ -356,6 +396,8 @@ def run_compile(args):
             raise Failure(f"engine RTL FAILED against golden: {error}") from None
         report["rtl"] = {"images": rtl["images"], "simulator": simulator,
                          "cycles_equal_model": rtl["cycles"] == [cycles] * rtl["images"]}
+    if on_device:
+        report["device"] = _compiled_on_device(args, compiled, q[:args.device_images])
     report["per_step"] = [asdict(cost) for cost in compiled.costs]
     (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     report["folder"] = str(folder)

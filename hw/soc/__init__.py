@@ -2,9 +2,10 @@
 
 from .array_soc import ArraySoc
 from .link import HostLink
+from .network_soc import NetworkSoc
 from .nic import NicSoc
 from .systolic import SystolicSoc
 from .tq import TqSoc
 from .uart import UartRx, UartTx
 
-__all__ = ["ArraySoc", "HostLink", "NicSoc", "SystolicSoc", "TqSoc", "UartRx", "UartTx"]
+__all__ = ["ArraySoc", "HostLink", "NetworkSoc", "NicSoc", "SystolicSoc", "TqSoc", "UartRx", "UartTx"]

@@ -20,11 +20,29 @@ from .protocol import (
     Status,
 )
 
-__all__ = ["ArraySoc"]
+__all__ = ["ArraySoc", "status_block"]
 
 
 def _nbytes(bits):
     return -(-bits // 8)
+
+
+def status_block(engine, config, values):
+    """The STATUS payload (``hw.soc.protocol.STATUS_FIELDS``) as one value: ``values`` by
+    field name (ints or signals of the field's width; version, max payload and ``config``,
+    the engine's parameters by ``CONFIG_FIELDS[engine]``, filled in; the rest zero)."""
+    packed, offset = 0, 0
+    for name, bits in CONFIG_FIELDS[engine]:
+        packed |= int(config[name]) << offset
+        offset += bits
+    values = {"version": PROTOCOL_VERSION, "engine": engine, "max_payload": MAX_PAYLOAD,
+              "config": packed, **values}
+    parts = []
+    for name, bits in STATUS_FIELDS:
+        value = values.get(name, 0)
+        parts.append(value if isinstance(value, Value) else Const(value, bits))
+        assert len(parts[-1]) == bits, name
+    return Cat(*parts)
 
 
 class ArraySoc(wiring.Component):
@@ -119,23 +137,12 @@ class ArraySoc(wiring.Component):
     result_vector_bytes = property(lambda self: _nbytes(self._result_bits))
 
     def _status_block(self, loaded, valid, result_count, cycles, link):
-        """The STATUS payload (``hw.soc.protocol.STATUS_FIELDS``) as one value."""
-        a, config, offset = self.array, 0, 0
-        for name, bits in CONFIG_FIELDS[self._engine]:
-            config |= int(self._config[name]) << offset
-            offset += bits
-        values = {"version": PROTOCOL_VERSION, "engine": self._engine, "rows": a.rows,
-                  "cols": a.cols, "acc_bits": a.acc_bits, "config": config,
-                  "depth": self.depth, "max_payload": MAX_PAYLOAD,
-                  "weights_loaded": loaded, "results_valid": valid,
-                  "frames_ok": link.frames_ok, "frames_bad": link.frames_bad,
-                  "result_count": result_count, "last_run_cycles": cycles}
-        parts = []
-        for name, bits in STATUS_FIELDS:
-            value = values.get(name, 0)
-            parts.append(value if isinstance(value, Value) else Const(value, bits))
-            assert len(parts[-1]) == bits, name
-        return Cat(*parts)
+        a = self.array
+        return status_block(self._engine, self._config, {
+            "rows": a.rows, "cols": a.cols, "acc_bits": a.acc_bits, "depth": self.depth,
+            "weights_loaded": loaded, "results_valid": valid, "frames_ok": link.frames_ok,
+            "frames_bad": link.frames_bad, "result_count": result_count,
+            "last_run_cycles": cycles})
 
     def elaborate(self, platform):
         m = Module()

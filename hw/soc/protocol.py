@@ -31,6 +31,7 @@ class Engine(IntEnum):
     SYSTOLIC = 1             # column-combined systolic array (hw.systolic)
     TQ = 2                   # term-quantization array (hw.tq)
     NIC = 3                  # a NIC engine (hw.nic)
+    NETWORK = 4              # the network engine (hw.network)
 
 
 #: The STATUS response's payload: little-endian bit fields in this order, (name, bits);
@@ -51,6 +52,7 @@ CONFIG_FIELDS = {
                       ("data_signed", 1), ("bitserial", 1)),
     Engine.TQ: (("g", 8), ("alpha", 8), ("beta", 8), ("mag_bits", 8), ("encoding", 8)),
     Engine.NIC: (("lanes", 8), ("kind", 8)),
+    Engine.NETWORK: (("alpha", 8), ("bitserial", 8), ("acc_words", 16), ("psum_words", 16)),
 }
 
 class Command(IntEnum):
@@ -68,8 +70,11 @@ class Command(IntEnum):
     #: response carries the run's cycle count (u32).
     RUN = 0x12
     #: u16 first vector, u16 count; the response carries the results
-    #: (``result_vector_bytes`` each).
+    #: (``result_vector_bytes`` each). The network engine's: u16 first word, u16 count,
+    #: u8 memory (0 activations, 1 accumulators).
     READ_RESULTS = 0x13
+    #: The network engine's program: u16 first word, then u32 words.
+    WRITE_PROGRAM = 0x14
 
 
 class Status(IntEnum):
@@ -83,6 +88,8 @@ class Status(IntEnum):
     NO_WEIGHTS = 0x05        # data written or a run started before the tile's weights
     NO_RESULTS = 0x06        # results read (or accumulated onto) before a run
     BAD_ARGUMENT = 0x07      # a row, vector or count outside the device's memories
+    BAD_PROGRAM = 0x08       # the network engine's program does not match the engine
+    BAD_INPUT = 0x09         # a run whose input is not the program's input region, whole
 
 
 def crc16(data, crc=0xFFFF):
