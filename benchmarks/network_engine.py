@@ -9,7 +9,9 @@ For LeNet-5 (the dense model and the column-combined one in benchmarks/models), 
 engine of each MAC kind: the engine's cycles per image (its exact model,
 ``golden.network_program.step_cycles``, which the RTL equals), images per second at
 ``--fmax-mhz`` (default: the engine's baseline entry on the ECP5-85k in
-synth/baselines.json), the weight image and the on-chip bytes per image; and for the
+synth/baselines.json), the weight image and the on-chip bytes per image, the images per
+second of the engine's board top (``hw.soc.NetworkSoc``: each image's input in and its
+outputs back over the link at ``--baud``, then its cycles); and for the
 host-driven flow (``codnn infer --port``, a layer at a time over the UART link, the host
 pooling and adding) the bytes a layer's tiles, inputs and results take over the link
 (``codnn.model.schedule``), and the images per second the link alone allows at ``--baud``
@@ -21,6 +23,7 @@ import csv
 import json
 from pathlib import Path
 
+from codnn.board import Board
 from codnn.golden.network_program import EngineConfig
 from codnn.model.compile import compile_network
 from codnn.model.datasets import load_dataset
@@ -40,6 +43,16 @@ def engine_fmax():
     entries = [e for e in load_baseline(BASELINE_FILE)["entries"]
                if e["engine"] == "network" and e["device"] == "ecp5-85k"]
     return max(entries, key=lambda e: e["parameters"]["rows"])["fmax_mhz"] if entries else None
+
+
+def _with_link(compiled, mhz, baud):
+    """Images per second of the engine behind the UART host link (``hw.soc.NetworkSoc``):
+    each image's input, RUN and outputs over the link (``Board.image_link_bytes``, 10
+    bits a byte), then its cycles at ``mhz``; None without a clock."""
+    if not mhz:
+        return None
+    sent, received = Board.image_link_bytes(compiled.program)
+    return 1 / ((sent + received) * 10 / baud + compiled.cycles / (mhz * 1e6))
 
 
 def main():
@@ -67,22 +80,25 @@ def main():
             compiled = compile_network(network, engine)
             traffic = compiled.traffic()
             per_s = fmax * 1e6 / compiled.cycles if fmax else None
+            with_link = _with_link(compiled, fmax, args.baud)
             rows.append({
                 "model": name, "mac": mac, "cycles": compiled.cycles,
                 "images_per_s": round(per_s, 1) if per_s else None,
                 "latency_us": round(compiled.cycles / fmax, 1) if fmax else None,
                 "weight_image": len(compiled.image),
                 "on_chip_bytes": sum(traffic.values()),
+                "engine_link_images_per_s": round(with_link, 1) if with_link else None,
                 "link_bytes": link_bytes, "link_images_per_s": round(link_images, 3),
-                "vs_link": round(per_s / link_images) if per_s else None})
+                "vs_link": round(with_link / link_images) if with_link else None})
     print_rows(f"LeNet-5 on a {args.rows}x{args.cols} network engine, alpha {args.alpha} "
                f"({f'{fmax} MHz' if fmax else 'no Fmax given'}), against the host-driven "
                f"flow over a {args.baud} baud link",
                rows, [("model", "model"), ("mac", "MACs"), ("cycles", "cycles/img"),
                       ("images_per_s", "img/s"), ("latency_us", "latency us"),
                       ("weight_image", "weights B"), ("on_chip_bytes", "on-chip B/img"),
-                      ("link_bytes", "link B/img"), ("link_images_per_s", "link img/s"),
-                      ("vs_link", "x link")])
+                      ("engine_link_images_per_s", "img/s with link"),
+                      ("link_bytes", "host-driven link B/img"),
+                      ("link_images_per_s", "host-driven img/s"), ("vs_link", "x")])
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"fmax_mhz": fmax, "rows": rows},

@@ -347,11 +347,29 @@ class Board:
                 raise ValueError(f"the {what} ({len(data) // nbytes} words) does not fit "
                                  f"the device's {what.split()[0]} memory") from None
 
+    @staticmethod
+    def image_link_bytes(program):
+        """``(to device, from device)``: the bytes ``run_image`` moves over the link for
+        one input of ``program``, frames and responses whole."""
+        rows = program.engine.rows
+        words = program.input.words(rows)
+        lanes = min(rows, program.input.map_shape[0])
+        per_frame = (MAX_PAYLOAD - 3) // lanes
+        frames = -(-words // per_frame)
+        out = program.output
+        nbytes = 4 * rows if out.memory == "acc" else rows
+        reads = -(-out.words(rows) // (0xFFFF // nbytes))
+        overhead = 6                                # SYNC, code, length, CRC
+        sent = (frames * (overhead + 3) + words * lanes + overhead
+                + reads * (overhead + 5))
+        received = (frames + 1 + reads) * overhead + 6 + out.words(rows) * nbytes
+        return sent, received
+
     def run_image(self, program, x):
         """Run one input ``x`` (integers, the program's input shape) through the network
         loaded by ``load_network``; return ``(outputs, label, cycles)``: the output
         region's values, the class the device picked and the engine's cycles."""
-        rows = self._status_of(Engine.NETWORK).rows
+        rows = program.engine.rows                  # the device's: load_network checked
         _, _, act = host_words(program, b"", x)
         lanes = min(rows, program.input.map_shape[0])
         per_frame = (MAX_PAYLOAD - 3) // lanes

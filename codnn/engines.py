@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
+from codnn.golden.network_program import WEIGHT_PORTS
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS
 from codnn.golden.systolic import MAC_KINDS, check_fits, mac_timing
 from codnn.golden.term_quant import ENCODINGS
@@ -158,7 +159,8 @@ def _network_config(dut, sim, beats, idle, backpressure, build_root):
                          f"holds {dut.params['program_words']}")
     return {"program": compiled.program.to_dict(),
             "image": save_workload(build_root, np.frombuffer(compiled.image, np.uint8)),
-            "inputs": save_workload(build_root, rng.integers(0, 256, (beats, 3, 8, 8)))}
+            "inputs": save_workload(build_root, rng.integers(0, 256, (beats, 3, 8, 8))),
+            "weight_port": dut.params["weight_port"]}
 
 
 def _network_rate(dut):
@@ -355,7 +357,9 @@ ENGINES = {engine.name: engine for engine in [
                 Param("acc_words", int, 16, "accumulator buffer words"),
                 Param("psum_words", int, 64, "partial-sum buffer words"),
                 Param("weight_words", int, 1024, "weight memory words (2 x cols bytes)"),
-                Param("program_words", int, 256, "program memory words (32 bits)")),
+                Param("program_words", int, 256, "program memory words (32 bits)"),
+                Param("weight_port", str, "onchip", "the weight image on chip, or in external "
+                      "memory on an AXI4 read port", WEIGHT_PORTS)),
         build=lambda **p: NetworkEngine(**p),
         sim_params=(Param("workload_seed", int, 1, "seed of the random network and "
                           "images"),),
@@ -485,7 +489,7 @@ BOARD_DESIGNS = {design.name: design for design in [
         name="network",
         summary="the network engine with its program, weight and activation memories: a "
                 "whole network per image over the link (hw.soc.NetworkSoc)",
-        params=ENGINES["network"].params,
+        params=tuple(p for p in ENGINES["network"].params if p.name != "weight_port"),
         build=lambda **p: NetworkSoc(**p)),
     BoardDesign(
         name="ethernet_bump",

@@ -50,12 +50,15 @@ from .column_combining import output_size
 from .network import FRACTION, pool
 from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
-__all__ = ["NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep",
+__all__ = ["WEIGHT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep",
            "PoolStep", "AddStep", "Program", "ProgramError", "words", "gather_entries",
-           "gather_values", "image_word", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
+           "gather_values", "image_word", "word_stride", "external_weight_bytes", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
            "read_region", "write_region", "run_program", "encode_program", "decode_program",
-           "step_cycles", "host_words", "output_values"]
+           "step_cycles", "weight_words_read", "host_words", "output_values"]
 
+#: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
+#: port (``hw.network.weights``).
+WEIGHT_PORTS = ("onchip", "axi")
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
 #: The largest kernel a gather entry can name (``ky`` and ``kx`` are 4 bits each).
@@ -238,6 +241,19 @@ def image_word(engine):
     """Bytes of a word of the weight memory: an array row of cells (2 bytes each). A
     tile's gather table is ``2 * alpha`` words, its cells ``rows`` words."""
     return 2 * engine.cols
+
+
+def word_stride(word_bytes):
+    """Bytes between two weight words in external memory: ``word_bytes`` rounded up to a
+    power of two (the AXI data bus is that wide)."""
+    return 1 << (word_bytes - 1).bit_length()
+
+
+def external_weight_bytes(engine):
+    """The largest weight image the engine's external memory port reaches: 32-bit byte
+    addresses, a word every ``word_stride`` bytes."""
+    word = image_word(engine)
+    return (1 << 32) // word_stride(word) * word
 
 
 def bias_bytes(engine):
@@ -511,9 +527,12 @@ def gather_rounds(engine):
     return -(-engine.alpha // GATHER_PORTS)
 
 
-def step_cycles(program):
+def step_cycles(program, memory_latency=0):
     """The engine's cycles for each step of ``program``, its descriptor's included
-    (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more."""
+    (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
+    image in external memory, ``memory_latency`` is the cycles from a burst's address
+    taken to its first word (then a word a cycle): each run of weight words (a row
+    block's bias, a tile's table, its cells) waits that much more."""
     e = program.engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
@@ -524,9 +543,9 @@ def step_cycles(program):
     cycles = []
     for step in program.steps:
         if isinstance(step, LayerStep):
-            tile = (2 * e.alpha + 1 + e.rows + 1 + rounds + GATHER_START
+            tile = (2 * e.alpha + 1 + e.rows + 1 + 2 * memory_latency + rounds + GATHER_START
                     + (step.positions - 1) * period + array_latency)
-            work = step.row_blocks * (bias_words + 1 + step.col_blocks * tile)
+            work = step.row_blocks * (bias_words + 1 + memory_latency + step.col_blocks * tile)
         elif isinstance(step, PoolStep):
             c, h, w = step.src.map_shape
             window = step.kernel ** 2 if step.kernel else h * w
@@ -536,6 +555,15 @@ def step_cycles(program):
             work = step.dst.words(e.rows) + 4 + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
+
+
+def weight_words_read(program):
+    """Weight image words the engine reads per image: per layer and row block its bias
+    words, and per tile its table and cells."""
+    e = program.engine
+    bias_words = bias_bytes(e) // image_word(e)
+    return sum(step.row_blocks * (bias_words + step.col_blocks * (2 * e.alpha + e.rows))
+               for step in program.steps if isinstance(step, LayerStep))
 
 
 def host_words(program, image, x):

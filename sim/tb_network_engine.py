@@ -3,8 +3,12 @@ network against ``golden.network_program``.
 
 Configuration (``CODNN_TB_CONFIG``): ``program`` (the JSON form, ``Program.to_dict``),
 ``image`` (the weight image, an ``.npy`` of its bytes), ``inputs`` (an ``.npy`` of
-images, the program's input shape each) and ``reset_after`` (optional: the first image's
-run is reset after that many cycles, then every image runs from a fresh start).
+images, the program's input shape each), ``reset_after`` (optional: the first image's
+run is reset after that many cycles, then every image runs from a fresh start) and
+``weight_port`` (``"axi"``: the engine reads the weight image from cocotbext-axi's
+``AxiRamRead``, where the testbench writes it at ``weight_base``, a word every
+``word_stride`` bytes; ``memory_pauses``: the memory stalls its address and data channels
+at random, and the cycles are then only checked not to fall below the model).
 
 The testbench writes the binary program and the weight image through the engine's ports,
 then per image its input, pulses ``start``, waits for ``busy`` to fall and reads the
@@ -18,8 +22,9 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from codnn.golden.network_program import (HEADER_CYCLES, Program, host_words, output_values,
-                                          run_program, step_cycles)
+from codnn.golden.network_program import (HEADER_CYCLES, Program, host_words, image_word,
+                                          output_values, run_program, step_cycles,
+                                          weight_words_read, word_stride)
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 
@@ -61,23 +66,60 @@ async def _read_output(dut, program):
     return output_values(program, words)
 
 
+def _external_memory(dut, config, weights, stride):
+    """An ``AxiRamRead`` on the engine's ``axi`` port holding the weight words from five
+    words before a 4 KB page boundary (so that a run of words crosses it)."""
+    from cocotbext.axi import AxiRamRead, AxiReadBus
+    base = 4096 - 5 * stride
+    memory = AxiRamRead(AxiReadBus.from_prefix(dut, "axi_"), dut.clk, dut.rst,
+                        size=base + max(1, len(weights)) * stride + 4096)
+    for addr, value in weights:
+        memory.write(base + addr * stride, value.to_bytes(stride, "little"))
+    dut.weight_base.value = base
+    if config.get("memory_pauses"):
+        rng = np.random.default_rng(config["seed"])
+        for channel in (memory.ar_channel, memory.r_channel):
+            channel.set_pause_generator(iter(lambda: bool(rng.random() < 0.3), None))
+
+
+async def _first_latency(dut):
+    """Cycles from the first read burst's address taken to its first word: the memory's
+    latency (the cycle model's ``memory_latency``)."""
+    edge, taken = 0, None
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        edge += 1
+        if taken is None and int(dut.axi__arvalid.value) and int(dut.axi__arready.value):
+            taken = edge
+        elif taken is not None and int(dut.axi__rvalid.value):
+            return edge - taken
+
+
 @cocotb.test()
 async def engine_matches_golden(dut):
     config = load_config()
     program = Program.from_dict(config["program"])
     image = np.load(config["image"]).astype(np.uint8).tobytes()
     inputs = np.load(config["inputs"])
-    model = HEADER_CYCLES + sum(step_cycles(program))
     engine = program.engine
-    widths = {"program_write": 32, "weight_write": 16 * engine.cols,
-              "act_write": engine.rows * engine.out_bits}
+    widths = {"program_write": 32, "act_write": engine.rows * engine.out_bits}
+    external = config.get("weight_port") == "axi"
+    if not external:
+        widths["weight_write"] = 16 * engine.cols
     for name in (*widths, "start"):
         getattr(dut, name).value = 0
     dut.act_read.value = dut.acc_read.value = 0
-    await start_clock_and_reset(dut)
     program_words, weights, _ = host_words(program, image, inputs[0])
+    word, stride = image_word(engine), word_stride(image_word(engine))
+    if external:
+        _external_memory(dut, config, weights, stride)
+    await start_clock_and_reset(dut)
+    measuring = cocotb.start_soon(_first_latency(dut)) if external else None
     await _write(dut, "program_write", widths["program_write"], program_words)
-    await _write(dut, "weight_write", widths["weight_write"], weights)
+    if not external:
+        await _write(dut, "weight_write", widths["weight_write"], weights)
+    bytes_per_image = weight_words_read(program) * (stride if external else word)
     resets = 0
     if config.get("reset_after"):
         await _write(dut, "act_write", widths["act_write"],
@@ -97,7 +139,10 @@ async def engine_matches_golden(dut):
     cycles = []
     for k, x in enumerate(inputs):
         await _write(dut, "act_write", widths["act_write"], host_words(program, image, x)[2])
-        await _run(dut, 40 * model + 1000)
+        before = int(dut.weight_bytes_read.value)
+        await _run(dut, 40 * (HEADER_CYCLES + sum(step_cycles(program, 50))) + 1000)
+        latency = measuring.result() if external and not config.get("memory_pauses") else 0
+        model = HEADER_CYCLES + sum(step_cycles(program, memory_latency=latency))
         assert not int(dut.error.value), f"image {k}: the engine refused the program"
         got = await _read_output(dut, program)
         want = run_program(program, image, x)
@@ -106,8 +151,15 @@ async def engine_matches_golden(dut):
             raise AssertionError(f"image {k}: output {first} is {got[first]}, golden "
                                  f"{want[first]} (seed {config['seed']})")
         cycles.append(int(dut.cycles.value))
-        assert cycles[-1] == model, (f"image {k}: {cycles[-1]} cycles, the model says "
-                                     f"{model} (seed {config['seed']})")
+        if config.get("memory_pauses"):
+            assert cycles[-1] >= model, f"image {k}: {cycles[-1]} cycles, below the model"
+        else:
+            assert cycles[-1] == model, (f"image {k}: {cycles[-1]} cycles, the model says "
+                                         f"{model} (seed {config['seed']})")
+        moved = (int(dut.weight_bytes_read.value) - before) % (1 << 32)
+        assert moved == bytes_per_image, (f"image {k}: the weight memory moved {moved} "
+                                          f"bytes, the model says {bytes_per_image}")
     write_report(config, {"images": len(inputs), "cycles": cycles, "model_cycles": model,
+                          "memory_latency": latency, "weight_bytes_per_image": bytes_per_image,
                           "resets": resets, "output": json.loads(json.dumps(
                               run_program(program, image, inputs[-1]).tolist()))})

@@ -17,16 +17,18 @@ __all__ = ["SimulatedPort", "run_with_port"]
 
 class SimulatedPort:
     """The host's end: bytes written go to the simulated ``rx``, bytes read come from
-    ``tx``."""
+    ``tx``; ``sent`` and ``received`` count them."""
 
     def __init__(self, timeout=60.0):
         self.timeout = timeout
         self.to_device = queue.Queue()
         self.from_device = queue.Queue()
+        self.sent = self.received = 0
 
     def write(self, data):
         for byte in bytes(data):
             self.to_device.put(byte)
+        self.sent += len(data)
         return len(data)
 
     def read(self, n):
@@ -37,6 +39,7 @@ class SimulatedPort:
                 out.append(self.from_device.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 break
+        self.received += len(out)
         return bytes(out)
 
 

@@ -84,7 +84,7 @@ def test_lenet_programs_equal_golden_and_packing_pays(lenets):
     assert cycles["lenet5_mnist"] / cycles["lenet5_mnist_cc"] > 2
     # The dense model's weights do not fit the default weight memory.
     with pytest.raises(CompileError, match=r"the weight image \(273472 bytes\) does not fit "
-                                           r"the engine's weight memory of 131072 bytes"):
+                                           r"the engine's on-chip weight memory of 131072 bytes"):
         compile_network(networks["lenet5_mnist"], dataclasses.replace(
             engine, weight_bytes=EngineConfig.weight_bytes))
 
@@ -249,6 +249,18 @@ def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
                  "-o", str(tmp_path / "out"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["rtl"] == {"images": 2, "simulator": "icarus", "cycles_equal_model": True}
+    # The same with the weights in external memory (cocotbext-axi's AXI RAM).
+    assert main(["compile", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"),
+                 "--rows", "3", "--cols", "4", "--alpha", "2", "--mac", "parallel",
+                 "--act-words", "128", "--check", "1", "--rtl", "1", "--simulator", icarus,
+                 "--weight-port", "axi", "--memory-latency", "2", "-o",
+                 str(tmp_path / "axi"), "--json"]) == 0
+    external = json.loads(capsys.readouterr().out)
+    assert external["rtl"] == {"images": 1, "simulator": "icarus", "cycles_equal_model": True,
+                               "memory_latency": 2}
+    assert external["cycles_per_image"] > report["cycles_per_image"]
+    assert external["bytes_per_image"]["external_weights"] == \
+        report["bytes_per_image"]["weights"]                 # words of 8 bytes: no padding
     assert main(["compile", str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"),
                  "--check", "1", "--rtl", "2", "-o", str(tmp_path / "bad")]) == 2
     assert "--rtl 2 needs as many --check inputs, not 1" in capsys.readouterr().err

@@ -30,7 +30,9 @@ def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, **config):
     np.save(tmp_path / "inputs.npy", x)
     run = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.npy"),
            "inputs": str(tmp_path / "inputs.npy"), **config}
-    return simulate(NetworkEngine.for_program(compiled.program), top="network_engine",
+    port = config.get("weight_port", "onchip")
+    return simulate(NetworkEngine.for_program(compiled.program, weight_port=port),
+                    top="network_engine",
                     testbench="codnn.sim.tb_network_engine", simulator=simulator,
                     config=run, seed=SEED).report, compiled
 
@@ -47,3 +49,24 @@ def test_engine_on_icarus(tmp_path, icarus):
     report, compiled = _run(icarus, tmp_path, rows=3, cols=2, alpha=2, mac="parallel",
                             images=1)
     assert report["cycles"] == [compiled.cycles]
+
+
+def test_engine_with_its_weights_in_external_memory_on_verilator(tmp_path):
+    # The weight image in cocotbext-axi's AxiRamRead behind the engine's AXI4 read port:
+    # words of 10 bytes at a stride of 16, a run of words across a 4 KB page (two
+    # bursts). Every output equals golden, every run's cycles the model with the
+    # memory's measured latency, and the port's byte counter the weight words read.
+    report, compiled = _run("verilator", tmp_path, rows=3, cols=5, alpha=2, mac="bitserial",
+                            weight_port="axi")
+    latency = report["memory_latency"]
+    assert latency > 0
+    assert report["cycles"] == [report["model_cycles"]] * 2
+    assert report["model_cycles"] > compiled.cycles
+    assert report["weight_bytes_per_image"] == 16 * compiled.traffic()["weights"] // 10
+
+
+def test_engine_with_a_stalling_external_memory_on_icarus(tmp_path, icarus):
+    # The memory stalls its address and data channels at random: the same outputs.
+    report, _ = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel", images=1,
+                     weight_port="axi", memory_pauses=True)
+    assert report["cycles"][0] >= report["model_cycles"]

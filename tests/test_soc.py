@@ -402,7 +402,11 @@ def test_network_through_the_uart_equals_golden():
         runs = []
         for compiled in (logits, activations):
             board.load_network(compiled.program, compiled.image)
-            runs += [(compiled, x, board.run_image(compiled.program, x)) for x in images]
+            for x in images:
+                sent, received = port.sent, port.received
+                runs.append((compiled, x, board.run_image(compiled.program, x)))
+                assert (port.sent - sent, port.received - received) == \
+                    Board.image_link_bytes(compiled.program)
         return runs, board.status()
 
     runs, status = run_with_port(_network_soc(logits), 4, host)

@@ -4,9 +4,11 @@ flow; ``--engines`` runs every engine's own flow instead). Amaranth and the simu
 only for an RTL run."""
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from codnn.golden.network_program import EngineConfig
+from codnn.golden.network_program import (WEIGHT_PORTS, EngineConfig, external_weight_bytes,
+                                          image_word, word_stride)
 from codnn.golden.systolic import MAC_KINDS
 from codnn.golden.term_quant import ENCODINGS
 
@@ -278,6 +280,12 @@ def add_compile(sub):
                          default=getattr(defaults, name),
                          help=f"engine buffer size in {unit} (default "
                               f"{getattr(defaults, name)})")
+    sub.add_argument("--weight-port", choices=WEIGHT_PORTS, default="onchip",
+                     help="where the weight image is: on-chip (--weight-bytes of it) or in "
+                          "external memory on the engine's AXI4 read port (default onchip)")
+    sub.add_argument("--memory-latency", type=non_negative_int, default=20, metavar="CYCLES",
+                     help="with --weight-port axi: cycles from a burst's address to its "
+                          "first word, for the report's cycles (default 20)")
     sub.add_argument("--check", type=non_negative_int, default=10, metavar="N",
                      help="run N test inputs through the program against golden "
                           "(default 10)")
@@ -357,6 +365,12 @@ def run_compile(args):
     engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
                           act_words=args.act_words, acc_words=args.acc_words,
                           psum_words=args.psum_words, weight_bytes=args.weight_bytes)
+    external = args.weight_port == "axi"
+    if external:
+        if on_device:
+            raise InputError("the board top holds its weights on chip: --weight-port axi "
+                             "runs with --rtl only")
+        engine = replace(engine, weight_bytes=external_weight_bytes(engine))
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma)
@@ -374,10 +388,18 @@ def run_compile(args):
     (folder / "program.bin").write_bytes(encode_program(compiled.program))
     (folder / "weights.bin").write_bytes(compiled.image)
     cycles = compiled.cycles
-    report = {"model": str(args.model), "engine": asdict(engine), "steps": len(compiled.costs),
+    traffic = compiled.traffic()
+    if external:
+        cycles = compiled.external_cycles(args.memory_latency)
+        stride = word_stride(image_word(engine))
+        traffic["external_weights"] = traffic.pop("weights") * stride // image_word(engine)
+    report = {"model": str(args.model), "engine": asdict(engine),
+              "weight_port": args.weight_port, "steps": len(compiled.costs),
               "weight_image_bytes": len(compiled.image),
-              "cycles_per_image": cycles, "bytes_per_image": compiled.traffic(),
+              "cycles_per_image": cycles, "bytes_per_image": traffic,
               "checked_inputs": len(q)}
+    if external:
+        report["memory_latency"] = args.memory_latency
     if args.fmax_mhz:
         report["latency_us"] = cycles / args.fmax_mhz
         report["images_per_s"] = args.fmax_mhz * 1e6 / cycles
@@ -391,11 +413,14 @@ def run_compile(args):
                           highlight=False)
         try:
             rtl = run_on_engine(compiled, q[:args.rtl], simulator=simulator,
-                                build_root=args.build_dir)
+                                build_root=args.build_dir, weight_port=args.weight_port)
         except SimulationFailure as error:
             raise Failure(f"engine RTL FAILED against golden: {error}") from None
         report["rtl"] = {"images": rtl["images"], "simulator": simulator,
-                         "cycles_equal_model": rtl["cycles"] == [cycles] * rtl["images"]}
+                         "cycles_equal_model": rtl["cycles"] == [rtl["model_cycles"]]
+                         * rtl["images"]}
+        if external:
+            report["rtl"]["memory_latency"] = rtl["memory_latency"]
     if on_device:
         report["device"] = _compiled_on_device(args, compiled, q[:args.device_images])
     report["per_step"] = [asdict(cost) for cost in compiled.costs]

@@ -62,6 +62,11 @@ class CompiledNetwork:
         """Cycles per image: the header and every step."""
         return HEADER_CYCLES + sum(c.cycles for c in self.costs)
 
+    def external_cycles(self, memory_latency):
+        """Cycles per image with the weight image in external memory of ``memory_latency``
+        (``golden.network_program.step_cycles``)."""
+        return HEADER_CYCLES + sum(step_cycles(self.program, memory_latency))
+
     def traffic(self):
         """Bytes per image each memory moves: ``activations`` (words of ``rows``
         activations), ``accumulators`` and ``partial_sums`` (words of ``rows``
@@ -211,8 +216,8 @@ def compile_network(network, engine):
         image_bytes += row_blocks * bias_bytes(engine) + len(tiles) * tile_bytes(engine)
     if image_bytes > engine.weight_bytes:
         raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
-                           f"weight memory of {engine.weight_bytes} bytes (an external "
-                           f"memory port is not built yet)")
+                           f"on-chip weight memory of {engine.weight_bytes} bytes (give a "
+                           f"larger one, or put the weights in external memory)")
     steps, blocks, moved = [], [], []
     offset = 0
     for k, step in enumerate(network.steps):

@@ -12,10 +12,13 @@ import numpy as np
 __all__ = ["run_on_engine"]
 
 
-def run_on_engine(compiled, inputs, *, simulator, build_root=None, seed=0):
+def run_on_engine(compiled, inputs, *, simulator, build_root=None, seed=0,
+                  weight_port="onchip"):
     """Run ``inputs`` (integer images, the program's input shape each) through the engine
-    that ``compiled`` (a ``codnn.model.compile.CompiledNetwork``) was built for; return
-    the testbench's report (``images``, ``cycles`` per image, ``model_cycles``).
+    that ``compiled`` (a ``codnn.model.compile.CompiledNetwork``) was built for, its
+    weight image on chip or (``weight_port="axi"``) in cocotbext-axi's AXI RAM; return
+    the testbench's report (``images``, ``cycles`` per image, ``model_cycles``,
+    ``memory_latency``, ``weight_bytes_per_image``).
 
     Raises
     ------
@@ -29,7 +32,8 @@ def run_on_engine(compiled, inputs, *, simulator, build_root=None, seed=0):
         np.save(folder / "weights.npy", np.frombuffer(compiled.image, np.uint8))
         np.save(folder / "inputs.npy", np.asarray(inputs, dtype=np.int64))
         config = {"program": compiled.program.to_dict(), "image": str(folder / "weights.npy"),
-                  "inputs": str(folder / "inputs.npy")}
-        return simulate(NetworkEngine.for_program(compiled.program), top="network_engine",
+                  "inputs": str(folder / "inputs.npy"), "weight_port": weight_port}
+        return simulate(NetworkEngine.for_program(compiled.program, weight_port=weight_port),
+                        top="network_engine",
                         testbench="codnn.sim.tb_network_engine", simulator=simulator,
                         config=config, seed=seed, build_root=build_root).report

@@ -8,12 +8,14 @@ from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, MAGIC, STEP_WORDS,
-                                          VERSION, EngineConfig, bias_bytes, image_word)
+                                          VERSION, WEIGHT_PORTS, EngineConfig, bias_bytes,
+                                          external_weight_bytes, image_word, word_stride)
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
 from codnn.hw.network.gather import Gather
 from codnn.hw.network.postprocess import PostOp, PostProcess
+from codnn.hw.network.weights import AxiWeights, OnChipWeights, axi_read_signature
 from codnn.hw.systolic import ColumnCombinedArray
 
 __all__ = ["NetworkEngine"]
@@ -43,36 +45,46 @@ class NetworkEngine(wiring.Component):
     over a weight image (words of ``2 * cols`` bytes), step after step.
 
     The host writes the program (``program_write``, u32 words), the weight image
-    (``weight_write``) and the input image (``act_write``, words of ``rows`` activations)
-    while the engine is idle, pulses ``start``, waits for ``busy`` to fall and reads the
-    result (``act_read`` or ``acc_read``, data a cycle after the address). ``error`` is
-    set (until the next ``start``) when the program's header does not match the engine;
-    ``cycles`` counts the cycles of the last run.
+    (``weight_write``; with ``weight_port="axi"`` it is in external memory instead, read
+    through the AXI4 read port ``axi`` from byte ``weight_base``, a word every
+    ``word_stride(2 * cols)`` bytes: ``hw.network.weights.AxiWeights``) and the input
+    image (``act_write``, words of ``rows`` activations) while the engine is idle, pulses
+    ``start``, waits for ``busy`` to fall and reads the result (``act_read`` or
+    ``acc_read``, data a cycle after the address). ``error`` is set (until the next
+    ``start``) when the program's header does not match the engine, or the external
+    memory answered a read with an error; ``cycles`` counts the cycles of the last run,
+    ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's row blocks and tiles one after another (a tile's
     partial sums are the next one's input): a row block's bias words, a tile's gather table
     and cells (the array takes a row a cycle), and its positions through the gather and
     the array until its last result; pooling and the add take the post-processing unit's
-    cycles and 2.
+    cycles and 2. External weights add the memory's latency to each run of words (a row
+    block's bias, a tile's table, its cells) when it answers a burst's address after that
+    latency and then a word a cycle.
 
     Raises
     ------
     TypeError
         If a size is not a positive integer.
     ValueError
-        If ``mac`` is unknown.
+        If ``mac`` or ``weight_port`` is unknown.
 
     Parameters
     ----------
     rows, cols, alpha : int
     mac : str
     act_words, acc_words, psum_words, weight_words, program_words : int
-        Buffer depths (``weight_words`` of ``2 * cols`` bytes, ``program_words`` of 32 bits).
+        Buffer depths (``weight_words`` of ``2 * cols`` bytes, on-chip only;
+        ``program_words`` of 32 bits).
+    weight_port : str
+        ``"onchip"`` or ``"axi"``.
     """
 
     def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
-                 psum_words=1024, weight_words=4096, program_words=1024):
+                 psum_words=1024, weight_words=4096, program_words=1024,
+                 weight_port="onchip"):
         for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
                             (act_words, "Activation words"), (acc_words, "Accumulator words"),
                             (psum_words, "Partial-sum words"), (weight_words, "Weight words"),
@@ -80,14 +92,23 @@ class NetworkEngine(wiring.Component):
             positive_int(value, what)
         if mac not in MAC_KINDS:
             raise ValueError(f"MAC kind must be one of {', '.join(MAC_KINDS)}, not {mac!r}")
+        if weight_port not in WEIGHT_PORTS:
+            raise ValueError(f"Weight port must be one of {', '.join(WEIGHT_PORTS)}, not "
+                             f"{weight_port!r}")
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
                        acc_words=acc_words, psum_words=psum_words, weight_words=weight_words,
-                       program_words=program_words)
+                       program_words=program_words, weight_port=weight_port)
+        if weight_port == "onchip":
+            weights = {"weight_write": In(data.StructLayout({
+                "addr": range(weight_words), "data": 16 * cols, "en": 1}))}
+        else:
+            weights = {"weight_base": In(32),
+                       "axi": Out(axi_read_signature(8 * word_stride(2 * cols)))}
         super().__init__({
             "program_write": In(data.StructLayout({"addr": range(program_words),
                                                    "data": 32, "en": 1})),
-            "weight_write": In(data.StructLayout({"addr": range(weight_words),
-                                                  "data": 16 * cols, "en": 1})),
+            **weights,
+            "weight_bytes_read": Out(32),
             "act_write": In(data.StructLayout({"addr": range(act_words),
                                                "data": rows * _DATA_BITS, "en": 1})),
             "act_read": In(range(act_words)),
@@ -115,17 +136,20 @@ class NetworkEngine(wiring.Component):
         config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
                               act_words=p["act_words"], acc_words=p["acc_words"],
                               psum_words=p["psum_words"])
+        if p["weight_port"] == "axi":
+            return dataclasses.replace(config, weight_bytes=external_weight_bytes(config))
         return dataclasses.replace(config, weight_bytes=p["weight_words"] * image_word(config))
 
     @classmethod
-    def for_program(cls, program):
+    def for_program(cls, program, weight_port="onchip"):
         """The engine a ``golden.network_program.Program`` was compiled for, its weight
-        and program memories just large enough."""
+        (on-chip) and program memories just large enough."""
         e = program.engine
         return cls(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac, act_words=e.act_words,
                    acc_words=e.acc_words, psum_words=e.psum_words,
                    weight_words=max(1, program.weight_image_bytes // image_word(e)),
-                   program_words=HEADER_WORDS + STEP_WORDS * len(program.steps))
+                   program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
+                   weight_port=weight_port)
 
     def elaborate(self, platform):
         m = Module()
@@ -146,20 +170,28 @@ class NetworkEngine(wiring.Component):
             m.submodules[name] = mem
             return mem.write_port(), mem.read_port(transparent_for=())
         prog_w, prog_r = store("program", 32, p["program_words"])
-        weight_w, weight_r = store("weights", word_bits, p["weight_words"])
+        error = Signal()
+        if p["weight_port"] == "onchip":
+            weights = OnChipWeights(word_bits=word_bits, words=p["weight_words"])
+            m.d.comb += weights.write.eq(self.weight_write)
+        else:
+            weights = AxiWeights(word_bits=word_bits)
+            m.d.comb += weights.base.eq(self.weight_base)
+            with m.If(weights.error):
+                m.d.sync += error.eq(1)
+            wiring.connect(m, wiring.flipped(self.axi), weights.axi)
+        m.submodules.weights = weights
+        m.d.comb += self.weight_bytes_read.eq(weights.bytes_read)
         psum_w, psum_r = store("psums", R * _ACC_BITS, p["psum_words"])
         acc_w, acc_host = store("accumulators", R * _ACC_BITS, p["acc_words"])
         m.d.comb += [
             prog_w.addr.eq(self.program_write.addr), prog_w.data.eq(self.program_write.data),
             prog_w.en.eq(self.program_write.en),
-            weight_w.addr.eq(self.weight_write.addr), weight_w.data.eq(self.weight_write.data),
-            weight_w.en.eq(self.weight_write.en),
             acc_host.addr.eq(self.acc_read), self.acc_read_data.eq(acc_host.data),
         ]
 
         state = Signal(_State)
         m.d.comb += self.busy.eq((state != _State.IDLE) & (state != _State.ERROR))
-        error = Signal()
         m.d.comb += self.error.eq(error)
         cycles = Signal(32)
         m.d.comb += self.cycles.eq(cycles)
@@ -183,9 +215,12 @@ class NetworkEngine(wiring.Component):
             first, hw = field(bits, k), field(bits, k + 2)
             return first[:30], first[31], field(bits, k + 1), hw[:16], hw[16:]
 
-        # Weight image words, read from ``wptr`` into a shift register (bias, table).
-        wptr = Signal(range(p["weight_words"] + 1))
-        m.d.comb += weight_r.addr.eq(wptr)
+        # Weight image words: a run from ``wptr`` per bias, table and cells (``requested``
+        # once asked for), shifted into a register (bias, table) or offered to the array.
+        wptr = Signal(32)
+        requested = Signal()
+        word = weights.o
+        m.d.comb += weights.addr.eq(wptr)
         bias_words = bias_bytes(self.config) // image_word(self.config)
         bias = Signal(bias_words * word_bits)
         table = Signal(2 * A * word_bits)
@@ -251,11 +286,11 @@ class NetworkEngine(wiring.Component):
                              act_write.en.eq(1)]
 
         # Weight beats: a cell word a cycle as the array takes them.
-        beat_valid = Signal()
-        m.d.comb += array.weights.valid.eq(beat_valid)
+        in_weights = state == _State.WEIGHTS
+        m.d.comb += [array.weights.valid.eq(in_weights & requested & word.valid)]
         sel_bits = select_bits(A)
         for c in range(W):
-            cell = weight_r.data.word_select(c, 16)
+            cell = word.payload.word_select(c, 16)
             m.d.comb += [array.weights.payload[c].w.eq(cell[:8]),
                          array.weights.payload[c].sel.eq(cell[8:8 + sel_bits])]
 
@@ -331,36 +366,41 @@ class NetworkEngine(wiring.Component):
                     m.d.sync += [steps_left.eq(field(header, 2)), state.eq(_State.FETCH)]
             with m.Case(_State.DISPATCH):
                 m.d.sync += [steps_left.eq(steps_left - 1), row_block.eq(0), col_block.eq(0),
-                             wptr.eq(l_weights), loaded.eq(0), started.eq(0)]
+                             wptr.eq(l_weights), loaded.eq(0), started.eq(0), requested.eq(0)]
                 m.d.sync += state.eq(Mux(op == 0, _State.BIAS, _State.POST))
             with m.Case(_State.BIAS, _State.TABLE):
                 size = Mux(state == _State.BIAS, bias_words, 2 * A)
-                # Word wptr is read; the one before arrives (the first a cycle late).
-                with m.If(loaded != 0):
-                    with m.If(state == _State.BIAS):
-                        m.d.sync += bias.eq(Cat(bias[word_bits:], weight_r.data))
-                    with m.Else():
-                        m.d.sync += table.eq(Cat(table[word_bits:], weight_r.data))
-                with m.If(loaded == size):
-                    m.d.sync += [loaded.eq(0)]
-                    m.d.sync += state.eq(Mux(state == _State.BIAS, _State.TABLE,
-                                             _State.WEIGHTS))
+                m.d.comb += weights.count.eq(size)
+                with m.If(~requested):
+                    m.d.comb += weights.start.eq(1)
+                    m.d.sync += requested.eq(1)
                 with m.Else():
-                    m.d.sync += [loaded.eq(loaded + 1), wptr.eq(wptr + 1)]
+                    m.d.comb += word.ready.eq(1)
+                    with m.If(word.valid):
+                        with m.If(state == _State.BIAS):
+                            m.d.sync += bias.eq(Cat(bias[word_bits:], word.payload[:word_bits]))
+                        with m.Else():
+                            m.d.sync += table.eq(Cat(table[word_bits:],
+                                                     word.payload[:word_bits]))
+                        m.d.sync += loaded.eq(loaded + 1)
+                        with m.If(loaded == size - 1):
+                            m.d.sync += [loaded.eq(0), requested.eq(0), wptr.eq(wptr + size),
+                                         state.eq(Mux(state == _State.BIAS, _State.TABLE,
+                                                      _State.WEIGHTS))]
             with m.Case(_State.WEIGHTS):
-                # A cell word is offered once read; the next is read as the array takes it.
+                # The tile's cell words go to the array as the array takes them.
                 weights_go = array.weights.valid & array.weights.ready
-                with m.If(~beat_valid & (loaded == 0)):
-                    m.d.sync += [beat_valid.eq(1), loaded.eq(1), wptr.eq(wptr + 1)]
+                m.d.comb += [weights.count.eq(R),
+                             word.ready.eq(requested & array.weights.ready)]
+                with m.If(~requested):
+                    m.d.comb += weights.start.eq(1)
+                    m.d.sync += requested.eq(1)
                 with m.Elif(weights_go):
-                    with m.If(loaded == R):
-                        m.d.sync += [beat_valid.eq(0), loaded.eq(0), position.eq(0),
-                                     result_count.eq(0), state.eq(_State.DATA)]
+                    m.d.sync += loaded.eq(loaded + 1)
+                    with m.If(loaded == R - 1):
+                        m.d.sync += [requested.eq(0), loaded.eq(0), wptr.eq(wptr + R),
+                                     position.eq(0), result_count.eq(0), state.eq(_State.DATA)]
                         m.d.comb += gather.start.eq(1)
-                    with m.Else():
-                        m.d.sync += [loaded.eq(loaded + 1), wptr.eq(wptr + 1)]
-                with m.If(~weights_go & beat_valid):
-                    m.d.comb += weight_r.addr.eq(wptr - 1)
             with m.Case(_State.DATA):
                 with m.If(result_go & (result_count == l_positions - 1)):
                     with m.If(~last_col):

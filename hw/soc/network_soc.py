@@ -45,7 +45,8 @@ class NetworkSoc(wiring.Component):
     of the wrong size ``BAD_ARGUMENT``.
 
     Latency of ``RUN``: the engine's (``golden.network_program.step_cycles``), then the
-    output's channels, one a cycle (a cycle more per word), to the class.
+    output's channels, one a cycle (a cycle more per word, three more in all), to the
+    class.
 
     Parameters
     ----------
@@ -140,6 +141,12 @@ class NetworkSoc(wiring.Component):
         best, best_channel = Signal(signed(34)), Signal(16)
         value = Mux(out_is_acc, engine.acc_read_data.word_select(lane, 32).as_signed(),
                     engine.act_read_data.word_select(lane, 8))
+        # A lane read is registered as the candidate, compared with the best a cycle later.
+        candidate, candidate_channel = Signal(signed(34)), Signal(16)
+        candidate_valid = Signal()
+        m.d.sync += candidate_valid.eq(0)
+        with m.If(candidate_valid & ((candidate_channel == 0) | (candidate > best))):
+            m.d.sync += [best.eq(candidate), best_channel.eq(candidate_channel)]
 
         def reply(code, nbytes=0):
             m.d.sync += [status.eq(code), reply_length.eq(nbytes)]
@@ -303,14 +310,16 @@ class NetworkSoc(wiring.Component):
                 m.next = "CLASS"
             with m.State("CLASS"):
                 m.d.comb += [engine.act_read.eq(address), engine.acc_read.eq(address)]
-                with m.If((channel == 0) | (value > best)):
-                    m.d.sync += [best.eq(value), best_channel.eq(channel)]
+                m.d.sync += [candidate.eq(value), candidate_channel.eq(channel),
+                             candidate_valid.eq(1)]
                 m.d.sync += [channel.eq(channel + 1), lane.eq(lane + 1)]
                 with m.If(channel + 1 == out_c):
-                    m.next = "CLASS_DONE"
+                    m.next = "CLASS_LAST"
                 with m.Elif(lane == R - 1):
                     m.d.sync += [lane.eq(0), address.eq(address + out_area)]
                     m.next = "CLASS_ADDRESS"
+            with m.State("CLASS_LAST"):              # the last candidate compared
+                m.next = "CLASS_DONE"
             with m.State("CLASS_DONE"):
                 m.d.sync += [out_word.eq(Cat(cycles, best_channel)), out_bytes.eq(6)]
                 reply(Status.OK, 6)
