@@ -15,17 +15,24 @@ outputs back over the link at ``--baud``, then its cycles); and for the
 host-driven flow (``codnn infer --port``, a layer at a time over the UART link, the host
 pooling and adding) the bytes a layer's tiles, inputs and results take over the link
 (``codnn.model.schedule``), and the images per second the link alone allows at ``--baud``
-(10 bits a byte). Writes PREFIX.json and PREFIX.csv.
+(10 bits a byte). Then the deeper networks ``codnn train`` builds, ResNet-20 and VGG-6
+(``codnn.train.models``, on MNIST's 1 x 28 x 28 input, untrained: their weights drawn by
+torch with seed 0 and exported as ONNX, so the figures are their shapes' and not an
+accuracy; layers unpacked, gamma 0), on the same engine with the weight image in external
+memory of ``--memory-latency`` cycles: cycles per image, the external bytes per image and
+images per second. Writes PREFIX.json and PREFIX.csv.
 """
 
 import argparse
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from codnn.board import Board
-from codnn.golden.network_program import EngineConfig
-from codnn.model.compile import compile_network
+from codnn.golden.network_program import (EngineConfig, external_weight_bytes, image_word,
+                                          word_stride)
+from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
 from codnn.model.quantize import quantize_network
@@ -55,6 +62,45 @@ def _with_link(compiled, mhz, baud):
     return 1 / ((sent + received) * 10 / baud + compiled.cycles / (mhz * 1e6))
 
 
+def _deep_networks(args, data, fmax):
+    """ResNet-20 and VGG-6 as ``codnn train`` builds them (untrained), exported and
+    compiled for the engine with external weights: a row per model and MAC kind."""
+    import tempfile
+
+    import torch
+
+    from codnn.train.export import export_onnx
+    from codnn.train.models import build_model, fold_batch_norm
+    rows = []
+    for name in ("resnet20", "vgg6"):
+        torch.manual_seed(0)
+        model = build_model(name, (1, 28, 28))
+        fold_batch_norm(model)                      # as codnn train exports
+        with tempfile.TemporaryDirectory() as folder:
+            export_onnx(model, Path(folder) / "m.onnx", (1, 28, 28))
+            network = quantize_network(load_onnx(Path(folder) / "m.onnx"),
+                                       data.train_x[:100], alpha=args.alpha, gamma=0.0)
+        for mac in ("bitserial", "parallel"):
+            engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
+                                  act_words=8192, psum_words=1024)
+            engine = replace(engine, weight_bytes=external_weight_bytes(engine))
+            try:
+                compiled = compile_network(network, engine)
+            except CompileError as error:
+                rows.append({"model": name, "mac": mac, "steps": f"refused: {error}"})
+                continue
+            cycles = compiled.external_cycles(args.memory_latency)
+            traffic = compiled.traffic()
+            stride = word_stride(image_word(engine))
+            external = traffic.pop("weights") * stride // image_word(engine)
+            rows.append({"model": name, "mac": mac, "steps": len(compiled.program.steps),
+                         "cycles": cycles,
+                         "images_per_s": round(fmax * 1e6 / cycles, 1) if fmax else None,
+                         "weight_image": len(compiled.image), "external_bytes": external,
+                         "on_chip_bytes": sum(traffic.values())})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16)
@@ -62,6 +108,7 @@ def main():
     parser.add_argument("--alpha", type=int, default=8)
     parser.add_argument("--fmax-mhz", type=float, default=None)
     parser.add_argument("--baud", type=int, default=1_000_000)
+    parser.add_argument("--memory-latency", type=int, default=20)
     parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
     args = parser.parse_args()
     fmax = args.fmax_mhz or engine_fmax()
@@ -99,10 +146,17 @@ def main():
                       ("engine_link_images_per_s", "img/s with link"),
                       ("link_bytes", "host-driven link B/img"),
                       ("link_images_per_s", "host-driven img/s"), ("vs_link", "x")])
+    deep = _deep_networks(args, data, fmax)
+    print_rows(f"ResNet-20 and VGG-6 (untrained) on the same engine, weights in external "
+               f"memory of latency {args.memory_latency}", deep,
+               [("model", "model"), ("mac", "MACs"), ("steps", "steps"),
+                ("cycles", "cycles/img"), ("images_per_s", "img/s"),
+                ("weight_image", "weights B"), ("external_bytes", "external B/img"),
+                ("on_chip_bytes", "on-chip B/img")])
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"fmax_mhz": fmax, "rows": rows},
-                                                   indent=1) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"fmax_mhz": fmax, "rows": rows,
+                                                    "deep": deep}, indent=1) + "\n")
     with open(out.with_suffix(".csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -149,6 +149,24 @@ def test_torch_export_imports_and_matches_torch(tmp_path):
     np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
 
 
+def test_resnet20_as_codnn_train_exports_it_imports(tmp_path):
+    # Batch norm folded, the exporter writes the equal zero biases as one initializer and
+    # an Identity per user: those Identities are constants.
+    torch = pytest.importorskip("torch")
+    from codnn.train.export import export_onnx
+    from codnn.train.models import build_model, fold_batch_norm
+    torch.manual_seed(SEED)
+    model = build_model("resnet20", (1, 12, 12))
+    fold_batch_norm(model)
+    export_onnx(model, tmp_path / "r.onnx", (1, 12, 12))
+    assert "Identity" in {node.op_type for node in onnx.load(str(tmp_path / "r.onnx")).graph.node}
+    network = load_onnx(tmp_path / "r.onnx")
+    x = np.random.default_rng(SEED).uniform(0, 1, (2, 1, 12, 12))
+    with torch.no_grad():
+        want = model(torch.tensor(x, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("dynamo", [True, False])
 @pytest.mark.parametrize("pooling", ["adaptive", "mean"])
 def test_torch_global_average_pool_imports_as_exported(tmp_path, dynamo, pooling):

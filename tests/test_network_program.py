@@ -184,6 +184,12 @@ def test_what_the_engine_cannot_hold_is_refused():
                                            r"engine's 24 unsigned bits"):
         compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
                         EngineConfig(rows=4, cols=4, alpha=2))
+    steps = list(network.steps)
+    steps[1] = dataclasses.replace(steps[1], shift=None)       # a branch of accumulators
+    with pytest.raises(CompileError, match=r"conv_b: its output, accumulators \(no ReLU or "
+                                           r"output stage after it\), feeds another step"):
+        compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
+                        EngineConfig(rows=4, cols=4, alpha=2, acc_words=4096))
     big = random_layer(rng, "conv_16", "x", "a", 8, 3 * 256, shift=9, kernel=16, padding=8)
     steps = (big, *network.steps[1:])
     with pytest.raises(CompileError, match=r"conv_16: a 16 x 16 kernel; the engine's gather "

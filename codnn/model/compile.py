@@ -227,6 +227,12 @@ def compile_network(network, engine):
         for allocator in (act, acc):
             allocator.free_after(k - 1)
         raw = isinstance(step, ArrayLayer) and step.shift is None
+        if raw and any(step.output in (later.source, getattr(later, "other", None))
+                       for later in network.steps[k + 1:]):
+            raise CompileError(f"{step.name}: its output, accumulators (no ReLU or output "
+                               f"stage after it), feeds another step; the engine's steps "
+                               f"read activations (a residual branch needs its ReLU before "
+                               f"the add)")
         target = acc if raw else act
         # The output goes to the end of the buffer away from the step's input (two banks
         # in effect, and fewer holes than first fit).

@@ -324,6 +324,10 @@ def load_onnx(path):
             _squeeze(b, node, attrs)
         elif op == "Add":
             _add(b, node, nodes_after)
+        elif op in _PASS_THROUGH and node.input[0] in b.constants:
+            # The exporter writes one initializer for equal ones (zero biases) and copies
+            # it to each user through an Identity.
+            b.constants[node.output[0]] = b.constants[node.input[0]]
         elif op in _PASS_THROUGH:
             b.alias[node.output[0]] = b.name(node.input[0])
         else:
