@@ -168,6 +168,37 @@ def test_resnet20_as_codnn_train_exports_it_imports(tmp_path):
 
 
 @pytest.mark.parametrize("dynamo", [True, False])
+def test_depthwise_and_grouped_convolutions_import_and_pack(tmp_path, dynamo):
+    # A MobileNet-style block (a depthwise 3 x 3, a pointwise 1 x 1) and a grouped
+    # convolution: each becomes a convolution over all channels with zeros outside its
+    # groups, which column combining packs (columns of different groups never conflict).
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(SEED)
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 8, 1), nn.ReLU(),
+        nn.Conv2d(8, 6, 3, stride=2, groups=2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(6 * 3 * 3, 4)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 1, 8, 8),), str(tmp_path / "d.onnx"),
+                          dynamo=dynamo)
+    network = load_onnx(tmp_path / "d.onnx")
+    x = np.random.default_rng(SEED).uniform(0, 1, (3, 1, 8, 8))
+    with torch.no_grad():
+        want = model(torch.tensor(x, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
+    integer = quantize_network(network, x, alpha=8, gamma=0.5)
+    depthwise = integer.array_layers[1].packed
+    assert depthwise.P.shape[0] == 8 and depthwise.columns == 72
+    assert len(depthwise.groups) == 9              # 72 columns in 9 groups of 8: no conflict
+    scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+    np.testing.assert_allclose(scores, network.run(x), atol=0.15)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
 @pytest.mark.parametrize("pooling", ["adaptive", "mean"])
 def test_torch_global_average_pool_imports_as_exported(tmp_path, dynamo, pooling):
     # adaptive_avg_pool2d(x, 1) and x.mean((2, 3)): ReduceMean over the spatial axes from
@@ -251,8 +282,8 @@ def test_reduce_mean_over_other_axes_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("mutate,message", [
-    (lambda m: m.graph.node[0].attribute.append(helper.make_attribute("group", 2)),
-     "grouped or depthwise"),
+    (lambda m: m.graph.node[0].attribute.append(helper.make_attribute("group", 3)),
+     "group=3 does not divide its 4 filters"),
     (lambda m: setattr(m.graph.node[2], "op_type", "Sigmoid"), "unsupported operator Sigmoid"),
     (lambda m: m.graph.node[0].attribute.append(helper.make_attribute("strides", [1, 2])),
      "equal strides"),
