@@ -16,7 +16,9 @@ from codnn.golden.column_combining import im2col, pack
 from codnn.golden.network import FRACTION, Add, IntegerNetwork, pool
 from codnn.golden.systolic import cycle_model, make_tiles, mac_timing, run_layer
 from codnn.model.datasets import load_dataset
-from codnn.model.onnx_import import ModelError, load_onnx
+from codnn.cli import main
+from codnn.model import onnx_import
+from codnn.model.onnx_import import OPERATORS, ModelError, load_onnx
 from codnn.model.quantize import quantize_network
 from codnn.model.schedule import dense_layer, schedule_network
 
@@ -298,6 +300,15 @@ def test_unsupported_models_name_the_node(tmp_path, mutate, message):
         load_onnx(path)
 
 
+def test_list_ops_is_what_the_importer_takes(capsys):
+    assert set(OPERATORS) == set(onnx_import._HANDLERS)
+    assert main(["infer", "--list-ops", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [row["op"] for row in listed] == list(OPERATORS)
+    assert main(["infer"]) == 2
+    assert "give a model (MODEL.onnx), or --list-ops" in capsys.readouterr().err
+
+
 def test_bad_model_files(tmp_path):
     (tmp_path / "junk.onnx").write_bytes(b"\x00not a protobuf at all" * 10)
     with pytest.raises(ModelError, match="not a valid ONNX model"):
@@ -411,7 +422,6 @@ def test_network_layers_equal_golden_tiled_runs_and_cycle_model(lenet):
 
 
 def _cli(capsys, *argv):
-    from codnn.cli import main
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err

@@ -93,7 +93,10 @@ def add_infer(sub):
                        "float and integer accuracy, per-layer tiles, cycles and utilization "
                        "against a dense array, and with --rtl run inputs through the "
                        "generated RTL, every result checked against golden.")
-    sub.add_argument("model", metavar="MODEL.onnx")
+    sub.add_argument("model", metavar="MODEL.onnx", nargs="?")
+    sub.add_argument("--list-ops", action="store_true",
+                     help="list the ONNX operators the importer takes, and what each "
+                          "becomes, and exit")
     sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
                      help="mnist, digits, or an .npz with inputs x (and labels y) "
                           "(default mnist)")
@@ -199,7 +202,18 @@ def _print(report, title):
 
 
 def run_infer(args):
-    from ..render import print_json
+    from ..render import print_json, print_rows
+    if args.list_ops:
+        from ..model.onnx_import import OPERATORS
+        rows = [{"op": op, "becomes": text} for op, text in OPERATORS.items()]
+        if args.json:
+            print_json(rows)
+        else:
+            print_rows("ONNX operators codnn imports (opset 13 and newer)", rows,
+                       [("op", "operator"), ("becomes", "becomes")])
+        return 0
+    if args.model is None:
+        raise InputError("give a model (MODEL.onnx), or --list-ops")
     report, title = _infer(args, args.model, args.data)
     if args.json:
         print_json(report)

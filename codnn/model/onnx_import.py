@@ -1,12 +1,8 @@
 """Read an ONNX model (opset 13 and newer) into a ``codnn.model.graph.FloatNetwork``.
 
-Operators: Conv (groups 1, square kernels, equal strides and symmetric pads, no dilation),
-Gemm, MatMul (with a following Add of a constant as its bias), BatchNormalization (folded
-into the Conv or Gemm before it), Relu and Clip(0, max) (fused into the layer before them:
-the array's output stage), MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape to
-``(B, features)``, Add of two tensors followed by Relu (a residual), Identity and Dropout
-(passed through). Anything else, or a shape the arrays cannot take, raises ``ModelError``
-naming the operator and the node.
+The operators it takes, and how, are ``OPERATORS`` (``codnn infer --list-ops`` prints
+them). Anything else, or a shape the arrays cannot take, raises ``ModelError`` naming the
+operator and the node.
 """
 
 import numpy as np
@@ -15,15 +11,12 @@ from codnn.golden.network import Flatten, Pool
 
 from .graph import FloatNetwork, Layer, Residual
 
-__all__ = ["GROUPS_KEY", "ModelError", "load_onnx", "groups_metadata"]
+__all__ = ["GROUPS_KEY", "OPERATORS", "ModelError", "load_onnx", "groups_metadata"]
 
 #: The metadata key under which a model trained with column combining keeps its groups:
 #: JSON ``{"alpha": a, "gamma": g, "layers": [groups of layer 0, ...]}``, one entry per
 #: Conv/Gemm/MatMul layer in graph order.
 GROUPS_KEY = "codnn.column_combining"
-
-_PASS_THROUGH = {"Identity", "Dropout"}
-
 
 class ModelError(ValueError):
     """A model file that is not ONNX, or that holds what codnn cannot map to the arrays."""
@@ -278,6 +271,63 @@ def _add(b, node, nodes_after):
     b.nonnegative.add(node.output[0])
 
 
+def _constant(b, node, attrs, nodes_after):
+    from onnx import numpy_helper
+    b.constants[node.output[0]] = numpy_helper.to_array(attrs["value"]).astype(float)
+
+
+def _pass_through(b, node, attrs, nodes_after):
+    if node.input[0] in b.constants:
+        # The exporter writes one initializer for equal ones (zero biases) and copies it
+        # to each user through an Identity.
+        b.constants[node.output[0]] = b.constants[node.input[0]]
+    else:
+        b.alias[node.output[0]] = b.name(node.input[0])
+
+
+def _each(handler):
+    """``handler(b, node, attrs)`` as a handler of the dispatch table."""
+    return lambda b, node, attrs, nodes_after: handler(b, node, attrs)
+
+
+#: Operator -> ``handler(builder, node, attributes, first readers of each tensor)``.
+_HANDLERS = {
+    "Constant": _constant, "Conv": _each(_conv), "Gemm": _each(_gemm),
+    "MatMul": _each(_gemm), "BatchNormalization": _each(_batch_norm),
+    "Relu": lambda b, node, attrs, after: _activation(b, node, np.inf),
+    "Clip": _each(_clip), "MaxPool": _each(_pool), "AveragePool": _each(_pool),
+    "GlobalAveragePool": _each(_pool), "Flatten": _each(_flatten),
+    "Reshape": _each(_flatten), "ReduceMean": _each(_reduce_mean),
+    "Squeeze": _each(_squeeze), "Add": lambda b, node, attrs, after: _add(b, node, after),
+    "Identity": _pass_through, "Dropout": _pass_through,
+}
+
+#: What each operator the importer takes becomes (``codnn infer --list-ops``).
+OPERATORS = {
+    "Conv": "an array layer: a square kernel, equal strides, the same padding on every "
+            "side, no dilation; grouped and depthwise ones as a convolution over all "
+            "input channels, zero outside each filter's group",
+    "Gemm": "an array layer (transB either way, alpha and beta folded)",
+    "MatMul": "an array layer by a constant matrix; an Add of a constant after it is its "
+              "bias",
+    "BatchNormalization": "folded into the Conv or Gemm before it",
+    "Relu": "the output stage of the layer before it",
+    "Clip": "Clip(0, max), every opset form: the output stage of the layer before it",
+    "MaxPool": "pooling (square window, equal strides and pads)",
+    "AveragePool": "pooling (count_include_pad either way)",
+    "GlobalAveragePool": "global average pooling",
+    "ReduceMean": "over the two spatial axes, keepdims either way: global average pooling",
+    "Squeeze": "of the spatial axes after a global average: a flatten",
+    "Flatten": "axis 1: channel-major, as the arrays read it",
+    "Reshape": "to (batch, features): a flatten",
+    "Add": "of two tensors followed by Relu (a residual), or of a constant after a "
+           "MatMul (its bias)",
+    "Identity": "passed through (of a constant: that constant)",
+    "Dropout": "passed through (inference)",
+    "Constant": "a constant tensor",
+}
+
+
 def load_onnx(path):
     """Read the ONNX model at ``path``; return a ``FloatNetwork``.
 
@@ -317,37 +367,9 @@ def load_onnx(path):
         op = node.op_type
         if node.domain not in ("", "ai.onnx"):
             raise ModelError(f"unsupported operator {node.domain}.{op} ({_where(node)})")
-        if op == "Constant":
-            from onnx import numpy_helper
-            b.constants[node.output[0]] = numpy_helper.to_array(attrs["value"]).astype(float)
-        elif op == "Conv":
-            _conv(b, node, attrs)
-        elif op in ("Gemm", "MatMul"):
-            _gemm(b, node, attrs)
-        elif op == "BatchNormalization":
-            _batch_norm(b, node, attrs)
-        elif op == "Relu":
-            _activation(b, node, np.inf)
-        elif op == "Clip":
-            _clip(b, node, attrs)
-        elif op in ("MaxPool", "AveragePool", "GlobalAveragePool"):
-            _pool(b, node, attrs)
-        elif op in ("Flatten", "Reshape"):
-            _flatten(b, node, attrs)
-        elif op == "ReduceMean":
-            _reduce_mean(b, node, attrs)
-        elif op == "Squeeze":
-            _squeeze(b, node, attrs)
-        elif op == "Add":
-            _add(b, node, nodes_after)
-        elif op in _PASS_THROUGH and node.input[0] in b.constants:
-            # The exporter writes one initializer for equal ones (zero biases) and copies
-            # it to each user through an Identity.
-            b.constants[node.output[0]] = b.constants[node.input[0]]
-        elif op in _PASS_THROUGH:
-            b.alias[node.output[0]] = b.name(node.input[0])
-        else:
+        if op not in _HANDLERS:
             raise ModelError(f"unsupported operator {op} ({_where(node)})")
+        _HANDLERS[op](b, node, attrs, nodes_after)
     if not any(isinstance(step, Layer) for step in b.steps):
         raise ModelError(f"{path}: no Conv, Gemm or MatMul layer to run on the arrays")
     steps = _with_groups(path, model, b.steps)
