@@ -169,6 +169,81 @@ def test_resnet20_as_codnn_train_exports_it_imports(tmp_path):
     np.testing.assert_allclose(network.run(x), want, rtol=1e-4, atol=1e-5)
 
 
+def _mobile_block(torch, activation):
+    """A MobileNet-style network: an inverted residual (1 x 1 expansion, a depthwise 3 x 3,
+    a linear 1 x 1 projection added to its input, no ReLU after the add) with
+    ``activation`` between, then a global average and a classifier."""
+    nn = torch.nn
+
+    class Mobile(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), activation())
+            self.block = nn.Sequential(
+                nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), activation(),
+                nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.BatchNorm2d(16), activation(),
+                nn.Conv2d(16, 8, 1), nn.BatchNorm2d(8))
+            self.head = nn.Linear(8, 5)
+
+        def forward(self, x):
+            x = self.stem(x)
+            x = x + self.block(x)
+            return self.head(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+    return Mobile()
+
+
+def _import_matrix():
+    """(name, build(torch) -> module, input shape, None or the refusal's pattern)."""
+    from codnn.train.models import build_model
+    return [
+        ("lenet5", lambda torch: build_model("lenet5", (1, 28, 28)), (1, 28, 28), None),
+        ("vgg6", lambda torch: build_model("vgg6", (1, 16, 16)), (1, 16, 16), None),
+        ("resnet20", lambda torch: build_model("resnet20", (1, 12, 12)), (1, 12, 12), None),
+        ("mobilenet_v2_block", lambda torch: _mobile_block(torch, torch.nn.ReLU6),
+         (1, 8, 8), r"Add node '[^']*': a residual Add must be followed by a Relu"),
+        ("mobilenet_v3_block", lambda torch: _mobile_block(torch, torch.nn.Hardswish),
+         (1, 8, 8), r"unsupported operator HardSwish \(HardSwish node '[^']*'\)"),
+        ("efficientnet_block", lambda torch: _mobile_block(torch, torch.nn.SiLU),
+         (1, 8, 8), r"unsupported operator (Sigmoid|Mul|Swish) "),
+    ]
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("name,build,shape,refusal", _import_matrix(),
+                         ids=[row[0] for row in _import_matrix()])
+def test_torch_models_import_as_onnxruntime_runs_them(tmp_path, name, build, shape, refusal,
+                                                      dynamo):
+    # Each model as a user writes it (batch norm left in, eval mode), exported by either
+    # exporter at its default opset: the imported float network equals ONNX Runtime's
+    # run of the same file, or the file is refused in one line naming the operator and
+    # the node.
+    torch = pytest.importorskip("torch")
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(SEED)
+    model = build(torch).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 1.5)
+    path = tmp_path / f"{name}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, *shape),), str(path), dynamo=dynamo)
+    if refusal:
+        with pytest.raises(ModelError, match=refusal) as error:
+            load_onnx(path)
+        assert "\n" not in str(error.value)
+        return
+    network = load_onnx(path)
+    x = np.random.default_rng(SEED).uniform(0, 1, (2, *shape)).astype(np.float32)
+    session = ort.InferenceSession(str(path))
+    feed = session.get_inputs()[0].name
+    want = np.concatenate([session.run(None, {feed: x[k:k + 1]})[0] for k in range(2)])
+    np.testing.assert_allclose(network.run(x.astype(np.float64)), want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("dynamo", [True, False])
 def test_depthwise_and_grouped_convolutions_import_and_pack(tmp_path, dynamo):
     # A MobileNet-style block (a depthwise 3 x 3, a pointwise 1 x 1) and a grouped
