@@ -244,7 +244,9 @@ def test_cli_trains_and_reports(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["resnet50"], "invalid choice"),
+    (["resnet50"], "unknown model 'resnet50': one of lenet5, vgg6, resnet20, or "
+                   "FILE.py:FUNCTION"),
+    (["nosuch.py:build"], "model file nosuch.py does not exist"),
     (["lenet5", "--data", "imagenet"], "invalid choice"),
     (["lenet5", "--column-combine", "beta=3"], "expected alpha=...,gamma=..."),
     (["lenet5", "--column-combine", "alpha=x"], "alpha='x' is not a int"),
@@ -254,6 +256,76 @@ def test_cli_trains_and_reports(tmp_path, capsys):
 def test_cli_bad_arguments(tmp_path, capsys, argv, message):
     code, out, err = _cli(capsys, "train", *argv, "-o", str(tmp_path / "out"))
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+_USER_MODEL = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    # batch norm applied in forward, a strided residual with a 1 x 1 shortcut, max pool,
+    # a global average and a linear head, as a user writes a small CNN
+    def __init__(self, shape, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(shape[0], 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.short = nn.Conv2d(8, 8, 1, stride=2)
+        self.fc = nn.Linear(8, classes)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.conv2(x) + self.short(x))
+        x = nn.functional.max_pool2d(x, 2)
+        return self.fc(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def build(shape, classes):
+    return Net(shape, classes)
+
+
+def not_a_module(shape, classes):
+    return 3
+
+
+def wrong_scores(shape, classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(shape[1] * shape[2], classes + 1))
+
+
+def broken(shape, classes):
+    return nn.Sequential(nn.Conv2d(shape[0] + 1, 2, 3))
+"""
+
+
+def test_a_users_own_model_trains_with_column_combining(tmp_path, capsys):
+    (tmp_path / "net.py").write_text(_USER_MODEL)
+    code, out, err = _cli(capsys, "train", f"{tmp_path / 'net.py'}:build", "--data",
+                          "digits", "--epochs", "1", "--column-combine", "alpha=4",
+                          "--points", "1", "--final-epochs", "1", "-o", str(tmp_path / "o"),
+                          "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [row["name"] for row in report["layers"]] == ["conv1", "conv2", "short", "fc"]
+    schedule, _ = infer(tmp_path / "o" / "model.onnx", "digits", rows=16, cols=16, alpha=4)
+    assert schedule["tiles"] == report["phases"][-1]["tiles"]
+
+
+@pytest.mark.parametrize("function, extra, message", [
+    ("missing", (), "has no function missing"),
+    ("not_a_module", (), "returns a int, not a torch.nn.Module"),
+    ("wrong_scores", (), "its forward gives (2, 11) for a batch of 2, not (2, 10)"),
+    ("broken", (), "its forward fails on a batch of 2 x 1 x 8 x 8 inputs: RuntimeError"),
+    ("build", ("--tq", "g=8"), "--tq trains the folded weights: batch normalization 'bn1' "
+                               "cannot be folded"),
+])
+def test_a_users_model_that_cannot_train_is_refused_in_one_line(tmp_path, capsys, function,
+                                                               extra, message):
+    (tmp_path / "net.py").write_text(_USER_MODEL)
+    code, out, err = _cli(capsys, "train", f"{tmp_path / 'net.py'}:{function}", "--data",
+                          "digits", *extra, "-o", str(tmp_path / "o"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
 
 
 def test_without_pytorch_the_command_says_how_to_install_it():

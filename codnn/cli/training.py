@@ -59,8 +59,9 @@ def add_train(sub):
                        "FAST's block floating point throughout. Writes model.onnx (for codnn "
                        "infer) and report.json into the output folder, and a checkpoint "
                        "after every epoch that --resume continues from.")
-    sub.add_argument("model", choices=tuple(MODELS), metavar="MODEL",
-                     help=f"one of {', '.join(MODELS)}")
+    sub.add_argument("model", metavar="MODEL",
+                     help=f"one of {', '.join(MODELS)}, or FILE.py:FUNCTION: your own "
+                          f"network, the torch module FUNCTION(input_shape, classes) returns")
     sub.add_argument("--data", choices=DATASETS, default="mnist",
                      help="mnist (28 x 28, 4,000 train / 1,000 test) or digits (8 x 8, "
                           "1,438 / 359) (default mnist)")
@@ -183,6 +184,7 @@ def _run_distributed(args, spec):
     from ..distributed.launch import Job, launch
     from ..render import err_console, print_json, print_rows
     from ..sim import default_build_root
+    from ..train.models import model_label
     if spec.column_combine or spec.tq or spec.bfp or args.resume:
         raise TrainError("distributed training (--nodes) is dense training: not with "
                          "--column-combine, --tq, --block-float or --resume")
@@ -192,7 +194,8 @@ def _run_distributed(args, spec):
               latency=args.latency, timeout=args.timeout, fault=args.fault)
     out = Path(args.output) if args.output else Path(
         args.build_dir or default_build_root()) / "train" / (
-        f"{args.model}-{args.data}-{args.nodes}x{args.link}-{args.codec}-{args.exchange}")
+        f"{model_label(args.model)}-{args.data}-{args.nodes}x{args.link}-{args.codec}-"
+        f"{args.exchange}")
     report = launch(job, out, progress=lambda text: err_console.print(text, highlight=False))
     if args.json:
         print_json(report)
@@ -220,12 +223,14 @@ def run_train(args):
 
     from ..render import err_console, print_json, print_rows
     from ..sim import default_build_root
+    from ..train.models import model_label
     from ..train.run import train
     spec = _spec(args)
     if args.nodes is not None:
         return _run_distributed(args, spec)
     out = Path(args.output) if args.output else \
-        Path(args.build_dir or default_build_root()) / "train" / f"{args.model}-{args.data}"
+        Path(args.build_dir or default_build_root()) / "train" / \
+        f"{model_label(args.model)}-{args.data}"
     report = train(spec, out, resume=args.resume,
                    progress=lambda text: err_console.print(text, highlight=False))
     if args.json:

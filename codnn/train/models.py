@@ -1,12 +1,16 @@
 """The networks ``codnn train`` builds, for ``1 x H x W`` images (MNIST's 28 x 28, digits'
 8 x 8) and 10 classes. Every one imports through ``codnn.model.onnx_import``: convolutions
 with batch normalization (folded on import), ReLU, max pooling, residual adds followed by
-ReLU, global average pooling, dense layers."""
+ReLU, global average pooling, dense layers. A user's own network comes from a Python
+file instead (``FILE.py:FUNCTION``, ``build_model``)."""
+
+from pathlib import Path
 
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "build_model", "array_layers", "named_array_layers", "fold_batch_norm"]
+__all__ = ["MODELS", "build_model", "check_model_name", "model_label", "array_layers", "named_array_layers",
+           "fold_batch_norm"]
 
 
 class _Features(nn.Module):
@@ -88,17 +92,79 @@ def resnet20(input_shape, classes):
 MODELS = {"lenet5": lenet5, "vgg6": vgg6, "resnet20": resnet20}
 
 
+def check_model_name(name):
+    """Raise ``ValueError`` (one line) unless ``name`` is a built-in model or
+    ``FILE.py:FUNCTION`` with an existing file."""
+    if name in MODELS:
+        return
+    path, sep, function = str(name).rpartition(":")
+    if not sep or not path.endswith(".py") or not function.isidentifier():
+        raise ValueError(f"unknown model {name!r}: one of {', '.join(MODELS)}, or "
+                         f"FILE.py:FUNCTION (your own network)")
+    if not Path(path).is_file():
+        raise ValueError(f"model file {path} does not exist")
+
+
+def model_label(name):
+    """A short name for folders and titles: the built-in model's, or ``FILE-FUNCTION``."""
+    if name in MODELS:
+        return name
+    path, _, function = str(name).rpartition(":")
+    return f"{Path(path).stem}-{function}"
+
+
+def _user_model(name, input_shape, classes):
+    """``FUNCTION(input_shape, classes)`` from the user's ``FILE.py``, checked: a torch
+    module with a Conv2d or Linear layer whose forward takes a batch of the input shape
+    and gives ``classes`` scores."""
+    import importlib.util
+    path, _, function = name.rpartition(":")
+    spec = importlib.util.spec_from_file_location(f"codnn_user_model_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:                      # the user's code: say where it broke
+        raise ValueError(f"{path} fails to import: {type(error).__name__}: {error}") from None
+    factory = getattr(module, function, None)
+    if not callable(factory):
+        raise ValueError(f"{path} has no function {function}")
+    try:
+        model = factory(tuple(input_shape), classes)
+    except Exception as error:
+        raise ValueError(f"{name}{(tuple(input_shape), classes)} fails: "
+                         f"{type(error).__name__}: {error}") from None
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"{name} returns a {type(model).__name__}, not a torch.nn.Module")
+    if not array_layers(model):
+        raise ValueError(f"{name}: the model has no Conv2d or Linear layer for the arrays")
+    try:
+        with torch.no_grad():
+            scores = model.eval()(torch.zeros(2, *input_shape))
+    except Exception as error:
+        raise ValueError(f"{name}: its forward fails on a batch of 2 x "
+                         f"{' x '.join(map(str, input_shape))} inputs: "
+                         f"{type(error).__name__}: {error}") from None
+    if tuple(scores.shape) != (2, classes):
+        raise ValueError(f"{name}: its forward gives {tuple(scores.shape)} for a batch of 2, "
+                         f"not (2, {classes}) class scores")
+    return model.train()
+
+
 def build_model(name, input_shape, classes=10):
-    """The named model for ``input_shape`` (``C x H x W``).
+    """The named model for ``input_shape`` (``C x H x W``): a built-in one, or
+    ``FILE.py:FUNCTION``, the module ``FUNCTION(input_shape, classes)`` of the user's file
+    returns.
 
     Raises
     ------
     ValueError
-        For an unknown name.
+        For an unknown name, or a user's model that does not build, has no layer for the
+        arrays, or does not map a batch of inputs to class scores (one line each).
     """
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}: one of {', '.join(MODELS)}")
-    return MODELS[name](tuple(input_shape), classes)
+    check_model_name(name)
+    if name in MODELS:
+        return MODELS[name](tuple(input_shape), classes)
+    return _user_model(name, input_shape, classes)
 
 
 def named_array_layers(model):
@@ -116,7 +182,15 @@ def array_layers(model):
 def fold_batch_norm(model):
     """Fold every batch normalization into the convolution before it (in place; the
     normalization becomes an identity), as the ONNX import does: training on from here
-    trains the weights the arrays compute with."""
+    trains the weights the arrays compute with. A normalization is found where it follows
+    its Conv2d in an ``nn.Sequential``.
+
+    Raises
+    ------
+    ValueError
+        If a BatchNorm2d is left that does not follow a Conv2d in an ``nn.Sequential`` (a
+        user's model that applies it in ``forward``).
+    """
     for sequence in [m for m in model.modules() if isinstance(m, nn.Sequential)]:
         for k in range(len(sequence) - 1):
             conv, norm = sequence[k], sequence[k + 1]
@@ -128,3 +202,7 @@ def fold_batch_norm(model):
                 conv.weight.mul_(scale[:, None, None, None])
                 conv.bias = nn.Parameter(norm.bias + (bias - norm.running_mean) * scale)
             sequence[k + 1] = nn.Identity()
+    left = [name for name, m in model.named_modules() if isinstance(m, nn.BatchNorm2d)]
+    if left:
+        raise ValueError(f"batch normalization {left[0]!r} cannot be folded: put it right "
+                         f"after its Conv2d in an nn.Sequential")

@@ -20,6 +20,7 @@ and the epoch (so a resumed run is the same run):
   (``codnn.train.block_float``), from the first step.
 """
 
+import copy
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -39,9 +40,9 @@ from .arithmetic import detach
 from .column_combine import apply_masks, packing_rows, prune_and_pack
 from .export import export_onnx
 from .models import (
-    MODELS,
     array_layers,
     build_model,
+    check_model_name,
     fold_batch_norm,
     named_array_layers,
 )
@@ -97,8 +98,10 @@ class TrainSpec:
 
     def check(self):
         """Raise ``TrainError`` (one line) for settings no run can have."""
-        if self.model not in MODELS:
-            raise TrainError(f"unknown model {self.model!r}: one of {', '.join(MODELS)}")
+        try:
+            check_model_name(self.model)
+        except ValueError as error:
+            raise TrainError(str(error)) from None
         if self.data not in DATASETS:
             raise TrainError(f"unknown data set {self.data!r}: one of {', '.join(DATASETS)}")
         if min(self.epochs, self.batch, self.rows, self.cols, self.tq_epochs) < 1:
@@ -295,7 +298,13 @@ def train(spec, out, *, resume=False, progress=None):
     data = load_dataset(spec.data)
     shape = data.train_x.shape[1:]
     torch.manual_seed(spec.seed)
-    model = build_model(spec.model, shape)
+    try:
+        model = build_model(spec.model, shape)
+        if spec.tq:                                 # refused now, not after the dense phase
+            fold_batch_norm(copy.deepcopy(model))
+    except ValueError as error:
+        raise TrainError(f"--tq trains the folded weights: {error}" if spec.tq and
+                         "batch normalization" in str(error) else str(error)) from None
     phases = spec.phases()
     state = {"phase": 0, "epoch": 0, "masks": None, "groups": None, "rows": [],
              "optimizer": None}
