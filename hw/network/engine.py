@@ -271,7 +271,8 @@ class NetworkEngine(wiring.Component):
         result = array.result.payload
         m.d.comb += array.result.ready.eq(state == _State.DATA)
         result_go = array.result.valid & array.result.ready
-        out_addr = l_dst + row_block * l_positions + result_count
+        block_base = Signal(32)             # row_block * positions, kept as a running sum
+        out_addr = l_dst + block_base + result_count
         act_write = gather.write
         with m.If(result_go):
             m.d.sync += result_count.eq(result_count + 1)
@@ -366,6 +367,7 @@ class NetworkEngine(wiring.Component):
                     m.d.sync += [steps_left.eq(field(header, 2)), state.eq(_State.FETCH)]
             with m.Case(_State.DISPATCH):
                 m.d.sync += [steps_left.eq(steps_left - 1), row_block.eq(0), col_block.eq(0),
+                             block_base.eq(0),
                              wptr.eq(l_weights), loaded.eq(0), started.eq(0), requested.eq(0)]
                 m.d.sync += state.eq(Mux(op == 0, _State.BIAS, _State.POST))
             with m.Case(_State.BIAS, _State.TABLE):
@@ -407,6 +409,7 @@ class NetworkEngine(wiring.Component):
                         m.d.sync += [col_block.eq(col_block + 1), state.eq(_State.TABLE)]
                     with m.Elif(row_block != l_row_blocks - 1):
                         m.d.sync += [row_block.eq(row_block + 1), col_block.eq(0),
+                                     block_base.eq(block_base + l_positions),
                                      state.eq(_State.BIAS)]
                     with m.Else():
                         m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE,
