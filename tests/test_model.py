@@ -375,6 +375,24 @@ def test_unsupported_models_name_the_node(tmp_path, mutate, message):
         load_onnx(path)
 
 
+def test_weights_in_an_external_data_file(tmp_path):
+    # Large models keep their tensors in a file beside the .onnx (how torch writes models
+    # over 2 GB): they load from there, and a missing data file is a one-line error.
+    rng = np.random.default_rng(SEED)
+    model = _conv_net(rng, tmp_path / "inline.onnx")
+    onnx.save_model(model, str(tmp_path / "m.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    assert (tmp_path / "m.data").stat().st_size > 0
+    x = rng.uniform(0, 1, (2, 2, 6, 6))
+    np.testing.assert_array_equal(load_onnx(tmp_path / "m.onnx").run(x),
+                                  load_onnx(tmp_path / "inline.onnx").run(x))
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(ModelError, match=r"m.onnx is not a valid ONNX model \(.*m.data") \
+            as error:
+        load_onnx(tmp_path / "m.onnx")
+    assert "\n" not in str(error.value)
+
+
 def test_list_ops_is_what_the_importer_takes(capsys):
     assert set(OPERATORS) == set(onnx_import._HANDLERS)
     assert main(["infer", "--list-ops", "--json"]) == 0
