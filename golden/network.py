@@ -31,7 +31,7 @@ from .column_combining import PackedLayer, im2col, output_size
 from .systolic import output_stage, wrap
 from .tq_array import tq_products
 
-__all__ = ["FRACTION", "TermQuantization", "ArrayLayer", "Pool", "Flatten", "Add",
+__all__ = ["FRACTION", "TermQuantization", "ArrayLayer", "Pool", "Flatten", "Add", "Concat",
            "IntegerNetwork", "batch_first", "conv_columns", "pool"]
 
 #: Fraction bits of ``Add``'s multipliers.
@@ -148,6 +148,19 @@ class Add:
     mb: int
 
 
+@dataclass(frozen=True)
+class Concat:
+    """Maps of equal size side by side along the channels, ``source`` first, then
+    ``others``; part ``i`` requantized to the output's scale, ``clamp((x_i * m_i +
+    2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits - 1)`` with ``multipliers[i]``."""
+
+    name: str
+    source: str
+    others: tuple
+    output: str
+    multipliers: tuple
+
+
 def conv_columns(x, kernel, stride, padding):
     """A convolution's input vectors for a batch ``B x C x H x W`` (``im2col``) and its
     output map's ``(H_out, W_out)``."""
@@ -226,8 +239,12 @@ class IntegerNetwork:
 
     def run_step(self, step, tensors):
         """The output of ``step`` from the named ``tensors`` computed before it."""
+        top, half = (1 << self.out_bits) - 1, 1 << (FRACTION - 1)
         if isinstance(step, Add):
             a, b = tensors[step.source], tensors[step.other]
-            total = a * step.ma + b * step.mb + (1 << (FRACTION - 1))
-            return np.clip(total >> FRACTION, 0, (1 << self.out_bits) - 1)
+            return np.clip((a * step.ma + b * step.mb + half) >> FRACTION, 0, top)
+        if isinstance(step, Concat):
+            parts = [tensors[name] for name in (step.source, *step.others)]
+            return np.concatenate([np.clip((x * m + half) >> FRACTION, 0, top)
+                                   for x, m in zip(parts, step.multipliers)], axis=1)
         return step.run(tensors[step.source], acc_bits=self.acc_bits, out_bits=self.out_bits)

@@ -11,9 +11,10 @@ import numpy as np
 
 from .column_combining import pack
 from .joint_optimization import magnitude_prune
-from .network import Add, ArrayLayer, Flatten, IntegerNetwork, Pool
+from .network import Add, ArrayLayer, Concat, Flatten, IntegerNetwork, Pool
 
-__all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network"]
+__all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network",
+           "concat_network"]
 
 
 def structured_layer(rng, rows, cols, sparsity, spread=0.8):
@@ -66,3 +67,19 @@ def residual_network(rng, *, alpha=2, tq=None):
         layer("fc", "f", "y", 10, 6, shift=None),
     )
     return IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0)
+
+
+def concat_network(rng, first_filters, *, alpha=2):
+    """An integer network with a channel concatenation: two branches of a 2 x 4 x 4
+    input (a 3 x 3 convolution of ``first_filters`` filters, a 1 x 1 of 3) side by side,
+    max pooled, flattened, dense logits."""
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=alpha, **kwargs)
+    return IntegerNetwork((
+        layer("branch_a", "x", "a", first_filters, 2 * 9, shift=9, kernel=3, padding=1),
+        layer("branch_b", "x", "b", 3, 2, shift=7, kernel=1),
+        Concat("cat", "a", ("b",), "c", (50000, 70000)),
+        Pool("pool", "c", "p", "max", kernel=2, stride=2),
+        Flatten("flat", "p", "f"),
+        layer("fc", "f", "y", 5, (first_filters + 3) * 4, shift=None)),
+        "x", "y", (2, 4, 4), 1.0, 1.0)

@@ -18,7 +18,7 @@ from codnn.golden.network_program import (HEADER_CYCLES, NO_LANE, EngineConfig, 
                                           run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.model.compile import compile_network
-from codnn.golden.workloads import residual_network
+from codnn.golden.workloads import concat_network, residual_network
 
 SEED = 20261128
 
@@ -286,6 +286,20 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
         want = run_program(compiled.program, compiled.image, x)
         assert not error and np.array_equal(got, want), f"{got} != {want} (seed {SEED})"
         assert cycles == compiled.cycles
+
+
+def test_engine_runs_a_concat_as_golden():
+    # A channel concatenation compiles to adds into the output's lane blocks.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=128, acc_words=4, psum_words=32)
+    compiled = compile_network(concat_network(rng, 4), engine)
+    images = rng.integers(0, 256, (2, 2, 4, 4))
+    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
+                        compiled.image, images)
+    for x, (got, cycles, error) in zip(images, runs):
+        assert not error and cycles == compiled.cycles
+        assert np.array_equal(got, run_program(compiled.program, compiled.image, x))
 
 
 def test_engine_refuses_a_program_for_another_engine():

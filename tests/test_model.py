@@ -193,6 +193,25 @@ def _mobile_block(torch, activation):
     return Mobile()
 
 
+def _inception_block(torch):
+    """Two ReLU'd branches (a 1 x 1 and a 3 x 3 convolution) concatenated along the
+    channels, max pooled, a classifier: an Inception-style block."""
+    nn = torch.nn
+
+    class Inception(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Sequential(nn.Conv2d(1, 4, 1), nn.ReLU())
+            self.b = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+            self.head = nn.Linear(8 * 4 * 4, 5)
+
+        def forward(self, x):
+            x = torch.cat([self.a(x), self.b(x)], dim=1)
+            return self.head(torch.nn.functional.max_pool2d(x, 2).flatten(1))
+
+    return Inception()
+
+
 def _import_matrix():
     """(name, build(torch) -> module, input shape, None or the refusal's pattern)."""
     from codnn.train.models import build_model
@@ -200,6 +219,7 @@ def _import_matrix():
         ("lenet5", lambda torch: build_model("lenet5", (1, 28, 28)), (1, 28, 28), None),
         ("vgg6", lambda torch: build_model("vgg6", (1, 16, 16)), (1, 16, 16), None),
         ("resnet20", lambda torch: build_model("resnet20", (1, 12, 12)), (1, 12, 12), None),
+        ("inception_block", _inception_block, (1, 8, 8), None),
         ("mobilenet_v2_block", lambda torch: _mobile_block(torch, torch.nn.ReLU6),
          (1, 8, 8), r"Add node '[^']*': a residual Add must be followed by a Relu"),
         ("mobilenet_v3_block", lambda torch: _mobile_block(torch, torch.nn.Hardswish),
@@ -242,6 +262,9 @@ def test_torch_models_import_as_onnxruntime_runs_them(tmp_path, name, build, sha
     feed = session.get_inputs()[0].name
     want = np.concatenate([session.run(None, {feed: x[k:k + 1]})[0] for k in range(2)])
     np.testing.assert_allclose(network.run(x.astype(np.float64)), want, rtol=1e-4, atol=1e-5)
+    integer = quantize_network(network, x, alpha=4, gamma=0.5)
+    scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+    assert np.abs(scores - want).max() < 0.05 * max(1.0, np.abs(want).max()) + 0.05
 
 
 @pytest.mark.parametrize("dynamo", [True, False])

@@ -15,7 +15,7 @@ from codnn.golden.network_program import (HEADER_CYCLES, EngineConfig, Program, 
                                           decode_program, encode_program, gather_entries,
                                           image_word, layer_block, read_tile, run_program)
 from codnn.golden.systolic import Tile
-from codnn.golden.workloads import random_layer, residual_network
+from codnn.golden.workloads import concat_network, random_layer, residual_network
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
@@ -173,6 +173,23 @@ def test_weight_image_worked_example():
     back, gather = read_tile(block, 4, engine)
     assert (back.weights.tolist(), back.selects.tolist()) == ([[-2]], [[1]])
     assert [g.tolist() for g in gather] == [[[22, 0]], [[0, 0]], [[1, 0]], [[2, 0]]]
+
+
+def test_concat_compiles_to_adds_into_whole_words():
+    # Each part through the add's requantization into its channels' words of the output;
+    # the program equals golden (tests/test_hw_network.py runs it on the engine). A part
+    # that starts inside a word is refused in one line.
+    rng = np.random.default_rng(SEED)
+    network = concat_network(rng, 4)
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=128, acc_words=4, psum_words=32)
+    compiled = compile_network(network, engine)
+    adds = [step for step in compiled.program.steps if step.op == "add"]
+    assert [(s.ma, s.mb, s.dst.addr - adds[0].dst.addr) for s in adds] == \
+        [(50000, 0, 0), (70000, 0, 16)]                  # part b at the second lane block
+    _check(compiled, network, rng.integers(0, 256, (3, 2, 4, 4)))
+    with pytest.raises(CompileError, match=r"cat: its part 1 starts at channel 3, not on a "
+                                           r"word of 4 lanes"):
+        compile_network(concat_network(np.random.default_rng(SEED), 3), engine)
 
 
 def test_what_the_engine_cannot_hold_is_refused():

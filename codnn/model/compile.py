@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codnn.golden.column_combining import im2col
-from codnn.golden.network import Add, ArrayLayer, Flatten, Pool
+from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
 from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS, AddStep,
                                           LayerStep, PoolStep, Program, ProgramError, Region,
                                           bias_bytes, gather_entries, layer_block,
@@ -129,10 +129,37 @@ def _check_network(network, engine):
         if layer.packed.P.size and (layer.packed.P.min() < -top or layer.packed.P.max() >= top):
             raise CompileError(f"{layer.name}: weights outside {engine.weight_bits} bits")
     for step in network.steps:
-        if isinstance(step, Add) and not all(0 <= v < 1 << MULTIPLIER_BITS
-                                             for v in (step.ma, step.mb)):
-            raise CompileError(f"{step.name}: multipliers {step.ma} and {step.mb} outside "
-                               f"the engine's {MULTIPLIER_BITS} unsigned bits")
+        multipliers = ((step.ma, step.mb) if isinstance(step, Add) else
+                       step.multipliers if isinstance(step, Concat) else ())
+        if not all(0 <= v < 1 << MULTIPLIER_BITS for v in multipliers):
+            raise CompileError(f"{step.name}: multipliers "
+                               f"{' and '.join(map(str, multipliers))} outside the engine's "
+                               f"{MULTIPLIER_BITS} unsigned bits")
+
+
+def _reads(step):
+    """The tensors ``step`` reads."""
+    return [step.source, *([step.other] if isinstance(step, Add) else []),
+            *getattr(step, "others", ())]
+
+
+def _concat_steps(step, parts, dst, lanes):
+    """A Concat as the engine's adds: each part copied through the add's requantization
+    (``b`` the part again, with multiplier 0) into its channels' words of ``dst``; each
+    part must start on a whole word (its channel offset a multiple of ``lanes``)."""
+    steps, offset = [], 0
+    _, h, w = dst.map_shape
+    for k, (part, multiplier) in enumerate(zip(parts, step.multipliers)):
+        if offset % lanes:
+            raise CompileError(f"{step.name}: its part {k} starts at channel {offset}, not "
+                               f"on a word of {lanes} lanes; the engine concatenates whole "
+                               f"words (parts of a multiple of {lanes} channels)")
+        channels = part.map_shape[0]
+        target = Region("act", dst.addr + offset // lanes * h * w,
+                        (channels, h, w) if len(dst.shape) == 3 else (channels,))
+        steps.append(AddStep(f"{step.name}/{k}", part, part, target, multiplier, 0))
+        offset += channels
+    return steps
 
 
 def _last_uses(network):
@@ -141,7 +168,7 @@ def _last_uses(network):
     storage = {}
     last = {}
     for k, step in enumerate(network.steps):
-        reads = [step.source] + ([step.other] if isinstance(step, Add) else [])
+        reads = _reads(step)
         for name in reads:
             root = storage.get(name, name)
             last[root] = k
@@ -227,8 +254,7 @@ def compile_network(network, engine):
         for allocator in (act, acc):
             allocator.free_after(k - 1)
         raw = isinstance(step, ArrayLayer) and step.shift is None
-        if raw and any(step.output in (later.source, getattr(later, "other", None))
-                       for later in network.steps[k + 1:]):
+        if raw and any(step.output in _reads(later) for later in network.steps[k + 1:]):
             raise CompileError(f"{step.name}: its output, accumulators (no ReLU or output "
                                f"stage after it), feeds another step; the engine's steps "
                                f"read activations (a residual branch needs its ReLU before "
@@ -266,6 +292,10 @@ def compile_network(network, engine):
             inside = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
                       if step.kernel else h * w)
             moved.append((-(-c // R) * int(inside), dst.words(R), 0, 0, 0))
+        elif isinstance(step, Concat):
+            for add in _concat_steps(step, [regions[name] for name in _reads(step)], dst, R):
+                steps.append(add)
+                moved.append((2 * add.dst.words(R), add.dst.words(R), 0, 0, 0))
         else:
             a, b = regions[step.source], regions[step.other]
             steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb))

@@ -9,7 +9,7 @@ import numpy as np
 
 from codnn.golden.network import Flatten, Pool, batch_first, conv_columns, pool
 
-__all__ = ["Layer", "Residual", "FloatNetwork"]
+__all__ = ["Layer", "Residual", "Concatenation", "FloatNetwork"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,16 @@ class Residual:
 
 
 @dataclass(frozen=True)
+class Concatenation:
+    """Maps side by side along the channels: ``source``, then ``others``."""
+
+    name: str
+    source: str
+    others: tuple
+    output: str
+
+
+@dataclass(frozen=True)
 class FloatNetwork:
     steps: tuple
     input: str
@@ -69,6 +79,9 @@ class FloatNetwork:
             source = tensors[step.source]
             if isinstance(step, Residual):
                 tensors[step.output] = np.maximum(source + tensors[step.other], 0)
+            elif isinstance(step, Concatenation):
+                tensors[step.output] = np.concatenate(
+                    [source, *(tensors[name] for name in step.others)], axis=1)
             elif isinstance(step, Pool):
                 tensors[step.output] = pool(source, step.kind, step.kernel, step.stride,
                                             step.padding, step.count_pad, integer=False)

@@ -9,7 +9,7 @@ import numpy as np
 
 from codnn.golden.network import Flatten, Pool
 
-from .graph import FloatNetwork, Layer, Residual
+from .graph import Concatenation, FloatNetwork, Layer, Residual
 
 __all__ = ["GROUPS_KEY", "OPERATORS", "ModelError", "load_onnx", "groups_metadata"]
 
@@ -271,6 +271,21 @@ def _add(b, node, nodes_after):
     b.nonnegative.add(node.output[0])
 
 
+def _concat(b, node, attrs):
+    axis = attrs.get("axis")
+    if axis not in (1, -3) or len(node.input) < 2:
+        raise ModelError(f"{_where(node)}: only a Concat of maps along the channels (axis 1) "
+                         f"is supported, not axis {axis}")
+    sources = [b.name(name) for name in node.input]
+    if any(name in b.constants for name in node.input):
+        raise ModelError(f"{_where(node)}: a Concat of a constant is not supported")
+    if not all(name in b.nonnegative for name in sources):
+        raise ModelError(f"{_where(node)}: a Concat needs ReLU'd inputs (the arrays' "
+                         f"activations are unsigned)")
+    b.add(Concatenation(node.name, sources[0], tuple(sources[1:]), node.output[0]))
+    b.nonnegative.add(node.output[0])
+
+
 def _constant(b, node, attrs, nodes_after):
     from onnx import numpy_helper
     b.constants[node.output[0]] = numpy_helper.to_array(attrs["value"]).astype(float)
@@ -299,6 +314,7 @@ _HANDLERS = {
     "GlobalAveragePool": _each(_pool), "Flatten": _each(_flatten),
     "Reshape": _each(_flatten), "ReduceMean": _each(_reduce_mean),
     "Squeeze": _each(_squeeze), "Add": lambda b, node, attrs, after: _add(b, node, after),
+    "Concat": _each(_concat),
     "Identity": _pass_through, "Dropout": _pass_through,
 }
 
@@ -322,6 +338,8 @@ OPERATORS = {
     "Reshape": "to (batch, features): a flatten",
     "Add": "of two tensors followed by Relu (a residual), or of a constant after a "
            "MatMul (its bias)",
+    "Concat": "of ReLU'd maps along the channels: each part requantized to the output's "
+              "scale",
     "Identity": "passed through (of a constant: that constant)",
     "Dropout": "passed through (inference)",
     "Constant": "a constant tensor",

@@ -20,9 +20,9 @@ import math
 import numpy as np
 
 from codnn.golden.column_combining import pack
-from codnn.golden.network import FRACTION, Add, ArrayLayer, IntegerNetwork
+from codnn.golden.network import FRACTION, Add, ArrayLayer, Concat, IntegerNetwork
 
-from .graph import Layer, Residual
+from .graph import Concatenation, Layer, Residual
 
 __all__ = ["quantize_network"]
 
@@ -85,7 +85,8 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     scale = {network.input: _top_scale(calibration) / levels}
     steps, signed = [], set()
     for step in network.steps:
-        if not isinstance(step, Residual) and step.source in signed:
+        reads = (step.source, *getattr(step, "others", ()))
+        if not isinstance(step, Residual) and signed.intersection(reads):
             raise ValueError(f"{step.name!r} reads the signed output of a layer with no "
                              f"activation; the arrays take unsigned activations")
         if isinstance(step, Layer):
@@ -107,6 +108,11 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
                       for name in (step.source, step.other))
             scale[step.output] = s_y
             steps.append(Add(step.name, step.source, step.other, step.output, ma, mb))
+        elif isinstance(step, Concatenation):
+            s_y = _top_scale(floats[step.output]) / levels
+            scale[step.output] = s_y
+            steps.append(Concat(step.name, step.source, step.others, step.output, tuple(
+                int(round(scale[name] / s_y * (1 << FRACTION))) for name in reads)))
         else:
             scale[step.output] = scale[step.source]
             steps.append(step)
