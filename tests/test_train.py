@@ -328,6 +328,49 @@ def test_a_users_model_that_cannot_train_is_refused_in_one_line(tmp_path, capsys
     assert not (tmp_path / "o").exists()
 
 
+def test_a_users_model_trains_on_a_users_npz(tmp_path, capsys):
+    # Three classes of digits as an .npz with its own test split: the model is built for
+    # three classes, and what it exports imports.
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    keep = digits.target < 3
+    x = (digits.data[keep] / 16.0).reshape(-1, 1, 8, 8)
+    y = digits.target[keep]
+    np.savez(tmp_path / "three.npz", x=x[:400], y=y[:400], x_test=x[400:], y_test=y[400:])
+    (tmp_path / "net.py").write_text(_USER_MODEL)
+    code, out, err = _cli(capsys, "train", f"{tmp_path / 'net.py'}:build", "--data",
+                          str(tmp_path / "three.npz"), "--epochs", "4", "--lr", "0.02", "-o",
+                          str(tmp_path / "o"), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["train_images"] == 400 and report["test_images"] == len(y) - 400
+    assert report["phases"][0]["accuracy"] > 0.5               # three classes: chance 1/3
+    assert load_onnx(tmp_path / "o" / "model.onnx").run(x[:2]).shape == (2, 3)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"x": np.zeros((10, 1, 8, 8))}, "has no array 'y' (it has x): training needs inputs x "
+                                     "and labels y"),
+    ({"x": np.zeros((10, 1, 8, 8)), "y": -np.ones(10, int)}, "y must be 10 integer labels "
+                                                            "from 0, not int64 (10,) reaching -1"),
+    ({"x": np.full((10, 1, 8, 8), np.nan), "y": np.zeros(10, int)}, "x holds NaN"),
+    ({"x": np.zeros((10, 1, 8, 8)), "y": np.zeros(10, int), "x_test": np.zeros((2, 1, 4, 4)),
+      "y_test": np.zeros(2, int)}, "x_test items have shape (1, 4, 4), x items (1, 8, 8)"),
+    ({"x": np.zeros((1, 1, 8, 8)), "y": np.zeros(1, int)}, "1 items do not split into train "
+                                                          "and test"),
+    ({"x": np.zeros((10, 1, 8, 8)), "y": np.zeros(10, int)}, "its forward fails on a batch "
+                                                            "of 2 x 1 x 8 x 8"),
+])
+def test_a_users_data_that_does_not_fit_is_refused_in_one_line(tmp_path, capsys, arrays,
+                                                                message):
+    np.savez(tmp_path / "d.npz", **arrays)
+    (tmp_path / "net.py").write_text(_USER_MODEL)
+    code, out, err = _cli(capsys, "train", f"{tmp_path / 'net.py'}:broken", "--data",
+                          str(tmp_path / "d.npz"), "-o", str(tmp_path / "o"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
+
+
 def test_without_pytorch_the_command_says_how_to_install_it():
     blocker = ("import sys\n"
                "class Block:\n"

@@ -44,7 +44,6 @@ def _widths(text):
 
 
 def add_train(sub):
-    from ..model.datasets import DATASETS
     try:
         from ..train.block_float import BlockFloat
         from ..train.models import MODELS
@@ -62,9 +61,11 @@ def add_train(sub):
     sub.add_argument("model", metavar="MODEL",
                      help=f"one of {', '.join(MODELS)}, or FILE.py:FUNCTION: your own "
                           f"network, the torch module FUNCTION(input_shape, classes) returns")
-    sub.add_argument("--data", choices=DATASETS, default="mnist",
-                     help="mnist (28 x 28, 4,000 train / 1,000 test) or digits (8 x 8, "
-                          "1,438 / 359) (default mnist)")
+    sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
+                     help="mnist (28 x 28, 4,000 train / 1,000 test), digits (8 x 8, "
+                          "1,438 / 359), or an .npz of inputs x and labels y (its own "
+                          "x_test and y_test, or split 4:1 after a fixed shuffle) "
+                          "(default mnist)")
     sub.add_argument("--epochs", type=positive_int, default=15,
                      help="dense training epochs (default 15)")
     sub.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate of the "
@@ -194,7 +195,7 @@ def _run_distributed(args, spec):
               latency=args.latency, timeout=args.timeout, fault=args.fault)
     out = Path(args.output) if args.output else Path(
         args.build_dir or default_build_root()) / "train" / (
-        f"{model_label(args.model)}-{args.data}-{args.nodes}x{args.link}-{args.codec}-"
+        f"{model_label(args.model)}-{Path(args.data).stem}-{args.nodes}x{args.link}-{args.codec}-"
         f"{args.exchange}")
     report = launch(job, out, progress=lambda text: err_console.print(text, highlight=False))
     if args.json:
@@ -230,7 +231,7 @@ def run_train(args):
         return _run_distributed(args, spec)
     out = Path(args.output) if args.output else \
         Path(args.build_dir or default_build_root()) / "train" / \
-        f"{model_label(args.model)}-{args.data}"
+        f"{model_label(args.model)}-{Path(args.data).stem}"
     report = train(spec, out, resume=args.resume,
                    progress=lambda text: err_console.print(text, highlight=False))
     if args.json:

@@ -102,8 +102,10 @@ class TrainSpec:
             check_model_name(self.model)
         except ValueError as error:
             raise TrainError(str(error)) from None
-        if self.data not in DATASETS:
-            raise TrainError(f"unknown data set {self.data!r}: one of {', '.join(DATASETS)}")
+        if self.data not in DATASETS and not (str(self.data).endswith(".npz")
+                                              and Path(self.data).is_file()):
+            raise TrainError(f"unknown data set {self.data!r}: one of {', '.join(DATASETS)}, "
+                             f"or an existing .npz of x and y")
         if min(self.epochs, self.batch, self.rows, self.cols, self.tq_epochs) < 1:
             raise TrainError("epochs, batch, tq epochs, rows and cols must be at least 1")
         if not 0 < self.lr < 1:
@@ -295,11 +297,14 @@ def train(spec, out, *, resume=False, progress=None):
     if not resume and path.exists():
         raise TrainError(f"{out} holds an unfinished run: --resume to continue it, or "
                          f"choose another folder")
-    data = load_dataset(spec.data)
+    try:
+        data = load_dataset(spec.data)
+    except ValueError as error:
+        raise TrainError(str(error)) from None
     shape = data.train_x.shape[1:]
     torch.manual_seed(spec.seed)
     try:
-        model = build_model(spec.model, shape)
+        model = build_model(spec.model, shape, data.classes)
         if spec.tq:                                 # refused now, not after the dense phase
             fold_batch_norm(copy.deepcopy(model))
     except ValueError as error:
