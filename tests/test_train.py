@@ -371,6 +371,31 @@ def test_a_users_data_that_does_not_fit_is_refused_in_one_line(tmp_path, capsys,
     assert not (tmp_path / "o").exists()
 
 
+def test_the_python_example_in_the_docs_runs(tmp_path, monkeypatch):
+    # docs/training.md, "From Python": a module and arrays of the user's through
+    # column combining, as written there.
+    from pathlib import Path
+    text = (Path(__file__).parent.parent / "docs" / "training.md").read_text()
+    section = text.split("## From Python", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "docs/training.md", "exec"), {})
+    report = json.loads((tmp_path / "build" / "api-example" / "report.json").read_text())
+    assert [p["phase"] for p in report["phases"]] == ["dense", "prune 1/1"]
+    network = load_onnx(tmp_path / "build" / "api-example" / "model.onnx")
+    assert network.run(np.zeros((1, 1, 8, 8))).shape == (1, 10)
+
+
+@pytest.mark.parametrize("data, message", [
+    (("not", "arrays", "at"), "give a Dataset, a name or .npz path"),
+    ((np.zeros((4, 1, 8, 8)), np.zeros(3, int)), "y must be 4 integer labels from 0"),
+])
+def test_python_data_that_does_not_fit_is_refused(tmp_path, data, message):
+    with pytest.raises(TrainError, match=message):
+        train(TrainSpec("net", "mine", epochs=1), tmp_path / "o", data=data,
+              model=build_model("lenet5", (1, 8, 8)))
+
+
 def test_without_pytorch_the_command_says_how_to_install_it():
     blocker = ("import sys\n"
                "class Block:\n"

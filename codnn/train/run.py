@@ -33,7 +33,7 @@ from codnn.golden.column_combining import dense_tiles
 from codnn.golden.joint_optimization import prune_rate
 from codnn.golden.network import TermQuantization
 from codnn.golden.term_quant import ENCODINGS
-from codnn.model.datasets import DATASETS, load_dataset
+from codnn.model.datasets import DATASETS, as_dataset, load_dataset
 
 from . import TrainError, block_float, term_quant
 from .arithmetic import detach
@@ -43,6 +43,7 @@ from .models import (
     array_layers,
     build_model,
     check_model_name,
+    check_module,
     fold_batch_norm,
     named_array_layers,
 )
@@ -96,14 +97,17 @@ class TrainSpec:
     rows: int = 16
     cols: int = 16
 
-    def check(self):
-        """Raise ``TrainError`` (one line) for settings no run can have."""
+    def check(self, model_named=True, data_named=True):
+        """Raise ``TrainError`` (one line) for settings no run can have; ``model_named``,
+        ``data_named``: the spec's model and data set are names (not objects given to
+        ``train``, which the spec's strings only label)."""
         try:
-            check_model_name(self.model)
+            if model_named:
+                check_model_name(self.model)
         except ValueError as error:
             raise TrainError(str(error)) from None
-        if self.data not in DATASETS and not (str(self.data).endswith(".npz")
-                                              and Path(self.data).is_file()):
+        if data_named and self.data not in DATASETS and not (str(self.data).endswith(".npz")
+                                                        and Path(self.data).is_file()):
             raise TrainError(f"unknown data set {self.data!r}: one of {', '.join(DATASETS)}, "
                              f"or an existing .npz of x and y")
         if min(self.epochs, self.batch, self.rows, self.cols, self.tq_epochs) < 1:
@@ -278,19 +282,24 @@ def _save_checkpoint(path, state):
     os.replace(temporary, path)
 
 
-def train(spec, out, *, resume=False, progress=None):
+def train(spec, out, *, resume=False, progress=None, model=None, data=None):
     """Run ``spec``, writing ``model.onnx`` and ``report.json`` into ``out`` (and
     ``checkpoint.pt`` while it runs); return the report.
+
+    From Python, ``model`` (a ``torch.nn.Module``, trained in place) and ``data``
+    (anything ``codnn.model.datasets.as_dataset`` takes: ``(x, y)`` arrays or tensors,
+    with ``x_test, y_test`` or not, a ``DataLoader``, an ``.npz`` path) replace the spec's
+    named model and data set; ``spec.model`` and ``spec.data`` then only label the run.
 
     Raises
     ------
     TrainError
-        For bad settings, a checkpoint left in ``out`` without ``resume``, or one that
-        does not belong to ``spec``.
+        For bad settings, a model or data that do not fit, a checkpoint left in ``out``
+        without ``resume``, or one that does not belong to ``spec``.
     """
     import json
 
-    spec.check()
+    spec.check(model_named=model is None, data_named=data is None)
     progress = progress or (lambda text: None)
     out = Path(out)
     path = out / CHECKPOINT
@@ -298,13 +307,14 @@ def train(spec, out, *, resume=False, progress=None):
         raise TrainError(f"{out} holds an unfinished run: --resume to continue it, or "
                          f"choose another folder")
     try:
-        data = load_dataset(spec.data)
+        data = load_dataset(spec.data) if data is None else as_dataset(data, spec.data)
     except ValueError as error:
         raise TrainError(str(error)) from None
     shape = data.train_x.shape[1:]
     torch.manual_seed(spec.seed)
     try:
-        model = build_model(spec.model, shape, data.classes)
+        model = build_model(spec.model, shape, data.classes) if model is None else \
+            check_module(model, shape, data.classes, spec.model)
         if spec.tq:                                 # refused now, not after the dense phase
             fold_batch_norm(copy.deepcopy(model))
     except ValueError as error:
