@@ -247,7 +247,8 @@ def test_cli_trains_and_reports(tmp_path, capsys):
     (["resnet50"], "unknown model 'resnet50': one of lenet5, vgg6, resnet20, or "
                    "FILE.py:FUNCTION"),
     (["nosuch.py:build"], "model file nosuch.py does not exist"),
-    (["lenet5", "--data", "imagenet"], "invalid choice"),
+    (["lenet5", "--data", "imagenet"], "unknown data set 'imagenet': one of mnist, digits, "
+                                       "or an existing .npz of x and y"),
     (["lenet5", "--column-combine", "beta=3"], "expected alpha=...,gamma=..."),
     (["lenet5", "--column-combine", "alpha=x"], "alpha='x' is not a int"),
     (["lenet5", "--column-combine", "alpha=4", "--sparsity", "1.5"], "sparsity must lie"),
