@@ -33,7 +33,7 @@ class SweepError(RuntimeError):
 
 #: Columns of a sweep's CSV (parameters come first, one column each).
 COLUMNS = ("engine", "device", "lut", "ff", "dsp", "bram", "logic_cells",
-           "logic_cells_available", "fmax_mhz", "rate_per_cycle", "rate_unit",
+           "logic_cells_available", "fmax_mhz", "clock_mhz", "rate_per_cycle", "rate_unit",
            "throughput_per_s", "critical_from", "critical_to", "status")
 
 
@@ -96,7 +96,9 @@ def synthesize_point(engine_name, params, device, clock_mhz, build_root):
 
 def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_root=None,
                progress=None):
-    """Synthesize every ``(engine, params, device)`` point; return their rows in order.
+    """Synthesize every ``(engine, params, device)`` point (or ``(engine, params, device,
+    clock_mhz)``: its own clock constraint instead of ``clock_mhz``); return their rows in
+    order.
 
     ``workers`` processes on this machine (default: one per core), or the Dask cluster at
     ``scheduler`` (``tcp://host:port``). ``progress(done, total, row)`` follows each one.
@@ -108,7 +110,8 @@ def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_ro
     SweepError
         If the Dask scheduler cannot be reached or dask.distributed is missing.
     """
-    for engine_name, params, device in points:
+    points = [tuple(point) + (None,) * (4 - len(point)) for point in points]
+    for engine_name, params, device, _ in points:
         build_component(engine_name, params)
         try:
             get_device(device)
@@ -117,7 +120,7 @@ def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_ro
     if workers is not None and workers < 1:
         raise ParameterError(f"Worker count must be at least 1, not {workers}")
     build_root = str(Path(build_root or default_build_root()).resolve())
-    tasks = [(e, p, d, clock_mhz, build_root) for e, p, d in points]
+    tasks = [(e, p, d, clock or clock_mhz, build_root) for e, p, d, clock in points]
     rows = [None] * len(tasks)
     results = (_on_dask(scheduler, tasks) if scheduler else
                _on_processes(workers or os.cpu_count() or 1, tasks))

@@ -3,7 +3,8 @@ the comparison that flags a regression.
 
 The baseline file (``baselines.json`` beside this module) holds the tolerances, the tool
 versions that measured it and one entry per reference configuration: engine, full
-parameters, device, ``quick`` (small enough for the test suite) and the figures of
+parameters, device, ``quick`` (small enough for the test suite), ``clock_mhz`` (optional:
+the clock constraint, where the device's default one does not route) and the figures of
 ``METRICS`` (an entry without them is new: ``--update-baseline`` measures it). A
 resource that grows by more than ``tolerance["resources"]`` (relative), or an Fmax that
 drops by more than ``tolerance["fmax"]``, is worse; the opposite is better (time to

@@ -102,6 +102,18 @@ def test_update_measures_new_entries(build_root, tmp_path, capsys):
     assert code == 0 and report["entries"][0]["verdict"] == "same"
 
 
+def test_an_entry_synthesizes_at_its_own_clock(build_root):
+    # An entry's clock_mhz (where the device's default constraint does not route, the
+    # 8 x 8 network engine on the ECP5-85k) is the one its point is placed at.
+    from codnn.sweep import run_points
+    own, default = run_points([("fmix32", {"lanes": 1}, "ecp5-25k", 40.0),
+                               ("fmix32", {"lanes": 1}, "ecp5-25k")], workers=1,
+                              build_root=build_root)
+    assert own["status"] == default["status"] == "ok"
+    assert own["clock_mhz"] == 40.0 and default["clock_mhz"] != 40.0
+    assert _committed("network", "ecp5-85k", rows=8)["clock_mhz"] == 50.0
+
+
 def test_compare_verdicts():
     entry = {"lut": 100, "ff": 0, "dsp": 2, "bram": 1, "logic_cells": 150, "fmax_mhz": 50.0}
     measured = {"lut": 103, "ff": 1, "dsp": 1, "bram": 1, "logic_cells": 151, "fmax_mhz": 60.0}
