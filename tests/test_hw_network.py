@@ -17,6 +17,7 @@ from codnn.golden.network_program import (HEADER_CYCLES, NO_LANE, EngineConfig, 
                                           host_words, output_values, read_region,
                                           run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
+from codnn.hw.network.weights import AxiWeights
 from codnn.model.compile import compile_network
 from codnn.golden.workloads import concat_network, residual_network
 
@@ -324,3 +325,65 @@ def test_engine_refuses_a_program_for_another_engine():
 def test_engine_parameters(kwargs, error, message):
     with pytest.raises(error, match=message):
         NetworkEngine(**{"rows": 2, "cols": 2, "alpha": 2, **kwargs})
+
+
+@pytest.mark.parametrize("base_words,count,word_bits", [(2040, 300, 16), (5, 7, 80)])
+def test_axi_weight_reader_splits_runs_into_legal_bursts(base_words, count, word_bits):
+    # A run longer than a burst and across 4 KB pages (words of 2 bytes: 2048 to a page),
+    # and a short run of 10-byte words at a 16-byte stride: every burst has at most 256
+    # beats and stays in its page, the words arrive in order, the memory stalls its
+    # channels at random, and the byte counter counts the stride per word.
+    rng = random.Random(SEED)
+    print(f"seed={SEED}")
+    dut = AxiWeights(word_bits=word_bits)
+    stride, base = dut.stride, base_words * dut.stride
+    bursts, got = [], []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def memory(ctx):
+        pending = []
+        while True:
+            ctx.set(dut.axi.arready, rng.random() < 0.7)
+            ctx.set(dut.axi.rvalid, 0)
+            if pending:
+                addr = pending[0][0]
+                ctx.set(dut.axi.rvalid, rng.random() < 0.7)
+                ctx.set(dut.axi.rdata, addr * 7 + 1)
+                ctx.set(dut.axi.rlast, pending[0][1] == 1)
+            _, _, arv, arr, ara, arl, rv, rr = await ctx.tick().sample(
+                dut.axi.arvalid, dut.axi.arready, dut.axi.araddr, dut.axi.arlen,
+                dut.axi.rvalid, dut.axi.rready)
+            if rv and rr:
+                addr, left = pending[0]
+                pending[0] = (addr + stride, left - 1)
+                if left == 1:
+                    pending.pop(0)
+            if arv and arr:
+                bursts.append((ara, arl + 1))
+                pending.append((ara, arl + 1))
+
+    async def bench(ctx):
+        ctx.set(dut.base, 0)
+        ctx.set(dut.addr, base_words)
+        ctx.set(dut.count, count)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(20 * count + 200):
+            ready = rng.random() < 0.8
+            ctx.set(dut.o.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            if valid and ready:
+                got.append(payload)
+            if len(got) == count:
+                break
+        assert ctx.get(dut.bytes_read) == count * stride
+
+    sim.add_process(memory)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [((base + k * stride) * 7 + 1) % (1 << word_bits) for k in range(count)]
+    assert sum(n for _, n in bursts) == count
+    for addr, n in bursts:
+        assert 1 <= n <= 256 and addr // 4096 == (addr + n * stride - 1) // 4096, (addr, n)

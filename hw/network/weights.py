@@ -10,8 +10,10 @@ from codnn.golden.network_program import word_stride
 
 __all__ = ["AxiWeights", "OnChipWeights", "axi_read_signature"]
 
-#: Words a read request may ask for (one AXI4 burst at most).
-MAX_RUN = 256
+#: Words a read request may ask for.
+MAX_RUN = (1 << 16) - 1
+#: Beats of an AXI4 INCR burst at most.
+MAX_BURST = 256
 
 
 def axi_read_signature(data_bits, addr_bits=32):
@@ -79,7 +81,8 @@ class OnChipWeights(_Reader):
 class AxiWeights(_Reader):
     """The weight image in external memory behind an AXI4 read port (``axi``: a bus of
     ``word_stride`` bytes; word ``k`` at byte ``base + k * word_stride``; ``base`` aligned
-    to the stride): a run goes out as INCR bursts that do not cross a 4 KB page, the
+    to the stride): a run goes out as INCR bursts of at most 256 beats that do not cross a
+    4 KB page, the
     next burst's address as soon as the last one's is taken, and the read data go to
     ``o`` as they come (``rready`` is ``o.ready``). ``error`` is high with a word whose
     response is not OKAY.
@@ -105,7 +108,9 @@ class AxiWeights(_Reader):
             in_page = (4096 - address[:12]) >> ceil_log2(self.stride)
         else:
             in_page = 1
-        burst = Mux(left < in_page, left, in_page)
+        room = Signal(range(MAX_BURST + 1))     # words this burst may take
+        m.d.comb += room.eq(Mux(in_page < MAX_BURST, in_page, MAX_BURST))
+        burst = Mux(left < room, left, room)
         m.d.comb += [axi.arid.eq(0), axi.arsize.eq(ceil_log2(self.stride)), axi.arburst.eq(1),
                      axi.araddr.eq(address),
                      axi.arlen.eq(burst - 1), axi.arvalid.eq(left != 0)]
