@@ -1,5 +1,6 @@
 """The float network an imported model becomes: layers the arrays run (``Layer``) and the
-host's steps (``codnn.golden.network``'s ``Pool`` and ``Flatten``, and ``Residual``), over
+host's steps (``codnn.golden.network``'s ``Pool`` and ``Flatten``, ``Residual`` and
+``Concatenation``), over
 named tensors, batch first. ``FloatNetwork.run`` is the float reference whose accuracy
 the integer network is compared with."""
 
