@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from codnn.hw.common.fmix32 import Fmix32Unit
-from codnn.hw.common.ws_array import delay
+from codnn.hw.common.delays import delay
 from codnn.synth import harness
 from codnn.synth.devices import DEVICES, get_device
 from codnn.synth.flow import SynthesisError, synthesize

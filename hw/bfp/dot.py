@@ -78,13 +78,9 @@ class BlockDot(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        register = StallPipeline(m, self.i, self.o, self.latency).register
+        pipe = StallPipeline(m, self.i, self.o, self.latency)
+        register, delay = pipe.register, pipe.delay
         beat = self.i.payload
-
-        def delay(value, cycles, name):
-            for k in range(cycles):
-                value = register(value, f"{name}_d{k}")
-            return value
 
         # Products, then the tree: every level registered, an odd one out carried along.
         level = [register(beat.ma[j] * beat.mb[j], f"product{j}") for j in range(self.g)]

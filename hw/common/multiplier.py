@@ -3,7 +3,7 @@
 from amaranth.hdl import ClockSignal, Const, Instance, Signal
 
 from codnn.golden.systolic import PARALLEL_PRODUCT_STEPS as PRODUCT_STEPS
-from codnn.hw.common.ws_array import delay, stage
+from codnn.hw.common.delays import delay, stage
 
 __all__ = ["PRODUCT_STEPS", "MultiplierPlan", "pipelined_product"]
 

@@ -8,7 +8,17 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 __all__ = ["CreditPipeline", "StallPipeline"]
 
 
-class StallPipeline:
+class _Registers:
+    """What both pipelines give their stages: ``delay``, ``cycles`` of ``register``."""
+
+    def delay(self, value, cycles, name):
+        """``value`` through ``cycles`` of the pipeline's registers."""
+        for k in range(cycles):
+            value = self.register(value, f"{name}_d{k}")
+        return value
+
+
+class StallPipeline(_Registers):
     """``depth`` register stages from stream ``i`` to stream ``o`` in module ``m``.
 
     The pipeline advances when its last stage is empty or being taken
@@ -35,7 +45,7 @@ class StallPipeline:
         return reg
 
 
-class CreditPipeline:
+class CreditPipeline(_Registers):
     """``depth`` register stages that never stall, then a queue of ``queue_depth`` items.
 
     The source offers an item at ``i_valid`` the cycle after it takes it (a reader's output

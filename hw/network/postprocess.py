@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from codnn.golden.network import FRACTION
 from codnn.golden.network_program import MULTIPLIER_BITS
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.ws_array import stage
+from codnn.hw.common.delays import stage
 
 __all__ = ["PostOp", "PostStep", "PostProcess"]
 

@@ -18,7 +18,7 @@ from codnn.golden.inceptionn import (
 )
 from codnn.hw.common.counters import counter
 from codnn.hw.common.trees import balanced
-from codnn.hw.common.ws_array import stage
+from codnn.hw.common.delays import stage
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.packer import BytePacker, packer_latency
 from codnn.hw.nic.reader import Item, MessageReader

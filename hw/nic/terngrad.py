@@ -148,11 +148,7 @@ class TernGradEncoder(StreamEngine):
             with m.If(~finite_non_negative(self.scaler)):
                 m.d.comb += flag.eq(1)
 
-        def delay(value, stages, name):
-            for n in range(stages):
-                value = pipe.register(value, f"{name}_d{n}")
-            return value
-
+        delay = pipe.delay
         early = delay(item, 6, "item")
         late = delay(early, 3, "item_late")
         s_bits = delay(scaler, 6, "scaler")

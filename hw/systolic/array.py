@@ -7,8 +7,9 @@ from codnn.golden.systolic import (MAC_KINDS, mac_timing, select_bits, serial_la
                                    serial_word_bits)
 from codnn.hw.common.multiplier import MultiplierPlan, pipelined_product
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.ws_array import (WeightStationaryArray, column_stage, delay, delay_line,
-                                     group_copies, row_groups, stage)
+from codnn.hw.common.delays import delay, delay_line, stage
+from codnn.hw.common.ws_array import (WeightStationaryArray, column_stage, group_copies,
+                                      row_groups)
 
 __all__ = ["ColumnCombinedArray"]
 

@@ -6,7 +6,8 @@ from amaranth.utils import ceil_log2
 
 from codnn.golden.tq_array import tq_timing
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, delay, stage
+from codnn.hw.common.delays import delay, stage
+from codnn.hw.common.ws_array import WeightStationaryArray, column_stage
 from codnn.hw.tq.encoder import ENCODINGS, TermEncoder
 from codnn.hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
 from codnn.hw.tq.lister import TermLister
