@@ -1,11 +1,12 @@
 """Registers and delay lines that load every cycle (no enable, no stall): a value
 registered once (``stage``), ``n`` times (``delay``, ``delay_line``), or held ``n`` cycles
-in block RAM (``memory_delay``). Stalling pipelines are ``hw.common.pipeline``'s."""
+in block RAM (``memory_delay``), a group of values a cycle later as one struct (``carry``).
+Stalling pipelines are ``hw.common.pipeline``'s."""
 
-from amaranth.hdl import Mux, Signal
-from amaranth.lib import memory
+from amaranth.hdl import Mux, Signal, Value
+from amaranth.lib import data, memory
 
-__all__ = ["stage", "delay_line", "delay", "memory_delay"]
+__all__ = ["stage", "delay_line", "delay", "memory_delay", "carry"]
 
 
 def stage(m, value, name, init=None, reset_less=True):
@@ -45,3 +46,17 @@ def memory_delay(m, value, cycles, name):
     m.d.comb += [write.addr.eq(w_addr), write.data.eq(value), write.en.eq(1),
                  read.addr.eq(r_addr)]
     return read.data
+
+
+def carry(m, name, fields, registered=True):
+    """Registers holding ``fields`` (a dict of values, or an earlier ``carry``) a cycle
+    later, as one struct named ``name`` (not ``registered``: the same values, as wires)."""
+    if isinstance(fields, data.View):
+        fields = {key: getattr(fields, key) for key in fields.shape().members}
+    layout = data.StructLayout({key: value.shape() if isinstance(value, data.View)
+                                else Value.cast(value).shape()
+                                for key, value in fields.items()})
+    reg = Signal(layout, name=name)
+    domain = m.d.sync if registered else m.d.comb
+    domain += [getattr(reg, key).eq(value) for key, value in fields.items()]
+    return reg

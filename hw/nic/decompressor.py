@@ -19,7 +19,7 @@ from codnn.golden.inceptionn import (
 )
 from codnn.hw.common.counters import counter
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.nic.compressor import (
+from codnn.hw.nic.inceptionn_format import (
     block_size,
     clamp_bound_bits,
     half_prefixes,

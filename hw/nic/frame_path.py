@@ -11,7 +11,8 @@ from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS, GRADIENT_TOS, MIN_FRAME
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.beat_width import Narrower
-from codnn.hw.nic.compressor import InceptionnCompressor, clamp_bound_bits
+from codnn.hw.nic.compressor import InceptionnCompressor
+from codnn.hw.nic.inceptionn_format import clamp_bound_bits
 from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.frame_buffer import FrameBuffer, RangeReader
 from codnn.hw.nic.layouts import beat_bytes, beat_layout
