@@ -37,7 +37,8 @@ from codnn.golden.inceptionn import (
     decompress,
 )
 
-__all__ = ["GRADIENT_TOS", "MIN_FRAME", "DEFAULT_MAX_FRAME", "DIRECTIONS", "ipv4_checksum",
+__all__ = ["GRADIENT_TOS", "MIN_FRAME", "DEFAULT_MAX_FRAME", "DIRECTIONS", "ETH_HEADER",
+           "ETHERTYPE_IPV4", "IPPROTO_UDP", "UDP_HEADER", "ipv4_checksum",
            "gradient_payload", "compress_frame", "decompress_frame", "frame_path"]
 
 GRADIENT_TOS = 0x28
@@ -49,10 +50,11 @@ DEFAULT_MAX_FRAME = 2048
 #: What a frame path does: the sender's rule or the receiver's inverse.
 DIRECTIONS = ("compress", "decompress")
 
-_ETH = 14
-_ETHERTYPE_IPV4 = 0x0800
-_UDP = 17
-_UDP_HEADER = 8
+#: Ethernet II header bytes, the IPv4 EtherType, UDP's IP protocol number, UDP header bytes.
+ETH_HEADER = 14
+ETHERTYPE_IPV4 = 0x0800
+IPPROTO_UDP = 17
+UDP_HEADER = 8
 
 
 def ipv4_checksum(header):
@@ -70,25 +72,25 @@ def _udp_payload(frame, tos):
     """``(ip_start, ip_header_bytes, payload_start, payload_end)`` if ``frame`` is an
     unfragmented Ethernet II / IPv4 / UDP frame with ToS ``tos`` and consistent lengths,
     else None."""
-    if len(frame) < _ETH + 20 + _UDP_HEADER:
+    if len(frame) < ETH_HEADER + 20 + UDP_HEADER:
         return None
-    if int.from_bytes(frame[12:14], "big") != _ETHERTYPE_IPV4:
+    if int.from_bytes(frame[12:14], "big") != ETHERTYPE_IPV4:
         return None
-    ip = _ETH
+    ip = ETH_HEADER
     version, ihl = frame[ip] >> 4, frame[ip] & 0xF
     header = 4 * ihl
-    if version != 4 or ihl < 5 or frame[ip + 1] != tos or frame[ip + 9] != _UDP:
+    if version != 4 or ihl < 5 or frame[ip + 1] != tos or frame[ip + 9] != IPPROTO_UDP:
         return None
     total = int.from_bytes(frame[ip + 2:ip + 4], "big")
     fragment = int.from_bytes(frame[ip + 6:ip + 8], "big")
     if fragment & 0x3FFF:                          # more fragments, or a fragment offset
         return None
-    if total < header + _UDP_HEADER or ip + total > len(frame):
+    if total < header + UDP_HEADER or ip + total > len(frame):
         return None
     udp = ip + header
     if int.from_bytes(frame[udp + 4:udp + 6], "big") != total - header:
         return None
-    return ip, header, udp + _UDP_HEADER, ip + total
+    return ip, header, udp + UDP_HEADER, ip + total
 
 
 def gradient_payload(frame):
@@ -102,7 +104,7 @@ def gradient_payload(frame):
 
 def _rewrite(frame, found, payload):
     ip, header, start, _ = found
-    total = header + _UDP_HEADER + len(payload)
+    total = header + UDP_HEADER + len(payload)
     if total > 0xFFFF:
         raise ValueError(f"a rewritten IPv4 packet of {total} bytes exceeds 65535")
     out = bytearray(frame[:start] + payload)
@@ -110,7 +112,7 @@ def _rewrite(frame, found, payload):
     out[ip + 10:ip + 12] = b"\0\0"
     out[ip + 10:ip + 12] = ipv4_checksum(out[ip:ip + header]).to_bytes(2, "big")
     udp = ip + header
-    out[udp + 4:udp + 6] = (_UDP_HEADER + len(payload)).to_bytes(2, "big")
+    out[udp + 4:udp + 6] = (UDP_HEADER + len(payload)).to_bytes(2, "big")
     out[udp + 6:udp + 8] = b"\0\0"
     return bytes(out.ljust(MIN_FRAME, b"\0"))
 

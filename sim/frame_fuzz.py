@@ -13,12 +13,12 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from codnn.golden.packets import GRADIENT_TOS, compress_frame
+from codnn.golden.packets import ETH_HEADER, GRADIENT_TOS, UDP_HEADER, compress_frame
 from codnn.sim.tb_nic import message_values
 
 __all__ = ["FUZZ_KINDS", "gradient_frame", "fuzz_frames"]
 
-_ETH_IP_UDP = 14 + 20 + 8
+_ETH_IP_UDP = ETH_HEADER + 20 + UDP_HEADER
 
 
 def _mac(rng):

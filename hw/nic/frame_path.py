@@ -7,14 +7,15 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
-from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
-from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS, GRADIENT_TOS, MIN_FRAME
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, RAW_EXPONENT, SMALL_BITS
+from codnn.golden.packets import (DEFAULT_MAX_FRAME, DIRECTIONS, ETH_HEADER, ETHERTYPE_IPV4,
+                                  GRADIENT_TOS, IPPROTO_UDP, MIN_FRAME, UDP_HEADER)
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.beat_width import Narrower
 from codnn.hw.nic.compressor import InceptionnCompressor
-from codnn.hw.nic.inceptionn_format import clamp_bound_bits
 from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.frame_buffer import FrameBuffer, RangeReader
+from codnn.hw.nic.inceptionn_format import clamp_bound_bits
 from codnn.hw.nic.layouts import beat_bytes, beat_layout
 
 __all__ = ["FRAME_WIDTHS", "FramePath"]
@@ -25,8 +26,6 @@ FRAME_WIDTHS = (1, 2, 4, 8)
 _QUEUE = 16
 #: Frames the parser may hold past its input, each a record to come (its pipeline stages).
 _IN_FLIGHT = 7
-_ETH_HEADER = 14
-_UDP_HEADER = 8
 
 
 class _Action(enum.Enum, shape=2):
@@ -84,14 +83,14 @@ class _Fields:
         ``22 + 4 * IHL``)."""
         bound_bits, _ = clamp_bound_bits(m, self.sampled)
         self.bound_bits = bound_bits
-        udp = _ETH_HEADER + 4 * self.version_ihl[:4]
-        payload_at = udp + _UDP_HEADER
+        udp = ETH_HEADER + 4 * self.version_ihl[:4]
+        payload_at = udp + UDP_HEADER
         high, low, sizes = [], [], []
         for j in range(self.width):
             at = offset + j
             byte = masked[8 * j:8 * j + 8]
             kept = Const(j) < count
-            in_header = kept & (at >= _ETH_HEADER) & ((at < 34) | (at < udp)) \
+            in_header = kept & (at >= ETH_HEADER) & ((at < 34) | (at < udp)) \
                 & (at != 16) & (at != 17) & (at != 24) & (at != 25)
             # A byte at an even offset is the high byte of its checksum word.
             if self.width > 1:
@@ -103,9 +102,10 @@ class _Fields:
                 before = masked[8 * j - 8:8 * j] if j else self.previous
                 exponent = Cat(before[7], byte[:7])
                 in_payload = kept & (at[:2] == 1) & (at >= payload_at + 3) \
-                    & (at < _ETH_HEADER + self.total)
-                size = Mux(exponent >= 127, 4, Mux(exponent < 127 - bound_bits, 0,
-                                                   Mux(exponent < 134 - bound_bits, 1, 2)))
+                    & (at < ETH_HEADER + self.total)
+                size = Mux(exponent >= RAW_EXPONENT, 4,
+                           Mux(exponent < RAW_EXPONENT - bound_bits, 0,
+                               Mux(exponent < RAW_EXPONENT + SMALL_BITS - bound_bits, 1, 2)))
                 sizes.append(Mux(in_payload, size, 0))
         bits = len(Signal(range(255 * self.width + 1)))
         out = [Signal(bits, name=name) for name in ("high", "low")] \
@@ -118,8 +118,8 @@ class _Fields:
         first beat), and with ``last`` copy the frame's values into the snapshot."""
         width = self.width
         low_bits = exact_log2(width)
-        udp = _ETH_HEADER + 4 * self.version_ihl[:4]
-        payload_at = udp + _UDP_HEADER
+        udp = ETH_HEADER + 4 * self.version_ihl[:4]
+        payload_at = udp + UDP_HEADER
         self.snap = _FieldsSnapshot(self)
 
         def byte_at(at):
@@ -360,22 +360,22 @@ class FramePath(wiring.Component):
         d1 = Signal(_record_layout(max_frame))
         d1_valid, d1_flagged, d1_giant, d1_header_ok = Signal(), Signal(), Signal(), Signal()
         d1_total_ok, d1_sum = Signal(), Signal(17)
-        d1_payload_at = Signal(range(_ETH_HEADER + 4 * 15 + _UDP_HEADER + 1))
+        d1_payload_at = Signal(range(ETH_HEADER + 4 * 15 + UDP_HEADER + 1))
         d1_sizes, d1_count = Signal.like(f.sizes), Signal.like(f.count_field)
         d1_udp_length, d1_total = Signal(16), Signal(16)
-        header_ok = ((length >= _ETH_HEADER + 28) & (f.ethertype == 0x0800)
+        header_ok = ((length >= ETH_HEADER + 28) & (f.ethertype == ETHERTYPE_IPV4)
                      & (f.version_ihl[4:] == 4) & (ihl >= 5) & (f.tos == GRADIENT_TOS)
-                     & (f.protocol == 17) & (f.fragment[:14] == 0))
+                     & (f.protocol == IPPROTO_UDP) & (f.fragment[:14] == 0))
         m.d.sync += [d1_valid.eq(valid), d1_flagged.eq(flagged),
                      d1_giant.eq(giant | (length == 0)), d1_header_ok.eq(header_ok),
-                     d1_total_ok.eq((f.total >= 4 * ihl + _UDP_HEADER)
-                                    & (_ETH_HEADER + f.total <= length)),
+                     d1_total_ok.eq((f.total >= 4 * ihl + UDP_HEADER)
+                                    & (ETH_HEADER + f.total <= length)),
                      d1_sum.eq(f.header_sum[:16] + f.header_sum[16:]),
-                     d1_payload_at.eq(_ETH_HEADER + 4 * ihl + _UDP_HEADER),
+                     d1_payload_at.eq(ETH_HEADER + 4 * ihl + UDP_HEADER),
                      d1_sizes.eq(f.sizes), d1_count.eq(f.count_field),
                      d1_udp_length.eq(f.udp_length), d1_total.eq(f.total - 4 * ihl),
                      d1.start.eq(start), d1.length.eq(length), d1.ihl.eq(ihl),
-                     d1.payload.eq(f.total - 4 * ihl - _UDP_HEADER),
+                     d1.payload.eq(f.total - 4 * ihl - UDP_HEADER),
                      d1.bound_bits.eq(f.bound_bits)]
         # D2: the rewritten frame's length before padding, and whether the rule applies.
         d2 = Signal(_record_layout(max_frame))
@@ -400,7 +400,7 @@ class FramePath(wiring.Component):
         action = Mux(d2_giant, _Action.DROP,
                      Mux(d2_flagged | ~d2_consistent, _Action.PASS,
                          Mux(d2_usable & fits, _Action.REWRITE, refused)))
-        new_total = (d2_body - _ETH_HEADER)[:16]
+        new_total = (d2_body - ETH_HEADER)[:16]
         record, record_valid, folded = Signal(_record_layout(max_frame)), Signal(), Signal(17)
         m.d.sync += [record.eq(d2), record_valid.eq(d2_valid), record.flagged.eq(d2_flagged),
                      record.action.eq(action), record.total.eq(new_total),
@@ -423,8 +423,8 @@ class FramePath(wiring.Component):
         record = Signal(_record_layout(max_frame))
         m.d.comb += [record.eq(records.r_data), engine.bound_bits.eq(record.bound_bits)]
         rewrite = record.action == _Action.REWRITE
-        header = Signal(range(_ETH_HEADER + 69))
-        m.d.comb += header.eq(_ETH_HEADER + 4 * record.ihl + _UDP_HEADER)
+        header = Signal(range(ETH_HEADER + 69))
+        m.d.comb += header.eq(ETH_HEADER + 4 * record.ihl + UDP_HEADER)
 
         state = Signal(_Stage2)
         write_at = Signal(len(released))         # and in buffer B
@@ -546,7 +546,7 @@ class FramePath(wiring.Component):
         udp_length = Signal(16)
         m.d.comb += udp_length.eq(record.total - 4 * record.ihl)
         to_udp = Signal(signed(len(written) + 1))        # from this beat to the UDP length
-        m.d.comb += to_udp.eq(_ETH_HEADER + 4 * record.ihl + 4 - written)
+        m.d.comb += to_udp.eq(ETH_HEADER + 4 * record.ihl + 4 - written)
         fixed = [(16, record.total[8:]), (17, record.total[:8]),
                  (24, record.checksum[8:]), (25, record.checksum[:8])]
         relative = [udp_length[8:], udp_length[:8], Const(0, 8), Const(0, 8)]
