@@ -222,28 +222,31 @@ class InceptionnCompressor(StreamEngine):
         group5, raw5 = carry(m, "group5", group4), carry(m, "raw5", raw4)
         stages = [group4.valid | raw4.valid] * split + [group5.valid | raw5.valid]
 
-        # Stage 6, with two blocks: the second block after the first.
+        # Stage 6, with two blocks: the second block after the first. ``group_out`` and
+        # ``raw_out`` are the last stage's group and raw chunk, whichever that is.
         if blocks == 2:
             both = group5.blocks == 2
             block_data = stage(m, blocks5[0] | Mux(both, blocks5[1] << Cat(Const(0, 3),
                                                                           lengths5[0]), 0),
                                "block6")
             block_length = stage(m, lengths5[0] + Mux(both, lengths5[1], 0), "length6")
-            group5, raw5 = carry(m, "group6", group5), carry(m, "raw6", raw5)
-            stages.append(group5.valid | raw5.valid)
+            group_out, raw_out = carry(m, "group6", group5), carry(m, "raw6", raw5)
+            stages.append(group_out.valid | raw_out.valid)
         else:
             block_data, block_length = blocks5[0], lengths5[0]
+            group_out, raw_out = group5, raw5
 
         # The chunk for the queue.
         chunk, chunk_valid = Signal.like(packer.i.payload), Signal()
         m.d.comb += [queue.w_data.eq(chunk), queue.w_en.eq(chunk_valid)]
         m.d.sync += chunk_valid.eq(stages[-1])
-        with m.If(group5.valid):
+        with m.If(group_out.valid):
             m.d.sync += [chunk.data.eq(block_data), chunk.length.eq(block_length),
-                         chunk.last.eq(group5.last)]
+                         chunk.last.eq(group_out.last)]
         with m.Else():
-            m.d.sync += [chunk.data.eq(raw5.chunk.bits), chunk.length.eq(raw5.chunk.length),
-                         chunk.last.eq(raw5.chunk.last)]
+            m.d.sync += [chunk.data.eq(raw_out.chunk.bits),
+                         chunk.length.eq(raw_out.chunk.length),
+                         chunk.last.eq(raw_out.chunk.last)]
 
         # Credits: the queue's level and every stage that holds what may become a chunk
         # bound the chunks a beat taken now would join (items only move on or vanish).
