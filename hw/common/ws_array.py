@@ -220,10 +220,10 @@ class WeightStationaryArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         R, W = self.rows, self.cols
-        L = self.pipeline_depth
+        depth = self.pipeline_depth          # the cells' stages, edge to edge
 
         # Credits: beats in the cells or the FIFO; accept only while one more fits.
-        # room (occupancy < depth) is a register, set with the occupancy.
+        # room (a beat more fits the FIFO) is a register, set with the occupancy.
         occupancy = Signal(range(self.fifo_depth + 1))
         room = Signal(init=1)
 
@@ -266,12 +266,12 @@ class WeightStationaryArray(wiring.Component):
             m.d.sync += [occupancy.eq(occupancy - 1), room.eq(1)]
 
         # Valid pipeline: (valid, bank, last) of each beat in flight.
-        pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(L)]
-        pipe_bank = [Signal(name=f"pipe{k}_bank") for k in range(L)]
-        pipe_last = [Signal(name=f"pipe{k}_last") for k in range(L)]
+        pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(depth)]
+        pipe_bank = [Signal(name=f"pipe{k}_bank") for k in range(depth)]
+        pipe_last = [Signal(name=f"pipe{k}_last") for k in range(depth)]
         m.d.sync += [pipe_valid[0].eq(data_go), pipe_bank[0].eq(use_bank),
                      pipe_last[0].eq(self.data.payload.last)]
-        for k in range(1, L):
+        for k in range(1, depth):
             m.d.sync += [pipe_valid[k].eq(pipe_valid[k - 1]),
                          pipe_bank[k].eq(pipe_bank[k - 1]),
                          pipe_last[k].eq(pipe_last[k - 1])]
@@ -385,7 +385,7 @@ class WeightStationaryArray(wiring.Component):
         psum_in = stage(m, self.data.payload.psum, "psum_in")
         if self._rows_aligned:
             # Every row's partial sum waits until a cycle before the cells' results.
-            wait = L - 2 - (2 if self.out_bits is not None else 0)
+            wait = depth - 2 - (2 if self.out_bits is not None else 0)
         else:
             # Row r's partial sum waits until its cells' products are ready: R-1-r
             # cycles of skew (below), the edge, and the cell's steps before its adder.
