@@ -13,7 +13,7 @@ from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.beat_width import Narrower, Widener
 from codnn.hw.nic.frame_buffer import range_beat_layout
 from codnn.hw.nic.frame_path import FramePath
-from codnn.hw.nic.mac import MacRx, MacTx
+from codnn.hw.nic.ethernet_mac import MacRx, MacTx
 from codnn.hw.nic.rgmii import Rgmii
 from codnn.hw.soc.counter_report import CounterReport
 

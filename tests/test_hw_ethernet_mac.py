@@ -10,7 +10,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from codnn.hw.nic.ethernet_board import pll_dividers
-from codnn.hw.nic.mac import IFG, PREAMBLE, SFD, MacRx, MacTx
+from codnn.hw.nic.ethernet_mac import IFG, PREAMBLE, SFD, MacRx, MacTx
 
 SEED = 20261126
 
