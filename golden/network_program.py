@@ -50,9 +50,10 @@ from .column_combining import output_size
 from .network import FRACTION, pool
 from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
-__all__ = ["WEIGHT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig", "Region", "LayerStep",
-           "PoolStep", "AddStep", "Program", "ProgramError", "words", "gather_entries",
-           "gather_values", "image_word", "word_stride", "external_weight_bytes", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
+__all__ = ["WEIGHT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig",
+           "Region", "LayerStep", "PoolStep", "AddStep", "Program", "ProgramError", "words",
+           "gather_entries", "gather_values", "image_word", "word_stride",
+           "external_weight_bytes", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
            "read_region", "write_region", "run_program", "encode_program", "decode_program",
            "step_cycles", "weight_words_read", "host_words", "output_values"]
 

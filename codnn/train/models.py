@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "build_model", "check_model_name", "check_module", "model_label", "array_layers", "named_array_layers",
-           "fold_batch_norm"]
+__all__ = ["MODELS", "build_model", "check_model_name", "check_module", "model_label",
+           "array_layers", "named_array_layers", "fold_batch_norm"]
 
 
 class _Features(nn.Module):

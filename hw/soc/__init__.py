@@ -8,4 +8,5 @@ from .systolic import SystolicSoc
 from .tq import TqSoc
 from .uart import UartRx, UartTx
 
-__all__ = ["ArraySoc", "HostLink", "NetworkSoc", "NicSoc", "SystolicSoc", "TqSoc", "UartRx", "UartTx"]
+__all__ = ["ArraySoc", "HostLink", "NetworkSoc", "NicSoc", "SystolicSoc", "TqSoc", "UartRx",
+           "UartTx"]

@@ -27,9 +27,10 @@ class NetworkSoc(wiring.Component):
     first word, words of ``2 * cols`` bytes) fill the engine's program and weight
     memories; ``WRITE_DATA`` (u16 first word, u8 lanes ``L``, then words of ``L`` bytes,
     the word's other lanes zero) writes the input: the program's input region's words in
-    order, from its first (each request goes on where the last one stopped); ``RUN`` (no payload) runs the program and answers with its cycles (u32) and
-    the class (u16): the first largest value of the output region's channels at its first
-    position (signed accumulators, or unsigned activations); ``READ_RESULTS`` (u16 first
+    order, from its first (each request goes on where the last one stopped); ``RUN`` (no
+    payload) runs the program and answers with its cycles (u32) and the class (u16): the
+    first largest value of the output region's channels at its first position (signed
+    accumulators, or unsigned activations); ``READ_RESULTS`` (u16 first
     word, u16 count, u8 memory: 0 activations, 1 accumulators) sends words of the
     activation buffer (``rows`` bytes each) or the accumulator buffer (``4 * rows``);
     ``STATUS`` answers with the status block (engine 4; ``depth`` the activation words;
