@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from codnn.golden.lanes import pack_lanes, unpack_lanes
-from codnn.golden.network_program import encode_program, host_words, image_word, output_values
+from codnn.golden.network_program import (HEADER_CYCLES, encode_program, host_words,
+                                          image_word, output_values, step_cycles)
 from codnn.golden.systolic import check_fits, make_tiles, select_bits, tile_beats, wrap
 from codnn.golden.term_quant import ENCODINGS, group
 from codnn.golden.tq_array import (
@@ -360,15 +361,17 @@ class Board:
         nbytes = 4 * rows if out.memory == "acc" else rows
         reads = -(-out.words(rows) // (0xFFFF // nbytes))
         overhead = 6                                # SYNC, code, length, CRC
-        sent = (frames * (overhead + 3) + words * lanes + overhead
+        sent = (frames * (overhead + 3) + words * lanes + overhead + 4
                 + reads * (overhead + 5))
         received = (frames + 1 + reads) * overhead + 6 + out.words(rows) * nbytes
         return sent, received
 
-    def run_image(self, program, x):
+    def run_image(self, program, x, cycle_limit=None):
         """Run one input ``x`` (integers, the program's input shape) through the network
         loaded by ``load_network``; return ``(outputs, label, cycles)``: the output
-        region's values, the class the device picked and the engine's cycles."""
+        region's values, the class the device picked and the engine's cycles.
+        ``cycle_limit``: the device resets a run that takes longer and answers
+        ``RUN_TIMEOUT`` (default twice the program's cycle model, and 1000 more)."""
         rows = program.engine.rows                  # the device's: load_network checked
         _, _, act = host_words(program, b"", x)
         lanes = min(rows, program.input.map_shape[0])
@@ -378,7 +381,9 @@ class Board:
             self.request(Command.WRITE_DATA, chunk[0][0].to_bytes(2, "little")
                          + bytes([lanes]) + b"".join(w.to_bytes(rows, "little")[:lanes]
                                                      for _, w in chunk))
-        reply = self.request(Command.RUN)
+        if cycle_limit is None:
+            cycle_limit = 2 * (HEADER_CYCLES + sum(step_cycles(program))) + 1000
+        reply = self.request(Command.RUN, int(cycle_limit).to_bytes(4, "little"))
         cycles, label = int.from_bytes(reply[:4], "little"), int.from_bytes(reply[4:], "little")
         out = program.output
         is_acc = out.memory == "acc"

@@ -484,7 +484,11 @@ def test_network_soc_refuses_what_does_not_fit_or_match():
         board.reset()
         expect(Status.NO_WEIGHTS, Command.RUN)
         board.load_network(program, compiled.image)
-        return board.run_image(program, x)
+        expect(Status.BAD_ARGUMENT, Command.RUN, bytes(2))          # a limit of 2 bytes
+        with pytest.raises(DeviceError, match="RUN_TIMEOUT"):        # reset mid-run
+            board.run_image(program, x, cycle_limit=compiled.cycles // 2)
+        assert board.status().last_run_cycles == compiled.cycles // 2
+        return board.run_image(program, x)                          # and runs again
 
     values, _, cycles = run_with_port(_network_soc(compiled), 4, host)
     np.testing.assert_array_equal(values, run_program(program, compiled.image, x))

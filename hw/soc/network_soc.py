@@ -3,7 +3,7 @@
 # top's parameters then drops it with a clear error, which the warning would only repeat)
 """A board-ready top: the network engine behind the UART host link."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,7 +30,9 @@ class NetworkSoc(wiring.Component):
     order, from its first (each request goes on where the last one stopped); ``RUN`` (no
     payload) runs the program and answers with its cycles (u32) and the class (u16): the
     first largest value of the output region's channels at its first position (signed
-    accumulators, or unsigned activations); ``READ_RESULTS`` (u16 first
+    accumulators, or unsigned activations); with a u32 payload, a cycle limit (0: none)
+    past which the engine is reset and ``RUN`` answers ``RUN_TIMEOUT``;
+    ``READ_RESULTS`` (u16 first
     word, u16 count, u8 memory: 0 activations, 1 accumulators) sends words of the
     activation buffer (``rows`` bytes each) or the accumulator buffer (``4 * rows``);
     ``STATUS`` answers with the status block (engine 4; ``depth`` the activation words;
@@ -95,7 +97,9 @@ class NetworkSoc(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.link = link = self._link
-        m.submodules.engine = engine = self._engine
+        engine = self._engine
+        abort = Signal()                        # a run past its cycle limit: reset it
+        m.submodules.engine = ResetInserter(abort)(engine)
         m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
                      self.busy.eq(link.request.ready == 0)]
         p = engine.params
@@ -109,6 +113,7 @@ class NetworkSoc(wiring.Component):
         program_in, weights_in, valid = Signal(), Signal(), Signal()
         image_words = Signal(17)                # data words written since the last run
         cycles = Signal(32)
+        budget, spent = Signal(32), Signal(32)  # RUN's cycle limit (0: none), its cycles
         status, reply_length = Signal(8), Signal(16)
         out_word = Signal(max(8 * STATUS_BYTES, 32 * R))
         out_bytes = Signal(range(max(STATUS_BYTES, 4 * R) + 1))
@@ -213,7 +218,8 @@ class NetworkSoc(wiring.Component):
                         with m.Else():
                             measure_input("INPUT_WORDS")
                     with m.Case(Command.RUN):
-                        with m.If(length != 0):
+                        m.d.sync += budget.eq(Mux(length == 4, args[:32], 0))
+                        with m.If((length != 0) & (length != 4)):
                             reply(Status.BAD_ARGUMENT)
                         with m.Elif(~program_in | ~weights_in):
                             reply(Status.NO_WEIGHTS)
@@ -243,7 +249,7 @@ class NetworkSoc(wiring.Component):
                         reply(Status.BAD_INPUT)
                     with m.Else():
                         m.d.comb += engine.start.eq(1)
-                        m.d.sync += [image_words.eq(0), valid.eq(0)]
+                        m.d.sync += [image_words.eq(0), valid.eq(0), spent.eq(0)]
                         m.next = "RUN"
                 with m.Else():
                     m.d.sync += limit.eq(in_addr + in_words)
@@ -295,7 +301,12 @@ class NetworkSoc(wiring.Component):
 
             # RUN: the engine, then the class over the output's channels.
             with m.State("RUN"):
-                with m.If(~engine.busy):
+                m.d.sync += spent.eq(spent + 1)
+                with m.If(engine.busy & (budget != 0) & (spent == budget)):
+                    m.d.comb += abort.eq(1)
+                    m.d.sync += cycles.eq(spent)
+                    reply(Status.RUN_TIMEOUT)
+                with m.Elif(~engine.busy):
                     m.d.sync += cycles.eq(engine.cycles)
                     with m.If(engine.error):
                         reply(Status.BAD_PROGRAM)

@@ -90,6 +90,7 @@ class Status(IntEnum):
     BAD_ARGUMENT = 0x07      # a row, vector or count outside the device's memories
     BAD_PROGRAM = 0x08       # the network engine's program does not match the engine
     BAD_INPUT = 0x09         # a run whose input is not the program's input region, whole
+    RUN_TIMEOUT = 0x0A       # the run passed its cycle limit: the engine was reset
 
 
 def crc16(data, crc=0xFFFF):
