@@ -8,6 +8,7 @@ from amaranth.utils import ceil_log2
 
 from codnn.hw.common.params import positive_int
 
+from .executor import request_states, response_states
 from .link import HostLink, check_link
 from .protocol import (
     CONFIG_FIELDS,
@@ -197,19 +198,8 @@ class ArraySoc(wiring.Component):
             m.next = "HEADER"
 
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += link.request.ready.eq(1)
-                with m.If(link.request.valid):
-                    m.d.sync += [command.eq(link.request.payload.command),
-                                 length.eq(link.request.payload.length), index.eq(0)]
-                    m.next = "ARGS"
-            with m.State("ARGS"):
-                m.d.comb += link.buffer_addr.eq(index)
-                m.d.sync += index.eq(index + 1)
-                with m.If(index != 0):
-                    m.d.sync += args.eq(Cat(args[8:], link.buffer_data))
-                with m.If(index == 5):
-                    m.next = "DECODE"
+            request_states(m, link, command=command, length=length, args=args, index=index,
+                           then="DECODE")
             with m.State("DECODE"):
                 m.d.sync += [address.eq(first), count.eq(0), end.eq(2), index.eq(2),
                              byte_in_word.eq(0)]
@@ -337,33 +327,11 @@ class ArraySoc(wiring.Component):
                         reply(Status.OK, 4)
 
             # Responses: the header, then the bytes of out_word (results: one per vector).
-            with m.State("HEADER"):
-                m.d.comb += [link.response.valid.eq(1), link.response.payload.status.eq(status),
-                             link.response.payload.length.eq(reply_length)]
-                with m.If(link.response.ready):
-                    with m.If(results_follow):
-                        m.next = "FETCH"
-                    with m.Elif(reply_length == 0):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "EMIT"
-            with m.State("FETCH"):
-                m.d.comb += result_r.addr.eq(address)
-                m.next = "LOAD"
-            with m.State("LOAD"):
-                m.d.sync += [out_word.eq(result_r.data), out_bytes.eq(RB)]
-                m.next = "EMIT"
-            with m.State("EMIT"):
-                m.d.comb += [link.response_data.valid.eq(1),
-                             link.response_data.payload.eq(out_word[:8])]
-                with m.If(link.response_data.ready):
-                    m.d.sync += [out_word.eq(out_word >> 8), out_bytes.eq(out_bytes - 1)]
-                    with m.If(out_bytes == 1):
-                        m.next = "IDLE"
-                        with m.If(command == Command.READ_RESULTS):
-                            m.d.sync += address.eq(address + 1)
-                            with m.If(address + 1 != end):
-                                m.next = "FETCH"
+            response_states(m, link, status=status, reply_length=reply_length,
+                            out_word=out_word, out_bytes=out_bytes, words=results_follow,
+                            address=address, end=end,
+                            fetch=lambda at: result_r.addr.eq(at),
+                            load=lambda: (result_r.data, RB))
 
         # Results go into the result memory as they leave the array (only RUN makes any);
         # an array makes one per vector, a NIC engine what it makes: those past the memory

@@ -11,6 +11,7 @@ from codnn.golden.network_program import HEADER_WORDS
 from codnn.hw.network import NetworkEngine
 
 from .array_soc import status_block
+from .executor import request_states, response_states
 from .link import HostLink, check_link
 from .protocol import MAX_PAYLOAD, STATUS_BYTES, Command, Engine, Status
 
@@ -165,19 +166,8 @@ class NetworkSoc(wiring.Component):
 
         is_acc_read = third[0]
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += link.request.ready.eq(1)
-                with m.If(link.request.valid):
-                    m.d.sync += [command.eq(link.request.payload.command),
-                                 length.eq(link.request.payload.length), index.eq(0)]
-                    m.next = "ARGS"
-            with m.State("ARGS"):
-                m.d.comb += link.buffer_addr.eq(index)
-                m.d.sync += index.eq(index + 1)
-                with m.If(index != 0):
-                    m.d.sync += args.eq(Cat(args[8:], link.buffer_data))
-                with m.If(index == 5):
-                    m.next = "DECODE"
+            request_states(m, link, command=command, length=length, args=args, index=index,
+                           then="DECODE")
             with m.State("DECODE"):
                 m.d.sync += [address.eq(first), count.eq(0), byte_in_word.eq(0), word.eq(0)]
                 with m.Switch(command):
@@ -337,33 +327,12 @@ class NetworkSoc(wiring.Component):
                 reply(Status.OK, 6)
 
             # Responses: the header, then the bytes of out_word (READ_RESULTS: a word each).
-            with m.State("HEADER"):
-                m.d.comb += [link.response.valid.eq(1), link.response.payload.status.eq(status),
-                             link.response.payload.length.eq(reply_length)]
-                with m.If(link.response.ready):
-                    with m.If((command == Command.READ_RESULTS) & (status == Status.OK)):
-                        m.next = "FETCH"
-                    with m.Elif(reply_length == 0):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "EMIT"
-            with m.State("FETCH"):
-                m.d.comb += [engine.act_read.eq(address), engine.acc_read.eq(address)]
-                m.next = "LOAD"
-            with m.State("LOAD"):
-                m.d.sync += [out_word.eq(Mux(is_acc_read, engine.acc_read_data,
-                                             engine.act_read_data)),
-                             out_bytes.eq(Mux(is_acc_read, 4 * R, R))]
-                m.next = "EMIT"
-            with m.State("EMIT"):
-                m.d.comb += [link.response_data.valid.eq(1),
-                             link.response_data.payload.eq(out_word[:8])]
-                with m.If(link.response_data.ready):
-                    m.d.sync += [out_word.eq(out_word >> 8), out_bytes.eq(out_bytes - 1)]
-                    with m.If(out_bytes == 1):
-                        m.next = "IDLE"
-                        with m.If(command == Command.READ_RESULTS):
-                            m.d.sync += address.eq(address + 1)
-                            with m.If(address + 1 != end):
-                                m.next = "FETCH"
+            response_states(
+                m, link, status=status, reply_length=reply_length, out_word=out_word,
+                out_bytes=out_bytes,
+                words=(command == Command.READ_RESULTS) & (status == Status.OK),
+                address=address, end=end,
+                fetch=lambda at: [engine.act_read.eq(at), engine.acc_read.eq(at)],
+                load=lambda: (Mux(is_acc_read, engine.acc_read_data, engine.act_read_data),
+                              Mux(is_acc_read, 4 * R, R)))
         return m
