@@ -358,7 +358,7 @@ def test_driver_reports_a_silent_device():
         Board(Silent()).status()
 
 
-def _small_networks(rng, rows, cols, alpha):
+def _small_networks(rng, rows, cols, alpha, mac="parallel"):
     """A convolution over two lane blocks of output channels, max pooling, a flatten and a
     dense layer, compiled for a ``rows x cols`` engine twice: with logits (accumulators)
     and with activations out (shift 2: most of them clamp to 255, so the class is a tie
@@ -368,8 +368,8 @@ def _small_networks(rng, rows, cols, alpha):
              Pool("pool", "a", "p", "max", kernel=2, stride=2),
              Flatten("flat", "p", "f"),
              layer("fc", "f", "y", 7, 20, shift=None))
-    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, act_words=64, acc_words=4,
-                          psum_words=32)
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=64,
+                          acc_words=4, psum_words=32)
     return [compile_network(IntegerNetwork((*steps[:3], dataclasses.replace(steps[3],
                                                                                shift=shift)),
                                            "x", "y", (2, 4, 4), 1.0, 1.0), engine)
@@ -386,14 +386,16 @@ def _network_soc(compiled, **overrides):
         "timeout_bytes": 16, **overrides})
 
 
-def test_network_through_the_uart_equals_golden():
+@pytest.mark.parametrize("rows,cols,mac", [(4, 3, "parallel"), (5, 2, "bitserial")])
+def test_network_through_the_uart_equals_golden(rows, cols, mac):
     """A program and its weight image go to the network engine's board top once; then per
     image its input, RUN (its cycles and the class) and the outputs: every value equals
     the program's golden run, the cycles the engine's model, the class golden's first
-    largest output. Then a second program on the same top, its outputs activations."""
+    largest output. Then a second program on the same top, its outputs activations. Five
+    rows: an output FIFO per row in the array, and the logits over two words."""
     rng = np.random.default_rng(SEED + 4)
-    print(f"seed {SEED + 4}")
-    logits, activations = _small_networks(rng, rows=4, cols=3, alpha=2)
+    print(f"seed {SEED + 4} rows {rows} cols {cols} {mac}")
+    logits, activations = _small_networks(rng, rows=rows, cols=cols, alpha=2, mac=mac)
     images = rng.integers(0, 256, (2, 2, 4, 4))
     images[1] = 0
 
@@ -417,8 +419,9 @@ def test_network_through_the_uart_equals_golden():
     assert activations.program.output.memory == "act"
     assert any(np.sum(run_program(c.program, c.image, x) == 255) > 1 for c, x, _ in runs[2:])
     assert status.engine == Engine.NETWORK and (status.rows, status.cols, status.depth) == \
-        (4, 3, 64)
-    assert status.config == {"alpha": 2, "bitserial": 0, "acc_words": 4, "psum_words": 32}
+        (rows, cols, 64)
+    assert status.config == {"alpha": 2, "bitserial": int(mac == "bitserial"),
+                             "acc_words": 4, "psum_words": 32}
     assert status.weights_loaded and status.results_valid and status.frames_bad == 0
     assert status.last_run_cycles == activations.cycles
 
