@@ -3,7 +3,8 @@ per second per image, bytes each memory moves, and what the host-driven flow wou
 over its link.
 
 Usage: python benchmarks/network_engine.py [--rows 16 --cols 16 --alpha 8]
-       [--fmax-mhz F] [--baud 1000000] [-o PREFIX]
+       [--act-words 2048] [--fmax-mhz F] [--baud 1000000] [--memory-latency 20]
+       [-o PREFIX]
 
 For LeNet-5 (the dense model and the column-combined one in benchmarks/models), on an
 engine of each MAC kind: the engine's cycles per image (its exact model,
@@ -108,6 +109,8 @@ def main():
     parser.add_argument("--alpha", type=int, default=8)
     parser.add_argument("--fmax-mhz", type=float, default=None)
     parser.add_argument("--baud", type=int, default=1_000_000)
+    parser.add_argument("--act-words", type=int, default=EngineConfig.act_words,
+                        help="LeNet-5's activation buffer (four rows need 2400)")
     parser.add_argument("--memory-latency", type=int, default=20)
     parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
     args = parser.parse_args()
@@ -123,7 +126,7 @@ def main():
         link_images = args.baud / 10 / link_bytes
         for mac in ("bitserial", "parallel"):
             engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
-                                  weight_bytes=1 << 20)
+                                  act_words=args.act_words, weight_bytes=1 << 20)
             compiled = compile_network(network, engine)
             traffic = compiled.traffic()
             per_s = fmax * 1e6 / compiled.cycles if fmax else None
