@@ -8,8 +8,9 @@ the array (a value of each of its rows) is one word. The activation buffer's lan
 ``(c, y, x)`` in lane ``c mod lanes`` of word ``a + ((c // lanes) * H + y) * W + x``; a
 vector of ``F`` values is the shape ``F x 1 x 1``, and a flatten leaves the map where it is
 (the layer that reads it names each value's word and lane). The accumulator buffer's
-lanes are ``acc_bits``-bit words, laid out the same (the logits); the partial-sum buffer
-holds a word per output position.
+lanes are ``acc_bits``-bit words, laid out the same (the logits, and the maps of layers
+without an output stage that an add reads); the partial-sum buffer holds a word per
+output position.
 
 The weight image is words of ``2 * cols`` bytes (an array row of cells), read in order.
 It holds, per array layer from its ``weights`` offset (a whole word), for each row block
@@ -35,7 +36,8 @@ Steps, in program order:
 - ``PoolStep``: max or average pooling (``golden.network.pool``, integer), every lane at
   once.
 - ``AddStep``: the residual add with its requantization (``golden.network.Add``), every
-  lane at once.
+  lane at once; either operand may be accumulators (a residual branch that ends without
+  an output stage), the result is activations.
 
 Throughput: NumPy, vectorized over each layer's positions; LeNet-5 runs hundreds of images
 per second.
@@ -54,8 +56,8 @@ __all__ = ["WEIGHT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineCo
            "Region", "LayerStep", "PoolStep", "AddStep", "Program", "ProgramError", "words",
            "gather_entries", "gather_values", "image_word", "word_stride",
            "external_weight_bytes", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
-           "read_region", "write_region", "run_program", "encode_program", "decode_program",
-           "step_cycles", "weight_words_read", "host_words", "output_values"]
+           "read_region", "write_region", "check_step", "run_program", "encode_program",
+           "decode_program", "step_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``hw.network.weights``).
@@ -369,6 +371,16 @@ def _run_layer(step, image, memories, engine):
     write_region(memories[step.dst.memory], step.dst, y, R)
 
 
+def check_step(step):
+    """Raise ``ProgramError`` for a step that reads or writes the accumulator buffer where
+    the engine cannot: a layer's or pooling's source, pooling's or an add's destination."""
+    fixed = {LayerStep: ("src",), PoolStep: ("src", "dst"), AddStep: ("dst",)}[type(step)]
+    wrong = [name for name in fixed if getattr(step, name).memory != "act"]
+    if wrong:
+        raise ProgramError(f"{step.name}: its {' and '.join(wrong)} must be in the activation "
+                           f"buffer")
+
+
 def run_program(program, image, x):
     """Run one image ``x`` (integers of the input's shape) through ``program`` with weight
     image ``image`` (bytes); return the output region's values.
@@ -377,7 +389,8 @@ def run_program(program, image, x):
     ------
     ProgramError
         If ``image`` is not ``program.weight_image_bytes`` long, ``x`` has the wrong shape
-        or values outside ``0..2**out_bits - 1``, or a step does not match its tiles.
+        or values outside ``0..2**out_bits - 1``, a step does not match its tiles or uses
+        the accumulator buffer where it cannot (``check_step``).
     """
     engine = program.engine
     if len(image) != program.weight_image_bytes:
@@ -389,6 +402,8 @@ def run_program(program, image, x):
                            f"{program.input.shape}")
     if x.size and (x.min() < 0 or x.max() >= 1 << engine.out_bits):
         raise ProgramError(f"image values must lie in 0..{(1 << engine.out_bits) - 1}")
+    for step in program.steps:
+        check_step(step)
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64)}
@@ -519,6 +534,9 @@ HEADER_CYCLES = HEADER_WORDS + 2
 FETCH_CYCLES = STEP_WORDS + 2
 #: Cycles from a gather pass's start to its first beat, beyond its rounds of reads.
 GATHER_START = 5
+#: Cycles per word of an add with an accumulator operand, beyond a cycle per lane: its
+#: operands' two reads, the second's arrival, the last lane's sum, the write.
+ACC_ADD_WORD = 4
 #: Read ports of each array column's copy of the activation buffer.
 GATHER_PORTS = 2
 
@@ -552,6 +570,8 @@ def step_cycles(program, memory_latency=0):
             window = step.kernel ** 2 if step.kernel else h * w
             finish = 2 if step.kind == "max" else e.out_bits + 3
             work = 1 + step.dst.words(e.rows) * (window + finish) + 2
+        elif "acc" in (step.a.memory, step.b.memory):
+            work = step.dst.words(e.rows) * (e.rows + ACC_ADD_WORD) + 1 + 2
         else:
             work = step.dst.words(e.rows) + 4 + 2
         cycles.append(FETCH_CYCLES + work)

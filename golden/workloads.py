@@ -14,7 +14,7 @@ from .joint_optimization import magnitude_prune
 from .network import Add, ArrayLayer, Concat, Flatten, IntegerNetwork, Pool
 
 __all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network",
-           "concat_network"]
+           "projection_network", "concat_network"]
 
 
 def structured_layer(rng, rows, cols, sparsity, spread=0.8):
@@ -39,15 +39,15 @@ def quantize_symmetric(w, bits):
     return q, scale
 
 
-def random_layer(rng, name, source, output, filters, columns, *, shift, kernel=0, padding=0,
-                 alpha=2, tq=None):
+def random_layer(rng, name, source, output, filters, columns, *, shift, kernel=0, stride=1,
+                 padding=0, alpha=2, tq=None):
     """An ``ArrayLayer`` of random 8-bit weights, 60 % of them zero, packed with ``alpha``
     (gamma 0.5), and random biases."""
     weights = rng.integers(-127, 128, (filters, columns))
     weights[rng.random(weights.shape) < 0.6] = 0
     return ArrayLayer(name, source, output, pack(weights, alpha, 0.5),
                       rng.integers(-2000, 2000, filters), shift, kernel=kernel,
-                      padding=padding, tq=tq)
+                      stride=stride, padding=padding, tq=tq)
 
 
 def residual_network(rng, *, alpha=2, tq=None):
@@ -67,6 +67,28 @@ def residual_network(rng, *, alpha=2, tq=None):
         layer("fc", "f", "y", 10, 6, shift=None),
     )
     return IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0)
+
+
+def projection_network(rng, *, alpha=2):
+    """ResNet's two kinds of block as ``codnn.model.quantize`` writes them, each branch
+    ending without an output stage (its accumulators go to the add): 3 x 8 x 8 -> 3 x 3
+    conv -> (3 x 3 conv, stride 2) + (1 x 1 conv, stride 2: the projection) -> add -> (3 x
+    3 conv -> 3 x 3 conv) + the identity -> add -> global average -> flatten -> dense
+    logits."""
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=alpha, **kwargs)
+    return IntegerNetwork((
+        layer("stem", "x", "s", 4, 3 * 9, shift=9, kernel=3, padding=1),
+        layer("body_a", "s", "a", 6, 4 * 9, shift=None, kernel=3, stride=2, padding=1),
+        layer("projection", "s", "p", 6, 4, shift=None, kernel=1, stride=2),
+        Add("join_a", "a", "p", "j", ma=500, mb=1200),
+        layer("body_b", "j", "b", 6, 6 * 9, shift=8, kernel=3, padding=1),
+        layer("body_c", "b", "c", 6, 6 * 9, shift=None, kernel=3, padding=1),
+        Add("join_b", "c", "j", "k", ma=1500, mb=70000),
+        Pool("gap", "k", "g", "avg", kernel=0),
+        Flatten("flat", "g", "f"),
+        layer("fc", "f", "y", 10, 6, shift=None)),
+        "x", "y", (3, 8, 8), 1.0, 1.0)
 
 
 def concat_network(rng, first_filters, *, alpha=2):

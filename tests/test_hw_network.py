@@ -12,14 +12,15 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
 from codnn.golden.network import FRACTION, pool
-from codnn.golden.network_program import (HEADER_CYCLES, NO_LANE, EngineConfig, Region,
-                                          encode_program, gather_entries, gather_values,
+from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, NO_LANE, EngineConfig,
+                                          ProgramError, Region, encode_program,
+                                          gather_entries, gather_values,
                                           host_words, output_values, read_region,
                                           run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.hw.network.weights import AxiWeights
 from codnn.model.compile import compile_network
-from codnn.golden.workloads import concat_network, residual_network
+from codnn.golden.workloads import concat_network, projection_network, residual_network
 
 SEED = 20261128
 
@@ -119,33 +120,44 @@ def test_gather_parameters(kwargs, error, message):
         Gather(**{"cols": 2, "alpha": 2, "lanes": 4, "depth": 64, **kwargs})
 
 
-class _BufferHarness(wiring.Component):
-    """A ``PostProcess`` on a buffer of its size: two read ports (not transparent) and its
-    write port."""
+def _packed(words, bits):
+    """Rows of lanes (two's complement for negative values) as integers."""
+    mask = (1 << bits) - 1
+    return [sum((int(v) & mask) << (bits * k) for k, v in enumerate(word)) for word in words]
 
-    def __init__(self, dut, init):
+
+class _BufferHarness(wiring.Component):
+    """A ``PostProcess`` on a buffer of its size (two read ports, not transparent, and its
+    write port) and an accumulator buffer (one read port)."""
+
+    def __init__(self, dut, init, acc_init):
         self.dut, self.buffer = dut, memory.Memory(
             shape=unsigned(dut.lanes * 8), depth=dut.depth, init=init)
+        self.acc = memory.Memory(shape=unsigned(dut.lanes * 32), depth=len(acc_init),
+                                 init=acc_init)
         super().__init__({})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut, m.submodules.buffer = self.dut, self.buffer
+        m.submodules.acc = self.acc
         write = self.buffer.write_port()
         m.d.comb += [write.addr.eq(self.dut.write.addr), write.data.eq(self.dut.write.data),
                      write.en.eq(self.dut.write.en)]
         for k in range(2):
             read = self.buffer.read_port(transparent_for=())
             m.d.comb += [read.addr.eq(self.dut.read[k]), self.dut.read_data[k].eq(read.data)]
+        read = self.acc.read_port(transparent_for=())
+        m.d.comb += [read.addr.eq(self.dut.acc_read), self.dut.acc_read_data.eq(read.data)]
         return m
 
 
-def _post_run(lanes, words, step):
-    """Run one post-processing ``step`` over a buffer holding ``words`` (depth x lanes);
-    return the buffer after it and the cycles ``busy`` stayed high."""
-    dut = PostProcess(lanes=lanes, depth=len(words))
-    harness = _BufferHarness(dut, [sum(int(v) << (8 * k) for k, v in enumerate(word))
-                                   for word in words])
+def _post_run(lanes, words, step, acc=((0,),)):
+    """Run one post-processing ``step`` over a buffer holding ``words`` (depth x lanes) and
+    an accumulator buffer holding ``acc``; return the buffer after it and the cycles
+    ``busy`` stayed high."""
+    dut = PostProcess(lanes=lanes, depth=len(words), acc_depth=len(acc))
+    harness = _BufferHarness(dut, _packed(words, 8), _packed(acc, 32))
     result, cycles = [], [0]
     sim = Simulator(harness)
     sim.add_clock(1e-8)
@@ -221,6 +233,43 @@ def test_residual_add_equals_golden(in_place):
     assert cycles == ra.words(lanes) + 4
 
 
+@pytest.mark.parametrize("a_acc,b_acc,lanes,ma,mb", [
+    (True, False, 4, 300, 40_000), (True, True, 3, 2 ** 24 - 1, 250),
+    (False, True, 1, 65_000, 120), (True, False, 2, 2 ** 24 - 1, 100)])
+def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb):
+    # A residual branch that ends without an output stage: 32-bit accumulators (their
+    # extremes included) times a multiplier (up to the largest), plus the other operand,
+    # clamped; written over the activation operand when there is one.
+    rng = np.random.default_rng(SEED + lanes)
+    print(f"seed={SEED + lanes}")
+    shape = (5, 3, 2)
+    ra = Region("acc" if a_acc else "act", 1, shape)
+    rb = Region("acc" if b_acc else "act", 2 + ra.words(lanes), shape)
+    out = rb if not b_acc else (ra if not a_acc else Region("act", 3, shape))
+    values = {}
+    for region, m in ((ra, ma), (rb, mb)):
+        if region.memory == "acc":
+            reach = 2 ** 25 // m + 1                # products of about -512..512 after >> 16
+            x = rng.integers(-reach, reach, shape)
+            x.flat[:4] = [-2 ** 31, 2 ** 31 - 1, 0, -1]
+        else:
+            x = rng.integers(0, 256, shape)
+        values[region] = x
+    words = np.zeros((rb.addr + rb.words(lanes) + 2, lanes), np.int64)
+    acc = np.zeros((rb.addr + rb.words(lanes) + 1, lanes), np.int64)
+    for region, x in values.items():
+        write_region(acc if region.memory == "acc" else words, region, x, lanes)
+    step = {"op": PostOp.ADD, "a_acc": a_acc, "b_acc": b_acc, "src": ra.addr,
+            "src_b": rb.addr, "dst": out.addr, "words": ra.words(lanes), "ma": ma, "mb": mb}
+    after, cycles = _post_run(lanes, words, step, acc)
+    a, b = values[ra], values[rb]
+    want = np.clip((a * ma + b * mb + (1 << (FRACTION - 1))) >> FRACTION, 0, 255)
+    assert np.array_equal(read_region(after, out, lanes), want)
+    assert want.min() == 0 and want.max() == 255          # both clamps reached
+    assert ((want > 0) & (want < 255)).any() or 2 ** 24 - 1 in (ma, mb)
+    assert cycles == ra.words(lanes) * (lanes + 4) + 1
+
+
 def _engine_runs(dut, program, image, images, *, loaded_program=None):
     """Load ``program`` (or the binary ``loaded_program``) and ``image`` into ``dut``, run
     each of ``images``; return ``(output, cycles, error)`` of each run."""
@@ -289,6 +338,25 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
         assert cycles == compiled.cycles
 
 
+@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial")])
+def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
+    # Branches that end in accumulators: a projection block (both operands of its add in
+    # the accumulator buffer) and an identity block (one), strides of 2.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=256,
+                          acc_words=64, psum_words=64)
+    network = projection_network(rng)
+    compiled = compile_network(network, engine)
+    assert {"acc"} <= {s.a.memory for s in compiled.program.steps if s.op == "add"}
+    images = rng.integers(0, 256, (2, 3, 8, 8))
+    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
+                        compiled.image, images)
+    for x, (got, cycles, error) in zip(images, runs):
+        assert np.array_equal(got, network.run(x[None])[0]) and not error
+        assert cycles == compiled.cycles
+
+
 def test_engine_runs_a_concat_as_golden():
     # A channel concatenation compiles to adds into the output's lane blocks.
     rng = np.random.default_rng(SEED)
@@ -315,6 +383,30 @@ def test_engine_refuses_a_program_for_another_engine():
                         loaded_program=encode_program(other.program))
     (got, cycles, error), = runs
     assert error and cycles == HEADER_CYCLES and not np.any(got)
+
+
+@pytest.mark.parametrize("op,field", [("pool", "src"), ("pool", "dst"), ("add", "dst"),
+                                      ("layer", "src")])
+def test_engine_refuses_a_step_on_the_accumulator_buffer(op, field):
+    # A hand-edited program whose step reads or writes the accumulator buffer where no
+    # step can: golden refuses it, the engine stops with ``error`` at that step.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
+                          psum_words=64)
+    compiled = compile_network(residual_network(rng), engine)
+    steps = list(compiled.program.steps)
+    k = next(k for k, s in enumerate(steps) if s.op == op)
+    steps[k] = dataclasses.replace(steps[k], **{field: dataclasses.replace(
+        getattr(steps[k], field), memory="acc")})
+    edited = dataclasses.replace(compiled.program, steps=tuple(steps))
+    x = rng.integers(0, 256, (1, 3, 8, 8))
+    with pytest.raises(ProgramError, match=f"its {field} must be in the activation buffer"):
+        run_program(edited, compiled.image, x[0])
+    (_, cycles, error), = _engine_runs(NetworkEngine.for_program(compiled.program),
+                                       compiled.program, compiled.image, x,
+                                       loaded_program=encode_program(edited))
+    assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
+                                                   for j in range(k)) + FETCH_CYCLES
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

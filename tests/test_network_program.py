@@ -11,11 +11,12 @@ import pytest
 
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
-from codnn.golden.network_program import (HEADER_CYCLES, EngineConfig, Program, ProgramError,
-                                          decode_program, encode_program, gather_entries,
+from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig, Program,
+                                          ProgramError, decode_program, encode_program, gather_entries,
                                           image_word, layer_block, read_tile, run_program)
 from codnn.golden.systolic import Tile
-from codnn.golden.workloads import concat_network, random_layer, residual_network
+from codnn.golden.workloads import (concat_network, projection_network, random_layer,
+                                    residual_network)
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
@@ -59,6 +60,35 @@ def test_residual_network_program_equals_golden(rows, cols, alpha, mac):
     assert len(compiled.image) % word == 0
     assert all(step.weights % word == 0 for step in compiled.program.steps
                if step.op == "layer")
+
+
+@pytest.mark.parametrize("rows", [4, 3, 16])
+def test_branches_of_accumulators_compile_to_adds_that_read_them(rows):
+    # ResNet's blocks as quantized: each branch's last layer leaves its accumulators in
+    # the accumulator buffer (a projection block's two, an identity block's one), the
+    # add reads them there; the program equals golden, and each accumulator word is
+    # counted once written and once read.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = projection_network(rng)
+    engine = EngineConfig(rows=rows, cols=3, alpha=2, act_words=256, acc_words=64,
+                          psum_words=64)
+    compiled = compile_network(network, engine)
+    _check(compiled, network, rng.integers(0, 256, (4, 3, 8, 8)))
+    steps = {step.name: step for step in compiled.program.steps}
+    assert [steps["join_a"].a.memory, steps["join_a"].b.memory] == ["acc", "acc"]
+    assert [steps["join_b"].a.memory, steps["join_b"].b.memory] == ["acc", "act"]
+    assert steps["join_b"].dst == steps["join_a"].dst          # over the identity
+    words = steps["join_a"].dst.words(rows)
+    costs = {cost.name: cost for cost in compiled.costs}
+    assert sum(cost.acc_writes for cost in compiled.costs) == \
+        sum(cost.acc_reads for cost in compiled.costs) + steps["fc"].dst.words(rows)
+    assert costs["join_a"].acc_reads == 2 * words and costs["join_a"].act_reads == 0
+    assert costs["join_a"].cycles == FETCH_CYCLES + words * (rows + 4) + 3
+    with pytest.raises(CompileError, match=r"body_a: its output \(6 x 4 x 4: \d+ words of "
+                                           r"\d+\) does not fit the accumulator buffer of "
+                                           r"4 words"):
+        compile_network(network, dataclasses.replace(engine, acc_words=4))
 
 
 @pytest.fixture(scope="module")
@@ -202,9 +232,10 @@ def test_what_the_engine_cannot_hold_is_refused():
         compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
                         EngineConfig(rows=4, cols=4, alpha=2))
     steps = list(network.steps)
-    steps[1] = dataclasses.replace(steps[1], shift=None)       # a branch of accumulators
-    with pytest.raises(CompileError, match=r"conv_b: its output, accumulators \(no ReLU or "
-                                           r"output stage after it\), feeds another step"):
+    steps[0] = dataclasses.replace(steps[0], shift=None)       # accumulators into a layer
+    with pytest.raises(CompileError, match=r"conv_a: its output, accumulators \(no ReLU or "
+                                           r"output stage after it\), feeds a step other "
+                                           r"than an add"):
         compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
                         EngineConfig(rows=4, cols=4, alpha=2, acc_words=4096))
     big = random_layer(rng, "conv_16", "x", "a", 8, 3 * 256, shift=9, kernel=16, padding=8)

@@ -449,6 +449,7 @@ def run_compile(args):
     print_rows("per step (cycles and bytes per image)", report["per_step"],
                [("name", "step"), ("op", "op"), ("cycles", "cycles"),
                 ("act_reads", "act words read"), ("act_writes", "written"),
+                ("acc_writes", "acc words written"), ("acc_reads", "read"),
                 ("psum_words", "psum words"), ("weight_bytes", "weight bytes")])
     return 0
 

@@ -3,8 +3,8 @@ program and weight image (``golden.network_program``), with the engine's cycle m
 the bytes each memory moves per image (docs/networks.md, "The network engine").
 
 Allocation: every tensor gets a region of the activation buffer (the accumulators of a
-layer without output stage: of the accumulator buffer) from the step that writes it to the
-last step that reads it, at the end of the buffer away from the step's input; a flatten
+layer without output stage, the logits or a residual branch that an add reads: of the
+accumulator buffer) from the step that writes it to the last step that reads it, at the end of the buffer away from the step's input; a flatten
 is the same region, read by the next layer's gather table; a residual add writes over an
 input that nothing reads after it. A network that does not fit its engine is refused with
 one line naming the step and the buffer.
@@ -38,8 +38,8 @@ class CompileError(ValueError):
 @dataclass(frozen=True)
 class StepCost:
     """One step's cycles (its descriptor's included) and what it moves per image: words of
-    the activation buffer read (gathers, window reads) and written, accumulator and
-    partial-sum words written and read, and weight image bytes read."""
+    the activation buffer read (gathers, window reads) and written, accumulator words
+    written and read, partial-sum words written and read, and weight image bytes read."""
 
     name: str
     op: str
@@ -47,6 +47,7 @@ class StepCost:
     act_reads: int
     act_writes: int
     acc_writes: int
+    acc_reads: int
     psum_words: int
     weight_bytes: int
 
@@ -75,7 +76,7 @@ class CompiledNetwork:
         act_word = engine.rows * engine.out_bits // 8
         acc_word = engine.rows * engine.acc_bits // 8
         return {"activations": sum(c.act_reads + c.act_writes for c in self.costs) * act_word,
-                "accumulators": sum(c.acc_writes for c in self.costs) * acc_word,
+                "accumulators": sum(c.acc_writes + c.acc_reads for c in self.costs) * acc_word,
                 "partial_sums": sum(c.psum_words for c in self.costs) * acc_word,
                 "weights": sum(c.weight_bytes for c in self.costs)}
 
@@ -208,7 +209,7 @@ def _layer(step, src, dst, offset, engine):
                       stride=step.stride, padding=step.padding)
     written = row_blocks * positions
     moved = (act_reads, written if dst.memory == "act" else 0,
-             written if dst.memory == "acc" else 0,
+             written if dst.memory == "acc" else 0, 0,
              2 * positions * row_blocks * (col_blocks - 1), len(block))
     return layer, block, moved
 
@@ -254,11 +255,11 @@ def compile_network(network, engine):
         for allocator in (act, acc):
             allocator.free_after(k - 1)
         raw = isinstance(step, ArrayLayer) and step.shift is None
-        if raw and any(step.output in _reads(later) for later in network.steps[k + 1:]):
+        if raw and any(step.output in _reads(later) for later in network.steps[k + 1:]
+                       if not isinstance(later, Add)):
             raise CompileError(f"{step.name}: its output, accumulators (no ReLU or output "
-                               f"stage after it), feeds another step; the engine's steps "
-                               f"read activations (a residual branch needs its ReLU before "
-                               f"the add)")
+                               f"stage after it), feeds a step other than an add; the "
+                               f"engine's layers and pooling read activations")
         target = acc if raw else act
         # The output goes to the end of the buffer away from the step's input (two banks
         # in effect, and fewer holes than first fit).
@@ -291,15 +292,17 @@ def compile_network(network, engine):
             c, h, w = src.map_shape
             inside = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
                       if step.kernel else h * w)
-            moved.append((-(-c // R) * int(inside), dst.words(R), 0, 0, 0))
+            moved.append((-(-c // R) * int(inside), dst.words(R), 0, 0, 0, 0))
         elif isinstance(step, Concat):
             for add in _concat_steps(step, [regions[name] for name in _reads(step)], dst, R):
                 steps.append(add)
-                moved.append((2 * add.dst.words(R), add.dst.words(R), 0, 0, 0))
+                moved.append((2 * add.dst.words(R), add.dst.words(R), 0, 0, 0, 0))
         else:
             a, b = regions[step.source], regions[step.other]
             steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb))
-            moved.append((2 * dst.words(R), dst.words(R), 0, 0, 0))
+            from_acc = [a.memory, b.memory].count("acc")
+            moved.append(((2 - from_acc) * dst.words(R), dst.words(R), 0,
+                          from_acc * dst.words(R), 0, 0))
     image = b"".join(blocks)
     program = Program(engine, tuple(steps), regions[network.input], regions[network.output],
                       len(image))

@@ -51,8 +51,9 @@ class NetworkEngine(wiring.Component):
     image (``act_write``, words of ``rows`` activations) while the engine is idle, pulses
     ``start``, waits for ``busy`` to fall and reads the result (``act_read`` or
     ``acc_read``, data a cycle after the address). ``error`` is set (until the next
-    ``start``) when the program's header does not match the engine, or the external
-    memory answered a read with an error; ``cycles`` counts the cycles of the last run,
+    ``start``) when the program's header does not match the engine, a step's operation is unknown or
+    it reads or writes the accumulator buffer where it cannot (a layer's or pooling's source, pooling's or an
+    add's destination), or the external memory answered a read with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
@@ -161,7 +162,7 @@ class NetworkEngine(wiring.Component):
                                     data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"],
                                     out_bits=_DATA_BITS)
         gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
-        post = PostProcess(lanes=R, depth=p["act_words"])
+        post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
         m.submodules.array, m.submodules.gather, m.submodules.post = array, gather, post
 
         def store(name, shape, depth):
@@ -187,7 +188,7 @@ class NetworkEngine(wiring.Component):
         m.d.comb += [
             prog_w.addr.eq(self.program_write.addr), prog_w.data.eq(self.program_write.data),
             prog_w.en.eq(self.program_write.en),
-            acc_host.addr.eq(self.acc_read), self.acc_read_data.eq(acc_host.data),
+            self.acc_read_data.eq(acc_host.data),
         ]
 
         state = Signal(_State)
@@ -299,9 +300,9 @@ class NetworkEngine(wiring.Component):
         # spare ports and writes the activation buffer.
         # The descriptor's regions: pooling's source and destination, the add's a, b and
         # destination.
-        first, _, _, p_h, p_w = region(desc, 1)
-        second, _, _, p_oh, p_ow = region(desc, 4)
-        third = region(desc, 7)[0]
+        first, first_acc, _, p_h, p_w = region(desc, 1)
+        second, second_acc, _, p_oh, p_ow = region(desc, 4)
+        third, third_acc = region(desc, 7)[:2]
         pool_window = field(desc, 7)
         is_add = op == 2
         pk = pool_window[:8]
@@ -311,6 +312,7 @@ class NetworkEngine(wiring.Component):
             post.step.op.eq(Mux(is_add, PostOp.ADD, Mux(flags[0], PostOp.AVG_POOL,
                                                          PostOp.MAX_POOL))),
             post.step.count_pad.eq(flags[1]),
+            post.step.a_acc.eq(first_acc), post.step.b_acc.eq(second_acc),
             post.step.src.eq(first), post.step.src_b.eq(second),
             post.step.dst.eq(Mux(is_add, third, second)),
             post.step.blocks.eq(blocks), post.step.words.eq(words_add),
@@ -325,7 +327,13 @@ class NetworkEngine(wiring.Component):
             gather.aux[1].eq(post.read[1]),
             post.read_data[0].eq(gather.aux_data[0]), post.read_data[1].eq(gather.aux_data[1]),
             self.act_read_data.eq(gather.aux_data[0]),
+            acc_host.addr.eq(Mux(state == _State.POST, post.acc_read, self.acc_read)),
+            post.acc_read_data.eq(acc_host.data),
         ]
+        # What no step can be: an unknown operation, a layer or pooling reading the
+        # accumulator buffer, pooling or an add writing it.
+        invalid = (op > 2) | Mux(op == 0, first_acc,
+                                 Mux(is_add, third_acc, first_acc | second_acc))
         with m.If(post.write.en):
             m.d.comb += [act_write.addr.eq(post.write.addr), act_write.data.eq(post.write.data),
                          act_write.en.eq(1)]
@@ -370,6 +378,8 @@ class NetworkEngine(wiring.Component):
                              block_base.eq(0),
                              wptr.eq(l_weights), loaded.eq(0), started.eq(0), requested.eq(0)]
                 m.d.sync += state.eq(Mux(op == 0, _State.BIAS, _State.POST))
+                with m.If(invalid):
+                    m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
             with m.Case(_State.BIAS, _State.TABLE):
                 size = Mux(state == _State.BIAS, bias_words, 2 * A)
                 m.d.comb += weights.count.eq(size)

@@ -1,7 +1,8 @@
 """The network engine's post-processing unit: pooling and the residual add on words of the
-activation buffer, every lane at once (docs/semantics.md sections 7 and 9)."""
+activation buffer, every lane at once; an add of a layer's raw accumulators a lane at a
+time (docs/semantics.md sections 7 and 9)."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -15,6 +16,8 @@ __all__ = ["PostOp", "PostStep", "PostProcess"]
 #: Steps of the add from a word's read to its write: the memory, the words, the products,
 #: the sum.
 _ADD_STEPS = 4
+#: Bits of an accumulator-buffer lane.
+_ACC_BITS = 32
 
 
 class PostOp(enum.Enum, shape=2):
@@ -23,14 +26,16 @@ class PostOp(enum.Enum, shape=2):
     ADD = 2
 
 
-def PostStep(depth):
+def PostStep(depth, acc_depth=1):
     """A step as the unit takes it. Pooling: ``blocks`` lane blocks of a ``height x width``
     map at ``src`` to ``out_height x out_width`` at ``dst``, a ``kernel_h x kernel_w``
     window, ``stride``, ``padding``, ``count_pad`` (an average counts padded positions).
-    Add: ``words`` words of ``src`` and ``src_b`` to ``dst``, multipliers ``ma``, ``mb``."""
-    address = range(depth)
+    Add: ``words`` words of ``src`` and ``src_b`` to ``dst``, multipliers ``ma``, ``mb``;
+    ``a_acc`` (``b_acc``): ``src`` (``src_b``) is in the accumulator buffer."""
+    address = range(max(depth, acc_depth))
     return data.StructLayout({
-        "op": PostOp, "count_pad": 1, "src": address, "src_b": address, "dst": address,
+        "op": PostOp, "count_pad": 1, "a_acc": 1, "b_acc": 1,
+        "src": address, "src_b": address, "dst": range(depth),
         "blocks": unsigned(16), "words": unsigned(17), "height": unsigned(16),
         "width": unsigned(16), "out_height": unsigned(16), "out_width": unsigned(16),
         "kernel_h": unsigned(16), "kernel_w": unsigned(16), "stride": unsigned(4),
@@ -38,7 +43,7 @@ def PostStep(depth):
         "mb": unsigned(MULTIPLIER_BITS)})
 
 
-class _State(enum.Enum, shape=3):
+class _State(enum.Enum, shape=4):
     IDLE = 0
     WINDOW = 1          # reading a window's words
     SETTLE = 2          # the window's last word lands
@@ -47,6 +52,14 @@ class _State(enum.Enum, shape=3):
     WRITE = 5
     ADD = 6
     SETUP = 7           # a pooling step's first window, from the products of its sizes
+    # The add of accumulators, a word at a time: its first operand's address, the
+    # second's, the second arrives, a lane a cycle, the last lane's sum, the write.
+    WIDE_A = 8
+    WIDE_B = 9
+    WIDE_LATCH = 10
+    WIDE_LANES = 11
+    WIDE_DRAIN = 12
+    WIDE_WRITE = 13
 
 
 class PostProcess(wiring.Component):
@@ -65,35 +78,43 @@ class PostProcess(wiring.Component):
     - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
       * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written four cycles later to
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``).
+    - an add with an operand in the accumulator buffer (``a_acc`` or ``b_acc``: 32-bit
+      two's complement lanes, read through ``acc_read``): the same sum, word ``k`` of each
+      operand read one after the other, then a lane a cycle through one pair of products.
 
     Cycles per step (``busy`` high from the edge that takes ``start``): pooling, 1, then
     ``kernel_h * kernel_w + 2`` per output word (max) or ``kernel_h * kernel_w + data_bits
-    + 3`` (average); add, ``words + 4``.
+    + 3`` (average); add, ``words + 4``; add of accumulators, ``words * (lanes + 4) + 1``.
 
     Parameters
     ----------
     lanes, depth, data_bits : int
+    acc_depth : int
+        Words of the accumulator buffer.
 
     Attributes
     ----------
-    step : In(PostStep(depth))
+    step : In(PostStep(depth, acc_depth))
     start : In(1)
     busy : Out(1)
     read : Out(ArrayLayout(range(depth), 2)); read_data : In(ArrayLayout(lanes * data_bits, 2))
+    acc_read : Out(range(acc_depth)); acc_read_data : In(lanes * 32)
     write : Out(StructLayout({"addr", "data", "en"}))
     """
 
-    def __init__(self, *, lanes, depth, data_bits=8):
+    def __init__(self, *, lanes, depth, data_bits=8, acc_depth=1):
         for value, what in ((lanes, "Lane count"), (depth, "Buffer depth"),
-                            (data_bits, "Data width")):
+                            (data_bits, "Data width"), (acc_depth, "Accumulator depth")):
             positive_int(value, what)
         self._lanes, self._depth, self._data_bits = lanes, depth, data_bits
         super().__init__({
-            "step": In(PostStep(depth)),
+            "step": In(PostStep(depth, acc_depth)),
             "start": In(1),
             "busy": Out(1),
             "read": Out(data.ArrayLayout(range(depth), 2)),
             "read_data": In(data.ArrayLayout(unsigned(lanes * data_bits), 2)),
+            "acc_read": Out(range(acc_depth)),
+            "acc_read_data": In(lanes * _ACC_BITS),
             "write": Out(data.StructLayout({"addr": range(depth),
                                             "data": unsigned(lanes * data_bits), "en": 1})),
         })
@@ -160,7 +181,8 @@ class PostProcess(wiring.Component):
                 with m.If(self.start):
                     m.d.sync += step.eq(self.step)
                     with m.If(self.step.op == PostOp.ADD):
-                        m.d.sync += [index.eq(0), state.eq(_State.ADD)]
+                        m.d.sync += [index.eq(0), state.eq(Mux(
+                            self.step.a_acc | self.step.b_acc, _State.WIDE_A, _State.ADD))]
                     with m.Else():
                         g = self.step
                         m.d.sync += [plane_step.eq(g.height * g.width),
@@ -241,6 +263,7 @@ class PostProcess(wiring.Component):
                 with m.If(index == step.words - 1):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
+        self._wide_add(m, step, state, index)
         # The add's pipeline runs on after its last read (the state is IDLE by then; a new
         # step waits for busy, which covers it): the words read (a cycle after their
         # address), registered; the two products; their sum, rounded and clamped; the write.
@@ -261,3 +284,63 @@ class PostProcess(wiring.Component):
         with m.If(add_valid.any()):
             m.d.comb += self.busy.eq(1)
         return m
+
+    def _wide_add(self, m, step, state, index):
+        """The add with an operand in the accumulator buffer: per word, each operand read
+        (through ``read[0]``, or ``acc_read``) into a register of 32-bit lanes, then a lane
+        a cycle through one pair of 32 x 24-bit products, its clamped sum shifted into the
+        result word, which is written as the next word's first operand is read."""
+        R, D = self._lanes, self._data_bits
+        top = (1 << D) - 1
+
+        def operand(is_acc):
+            """The word just read, as 32-bit lanes (activations zero-extended)."""
+            act = self.read_data[0]
+            return Mux(is_acc, self.acc_read_data,
+                       Cat(Cat(act.word_select(k, D), C(0, _ACC_BITS - D)) for k in range(R)))
+
+        def read(address, is_acc):
+            with m.If(is_acc):
+                m.d.comb += self.acc_read.eq(address)
+            with m.Else():
+                m.d.comb += self.read[0].eq(address)
+
+        a_word = Signal(R * _ACC_BITS, name="wide_a")
+        b_word = Signal(R * _ACC_BITS, name="wide_b")
+        result = Signal(R * D, name="wide_result")
+        lane = Signal(range(R), name="wide_lane")
+        lane_a, lane_b = a_word[:_ACC_BITS].as_signed(), b_word[:_ACC_BITS].as_signed()
+        pa = stage(m, lane_a * step.ma, "wide_pa")
+        pb = stage(m, lane_b * step.mb, "wide_pb")
+        product_valid = stage(m, state == _State.WIDE_LANES, "wide_product_valid",
+                              reset_less=False)
+        total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
+        clamped = Mux(total < 0, 0, Mux(total > top, top, total[:D]))
+        with m.If(product_valid):
+            m.d.sync += result.eq(Cat(result[D:], clamped[:D]))
+        with m.Switch(state):
+            with m.Case(_State.WIDE_A):
+                read(step.src + index, step.a_acc)
+                m.d.sync += state.eq(_State.WIDE_B)
+            with m.Case(_State.WIDE_B):
+                read(step.src_b + index, step.b_acc)
+                m.d.sync += [a_word.eq(operand(step.a_acc)), state.eq(_State.WIDE_LATCH)]
+            with m.Case(_State.WIDE_LATCH):
+                m.d.sync += [b_word.eq(operand(step.b_acc)), lane.eq(0),
+                             state.eq(_State.WIDE_LANES)]
+            with m.Case(_State.WIDE_LANES):
+                m.d.sync += [a_word.eq(a_word >> _ACC_BITS), b_word.eq(b_word >> _ACC_BITS),
+                             lane.eq(lane + 1)]
+                with m.If(lane == R - 1):
+                    m.d.sync += state.eq(_State.WIDE_DRAIN)
+            with m.Case(_State.WIDE_DRAIN):
+                m.d.sync += state.eq(_State.WIDE_WRITE)
+            with m.Case(_State.WIDE_WRITE):
+                m.d.comb += [self.write.addr.eq(step.dst + index), self.write.data.eq(result),
+                             self.write.en.eq(1)]
+                m.d.sync += index.eq(index + 1)
+                with m.If(index == step.words - 1):
+                    m.d.sync += state.eq(_State.IDLE)
+                with m.Else():
+                    read(step.src + index + 1, step.a_acc)
+                    m.d.sync += state.eq(_State.WIDE_B)
