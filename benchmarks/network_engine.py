@@ -16,12 +16,15 @@ outputs back over the link at ``--baud``, then its cycles); and for the
 host-driven flow (``codnn infer --port``, a layer at a time over the UART link, the host
 pooling and adding) the bytes a layer's tiles, inputs and results take over the link
 (``codnn.model.schedule``), and the images per second the link alone allows at ``--baud``
-(10 bits a byte). Then the deeper networks ``codnn train`` builds, ResNet-20 and VGG-6
-(``codnn.train.models``, on MNIST's 1 x 28 x 28 input, untrained: their weights drawn by
-torch with seed 0 and exported as ONNX, so the figures are their shapes' and not an
-accuracy; layers unpacked, gamma 0), on the same engine with the weight image in external
-memory of ``--memory-latency`` cycles: cycles per image, the external bytes per image and
-images per second. Writes PREFIX.json and PREFIX.csv.
+(10 bits a byte). Then the deeper networks ``codnn train`` builds
+(``codnn.train.models``, on MNIST's 1 x 28 x 28 input): ResNet-20 trained dense and
+column-combined (``RESNET_RUNS``; trained on the first run, about two minutes, and kept
+beside PREFIX), with their integer accuracy on the 1,000 test images, and VGG-6
+untrained (its weights drawn by torch with seed 0: its shapes' figures, no accuracy), on
+the same engine with the weight image in external memory of ``--memory-latency`` cycles:
+cycles per image (and those of the adds), the external bytes per image and images per
+second, each program checked against the golden integer network on three test images.
+Needs the ``train`` extra (PyTorch CPU). Writes PREFIX.json and PREFIX.csv.
 """
 
 import argparse
@@ -30,9 +33,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from codnn.board import Board
 from codnn.golden.network_program import (EngineConfig, external_weight_bytes, image_word,
-                                          word_stride)
+                                          run_program, word_stride)
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
@@ -41,6 +46,7 @@ from codnn.model.schedule import schedule_network
 from codnn.render import print_rows
 from codnn.sim.runner import default_build_root
 from codnn.synth.baseline import BASELINE_FILE, load_baseline
+from codnn.train.run import ColumnCombine
 
 MODELS = Path(__file__).resolve().parent / "models"
 
@@ -63,39 +69,80 @@ def _with_link(compiled, mhz, baud):
     return 1 / ((sent + received) * 10 / baud + compiled.cycles / (mhz * 1e6))
 
 
-def _deep_networks(args, data, fmax):
-    """ResNet-20 and VGG-6 as ``codnn train`` builds them (untrained), exported and
-    compiled for the engine with external weights: a row per model and MAC kind."""
+#: ResNet-20 as the benchmark trains it (about two minutes on two cores): dense, and
+#: column-combined by the joint schedule, with fewer epochs than ``codnn train``'s default.
+RESNET_RUNS = {"resnet20_mnist": {},
+               "resnet20_mnist_cc": {"column_combine": ColumnCombine(retrain_epochs=1,
+                                                                    final_epochs=4)}}
+
+
+def _resnet_models(folder):
+    """The trained ResNet-20 models (``RESNET_RUNS``) in ``folder``, trained once."""
+    import shutil
     import tempfile
 
+    from codnn.train.run import TrainSpec, train
+    paths = {}
+    for name, extra in RESNET_RUNS.items():
+        path = Path(folder) / f"{name}.onnx"
+        if not path.exists():
+            print(f"training {name} ...", flush=True)
+            with tempfile.TemporaryDirectory() as work:
+                report = train(TrainSpec("resnet20", "mnist", epochs=8, **extra), work)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(report["model"], path)
+        paths[name] = path
+    return paths
+
+
+def _untrained_vgg6(folder):
+    """VGG-6 as ``codnn train`` builds it, untrained (torch seed 0), as ONNX."""
     import torch
 
     from codnn.train.export import export_onnx
     from codnn.train.models import build_model, fold_batch_norm
+    path = Path(folder) / "vgg6_untrained.onnx"
+    torch.manual_seed(0)
+    model = build_model("vgg6", (1, 28, 28))
+    fold_batch_norm(model)                      # as codnn train exports
+    path.parent.mkdir(parents=True, exist_ok=True)
+    export_onnx(model, path, (1, 28, 28))
+    return path
+
+
+def _deep_networks(args, data, fmax):
+    """ResNet-20 (trained, dense and column-combined) and VGG-6 (untrained) compiled for
+    the engine with external weights: a row per model and MAC kind, each program checked
+    against the golden integer network on three test images."""
+    folder = Path(args.output).parent
+    models = {**_resnet_models(folder), "vgg6 (untrained)": _untrained_vgg6(folder)}
     rows = []
-    for name in ("resnet20", "vgg6"):
-        torch.manual_seed(0)
-        model = build_model(name, (1, 28, 28))
-        fold_batch_norm(model)                      # as codnn train exports
-        with tempfile.TemporaryDirectory() as folder:
-            export_onnx(model, Path(folder) / "m.onnx", (1, 28, 28))
-            network = quantize_network(load_onnx(Path(folder) / "m.onnx"),
-                                       data.train_x[:100], alpha=args.alpha, gamma=0.0)
+    for name, path in models.items():
+        network = quantize_network(load_onnx(path), data.train_x[:500], alpha=args.alpha,
+                                   gamma=0.5)
+        q = network.quantize_input(data.test_x)
+        accuracy = (float(np.mean(network.run(q).argmax(axis=1) == data.test_y))
+                    if "untrained" not in name else None)
         for mac in ("bitserial", "parallel"):
             engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
-                                  act_words=8192, psum_words=1024)
+                                  act_words=8192, acc_words=1024, psum_words=1024)
             engine = replace(engine, weight_bytes=external_weight_bytes(engine))
             try:
                 compiled = compile_network(network, engine)
             except CompileError as error:
                 rows.append({"model": name, "mac": mac, "steps": f"refused: {error}"})
                 continue
+            for image in q[:3]:
+                got = run_program(compiled.program, compiled.image, image)
+                if not np.array_equal(got, network.run(image[None])[0]):
+                    raise SystemExit(f"{name}: the program differs from golden")
             cycles = compiled.external_cycles(args.memory_latency)
             traffic = compiled.traffic()
             stride = word_stride(image_word(engine))
             external = traffic.pop("weights") * stride // image_word(engine)
+            adds = sum(c.cycles for c in compiled.costs if c.op == "add")
             rows.append({"model": name, "mac": mac, "steps": len(compiled.program.steps),
-                         "cycles": cycles,
+                         "integer_accuracy": accuracy, "cycles": cycles, "add_cycles": adds,
                          "images_per_s": round(fmax * 1e6 / cycles, 1) if fmax else None,
                          "weight_image": len(compiled.image), "external_bytes": external,
                          "on_chip_bytes": sum(traffic.values())})
@@ -150,10 +197,11 @@ def main():
                       ("link_bytes", "host-driven link B/img"),
                       ("link_images_per_s", "host-driven img/s"), ("vs_link", "x")])
     deep = _deep_networks(args, data, fmax)
-    print_rows(f"ResNet-20 and VGG-6 (untrained) on the same engine, weights in external "
-               f"memory of latency {args.memory_latency}", deep,
+    print_rows(f"ResNet-20 and VGG-6 on the same engine, weights in external memory of "
+               f"latency {args.memory_latency}", deep,
                [("model", "model"), ("mac", "MACs"), ("steps", "steps"),
-                ("cycles", "cycles/img"), ("images_per_s", "img/s"),
+                ("integer_accuracy", "accuracy"), ("cycles", "cycles/img"),
+                ("add_cycles", "of them adds"), ("images_per_s", "img/s"),
                 ("weight_image", "weights B"), ("external_bytes", "external B/img"),
                 ("on_chip_bytes", "on-chip B/img")])
     out = Path(args.output)

@@ -6,7 +6,7 @@ the model (sim/tb_network_engine.py), a reset in the middle of a run."""
 import numpy as np
 
 from codnn.golden.network_program import EngineConfig
-from codnn.golden.workloads import residual_network
+from codnn.golden.workloads import projection_network, residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network
 from codnn.model.engine_rtl import run_on_engine
@@ -15,12 +15,13 @@ from codnn.sim.runner import simulate
 SEED = 20261129
 
 
-def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, **config):
+def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, workload=residual_network,
+         **config):
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED} rows={rows} cols={cols} alpha={alpha} mac={mac} {config}")
-    network = residual_network(rng, alpha=min(alpha, 2))
+    network = workload(rng, alpha=min(alpha, 2))
     engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
-                          acc_words=16, psum_words=64)
+                          acc_words=64, psum_words=64)
     compiled = compile_network(network, engine)
     x = rng.integers(0, 256, (images, 3, 8, 8))
     x[0, 1] = 255
@@ -48,6 +49,13 @@ def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):
 def test_engine_on_icarus(tmp_path, icarus):
     report, compiled = _run(icarus, tmp_path, rows=3, cols=2, alpha=2, mac="parallel",
                             images=1)
+    assert report["cycles"] == [compiled.cycles]
+
+
+def test_resnet_blocks_on_icarus(tmp_path, icarus):
+    # Adds of a branch's accumulators (a projection block's two, an identity block's one).
+    report, compiled = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
+                            images=1, workload=projection_network)
     assert report["cycles"] == [compiled.cycles]
 
 
