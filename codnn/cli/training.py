@@ -93,6 +93,13 @@ def add_train(sub):
                           "alpha=12, beta=3, encoding=naf)")
     sub.add_argument("--tq-epochs", type=positive_int, default=5,
                      help="term-quantization fine-tuning epochs (default 5)")
+    sub.add_argument("--prunetrain", nargs="?", const={}, default=None,
+                     type=_settings({"penalty": float, "interval": int, "threshold": float}),
+                     metavar="penalty=P,interval=N,threshold=T",
+                     help="PruneTrain in place of dense training: channel group lasso (P of "
+                          "the objective, default 0.2), the network rebuilt without its "
+                          "zeroed channels every N epochs (default 5; groups under T, "
+                          "default 1e-4, are zero); column combining or --tq can follow")
     defaults = BlockFloat()
     sub.add_argument("--block-float", action="store_true",
                      help="train in block floating point from the first step (FAST: blocks "
@@ -162,8 +169,8 @@ def _spec(args):
     from codnn.golden.network import TermQuantization
 
     from ..train.block_float import BlockFloat
-    from ..train.run import ColumnCombine, TrainSpec
-    cc = tq = bfp = None
+    from ..train.run import ColumnCombine, PruneTrain, TrainSpec
+    cc = tq = bfp = pt = None
     if args.column_combine is not None:
         cc = ColumnCombine(sparsity=args.sparsity, points=args.points,
                            retrain_epochs=args.retrain_epochs, final_epochs=args.final_epochs,
@@ -171,12 +178,15 @@ def _spec(args):
                            **{"alpha": 8, "gamma": 0.5, **args.column_combine})
     if args.tq is not None:
         tq = TermQuantization(**{"g": 8, "alpha": 12, "beta": 3, **args.tq})
+    if args.prunetrain is not None:
+        pt = PruneTrain(**args.prunetrain)
     if args.block_float:
         bfp = BlockFloat(widths=args.bfp_widths, a=args.bfp_a, b=args.bfp_b,
                          every=args.bfp_every)
     return TrainSpec(model=args.model, data=args.data, epochs=args.epochs, lr=args.lr,
                      batch=args.batch, seed=args.seed, column_combine=cc, tq=tq,
-                     tq_epochs=args.tq_epochs, bfp=bfp, rows=args.rows, cols=args.cols)
+                     tq_epochs=args.tq_epochs, bfp=bfp, prunetrain=pt, rows=args.rows,
+                     cols=args.cols)
 
 
 def _run_distributed(args, spec):
@@ -186,9 +196,9 @@ def _run_distributed(args, spec):
     from ..render import err_console, print_json, print_rows
     from ..sim import default_build_root
     from ..train.models import model_label
-    if spec.column_combine or spec.tq or spec.bfp or args.resume:
+    if spec.column_combine or spec.tq or spec.bfp or spec.prunetrain or args.resume:
         raise TrainError("distributed training (--nodes) is dense training: not with "
-                         "--column-combine, --tq, --block-float or --resume")
+                         "--column-combine, --tq, --block-float, --prunetrain or --resume")
     job = Job(model=spec.model, data=spec.data, epochs=spec.epochs, lr=spec.lr,
               batch=spec.batch, seed=spec.seed, codec=args.codec, bound_bits=args.bound_bits,
               scaler=args.scaler, exchange=args.exchange, nodes=args.nodes, link=args.link,
@@ -244,7 +254,15 @@ def run_train(args):
                 ("sparsity", "zeros"), ("groups", "columns / groups"), ("tiles", "tiles"),
                 ("dense_tiles", "dense tiles"), ("tile_ratio", "tiles / dense"),
                 ("accuracy", "test accuracy"), ("seconds", "seconds")]
-               + ([("bits_per_mac", "bit ops per MAC")] if args.block_float else []))
+               + ([("bits_per_mac", "bit ops per MAC")] if args.block_float else [])
+               + ([("channels", "channels"), ("flops_ratio", "FLOPs / dense")]
+                  if args.prunetrain is not None else []))
+    if report["epochs"]:
+        print_rows("PruneTrain, per epoch", report["epochs"],
+                   [("epoch", "epoch"), ("channels", "channels"),
+                    ("train_flops", "training FLOPs"), ("seconds", "seconds"),
+                    ("loss", "loss"), ("accuracy", "test accuracy"),
+                    ("rebuilt", "rebuilt")])
     print_rows("per layer, as written", report["layers"],
                [("name", "layer"), ("shape", "N x C"), ("sparsity", "zeros"),
                 ("groups", "columns / groups"), ("tiles", "tiles"),

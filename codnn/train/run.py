@@ -7,6 +7,10 @@ Phases, each with a fresh Adam optimizer and the batch order drawn from ``seed``
 and the epoch (so a resumed run is the same run):
 
 - ``dense``: ``epochs`` epochs at ``lr``.
+- ``prunetrain`` (in place of ``dense``; ``codnn.train.prunetrain``): the same epochs with
+  the channel group lasso added to the loss, its weight fixed at the first step so that
+  it is ``penalty`` of the objective; every ``interval`` epochs and after the last, the
+  network is rebuilt without the channels it zeroed, and a fresh optimizer goes on.
 - column combining, ``joint`` schedule: prune points ``1..points``, the rate of point ``i``
   ``golden.joint_optimization.prune_rate(i, sparsity, points)`` (a cubic ramp reaching
   ``sparsity``); at each, every layer is pruned and packed (``codnn.train.column_combine``)
@@ -47,8 +51,11 @@ from .models import (
     fold_batch_norm,
     named_array_layers,
 )
+from .prunetrain import Lasso, PruneTrain, channel_spaces, channels, reconfigure, shrink, \
+    training_flops
 
-__all__ = ["SEED", "SCHEDULES", "TrainError", "ColumnCombine", "TrainSpec", "Phase", "train"]
+__all__ = ["SEED", "SCHEDULES", "TrainError", "ColumnCombine", "PruneTrain", "TrainSpec",
+           "Phase", "train"]
 
 SEED = 20261125
 SCHEDULES = ("joint", "oneshot")
@@ -77,6 +84,7 @@ class Phase:
     rate: float | None = None
     tq: bool = False
     bfp: bool = False
+    prunetrain: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,7 @@ class TrainSpec:
     tq: TermQuantization | None = None
     tq_epochs: int = 5
     bfp: block_float.BlockFloat | None = None
+    prunetrain: PruneTrain | None = None
     rows: int = 16
     cols: int = 16
 
@@ -130,6 +139,21 @@ class TrainSpec:
             if bfp.g < 1 or bfp.every < 1 or not 0 <= bfp.seed < 1 << 32:
                 raise TrainError("block floating point needs g >= 1, every >= 1 and a "
                                  "seed in 0..2**32-1")
+        pt = self.prunetrain
+        if pt:
+            if bfp:
+                raise TrainError("block floating point training is a run of its own: not "
+                                 "with PruneTrain")
+            if not 0 < pt.penalty < 1:
+                raise TrainError(f"the PruneTrain penalty must lie in (0, 1), not "
+                                 f"{pt.penalty}")
+            if isinstance(pt.interval, bool) or not isinstance(pt.interval, int) \
+                    or pt.interval < 1:
+                raise TrainError(f"the PruneTrain interval must be a positive number of "
+                                 f"epochs, not {pt.interval}")
+            if not pt.threshold > 0:
+                raise TrainError(f"the PruneTrain threshold must be positive, not "
+                                 f"{pt.threshold}")
         if cc:
             if cc.alpha < 1 or cc.points < 1 or cc.retrain_epochs < 0 or cc.final_epochs < 1:
                 raise TrainError("column combining needs alpha >= 1, points >= 1, "
@@ -150,8 +174,10 @@ class TrainSpec:
                                  f"{', '.join(ENCODINGS)}")
 
     def phases(self):
-        phases = [Phase("block floating point" if self.bfp else "dense", self.epochs,
-                        self.lr, bfp=bool(self.bfp))]
+        first = ("block floating point" if self.bfp else
+                 "prunetrain" if self.prunetrain else "dense")
+        phases = [Phase(first, self.epochs, self.lr, bfp=bool(self.bfp),
+                        prunetrain=bool(self.prunetrain))]
         cc = self.column_combine
         if cc and cc.schedule == "joint":
             phases += [Phase(f"prune {i}/{cc.points}",
@@ -180,9 +206,10 @@ def accuracy(model, x, y, chunk=500):
     return hits / len(x)
 
 
-def _epoch(model, x, y, optimizer, batch, generator, after_step):
+def _epoch(model, x, y, optimizer, batch, generator, after_step, penalty=None):
     """One pass over the training set, ``after_step()`` after every optimizer step; the
-    mean loss."""
+    mean loss (the cross entropy; ``penalty(loss)``, when given, is added to what is
+    minimized)."""
     model.train()
     order = torch.randperm(len(x), generator=generator)
     total = 0.0
@@ -190,7 +217,7 @@ def _epoch(model, x, y, optimizer, batch, generator, after_step):
         chosen = order[start:start + batch]
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x[chosen]), y[chosen])
-        loss.backward()
+        (loss + penalty(loss) if penalty else loss).backward()
         optimizer.step()
         after_step()
         total += loss.item() * len(chosen)
@@ -255,6 +282,15 @@ def _costs(counter):
                              for (layer, kind), m in sorted(counter.chosen.items())}}
 
 
+def _prunetrain_costs(epochs, dense_flops, model, shape):
+    """A PruneTrain phase's cost against dense training for as many epochs."""
+    flops = sum(e["train_flops"] for e in epochs)
+    return {"channels": channels(model, shape), "train_flops": flops,
+            "dense_train_flops": dense_flops * len(epochs),
+            "flops_ratio": flops / (dense_flops * len(epochs)),
+            "train_seconds": sum(e["seconds"] for e in epochs)}
+
+
 def _load_checkpoint(path, spec):
     """The checkpoint at ``path``, checked to belong to ``spec``."""
     if not path.is_file():
@@ -317,14 +353,19 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
             check_module(model, shape, data.classes, spec.model)
         if spec.tq:                                 # refused now, not after the dense phase
             fold_batch_norm(copy.deepcopy(model))
+        if spec.prunetrain:
+            channel_spaces(model, shape)
     except ValueError as error:
         raise TrainError(f"--tq trains the folded weights: {error}" if spec.tq and
                          "batch normalization" in str(error) else str(error)) from None
     phases = spec.phases()
     state = {"phase": 0, "epoch": 0, "masks": None, "groups": None, "rows": [],
-             "optimizer": None}
+             "optimizer": None, "reconfigured": [], "epoch_rows": [], "lasso": None}
+    dense_flops = training_flops(model, shape) * len(data.train_x)
     if resume:
         state.update(_load_checkpoint(path, spec))
+        for keep in state["reconfigured"]:            # the smaller networks, replayed
+            shrink(model, channel_spaces(model, shape), keep)
         if phases[state["phase"]].tq:                 # saved after fine-tuning began
             fold_batch_norm(model)
         try:
@@ -349,6 +390,8 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
         optimizer = torch.optim.Adam(model.parameters(), lr=phase.lr)
         if start:
             optimizer.load_state_dict(state["optimizer"])
+        pt = spec.prunetrain if phase.prunetrain else None
+        lasso = Lasso(model, shape, pt.penalty, state["lasso"]) if pt else None
 
         def after_step():
             if masks:
@@ -357,21 +400,39 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                 counter.step += 1
         for epoch in range(start, phase.epochs):
             generator = torch.Generator().manual_seed(spec.seed + 7919 * k + epoch)
-            loss = _epoch(model, x, y, optimizer, spec.batch, generator, after_step)
+            flops = training_flops(model, shape) * len(x) if pt else None
+            timer = time.perf_counter()
+            loss = _epoch(model, x, y, optimizer, spec.batch, generator, after_step, lasso)
+            seconds = time.perf_counter() - timer
+            rebuilt = pt and ((epoch + 1) % pt.interval == 0 or epoch == phase.epochs - 1)
+            if rebuilt:
+                state["reconfigured"].append(reconfigure(model, shape, pt.threshold))
+                lasso.refresh()
+                optimizer = torch.optim.Adam(model.parameters(), lr=phase.lr)
             score = accuracy(model, test_x, test_y)
+            if pt:
+                state["lasso"] = lasso.weight
+                state["epoch_rows"].append({
+                    "epoch": epoch + 1, "channels": channels(model, shape),
+                    "train_flops": flops, "seconds": seconds, "loss": loss,
+                    "accuracy": score, "rebuilt": bool(rebuilt)})
             progress(f"{phase.name}: epoch {epoch + 1}/{phase.epochs}, loss {loss:.4f}, "
-                     f"test accuracy {score:.2%}")
+                     f"test accuracy {score:.2%}"
+                     + (f", {channels(model, shape)} channels" if pt else ""))
             if epoch == phase.epochs - 1:
                 row = {"phase": phase.name, "epochs": phase.epochs, "rate": phase.rate,
                        **_summary(_layer_rows(model, spec, groups)), "accuracy": score,
                        "loss": loss, "seconds": time.perf_counter() - began,
-                       **(_costs(counter) if counter else {})}
+                       **(_costs(counter) if counter else {}),
+                       **(_prunetrain_costs(state["epoch_rows"], dense_flops, model, shape)
+                          if pt else {})}
                 rows.append(row)
             _save_checkpoint(path, {
                 "spec": asdict(spec), "phase": k, "epoch": epoch + 1,
                 "model": _plain_state(model), "optimizer": optimizer.state_dict(),
                 "masks": masks, "groups": groups, "rows": rows,
-                "bfp": counter.saved() if counter else None})
+                "bfp": counter.saved() if counter else None,
+                **{key: state[key] for key in ("reconfigured", "epoch_rows", "lasso")}})
         undo()
     layers = _layer_rows(model, spec, groups)
     for (name, _), row in zip(named_array_layers(model), layers):
@@ -380,6 +441,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
     export_onnx(model, model_path, shape,
                 (cc.alpha, cc.gamma, groups) if cc else None)
     report = {"spec": asdict(spec), "torch": torch.__version__, "phases": rows,
+              "epochs": state["epoch_rows"],
               "layers": layers, "accuracy": rows[-1]["accuracy"],
               "train_images": len(x), "test_images": len(test_x), "model": str(model_path),
               "seconds": sum(r["seconds"] for r in rows)}
