@@ -48,6 +48,8 @@ COMMANDS = {
     "train": ("training", "train a model for the arrays (column combining or term "
                           "quantization), or data-parallel over emulated links"),
     "predict": ("training", "predict distributed training's iteration time and what-ifs"),
+    "traffic": ("training", "DRAM traffic of a training iteration, layer by layer and with "
+                            "mini-batch serialization"),
 }
 
 

@@ -257,8 +257,8 @@ def run_train(args):
                + ([("bits_per_mac", "bit ops per MAC")] if args.block_float else [])
                + ([("channels", "channels"), ("flops_ratio", "FLOPs / dense")]
                   if args.prunetrain is not None else []))
-    if report["epochs"]:
-        print_rows("PruneTrain, per epoch", report["epochs"],
+    if args.prunetrain is not None:
+        print_rows("PruneTrain, per epoch (seconds: the training pass)", report["epochs"],
                    [("epoch", "epoch"), ("channels", "channels"),
                     ("train_flops", "training FLOPs"), ("seconds", "seconds"),
                     ("loss", "loss"), ("accuracy", "test accuracy"),
@@ -389,4 +389,115 @@ def _plot_scenarios(rows, path):
     print(f"wrote {path}")
 
 
-COMMANDS = {"train": (add_train, run_train), "predict": (add_predict, run_predict)}
+_UNITS = {"": 1, "B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "KIB": 1 << 10,
+          "MIB": 1 << 20, "GIB": 1 << 30}
+
+
+def _size(text):
+    """An argparse type: a byte count such as 10MiB, 512KiB, 4MB or 65536."""
+    number = text.rstrip("KMGiBb")
+    unit = text[len(number):].upper()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"expected a size like 10MiB, 512KiB or 65536, "
+                                         f"not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a size must be at least one byte, not {text!r}")
+    return int(value)
+
+
+def add_traffic(sub):
+    sub.description = ("The DRAM traffic of one training iteration of a network, layer by "
+                       "layer and (--mbs) with mini-batch serialization: groups of layers "
+                       "run in sub-batches so that the tensors between them stay in the "
+                       "on-chip buffer (docs/training.md).")
+    sub.add_argument("model", metavar="MODEL.onnx|resnet50",
+                     help="an ONNX model, or resnet50 (its published shapes, 224 x 224)")
+    sub.add_argument("--batch", type=positive_int, default=32,
+                     help="mini-batch size (default 32)")
+    sub.add_argument("--buffer", type=_size, default=10 << 20, metavar="SIZE",
+                     help="on-chip buffer, e.g. 10MiB (default 10MiB)")
+    sub.add_argument("--value-bytes", type=positive_int, default=2,
+                     help="bytes per activation, gradient and weight (default 2)")
+    sub.add_argument("--mbs", action="store_true",
+                     help="also the serialized schedule: its groups, sub-batches and bytes")
+    sub.add_argument("--plot", metavar="PNG", default=None, help="draw the bytes per layer")
+    json_option(sub)
+
+
+def run_traffic(args):
+    from ..model.training_traffic import (TrafficError, from_float_network, layer_by_layer,
+                                          resnet50, serialize, traffic)
+    from ..render import print_json, print_rows
+    if args.model == "resnet50":
+        layers, sizes = resnet50()
+    else:
+        from pathlib import Path
+
+        from ..model.onnx_import import ModelError, load_onnx
+        if not Path(args.model).is_file():
+            raise UsageError(f"no such model file: {args.model} (an ONNX file, or resnet50)")
+        try:
+            layers, sizes = from_float_network(load_onnx(args.model))
+        except (ModelError, TrafficError, OSError) as error:
+            raise UsageError(str(error)) from None
+    rows = traffic(layers, sizes, layer_by_layer(layers, args.batch), args.batch,
+                   args.value_bytes)
+    report = {"model": args.model, "batch": args.batch, "buffer_bytes": args.buffer,
+              "value_bytes": args.value_bytes,
+              "layer_by_layer_bytes": sum(r["activations"] + r["weights"] for r in rows)}
+    for row in rows:
+        row["bytes"] = row["activations"] + row["weights"]
+    if args.mbs:
+        try:
+            groups = serialize(layers, sizes, args.batch, args.buffer, args.value_bytes)
+        except TrafficError as error:
+            raise UsageError(str(error)) from None
+        serial = traffic(layers, sizes, groups, args.batch, args.value_bytes)
+        for row, other in zip(rows, serial):
+            row["mbs_bytes"] = other["activations"] + other["weights"]
+        report["mbs_bytes"] = sum(r["mbs_bytes"] for r in rows)
+        report["reduction"] = 1 - report["mbs_bytes"] / report["layer_by_layer_bytes"]
+        report["groups"] = [{"layers": f"{layers[g.first].name} .. {layers[g.last].name}",
+                             "count": g.last - g.first + 1, "sub_batch": g.sub_batch}
+                            for g in groups]
+    report["layers"] = rows
+    if args.plot:
+        _plot_traffic(rows, args.plot)
+    if args.json:
+        print_json(report)
+        return 0
+    columns = [("layer", "layer"), ("activations", "activation B"), ("weights", "weight B"),
+               ("bytes", "layer by layer B")] + ([("mbs_bytes", "MBS B")] if args.mbs else [])
+    print_rows(f"{args.model}: DRAM bytes of one training iteration, batch {args.batch}, "
+               f"{args.value_bytes}-byte values", rows, columns)
+    if args.mbs:
+        print_rows(f"MBS groups with a {args.buffer}-byte buffer", report["groups"],
+                   [("layers", "layers"), ("count", "count"), ("sub_batch", "sub-batch")])
+    summary = f"layer by layer: {report['layer_by_layer_bytes'] / 2 ** 20:.1f} MiB"
+    if args.mbs:
+        summary += (f"; MBS: {report['mbs_bytes'] / 2 ** 20:.1f} MiB "
+                    f"({100 * report['reduction']:.1f} % less)")
+    print(summary)
+    return 0
+
+
+def _plot_traffic(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axes = plt.subplots(figsize=(max(6, len(rows) * 0.12), 4))
+    x = range(len(rows))
+    axes.plot(x, [r["bytes"] / 2 ** 20 for r in rows], label="layer by layer")
+    if "mbs_bytes" in rows[0]:
+        axes.plot(x, [r["mbs_bytes"] / 2 ** 20 for r in rows], label="MBS")
+    axes.set(xlabel="layer (forward order)", ylabel="MiB per iteration")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+COMMANDS = {"train": (add_train, run_train), "predict": (add_predict, run_predict),
+            "traffic": (add_traffic, run_traffic)}

@@ -282,11 +282,11 @@ def _costs(counter):
                              for (layer, kind), m in sorted(counter.chosen.items())}}
 
 
-def _prunetrain_costs(epochs, dense_flops, model, shape):
-    """A PruneTrain phase's cost against dense training for as many epochs."""
+def _epoch_costs(epochs, dense_flops):
+    """The first phase's training FLOPs and the time of its training passes, and the
+    FLOPs of as many epochs on the network as it was built (dense)."""
     flops = sum(e["train_flops"] for e in epochs)
-    return {"channels": channels(model, shape), "train_flops": flops,
-            "dense_train_flops": dense_flops * len(epochs),
+    return {"train_flops": flops, "dense_train_flops": dense_flops * len(epochs),
             "flops_ratio": flops / (dense_flops * len(epochs)),
             "train_seconds": sum(e["seconds"] for e in epochs)}
 
@@ -392,6 +392,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
             optimizer.load_state_dict(state["optimizer"])
         pt = spec.prunetrain if phase.prunetrain else None
         lasso = Lasso(model, shape, pt.penalty, state["lasso"]) if pt else None
+        measured = k == 0 and not phase.bfp          # each epoch's FLOPs and time
 
         def after_step():
             if masks:
@@ -400,7 +401,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                 counter.step += 1
         for epoch in range(start, phase.epochs):
             generator = torch.Generator().manual_seed(spec.seed + 7919 * k + epoch)
-            flops = training_flops(model, shape) * len(x) if pt else None
+            flops = training_flops(model, shape) * len(x) if measured else None
             timer = time.perf_counter()
             loss = _epoch(model, x, y, optimizer, spec.batch, generator, after_step, lasso)
             seconds = time.perf_counter() - timer
@@ -412,8 +413,9 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
             score = accuracy(model, test_x, test_y)
             if pt:
                 state["lasso"] = lasso.weight
+            if measured:
                 state["epoch_rows"].append({
-                    "epoch": epoch + 1, "channels": channels(model, shape),
+                    "epoch": epoch + 1, "channels": channels(model, shape) if pt else None,
                     "train_flops": flops, "seconds": seconds, "loss": loss,
                     "accuracy": score, "rebuilt": bool(rebuilt)})
             progress(f"{phase.name}: epoch {epoch + 1}/{phase.epochs}, loss {loss:.4f}, "
@@ -424,8 +426,8 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                        **_summary(_layer_rows(model, spec, groups)), "accuracy": score,
                        "loss": loss, "seconds": time.perf_counter() - began,
                        **(_costs(counter) if counter else {}),
-                       **(_prunetrain_costs(state["epoch_rows"], dense_flops, model, shape)
-                          if pt else {})}
+                       **(_epoch_costs(state["epoch_rows"], dense_flops) if measured else {}),
+                       **({"channels": channels(model, shape)} if pt else {})}
                 rows.append(row)
             _save_checkpoint(path, {
                 "spec": asdict(spec), "phase": k, "epoch": epoch + 1,
@@ -441,7 +443,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
     export_onnx(model, model_path, shape,
                 (cc.alpha, cc.gamma, groups) if cc else None)
     report = {"spec": asdict(spec), "torch": torch.__version__, "phases": rows,
-              "epochs": state["epoch_rows"],
+              "epochs": state["epoch_rows"],                # the first phase's
               "layers": layers, "accuracy": rows[-1]["accuracy"],
               "train_images": len(x), "test_images": len(test_x), "model": str(model_path),
               "seconds": sum(r["seconds"] for r in rows)}
