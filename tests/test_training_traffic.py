@@ -9,8 +9,8 @@ import pytest
 
 from codnn.model.onnx_import import load_onnx
 from codnn.model.training_traffic import (Group, TrafficError, TrafficLayer,
-                                          from_float_network, layer_by_layer, resnet50,
-                                          serialize, traffic)
+                                          from_float_network, inception_v3, layer_by_layer,
+                                          resnet50, serialize, traffic)
 
 MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
@@ -99,6 +99,15 @@ def test_resnet50_shapes_and_serialization():
     assert _total(traffic(layers, sizes, groups, 32)) < 0.5 * base
 
 
+def test_inception_v3_shapes():
+    layers, sizes = inception_v3()
+    # torchvision's 27,161,264 parameters less its auxiliary classifier's 3,326,696
+    assert sum(layer.weights for layer in layers) == 23_834_568
+    assert (sizes["Mixed_5b"], sizes["Mixed_6a"], sizes["Mixed_7a"], sizes["Mixed_7c"]) == \
+        (256 * 35 * 35, 768 * 17 * 17, 1280 * 8 * 8, 2048 * 8 * 8)
+    assert layers[-1].reads == ("avgpool",) and sizes["avgpool"] == 2048
+
+
 def test_an_imported_network_becomes_its_layers():
     layers, sizes = from_float_network(load_onnx(MODELS / "lenet5_mnist.onnx"))
     assert [layer.stashes for layer in layers] == [True, True, True, True, True, True, True]
@@ -114,7 +123,8 @@ def test_the_command(capsys, tmp_path):
     assert "MBS groups with a 10485760-byte buffer" in out and "% less" in out
     assert (tmp_path / "t.png").stat().st_size > 0
     for argv, message in ((["resnet50", "--buffer", "10XB"], "expected a size like 10MiB"),
-                          (["nosuch.onnx"], "no such model file: nosuch.onnx"),
+                          (["nosuch.onnx"], "no such model file: nosuch.onnx (an ONNX file, "
+                                            "or one of resnet50, inception_v3)"),
                           (["resnet50", "--mbs", "--buffer", "1KiB"], "conv1: one sample's")):
         assert main(["traffic", *argv]) == 2
         err = capsys.readouterr().err

@@ -412,8 +412,9 @@ def add_traffic(sub):
                        "layer and (--mbs) with mini-batch serialization: groups of layers "
                        "run in sub-batches so that the tensors between them stay in the "
                        "on-chip buffer (docs/training.md).")
-    sub.add_argument("model", metavar="MODEL.onnx|resnet50",
-                     help="an ONNX model, or resnet50 (its published shapes, 224 x 224)")
+    sub.add_argument("model", metavar="MODEL.onnx|resnet50|inception_v3",
+                     help="an ONNX model, or resnet50 (224 x 224) or inception_v3 (299 x "
+                          "299): their published shapes")
     sub.add_argument("--batch", type=positive_int, default=32,
                      help="mini-batch size (default 32)")
     sub.add_argument("--buffer", type=_size, default=10 << 20, metavar="SIZE",
@@ -427,17 +428,18 @@ def add_traffic(sub):
 
 
 def run_traffic(args):
-    from ..model.training_traffic import (TrafficError, from_float_network, layer_by_layer,
-                                          resnet50, serialize, traffic)
+    from ..model.training_traffic import (SHAPES, TrafficError, from_float_network,
+                                          layer_by_layer, serialize, traffic)
     from ..render import print_json, print_rows
-    if args.model == "resnet50":
-        layers, sizes = resnet50()
+    if args.model in SHAPES:
+        layers, sizes = SHAPES[args.model]()
     else:
         from pathlib import Path
 
         from ..model.onnx_import import ModelError, load_onnx
         if not Path(args.model).is_file():
-            raise UsageError(f"no such model file: {args.model} (an ONNX file, or resnet50)")
+            raise UsageError(f"no such model file: {args.model} (an ONNX file, or one of "
+                             f"{', '.join(SHAPES)})")
         try:
             layers, sizes = from_float_network(load_onnx(args.model))
         except (ModelError, TrafficError, OSError) as error:
