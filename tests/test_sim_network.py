@@ -5,7 +5,7 @@ the model (sim/tb_network_engine.py), a reset in the middle of a run."""
 
 import numpy as np
 
-from codnn.golden.network_program import EngineConfig
+from codnn.golden.network_program import FETCH_CYCLES, HEADER_CYCLES, EngineConfig
 from codnn.golden.workloads import projection_network, residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network
@@ -52,11 +52,19 @@ def test_engine_on_icarus(tmp_path, icarus):
     assert report["cycles"] == [compiled.cycles]
 
 
-def test_resnet_blocks_on_icarus(tmp_path, icarus):
-    # Adds of a branch's accumulators (a projection block's two, an identity block's one).
+def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, icarus):
+    # Adds of a branch's accumulators (a projection block's two, an identity block's
+    # one). The first run is reset ten cycles into the projection block's add (a word's
+    # lanes through the products), then two images run from fresh starts.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=3, alpha=2, mac="parallel", act_words=512,
+                          acc_words=64, psum_words=64)
+    costs = compile_network(projection_network(rng), engine).costs
+    add = next(k for k, c in enumerate(costs) if c.op == "add")
+    into_add = HEADER_CYCLES + sum(c.cycles for c in costs[:add]) + FETCH_CYCLES + 10
     report, compiled = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
-                            images=1, workload=projection_network)
-    assert report["cycles"] == [compiled.cycles]
+                            workload=projection_network, reset_after=into_add)
+    assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
 def test_engine_with_its_weights_in_external_memory_on_verilator(tmp_path):
