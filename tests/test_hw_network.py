@@ -12,8 +12,9 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
 from codnn.golden.network import FRACTION, pool
-from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, NO_LANE, EngineConfig,
-                                          ProgramError, Region, encode_program,
+from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WORDS, NO_LANE,
+                                          STEP_WORDS, EngineConfig, ProgramError, Region,
+                                          decode_program, encode_program,
                                           gather_entries, gather_values,
                                           host_words, output_values, read_region,
                                           run_program, write_region)
@@ -386,25 +387,35 @@ def test_engine_refuses_a_program_for_another_engine():
 
 
 @pytest.mark.parametrize("op,field", [("pool", "src"), ("pool", "dst"), ("add", "dst"),
-                                      ("layer", "src")])
+                                      ("layer", "src"), ("add", "op")])
 def test_engine_refuses_a_step_on_the_accumulator_buffer(op, field):
     # A hand-edited program whose step reads or writes the accumulator buffer where no
-    # step can: golden refuses it, the engine stops with ``error`` at that step.
+    # step can, or whose operation is unknown: golden refuses it, the engine stops with
+    # ``error`` at that step.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
                           psum_words=64)
     compiled = compile_network(residual_network(rng), engine)
     steps = list(compiled.program.steps)
     k = next(k for k, s in enumerate(steps) if s.op == op)
-    steps[k] = dataclasses.replace(steps[k], **{field: dataclasses.replace(
-        getattr(steps[k], field), memory="acc")})
-    edited = dataclasses.replace(compiled.program, steps=tuple(steps))
     x = rng.integers(0, 256, (1, 3, 8, 8))
-    with pytest.raises(ProgramError, match=f"its {field} must be in the activation buffer"):
-        run_program(edited, compiled.image, x[0])
+    if field == "op":
+        binary = bytearray(encode_program(compiled.program))
+        binary[4 * (HEADER_WORDS + k * STEP_WORDS)] = 3
+        with pytest.raises(ProgramError, match=f"step {k}: unknown operation 3"):
+            decode_program(bytes(binary))
+        loaded = bytes(binary)
+    else:
+        steps[k] = dataclasses.replace(steps[k], **{field: dataclasses.replace(
+            getattr(steps[k], field), memory="acc")})
+        edited = dataclasses.replace(compiled.program, steps=tuple(steps))
+        with pytest.raises(ProgramError, match=f"its {field} must be in the activation "
+                                               f"buffer"):
+            run_program(edited, compiled.image, x[0])
+        loaded = encode_program(edited)
     (_, cycles, error), = _engine_runs(NetworkEngine.for_program(compiled.program),
                                        compiled.program, compiled.image, x,
-                                       loaded_program=encode_program(edited))
+                                       loaded_program=loaded)
     assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
                                                    for j in range(k)) + FETCH_CYCLES
 

@@ -51,9 +51,10 @@ class NetworkEngine(wiring.Component):
     image (``act_write``, words of ``rows`` activations) while the engine is idle, pulses
     ``start``, waits for ``busy`` to fall and reads the result (``act_read`` or
     ``acc_read``, data a cycle after the address). ``error`` is set (until the next
-    ``start``) when the program's header does not match the engine, a step's operation is unknown or
-    it reads or writes the accumulator buffer where it cannot (a layer's or pooling's source, pooling's or an
-    add's destination), or the external memory answered a read with an error; ``cycles`` counts the cycles of the last run,
+    ``start``) when the program's header does not match the engine, a step's operation is
+    unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
+    pooling's source, pooling's or an add's destination), or the external memory answered
+    a read with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
