@@ -76,7 +76,7 @@ RESNET_RUNS = {"resnet20_mnist": {},
                                                                     final_epochs=4)}}
 
 
-def _resnet_models(folder):
+def resnet_models(folder):
     """The trained ResNet-20 models (``RESNET_RUNS``) in ``folder``, trained once."""
     import shutil
     import tempfile
@@ -115,7 +115,7 @@ def _deep_networks(args, data, fmax):
     the engine with external weights: a row per model and MAC kind, each program checked
     against the golden integer network on three test images."""
     folder = Path(args.output).parent
-    models = {**_resnet_models(folder), "vgg6 (untrained)": _untrained_vgg6(folder)}
+    models = {**resnet_models(folder), "vgg6 (untrained)": _untrained_vgg6(folder)}
     rows = []
     for name, path in models.items():
         network = quantize_network(load_onnx(path), data.train_x[:500], alpha=args.alpha,
