@@ -80,8 +80,8 @@ def _small(**change):
 
 
 def test_a_prunetrain_run_shrinks_the_network_and_resumes(tmp_path):
-    # LeNet-5 on MNIST, rebuilt after each of three epochs.
-    spec = _small(prunetrain=PruneTrain(interval=1))
+    # LeNet-5 on MNIST, rebuilt after each of three epochs, the mini-batch growing.
+    spec = _small(prunetrain=PruneTrain(interval=1, grow=True))
     whole = train(spec, tmp_path / "whole")
     epochs = whole["epochs"]
     assert [e["epoch"] for e in epochs] == [1, 2, 3] and all(e["rebuilt"] for e in epochs)
@@ -169,10 +169,21 @@ def test_cli_runs_prunetrain_and_prints_its_epochs(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--prunetrain", "penalty=1.5"], "the PruneTrain penalty must lie in (0, 1), not 1.5"),
     (["--prunetrain", "interval=x"], "interval='x' is not a int"),
-    (["--prunetrain", "rate=3"], "expected penalty=...,interval=...,threshold=..."),
+    (["--prunetrain", "rate=3"], "expected penalty=...,interval=...,threshold=...,grow=..."),
+    (["--prunetrain", "grow=2"], "grow='2' is not a flag"),
     (["--prunetrain", "--block-float"], "not with PruneTrain"),
 ])
 def test_cli_bad_prunetrain_arguments(tmp_path, capsys, argv, message):
     code, _, err = _cli(capsys, "train", "lenet5", *argv, "-o", str(tmp_path / "out"))
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_mini_batch_grows_as_the_network_shrinks(tmp_path):
+    # grow=1: after a rebuild the batch is the first one times the dense network's
+    # training FLOPs per sample over the smaller network's.
+    spec = _small(epochs=2, prunetrain=PruneTrain(interval=1, grow=True))
+    epochs = train(spec, tmp_path)["epochs"]
+    assert epochs[0]["batch"] == 64
+    flops = [e["train_flops"] for e in epochs]
+    assert flops[1] < flops[0] and epochs[1]["batch"] == int(64 * flops[0] / flops[1])

@@ -35,6 +35,13 @@ def _settings(keys):
     return parse
 
 
+def flag(text):
+    """0 or 1, as a bool."""
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return text == "1"
+
+
 def _widths(text):
     try:
         return tuple(int(w) for w in text.split(","))
@@ -94,12 +101,15 @@ def add_train(sub):
     sub.add_argument("--tq-epochs", type=positive_int, default=5,
                      help="term-quantization fine-tuning epochs (default 5)")
     sub.add_argument("--prunetrain", nargs="?", const={}, default=None,
-                     type=_settings({"penalty": float, "interval": int, "threshold": float}),
-                     metavar="penalty=P,interval=N,threshold=T",
+                     type=_settings({"penalty": float, "interval": int, "threshold": float,
+                                     "grow": flag}),
+                     metavar="penalty=P,interval=N,threshold=T,grow=0|1",
                      help="PruneTrain in place of dense training: channel group lasso (P of "
                           "the objective, default 0.2), the network rebuilt without its "
-                          "zeroed channels every N epochs (default 5; groups under T, "
-                          "default 1e-4, are zero); column combining or --tq can follow")
+                          "zeroed channels every N epochs (default 5; groups whose root "
+                          "mean square weight is under T, default 5e-3, are zero); grow=1: "
+                          "the mini-batch grows as the network shrinks; column combining "
+                          "or --tq can follow")
     defaults = BlockFloat()
     sub.add_argument("--block-float", action="store_true",
                      help="train in block floating point from the first step (FAST: blocks "

@@ -54,11 +54,14 @@ class PruneTrain:
     root mean square weight under which a group counts as zero. The paper's 1e-4 is for
     SGD, which brings a group's weights to zero; under Adam (codnn's optimizer) a group
     that the lasso empties keeps oscillating at about the learning rate (1e-3), so the
-    default is above that."""
+    default is above that. ``grow``: after each rebuild the mini-batch grows as the
+    network's training FLOPs per sample fall (the memory a sample takes, roughly), and
+    the learning rate with it (the paper's option)."""
 
     penalty: float = 0.2
     interval: int = 5
     threshold: float = THRESHOLD
+    grow: bool = False
 
 
 @dataclass

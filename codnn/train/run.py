@@ -282,6 +282,14 @@ def _costs(counter):
                              for (layer, kind), m in sorted(counter.chosen.items())}}
 
 
+def _batch(spec, pt, model, shape, dense_per_sample):
+    """The mini-batch of an epoch: ``spec.batch``, or with PruneTrain's ``grow`` that
+    times the dense network's training FLOPs per sample over the current network's."""
+    if not (pt and pt.grow):
+        return spec.batch
+    return max(spec.batch, int(spec.batch * dense_per_sample / training_flops(model, shape)))
+
+
 def _epoch_costs(epochs, dense_flops):
     """The first phase's training FLOPs and the time of its training passes, and the
     FLOPs of as many epochs on the network as it was built (dense)."""
@@ -393,6 +401,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
         pt = spec.prunetrain if phase.prunetrain else None
         lasso = Lasso(model, shape, pt.penalty, state["lasso"]) if pt else None
         measured = k == 0 and not phase.bfp          # each epoch's FLOPs and time
+        batch = _batch(spec, pt, model, shape, dense_flops / len(x))
 
         def after_step():
             if masks:
@@ -402,20 +411,23 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
         for epoch in range(start, phase.epochs):
             generator = torch.Generator().manual_seed(spec.seed + 7919 * k + epoch)
             flops = training_flops(model, shape) * len(x) if measured else None
-            timer = time.perf_counter()
-            loss = _epoch(model, x, y, optimizer, spec.batch, generator, after_step, lasso)
+            timer, used = time.perf_counter(), batch
+            loss = _epoch(model, x, y, optimizer, batch, generator, after_step, lasso)
             seconds = time.perf_counter() - timer
             rebuilt = pt and ((epoch + 1) % pt.interval == 0 or epoch == phase.epochs - 1)
             if rebuilt:
                 state["reconfigured"].append(reconfigure(model, shape, pt.threshold))
                 lasso.refresh()
-                optimizer = torch.optim.Adam(model.parameters(), lr=phase.lr)
+                batch = _batch(spec, pt, model, shape, dense_flops / len(x))
+                optimizer = torch.optim.Adam(model.parameters(),
+                                             lr=phase.lr * batch / spec.batch)
             score = accuracy(model, test_x, test_y)
             if pt:
                 state["lasso"] = lasso.weight
             if measured:
                 state["epoch_rows"].append({
                     "epoch": epoch + 1, "channels": channels(model, shape) if pt else None,
+                    "batch": used,
                     "train_flops": flops, "seconds": seconds, "loss": loss,
                     "accuracy": score, "rebuilt": bool(rebuilt)})
             progress(f"{phase.name}: epoch {epoch + 1}/{phase.epochs}, loss {loss:.4f}, "
