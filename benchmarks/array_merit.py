@@ -12,7 +12,9 @@ data), and the TQ array (g 8, alpha 12, beta 3, NAF). Each is synthesized alone 
 a second run only builds what is missing). Per network (LeNet-5 dense and column-combined
 from benchmarks/models; ResNet-20 trained as benchmarks/network_engine.py trains it) and
 array, ``codnn infer`` (batch 1, the MNIST test split) gives the integer accuracy and the
-cycles per image of the cycle model; the figure of merit is images per second at the
+cycles per image of the cycle model, split into loading (data waiting for a tile's
+weights or term slots), streaming (a tile's data going in) and draining (the pipeline
+after the last beat), per layer in PREFIX.json; the figure of merit is images per second at the
 array's Fmax per thousand LUTs, and per thousand LUT equivalents counting a DSP block as
 ``--dsp-luts`` LUTs. Writes PREFIX.json, PREFIX.csv and PREFIX.png. Needs the ``train``
 extra for ResNet-20; the synthesis is the long part (about ten minutes an array at 8 x 8
@@ -93,12 +95,19 @@ def main():
                          "dsp": s["dsp"], "fmax_mhz": s["fmax_mhz"],
                          "images_per_s": per_s, "per_klut": 1e3 * per_s / s["lut"],
                          "per_klut_equivalent": 1e3 * per_s / equivalents,
-                         "layer_cycles": {layer["layer"]: layer["cycles"]
-                                          for layer in report["layers"]}})
+                         **{f"{part}_cycles": sum(layer[f"{part}_cycles"]
+                                                  for layer in report["layers"])
+                            for part in ("loading", "streaming", "draining")},
+                         "layer_cycles": {layer["layer"]: {
+                             part: layer[f"{part}_cycles"]
+                             for part in ("loading", "streaming", "draining")}
+                             for layer in report["layers"]}})
     print_rows(f"Arrays of {args.size} x {args.size} on {args.device}, batch 1 (a DSP block "
                f"counted as {args.dsp_luts} LUTs)", rows,
                [("network", "network"), ("array", "array"), ("accuracy", "accuracy"),
-                ("cycles", "cycles/img"), ("lut", "LUT"), ("dsp", "DSP"),
+                ("cycles", "cycles/img"), ("loading_cycles", "loading"),
+                ("streaming_cycles", "streaming"), ("draining_cycles", "draining"),
+                ("lut", "LUT"), ("dsp", "DSP"),
                 ("fmax_mhz", "Fmax MHz"), ("images_per_s", "img/s"),
                 ("per_klut", "img/s per kLUT"),
                 ("per_klut_equivalent", "img/s per kLUT equivalent")])

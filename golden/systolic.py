@@ -241,6 +241,9 @@ class CycleReport:
     ``cycles``: from the first weight beat accepted to the last result taken, both edges
     included. ``overall_util``: useful MACs / (cycles x rows x cols).
     ``mapping_efficiency``: used cells / (tiles x rows x cols).
+    Where the cycles go (they sum to ``cycles``): ``loading``, data waiting for a tile's
+    weights; ``streaming``, a tile's data going in (beats, and the cycles between them);
+    ``draining``, after the last beat, until the last result.
     """
 
     cycles: int
@@ -249,6 +252,9 @@ class CycleReport:
     useful_macs: int
     overall_util: float
     mapping_efficiency: float
+    loading: int = 0
+    streaming: int = 0
+    draining: int = 0
 
 
 def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latency=0,
@@ -280,8 +286,11 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     next_beat = 0                         # first edge the serializer takes a beat
     next_weight = 0                       # first edge a weight beat can be accepted
     total = sum(tile_sizes)
+    spent = {"loading": 0, "streaming": 0, "draining": 0}
     e = 0
     while True:
+        spent["draining" if data_tile == len(tile_sizes) else
+              "loading" if bank[use_bank] != FULL else "streaming"] += 1
         result_go = bool(queue) and queue[0] <= e
         weights_go = (weight_tiles < len(tile_sizes) and bank[load_bank] == EMPTY
                       and e >= next_weight)
@@ -330,4 +339,4 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     used = sum(used_cells) if used_cells is not None else rows * cols * len(tile_sizes)
     return CycleReport(cycles=cycles, tiles=len(tile_sizes), beats=total, useful_macs=useful,
                        overall_util=useful / (cycles * rows * cols),
-                       mapping_efficiency=used / (len(tile_sizes) * rows * cols))
+                       mapping_efficiency=used / (len(tile_sizes) * rows * cols), **spent)

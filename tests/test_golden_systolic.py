@@ -62,6 +62,11 @@ def test_cycle_model_by_hand():
     # tile 3's weights wait for tile 1 (accepted at 3) to leave the cells at 10; they load
     # at 11,12, are written by 13, its beat enters at 14 and leaves the FIFO at 23.
     assert cycle_model([1, 1, 1], rows=2, cols=3, out_stage=False).cycles == 24
+    # Where the cycles go: waiting for weights (edges 0..2; for [1, 1, 1] also 4 and
+    # 6..13), a tile's data going in, the pipeline after the last beat (9 edges).
+    spent = [(r.loading, r.streaming, r.draining) for r in (
+        cycle_model(t, rows=2, cols=3, out_stage=False) for t in ([10], [10] * 3, [1] * 3))]
+    assert spent == [(3, 10, 9), (3, 30, 9), (12, 3, 9)]
     # Parallel MACs: 3 product steps, two more register stages than the default 1.
     assert cycle_model([10], rows=2, cols=3, out_stage=False, product_steps=3).cycles == 24
 

@@ -169,7 +169,8 @@ def _layer_row(layer):
             "dense_utilization": round(layer.dense_utilization, 4),
             "macs_per_cycle": round(layer.macs_per_cycle, 2),
             "weight_bytes": layer.weight_bytes, "data_bytes": layer.data_bytes,
-            "psum_bytes": layer.psum_bytes}
+            "psum_bytes": layer.psum_bytes,
+            **{f"{part}_cycles": n for part, n in layer.spent.items()}}
 
 
 def write_plots(layers, folder, title):

@@ -31,7 +31,9 @@ class LayerSchedule:
     """One layer on the packed array (``cycles``, ``tiles``, ...) and on the dense one
     (``dense_*``). Bytes are what the streams carry: weights with their selects, data
     (``cols x alpha`` values a vector) and partial sums in (``rows`` accumulators a
-    vector); ``column_fill`` is each used array column's share of filled cells."""
+    vector); ``column_fill`` is each used array column's share of filled cells;
+    ``spent`` where the cycles go (``golden.systolic.CycleReport``: loading, streaming,
+    draining)."""
 
     name: str
     kind: str
@@ -52,6 +54,7 @@ class LayerSchedule:
     dense_tiles: int
     dense_cycles: int
     dense_utilization: float
+    spent: dict
 
     @property
     def macs_per_cycle(self):
@@ -148,5 +151,7 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
             cycles=report.cycles,
             macs=report.useful_macs, utilization=report.overall_util,
             column_fill=tuple(float(f) for f in filled), dense_tiles=dense.tiles,
-            dense_cycles=dense.cycles, dense_utilization=dense.overall_util, **moved))
+            dense_cycles=dense.cycles, dense_utilization=dense.overall_util,
+            spent={k: getattr(report, k) for k in ("loading", "streaming", "draining")},
+            **moved))
     return layers, host
