@@ -422,24 +422,25 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                 optimizer = torch.optim.Adam(model.parameters(),
                                              lr=phase.lr * batch / spec.batch)
             score = accuracy(model, test_x, test_y)
+            width = channels(model, shape) if pt else None     # a trace: once an epoch
             if pt:
                 state["lasso"] = lasso.weight
             if measured:
                 state["epoch_rows"].append({
-                    "epoch": epoch + 1, "channels": channels(model, shape) if pt else None,
+                    "epoch": epoch + 1, "channels": width,
                     "batch": used,
                     "train_flops": flops, "seconds": seconds, "loss": loss,
                     "accuracy": score, "rebuilt": bool(rebuilt)})
             progress(f"{phase.name}: epoch {epoch + 1}/{phase.epochs}, loss {loss:.4f}, "
                      f"test accuracy {score:.2%}"
-                     + (f", {channels(model, shape)} channels" if pt else ""))
+                     + (f", {width} channels" if pt else ""))
             if epoch == phase.epochs - 1:
                 row = {"phase": phase.name, "epochs": phase.epochs, "rate": phase.rate,
                        **_summary(_layer_rows(model, spec, groups)), "accuracy": score,
                        "loss": loss, "seconds": time.perf_counter() - began,
                        **(_costs(counter) if counter else {}),
                        **(_epoch_costs(state["epoch_rows"], dense_flops) if measured else {}),
-                       **({"channels": channels(model, shape)} if pt else {})}
+                       **({"channels": width} if pt else {})}
                 rows.append(row)
             _save_checkpoint(path, {
                 "spec": asdict(spec), "phase": k, "epoch": epoch + 1,
