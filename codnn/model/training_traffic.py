@@ -112,11 +112,11 @@ def _group_bytes(layers, sizes, first, last, batch, sub_batch, users, network_in
     return moved
 
 
-def traffic(layers, sizes, groups, batch, value_bytes=2, network_input=None):
+def traffic(layers, sizes, groups, batch, value_bytes=2):
     """Bytes one training iteration moves per layer under ``groups`` (a list of
     ``Group``): a list of ``{"layer", "activations", "weights"}``."""
     users = _consumers(layers)
-    network_input = network_input or layers[0].reads[0]
+    network_input = layers[0].reads[0]
     rows = []
     for g in groups:
         for k, (act, w) in zip(range(g.first, g.last + 1),
