@@ -339,7 +339,8 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
         assert cycles == compiled.cycles
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial")])
+@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial"),
+                                                 (6, 2, 2, "parallel")])
 def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     # Branches that end in accumulators: a projection block (both operands of its add in
     # the accumulator buffer) and an identity block (one), strides of 2.
