@@ -9,7 +9,8 @@ a row block, the previous column block's result after that.
 
 Arithmetic: two's complement, products and sums wrap to ``acc_bits`` exactly like the RTL
 (wrapping is modular, so the order of accumulation does not matter). Output stage:
-``clamp(acc >> shift, 0, 2**out_bits - 1)`` with an arithmetic (floor) shift.
+``clamp(acc >> shift, 0, 2**out_bits - 1)`` with an arithmetic (floor) shift, a shift per
+output channel (array row).
 
 The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, with both
 input streams always valid and the output always ready: weights load a row per cycle into
@@ -40,8 +41,13 @@ def wrap(values, bits):
 
 
 def output_stage(acc, shift, out_bits):
-    """``clamp(acc >> shift, 0, 2**out_bits - 1)`` (arithmetic shift: floor)."""
-    return np.clip(np.asarray(acc, dtype=np.int64) >> shift, 0, (1 << out_bits) - 1)
+    """``clamp(acc >> shift, 0, 2**out_bits - 1)`` (arithmetic shift: floor); ``shift`` is
+    one integer, or one per row (per output channel: along the first axis of ``acc``)."""
+    acc = np.asarray(acc, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    if shift.ndim == 1:
+        shift = shift.reshape((-1,) + (1,) * (acc.ndim - 1))
+    return np.clip(acc >> shift, 0, (1 << out_bits) - 1)
 
 
 def select_bits(alpha):

@@ -2,7 +2,8 @@
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``alpha``,
 ``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``mac``, ``out_bits``), the run-time
-``shift``, the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
+``shift`` (one, or a list with one per layer row: the rows' own, taken with their weight
+beats), the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
 ``layer_rows`` x ``layer_cols`` filter matrix at ``sparsity``, magnitude-pruned from a
 structured random layer, packed with ``gamma``), ``vectors`` input vectors per tile (or
 ``inputs``: an ``.npy`` of the layer's input vectors, channels x vectors, and ``bias``: an
@@ -29,7 +30,8 @@ from codnn.golden.systolic import (
     select_bits,
 )
 from codnn.golden.workloads import quantize_symmetric, structured_layer
-from codnn.sim.testbench import load_config, pack_lanes, result_checker, run_array, write_report
+from codnn.sim.testbench import (load_config, pack_lanes, result_checker, run_array,
+                                  tile_shifts, write_report)
 
 
 def build_workload(config):
@@ -73,16 +75,18 @@ async def array_matches_golden(dut):
 
     weight_beats, data_beats, expected = [], [], []
     for tile, beats, psum, results in per_tile:
+        shifts = tile_shifts(config, tile.row_block)
         for r in range(R):
-            weight_beats.append(pack_lanes(
+            weight_beats.append((pack_lanes(
                 [(int(w) & ((1 << wb) - 1)) | int(sel) << wb
-                 for w, sel in zip(tile.weights[r], tile.selects[r])], wb + sel_bits))
+                 for w, sel in zip(tile.weights[r], tile.selects[r])], wb + sel_bits),
+                shifts[r]))
         for t in range(len(beats)):
             x = pack_lanes(beats[t].reshape(-1), db)
             word = x | pack_lanes(psum[t], ab) << (W * alpha * db)
             data_beats.append(word | int(t == len(beats) - 1) << (W * alpha * db + R * ab))
             expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
-                             results[t], t == len(beats) - 1))
+                             results[t], t == len(beats) - 1, shifts))
 
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))

@@ -20,7 +20,7 @@ from codnn.golden.systolic import output_stage
 
 __all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
            "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes", "check_stream",
-           "run_array", "result_checker"]
+           "run_array", "result_checker", "tile_shifts"]
 
 
 def load_config():
@@ -57,14 +57,18 @@ async def clock_edges(dut, limit, stalled):
 class StreamSource:
     """Drives an input stream of the DUT from a list of payload integers.
 
-    Between beats it stays idle with probability ``idle`` per cycle.
+    Between beats it stays idle with probability ``idle`` per cycle. With ``side =
+    (handle, values)``, ``handle`` is driven with ``values[k]`` while beat ``k`` is
+    offered (a setting the DUT takes with the beat).
     """
 
-    def __init__(self, dut, name, payloads, rng: random.Random, idle=0.0):
+    def __init__(self, dut, name, payloads, rng: random.Random, idle=0.0, side=None):
         self._valid = getattr(dut, f"{name}__valid")
         self._ready = getattr(dut, f"{name}__ready")
         self._payload = getattr(dut, f"{name}__payload")
         self._pending = list(payloads)
+        self._side, self._side_values = side if side else (None, [])
+        self._side_values = list(self._side_values)
         self._rng = rng
         self._idle = idle
         self.sent = 0
@@ -85,6 +89,8 @@ class StreamSource:
         if accepted or not int(self._valid.value):
             if self._pending and self._rng.random() >= self._idle:
                 self._payload.value = self._pending.pop(0)
+                if self._side is not None:
+                    self._side.value = self._side_values.pop(0)
                 self._valid.value = 1
             else:
                 self._valid.value = 0
@@ -158,13 +164,32 @@ async def check_stream(dut, config, *, source, sink, payloads, expected, check,
     return cycles
 
 
+def tile_shifts(config, row_block):
+    """The output-stage shift of each array row in a tile of row block ``row_block``, from
+    ``config["shift"]``: one for the whole layer, or a list with one per layer row (array
+    rows past the layer's take 0)."""
+    shift, rows = config["shift"], config["rows"]
+    if isinstance(shift, int):
+        return [shift] * rows
+    part = [int(v) for v in shift[row_block * rows:(row_block + 1) * rows]]
+    return part + [0] * (rows - len(part))
+
+
+def _weight_source(dut, config, weight_beats, rng, idle=0.0):
+    """The ``weights`` stream's source for beats ``(payload, shift)``: with an output
+    stage, ``dut.shift`` holds the row's shift while its beat is offered."""
+    payloads, shifts = zip(*weight_beats) if weight_beats else ((), ())
+    side = (dut.shift, shifts) if config.get("out_bits") is not None else None
+    return StreamSource(dut, "weights", payloads, rng, idle=idle, side=side)
+
+
 async def _reset_in_flight(dut, config, weight_beats, data_beats, check, rng):
     """Run the layer until ``config["reset_in_flight"]`` data beats were accepted, the
     results taken so far checked; then hold ``dut.rst`` high for one edge, with those
     beats (and the weights of later tiles) still in the array and the streams' valid and
     ready as they were (a beat the array seems to take at that edge is void)."""
     beats = config["reset_in_flight"]
-    sources = [StreamSource(dut, "weights", weight_beats, rng),
+    sources = [_weight_source(dut, config, weight_beats, rng),
                StreamSource(dut, "data", data_beats, rng)]
     sink = StreamSink(dut, "result", rng)
     limit = beats * config.get("beat_cycles", 1) * 20 + 1000
@@ -186,8 +211,9 @@ async def _reset_in_flight(dut, config, weight_beats, data_beats, check, rng):
 
 async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     """Run a weight-stationary array (``hw.common.ws_array``): all weight beats on
-    ``weights``, all data beats on ``data`` (random idle cycles), ``results`` beats taken
-    from ``result`` (random backpressure), ``check(k, word)`` called on each. Returns the
+    ``weights`` (``(payload, shift)`` pairs, the shift its row's: ``tile_shifts``), all
+    data beats on ``data`` (random idle cycles), ``results`` beats taken from ``result``
+    (random backpressure), ``check(k, word)`` called on each. Returns the
     cycles from the first accepted weight beat to the last result, both included, and the
     cycles a result was held by backpressure.
 
@@ -196,12 +222,10 @@ async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     layer runs again from its first weight beat, and that run is the one checked and
     counted."""
     await start_clock_and_reset(dut)
-    if config.get("out_bits") is not None:
-        dut.shift.value = config["shift"]
     rng = random.Random(config["seed"])
     if config.get("reset_in_flight"):
         await _reset_in_flight(dut, config, weight_beats, data_beats, check, rng)
-    sources = [StreamSource(dut, "weights", weight_beats, rng, idle=config["idle"]),
+    sources = [_weight_source(dut, config, weight_beats, rng, idle=config["idle"]),
                StreamSource(dut, "data", data_beats, rng, idle=config["idle"])]
     sink = StreamSink(dut, "result", rng, backpressure=config["backpressure"])
     limit = (len(weight_beats) + len(data_beats) * config.get("beat_cycles", 1)) * 20 + 1000
@@ -211,12 +235,13 @@ async def run_array(dut, config, *, weight_beats, data_beats, results, check):
 
 def result_checker(config, expected):
     """A ``check`` for ``run_array``: result beat ``k`` must hold ``expected[k] = (where,
-    acc, last)``: every row's ``acc`` (``acc_bits`` two's complement), with ``out_bits``
-    every row's ``clamp(acc >> shift)``, and the ``last`` flag."""
+    acc, last, shifts)``: every row's ``acc`` (``acc_bits`` two's complement), with
+    ``out_bits`` every row's ``clamp(acc >> shift)`` (its tile's ``shifts``), and the
+    ``last`` flag."""
     rows, ab, ob, seed = config["rows"], config["acc_bits"], config["out_bits"], config["seed"]
 
     def check(k, word):
-        where, want, want_last = expected[k]
+        where, want, want_last, shifts = expected[k]
         got = [v - (1 << ab) if v >> (ab - 1) else v for v in unpack_lanes(word, ab, rows)]
         for r in range(rows):
             assert got[r] == int(want[r]), (f"{where} row {r}: acc expected {int(want[r])}, "
@@ -224,7 +249,7 @@ def result_checker(config, expected):
         offset = rows * ab
         if ob is not None:
             y = unpack_lanes(word >> offset, ob, rows)
-            want_y = output_stage(want, config["shift"], ob)
+            want_y = output_stage(want, shifts, ob)
             for r in range(rows):
                 assert y[r] == int(want_y[r]), (f"{where} row {r}: y expected "
                                                 f"{int(want_y[r])}, got {y[r]} (seed {seed})")

@@ -27,6 +27,12 @@ def test_output_stage_is_relu_shift_and_saturation():
     assert output_stage(np.array([-1]), 0, 8).tolist() == [0]
 
 
+def test_output_stage_takes_a_shift_per_row():
+    acc = np.array([[4096, -4096], [4096, 100], [4096, 4096]])
+    assert output_stage(acc, [4, 5, 12], 8).tolist() == [[255, 0], [128, 3], [1, 1]]
+    assert output_stage(acc[:, 0], [4, 5, 12], 8).tolist() == [255, 128, 1]
+
+
 @pytest.mark.parametrize("rows,cols,alpha", [(1, 1, 1), (4, 8, 2), (8, 3, 8), (3, 2, 4)])
 def test_layer_result_equals_pruned_dense_product(rows, cols, alpha):
     rng = np.random.default_rng(rows * 100 + cols)

@@ -34,16 +34,21 @@ CONFIGS = {
     # non-square, signed data, output stage, multi-tile
     "4x8-a4-signed": dict(rows=4, cols=8, alpha=4, data_signed=True, out_bits=8,
                           layer_rows=9, layer_cols=70, sparsity=0.75),
-    # tall-narrow, alpha 8, a realistic magnitude-pruned layer over many tiles, shift 13
+    # tall-narrow, alpha 8, a realistic magnitude-pruned layer over many tiles, a shift
+    # per output channel (0 and 23, the extremes, in one tile; 13 for the third block)
     "8x3-a8-layer": dict(rows=8, cols=3, alpha=8, layer_rows=20, layer_cols=300,
-                         sparsity=0.85, acc_bits=24, out_bits=8, shift=13),
-    # alpha 2, small widths, accumulator wrap-around and saturation
+                         sparsity=0.85, acc_bits=24, out_bits=8,
+                         shift=[13, 0, 23, 9, 12, 14, 1, 16] + [11, 12, 13, 10, 15, 0, 22, 8]
+                         + [13] * 4),
+    # alpha 2, small widths, accumulator wrap-around and saturation, per-row shifts
     "3x2-a2-narrow": dict(rows=3, cols=2, alpha=2, weight_bits=4, data_bits=4,
-                          acc_bits=10, out_bits=4, shift=2, layer_rows=7, layer_cols=19,
-                          sparsity=0.5),
-    # bit-serial MACs: unsigned alpha 4 with an output stage, signed alpha 8 wrapping
+                          acc_bits=10, out_bits=4, shift=[2, 9, 0, 5, 2, 1, 3],
+                          layer_rows=7, layer_cols=19, sparsity=0.5),
+    # bit-serial MACs: unsigned alpha 4 with an output stage (a shift per output channel),
+    # signed alpha 8 wrapping
     "4x8-a4-bitserial": dict(rows=4, cols=8, alpha=4, mac="bitserial", out_bits=8,
-                             layer_rows=9, layer_cols=70, sparsity=0.75),
+                             shift=[6, 11, 31, 0, 9, 10, 5, 8, 12], layer_rows=9,
+                             layer_cols=70, sparsity=0.75),
     "8x3-a8-bitserial-signed": dict(rows=8, cols=3, alpha=8, mac="bitserial",
                                     data_signed=True, data_bits=5, acc_bits=14,
                                     layer_rows=20, layer_cols=200, sparsity=0.85),

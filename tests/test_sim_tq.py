@@ -82,9 +82,10 @@ ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc
     # a single tMAC cell, groups of 3, binary terms
     (dict(rows=1, cols=1, g=3, alpha=4, beta=2, encoding="binary", layer_rows=3,
           layer_cols=7), "verilator"),
-    # non-square, NAF, output stage, several tiles with partial sums chained
-    (dict(rows=3, cols=2, g=4, alpha=6, beta=2, out_bits=8, shift=10, layer_rows=7,
-          layer_cols=29), "verilator"),
+    # non-square, NAF, output stage (a shift per output channel), several tiles with
+    # partial sums chained
+    (dict(rows=3, cols=2, g=4, alpha=6, beta=2, out_bits=8, shift=[10, 0, 31, 7, 12, 9, 3],
+          layer_rows=7, layer_cols=29), "verilator"),
     # the paper's g=8, alpha=12, beta=3 on one cell, narrow accumulator (wraps), 5 tiles
     (dict(rows=1, cols=1, g=8, alpha=12, beta=3, acc_bits=18, layer_rows=1,
           layer_cols=40), "verilator"),
@@ -121,8 +122,8 @@ def test_tq_array_reset_in_flight_then_a_fresh_layer():
     # array and results in the FIFOs, then the whole layer again, every result and the
     # cycle count checked.
     config = {"rows": 5, "cols": 2, "g": 2, "alpha": 3, "beta": 1, "mag_bits": 7,
-              "encoding": "naf", "acc_bits": 32, "out_bits": 8, "shift": 6,
-              "layer_rows": 11, "layer_cols": 13, "vectors": 5, "reset_in_flight": 7}
+              "encoding": "naf", "acc_bits": 32, "out_bits": 8,
+              "shift": [6, 8, 4, 9, 7, 5, 6, 3, 10, 2, 6], "layer_rows": 11, "layer_cols": 13, "vectors": 5, "reset_in_flight": 7}
     dut = TermQuantArray(**{k: config[k] for k in ARRAY_KEYS})
     for seed, stalls in [(33, False), (34, True)]:
         run = {**config, "idle": 0.3 if stalls else 0.0, "backpressure": 0.4 if stalls else 0.0}

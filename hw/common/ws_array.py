@@ -90,9 +90,10 @@ class WeightStationaryArray(wiring.Component):
     (cells that take several cycles per beat).
 
     With ``out_bits``, results also carry ``y = clamp(acc >> shift, 0, 2**out_bits - 1)``
-    (arithmetic shift, in two steps), ``shift`` being a run-time input, registered row by
-    row (all rows of a result use the value it had in one cycle; keep it steady while
-    results are in flight).
+    (arithmetic shift, in two steps) with a shift per array row and tile: row r of a tile
+    uses the value ``shift`` had when the tile's weight beat for row r was accepted (so
+    each output channel can have its own, and it may change from one beat to the next;
+    held steady, it is the layer's one shift).
 
     Latency: ``pipeline_depth + 2`` cycles from a data beat's acceptance to its result on
     ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + product_steps`` (+2
@@ -323,6 +324,14 @@ class WeightStationaryArray(wiring.Component):
                 m.d.sync += bank_state[b].eq(_FULL)
         with m.If(data_go & self.data.payload.last):
             m.d.sync += use_bank.eq(~use_bank)
+        # Each row's output-stage shift, per bank, taken with the row's weight beat.
+        if self.out_bits is not None:
+            row_shift = [[Signal(range(self.acc_bits), name=f"shift{b}_r{r}")
+                          for r in range(R)] for b in range(2)]
+            for b in range(2):
+                for r in range(R):
+                    with m.If(weights_go & (load_bank == b) & (load_row == r)):
+                        m.d.sync += row_shift[b][r].eq(self.shift)
         with m.If(weights_go):
             with m.If(load_row == R - 1):
                 m.d.sync += [load_row.eq(0), load_bank.eq(~load_bank)]
@@ -406,21 +415,20 @@ class WeightStationaryArray(wiring.Component):
             for r in range(R):
                 m.d.comb += result.acc[r].eq(delay(m, row_psum[r], skew[r], f"deskew_r{r}"))
         else:
-            # The output stage acts on each row as it leaves the cells. shift and its mask
-            # (bit k of acc lands at or above out_bits) go up the rows a register per row
-            # (if the rows leave skewed), so each row's shifter has copies of its own and
-            # a vector's rows all use the value shift had in one cycle.
-            shift = stage(m, self.shift, f"shift_r{R - 1}")
-            mask = stage(m, Cat(self.shift <= k - self.out_bits if k >= self.out_bits else C(0)
-                                for k in range(self.acc_bits)), f"over_mask_r{R - 1}")
+            # The output stage acts on each row as it leaves the cells, with the shift its
+            # row took with the tile's weights: row r's result is in the output stage's
+            # first step when its beat is pipe_bank[depth - 3 - skew[r]], so its shift and
+            # mask (bit k of acc lands at or above out_bits) are registered a cycle
+            # before, from the bank that beat used.
             for r in reversed(range(R)):
+                own = Mux(pipe_bank[depth - 4 - skew[r]], row_shift[1][r], row_shift[0][r])
+                shift = stage(m, own, f"shift_r{r}")
+                mask = stage(m, Cat(own <= k - self.out_bits if k >= self.out_bits else C(0)
+                                    for k in range(self.acc_bits)), f"over_mask_r{r}")
                 y = self._output_stage(m, row_psum[r], shift, mask, r)
                 m.d.comb += [
                     result.acc[r].eq(delay(m, row_psum[r], skew[r] + 2, f"deskew_r{r}")),
                     result.y[r].eq(delay(m, y, skew[r], f"deskew_y_r{r}"))]
-                if r > 0 and not self._rows_aligned:
-                    shift = stage(m, shift, f"shift_r{r - 1}")
-                    mask = stage(m, mask, f"over_mask_r{r - 1}")
 
         self._output_fifos(m, result, pipe_valid)
         return m
