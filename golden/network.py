@@ -56,7 +56,7 @@ class ArrayLayer:
 
     ``packed`` holds integer weights (``N x C*k*k`` or ``N x F`` before packing); ``bias``
     the ``N`` integers that enter as the first partial sums; ``shift`` the output stage's
-    shift, or ``None`` for raw accumulators; ``tq`` the TQ array's arithmetic, or ``None``
+    shift (one, or an array of one per output channel), or ``None`` for raw accumulators; ``tq`` the TQ array's arithmetic, or ``None``
     for the column-combined array's exact products."""
 
     name: str
@@ -64,7 +64,7 @@ class ArrayLayer:
     output: str
     packed: PackedLayer
     bias: np.ndarray
-    shift: int | None
+    shift: int | np.ndarray | None
     kernel: int = 0
     stride: int = 1
     padding: int = 0

@@ -14,8 +14,9 @@ output position.
 
 The weight image is words of ``2 * cols`` bytes (an array row of cells), read in order.
 It holds, per array layer from its ``weights`` offset (a whole word), for each row block
-its bias (``rows`` little-endian int32, zeros past the layer's filters, padded with zeros
-to whole words) then its tiles, column blocks in order, each its gather table (``cols x
+its bias (``rows`` little-endian int32, zeros past the layer's filters) and the output
+stage's shift of each row (``rows`` bytes; zeros past the filters, and for a layer without
+an output stage), padded with zeros to whole words, then its tiles, column blocks in order, each its gather table (``cols x
 alpha`` entries of 4 bytes: the word offset from the output position's window, u16 LE;
 the lane, ``0xFF`` for no input; ``ky << 4 | kx``), then its cells (``rows x cols``
 byte pairs: the weight, two's complement, and the stream select).
@@ -32,7 +33,8 @@ Steps, in program order:
   W`` (``H``, ``W`` the source's), else 0 (padding, or no input); tile ``(i, j)`` adds to
   the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``golden.systolic``
   defines; the last column block's sums of row block ``i`` go through the output stage
-  (``shift``) into word block ``i`` of ``dst``, or stay accumulators.
+  (each row with its shift from the image) into word block ``i`` of ``dst``, or stay
+  accumulators.
 - ``PoolStep``: max or average pooling (``golden.network.pool``, integer), every lane at
   once.
 - ``AddStep``: the residual add with its requantization (``golden.network.Add``), every
@@ -142,7 +144,8 @@ class Region:
 @dataclass(frozen=True)
 class LayerStep:
     """An array layer: a convolution (``kernel >= 1``) or dense layer (``kernel == 0``) from
-    ``src`` to ``dst``, its tiles in the weight image at ``weights``."""
+    ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
+    ``output_stage``: its results go through the output stage (else accumulators)."""
 
     name: str
     src: Region
@@ -152,7 +155,7 @@ class LayerStep:
     col_blocks: int
     positions: int
     weights: int
-    shift: int | None
+    output_stage: bool
     kernel: int = 0
     stride: int = 1
     padding: int = 0
@@ -260,9 +263,9 @@ def external_weight_bytes(engine):
 
 
 def bias_bytes(engine):
-    """Bytes of a row block's bias in the weight image: ``rows`` int32, padded with zeros
-    to whole words."""
-    return -(-4 * engine.rows // image_word(engine)) * image_word(engine)
+    """Bytes of a row block's bias and shifts in the weight image: ``rows`` int32 and
+    ``rows`` bytes, padded with zeros to whole words."""
+    return -(-5 * engine.rows // image_word(engine)) * image_word(engine)
 
 
 def tile_bytes(engine):
@@ -270,18 +273,23 @@ def tile_bytes(engine):
     return 4 * engine.cols * engine.alpha + 2 * engine.rows * engine.cols
 
 
-def layer_block(tiles, bias, entries, engine):
-    """A layer's block of the weight image: per row block its ``bias`` then its ``tiles``
+def layer_block(tiles, bias, shift, entries, engine):
+    """A layer's block of the weight image: per row block its ``bias`` and ``shift`` (one,
+    one per filter, or None: no output stage) then its ``tiles``
     (``golden.systolic.make_tiles``, in order), their streams' inputs given by
     ``entries`` (``gather_entries``)."""
     R = engine.rows
-    bias = np.concatenate([np.asarray(bias), np.zeros(-len(bias) % R, np.int64)])
+    filters = len(bias)
+    shift = np.broadcast_to(np.asarray(0 if shift is None else shift, np.int64), filters)
+    pad = np.zeros(-filters % R, np.int64)
+    bias, shift = np.concatenate([np.asarray(bias), pad]), np.concatenate([shift, pad])
     parts = []
     mask = (1 << engine.weight_bits) - 1
     none = np.array([0, NO_LANE, 0])
     for tile in tiles:
         if tile.col_block == 0:
-            block = bias[tile.row_block * R:(tile.row_block + 1) * R].astype("<i4").tobytes()
+            rows = slice(tile.row_block * R, (tile.row_block + 1) * R)
+            block = bias[rows].astype("<i4").tobytes() + shift[rows].astype("u1").tobytes()
             parts.append(block + bytes(bias_bytes(engine) - len(block)))
         table = np.where(tile.channels[..., None] >= 0, entries[tile.channels], none)
         gather = np.zeros(tile.channels.shape, np.dtype([("offset", "<u2"), ("lane", "u1"),
@@ -352,8 +360,10 @@ def _run_layer(step, image, memories, engine):
     R = engine.rows
     at = step.weights
     blocks = []
+    shifts = []
     for _ in range(step.row_blocks):
         bias = np.frombuffer(image, "<i4", R, at).astype(np.int64)
+        shifts.append(np.frombuffer(image, np.uint8, R, at + 4 * R).astype(np.int64))
         at += bias_bytes(engine)
         psum = np.broadcast_to(bias, (step.positions, R))
         for _ in range(step.col_blocks):
@@ -367,7 +377,11 @@ def _run_layer(step, image, memories, engine):
             psum = run_tile(tile, beats, psum, engine.acc_bits)
         blocks.append(psum.T)
     acc = np.concatenate(blocks)[:step.filters]                     # N x T
-    y = acc if step.shift is None else output_stage(acc, step.shift, engine.out_bits)
+    shift = np.concatenate(shifts)
+    if step.output_stage and shift.max(initial=0) >= engine.acc_bits:
+        raise ProgramError(f"{step.name}: a shift of {shift.max()} in the weight image; the "
+                           f"output stage shifts by at most {engine.acc_bits - 1}")
+    y = output_stage(acc, shift[:step.filters], engine.out_bits) if step.output_stage else acc
     write_region(memories[step.dst.memory], step.dst, y, R)
 
 
@@ -429,7 +443,7 @@ def run_program(program, image, x):
 #: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
 #: ``STEP_WORDS`` per step (docs/semantics.md section 9).
 MAGIC = 0x6E646F63                              # "codn"
-VERSION = 1
+VERSION = 2
 HEADER_WORDS, STEP_WORDS = 18, 16
 _OPS = ("layer", "pool", "add")
 _MACS = ("parallel", "bitserial")
@@ -462,11 +476,11 @@ def encode_program(program):
              *_region_words(program.input), *_region_words(program.output)]
     for step in program.steps:
         if isinstance(step, LayerStep):
-            body = [_OPS.index("layer") | (step.shift is not None) << 8,
+            body = [_OPS.index("layer") | step.output_stage << 8,
                     *_region_words(step.src), *_region_words(step.dst), step.filters,
                     step.row_blocks, step.col_blocks, step.positions,
-                    step.weights // image_word(e),
-                    step.shift or 0, _window_word(step.kernel, step.stride, step.padding)]
+                    step.weights // image_word(e), 0,
+                    _window_word(step.kernel, step.stride, step.padding)]
         elif isinstance(step, PoolStep):
             body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
                     *_region_words(step.src), *_region_words(step.dst),
@@ -516,8 +530,8 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
             window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16))
             steps.append(LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]),
                                    int(s[8]), int(s[9]), int(s[10]),
-                                   int(s[11]) * image_word(engine),
-                                   int(s[12]) if flags & 1 else None, *window))
+                                   int(s[11]) * image_word(engine), bool(flags & 1),
+                                   *window))
         elif _OPS[op] == "pool":
             steps.append(PoolStep(name, _region(s[1:4]), _region(s[4:7]),
                                   "avg" if flags & 1 else "max", int(s[7] & 0xFF),

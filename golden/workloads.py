@@ -51,13 +51,15 @@ def random_layer(rng, name, source, output, filters, columns, *, shift, kernel=0
 
 
 def residual_network(rng, *, alpha=2, tq=None):
-    """An integer network with every step kind: 3 x 8 x 8 -> 3 x 3 conv -> 3 x 3 conv
+    """An integer network with every step kind: 3 x 8 x 8 -> 3 x 3 conv (a shift per
+    output channel, 31 the largest) -> 3 x 3 conv
     (``tq``: term-quantized) -> residual add -> 2 x 2 max pool -> 1 x 1 conv -> global
     average -> flatten -> dense logits, layers packed with ``alpha``."""
     def layer(*args, **kwargs):
         return random_layer(rng, *args, alpha=alpha, **kwargs)
     steps = (
-        layer("conv_a", "x", "a", 8, 3 * 9, shift=9, kernel=3, padding=1),
+        layer("conv_a", "x", "a", 8, 3 * 9, shift=np.array([9, 8, 10, 9, 7, 11, 9, 31]),
+              kernel=3, padding=1),
         layer("conv_b", "a", "b", 8, 8 * 9, shift=11, kernel=3, padding=1, tq=tq),
         Add("add", "b", "a", "s", ma=40000, mb=30000),
         Pool("pool", "s", "p", "max", kernel=2, stride=2),

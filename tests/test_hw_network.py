@@ -14,7 +14,8 @@ from codnn.golden.column_combining import output_size
 from codnn.golden.network import FRACTION, pool
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WORDS, NO_LANE,
                                           STEP_WORDS, EngineConfig, ProgramError, Region,
-                                          decode_program, encode_program,
+                                          bias_bytes, decode_program, encode_program,
+                                          image_word,
                                           gather_entries, gather_values,
                                           host_words, output_values, read_region,
                                           run_program, write_region)
@@ -419,6 +420,31 @@ def test_engine_refuses_a_step_on_the_accumulator_buffer(op, field):
                                        loaded_program=loaded)
     assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
                                                    for j in range(k)) + FETCH_CYCLES
+
+
+@pytest.mark.parametrize("shift", [32, 255])
+def test_engine_refuses_a_shift_past_the_output_stage(shift):
+    # A hand-edited weight image whose second layer's first row block holds a shift the
+    # output stage cannot make: golden refuses it, the engine stops with ``error`` before
+    # that row block's first tile.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
+                          psum_words=64)
+    compiled = compile_network(residual_network(rng), engine)
+    k = 1
+    step = compiled.program.steps[k]
+    assert step.op == "layer" and step.output_stage
+    image = bytearray(compiled.image)
+    image[step.weights + 4 * engine.rows + 2] = shift
+    x = rng.integers(0, 256, (1, 3, 8, 8))
+    with pytest.raises(ProgramError, match=f"{step.name}: a shift of {shift} in the weight "
+                                           f"image; the output stage shifts by at most 31"):
+        run_program(compiled.program, bytes(image), x[0])
+    (_, cycles, error), = _engine_runs(NetworkEngine.for_program(compiled.program),
+                                       compiled.program, bytes(image), x)
+    bias_words = bias_bytes(engine) // image_word(engine)
+    assert error and cycles == (HEADER_CYCLES + compiled.costs[0].cycles + FETCH_CYCLES
+                                + bias_words + 1 + 1)
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

@@ -16,6 +16,7 @@ from codnn.golden.column_combining import im2col, pack
 from codnn.golden.network import FRACTION, Add, IntegerNetwork, pool
 from codnn.golden.systolic import cycle_model, make_tiles, mac_timing, run_layer
 from codnn.model.datasets import load_dataset
+from codnn.model.graph import FloatNetwork, Layer
 from codnn.cli import main
 from codnn.model import onnx_import
 from codnn.model.onnx_import import OPERATORS, ModelError, load_onnx
@@ -458,6 +459,41 @@ def test_signed_activation_into_a_layer_is_refused(tmp_path):
         quantize_network(load_onnx(tmp_path / "s.onnx"), -np.ones((2, 4)), alpha=2, gamma=0.5)
 
 
+def test_per_channel_scales_keep_small_filters():
+    # Filters whose sizes differ by up to 2**12 (as batch norm folding leaves them): with
+    # one scale per layer the small filters round to a few levels or to zero; with a shift
+    # per output channel every filter's largest weight lands in 64..127, its weights
+    # within 1 % of the float ones, and the outputs keep within an activation step.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    sizes = 2.0 ** -np.arange(0, 13, 2)
+    weights = np.abs(rng.normal(0, 1, (len(sizes), 4))) * sizes[:, None]
+    layer = Layer("dw", "x", "h", weights, np.zeros(len(sizes)), np.inf)
+    head = Layer("fc", "h", "y", np.eye(len(sizes)), np.zeros(len(sizes)), None)
+    network = FloatNetwork((layer, head), "x", "y", (4,))
+    x = rng.uniform(0, 1, (300, 4))
+    h = network.run(x, keep=True)["h"]
+    s_x, s_y = x.max() / 255, h.max() / 255              # the quantizer's scales
+    errors = {}
+    for per_channel in (False, True):
+        integer = quantize_network(network, x, alpha=1, gamma=0.0, per_channel=per_channel)
+        dw = integer.array_layers[0]
+        shift = np.broadcast_to(dw.shift, len(sizes))
+        effective = dw.packed.dense() * (s_y / (s_x * 2.0 ** shift))[:, None]
+        errors[per_channel] = np.abs(effective - weights).max(1) / weights.max(1)
+        q = integer.run(integer.quantize_input(x), keep=True)["h"]
+        assert np.abs(q * s_y - h).max() <= 1.5 * s_y
+        if per_channel:
+            peaks = np.abs(dw.packed.dense()).max(1)
+            assert np.all((peaks >= 64) & (peaks <= 127)), peaks
+            assert np.all(np.diff(dw.shift) > 0) and dw.shift[-1] - dw.shift[0] >= 11
+            assert integer.array_layers[1].shift is None
+        else:
+            assert np.ndim(dw.shift) == 0
+    print(errors)
+    assert errors[True].max() < 0.01 and errors[False][-3:].min() > 0.1
+
+
 def test_batched_im2col_is_images_side_by_side():
     x = np.random.default_rng(SEED).integers(0, 9, (3, 2, 5, 6))
     batched = im2col(x, 3, 2, 1)
@@ -551,9 +587,10 @@ def test_infer_reports_and_runs_the_rtl(tmp_path, capsys):
                           str(tmp_path / "d.npz"), "--rows", "4", "--cols", "4", "--alpha",
                           "4", "--rtl", "2", "--calibration", "8", "--fmax-mhz", "50",
                           "-o", str(tmp_path / "out"), "--build-dir", str(tmp_path / "b"),
-                          "--json")
+                          "--per-channel", "--json")
     assert code == 0, err
     report = json.loads(out)
+    assert report["weight_scales"] == "per channel"     # a shift per row on the RTL
     assert report["rtl"]["result"] == "pass" and report["rtl"]["cycles_equal_model"]
     assert all(r["cycles"] == r["model_cycles"] == r["scheduled_cycles"]
                for r in report["rtl"]["layers"])

@@ -113,7 +113,7 @@ def test_lenet_programs_equal_golden_and_packing_pays(lenets):
     assert bytes_["lenet5_mnist_cc"]["weights"] < bytes_["lenet5_mnist"]["weights"] / 3
     assert cycles["lenet5_mnist"] / cycles["lenet5_mnist_cc"] > 2
     # The dense model's weights do not fit the default weight memory.
-    with pytest.raises(CompileError, match=r"the weight image \(273472 bytes\) does not fit "
+    with pytest.raises(CompileError, match=r"the weight image \(274016 bytes\) does not fit "
                                            r"the engine's on-chip weight memory of 131072 bytes"):
         compile_network(networks["lenet5_mnist"], dataclasses.replace(
             engine, weight_bytes=EngineConfig.weight_bytes))
@@ -192,15 +192,15 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
 
 
 def test_weight_image_worked_example():
-    # docs/semantics.md section 9: a 1 x 1 array (one lane), alpha 2, bias 5, a 3 x 3
-    # convolution over a 2 x 4 x 4 map whose column carries im2col rows 14 (c 1, ky 1,
-    # kx 2: word offset 16 + 4 + 2) and 0 on its two streams, weight -2 on stream 1.
+    # docs/semantics.md section 9: a 1 x 1 array (one lane), alpha 2, bias 5, shift 9, a
+    # 3 x 3 convolution over a 2 x 4 x 4 map whose column carries im2col rows 14 (c 1,
+    # ky 1, kx 2: word offset 16 + 4 + 2) and 0 on its two streams, weight -2 on stream 1.
     engine = EngineConfig(rows=1, cols=1, alpha=2)
     tile = Tile(0, 0, np.array([[-2]]), np.array([[1]]), np.array([[14, 0]]))
     entries = gather_entries(18, (2, 4, 4), 3, 1)
-    block = layer_block([tile], [5], entries, engine)
-    assert block.hex(" ") == "05 00 00 00 16 00 00 12 00 00 00 00 fe 01"
-    back, gather = read_tile(block, 4, engine)
+    block = layer_block([tile], [5], 9, entries, engine)
+    assert block.hex(" ") == "05 00 00 00 09 00 16 00 00 12 00 00 00 00 fe 01"
+    back, gather = read_tile(block, 6, engine)
     assert (back.weights.tolist(), back.selects.tolist()) == ([[-2]], [[1]])
     assert [g.tolist() for g in gather] == [[[22, 0]], [[0, 0]], [[1, 0]], [[2, 0]]]
 
@@ -263,7 +263,7 @@ def test_binary_program_round_trip_and_bad_programs():
                           run_program(compiled.program, compiled.image, image))
     with pytest.raises(ProgramError, match="a 72-byte header and whole words, not 70 bytes"):
         decode_program(data[:70])
-    with pytest.raises(ProgramError, match="not a network engine program of version 1"):
+    with pytest.raises(ProgramError, match="not a network engine program of version 2"):
         decode_program(b"\0" * 4 + data[4:])
     with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
         decode_program(data[:-64])

@@ -47,6 +47,9 @@ def _packing_options(sub, *, mac_default):
                      help=f"MAC kind (default {mac_default})")
     sub.add_argument("--calibration", type=positive_int, default=500,
                      help="inputs that choose the activation scales (default 500)")
+    sub.add_argument("--per-channel", action="store_true",
+                     help="a weight scale (an output-stage shift) per output channel of "
+                          "every layer with an activation, not one per layer")
 
 
 def _simulator_option(sub):
@@ -166,7 +169,7 @@ def _infer(args, model, data, *, per_model=False):
             mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
             device_images=args.device_images, device=_device(args), tq=tq,
-            progress=lambda message: err_console.print(message, highlight=False))
+            per_channel=args.per_channel, progress=lambda message: err_console.print(message, highlight=False))
     except RtlMismatch as error:
         raise Failure(f"RTL run FAILED against golden: {error}") from None
     except BoardMismatch as error:
@@ -387,7 +390,8 @@ def run_compile(args):
         engine = replace(engine, weight_bytes=external_weight_bytes(engine))
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
-    integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma)
+    integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
+                               per_channel=args.per_channel)
     compiled = compile_network(integer, engine)
     q = integer.quantize_input(x[:args.check])
     golden = integer.run(q) if len(q) else q

@@ -191,7 +191,7 @@ def _layer(step, src, dst, offset, engine):
     """The ``LayerStep``, its block of the weight image and what it moves."""
     tiles = make_tiles(step.packed, engine.rows, engine.cols, engine.alpha)
     entries = gather_entries(step.packed.columns, src.shape, step.kernel, engine.rows)
-    block = layer_block(tiles, step.bias, entries, engine)
+    block = layer_block(tiles, step.bias, step.shift, entries, engine)
     col_blocks = 1 + max(t.col_block for t in tiles)
     row_blocks = len(tiles) // col_blocks
     inside = _in_bounds(src.map_shape if step.kernel else src.shape, step.kernel,
@@ -205,7 +205,8 @@ def _layer(step, src, dst, offset, engine):
     act_reads = sum(int(padded[t.channels].sum()) for t in tiles)
     layer = LayerStep(name=step.name, src=src, dst=dst, filters=step.packed.rows,
                       row_blocks=row_blocks, col_blocks=col_blocks, positions=positions,
-                      weights=offset, shift=step.shift, kernel=step.kernel,
+                      weights=offset, output_stage=step.shift is not None,
+                      kernel=step.kernel,
                       stride=step.stride, padding=step.padding)
     written = row_blocks * positions
     moved = (act_reads, written if dst.memory == "act" else 0,

@@ -73,11 +73,12 @@ def _accuracy(scores, labels):
 
 def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibration=500,
           fmax_mhz=None, rtl_images=0, simulator="verilator", build_root=None,
-          device_images=0, device=None, tq=None, progress=None):
+          device_images=0, device=None, tq=None, per_channel=False, progress=None):
     """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
     schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
     on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
-    (``golden.network.TermQuantization``) the network runs on the TQ array instead.
+    (``golden.network.TermQuantization``) the network runs on the TQ array instead;
+    ``per_channel``: a weight scale per output channel (``codnn.model.quantize``).
 
     Raises
     ------
@@ -95,7 +96,8 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     say(f"quantizing {model} " + (f"and packing it (alpha {alpha}, gamma {gamma})"
                                    if tq is None else f"for the TQ array ({tq})"))
     try:
-        integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma, tq=tq)
+        integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma, tq=tq,
+                                   per_channel=per_channel)
     except ValueError as error:
         raise ModelError(f"{model}: {error}") from None
     for layer in integer.array_layers:
@@ -116,6 +118,7 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         "model": str(model), "data": described,
         "array": {"rows": rows, "cols": cols, "alpha": alpha, "gamma": gamma, "mac": mac}
         if tq is None else {"engine": "tq", "rows": rows, "cols": cols, **tq.__dict__},
+        "weight_scales": "per channel" if per_channel else "per layer",
         "float_accuracy": _accuracy(float_scores, y),
         "integer_accuracy": _accuracy(int_scores, y),
         "integer_agrees_with_float": float((int_scores.argmax(1)

@@ -9,8 +9,11 @@ largest ``shift`` that keeps every weight within ``weight_bits`` (so ``s_w`` is 
 factor 2 from the weights' own max-abs scale), and its bias ``round(b / (s_x * s_w))`` plus
 ``2**(shift-1)`` so that the floor shift rounds half up. A layer without an activation
 (the logits, or a branch of a residual add) keeps its accumulators at scale ``s_x * s_w``
-with ``s_w`` the max-abs scale. One scale per layer: the single output-stage shift allows
-no per-channel weight scale. Each layer's integer weights are then packed (column
+with ``s_w`` the max-abs scale. With ``per_channel``, a layer with an activation takes a
+shift per output channel (the arrays' output stage has one per row) and so a weight scale
+per channel, ``s_w[n] = s_y / (s_x * 2**shift[n])``: every channel's weights use most of
+``weight_bits`` however small they are next to the layer's largest. Each layer's integer
+weights are then packed (column
 combining, ``alpha`` and ``gamma``), with the groups the model carries from its training
 (``codnn.model.onnx_import.GROUPS_KEY``) when they fit ``alpha``.
 """
@@ -32,9 +35,29 @@ def _top_scale(values, limit=np.inf):
     return peak if peak > 0 else 1.0
 
 
-def _weights(layer, s_x, s_y, weight_bits, acc_bits):
-    """Integer weights, bias and shift of ``layer``; its output scale."""
+def _channel_weights(layer, s_x, s_y, top, acc_bits):
+    """Integer weights, bias and a shift per output channel of ``layer``, all channels
+    at the output scale ``s_y``: channel n takes the largest shift that keeps its weights
+    within ``top`` (0..acc_bits-2; a channel of zeros takes the largest)."""
+    w = np.asarray(layer.weights, dtype=np.float64)
+    peak = np.abs(w.reshape(len(w), -1)).max(axis=1)
+    with np.errstate(divide="ignore"):
+        shift = np.floor(np.log2(top * s_y / (s_x * peak)))
+    shift = np.clip(np.nan_to_num(shift, posinf=acc_bits), 0, acc_bits - 2).astype(np.int64)
+    s_w = s_y / (s_x * np.exp2(shift))
+    q = np.clip(np.floor(w / s_w.reshape((-1,) + (1,) * (w.ndim - 1)) + 0.5),
+                -top, top).astype(np.int64)
+    bias = np.floor(layer.bias / (s_x * s_w) + 0.5).astype(np.int64)
+    bias += np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)
+    return q, bias, shift, s_y
+
+
+def _weights(layer, s_x, s_y, weight_bits, acc_bits, per_channel=False):
+    """Integer weights, bias and shift (one, or one per output channel) of ``layer``; its
+    output scale."""
     top = (1 << (weight_bits - 1)) - 1
+    if per_channel and s_y is not None:
+        return _channel_weights(layer, s_x, s_y, top, acc_bits)
     peak = float(np.abs(layer.weights).max()) or 1.0
     if s_y is None:                                  # raw accumulators
         s_w, shift = peak / top, None
@@ -58,11 +81,12 @@ def _pack(layer, q, alpha, gamma):
 
 
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
-                     acc_bits=32, tq=None, progress=None):
+                     acc_bits=32, tq=None, per_channel=False, progress=None):
     """The integer network of ``network`` for an array with ``alpha`` streams per column,
     or with ``tq`` (``golden.network.TermQuantization``) for the TQ array: weights and
     activations then take its sign-magnitude width (``mag_bits``: 7 gives -127..127 and
-    0..127), and layers are not packed.
+    0..127), and layers are not packed. ``per_channel``: a weight scale (and output-stage
+    shift) per output channel in every layer with an activation.
 
     ``calibration``: float inputs (``B x input_shape``), non-negative. ``progress(name)``
     is called as each layer is packed.
@@ -96,7 +120,7 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
             s_y = None if step.activation is None else \
                 _top_scale(floats[step.output], step.activation) / levels
             q, bias, shift, scale[step.output] = _weights(step, s_x, s_y, weight_bits,
-                                                          acc_bits)
+                                                          acc_bits, per_channel)
             if progress:
                 progress(step.name)
             packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)

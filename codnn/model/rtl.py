@@ -41,6 +41,14 @@ def _array(network, tq, *, rows, cols, alpha, mac):
                    out_bits=network.out_bits), "tq_array"
 
 
+def _shift(shift):
+    """The testbench's ``shift``: one integer (0 for a layer without an output stage), or
+    a list of one per output channel."""
+    if shift is None or np.ndim(shift) == 0:
+        return int(shift or 0)
+    return [int(v) for v in shift]
+
+
 def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
                        simulator="verilator", build_root=None, seed=1, progress=None):
     """Run the array layers of ``network`` for integer inputs ``q`` on the RTL.
@@ -77,7 +85,7 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
             raise RtlMismatch(f"layer {layer.name}: golden's tiled run differs from the "
                               f"network's accumulators")
         config = {"rows": rows, "cols": cols, "acc_bits": network.acc_bits,
-                  "out_bits": network.out_bits, "shift": layer.shift or 0,
+                  "out_bits": network.out_bits, "shift": _shift(layer.shift),
                   "inputs": save_workload(build_root, X.astype(np.int64)),
                   "bias": save_workload(build_root, layer.bias.astype(np.int64)),
                   "vectors": int(X.shape[1]), "idle": 0.0, "backpressure": 0.0}

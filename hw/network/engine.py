@@ -3,7 +3,7 @@ between layers (docs/semantics.md section 9)."""
 
 import dataclasses
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -53,8 +53,9 @@ class NetworkEngine(wiring.Component):
     ``acc_read``, data a cycle after the address). ``error`` is set (until the next
     ``start``) when the program's header does not match the engine, a step's operation is
     unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
-    pooling's source, pooling's or an add's destination), or the external memory answered
-    a read with an error; ``cycles`` counts the cycles of the last run,
+    pooling's source, pooling's or an add's destination), a row block of a layer with an
+    output stage has a shift of 32 or more (before its first tile), or the external
+    memory answered a read with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
@@ -237,7 +238,7 @@ class NetworkEngine(wiring.Component):
         l_dst, l_dst_acc, _, out_h, out_w = region(desc, 4)
         l_row_blocks, l_col_blocks = field(desc, 8), field(desc, 9)
         l_positions, l_weights = field(desc, 10), field(desc, 11)
-        l_shift, l_window = field(desc, 12), field(desc, 13)
+        l_window = field(desc, 13)
         kernel, stride, padding = l_window[:8], l_window[8:16], l_window[16:24]
         last_col = col_block == l_col_blocks - 1
 
@@ -249,8 +250,12 @@ class NetworkEngine(wiring.Component):
             gather.geometry.stride.eq(Mux(kernel == 0, 1, stride)),
             gather.geometry.padding.eq(Mux(kernel == 0, 0, padding)),
             gather.table.eq(table),
-            array.shift.eq(l_shift),
         ]
+        # Each row's shift, from the row block's bias words, goes with its weight beat. A
+        # shift past the output stage's stops the run before the block's first tile.
+        row_shifts = [bias.word_select(4 * R + r, 8) for r in range(R)]
+        m.d.comb += array.shift.eq(Array(row_shifts)[loaded])
+        bad_shift = flags[0] & Cat(v[5:] != 0 for v in row_shifts).any()
 
         # Data beats: the gather's vectors with the partial sums of this position (the
         # bias, or the previous column block's sums from the partial-sum buffer, read a
@@ -384,7 +389,9 @@ class NetworkEngine(wiring.Component):
             with m.Case(_State.BIAS, _State.TABLE):
                 size = Mux(state == _State.BIAS, bias_words, 2 * A)
                 m.d.comb += weights.count.eq(size)
-                with m.If(~requested):
+                with m.If((state == _State.TABLE) & bad_shift):
+                    m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
+                with m.Elif(~requested):
                     m.d.comb += weights.start.eq(1)
                     m.d.sync += requested.eq(1)
                 with m.Else():
