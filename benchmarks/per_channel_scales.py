@@ -5,8 +5,10 @@ Usage: python benchmarks/per_channel_scales.py [--data mnist] [--epochs 8] [-o P
 Trains a MobileNet-v1-style network (a 3 x 3 stem of stride 2, three depthwise-separable
 blocks: a depthwise 3 x 3 and a pointwise 1 x 1, each with batch norm and ReLU6; global
 average pooling and a linear head) with ``codnn.train.run.train`` on the user-module path,
-exports it, and runs ``codnn infer`` on a 16 x 16 array (alpha 8) twice: with one weight
-scale per layer and with one per output channel (``--per-channel``). Prints float and
+exports it, and runs ``codnn infer`` on a 16 x 16 dense array (alpha 1: packing a model
+not trained for column combining prunes weights, which would hide the quantization
+error) twice: with one weight scale per layer and with one per output channel
+(``--per-channel``). Prints float and
 integer accuracy, tiles and, per layer, how far apart its filters' largest weights are
 (the spread batch norm folding leaves, which one scale per layer has to cover) and how
 many of its filters keep fewer than 16 weight levels with one scale. Writes PREFIX.json.
@@ -58,7 +60,7 @@ def _spread(model, data):
     network = load_onnx(model)
     x_cal, _, _, _ = load_inputs(data, network, 500)
     rows = []
-    integer = quantize_network(network, x_cal, alpha=8, gamma=0.5)
+    integer = quantize_network(network, x_cal, alpha=1, gamma=0.0)
     for layer in integer.array_layers:
         if layer.shift is None:
             continue
@@ -87,8 +89,8 @@ def main():
         report = train(spec, folder, model=SeparableNet(data.train_x.shape[1]),
                        progress=lambda text: print(text, flush=True))
         for per_channel in (False, True):
-            result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=8,
-                              per_channel=per_channel)
+            result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=1,
+                              gamma=0.0, per_channel=per_channel)
             rows.append({"weight_scales": result["weight_scales"],
                          "float_accuracy": result["float_accuracy"],
                          "integer_accuracy": result["integer_accuracy"],
@@ -97,7 +99,7 @@ def main():
                          "cycles_per_image": result["cycles_per_image"]})
         layers = _spread(report["model"], args.data)
     print_record("separable network", {"data": args.data, "epochs": args.epochs,
-                                       "array": "16 x 16, alpha 8, gamma 0.5"})
+                                       "array": "16 x 16, alpha 1 (dense)"})
     print_rows("accuracy by weight scales", rows,
                [(k, k.replace("_", " ")) for k in rows[0]])
     print_rows("per layer: filter peak spread (float), filters under 16 levels with one "

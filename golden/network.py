@@ -17,7 +17,15 @@ steps themselves are integer only:
 - ``Flatten`` (host): ``B x C x H x W`` to ``B x (C*H*W)``, channel-major like ONNX.
 - ``Add`` (host): ``clamp((a * ma + b * mb + 2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits-1)``
   with fixed-point multipliers ``ma``, ``mb`` that bring both inputs to the output's scale
-  (a residual add followed by its ReLU).
+  (a residual add followed by its ReLU); without the ReLU (a linear bottleneck) the
+  output, and any operand so made, is a signed value in offset binary.
+
+Signed activations (a layer without an activation whose output a layer reads, an add
+without a ReLU) are stored in offset binary, ``code = value + 2**(out_bits-1)``: the
+arrays still take unsigned data, and a layer that reads such a tensor has
+``2**(out_bits-1) * sum(F[n])`` taken off its bias; a layer that writes one has
+``2**(out_bits-1) << shift`` added to its bias, so its output stage's clamp saturates the
+signed value.
 
 Throughput: vectorized over the batch; LeNet-5 runs at thousands of images per second on
 one core.
@@ -32,7 +40,8 @@ from .systolic import output_stage, wrap
 from .tq_array import tq_products
 
 __all__ = ["FRACTION", "TermQuantization", "ArrayLayer", "Pool", "Flatten", "Add", "Concat",
-           "IntegerNetwork", "batch_first", "conv_columns", "pool"]
+           "IntegerNetwork", "batch_first", "conv_columns", "pool", "residual_add",
+           "signed_value", "signed_code"]
 
 #: Fraction bits of ``Add``'s multipliers.
 FRACTION = 16
@@ -138,7 +147,9 @@ class Flatten:
 
 @dataclass(frozen=True)
 class Add:
-    """``clamp((a * ma + b * mb + 2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits - 1)``."""
+    """``clamp((a * ma + b * mb + 2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits - 1)``; a
+    ``signed`` operand or output is offset binary (``signed_value``, ``signed_code``: no
+    ReLU after the add, a linear bottleneck)."""
 
     name: str
     source: str
@@ -146,6 +157,13 @@ class Add:
     output: str
     ma: int
     mb: int
+    signed_a: bool = False
+    signed_b: bool = False
+    signed_out: bool = False
+
+    def combine(self, a, b, out_bits):
+        """The add of operands ``a``, ``b`` (as stored)."""
+        return residual_add(a, b, self, out_bits)
 
 
 @dataclass(frozen=True)
@@ -159,6 +177,29 @@ class Concat:
     others: tuple
     output: str
     multipliers: tuple
+
+
+def residual_add(a, b, step, out_bits):
+    """``Add``'s result for operands ``a``, ``b`` as stored (codes, or accumulators) and
+    ``step``'s ``ma``, ``mb``, ``signed_a``, ``signed_b``, ``signed_out``."""
+    a = signed_value(a, out_bits) if step.signed_a else np.asarray(a, np.int64)
+    b = signed_value(b, out_bits) if step.signed_b else np.asarray(b, np.int64)
+    total = (a * step.ma + b * step.mb + (1 << (FRACTION - 1))) >> FRACTION
+    if step.signed_out:
+        return signed_code(total, out_bits)
+    return np.clip(total, 0, (1 << out_bits) - 1)
+
+
+def signed_value(code, out_bits):
+    """The value of an offset-binary activation code: ``code - 2**(out_bits-1)``."""
+    return np.asarray(code, np.int64) - (1 << (out_bits - 1))
+
+
+def signed_code(value, out_bits):
+    """The offset-binary code of a signed value, saturated: ``clamp(value, -2**(out_bits-1),
+    2**(out_bits-1) - 1) + 2**(out_bits-1)``."""
+    half = 1 << (out_bits - 1)
+    return np.clip(np.asarray(value, np.int64), -half, half - 1) + half
 
 
 def conv_columns(x, kernel, stride, padding):
@@ -241,8 +282,7 @@ class IntegerNetwork:
         """The output of ``step`` from the named ``tensors`` computed before it."""
         top, half = (1 << self.out_bits) - 1, 1 << (FRACTION - 1)
         if isinstance(step, Add):
-            a, b = tensors[step.source], tensors[step.other]
-            return np.clip((a * step.ma + b * step.mb + half) >> FRACTION, 0, top)
+            return step.combine(tensors[step.source], tensors[step.other], self.out_bits)
         if isinstance(step, Concat):
             parts = [tensors[name] for name in (step.source, *step.others)]
             return np.concatenate([np.clip((x * m + half) >> FRACTION, 0, top)

@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .column_combining import output_size
-from .network import FRACTION, pool
+from .network import pool, residual_add
 from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
 __all__ = ["WEIGHT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig",
@@ -179,7 +179,8 @@ class PoolStep:
 
 @dataclass(frozen=True)
 class AddStep:
-    """``dst = clamp((a * ma + b * mb + 2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits - 1)``."""
+    """``dst = clamp((a * ma + b * mb + 2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits - 1)``,
+    signed operands and output in offset binary (``golden.network.residual_add``)."""
 
     name: str
     a: Region
@@ -187,6 +188,9 @@ class AddStep:
     dst: Region
     ma: int
     mb: int
+    signed_a: bool = False
+    signed_b: bool = False
+    signed_out: bool = False
     op: str = field(default="add", init=False)
 
 
@@ -387,12 +391,18 @@ def _run_layer(step, image, memories, engine):
 
 def check_step(step):
     """Raise ``ProgramError`` for a step that reads or writes the accumulator buffer where
-    the engine cannot: a layer's or pooling's source, pooling's or an add's destination."""
+    the engine cannot: a layer's or pooling's source, pooling's or an add's destination,
+    or an add that calls an accumulator operand signed."""
     fixed = {LayerStep: ("src",), PoolStep: ("src", "dst"), AddStep: ("dst",)}[type(step)]
     wrong = [name for name in fixed if getattr(step, name).memory != "act"]
     if wrong:
         raise ProgramError(f"{step.name}: its {' and '.join(wrong)} must be in the activation "
                            f"buffer")
+    if isinstance(step, AddStep) and any(getattr(step, f"signed_{name}")
+                                         and getattr(step, name).memory == "acc"
+                                         for name in "ab"):
+        raise ProgramError(f"{step.name}: an operand in the accumulator buffer is not an "
+                           f"offset-binary activation (no signed flag)")
 
 
 def run_program(program, image, x):
@@ -422,7 +432,6 @@ def run_program(program, image, x):
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64)}
     write_region(memories[program.input.memory], program.input, x, R)
-    top = (1 << engine.out_bits) - 1
     for step in program.steps:
         if isinstance(step, LayerStep):
             _run_layer(step, image, memories, engine)
@@ -434,9 +443,8 @@ def run_program(program, image, x):
         else:
             a = read_region(memories[step.a.memory], step.a, R)
             b = read_region(memories[step.b.memory], step.b, R)
-            total = a * step.ma + b * step.mb + (1 << (FRACTION - 1))
             write_region(memories[step.dst.memory], step.dst,
-                         np.clip(total >> FRACTION, 0, top), R)
+                         residual_add(a, b, step, engine.out_bits), R)
     return read_region(memories[program.output.memory], program.output, R)
 
 
@@ -487,7 +495,8 @@ def encode_program(program):
                     _window_word(step.kernel, step.stride, step.padding),
                     -(-step.src.map_shape[0] // e.rows)]
         else:
-            body = [_OPS.index("add"), *_region_words(step.a), *_region_words(step.b),
+            body = [_OPS.index("add") | step.signed_a << 8 | step.signed_b << 9
+                    | step.signed_out << 10, *_region_words(step.a), *_region_words(step.b),
                     *_region_words(step.dst), step.ma, step.mb, step.dst.words(e.rows)]
         words += body + [0] * (STEP_WORDS - len(body))
     return np.array(words, "<u4").tobytes()
@@ -538,7 +547,8 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
                                   int(s[7] >> 8 & 0xFF), int(s[7] >> 16), bool(flags & 2)))
         else:
             steps.append(AddStep(name, _region(s[1:4]), _region(s[4:7]), _region(s[7:10]),
-                                 int(s[10]), int(s[11])))
+                                 int(s[10]), int(s[11]), bool(flags & 1), bool(flags & 2),
+                                 bool(flags & 4)))
     return Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]))
 
 

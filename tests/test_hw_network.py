@@ -11,7 +11,7 @@ from amaranth.lib import memory, wiring
 from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
-from codnn.golden.network import FRACTION, pool
+from codnn.golden.network import Add, pool, residual_add
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WORDS, NO_LANE,
                                           STEP_WORDS, EngineConfig, ProgramError, Region,
                                           bias_bytes, decode_program, encode_program,
@@ -214,11 +214,17 @@ def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
     assert cycles == 1 + dst.words(lanes) * per_word
 
 
-@pytest.mark.parametrize("in_place", [False, True])
-def test_residual_add_equals_golden(in_place):
+@pytest.mark.parametrize("in_place,signs", [
+    (False, (False, False, False)), (True, (False, False, False)), (False, (True, False, True)),
+    (True, (True, True, True)), (False, (False, True, False))])
+def test_residual_add_equals_golden(in_place, signs):
+    # Signed operands and results in offset binary (a linear bottleneck's add), both
+    # clamps of each kind of result reached.
     rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
     lanes, shape = 4, (5, 3, 4)
     a, b = rng.integers(0, 256, shape), rng.integers(0, 256, shape)
+    a.flat[:2], b.flat[:2] = [0, 255], [0, 255]
     ma, mb = 70_000, 23_456                      # the first saturates, the second rounds
     ra = Region("act", 2, shape)
     rb = Region("act", ra.addr + ra.words(lanes), shape)
@@ -226,22 +232,26 @@ def test_residual_add_equals_golden(in_place):
     words = np.zeros((out.addr + out.words(lanes) + 2, lanes), np.int64)
     write_region(words, ra, a, lanes)
     write_region(words, rb, b, lanes)
+    flags = dict(zip(("a_signed", "b_signed", "out_signed"), signs))
     step = {"op": PostOp.ADD, "src": ra.addr, "src_b": rb.addr, "dst": out.addr,
-            "words": ra.words(lanes), "ma": ma, "mb": mb}
+            "words": ra.words(lanes), "ma": ma, "mb": mb, **flags}
     after, cycles = _post_run(lanes, words, step)
-    want = np.clip((a * ma + b * mb + (1 << (FRACTION - 1))) >> FRACTION, 0, 255)
+    want = residual_add(a, b, Add("add", "a", "b", "y", ma, mb, *signs), 8)
     assert np.array_equal(read_region(after, out, lanes), want)
+    assert want.min() == 0 and want.max() == 255
     assert np.array_equal(read_region(after, ra, lanes), a)
     assert cycles == ra.words(lanes) + 4
 
 
-@pytest.mark.parametrize("a_acc,b_acc,lanes,ma,mb", [
-    (True, False, 4, 300, 40_000), (True, True, 3, 2 ** 24 - 1, 250),
-    (False, True, 1, 65_000, 120), (True, False, 2, 2 ** 24 - 1, 100)])
-def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb):
+@pytest.mark.parametrize("a_acc,b_acc,lanes,ma,mb,signed", [
+    (True, False, 4, 300, 40_000, False), (True, True, 3, 2 ** 24 - 1, 250, False),
+    (False, True, 1, 65_000, 120, False), (True, False, 2, 2 ** 24 - 1, 100, False),
+    (True, False, 4, 300, 40_000, True), (False, True, 3, 65_000, 2 ** 24 - 1, True)])
+def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb, signed):
     # A residual branch that ends without an output stage: 32-bit accumulators (their
     # extremes included) times a multiplier (up to the largest), plus the other operand,
-    # clamped; written over the activation operand when there is one.
+    # clamped; written over the activation operand when there is one. ``signed``: the
+    # activation operand and the result in offset binary (a linear bottleneck).
     rng = np.random.default_rng(SEED + lanes)
     print(f"seed={SEED + lanes}")
     shape = (5, 3, 2)
@@ -261,11 +271,13 @@ def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb):
     acc = np.zeros((rb.addr + rb.words(lanes) + 1, lanes), np.int64)
     for region, x in values.items():
         write_region(acc if region.memory == "acc" else words, region, x, lanes)
+    signs = (signed and not a_acc, signed and not b_acc, signed)
     step = {"op": PostOp.ADD, "a_acc": a_acc, "b_acc": b_acc, "src": ra.addr,
-            "src_b": rb.addr, "dst": out.addr, "words": ra.words(lanes), "ma": ma, "mb": mb}
+            "src_b": rb.addr, "dst": out.addr, "words": ra.words(lanes), "ma": ma, "mb": mb,
+            **dict(zip(("a_signed", "b_signed", "out_signed"), signs))}
     after, cycles = _post_run(lanes, words, step, acc)
     a, b = values[ra], values[rb]
-    want = np.clip((a * ma + b * mb + (1 << (FRACTION - 1))) >> FRACTION, 0, 255)
+    want = residual_add(a, b, Add("add", "a", "b", "y", ma, mb, *signs), 8)
     assert np.array_equal(read_region(after, out, lanes), want)
     assert want.min() == 0 and want.max() == 255          # both clamps reached
     assert ((want > 0) & (want < 255)).any() or 2 ** 24 - 1 in (ma, mb)

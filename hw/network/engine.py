@@ -53,7 +53,8 @@ class NetworkEngine(wiring.Component):
     ``acc_read``, data a cycle after the address). ``error`` is set (until the next
     ``start``) when the program's header does not match the engine, a step's operation is
     unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
-    pooling's source, pooling's or an add's destination), a row block of a layer with an
+    pooling's source, pooling's or an add's destination, an add's operand flagged
+    signed), a row block of a layer with an
     output stage has a shift of 32 or more (before its first tile), or the external
     memory answered a read with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
@@ -319,6 +320,8 @@ class NetworkEngine(wiring.Component):
                                                          PostOp.MAX_POOL))),
             post.step.count_pad.eq(flags[1]),
             post.step.a_acc.eq(first_acc), post.step.b_acc.eq(second_acc),
+            post.step.a_signed.eq(flags[0]), post.step.b_signed.eq(flags[1]),
+            post.step.out_signed.eq(flags[2]),
             post.step.src.eq(first), post.step.src_b.eq(second),
             post.step.dst.eq(Mux(is_add, third, second)),
             post.step.blocks.eq(blocks), post.step.words.eq(words_add),
@@ -337,9 +340,11 @@ class NetworkEngine(wiring.Component):
             post.acc_read_data.eq(acc_host.data),
         ]
         # What no step can be: an unknown operation, a layer or pooling reading the
-        # accumulator buffer, pooling or an add writing it.
+        # accumulator buffer, pooling or an add writing it, an add calling accumulators
+        # signed activations.
+        signed_acc = (flags[0] & first_acc) | (flags[1] & second_acc)
         invalid = (op > 2) | Mux(op == 0, first_acc,
-                                 Mux(is_add, third_acc, first_acc | second_acc))
+                                 Mux(is_add, third_acc | signed_acc, first_acc | second_acc))
         with m.If(post.write.en):
             m.d.comb += [act_write.addr.eq(post.write.addr), act_write.data.eq(post.write.data),
                          act_write.en.eq(1)]

@@ -2,7 +2,7 @@
 activation buffer, every lane at once; an add of a layer's raw accumulators a lane at a
 time (docs/semantics.md sections 7 and 9)."""
 
-from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -11,7 +11,7 @@ from codnn.golden.network_program import MULTIPLIER_BITS
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import stage
 
-__all__ = ["PostOp", "PostStep", "PostProcess"]
+__all__ = ["PostOp", "PostStep", "PostProcess", "signed_lane", "clamp_lane"]
 
 #: Steps of the add from a word's read to its write: the memory, the words, the products,
 #: the sum.
@@ -31,16 +31,35 @@ def PostStep(depth, acc_depth=1):
     map at ``src`` to ``out_height x out_width`` at ``dst``, a ``kernel_h x kernel_w``
     window, ``stride``, ``padding``, ``count_pad`` (an average counts padded positions).
     Add: ``words`` words of ``src`` and ``src_b`` to ``dst``, multipliers ``ma``, ``mb``;
-    ``a_acc`` (``b_acc``): ``src`` (``src_b``) is in the accumulator buffer."""
+    ``a_acc`` (``b_acc``): ``src`` (``src_b``) is in the accumulator buffer; ``a_signed``,
+    ``b_signed``, ``out_signed``: that operand (an activation) or the result is signed,
+    in offset binary."""
     address = range(max(depth, acc_depth))
     return data.StructLayout({
         "op": PostOp, "count_pad": 1, "a_acc": 1, "b_acc": 1,
+        "a_signed": 1, "b_signed": 1, "out_signed": 1,
         "src": address, "src_b": address, "dst": range(depth),
         "blocks": unsigned(16), "words": unsigned(17), "height": unsigned(16),
         "width": unsigned(16), "out_height": unsigned(16), "out_width": unsigned(16),
         "kernel_h": unsigned(16), "kernel_w": unsigned(16), "stride": unsigned(4),
         "padding": unsigned(4), "ma": unsigned(MULTIPLIER_BITS),
         "mb": unsigned(MULTIPLIER_BITS)})
+
+
+def signed_lane(value, offset):
+    """An activation lane as a signed value one bit wider: the lane, or with ``offset``
+    its offset-binary value ``value - 2**(width-1)`` (the top bit flipped, then copied)."""
+    top = value[-1]
+    return Cat(value[:-1], top ^ offset, ~top & offset).as_signed()
+
+
+def clamp_lane(total, offset, bits):
+    """``clamp(total, 0, 2**bits - 1)``, or with ``offset`` the offset-binary code of
+    ``clamp(total, -2**(bits-1), 2**(bits-1) - 1)``."""
+    half = 1 << (bits - 1)
+    low, high = Mux(offset, -half, 0), Mux(offset, half - 1, 2 * half - 1)
+    clamped = Mux(total < low, low, Mux(total > high, high, total))
+    return Cat(clamped[:bits - 1], clamped[bits - 1] ^ offset)
 
 
 class _State(enum.Enum, shape=4):
@@ -77,7 +96,8 @@ class PostProcess(wiring.Component):
       Global average pooling is the ``height x width`` window.
     - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
       * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written four cycles later to
-      ``dst + k`` (``dst`` may be ``src`` or ``src_b``).
+      ``dst + k`` (``dst`` may be ``src`` or ``src_b``); signed operands and a signed
+      result are offset binary (``golden.network.residual_add``).
     - an add with an operand in the accumulator buffer (``a_acc`` or ``b_acc``: 32-bit
       two's complement lanes, read through ``acc_read``): the same sum, word ``k`` of each
       operand read one after the other, then a lane a cycle through one pair of products.
@@ -125,7 +145,6 @@ class PostProcess(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         R, D = self._lanes, self._data_bits
-        top = (1 << D) - 1
         step = Signal.like(self.step, name="post_step")
         state = Signal(_State)
         m.d.comb += self.busy.eq(state != _State.IDLE)
@@ -274,10 +293,10 @@ class PostProcess(wiring.Component):
         for k in range(R):
             a = stage(m, self.read_data[0].word_select(k, D), f"add_a_l{k}")
             b = stage(m, self.read_data[1].word_select(k, D), f"add_b_l{k}")
-            pa = stage(m, a * step.ma, f"add_pa_l{k}")
-            pb = stage(m, b * step.mb, f"add_pb_l{k}")
+            pa = stage(m, signed_lane(a, step.a_signed) * step.ma, f"add_pa_l{k}")
+            pb = stage(m, signed_lane(b, step.b_signed) * step.mb, f"add_pb_l{k}")
             total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
-            m.d.sync += sums.word_select(k, D).eq(Mux(total > top, top, total))
+            m.d.sync += sums.word_select(k, D).eq(clamp_lane(total, step.out_signed, D))
         with m.If(add_valid[-1]):
             m.d.comb += [self.write.addr.eq(add_dst[-1]), self.write.data.eq(sums),
                          self.write.en.eq(1)]
@@ -291,13 +310,13 @@ class PostProcess(wiring.Component):
         a cycle through one pair of 32 x 24-bit products, its clamped sum shifted into the
         result word, which is written as the next word's first operand is read."""
         R, D = self._lanes, self._data_bits
-        top = (1 << D) - 1
 
-        def operand(is_acc):
-            """The word just read, as 32-bit lanes (activations zero-extended)."""
+        def operand(is_acc, signed):
+            """The word just read, as 32-bit lanes (activations as their values)."""
             act = self.read_data[0]
+            lanes = [signed_lane(act.word_select(k, D), signed) for k in range(R)]
             return Mux(is_acc, self.acc_read_data,
-                       Cat(Cat(act.word_select(k, D), C(0, _ACC_BITS - D)) for k in range(R)))
+                       Cat(Cat(v, v[-1].replicate(_ACC_BITS - D - 1)) for v in lanes))
 
         def read(address, is_acc):
             with m.If(is_acc):
@@ -315,18 +334,19 @@ class PostProcess(wiring.Component):
         product_valid = stage(m, state == _State.WIDE_LANES, "wide_product_valid",
                               reset_less=False)
         total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
-        clamped = Mux(total < 0, 0, Mux(total > top, top, total[:D]))
+        clamped = clamp_lane(total, step.out_signed, D)
         with m.If(product_valid):
-            m.d.sync += result.eq(Cat(result[D:], clamped[:D]))
+            m.d.sync += result.eq(Cat(result[D:], clamped))
         with m.Switch(state):
             with m.Case(_State.WIDE_A):
                 read(step.src + index, step.a_acc)
                 m.d.sync += state.eq(_State.WIDE_B)
             with m.Case(_State.WIDE_B):
                 read(step.src_b + index, step.b_acc)
-                m.d.sync += [a_word.eq(operand(step.a_acc)), state.eq(_State.WIDE_LATCH)]
+                m.d.sync += [a_word.eq(operand(step.a_acc, step.a_signed)),
+                             state.eq(_State.WIDE_LATCH)]
             with m.Case(_State.WIDE_LATCH):
-                m.d.sync += [b_word.eq(operand(step.b_acc)), lane.eq(0),
+                m.d.sync += [b_word.eq(operand(step.b_acc, step.b_signed)), lane.eq(0),
                              state.eq(_State.WIDE_LANES)]
             with m.Case(_State.WIDE_LANES):
                 m.d.sync += [a_word.eq(a_word >> _ACC_BITS), b_word.eq(b_word >> _ACC_BITS),
