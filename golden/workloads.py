@@ -14,7 +14,7 @@ from .joint_optimization import magnitude_prune
 from .network import Add, ArrayLayer, Concat, Flatten, IntegerNetwork, Pool
 
 __all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network",
-           "projection_network", "concat_network"]
+           "projection_network", "bottleneck_network", "concat_network"]
 
 
 def structured_layer(rng, rows, cols, sparsity, spread=0.8):
@@ -91,6 +91,32 @@ def projection_network(rng, *, alpha=2):
         Flatten("flat", "g", "f"),
         layer("fc", "f", "y", 10, 6, shift=None)),
         "x", "y", (3, 8, 8), 1.0, 1.0)
+
+
+def bottleneck_network(rng, *, alpha=2):
+    """MobileNet-v2's linear bottlenecks as ``codnn.model.quantize`` writes them: 3 x 6 x 6
+    -> 3 x 3 stem -> (1 x 1 expand, 3 x 3, 1 x 1 project to accumulators) + the stem ->
+    add without ReLU (signed, offset binary) -> (1 x 1 expand reading signed codes, 3 x 3,
+    1 x 1 project to signed codes) + the first add -> add of two signed operands -> 1 x 1
+    -> global average -> flatten -> dense logits."""
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=alpha, **kwargs)
+    return IntegerNetwork((
+        layer("stem", "x", "s", 6, 3 * 9, shift=8, kernel=3, padding=1),
+        layer("expand_a", "s", "e", 10, 6, shift=7, kernel=1),
+        layer("spatial_a", "e", "d", 10, 10 * 9, shift=8, kernel=3, padding=1),
+        layer("project_a", "d", "p", 6, 10, shift=None, kernel=1),
+        Add("join_a", "p", "s", "j", ma=3000, mb=40_000, signed_out=True),
+        layer("expand_b", "j", "f", 10, 6, shift=9, kernel=1),
+        layer("spatial_b", "f", "g", 10, 10 * 9, shift=8, kernel=3, padding=1),
+        layer("project_b", "g", "q", 6, 10, shift=np.array([4, 5, 6, 5, 4, 6]), kernel=1),
+        Add("join_b", "q", "j", "k", ma=60_000, mb=50_000, signed_a=True, signed_b=True,
+            signed_out=True),
+        layer("head", "k", "h", 8, 6, shift=8, kernel=1),
+        Pool("gap", "h", "v", "avg", kernel=0),
+        Flatten("flat", "v", "w"),
+        layer("fc", "w", "y", 10, 8, shift=None)),
+        "x", "y", (3, 6, 6), 1.0, 1.0)
 
 
 def concat_network(rng, first_filters, *, alpha=2):

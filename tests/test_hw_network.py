@@ -22,7 +22,8 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WO
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.hw.network.weights import AxiWeights
 from codnn.model.compile import compile_network
-from codnn.golden.workloads import concat_network, projection_network, residual_network
+from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
+                                    residual_network)
 
 SEED = 20261128
 
@@ -370,6 +371,52 @@ def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     for x, (got, cycles, error) in zip(images, runs):
         assert np.array_equal(got, network.run(x[None])[0]) and not error
         assert cycles == compiled.cycles
+
+
+@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial")])
+def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
+    # Adds without a ReLU: accumulators plus activations into signed codes, then two
+    # signed operands; layers reading and writing signed codes (offset binary).
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                          acc_words=128, psum_words=64)
+    network = bottleneck_network(rng)
+    compiled = compile_network(network, engine)
+    adds = [s for s in compiled.program.steps if s.op == "add"]
+    assert [(s.signed_a, s.signed_b, s.signed_out) for s in adds] == [
+        (False, False, True), (True, True, True)]
+    images = rng.integers(0, 256, (2, 3, 6, 6))
+    tensors = network.run(images, keep=True)
+    assert tensors["k"].min() == 0 or tensors["k"].max() == 255   # a clamp reached
+    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
+                        compiled.image, images)
+    for k, (got, cycles, error) in enumerate(runs):
+        assert np.array_equal(got, tensors["y"][k]) and not error
+        assert cycles == compiled.cycles
+
+
+def test_engine_refuses_a_signed_accumulator_operand():
+    # A hand-edited program whose add calls its accumulator operand an offset-binary
+    # activation: golden refuses it, the engine stops with ``error`` at that add.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
+                          psum_words=64)
+    compiled = compile_network(bottleneck_network(rng), engine)
+    steps = list(compiled.program.steps)
+    k = next(k for k, s in enumerate(steps) if s.op == "add")
+    assert steps[k].a.memory == "acc"
+    steps[k] = dataclasses.replace(steps[k], signed_a=True)
+    edited = dataclasses.replace(compiled.program, steps=tuple(steps))
+    x = rng.integers(0, 256, (1, 3, 6, 6))
+    with pytest.raises(ProgramError, match="an operand in the accumulator buffer is not an "
+                                           "offset-binary activation"):
+        run_program(edited, compiled.image, x[0])
+    (_, cycles, error), = _engine_runs(NetworkEngine.for_program(compiled.program),
+                                       compiled.program, compiled.image, x,
+                                       loaded_program=encode_program(edited))
+    assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
+                                                   for j in range(k)) + FETCH_CYCLES
 
 
 def test_engine_runs_a_concat_as_golden():

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from codnn.golden.column_combining import im2col, pack
-from codnn.golden.network import FRACTION, Add, IntegerNetwork, pool
+from codnn.golden.network import FRACTION, Add, IntegerNetwork, pool, residual_add
 from codnn.golden.systolic import cycle_model, make_tiles, mac_timing, run_layer
 from codnn.model.datasets import load_dataset
 from codnn.model.graph import FloatNetwork, Layer
@@ -222,7 +222,7 @@ def _import_matrix():
         ("resnet20", lambda torch: build_model("resnet20", (1, 12, 12)), (1, 12, 12), None),
         ("inception_block", _inception_block, (1, 8, 8), None),
         ("mobilenet_v2_block", lambda torch: _mobile_block(torch, torch.nn.ReLU6),
-         (1, 8, 8), r"Add node '[^']*': a residual Add must be followed by a Relu"),
+         (1, 8, 8), None),
         ("mobilenet_v3_block", lambda torch: _mobile_block(torch, torch.nn.Hardswish),
          (1, 8, 8), r"unsupported operator HardSwish \(HardSwish node '[^']*'\)"),
         ("efficientnet_block", lambda torch: _mobile_block(torch, torch.nn.SiLU),
@@ -447,16 +447,36 @@ def test_bad_model_files(tmp_path):
         load_onnx(tmp_path / "nan.onnx")
 
 
-def test_signed_activation_into_a_layer_is_refused(tmp_path):
+def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
+    # A layer without an activation feeding another layer hands it signed values in
+    # offset binary: its bias adds 128 << shift, the reader's takes off 128 * sum(F[n]).
+    # The integer network follows the float one; a padded convolution reading signed
+    # values is refused (its padding would read code 0, the value -128).
     rng = np.random.default_rng(SEED)
-    inits = {"w1": rng.normal(0, 0.5, (4, 4)), "w2": rng.normal(0, 0.5, (4, 3))}
+    print(f"seed={SEED}")
+    inits = {"w1": rng.normal(0, 0.5, (4, 6)), "w2": rng.normal(0, 0.5, (6, 3))}
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
              helper.make_node("MatMul", ["a", "w2"], ["y"], name="mm2")]
     _model(nodes, inits, (4,), [1, 3], path=tmp_path / "s.onnx")
-    with pytest.raises(ValueError, match="signed output"):
-        quantize_network(load_onnx(tmp_path / "s.onnx"), np.ones((2, 4)), alpha=2, gamma=0.5)
+    network = load_onnx(tmp_path / "s.onnx")
+    x = rng.uniform(0, 1, (200, 4))
+    integer = quantize_network(network, x, alpha=2, gamma=0.0)
+    first, second = integer.array_layers
+    codes = integer.run(integer.quantize_input(x), keep=True)["a"]
+    assert codes.min() < 100 and codes.max() > 156          # both signs, around 128
+    floats = network.run(x)
+    scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+    assert np.abs(scores - floats).max() < 0.03 * np.abs(floats).max()
+    assert first.shift is not None and second.shift is None
     with pytest.raises(ValueError, match="non-negative"):
-        quantize_network(load_onnx(tmp_path / "s.onnx"), -np.ones((2, 4)), alpha=2, gamma=0.5)
+        quantize_network(network, -np.ones((2, 4)), alpha=2, gamma=0.5)
+    inits = {"w1": rng.normal(0, 0.5, (3, 2, 3, 3)), "w2": rng.normal(0, 0.5, (2, 3, 3, 3))}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
+    _model(nodes, inits, (2, 5, 5), [1, 2, 5, 5], path=tmp_path / "p.onnx")
+    with pytest.raises(ValueError, match="'c2' pads signed activations"):
+        quantize_network(load_onnx(tmp_path / "p.onnx"), rng.uniform(0, 1, (3, 2, 5, 5)),
+                         alpha=2, gamma=0.5)
 
 
 def test_per_channel_scales_keep_small_filters():
@@ -509,6 +529,13 @@ def test_integer_pooling_and_add_round_half_up():
     add = Add("add", "a", "a", "y", ma=1 << FRACTION, mb=(1 << FRACTION) // 2)
     network = IntegerNetwork((add,), "a", "y", (2,), 1.0, 1.0)
     assert network.run(np.array([[3, 250]])).tolist() == [[5, 255]]   # 4.5 -> 5; clamped
+    # docs/semantics.md section 7, signed activations: a signed, b not, a signed result
+    for ma, want in ((65536, 205), (196608, 255)):
+        add = Add("add", "a", "b", "y", ma=ma, mb=32768, signed_a=True, signed_out=True)
+        assert residual_add(np.array([200]), np.array([10]), add, 8).tolist() == [want]
+    add = Add("add", "a", "b", "y", ma=65536, mb=65536, signed_a=True, signed_b=True,
+              signed_out=True)
+    assert residual_add(np.array([0, 255]), np.array([0, 255]), add, 8).tolist() == [0, 255]
 
 
 def test_fixed_groups_repack_keeps_groups_and_weights():

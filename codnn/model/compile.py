@@ -300,7 +300,8 @@ def compile_network(network, engine):
                 moved.append((2 * add.dst.words(R), add.dst.words(R), 0, 0, 0, 0))
         else:
             a, b = regions[step.source], regions[step.other]
-            steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb))
+            steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb, step.signed_a,
+                                 step.signed_b, step.signed_out))
             from_acc = [a.memory, b.memory].count("acc")
             moved.append(((2 - from_acc) * dst.words(R), dst.words(R), 0,
                           from_acc * dst.words(R), 0, 0))

@@ -44,12 +44,14 @@ class Layer:
 
 @dataclass(frozen=True)
 class Residual:
-    """``max(a + b, 0)``: a residual add and its ReLU, on the host."""
+    """``max(a + b, 0)``: a residual add and its ReLU; without ``relu``, ``a + b`` (a
+    linear bottleneck's add)."""
 
     name: str
     source: str
     other: str
     output: str
+    relu: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ class FloatNetwork:
         for step in self.steps:
             source = tensors[step.source]
             if isinstance(step, Residual):
-                tensors[step.output] = np.maximum(source + tensors[step.other], 0)
+                total = source + tensors[step.other]
+                tensors[step.output] = np.maximum(total, 0) if step.relu else total
             elif isinstance(step, Concatenation):
                 tensors[step.output] = np.concatenate(
                     [source, *(tensors[name] for name in step.others)], axis=1)

@@ -194,11 +194,12 @@ def _pool(b, node, attrs):
         kind = "max" if node.op_type == "MaxPool" else "avg"
         step = Pool(node.name, source, node.output[0], kind, kernel, stride, padding,
                     bool(attrs.get("count_include_pad", 0)))
-    if source not in b.nonnegative:
-        raise ModelError(f"{_where(node)}: pooling needs a ReLU'd input (the arrays' "
-                         f"activations are unsigned)")
+    if source in b.nonnegative:
+        b.nonnegative.add(node.output[0])
+    elif step.kind == "max" and step.padding:
+        raise ModelError(f"{_where(node)}: a padded MaxPool needs a ReLU'd input (its "
+                         f"padding must not win over negative values)")
     b.add(step)
-    b.nonnegative.add(node.output[0])
 
 
 def _spatial_axes(b, node, attrs, what):
@@ -220,15 +221,13 @@ def _reduce_mean(b, node, attrs):
     if attrs.get("noop_with_empty_axes", 0):
         raise ModelError(f"{_where(node)}: noop_with_empty_axes is not supported")
     source = b.name(node.input[0])
-    if source not in b.nonnegative:
-        raise ModelError(f"{_where(node)}: pooling needs a ReLU'd input (the arrays' "
-                         f"activations are unsigned)")
     keep = attrs.get("keepdims", 1)
     pooled = node.output[0] if keep else f"{node.output[0]}/pooled"
     b.add(Pool(node.name, source, pooled, "avg"))
     if not keep:
         b.add(Flatten(f"{node.name}/flatten", pooled, node.output[0]))
-    b.nonnegative.update({pooled, node.output[0]})
+    if source in b.nonnegative:
+        b.nonnegative.update({pooled, node.output[0]})
 
 
 def _squeeze(b, node, attrs):
@@ -264,11 +263,12 @@ def _add(b, node, nodes_after):
         b.replace(index, Layer(**{**layer.__dict__, "bias": layer.bias + bias}), node)
         return
     follower = nodes_after.get(node.output[0])
-    if follower is None or follower.op_type != "Relu" or b.consumers[node.output[0]] != 1:
-        raise ModelError(f"{_where(node)}: a residual Add must be followed by a Relu (the "
-                         f"arrays' activations are unsigned)")
-    b.add(Residual(node.name, b.name(node.input[0]), b.name(node.input[1]), node.output[0]))
-    b.nonnegative.add(node.output[0])
+    relu = (follower is not None and follower.op_type == "Relu"
+            and b.consumers[node.output[0]] == 1)
+    b.add(Residual(node.name, b.name(node.input[0]), b.name(node.input[1]), node.output[0],
+                   relu))
+    if relu:
+        b.nonnegative.add(node.output[0])
 
 
 def _concat(b, node, attrs):
@@ -336,8 +336,9 @@ OPERATORS = {
     "Squeeze": "of the spatial axes after a global average: a flatten",
     "Flatten": "axis 1: channel-major, as the arrays read it",
     "Reshape": "to (batch, features): a flatten",
-    "Add": "of two tensors followed by Relu (a residual), or of a constant after a "
-           "MatMul (its bias)",
+    "Add": "of two tensors, followed by Relu (a residual) or not (a linear bottleneck: "
+           "signed activations, which only unpadded layers and adds read), or of a "
+           "constant after a MatMul (its bias)",
     "Concat": "of ReLU'd maps along the channels: each part requantized to the output's "
               "scale",
     "Identity": "passed through (of a constant: that constant)",

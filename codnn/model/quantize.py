@@ -9,7 +9,8 @@ largest ``shift`` that keeps every weight within ``weight_bits`` (so ``s_w`` is 
 factor 2 from the weights' own max-abs scale), and its bias ``round(b / (s_x * s_w))`` plus
 ``2**(shift-1)`` so that the floor shift rounds half up. A layer without an activation
 (the logits, or a branch of a residual add) keeps its accumulators at scale ``s_x * s_w``
-with ``s_w`` the max-abs scale. With ``per_channel``, a layer with an activation takes a
+with ``s_w`` the max-abs scale; one whose output another layer reads gives signed values
+in offset binary (``quantize_network``). With ``per_channel``, a layer with an activation takes a
 shift per output channel (the arrays' output stage has one per row) and so a weight scale
 per channel, ``s_w[n] = s_y / (s_x * 2**shift[n])``: every channel's weights use most of
 ``weight_bits`` however small they are next to the layer's largest. Each layer's integer
@@ -80,6 +81,30 @@ def _pack(layer, q, alpha, gamma):
     return pack(q, alpha, gamma, groups=fixed)
 
 
+def _readers(network):
+    """The steps that read each tensor."""
+    readers = {}
+    for step in network.steps:
+        for name in {step.source, getattr(step, "other", None), *getattr(step, "others", ())}:
+            readers.setdefault(name, []).append(step)
+    return readers
+
+
+def _check_signed_reader(step, tq):
+    """Raise ``ValueError`` for a step that cannot read a signed (offset-binary) tensor:
+    a concatenation, a padded convolution or average, anything on the TQ array."""
+    if tq is not None:
+        raise ValueError(f"{step.name!r} reads signed activations (no ReLU before it); the "
+                         f"TQ array takes unsigned activations")
+    if isinstance(step, Concatenation):
+        raise ValueError(f"{step.name!r}: a Concat of signed activations (no ReLU before "
+                         f"it) is not supported")
+    padded = getattr(step, "padding", 0) and getattr(step, "kernel", 0)
+    if padded and (isinstance(step, Layer) or step.kind == "avg" and step.count_pad):
+        raise ValueError(f"{step.name!r} pads signed activations (no ReLU before it): their "
+                         f"zero is not the arrays' padding; only unpadded layers read them")
+
+
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
                      acc_bits=32, tq=None, per_channel=False, progress=None):
     """The integer network of ``network`` for an array with ``alpha`` streams per column,
@@ -91,10 +116,16 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     ``calibration``: float inputs (``B x input_shape``), non-negative. ``progress(name)``
     is called as each layer is packed.
 
+    Signed tensors (what a layer without an activation hands to another layer, an add
+    without a ReLU) are offset-binary codes at the scale of their largest magnitude over
+    ``2**(out_bits-1) - 1``: a layer reading one takes ``2**(out_bits-1) * sum(F[n])``
+    off its bias, a layer writing one adds ``2**(out_bits-1) << shift[n]`` to it.
+
     Raises
     ------
     ValueError
-        If the calibration inputs are negative or not finite.
+        If the calibration inputs are negative or not finite, or a signed tensor goes
+        where no step takes it (padding, a concatenation, the TQ array, the output).
     """
     if tq is not None:
         weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
@@ -105,33 +136,51 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
         raise ValueError("the arrays take unsigned activations: the model's inputs must be "
                          f"non-negative (the calibration sample reaches {calibration.min():g})")
     levels = (1 << out_bits) - 1
+    half = 1 << (out_bits - 1)
     floats = network.run(calibration, keep=True)
     scale = {network.input: _top_scale(calibration) / levels}
-    steps, signed = [], set()
+    readers = _readers(network)
+    steps = []
+    raw, offset = set(), set()           # accumulators; signed codes in offset binary
     for step in network.steps:
         reads = (step.source, *getattr(step, "others", ()))
-        if not isinstance(step, Residual) and signed.intersection(reads):
-            raise ValueError(f"{step.name!r} reads the signed output of a layer with no "
-                             f"activation; the arrays take unsigned activations")
+        if raw.intersection(reads) and not isinstance(step, Residual):
+            raise ValueError(f"{step.name!r} reads a layer's raw accumulators")
+        if offset.intersection(reads):
+            _check_signed_reader(step, tq)
         if isinstance(step, Layer):
-            if step.activation is None:
-                signed.add(step.output)
             s_x = scale[step.source]
-            s_y = None if step.activation is None else \
-                _top_scale(floats[step.output], step.activation) / levels
+            if step.activation is not None:
+                s_y = _top_scale(floats[step.output], step.activation) / levels
+            elif step.output == network.output or all(
+                    isinstance(r, Residual) for r in readers[step.output]):
+                s_y = None                     # accumulators: logits, or an add's operand
+                raw.add(step.output)
+            else:                              # signed values for a layer: offset binary
+                s_y = _top_scale(np.abs(floats[step.output])) / (half - 1)
+                offset.add(step.output)
             q, bias, shift, scale[step.output] = _weights(step, s_x, s_y, weight_bits,
                                                           acc_bits, per_channel)
             if progress:
                 progress(step.name)
             packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)
+            if step.source in offset:          # the input's offset, through the weights
+                bias = bias - half * packed.dense().sum(axis=1)
+            if step.output in offset:          # the output's, before the output stage
+                bias = bias + (np.int64(half) << np.asarray(shift, np.int64))
             steps.append(ArrayLayer(step.name, step.source, step.output, packed, bias, shift,
                                     step.kernel, step.stride, step.padding, tq))
         elif isinstance(step, Residual):
-            s_y = _top_scale(floats[step.output]) / levels
+            if step.relu:
+                s_y = _top_scale(floats[step.output]) / levels
+            else:
+                s_y = _top_scale(np.abs(floats[step.output])) / (half - 1)
+                offset.add(step.output)
             ma, mb = (int(round(scale[name] / s_y * (1 << FRACTION)))
                       for name in (step.source, step.other))
             scale[step.output] = s_y
-            steps.append(Add(step.name, step.source, step.other, step.output, ma, mb))
+            steps.append(Add(step.name, step.source, step.other, step.output, ma, mb,
+                             step.source in offset, step.other in offset, not step.relu))
         elif isinstance(step, Concatenation):
             s_y = _top_scale(floats[step.output]) / levels
             scale[step.output] = s_y
@@ -139,6 +188,11 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
                 int(round(scale[name] / s_y * (1 << FRACTION))) for name in reads)))
         else:
             scale[step.output] = scale[step.source]
+            if step.source in offset:
+                offset.add(step.output)
             steps.append(step)
+    if network.output in offset:
+        raise ValueError("the network ends in signed activations (an add without a ReLU); "
+                         "end it with a layer")
     return IntegerNetwork(tuple(steps), network.input, network.output, network.input_shape,
                           scale[network.input], scale[network.output], acc_bits, out_bits)
