@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["SECTION", "PackedLayer", "group_columns", "pack", "tiles", "dense_tiles",
-           "conv_weight_matrix", "im2col"]
+           "conv_weight_matrix", "expand_groups", "collapse_groups", "im2col"]
 
 #: Columns per independently grouped section.
 SECTION = 256
@@ -292,6 +292,31 @@ def conv_weight_matrix(weights):
     if weights.ndim != 4 or weights.shape[2] != weights.shape[3]:
         raise ValueError(f"Conv weights must have shape (C_out, C_in, k, k), not {weights.shape}")
     return weights.reshape(weights.shape[0], -1)
+
+
+def expand_groups(weights, groups):
+    """A grouped (or depthwise) convolution's weights ``N x C/groups x k x k`` as one over
+    all ``C`` input channels, zero outside each filter's group: the same convolution,
+    whose filter matrix column combining packs (columns of different groups never
+    conflict). ``groups`` must divide ``N``."""
+    weights = np.asarray(weights)
+    filters, per_group = weights.shape[:2]
+    full = np.zeros((filters, per_group * groups, *weights.shape[2:]), weights.dtype)
+    per_filter = filters // groups
+    for g in range(groups):
+        full[g * per_filter:(g + 1) * per_filter, g * per_group:(g + 1) * per_group] = \
+            weights[g * per_filter:(g + 1) * per_filter]
+    return full
+
+
+def collapse_groups(full, groups):
+    """``expand_groups``' inverse: each filter's part over its own group of ``full``'s
+    ``N x C x k x k`` (what lies outside is dropped)."""
+    full = np.asarray(full)
+    filters, channels = full.shape[:2]
+    per_filter, per_group = filters // groups, channels // groups
+    return np.concatenate([full[g * per_filter:(g + 1) * per_filter,
+                                g * per_group:(g + 1) * per_group] for g in range(groups)])
 
 
 def output_size(size, k, stride=1, padding=0):

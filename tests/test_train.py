@@ -70,6 +70,42 @@ def test_column_combining_run_reaches_its_sparsity_and_keeps_its_groups(tmp_path
     assert schedule["dense_tiles"] == report["phases"][-1]["dense_tiles"]
 
 
+def _separable(channels, classes):
+    """A depthwise-separable network (a depthwise 3 x 3 with batch norm, a pointwise)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(channels, 8, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 4, 1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 64, classes))
+
+
+def test_column_combining_packs_depthwise_layers_as_the_import_does(tmp_path):
+    # A depthwise layer's groups are those of its filter matrix over all input channels
+    # (as the ONNX import makes it): the import keeps them with nothing pruned, and the
+    # integer network on an alpha-4 array follows the float one. For the TQ array the
+    # revealed weights are those of the same matrix.
+    torch.manual_seed(SEED)
+    spec = TrainSpec("separable", "digits", epochs=4, lr=0.01, column_combine=ColumnCombine(
+        alpha=4, sparsity=0.6, points=1, retrain_epochs=1, final_epochs=2))
+    report = train(spec, tmp_path, model=_separable(1, 10))
+    network = load_onnx(tmp_path / "model.onnx")
+    layers = [step for step in network.steps if hasattr(step, "groups")]
+    depthwise = layers[1]
+    assert depthwise.weights.shape == (8, 72) and len(depthwise.groups) >= 18
+    for layer in layers:
+        assert pack(layer.weights, 4, 0.5, groups=layer.groups).pruned == 0
+    schedule, _ = infer(tmp_path / "model.onnx", "digits", rows=16, cols=16, alpha=4)
+    print(schedule["float_accuracy"], schedule["integer_accuracy"])
+    assert schedule["tiles"] == report["phases"][-1]["tiles"]
+    assert schedule["float_accuracy"] > 0.5
+    assert schedule["integer_accuracy"] >= schedule["float_accuracy"] - 0.03
+    tq = TermQuantization(4, 6, 2)
+    w = torch.randn(8, 1, 3, 3, dtype=torch.float64)
+    full = np.zeros((8, 8, 3, 3))
+    full[np.arange(8), np.arange(8)] = w[:, 0].numpy()
+    want = revealed_weights(torch.from_numpy(full), tq).numpy()[np.arange(8), np.arange(8)]
+    assert np.array_equal(revealed_weights(w, tq, groups=8).numpy()[:, 0], want)
+
+
 def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     whole = train(TINY_CC, tmp_path / "whole")
     calls = []

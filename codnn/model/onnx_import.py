@@ -7,6 +7,7 @@ operator and the node.
 
 import numpy as np
 
+from codnn.golden.column_combining import expand_groups
 from codnn.golden.network import Flatten, Pool
 
 from .graph import Concatenation, FloatNetwork, Layer, Residual
@@ -102,30 +103,17 @@ class _Builder:
         return step
 
 
-def _ungrouped(weights, groups, node):
-    """A grouped (or depthwise) convolution's weights (``N x C/groups x k x k``) as one
-    over all ``C`` input channels, zero outside each filter's group: the same
-    convolution, whose filter matrix column combining then packs (columns of different
-    groups never conflict)."""
-    filters, per_group = weights.shape[:2]
-    if not isinstance(groups, int) or groups < 1 or filters % groups:
-        raise ModelError(f"{_where(node)}: group={groups} does not divide its {filters} "
-                         f"filters")
-    full = np.zeros((filters, per_group * groups, *weights.shape[2:]))
-    per_filter = filters // groups
-    for g in range(groups):
-        full[g * per_filter:(g + 1) * per_filter, g * per_group:(g + 1) * per_group] = \
-            weights[g * per_filter:(g + 1) * per_filter]
-    return full
-
-
 def _conv(b, node, attrs):
     weights = b.constant(node, 1, "weight")
     if weights.ndim != 4:
         raise ModelError(f"{_where(node)}: needs 2-D convolution weights, not shape "
                          f"{weights.shape}")
-    if attrs.get("group", 1) != 1:
-        weights = _ungrouped(weights, attrs["group"], node)
+    groups = attrs.get("group", 1)
+    if groups != 1:
+        if not isinstance(groups, int) or groups < 1 or len(weights) % groups:
+            raise ModelError(f"{_where(node)}: group={groups} does not divide its "
+                             f"{len(weights)} filters")
+        weights = expand_groups(weights, groups)
     attrs.setdefault("kernel_shape", list(weights.shape[2:]))
     kernel, stride, padding = _window(node, attrs, "Conv")
     bias = b.constant(node, 2, "bias")

@@ -1,13 +1,14 @@
 """One prune point of column-combining training on a PyTorch model (docs/semantics.md
 section 1): every array layer's weights, flattened to ``N x C`` (convolutions: columns
-``(c, ky, kx)``, as ``im2col``), are magnitude-pruned and packed so that magnitude and
+``(c, ky, kx)``, as ``im2col``; grouped ones over all input channels), are magnitude-pruned and packed so that magnitude and
 conflict pruning together leave the point's rate (``golden.joint_optimization
 .pack_to_rate``), the zeros written into the model; training then keeps them at zero with
 ``apply_masks`` after every optimizer step."""
 
 import torch
 
-from codnn.golden.column_combining import dense_tiles, pack, tiles
+from codnn.golden.column_combining import (collapse_groups, dense_tiles, expand_groups, pack,
+                                           tiles)
 from codnn.golden.joint_optimization import pack_to_rate
 
 from .models import array_layers
@@ -16,8 +17,21 @@ __all__ = ["prune_and_pack", "apply_masks", "packing_rows"]
 
 
 def _matrix(layer):
+    """The layer's filter matrix as the arrays run it: a grouped (depthwise) convolution's
+    over all input channels, zero outside each filter's group, as the ONNX import makes
+    it."""
     w = layer.weight.detach().double().numpy()
-    return w.reshape(w.shape[0], -1)
+    groups = getattr(layer, "groups", 1)
+    return (expand_groups(w, groups) if groups != 1 else w).reshape(len(w), -1)
+
+
+def _mask(layer, packed):
+    """The trainable weights of ``layer`` (its own shape) from its packed filter matrix."""
+    keep = packed.dense() != 0
+    groups = getattr(layer, "groups", 1)
+    if groups != 1:
+        keep = collapse_groups(keep.reshape(len(keep), -1, *layer.weight.shape[2:]), groups)
+    return torch.tensor(keep, dtype=layer.weight.dtype).reshape(layer.weight.shape)
 
 
 def prune_and_pack(model, rate, alpha, gamma, previous=None):
@@ -28,8 +42,7 @@ def prune_and_pack(model, rate, alpha, gamma, previous=None):
     masks, groups = [], []
     for k, layer in enumerate(array_layers(model)):
         packed = pack_to_rate(_matrix(layer), rate, alpha, gamma, previous and previous[k])
-        mask = torch.tensor(packed.dense() != 0, dtype=layer.weight.dtype)
-        masks.append(mask.reshape(layer.weight.shape))
+        masks.append(_mask(layer, packed))
         groups.append(packed.groups)
     apply_masks(model, masks)
     return masks, groups
