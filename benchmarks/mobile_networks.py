@@ -24,11 +24,13 @@ again with column combining (alpha 8, gamma 0.5, 80 % zeros, ``--cc-epochs`` aft
 last prune point) and run on a 16 x 16 array with alpha 8 and per-channel scales: tiles
 against the dense tiles of the same weights. Prints a table, writes PREFIX.json. Needs the
 ``train`` extra (PyTorch CPU); about ten minutes for the three on this machine's two
-cores.
+cores. The column-combined models stay beside PREFIX (``PREFIX-MODEL-cc.onnx``), for
+``codnn compile`` and ``codnn infer --rtl``.
 """
 
 import argparse
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -151,6 +153,10 @@ def measure(name, args, channels):
         report = _trained(name, cc, channels, Path(folder) / "cc")
         result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=8,
                           per_channel=True)
+        kept = Path(f"{args.output}-{name}-cc.onnx")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(report["model"], kept)
+        row["cc_model"] = str(kept)
         row.update(cc_float=result["float_accuracy"], cc_int=result["integer_accuracy"],
                    cc_tiles=result["tiles"], dense_tiles=result["dense_tiles"],
                    tile_ratio=result["tile_ratio"], cycle_ratio=result["cycle_ratio"])
@@ -169,7 +175,7 @@ def main():
     rows = [measure(name, args, channels) for name in args.models.split(",")]
     print_rows(f"{args.data}, {args.epochs} epochs; integer: 16 x 16 dense array, one scale "
                f"per layer or per channel; cc: column combining, alpha 8, 80 % zeros", rows,
-               [(k, k.replace("_", " ")) for k in rows[0]])
+               [(k, k.replace("_", " ")) for k in rows[0] if k != "cc_model"])
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
