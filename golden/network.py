@@ -65,8 +65,9 @@ class ArrayLayer:
 
     ``packed`` holds integer weights (``N x C*k*k`` or ``N x F`` before packing); ``bias``
     the ``N`` integers that enter as the first partial sums; ``shift`` the output stage's
-    shift (one, or an array of one per output channel), or ``None`` for raw accumulators; ``tq`` the TQ array's arithmetic, or ``None``
-    for the column-combined array's exact products."""
+    shift (one, or an array of one per output channel), or ``None`` for raw accumulators;
+    ``tq`` the TQ array's arithmetic, or ``None`` for the column-combined array's exact
+    products."""
 
     name: str
     source: str

@@ -16,10 +16,11 @@ The weight image is words of ``2 * cols`` bytes (an array row of cells), read in
 It holds, per array layer from its ``weights`` offset (a whole word), for each row block
 its bias (``rows`` little-endian int32, zeros past the layer's filters) and the output
 stage's shift of each row (``rows`` bytes; zeros past the filters, and for a layer without
-an output stage), padded with zeros to whole words, then its tiles, column blocks in order, each its gather table (``cols x
-alpha`` entries of 4 bytes: the word offset from the output position's window, u16 LE;
-the lane, ``0xFF`` for no input; ``ky << 4 | kx``), then its cells (``rows x cols``
-byte pairs: the weight, two's complement, and the stream select).
+an output stage), padded with zeros to whole words, then its tiles, column blocks in
+order, each its gather table (``cols x alpha`` entries of 4 bytes: the word offset from
+the output position's window, u16 LE; the lane, ``0xFF`` for no input; ``ky << 4 | kx``),
+then its cells (``rows x cols`` byte pairs: the weight, two's complement, and the stream
+select).
 
 The binary program (``encode_program``) is little-endian u32 words: a header (magic,
 version, step count, the engine's parameters, the input and output regions) and a

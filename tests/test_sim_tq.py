@@ -123,7 +123,8 @@ def test_tq_array_reset_in_flight_then_a_fresh_layer():
     # cycle count checked.
     config = {"rows": 5, "cols": 2, "g": 2, "alpha": 3, "beta": 1, "mag_bits": 7,
               "encoding": "naf", "acc_bits": 32, "out_bits": 8,
-              "shift": [6, 8, 4, 9, 7, 5, 6, 3, 10, 2, 6], "layer_rows": 11, "layer_cols": 13, "vectors": 5, "reset_in_flight": 7}
+              "shift": [6, 8, 4, 9, 7, 5, 6, 3, 10, 2, 6], "layer_rows": 11,
+              "layer_cols": 13, "vectors": 5, "reset_in_flight": 7}
     dut = TermQuantArray(**{k: config[k] for k in ARRAY_KEYS})
     for seed, stalls in [(33, False), (34, True)]:
         run = {**config, "idle": 0.3 if stalls else 0.0, "backpressure": 0.4 if stalls else 0.0}

@@ -169,7 +169,8 @@ def _infer(args, model, data, *, per_model=False):
             mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
             device_images=args.device_images, device=_device(args), tq=tq,
-            per_channel=args.per_channel, progress=lambda message: err_console.print(message, highlight=False))
+            per_channel=args.per_channel,
+            progress=lambda message: err_console.print(message, highlight=False))
     except RtlMismatch as error:
         raise Failure(f"RTL run FAILED against golden: {error}") from None
     except BoardMismatch as error:

@@ -10,13 +10,13 @@ factor 2 from the weights' own max-abs scale), and its bias ``round(b / (s_x * s
 ``2**(shift-1)`` so that the floor shift rounds half up. A layer without an activation
 (the logits, or a branch of a residual add) keeps its accumulators at scale ``s_x * s_w``
 with ``s_w`` the max-abs scale; one whose output another layer reads gives signed values
-in offset binary (``quantize_network``). With ``per_channel``, a layer with an activation takes a
-shift per output channel (the arrays' output stage has one per row) and so a weight scale
-per channel, ``s_w[n] = s_y / (s_x * 2**shift[n])``: every channel's weights use most of
-``weight_bits`` however small they are next to the layer's largest. Each layer's integer
-weights are then packed (column
-combining, ``alpha`` and ``gamma``), with the groups the model carries from its training
-(``codnn.model.onnx_import.GROUPS_KEY``) when they fit ``alpha``.
+in offset binary (``quantize_network``). With ``per_channel``, a layer with an activation
+takes a shift per output channel (the arrays' output stage has one per row) and so a
+weight scale per channel, ``s_w[n] = s_y / (s_x * 2**shift[n])``: every channel's weights
+use most of ``weight_bits`` however small they are next to the layer's largest. Each
+layer's integer weights are then packed (column combining, ``alpha`` and ``gamma``), with
+the groups the model carries from its training (``codnn.model.onnx_import.GROUPS_KEY``)
+when they fit ``alpha``.
 """
 
 import math
