@@ -67,7 +67,8 @@ class ArrayLayer:
     the ``N`` integers that enter as the first partial sums; ``shift`` the output stage's
     shift (one, or an array of one per output channel), or ``None`` for raw accumulators;
     ``tq`` the TQ array's arithmetic, or ``None`` for the column-combined array's exact
-    products."""
+    products; ``pad`` the code a padded position carries (0; the offset-binary zero,
+    ``2**(out_bits-1)``, for a layer that reads signed codes)."""
 
     name: str
     source: str
@@ -79,6 +80,7 @@ class ArrayLayer:
     stride: int = 1
     padding: int = 0
     tq: TermQuantization | None = None
+    pad: int = 0
 
     def columns(self, x):
         """The array's input vectors for ``x``: ``(C', T)`` and the output's shape after
@@ -92,8 +94,9 @@ class ArrayLayer:
         if x.ndim != 4 or x.shape[1] * self.kernel ** 2 != self.packed.columns:
             raise ValueError(f"{self.name}: expects B x {self.packed.columns // self.kernel**2}"
                              f" x H x W inputs, not {x.shape}")
-        X, positions = conv_columns(x, self.kernel, self.stride, self.padding)
-        return X, (self.packed.rows, *positions)
+        X, positions = conv_columns(x.astype(np.int64) - self.pad, self.kernel, self.stride,
+                                    self.padding)
+        return X + self.pad, (self.packed.rows, *positions)
 
     def accumulate(self, X, acc_bits):
         """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it (on the TQ

@@ -31,7 +31,8 @@ Steps, in program order:
 - ``LayerStep``: the array runs the layer's tiles; at output position ``(oy, ox)`` stream
   ``a`` of array column ``g`` carries lane ``lane`` of word ``src + (oy * s - p) * W +
   (ox * s - p) + offset`` when ``0 <= oy * s - p + ky < H`` and ``0 <= ox * s - p + kx <
-  W`` (``H``, ``W`` the source's), else 0 (padding, or no input); tile ``(i, j)`` adds to
+  W`` (``H``, ``W`` the source's), else the layer's ``pad`` code (padding) or 0 (no
+  input); tile ``(i, j)`` adds to
   the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``golden.systolic``
   defines; the last column block's sums of row block ``i`` go through the output stage
   (each row with its shift from the image) into word block ``i`` of ``dst``, or stay
@@ -146,7 +147,8 @@ class Region:
 class LayerStep:
     """An array layer: a convolution (``kernel >= 1``) or dense layer (``kernel == 0``) from
     ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
-    ``output_stage``: its results go through the output stage (else accumulators)."""
+    ``output_stage``: its results go through the output stage (else accumulators); ``pad``
+    the code a padded position carries."""
 
     name: str
     src: Region
@@ -160,6 +162,7 @@ class LayerStep:
     kernel: int = 0
     stride: int = 1
     padding: int = 0
+    pad: int = 0
     op: str = field(default="layer", init=False)
 
 
@@ -341,11 +344,12 @@ def write_region(words, region, values, lanes):
         padded.reshape(blocks, lanes, h, w).transpose(0, 2, 3, 1).reshape(-1, lanes)
 
 
-def gather_values(act, src, map_shape, kernel, stride, padding, gather):
+def gather_values(act, src, map_shape, kernel, stride, padding, gather, pad=0):
     """The values the streams carry at every output position of a layer, ``(T, cols,
     alpha)``: ``act`` the activation buffer (``words x lanes``), ``src`` the source's first
     word, ``map_shape`` its ``(C, H, W)``, ``gather`` a tile's ``(offset, lane, ky, kx)``
-    (``read_tile``); ``kernel == 0``: a dense layer (one position)."""
+    (``read_tile``); ``kernel == 0``: a dense layer (one position). A stream with an
+    input carries ``pad`` where its window lies outside the map; one without, 0."""
     offset, lane, ky, kx = gather
     _, h, w = map_shape
     window = (kernel, stride, padding)
@@ -358,7 +362,7 @@ def gather_values(act, src, map_shape, kernel, stride, padding, gather):
     inside = (lane != NO_LANE) & (y >= 0) & (y < h) & (x >= 0) & (x < w)
     address = src + (oy * w + ox).reshape(-1, 1, 1) + offset
     values = act[np.where(inside, address, 0), np.where(inside, lane, 0)]
-    return np.where(inside, values, 0)
+    return np.where(inside, values, np.where(lane != NO_LANE, pad, 0))
 
 
 def _run_layer(step, image, memories, engine):
@@ -375,7 +379,7 @@ def _run_layer(step, image, memories, engine):
             tile, gather = read_tile(image, at, engine)
             at += tile_bytes(engine)
             beats = gather_values(memories["act"], step.src.addr, step.src.map_shape,
-                                  step.kernel, step.stride, step.padding, gather)
+                                  step.kernel, step.stride, step.padding, gather, step.pad)
             if len(beats) != step.positions:
                 raise ProgramError(f"{step.name}: its source gives {len(beats)} output "
                                    f"positions, the step says {step.positions}")
@@ -488,7 +492,7 @@ def encode_program(program):
             body = [_OPS.index("layer") | step.output_stage << 8,
                     *_region_words(step.src), *_region_words(step.dst), step.filters,
                     step.row_blocks, step.col_blocks, step.positions,
-                    step.weights // image_word(e), 0,
+                    step.weights // image_word(e), step.pad,
                     _window_word(step.kernel, step.stride, step.padding)]
         elif isinstance(step, PoolStep):
             body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
@@ -541,7 +545,7 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
             steps.append(LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]),
                                    int(s[8]), int(s[9]), int(s[10]),
                                    int(s[11]) * image_word(engine), bool(flags & 1),
-                                   *window))
+                                   *window, int(s[12])))
         elif _OPS[op] == "pool":
             steps.append(PoolStep(name, _region(s[1:4]), _region(s[4:7]),
                                   "avg" if flags & 1 else "max", int(s[7] & 0xFF),

@@ -7,6 +7,8 @@ log-normal row and channel scales and Gaussian ``z``, then magnitude-prunes it, 
 surviving nonzeros cluster in strong rows and columns as in a pruned network.
 """
 
+import dataclasses
+
 import numpy as np
 
 from .column_combining import pack
@@ -97,8 +99,8 @@ def bottleneck_network(rng, *, alpha=2):
     """MobileNet-v2's linear bottlenecks as ``codnn.model.quantize`` writes them: 3 x 6 x 6
     -> 3 x 3 stem -> (1 x 1 expand, 3 x 3, 1 x 1 project to accumulators) + the stem ->
     add without ReLU (signed, offset binary) -> (1 x 1 expand reading signed codes, 3 x 3,
-    1 x 1 project to signed codes) + the first add -> add of two signed operands -> 1 x 1
-    -> global average -> flatten -> dense logits."""
+    1 x 1 project to signed codes) + the first add -> add of two signed operands -> 3 x 3,
+    padded with the code 128 -> global average -> flatten -> dense logits."""
     def layer(*args, **kwargs):
         return random_layer(rng, *args, alpha=alpha, **kwargs)
     return IntegerNetwork((
@@ -112,7 +114,8 @@ def bottleneck_network(rng, *, alpha=2):
         layer("project_b", "g", "q", 6, 10, shift=np.array([4, 5, 6, 5, 4, 6]), kernel=1),
         Add("join_b", "q", "j", "k", ma=60_000, mb=50_000, signed_a=True, signed_b=True,
             signed_out=True),
-        layer("head", "k", "h", 8, 6, shift=8, kernel=1),
+        dataclasses.replace(layer("head", "k", "h", 8, 6 * 9, shift=8, kernel=3, padding=1),
+                            pad=128),
         Pool("gap", "h", "v", "avg", kernel=0),
         Flatten("flat", "v", "w"),
         layer("fc", "w", "y", 10, 8, shift=None)),

@@ -101,9 +101,10 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
         if kernel else (1, 1)
     geometry = {"src": src, "height": h, "width": w, "out_height": out[0],
                 "out_width": out[1], "stride": stride if kernel else 1,
-                "padding": padding if kernel else 0}
+                "padding": padding if kernel else 0, "pad": 37 * kernel}
     dut = Gather(cols=cols, alpha=alpha, lanes=lanes, depth=depth, ports=ports)
-    want = gather_values(act, src, (channels, h, w), kernel, stride, padding, entries)
+    want = gather_values(act, src, (channels, h, w), kernel, stride, padding, entries,
+                         37 * kernel)          # the value padding carries: 0 or not
     got, times = _gather_run(dut, act, geometry, entries, pace, 0.3)
     assert got.shape == want.shape and np.array_equal(got, want), (
         f"first difference at {np.argwhere(got != want)[0]} (seed {SEED + kernel})")

@@ -2,6 +2,7 @@
 network against golden.systolic's tiled run, quantization accuracy, the schedule, and bad
 models and inputs."""
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -450,8 +451,8 @@ def test_bad_model_files(tmp_path):
 def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
     # A layer without an activation feeding another layer hands it signed values in
     # offset binary: its bias adds 128 << shift, the reader's takes off 128 * sum(F[n]).
-    # The integer network follows the float one; a padded convolution reading signed
-    # values is refused (its padding would read code 0, the value -128).
+    # The integer network follows the float one, and so does a padded convolution
+    # reading signed values (its padding carries the code 128, the value 0).
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     inits = {"w1": rng.normal(0, 0.5, (4, 6)), "w2": rng.normal(0, 0.5, (6, 3))}
@@ -474,9 +475,17 @@ def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
     _model(nodes, inits, (2, 5, 5), [1, 2, 5, 5], path=tmp_path / "p.onnx")
-    with pytest.raises(ValueError, match="'c2' pads signed activations"):
-        quantize_network(load_onnx(tmp_path / "p.onnx"), rng.uniform(0, 1, (3, 2, 5, 5)),
-                         alpha=2, gamma=0.5)
+    network = load_onnx(tmp_path / "p.onnx")
+    x = rng.uniform(0, 1, (50, 2, 5, 5))
+    integer = quantize_network(network, x, alpha=2, gamma=0.0)
+    assert [layer.pad for layer in integer.array_layers] == [0, 128]
+    floats = network.run(x)
+    scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+    assert np.abs(scores - floats).max() < 0.03 * np.abs(floats).max()
+    unpadded = dataclasses.replace(integer, steps=(
+        integer.steps[0], dataclasses.replace(integer.steps[1], pad=0)))
+    wrong = unpadded.run(integer.quantize_input(x)) * integer.output_scale
+    assert np.abs(wrong - floats).max() > 0.1 * np.abs(floats).max()   # zero padding errs
 
 
 def test_per_channel_scales_keep_small_filters():

@@ -206,7 +206,7 @@ def _layer(step, src, dst, offset, engine):
     layer = LayerStep(name=step.name, src=src, dst=dst, filters=step.packed.rows,
                       row_blocks=row_blocks, col_blocks=col_blocks, positions=positions,
                       weights=offset, output_stage=step.shift is not None,
-                      kernel=step.kernel,
+                      kernel=step.kernel, pad=step.pad,
                       stride=step.stride, padding=step.padding)
     written = row_blocks * positions
     moved = (act_reads, written if dst.memory == "act" else 0,

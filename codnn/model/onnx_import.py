@@ -325,8 +325,8 @@ OPERATORS = {
     "Flatten": "axis 1: channel-major, as the arrays read it",
     "Reshape": "to (batch, features): a flatten",
     "Add": "of two tensors, followed by Relu (a residual) or not (a linear bottleneck: "
-           "signed activations, which only unpadded layers and adds read), or of a "
-           "constant after a MatMul (its bias)",
+           "signed activations in offset binary), or of a constant after a MatMul (its "
+           "bias)",
     "Concat": "of ReLU'd maps along the channels: each part requantized to the output's "
               "scale",
     "Identity": "passed through (of a constant: that constant)",

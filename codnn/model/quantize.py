@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from codnn.golden.column_combining import pack
-from codnn.golden.network import FRACTION, Add, ArrayLayer, Concat, IntegerNetwork
+from codnn.golden.network import FRACTION, Add, ArrayLayer, Concat, IntegerNetwork, Pool
 
 from .graph import Concatenation, Layer, Residual
 
@@ -92,17 +92,16 @@ def _readers(network):
 
 def _check_signed_reader(step, tq):
     """Raise ``ValueError`` for a step that cannot read a signed (offset-binary) tensor:
-    a concatenation, a padded convolution or average, anything on the TQ array."""
+    a concatenation, an average that counts its padding, anything on the TQ array."""
     if tq is not None:
         raise ValueError(f"{step.name!r} reads signed activations (no ReLU before it); the "
                          f"TQ array takes unsigned activations")
     if isinstance(step, Concatenation):
         raise ValueError(f"{step.name!r}: a Concat of signed activations (no ReLU before "
                          f"it) is not supported")
-    padded = getattr(step, "padding", 0) and getattr(step, "kernel", 0)
-    if padded and (isinstance(step, Layer) or step.kind == "avg" and step.count_pad):
-        raise ValueError(f"{step.name!r} pads signed activations (no ReLU before it): their "
-                         f"zero is not the arrays' padding; only unpadded layers read them")
+    if isinstance(step, Pool) and step.kind == "avg" and step.count_pad and step.padding:
+        raise ValueError(f"{step.name!r} averages signed activations (no ReLU before it) "
+                         f"over padding it counts: not supported")
 
 
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
@@ -119,13 +118,15 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     Signed tensors (what a layer without an activation hands to another layer, an add
     without a ReLU) are offset-binary codes at the scale of their largest magnitude over
     ``2**(out_bits-1) - 1``: a layer reading one takes ``2**(out_bits-1) * sum(F[n])``
-    off its bias, a layer writing one adds ``2**(out_bits-1) << shift[n]`` to it.
+    off its bias and pads with the code ``2**(out_bits-1)`` (the value 0), a layer writing
+    one adds ``2**(out_bits-1) << shift[n]`` to its bias.
 
     Raises
     ------
     ValueError
         If the calibration inputs are negative or not finite, or a signed tensor goes
-        where no step takes it (padding, a concatenation, the TQ array, the output).
+        where no step takes it (an average counting padding, a concatenation, the TQ
+        array, the output).
     """
     if tq is not None:
         weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
@@ -169,7 +170,8 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
             if step.output in offset:          # the output's, before the output stage
                 bias = bias + (np.int64(half) << np.asarray(shift, np.int64))
             steps.append(ArrayLayer(step.name, step.source, step.output, packed, bias, shift,
-                                    step.kernel, step.stride, step.padding, tq))
+                                    step.kernel, step.stride, step.padding, tq,
+                                    half if step.source in offset else 0))
         elif isinstance(step, Residual):
             if step.relu:
                 s_y = _top_scale(floats[step.output]) / levels

@@ -250,6 +250,7 @@ class NetworkEngine(wiring.Component):
             gather.geometry.out_width.eq(out_w),
             gather.geometry.stride.eq(Mux(kernel == 0, 1, stride)),
             gather.geometry.padding.eq(Mux(kernel == 0, 0, padding)),
+            gather.geometry.pad.eq(field(desc, 12)),
             gather.table.eq(table),
         ]
         # Each row's shift, from the row block's bias words, goes with its weight beat. A

@@ -21,14 +21,15 @@ GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
 _FIFO_DEPTH = 8
 
 
-def Geometry(depth):
+def Geometry(depth, data_bits=8):
     """A layer's geometry as the gather takes it: the source's first word and map size
     (``height x width``), the output map (``out_height x out_width``; 1 x 1 for a dense
-    layer), stride and padding (1 and 0 for a dense layer)."""
+    layer), stride and padding (1 and 0 for a dense layer), and ``pad``, the value a
+    padded position carries."""
     return data.StructLayout({
         "src": range(depth), "height": unsigned(16), "width": unsigned(16),
         "out_height": unsigned(16), "out_width": unsigned(16), "stride": unsigned(4),
-        "padding": unsigned(4)})
+        "padding": unsigned(4), "pad": unsigned(data_bits)})
 
 
 class Gather(wiring.Component):
@@ -41,7 +42,7 @@ class Gather(wiring.Component):
     row-major: stream ``a`` of column ``g`` carries lane ``lane`` of word ``src + (oy *
     stride - padding) * width + (ox * stride - padding) + offset`` when the window position
     ``(oy * stride - padding + ky, ox * stride - padding + kx)`` lies inside the map and
-    ``lane`` is not ``0xFF``, else 0. ``write`` writes a word into every copy (not while
+    ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input). ``write`` writes a word into every copy (not while
     a pass reads what it writes).
 
     Latency: ``ceil(alpha / ports) + 5`` cycles from the edge that takes ``start`` to the
@@ -63,7 +64,7 @@ class Gather(wiring.Component):
     Attributes
     ----------
     write : In(StructLayout({"addr", "data", "en"}))
-    geometry : In(Geometry(depth))
+    geometry : In(Geometry(depth, data_bits))
     table : In(ArrayLayout(ArrayLayout(GatherEntry, alpha), cols))
     start : In(1)
     busy : Out(1)
@@ -94,7 +95,7 @@ class Gather(wiring.Component):
         super().__init__({
             "write": In(data.StructLayout({"addr": range(depth),
                                            "data": unsigned(lanes * data_bits), "en": 1})),
-            "geometry": In(Geometry(depth)),
+            "geometry": In(Geometry(depth, data_bits)),
             "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, alpha), cols)),
             "start": In(1),
             "busy": Out(1),
@@ -186,9 +187,10 @@ class Gather(wiring.Component):
                 read = copy.read_port()
                 slot = Array(table[g][min(r * P + p, A - 1)] for r in range(rounds))[rnd]
                 y, x = wy + slot.ky, wx + slot.kx
-                inside = ((slot.lane != NO_LANE) & (y >= 0) & (y < geo.height)
-                          & (x >= 0) & (x < geo.width))
+                has_input = slot.lane != NO_LANE
+                inside = has_input & (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
                 valid = Signal(name=f"read_c{g}_p{p}_valid")
+                padded = Signal(name=f"read_c{g}_p{p}_padded")
                 lane = Signal(8, name=f"read_c{g}_p{p}_lane")
                 stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
                 address = Signal(range(self._depth), name=f"read_c{g}_p{p}_addr")
@@ -198,17 +200,18 @@ class Gather(wiring.Component):
                 else:
                     m.d.comb += read.addr.eq(address)
                 m.d.sync += [address.eq(Mux(inside, base + slot.offset, 0)),
-                             valid.eq(go & inside), lane.eq(slot.lane),
-                             stream_index.eq(rnd * P + p)]
+                             valid.eq(go & inside), padded.eq(has_input & ~inside),
+                             lane.eq(slot.lane), stream_index.eq(rnd * P + p)]
                 wanted = Signal(name=f"read_c{g}_p{p}_wanted")
                 m.d.sync += wanted.eq(go)
-                valid_q, lane_q, index_q, wanted_q = (Signal.like(s, name=f"{s.name}_q")
-                                                      for s in (valid, lane, stream_index,
-                                                                wanted))
-                m.d.sync += [valid_q.eq(valid), lane_q.eq(lane), index_q.eq(stream_index),
-                             wanted_q.eq(wanted)]
-                value = Mux(valid_q, read.data.word_select(lane_q[:max(1, (self._lanes - 1)
-                                                                         .bit_length())], D), 0)
+                valid_q, padded_q, lane_q, index_q, wanted_q = (
+                    Signal.like(s, name=f"{s.name}_q")
+                    for s in (valid, padded, lane, stream_index, wanted))
+                m.d.sync += [valid_q.eq(valid), padded_q.eq(padded), lane_q.eq(lane),
+                             index_q.eq(stream_index), wanted_q.eq(wanted)]
+                lane_bits = max(1, (self._lanes - 1).bit_length())
+                value = Mux(valid_q, read.data.word_select(lane_q[:lane_bits], D),
+                            Mux(padded_q, geo.pad, 0))
                 with m.If(wanted_q):
                     for a in range(A):
                         if a % P == p:
