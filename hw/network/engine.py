@@ -54,9 +54,8 @@ class NetworkEngine(wiring.Component):
     ``start``) when the program's header does not match the engine, a step's operation is
     unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
     pooling's source, pooling's or an add's destination, an add's operand flagged
-    signed), a row block of a layer with an
-    output stage has a shift of 32 or more (before its first tile), or the external
-    memory answered a read with an error; ``cycles`` counts the cycles of the last run,
+    signed), a row block of a layer with an output stage has a shift of 32 or more
+    (before its first tile), or the external memory answered a read with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
