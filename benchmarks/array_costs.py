@@ -14,13 +14,13 @@ Pareto plot of throughput against LUTs with the synthesis rows (PREFIX-pareto.{p
 """
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 from codnn.render import print_rows
 from codnn.sim.runner import default_build_root
 from codnn.sweep import run_points, write_sweep
+from reproduction import write_csv
 
 ARRAYS = {
     "parallel": ("systolic", {"alpha": 8, "mac": "parallel"}),
@@ -108,10 +108,7 @@ def main():
         ("mac_per_s_per_lut", "MAC/s per LUT"), ("pairs_per_s_per_lut", "pairs/s per LUT"),
         ("status", "status")])
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in table for k in r)))
-        writer.writeheader()
-        writer.writerows(table)
+    write_csv(out.with_suffix(".csv"), table, list(dict.fromkeys(k for r in table for k in r)))
     out.with_suffix(".json").write_text(json.dumps({"device": args.device, "rows": table},
                                                    indent=1) + "\n")
     if not any(r["status"] == "ok" for r in table):

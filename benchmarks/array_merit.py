@@ -22,7 +22,6 @@ on one core).
 """
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from codnn.model.infer import infer
 from codnn.render import print_rows
 from codnn.sim.runner import default_build_root
 from network_engine import MODELS, resnet_models
+from reproduction import write_csv
 
 #: Array name -> (engine, parameters, DSP blocks allowed (None: all), infer options).
 ARRAYS = {
@@ -113,11 +113,7 @@ def main():
                 ("per_klut_equivalent", "img/s per kLUT equivalent")])
     out.with_suffix(".json").write_text(json.dumps({"settings": vars(args), "rows": rows},
                                                    indent=1) + "\n")
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        fields = [k for k in rows[0] if k != "layer_cycles"]
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out.with_suffix(".csv"), rows, [k for k in rows[0] if k != "layer_cycles"])
     _plot(rows, out.with_suffix(".png"))
     print(f"wrote {out.with_suffix('.json')}, {out.with_suffix('.csv')} and "
           f"{out.with_suffix('.png')}")

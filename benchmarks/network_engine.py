@@ -28,7 +28,6 @@ Needs the ``train`` extra (PyTorch CPU). Writes PREFIX.json and PREFIX.csv.
 """
 
 import argparse
-import csv
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -47,6 +46,7 @@ from codnn.render import print_rows
 from codnn.sim.runner import default_build_root
 from codnn.synth.baseline import BASELINE_FILE, load_baseline
 from codnn.train.run import ColumnCombine
+from reproduction import write_csv
 
 MODELS = Path(__file__).resolve().parent / "models"
 
@@ -208,10 +208,7 @@ def main():
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"fmax_mhz": fmax, "rows": rows,
                                                     "deep": deep}, indent=1) + "\n")
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out.with_suffix(".csv"), rows)
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.csv')}")
 
 

@@ -18,7 +18,6 @@ for ResNet-20 on this machine's two cores.
 """
 
 import argparse
-import csv
 import json
 import tempfile
 from pathlib import Path
@@ -30,6 +29,7 @@ from codnn.model.datasets import load_dataset
 from codnn.train.models import build_model
 from codnn.train.prunetrain import channels
 from codnn.train.run import ColumnCombine, PruneTrain, TrainSpec, train
+from reproduction import write_csv
 
 
 def data_shape(name):
@@ -102,10 +102,7 @@ def main():
         {"settings": vars(args), "rows": rows,
          "layers": {f"{m}/{r}": w for (m, r), w in layers.items()},
          "epochs": {f"{m}/{r}": e for (m, r), e in curves.items()}}, indent=1) + "\n")
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[-1]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out.with_suffix(".csv"), rows)
     _plot(curves, out.with_suffix(".png"))
     print(f"wrote {out.with_suffix('.json')}, {out.with_suffix('.csv')} and "
           f"{out.with_suffix('.png')}")

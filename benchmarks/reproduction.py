@@ -10,10 +10,12 @@ from codnn.render import print_rows
 __all__ = ["reproduce", "write_csv"]
 
 
-def write_csv(path, rows):
-    """Rows (dicts with the same keys) as a CSV file with a header."""
+def write_csv(path, rows, fields=None):
+    """Rows (dicts with the same keys) as a CSV file with a header; with ``fields``, those
+    columns only (other keys left out)."""
     with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=fields or list(rows[0]),
+                                extrasaction="ignore" if fields else "raise")
         writer.writeheader()
         writer.writerows(rows)
 
