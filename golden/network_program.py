@@ -394,10 +394,11 @@ def _run_layer(step, image, memories, engine):
     write_region(memories[step.dst.memory], step.dst, y, R)
 
 
-def check_step(step):
+def check_step(step, engine):
     """Raise ``ProgramError`` for a step that reads or writes the accumulator buffer where
     the engine cannot: a layer's or pooling's source, pooling's or an add's destination,
-    or an add that calls an accumulator operand signed."""
+    or an add that calls an accumulator operand signed; or a layer whose pad code is not
+    an activation of ``engine``."""
     fixed = {LayerStep: ("src",), PoolStep: ("src", "dst"), AddStep: ("dst",)}[type(step)]
     wrong = [name for name in fixed if getattr(step, name).memory != "act"]
     if wrong:
@@ -408,6 +409,9 @@ def check_step(step):
                                          for name in "ab"):
         raise ProgramError(f"{step.name}: an operand in the accumulator buffer is not an "
                            f"offset-binary activation (no signed flag)")
+    if isinstance(step, LayerStep) and not 0 <= step.pad < 1 << engine.out_bits:
+        raise ProgramError(f"{step.name}: pad code {step.pad} is not an activation "
+                           f"(0..{(1 << engine.out_bits) - 1})")
 
 
 def run_program(program, image, x):
@@ -432,7 +436,7 @@ def run_program(program, image, x):
     if x.size and (x.min() < 0 or x.max() >= 1 << engine.out_bits):
         raise ProgramError(f"image values must lie in 0..{(1 << engine.out_bits) - 1}")
     for step in program.steps:
-        check_step(step)
+        check_step(step, engine)
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64)}

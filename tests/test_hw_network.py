@@ -216,15 +216,16 @@ def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
     assert cycles == 1 + dst.words(lanes) * per_word
 
 
-@pytest.mark.parametrize("in_place,signs", [
-    (False, (False, False, False)), (True, (False, False, False)), (False, (True, False, True)),
-    (True, (True, True, True)), (False, (False, True, False))])
-def test_residual_add_equals_golden(in_place, signs):
+@pytest.mark.parametrize("in_place,signs,lanes", [
+    (False, (False, False, False), 4), (True, (False, False, False), 4),
+    (False, (True, False, True), 4), (True, (True, True, True), 6),
+    (False, (False, True, False), 1)])
+def test_residual_add_equals_golden(in_place, signs, lanes):
     # Signed operands and results in offset binary (a linear bottleneck's add), both
     # clamps of each kind of result reached.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
-    lanes, shape = 4, (5, 3, 4)
+    shape = (5, 3, 4)
     a, b = rng.integers(0, 256, shape), rng.integers(0, 256, shape)
     a.flat[:2], b.flat[:2] = [0, 255], [0, 255]
     ma, mb = 70_000, 23_456                      # the first saturates, the second rounds
@@ -248,7 +249,8 @@ def test_residual_add_equals_golden(in_place, signs):
 @pytest.mark.parametrize("a_acc,b_acc,lanes,ma,mb,signed", [
     (True, False, 4, 300, 40_000, False), (True, True, 3, 2 ** 24 - 1, 250, False),
     (False, True, 1, 65_000, 120, False), (True, False, 2, 2 ** 24 - 1, 100, False),
-    (True, False, 4, 300, 40_000, True), (False, True, 3, 65_000, 2 ** 24 - 1, True)])
+    (True, False, 4, 300, 40_000, True), (False, True, 3, 65_000, 2 ** 24 - 1, True),
+    (True, False, 6, 300, 40_000, True)])
 def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb, signed):
     # A residual branch that ends without an output stage: 32-bit accumulators (their
     # extremes included) times a multiplier (up to the largest), plus the other operand,
@@ -399,21 +401,26 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
         (False, False, True), (True, True, True)]
 
 
-def test_engine_refuses_a_signed_accumulator_operand():
+@pytest.mark.parametrize("op,edit,message", [
+    ("add", {"signed_a": True},
+     "an operand in the accumulator buffer is not an offset-binary activation"),
+    ("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)")])
+def test_engine_refuses_a_signed_step_it_cannot_run(op, edit, message):
     # A hand-edited program whose add calls its accumulator operand an offset-binary
-    # activation: golden refuses it, the engine stops with ``error`` at that add.
+    # activation, or whose padded layer (the one reading signed codes) pads with a code
+    # wider than an activation: golden refuses it, the engine stops with ``error`` at
+    # that step.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
                           psum_words=64)
     compiled = compile_network(bottleneck_network(rng), engine)
     steps = list(compiled.program.steps)
-    k = next(k for k, s in enumerate(steps) if s.op == "add")
-    assert steps[k].a.memory == "acc"
-    steps[k] = dataclasses.replace(steps[k], signed_a=True)
+    k = next(k for k, s in enumerate(steps) if s.op == op
+             and (s.a.memory == "acc" if op == "add" else s.pad))
+    steps[k] = dataclasses.replace(steps[k], **edit)
     edited = dataclasses.replace(compiled.program, steps=tuple(steps))
     x = rng.integers(0, 256, (1, 3, 6, 6))
-    with pytest.raises(ProgramError, match="an operand in the accumulator buffer is not an "
-                                           "offset-binary activation"):
+    with pytest.raises(ProgramError, match=message):
         run_program(edited, compiled.image, x[0])
     (_, cycles, error), = _engine_runs(NetworkEngine.for_program(compiled.program),
                                        compiled.program, compiled.image, x,

@@ -6,7 +6,7 @@ the model (sim/tb_network_engine.py), a reset in the middle of a run."""
 import numpy as np
 
 from codnn.golden.network_program import FETCH_CYCLES, HEADER_CYCLES, EngineConfig
-from codnn.golden.workloads import projection_network, residual_network
+from codnn.golden.workloads import bottleneck_network, projection_network, residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network
 from codnn.model.engine_rtl import run_on_engine
@@ -15,15 +15,18 @@ from codnn.sim.runner import simulate
 SEED = 20261129
 
 
+def _engine(rows, cols, alpha, mac):
+    return EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                        acc_words=128, psum_words=64)
+
+
 def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, workload=residual_network,
          **config):
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED} rows={rows} cols={cols} alpha={alpha} mac={mac} {config}")
     network = workload(rng, alpha=min(alpha, 2))
-    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
-                          acc_words=64, psum_words=64)
-    compiled = compile_network(network, engine)
-    x = rng.integers(0, 256, (images, 3, 8, 8))
+    compiled = compile_network(network, _engine(rows, cols, alpha, mac))
+    x = rng.integers(0, 256, (images, *network.input_shape))
     x[0, 1] = 255
     if not config:
         return run_on_engine(compiled, x, simulator=simulator, seed=SEED), compiled
@@ -56,14 +59,26 @@ def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, ic
     # Adds of a branch's accumulators (a projection block's two, an identity block's
     # one). The first run is reset ten cycles into the projection block's add (a word's
     # lanes through the products), then two images run from fresh starts.
-    rng = np.random.default_rng(SEED)
-    engine = EngineConfig(rows=4, cols=3, alpha=2, mac="parallel", act_words=512,
-                          acc_words=64, psum_words=64)
-    costs = compile_network(projection_network(rng), engine).costs
-    add = next(k for k, c in enumerate(costs) if c.op == "add")
-    into_add = HEADER_CYCLES + sum(c.cycles for c in costs[:add]) + FETCH_CYCLES + 10
+    into_add = _cycles_into_add(projection_network, _engine(4, 3, 2, "parallel"), 0)
     report, compiled = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
                             workload=projection_network, reset_after=into_add)
+    assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
+
+
+def _cycles_into_add(workload, engine, k):
+    """Cycles from a run's start to ten cycles into add ``k`` of ``workload``'s program."""
+    costs = compile_network(workload(np.random.default_rng(SEED)), engine).costs
+    add = [j for j, c in enumerate(costs) if c.op == "add"][k]
+    return HEADER_CYCLES + sum(c.cycles for c in costs[:add]) + FETCH_CYCLES + 10
+
+
+def test_linear_bottlenecks_on_icarus_with_a_reset_in_a_signed_add(tmp_path, icarus):
+    # Six rows (an output FIFO per row, words of six lanes): adds with signed operands and
+    # results and a 3 x 3 padded with the code 128. The first run is reset ten cycles
+    # into the add of two signed operands, then two images run from fresh starts.
+    into_add = _cycles_into_add(bottleneck_network, _engine(6, 2, 2, "parallel"), 1)
+    report, compiled = _run(icarus, tmp_path, rows=6, cols=2, alpha=2, mac="parallel",
+                            workload=bottleneck_network, reset_after=into_add)
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 

@@ -54,7 +54,7 @@ class NetworkEngine(wiring.Component):
     ``start``) when the program's header does not match the engine, a step's operation is
     unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
     pooling's source, pooling's or an add's destination, an add's operand flagged
-    signed), a row block of a layer with an output stage has a shift of 32 or more
+    signed), a layer's pad code is not an activation (256 or more), a row block of a layer with an output stage has a shift of 32 or more
     (before its first tile), or the external memory answered a read with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
@@ -341,9 +341,10 @@ class NetworkEngine(wiring.Component):
         ]
         # What no step can be: an unknown operation, a layer or pooling reading the
         # accumulator buffer, pooling or an add writing it, an add calling accumulators
-        # signed activations.
+        # signed activations, a layer padding with more than an activation.
         signed_acc = (flags[0] & first_acc) | (flags[1] & second_acc)
-        invalid = (op > 2) | Mux(op == 0, first_acc,
+        wide_pad = field(desc, 12)[_DATA_BITS:] != 0
+        invalid = (op > 2) | Mux(op == 0, first_acc | wide_pad,
                                  Mux(is_add, third_acc | signed_acc, first_acc | second_acc))
         with m.If(post.write.en):
             m.d.comb += [act_write.addr.eq(post.write.addr), act_write.data.eq(post.write.data),
