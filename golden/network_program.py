@@ -584,20 +584,30 @@ def step_cycles(program, memory_latency=0):
     (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
     image in external memory, ``memory_latency`` is the cycles from a burst's address
     taken to its first word (then a word a cycle): each run of weight words (a row
-    block's bias, a tile's table, its cells) waits that much more."""
+    block's bias, a tile's table, its cells) waits that much more.
+
+    A layer's tiles (row blocks in turn, column blocks within) each load (``L``: a row
+    block's first tile its bias, then every tile its table and cells), then stream their
+    positions into the array (``D`` cycles from the gather's start to the last one) and
+    wait the array's latency (``AL``) for the last result. The next tile loads once the
+    last position is in, and starts once the last result is out, so the layer takes
+    ``L_0 + D + AL + sum over later tiles of (D + max(L_k, AL))``."""
     e = program.engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
     rounds = gather_rounds(e)
     period = max(timing["beat_cycles"], rounds)
     array_latency = latency(e.rows, e.cols, True, **timing)
-    bias_words = bias_bytes(e) // image_word(e)
+    bias_load = bias_bytes(e) // image_word(e) + 1 + memory_latency
+    tile_load = 2 * e.alpha + 1 + e.rows + 1 + 2 * memory_latency
     cycles = []
     for step in program.steps:
         if isinstance(step, LayerStep):
-            tile = (2 * e.alpha + 1 + e.rows + 1 + 2 * memory_latency + rounds + GATHER_START
-                    + (step.positions - 1) * period + array_latency)
-            work = step.row_blocks * (bias_words + 1 + memory_latency + step.col_blocks * tile)
+            stream = rounds + GATHER_START + (step.positions - 1) * period
+            loads = [bias_load * (j == 0) + tile_load
+                     for _ in range(step.row_blocks) for j in range(step.col_blocks)]
+            work = (loads[0] + stream + array_latency
+                    + sum(stream + max(load, array_latency) for load in loads[1:]))
         elif isinstance(step, PoolStep):
             c, h, w = step.src.map_shape
             window = step.kernel ** 2 if step.kernel else h * w

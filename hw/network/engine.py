@@ -32,10 +32,12 @@ class _State(enum.Enum, shape=4):
     BIAS = 4            # a row block's bias words
     TABLE = 5           # a tile's gather table words
     WEIGHTS = 6         # a tile's cell words, into the array
-    DATA = 7            # the tile's positions through the array, its results out
+    DATA = 7            # the tile's positions into the array
     POST = 8            # pooling or an add on the post-processing unit
     ERROR = 9
     CHECK = 10          # the header against the engine
+    LAUNCH = 11         # a loaded tile waits for the previous tile's last result
+    DRAIN = 12          # a layer's last results
 
 
 class NetworkEngine(wiring.Component):
@@ -59,13 +61,14 @@ class NetworkEngine(wiring.Component):
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
-    its descriptor, then a layer's row blocks and tiles one after another (a tile's
-    partial sums are the next one's input): a row block's bias words, a tile's gather table
-    and cells (the array takes a row a cycle), and its positions through the gather and
-    the array until its last result; pooling and the add take the post-processing unit's
-    cycles and 2. External weights add the memory's latency to each run of words (a row
-    block's bias, a tile's table, its cells) when it answers a burst's address after that
-    latency and then a word a cycle.
+    its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
+    and cells (the array takes a row a cycle; the next tile's go into the array's other
+    weight bank while the current tile's last positions are in the array), and its
+    positions through the gather and the array; a tile starts once the previous tile's
+    last result is out (its partial sums are the next one's input); pooling and the add
+    take the post-processing unit's cycles and 2. External weights add the memory's
+    latency to each run of words (a row block's bias, a tile's table, its cells) when it
+    answers a burst's address after that latency and then a word a cycle.
 
     Raises
     ------
@@ -275,16 +278,25 @@ class NetworkEngine(wiring.Component):
         with m.If(taking):
             m.d.sync += position.eq(position + 1)
 
-        # Results: the partial sums of a column block, or the layer's output.
+        # Results: the partial sums of a column block, or the layer's output. They come
+        # while the next tile loads, so where they go is taken when their tile starts.
         result = array.result.payload
-        m.d.comb += array.result.ready.eq(state == _State.DATA)
+        pending = Signal()                  # the started tile's results are not all out
+        to_psums = Signal()                 # ... and go to the partial-sum buffer
+        out_base = Signal(32)               # ... or from this word of the destination
+        m.d.comb += array.result.ready.eq(pending)
         result_go = array.result.valid & array.result.ready
         block_base = Signal(32)             # row_block * positions, kept as a running sum
-        out_addr = l_dst + block_base + result_count
+        out_addr = out_base + result_count
         act_write = gather.write
+        launch = Signal()                   # the gather starts the loaded tile (below)
+        last_result = result_go & (result_count == l_positions - 1)
+        free = ~pending | last_result       # the started tile's results are out after this
         with m.If(result_go):
             m.d.sync += result_count.eq(result_count + 1)
-            with m.If(~last_col):
+            with m.If(last_result):
+                m.d.sync += pending.eq(0)
+            with m.If(to_psums):
                 m.d.comb += [psum_w.addr.eq(result_count),
                              psum_w.data.eq(result.acc.as_value()), psum_w.en.eq(1)]
             with m.Elif(l_dst_acc):
@@ -396,7 +408,8 @@ class NetworkEngine(wiring.Component):
                 size = Mux(state == _State.BIAS, bias_words, 2 * A)
                 m.d.comb += weights.count.eq(size)
                 with m.If((state == _State.TABLE) & bad_shift):
-                    m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
+                    with m.If(~pending):
+                        m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
                 with m.Elif(~requested):
                     m.d.comb += weights.start.eq(1)
                     m.d.sync += requested.eq(1)
@@ -425,10 +438,14 @@ class NetworkEngine(wiring.Component):
                     m.d.sync += loaded.eq(loaded + 1)
                     with m.If(loaded == R - 1):
                         m.d.sync += [requested.eq(0), loaded.eq(0), wptr.eq(wptr + R),
-                                     position.eq(0), result_count.eq(0), state.eq(_State.DATA)]
-                        m.d.comb += gather.start.eq(1)
+                                     state.eq(_State.LAUNCH)]
+                        m.d.comb += launch.eq(free)
+            with m.Case(_State.LAUNCH):
+                m.d.comb += launch.eq(free)
             with m.Case(_State.DATA):
-                with m.If(result_go & (result_count == l_positions - 1)):
+                # Once the tile's last position is in the array, the next tile loads while
+                # its results come out (the next one starts after them: it may read them).
+                with m.If(taking & (position == l_positions - 1)):
                     with m.If(~last_col):
                         m.d.sync += [col_block.eq(col_block + 1), state.eq(_State.TABLE)]
                     with m.Elif(row_block != l_row_blocks - 1):
@@ -436,12 +453,19 @@ class NetworkEngine(wiring.Component):
                                      block_base.eq(block_base + l_positions),
                                      state.eq(_State.BIAS)]
                     with m.Else():
-                        m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE,
-                                                 _State.FETCH))
+                        m.d.sync += state.eq(_State.DRAIN)
+            with m.Case(_State.DRAIN):
+                with m.If(free):
+                    m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
             with m.Case(_State.POST):
                 with m.If(~started):
                     m.d.comb += post.start.eq(1)
                     m.d.sync += started.eq(1)
                 with m.Elif(~post.busy):
                     m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
+        with m.If(launch):           # after the sequencer, so that this state wins
+            m.d.comb += gather.start.eq(1)
+            m.d.sync += [position.eq(0), result_count.eq(0), pending.eq(1),
+                         to_psums.eq(~last_col), out_base.eq(l_dst + block_base),
+                         state.eq(_State.DATA)]
         return m
