@@ -10,19 +10,20 @@ back with its shape and a damaged byte anywhere in a record is an error, not wro
     u32 LE        number of records
     then each record:
       u16 LE      name length, then the name (UTF-8; empty from a .npy)
-      u8          codec: 1 = inceptionn, 2 = terngrad
-      u8          inceptionn: bound_bits b (error bound 2**-b); terngrad: 0
+      u8          codec: 1 = inceptionn, 2 = terngrad, 3 = rice
+      u8          inceptionn, rice: bound_bits b (error bound 2**-b); terngrad: 0
       u8          ndim (0..32)
       u8          0
-      u32 LE      terngrad: the record's seed; inceptionn: 0
+      u32 LE      terngrad, rice: the record's seed; inceptionn: 0
       ndim u32 LE dimensions
       u32 LE      message length
-      message     the codec's message (golden.inceptionn or golden.terngrad)
+      message     the codec's message (golden.inceptionn, golden.terngrad, golden.rice)
       u32 LE      CRC-32 (zlib) of the record's bytes before it, name length included
 
 TernGrad tensors get scalers of their own (the paper's layer-wise scalers); the seed of
-each record continues the counter of the one before it (``seed + values before it``,
-modulo 2**32), so the file draws one random stream whatever the number of tensors.
+each TernGrad or rice record continues the counter of the one before it (``seed + values
+before it``, modulo 2**32), so the file draws one random stream whatever the number of
+tensors (rice draws only when its rounding is stochastic).
 """
 
 import struct
@@ -32,14 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from codnn.golden import inceptionn, terngrad
+from codnn.golden import inceptionn, rice, terngrad
 
 from .packfile import WeightFileError
 
 __all__ = ["CODECS", "load_gradient_tensors", "load_gradients", "compress_file",
            "decompress_file"]
 
-CODECS = ("inceptionn", "terngrad")
+CODECS = ("inceptionn", "terngrad", "rice")
 _MAGIC = b"CODNNGC\x02"
 _FILE = struct.Struct("<8sBBHI")
 _RECORD = struct.Struct("<BBBBI")
@@ -95,12 +96,16 @@ def load_gradients(path):
     return tensors[0][1].astype(np.float32)
 
 
-def _record(name, x, codec, bound_bits, seed, clip):
+def _record(name, x, codec, bound_bits, seed, clip, rounding):
     """The record of one float32 tensor and its decoded values."""
     if codec == "inceptionn":
         message = inceptionn.compress(x, bound_bits)
         decoded = inceptionn.decompress(message, bound_bits)
         fields = _RECORD.pack(1, bound_bits, x.ndim, 0, 0)
+    elif codec == "rice":
+        message = rice.compress(x, bound_bits, rounding, seed)
+        decoded = rice.decompress(message)
+        fields = _RECORD.pack(3, bound_bits, x.ndim, 0, seed)
     else:
         message = terngrad.compress(x, seed, clip=clip)
         decoded = terngrad.decompress(message)
@@ -112,7 +117,7 @@ def _record(name, x, codec, bound_bits, seed, clip):
 
 
 def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BITS, seed=0,
-                  clip=None):
+                  clip=None, rounding="nearest"):
     """Compress each gradient tensor of a ``.npy``/``.npz`` file (converted to float32) into
     ``output``; return a report: sizes, ratio, errors against the float32 values, time
     taken, and a row per tensor.
@@ -122,8 +127,8 @@ def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BI
     codnn.packfile.WeightFileError
         For a missing or malformed input file.
     ValueError
-        For an unknown codec, ``bound_bits`` out of 7..15, a bad seed, or NaN/Inf given to
-        TernGrad.
+        For an unknown codec or rounding, ``bound_bits`` out of 7..15, a bad seed, or
+        NaN/Inf given to TernGrad.
     """
     if codec not in CODECS:
         raise ValueError(f"Codec must be one of {', '.join(CODECS)}, not {codec!r}")
@@ -135,7 +140,7 @@ def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BI
     at = seed
     for name, array in tensors:
         x = array.astype(np.float32)
-        record, message, decoded = _record(name, x, codec, bound_bits, at, clip)
+        record, message, decoded = _record(name, x, codec, bound_bits, at, clip, rounding)
         records.append(record)
         finite = np.isfinite(x.reshape(-1))
         error = np.abs(x.reshape(-1)[finite].astype(np.float64) - decoded[finite])
@@ -144,8 +149,10 @@ def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BI
                "values": int(x.size), "compressed_bytes": len(message),
                "ratio": round(x.nbytes / len(message), 4),
                "max_abs_error": float(error.max()) if error.size else 0.0}
+        if codec != "inceptionn":
+            row.update(seed=at)
         if codec == "terngrad":
-            row.update(seed=at, scaler=float(np.frombuffer(message[:4], np.float32)[0]))
+            row.update(scaler=float(np.frombuffer(message[:4], np.float32)[0]))
         rows.append(row)
         at = (at + x.size) % (1 << 32)
     seconds = time.perf_counter() - start
@@ -170,6 +177,9 @@ def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BI
         small = np.abs(values) < 1
         report["bound_holds"] = bool(np.all(error[small] < 2.0 ** -bound_bits)
                                      and np.all(error[~small] == 0))
+    elif codec == "rice":
+        report.update(bound_bits=bound_bits, rounding=rounding, seed=seed,
+                      bound_holds=bool(np.all(error <= 2.0 ** -bound_bits)))
     else:
         report["seed"] = seed
     return report
@@ -202,7 +212,7 @@ def _read_record(reader, index):
     name = reader.raw(length, f"record {index}'s name").decode(errors="replace")
     codec_id, bound_bits, ndim, _, seed = reader.take(_RECORD.format, f"record {index}")
     what = f"record {index}" + (f" ({name})" if name else "")
-    if codec_id not in (1, 2):
+    if not 1 <= codec_id <= len(CODECS):
         raise WeightFileError(f"{path}: {what} has unknown codec {codec_id}")
     shape = reader.take(f"<{ndim}I", f"{what}'s shape")
     (size,) = reader.take("<I", f"{what}'s message length")
@@ -214,6 +224,8 @@ def _read_record(reader, index):
     try:
         if codec == "inceptionn":
             values = inceptionn.decompress(message, bound_bits)
+        elif codec == "rice":
+            values = rice.decompress(message)
         else:
             values = terngrad.decompress(message)
     except ValueError as error:

@@ -29,14 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codnn.golden import inceptionn, terngrad
+from codnn.golden import inceptionn, rice, terngrad
 from codnn.golden.inceptionn import CorruptMessage
 
 __all__ = ["CODECS", "Codec", "message_seed", "chunk_bounds", "chunk_slices", "ring_allreduce",
            "aggregator_allreduce", "EXCHANGES"]
 
-#: Codec names: raw float32 (the uncompressed baseline), INCEPTIONN-style, TernGrad.
-CODECS = ("none", "inceptionn", "terngrad")
+#: Codec names: raw float32 (the uncompressed baseline), INCEPTIONN-style, TernGrad, the
+#: Rice-coded error-bounded codec.
+CODECS = ("none", "inceptionn", "terngrad", "rice")
 #: Exchange names (``allgather`` is the DDP hook's: every node sends its message to all).
 EXCHANGES = ("ring", "aggregator", "allgather")
 
@@ -50,22 +51,30 @@ def message_seed(seed, step, bucket, slot, part=0):
 @dataclass(frozen=True)
 class Codec:
     """A payload codec: ``none`` (float32, little-endian), ``inceptionn`` (error bound
-    ``2**-bound_bits``) or ``terngrad`` (scaler ``max|g|``, or ``clip`` standard deviations
-    when ``clip`` is set)."""
+    ``2**-bound_bits``), ``terngrad`` (scaler ``max|g|``, or ``clip`` standard deviations
+    when ``clip`` is set) or ``rice`` (error bound ``2**-bound_bits``, ``rounding``
+    ``nearest`` or ``stochastic``)."""
 
     name: str = "none"
     bound_bits: int = inceptionn.DEFAULT_BOUND_BITS
     clip: float | None = None
+    rounding: str = "nearest"
 
     def __post_init__(self):
         if self.name not in CODECS:
             raise ValueError(f"Unknown codec {self.name!r}; choose one of {', '.join(CODECS)}")
         inceptionn.check_bound_bits(self.bound_bits)
+        if self.rounding not in rice.ROUNDINGS:
+            raise ValueError(f"Rounding must be one of {', '.join(rice.ROUNDINGS)}, not "
+                             f"{self.rounding!r}")
 
     def compress(self, values, seed=0):
-        """One message for a flat float32 array (``seed`` is used by TernGrad only)."""
+        """One message for a flat float32 array (``seed``: TernGrad's, and stochastic
+        rounding's)."""
         if self.name == "inceptionn":
             return inceptionn.compress(values, self.bound_bits)
+        if self.name == "rice":
+            return rice.compress(values, self.bound_bits, self.rounding, seed)
         if self.name == "terngrad":
             return terngrad.compress(values, seed, clip=self.clip)
         return np.asarray(values, "<f4").tobytes()
@@ -76,6 +85,8 @@ class Codec:
             return inceptionn.decompress(data, self.bound_bits)
         if self.name == "terngrad":
             return terngrad.decompress(data)
+        if self.name == "rice":
+            return rice.decompress(data)
         if len(data) % 4:
             raise CorruptMessage(f"A raw float32 message of {len(data)} bytes is not whole")
         return np.frombuffer(data, "<f4").astype(np.float32)

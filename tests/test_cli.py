@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from codnn.cli import main
-from codnn.golden import inceptionn, terngrad
+from codnn.golden import inceptionn, rice, terngrad
 
 MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
@@ -351,6 +351,15 @@ def test_compress_and_decompress_round_trip(capsys, tmp_path):
     run(capsys, "decompress", str(tmp_path / "t.bin"), "-o", str(tmp_path / "t.npy"))
     expected = terngrad.decompress(terngrad.compress(grads, 77, clip=2.5))
     assert np.array_equal(np.load(tmp_path / "t.npy").reshape(-1), expected)
+    code, out, _ = run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", "rice",
+                       "--rounding", "stochastic", "--seed", "5", "--bound-bits", "12", "-o",
+                       str(tmp_path / "r.bin"), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["bound_holds"] and report["rounding"] == "stochastic"
+    message = rice.compress(grads, 12, "stochastic", 5)
+    assert report["compressed_bytes"] == len(message)
+    run(capsys, "decompress", str(tmp_path / "r.bin"), "-o", str(tmp_path / "r.npy"))
+    assert np.array_equal(np.load(tmp_path / "r.npy").reshape(-1), rice.decompress(message))
 
 
 @pytest.mark.parametrize("setup,argv,expected", [

@@ -7,13 +7,14 @@ through the INCEPTIONN-style codec, TernGrad's refusal of NaN, seeds that wrap."
 import numpy as np
 import pytest
 
-from codnn.golden import inceptionn, terngrad
+from codnn.golden import inceptionn, rice, terngrad
 from codnn.golden.exchange import (Codec, aggregator_allreduce, chunk_bounds, message_seed,
                                    ring_allreduce)
 
 SEED = 20261126
 CODECS = [Codec("none"), Codec("inceptionn", 7), Codec("inceptionn", 15),
-          Codec("terngrad"), Codec("terngrad", clip=terngrad.CLIP_SIGMAS)]
+          Codec("terngrad"), Codec("terngrad", clip=terngrad.CLIP_SIGMAS),
+          Codec("rice", 8), Codec("rice", 12, rounding="stochastic")]
 
 
 def _grads(rng, nodes, count):
@@ -34,6 +35,8 @@ def _encode_decode(codec, values, seed):
                                      codec.bound_bits)
     if codec.name == "terngrad":
         return terngrad.decompress(terngrad.compress(values, seed, clip=codec.clip))
+    if codec.name == "rice":
+        return rice.decompress(rice.compress(values, codec.bound_bits, codec.rounding, seed))
     return values.copy()
 
 

@@ -127,9 +127,12 @@ def add_compress(sub):
                        "self-describing file; report the ratio and the error.")
     sub.add_argument("gradients", metavar="GRADS.npy|GRADS.npz")
     sub.add_argument("--codec", choices=CODECS, required=True)
-    bound_bits_option(sub, type=int, what="inceptionn: ")
+    bound_bits_option(sub, type=int, what="inceptionn, rice: ")
+    sub.add_argument("--rounding", choices=("nearest", "stochastic"), default="nearest",
+                     help="rice: round to the nearest step of twice the bound, or "
+                          "stochastically to a step of the bound (default nearest)")
     sub.add_argument("--seed", type=int, default=0,
-                     help="terngrad: random seed, 0..2**32-1 (default 0)")
+                     help="terngrad, stochastic rice: random seed, 0..2**32-1 (default 0)")
     sub.add_argument("--clip", type=positive_float, default=None,
                      help="terngrad: scaler CLIP * std instead of max|g| (the paper uses 2.5)")
     sub.add_argument("-o", "--output", required=True, metavar="OUT.bin", type=output_file())
@@ -142,7 +145,8 @@ def run_compress(args):
     try:
         with err_console.status(f"compressing {args.gradients} ({args.codec})..."):
             report = compress_file(args.gradients, args.output, codec=args.codec,
-                                   bound_bits=args.bound_bits, seed=args.seed, clip=args.clip)
+                                   bound_bits=args.bound_bits, seed=args.seed, clip=args.clip,
+                                   rounding=args.rounding)
     except ValueError as error:
         if isinstance(error, WeightFileError):
             raise

@@ -1,0 +1,206 @@
+"""Error-bounded quantizer with Rice-coded blocks, a gradient codec (docs/semantics.md
+section 10).
+
+Each float32 value becomes an integer ``q``: ``|x| / (2 * 2**-b)`` rounded to nearest (the
+decoded value within ``2**-b``), or ``|x| / 2**-b`` rounded stochastically by the counter
+hash ``fmix32`` (within ``2**-b`` too, and unbiased), the sign kept. Blocks of 16 integers
+are Rice-coded with the parameter that makes the block shortest; an all-zero block costs
+its 4-bit header. Non-finite values and those past the quantizer's range are sent whole.
+The bit stream is framed by the value count, the settings byte and a CRC-32.
+"""
+
+import zlib
+
+import numpy as np
+
+from codnn.golden.fmix32 import fmix32
+from codnn.golden.inceptionn import CorruptMessage, check_bound_bits
+
+__all__ = ["ROUNDINGS", "BLOCK", "MAX_K", "ESCAPE_QUOTIENT", "MAX_MAGNITUDE", "HEADER_BYTES",
+           "quantize", "choose_k", "compress", "decompress", "max_message_bytes"]
+
+#: Rounding modes (the settings byte's bit 7).
+ROUNDINGS = ("nearest", "stochastic")
+#: Values per block (one header each).
+BLOCK = 16
+#: Rice parameters 0..MAX_K. A block's header is a 0 bit for an all-zero block, else a 1
+#: bit and ``k`` in 4 bits (15 is not a parameter).
+MAX_K = 14
+#: A quotient of this many ones (and no terminating zero) escapes to the raw float32.
+ESCAPE_QUOTIENT = 15
+#: Quantized magnitudes below this are coded; larger ones escape.
+MAX_MAGNITUDE = 1 << 15
+#: Count (u32), settings byte; a CRC-32 (u32) follows the bit stream.
+HEADER_BYTES = 5
+_K_BITS, _RAW_BITS = 4, 32
+_ESCAPE_BITS = ESCAPE_QUOTIENT + _RAW_BITS
+_UNIT = 150                 # |x| = sig * 2**(e - 150) for the 24-bit significand sig
+
+
+def _check_rounding(rounding):
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"Rounding must be one of {', '.join(ROUNDINGS)}, not {rounding!r}")
+
+
+def quantize(x, bound_bits, rounding="nearest", seed=0):
+    """``(q, escape)`` of float32 values ``x``: the signed integers (``q * step`` decodes,
+    ``step = 2**(1 - b)`` to nearest, ``2**-b`` stochastic) and which values escape
+    (non-finite, or ``|q| >= MAX_MAGNITUDE``; their ``q`` is 0). Value ``i`` draws
+    ``fmix32((seed + i) mod 2**32)`` when stochastic."""
+    check_bound_bits(bound_bits)
+    _check_rounding(rounding)
+    bits = np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint32).astype(np.int64)
+    e = (bits >> 23) & 0xFF
+    sig = np.where(e > 0, (bits & 0x7F_FFFF) | 0x80_0000, 0)    # denormals quantize to 0
+    stochastic = rounding == "stochastic"
+    # |x| / step = sig / 2**shift
+    shift = np.where(e > 0, _UNIT + (not stochastic) - e - bound_bits, 62)
+    big = shift < 0
+    s = np.clip(shift, 0, 62)
+    if stochastic:
+        whole = sig >> s
+        fraction = np.where(s >= 56, 0, ((sig << 32) >> np.minimum(s, 55)) & 0xFFFF_FFFF)
+        counters = (np.arange(bits.size, dtype=np.int64) + seed) & 0xFFFF_FFFF
+        draw = fmix32(counters).astype(np.int64)
+        mag = whole + ((fraction + draw) >> 32)
+    else:
+        half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
+        mag = (sig + half) >> s
+    escape = (e == 0xFF) | big | (mag >= MAX_MAGNITUDE)
+    mag = np.where(escape, 0, mag)
+    return np.where(bits >> 31, -mag, mag), escape
+
+
+def _zigzag(q):
+    return np.where(q < 0, -2 * q - 1, 2 * q)
+
+
+def _code_lengths(z, escape, k):
+    """Bits of each value's Rice code with parameter ``k`` (escapes included)."""
+    u = z >> k
+    return np.where(escape | (u >= ESCAPE_QUOTIENT), _ESCAPE_BITS, u + 1 + k)
+
+
+def choose_k(z, escape):
+    """Each block's Rice parameter: -1 for an all-zero block (no escape), else the ``k``
+    in 0..MAX_K that makes the block shortest (the smallest such ``k`` on a tie). ``z``
+    and ``escape`` are ``blocks x BLOCK`` (zigzagged magnitudes, escapes)."""
+    costs = np.stack([_code_lengths(z, escape, k).sum(axis=1) for k in range(MAX_K + 1)])
+    return np.where((z == 0).all(axis=1) & ~escape.any(axis=1), -1, np.argmin(costs, axis=0))
+
+
+def compress(x, bound_bits, rounding="nearest", seed=0):
+    """The message of float32 values ``x`` (see the module docstring and semantics
+    section 10): count, settings, the blocks' bit stream (LSB first), CRC-32."""
+    x = np.ascontiguousarray(x, dtype="<f4").reshape(-1)
+    q, escape = quantize(x, bound_bits, rounding, seed)
+    n = x.size
+    blocks = -(-n // BLOCK)
+    pad = blocks * BLOCK - n
+    z = np.concatenate([_zigzag(q), np.zeros(pad, np.int64)]).reshape(blocks, BLOCK)
+    esc = np.concatenate([escape, np.zeros(pad, bool)]).reshape(blocks, BLOCK)
+    raw = np.concatenate([x.view(np.uint32).astype(np.int64),
+                          np.zeros(pad, np.int64)]).reshape(blocks, BLOCK)
+    chosen = choose_k(z, esc)
+    k = np.maximum(chosen, 0)[:, None]
+    u = z >> k
+    out = esc | (u >= ESCAPE_QUOTIENT)
+    ones = (np.int64(1) << np.minimum(u, ESCAPE_QUOTIENT)) - 1
+    value_code = np.where(out, ((1 << ESCAPE_QUOTIENT) - 1) | (raw << ESCAPE_QUOTIENT),
+                          ones | ((z & ((np.int64(1) << k) - 1)) << (u + 1)))
+    value_len = np.where(out, _ESCAPE_BITS, u + 1 + k)
+    value_len[chosen < 0] = 0
+    header = np.where(chosen < 0, 0, 1 | (k[:, 0] << 1))
+    codes = np.concatenate([header[:, None], value_code], axis=1).reshape(-1)
+    lengths = np.concatenate([np.where(chosen < 0, 1, 1 + _K_BITS)[:, None], value_len],
+                             axis=1)
+    stream = _pack(codes, lengths.reshape(-1))
+    settings = bound_bits | (ROUNDINGS.index(rounding) << 7)
+    body = np.uint32(n).astype("<u4").tobytes() + bytes([settings]) + stream
+    return body + np.uint32(zlib.crc32(body)).astype("<u4").tobytes()
+
+
+def _pack(codes, lengths):
+    """Concatenate codes of ``lengths`` bits each, LSB first, into bytes (zero-padded)."""
+    width = int(lengths.max(initial=0))
+    bits = ((codes[:, None] >> np.arange(width)) & 1).astype(np.uint8)
+    bits = bits[np.arange(width) < lengths[:, None]]
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+def max_message_bytes(count):
+    """The longest message of ``count`` values (every value escaping)."""
+    blocks = -(-count // BLOCK)
+    return HEADER_BYTES + -(-blocks * (1 + _K_BITS + BLOCK * _ESCAPE_BITS) // 8) + 4
+
+
+class _Bits:
+    """Reads a byte string's bits, LSB first."""
+
+    def __init__(self, data):
+        self.value, self.size, self.at = int.from_bytes(data, "little"), 8 * len(data), 0
+
+    def take(self, count):
+        if self.at + count > self.size:
+            raise CorruptMessage(f"Message cut: its bit stream ends at bit {self.size}, a "
+                                 f"code needs bit {self.at + count}")
+        field = (self.value >> self.at) & ((1 << count) - 1)
+        self.at += count
+        return field
+
+    def ones(self, limit):
+        """Count ones up to ``limit``; a zero ends the run (and is taken)."""
+        for run in range(limit):
+            if not self.take(1):
+                return run
+        return limit
+
+
+def decompress(data, max_values=None):
+    """The float32 values of a message. Raises ``CorruptMessage`` when it is cut, longer
+    than its blocks, fails its CRC, has reserved settings bits set or a bound out of
+    range, holds a nonzero value past its count, or counts more than ``max_values``."""
+    data = bytes(data)
+    if len(data) < HEADER_BYTES + 4:
+        raise CorruptMessage(f"Message of {len(data)} bytes is shorter than its header and "
+                             f"CRC ({HEADER_BYTES + 4} bytes)")
+    body, crc = data[:-4], int.from_bytes(data[-4:], "little")
+    if zlib.crc32(body) != crc:
+        raise CorruptMessage("Message fails its CRC-32 (corrupt or cut)")
+    n, settings = int.from_bytes(body[:4], "little"), body[4]
+    if max_values is not None and n > max_values:
+        raise CorruptMessage(f"Message counts {n} values, more than the {max_values} allowed")
+    bound_bits, rounding = settings & 0x1F, settings >> 7
+    if settings & 0x60:
+        raise CorruptMessage(f"Reserved settings bits set: {settings:#04x}")
+    try:
+        check_bound_bits(bound_bits)
+    except ValueError as exc:
+        raise CorruptMessage(str(exc)) from None
+    step = np.float32(2.0 ** (-bound_bits if rounding else 1 - bound_bits))
+    blocks = -(-n // BLOCK)
+    if len(body) - HEADER_BYTES > max_message_bytes(n):
+        raise CorruptMessage(f"Message of {len(data)} bytes is longer than {n} values can be")
+    reader = _Bits(body[HEADER_BYTES:])
+    out = np.zeros(blocks * BLOCK, np.uint32)
+    for b in range(blocks):
+        if not reader.take(1):
+            continue
+        k = reader.take(_K_BITS)
+        if k > MAX_K:
+            raise CorruptMessage(f"Block {b} has the Rice parameter {k} (at most {MAX_K})")
+        for i in range(b * BLOCK, (b + 1) * BLOCK):
+            u = reader.ones(ESCAPE_QUOTIENT)
+            if u == ESCAPE_QUOTIENT:
+                out[i] = reader.take(_RAW_BITS)
+                continue
+            z = (u << k) | reader.take(k)
+            q = -((z + 1) >> 1) if z & 1 else z >> 1
+            if abs(q) >= MAX_MAGNITUDE:
+                raise CorruptMessage(f"Value {i} quantized to {q}, past the coded range")
+            out[i] = (np.float32(q) * step).view(np.uint32)
+    if np.any(out[n:]):
+        raise CorruptMessage("Nonzero value past the message's count")
+    if (reader.size - reader.at >= 8) or (reader.value >> reader.at):
+        raise CorruptMessage("Bits past the message's last block")
+    return out[:n].view(np.float32)
