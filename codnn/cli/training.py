@@ -161,7 +161,7 @@ def _add_distributed(sub):
     group.add_argument("--codec", choices=CODECS, default="none",
                        help="gradient codec (default none: raw float32)")
     group.add_argument("--bound-bits", type=int, default=10,
-                       help="INCEPTIONN-style error bound 2**-B, B in 7..15 (default 10)")
+                       help="inceptionn, rice: error bound 2**-B, B in 7..15 (default 10)")
     group.add_argument("--scaler", choices=SCALERS, default="max",
                        help="TernGrad's scaler: max|g| or 2.5 std(g) (default max)")
     group.add_argument("--exchange", choices=EXCHANGES, default="ring",

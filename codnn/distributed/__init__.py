@@ -1,5 +1,6 @@
-"""Distributed training with the NIC codecs: ``fast_codec`` (the INCEPTIONN-style codec
-compiled with numba, byte-equal to ``codnn.golden.inceptionn``), ``exchange`` (the ring and
+"""Distributed training with the NIC codecs: ``fast_codec`` and ``fast_rice`` (the
+INCEPTIONN-style and Rice codecs compiled with numba, byte-equal to ``codnn.golden.
+inceptionn`` and ``codnn.golden.rice``), ``exchange`` (the ring and
 aggregator exchanges of ``codnn.golden.exchange`` over torch.distributed), ``hooks`` (DDP
 communication hooks that send the codecs' messages), ``links`` (network namespaces joined
 by rate-limited veth pairs), ``worker`` and ``launch`` (a job of N training processes,

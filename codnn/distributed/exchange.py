@@ -17,23 +17,27 @@ import torch.distributed as dist
 
 from codnn.golden.exchange import Codec, chunk_slices, message_seed
 
-from . import fast_codec
+from . import fast_codec, fast_rice
 
 __all__ = ["FastCodec", "Traffic", "ring", "aggregator"]
 
 
 class FastCodec(Codec):
-    """``golden.exchange.Codec`` with the INCEPTIONN-style codec compiled (``fast_codec``):
-    the same bytes and values."""
+    """``golden.exchange.Codec`` with the INCEPTIONN-style and Rice codecs compiled
+    (``fast_codec``, ``fast_rice``): the same bytes and values."""
 
     def compress(self, values, seed=0):
         if self.name == "inceptionn":
             return fast_codec.compress(values, self.bound_bits)
+        if self.name == "rice":
+            return fast_rice.compress(values, self.bound_bits, self.rounding, seed)
         return super().compress(values, seed)
 
     def decompress(self, data):
         if self.name == "inceptionn":
             return fast_codec.decompress(data, self.bound_bits)
+        if self.name == "rice":
+            return fast_rice.decompress(data)
         return super().decompress(data)
 
 

@@ -4,7 +4,8 @@ and all-gather).
 
 Each rank's gradient bucket crosses as codec messages, exactly the bytes the NIC engines
 produce and consume (``codnn.golden.inceptionn`` through the compiled ``fast_codec``,
-``codnn.golden.terngrad``, or raw float32 for the uncompressed baseline), by one of three
+``codnn.golden.terngrad``, ``codnn.golden.rice`` through ``fast_rice``, or raw float32
+for the uncompressed baseline), by one of three
 exchanges; every rank ends with the same averaged gradient, bit for bit:
 
 * ``ring`` (default): INCEPTIONN's gradient-centric ring, ``codnn.distributed.exchange``;

@@ -290,10 +290,12 @@ class NetworkEngine(wiring.Component):
         out_addr = out_base + result_count
         act_write = gather.write
         launch = Signal()                   # the gather starts the loaded tile (below)
-        last_result = result_go & (result_count == l_positions - 1)
+        at_last = Signal()                  # the next result is the tile's last
+        last_result = result_go & at_last
         free = ~pending | last_result       # the started tile's results are out after this
         with m.If(result_go):
-            m.d.sync += result_count.eq(result_count + 1)
+            m.d.sync += [result_count.eq(result_count + 1),
+                         at_last.eq(result_count == l_positions - 2)]
             with m.If(last_result):
                 m.d.sync += pending.eq(0)
             with m.If(to_psums):
@@ -466,6 +468,7 @@ class NetworkEngine(wiring.Component):
         with m.If(launch):           # after the sequencer, so that this state wins
             m.d.comb += gather.start.eq(1)
             m.d.sync += [position.eq(0), result_count.eq(0), pending.eq(1),
+                         at_last.eq(l_positions == 1),
                          to_psums.eq(~last_col), out_base.eq(l_dst + block_base),
                          state.eq(_State.DATA)]
         return m
