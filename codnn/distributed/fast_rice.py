@@ -32,91 +32,101 @@ _ESCAPE_BITS = ESCAPE_QUOTIENT + 32
 _CUT, _BAD_K, _RANGE, _PAST_COUNT, _TRAILING = 1, 2, 3, 4, 5
 
 
-@njit(cache=True, inline="always")
-def _fmix32(h):
-    h ^= h >> 16
-    h = (h * FMIX32_C1) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * FMIX32_C2) & 0xFFFFFFFF
-    return h ^ (h >> 16)
+#: ``z`` of a value that escapes (coded ones are below 2**16).
+_ESCAPED = np.uint32(0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
-def _quantize(v, bound_bits, stochastic, draw):
-    """(q, escape) of one float32 given as its bits."""
-    e = (v >> 23) & 0xFF
-    if e == 0xFF:
-        return 0, True
-    if e == 0:
-        return 0, False
-    sig = (v & 0x7FFFFF) | 0x800000
-    t = 150 - e - bound_bits + (0 if stochastic else 1)
-    if t < 0:
-        return 0, True
-    if stochastic:
-        mag = sig >> t if t < 62 else 0
-        fraction = ((sig << 32) >> t) & 0xFFFFFFFF if t < 56 else 0
-        mag += (fraction + draw) >> 32
-    else:
-        mag = (sig + ((1 << (t - 1)) if t > 0 else 0)) >> t if t < 62 else 0
-    if mag >= MAX_MAGNITUDE:
-        return 0, True
-    return (-mag if v >> 31 else mag), False
-
-
-@njit(cache=True, inline="always")
-def _put(out, state, value, size):
-    """Append ``size`` (at most 32) bits of ``value``; ``state`` is [byte, buffer, bits]."""
-    state[1] |= value << state[2]
-    state[2] += size
-    while state[2] >= 8:
-        out[state[0]] = state[1] & 0xFF
-        state[1] >>= 8
-        state[2] -= 8
-        state[0] += 1
+@njit(cache=True)
+def _zigzag(bits, bound_bits, stochastic, seed, z):
+    """Each value's zigzagged ``q`` into ``z`` (``_ESCAPED`` for an escape), in one
+    branch-free pass that the compiler vectorizes (unsigned arithmetic throughout)."""
+    u32 = np.uint64(0xFFFFFFFF)
+    for i in range(bits.size):
+        v = np.uint64(bits[i])
+        e = (v >> np.uint64(23)) & np.uint64(0xFF)
+        sig = (v & np.uint64(0x7FFFFF)) | np.uint64(0x800000)
+        t = np.int64(150 + (not stochastic) - bound_bits) - np.int64(e)
+        shift = np.uint64(min(max(t, 0), 63))
+        if stochastic:
+            h = (np.uint64(seed) + np.uint64(i)) & u32
+            h ^= h >> np.uint64(16)
+            h = (h * np.uint64(FMIX32_C1)) & u32
+            h ^= h >> np.uint64(13)
+            h = (h * np.uint64(FMIX32_C2)) & u32
+            h ^= h >> np.uint64(16)
+            fraction = ((sig << np.uint64(32)) >> shift) & u32
+            mag = (sig >> shift) + ((fraction + h) >> np.uint64(32))
+        else:
+            mag = (sig + ((np.uint64(1) << shift) >> np.uint64(1))) >> shift
+        mag = mag if e != 0 else np.uint64(0)
+        escape = (e == 0xFF) | (t < 0) | (mag >= MAX_MAGNITUDE)
+        negative = (v >> np.uint64(31)) & (mag != 0)
+        z[i] = _ESCAPED if escape else np.uint32((mag << np.uint64(1)) - negative)
 
 
 @njit(cache=True)
 def _compress(bits, bound_bits, stochastic, seed, out):
-    """Write the bit stream of ``bits`` (float32 as uint32) into ``out``; return its bytes."""
+    """Write the bit stream of ``bits`` (float32 as uint32) into ``out`` (uint32 words,
+    little-endian bit order); return its length in bits."""
     n = bits.size
-    z = np.zeros(BLOCK, np.int64)
+    one = np.uint64(1)
+    zz = np.zeros(-(-n // BLOCK) * BLOCK, np.uint32)       # the last block padded with 0
+    _zigzag(bits, bound_bits, stochastic, seed, zz)
+    z = np.zeros(BLOCK, np.uint64)          # unsigned: numba's signed shifts are slow
     esc = np.zeros(BLOCK, np.bool_)
-    state = np.zeros(3, np.int64)
+    codes = np.zeros(2 * BLOCK + 1, np.uint64)      # a block's codes, then written out
+    sizes = np.zeros(2 * BLOCK + 1, np.int64)
+    pos, acc, fill = 0, np.uint64(0), 0
     for start in range(0, n, BLOCK):
         zero = True
         for i in range(BLOCK):
-            z[i], esc[i] = 0, False
-            if start + i < n:
-                draw = _fmix32((seed + start + i) & 0xFFFFFFFF) if stochastic else 0
-                q, e = _quantize(np.int64(bits[start + i]), bound_bits, stochastic, draw)
-                z[i] = -2 * q - 1 if q < 0 else 2 * q
-                esc[i] = e
-                zero = zero and q == 0 and not e
-        if zero:
-            _put(out, state, 0, 1)
-            continue
-        best, best_cost = 0, 1 << 30
-        for k in range(MAX_K + 1):
-            cost = 0
+            esc[i] = zz[start + i] == _ESCAPED
+            z[i] = 0 if esc[i] else zz[start + i]
+            zero &= zz[start + i] == 0
+        codes[0], sizes[0], m = 0, 1, 1
+        if not zero:
+            # Past the bit length of the largest coded z every quotient is 0 and each
+            # larger k costs more: only k up to that length can be the shortest.
+            top = np.uint64(0)
             for i in range(BLOCK):
-                u = z[i] >> k
-                cost += _ESCAPE_BITS if esc[i] or u >= ESCAPE_QUOTIENT else u + 1 + k
-            if cost < best_cost:
-                best, best_cost = k, cost
-        _put(out, state, 1 | (best << 1), 5)
-        for i in range(BLOCK):
-            u = z[i] >> best
-            if esc[i] or u >= ESCAPE_QUOTIENT:
-                _put(out, state, (1 << ESCAPE_QUOTIENT) - 1, ESCAPE_QUOTIENT)
-                _put(out, state, np.int64(bits[start + i]), 32)
-            else:
-                low = z[i] & ((1 << best) - 1)
-                _put(out, state, ((1 << u) - 1) | (low << (u + 1)), u + 1 + best)
-    if state[2]:
-        out[state[0]] = state[1] & 0xFF
-        state[0] += 1
-    return state[0]
+                if not esc[i]:
+                    top = max(top, z[i])
+            last = 0
+            while top >> np.uint64(last):
+                last += 1
+            best, best_cost = 0, 1 << 30
+            for k in range(min(last, MAX_K) + 1):
+                cost = 0
+                for i in range(BLOCK):
+                    u = z[i] >> np.uint64(k)
+                    out_of = esc[i] | (u >= ESCAPE_QUOTIENT)
+                    cost += _ESCAPE_BITS if out_of else int(u) + 1 + k
+                if cost < best_cost:
+                    best, best_cost = k, cost
+            codes[0], sizes[0] = 1 | (best << 1), 5
+            kb = np.uint64(best)
+            for i in range(BLOCK):
+                u = z[i] >> kb
+                if esc[i] or u >= ESCAPE_QUOTIENT:
+                    codes[m], sizes[m] = (1 << ESCAPE_QUOTIENT) - 1, ESCAPE_QUOTIENT
+                    codes[m + 1], sizes[m + 1] = bits[start + i], 32
+                    m += 2
+                else:
+                    low = z[i] & ((one << kb) - one)
+                    codes[m] = ((one << u) - one) | (low << (u + one))
+                    sizes[m] = int(u) + 1 + best
+                    m += 1
+        for j in range(m):                  # into the bit buffer, 32-bit words out
+            acc |= codes[j] << np.uint64(fill)
+            fill += sizes[j]
+            if fill >= 32:
+                out[pos] = np.uint32(acc & np.uint64(0xFFFFFFFF))
+                acc >>= np.uint64(32)
+                fill -= 32
+                pos += 1
+    if fill:
+        out[pos] = np.uint32(acc)
+    return 32 * pos + fill
 
 
 @njit(cache=True)
@@ -195,10 +205,11 @@ def compress(x, bound_bits, rounding="nearest", seed=0):
     if rounding not in ROUNDINGS:
         raise ValueError(f"Rounding must be one of {', '.join(ROUNDINGS)}, not {rounding!r}")
     bits = np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint32)
-    out = np.empty(max_message_bytes(bits.size), np.uint8)
+    out = np.empty(max_message_bytes(bits.size) // 4 + 1, "<u4")
     used = _compress(bits, bound_bits, rounding == "stochastic", int(seed) & 0xFFFFFFFF, out)
+    stream = out.view(np.uint8)[:-(-used // 8)]
     settings = bound_bits | (ROUNDINGS.index(rounding) << 7)
-    body = np.uint32(bits.size).astype("<u4").tobytes() + bytes([settings]) + out[:used].tobytes()
+    body = np.uint32(bits.size).astype("<u4").tobytes() + bytes([settings]) + stream.tobytes()
     return body + np.uint32(zlib.crc32(body)).astype("<u4").tobytes()
 
 
