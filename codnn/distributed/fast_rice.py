@@ -34,14 +34,21 @@ _CUT, _BAD_K, _RANGE, _PAST_COUNT, _TRAILING = 1, 2, 3, 4, 5
 
 #: ``z`` of a value that escapes (coded ones are below 2**16).
 _ESCAPED = np.uint32(0xFFFFFFFF)
+#: Values quantized at a time (a whole number of blocks, small enough for the cache).
+_CHUNK = 256 * BLOCK
 
 
 @njit(cache=True)
-def _zigzag(bits, bound_bits, stochastic, seed, z):
-    """Each value's zigzagged ``q`` into ``z`` (``_ESCAPED`` for an escape), in one
-    branch-free pass that the compiler vectorizes (unsigned arithmetic throughout)."""
+def _zigzag(bits, first, bound_bits, stochastic, seed, z):
+    """The zigzagged ``q`` of values ``first ..`` into ``z`` (``_ESCAPED`` for an escape;
+    0 past the last value), in one branch-free pass that the compiler vectorizes
+    (unsigned arithmetic throughout)."""
     u32 = np.uint64(0xFFFFFFFF)
-    for i in range(bits.size):
+    for j in range(z.size):
+        i = first + j
+        if i >= bits.size:
+            z[j] = 0
+            continue
         v = np.uint64(bits[i])
         e = (v >> np.uint64(23)) & np.uint64(0xFF)
         sig = (v & np.uint64(0x7FFFFF)) | np.uint64(0x800000)
@@ -61,7 +68,7 @@ def _zigzag(bits, bound_bits, stochastic, seed, z):
         mag = mag if e != 0 else np.uint64(0)
         escape = (e == 0xFF) | (t < 0) | (mag >= MAX_MAGNITUDE)
         negative = (v >> np.uint64(31)) & (mag != 0)
-        z[i] = _ESCAPED if escape else np.uint32((mag << np.uint64(1)) - negative)
+        z[j] = _ESCAPED if escape else np.uint32((mag << np.uint64(1)) - negative)
 
 
 @njit(cache=True)
@@ -70,19 +77,21 @@ def _compress(bits, bound_bits, stochastic, seed, out):
     little-endian bit order); return its length in bits."""
     n = bits.size
     one = np.uint64(1)
-    zz = np.zeros(-(-n // BLOCK) * BLOCK, np.uint32)       # the last block padded with 0
-    _zigzag(bits, bound_bits, stochastic, seed, zz)
+    zz = np.zeros(_CHUNK, np.uint32)        # a chunk's z, quantized ahead of its blocks
     z = np.zeros(BLOCK, np.uint64)          # unsigned: numba's signed shifts are slow
     esc = np.zeros(BLOCK, np.bool_)
     codes = np.zeros(2 * BLOCK + 1, np.uint64)      # a block's codes, then written out
     sizes = np.zeros(2 * BLOCK + 1, np.int64)
     pos, acc, fill = 0, np.uint64(0), 0
     for start in range(0, n, BLOCK):
+        at = start % _CHUNK
+        if at == 0:
+            _zigzag(bits, start, bound_bits, stochastic, seed, zz)
         zero = True
         for i in range(BLOCK):
-            esc[i] = zz[start + i] == _ESCAPED
-            z[i] = 0 if esc[i] else zz[start + i]
-            zero &= zz[start + i] == 0
+            esc[i] = zz[at + i] == _ESCAPED
+            z[i] = 0 if esc[i] else zz[at + i]
+            zero &= zz[at + i] == 0
         codes[0], sizes[0], m = 0, 1, 1
         if not zero:
             # Past the bit length of the largest coded z every quotient is 0 and each
