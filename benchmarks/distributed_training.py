@@ -35,9 +35,12 @@ from codnn.render import print_rows
 ACCURACY = {"uncompressed": dict(codec="none"),
             "INCEPTIONN b=10": dict(codec="inceptionn", bound_bits=10),
             "INCEPTIONN b=7": dict(codec="inceptionn", bound_bits=7),
-            "TernGrad clip": dict(codec="terngrad", scaler="clip", exchange="allgather")}
+            "TernGrad clip": dict(codec="terngrad", scaler="clip", exchange="allgather"),
+            "Rice b=10": dict(codec="rice", bound_bits=10),
+            "Rice b=8": dict(codec="rice", bound_bits=8)}
 TIMING = [dict(nodes=n, link=link, codec=codec)
-          for n in (2, 4) for link in ("100mbit", "1gbit") for codec in ("none", "inceptionn")]
+          for n in (2, 4) for link in ("100mbit", "1gbit")
+          for codec in ("none", "inceptionn", "rice")]
 TIMING += [dict(nodes=4, link="100mbit", codec=codec, exchange="aggregator")
            for codec in ("none", "inceptionn")]
 #: The aggregator baseline's share of communication in INCEPTIONN's evaluation.

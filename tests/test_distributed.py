@@ -30,9 +30,13 @@ def _worker(rank, port, codec, how, world, out):
     torch.manual_seed(SEED)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
         torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)))
-    state, hook = (terngrad_hook(SEED, "clip", exchange=how) if codec == "terngrad" else
-                   inceptionn_hook(7, exchange=how,
-                                   error_feedback=codec == "inceptionn+feedback"))
+    if codec == "terngrad":
+        state, hook = terngrad_hook(SEED, "clip", exchange=how)
+    elif codec == "rice":
+        state, hook = comm_hook("rice", exchange=how, bound_bits=7)
+    else:
+        state, hook = inceptionn_hook(7, exchange=how,
+                                      error_feedback=codec == "inceptionn+feedback")
     seen = {"local": [], "averaged": [], "index": []}
 
     def recording(state, bucket):
@@ -123,7 +127,8 @@ def test_all_gather_sends_golden_messages(tmp_path, codec):
     assert [int(saved["sent"]) for saved in ranks] == sent
 
 
-@pytest.mark.parametrize("codec,how", [("inceptionn", "ring"), ("terngrad", "aggregator")])
+@pytest.mark.parametrize("codec,how", [("inceptionn", "ring"), ("terngrad", "aggregator"),
+                                       ("rice", "ring")])
 def test_ring_and_aggregator_equal_golden(tmp_path, codec, how):
     """Three ranks: every step's averaged gradient and every rank's bytes are golden's."""
     ranks = _spawn(tmp_path, codec, how, 3)

@@ -167,6 +167,11 @@ def _add_distributed(sub):
     group.add_argument("--exchange", choices=EXCHANGES, default="ring",
                        help="ring (INCEPTIONN's), aggregator (rank 0 as parameter server) "
                             "or allgather (default ring)")
+    group.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+                       help="adam (constant rate) or sgd (momentum, the rate falling along "
+                            "a cosine to 0; TernGrad's paper) (default adam)")
+    group.add_argument("--momentum", type=float, default=0.9,
+                       help="sgd: momentum, in [0, 1) (default 0.9)")
     group.add_argument("--timeout", type=float, default=60.0,
                        help="seconds a rank waits for a peer before the job fails "
                             "(default 60)")
@@ -212,7 +217,8 @@ def _run_distributed(args, spec):
     job = Job(model=spec.model, data=spec.data, epochs=spec.epochs, lr=spec.lr,
               batch=spec.batch, seed=spec.seed, codec=args.codec, bound_bits=args.bound_bits,
               scaler=args.scaler, exchange=args.exchange, nodes=args.nodes, link=args.link,
-              latency=args.latency, timeout=args.timeout, fault=args.fault)
+              latency=args.latency, timeout=args.timeout, fault=args.fault,
+              optimizer=args.optimizer, momentum=args.momentum)
     out = Path(args.output) if args.output else Path(
         args.build_dir or default_build_root()) / "train" / (
         f"{model_label(args.model)}-{Path(args.data).stem}-{args.nodes}x{args.link}-{args.codec}-"
@@ -301,7 +307,7 @@ def add_predict(sub):
     sub.add_argument("--latency", default="0", help="round-trip latency (default 0)")
     sub.add_argument("--exchange", choices=TOPOLOGIES, default="ring",
                      help="ring, aggregator or allgather (default ring)")
-    sub.add_argument("--codec", choices=("none", "inceptionn", "terngrad"),
+    sub.add_argument("--codec", choices=("none", "inceptionn", "terngrad", "rice"),
                      default="inceptionn", help="gradient codec (default inceptionn)")
     sub.add_argument("--ratio", type=float, default=3.0,
                      help="compression ratio (default 3.0)")

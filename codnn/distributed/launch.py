@@ -34,6 +34,9 @@ from .perf_model import raw_traffic
 __all__ = ["Job", "FAULTS", "launch"]
 
 FAULTS = ("nan", "exit", "link")
+#: Optimizers a job can train with (SGD with momentum and a cosine learning-rate schedule,
+#: as the TernGrad paper trains; or Adam at a constant rate).
+OPTIMIZERS = ("adam", "sgd")
 #: How long stopped ranks get to exit before they are killed.
 _GRACE = 5.0
 _PORT = 29500
@@ -58,6 +61,8 @@ class Job:
     latency: str = "0"
     timeout: float = 60.0
     fault: dict | None = None
+    optimizer: str = "adam"
+    momentum: float = 0.9
 
     def check(self):
         """Raise ``TrainError`` (one line) for settings no job can have."""
@@ -70,6 +75,11 @@ class Job:
                              f"{', '.join(EXCHANGES)}")
         if self.scaler not in SCALERS:
             raise TrainError(f"unknown scaler {self.scaler!r}: one of {', '.join(SCALERS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise TrainError(f"unknown optimizer {self.optimizer!r}: one of "
+                             f"{', '.join(OPTIMIZERS)}")
+        if not 0 <= self.momentum < 1:
+            raise TrainError(f"momentum must lie in [0, 1), not {self.momentum}")
         if not 0 <= self.seed < 1 << 32:
             raise TrainError(f"seed must lie in 0..2**32-1, not {self.seed}")
         if self.bound_bits not in BOUND_BITS:

@@ -52,7 +52,8 @@ class Calibration:
 
     efficiency: float = 0.94
     overhead_s: float = 50e-6
-    codec_rates: tuple = (("none", 2e9), ("inceptionn", 3e8), ("terngrad", 5e7))
+    codec_rates: tuple = (("none", 2e9), ("inceptionn", 3e8), ("terngrad", 5e7),
+                          ("rice", 1.5e8))
 
     def rate(self, codec):
         """Values per second of ``codec`` on the CPU (the default's when not fitted)."""

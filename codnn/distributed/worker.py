@@ -7,7 +7,9 @@ Every epoch the ranks draw one permutation of the training set from (seed, epoch
 batches of ``batch``, so an iteration covers ``N * batch`` images. The loss is the batch's
 sum, not its mean: Adam's steps do not change with the scale of the gradients, and summed
 gradients sit where the INCEPTIONN-style codec's absolute error bound keeps most of them
-(a mean divides them by the batch and truncates most to zero).
+(a mean divides them by the batch and truncates most to zero). With ``optimizer`` "sgd"
+the job trains with momentum SGD (``momentum``) at a learning rate that falls along a
+cosine from ``lr`` to 0 over the epochs; ``lr`` then applies to the summed gradient.
 
 Each iteration's compute time (forward, backward and optimizer, without the hook),
 communication time (the hook), the hook's time in the codec and on the wire, and the bytes
@@ -78,7 +80,11 @@ def run(job, rank):
                             bound_bits=job["bound_bits"], seed=job["seed"],
                             scaler=job["scaler"])
     model.register_comm_hook(state, hook)
-    optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
+    if job["optimizer"] == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=job["lr"], momentum=job["momentum"])
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, job["epochs"])
+    else:
+        optimizer, schedule = torch.optim.Adam(model.parameters(), lr=job["lr"]), None
     test_x = torch.tensor(data.test_x, dtype=torch.float32)
     test_y = torch.tensor(data.test_y)
     iterations, accuracies, step = [], [], 0
@@ -117,6 +123,8 @@ def run(job, rank):
                   f"{1e3 * recent[:, 1].mean():.1f}), {recent[:, 4].mean():.0f} bytes sent",
                   flush=True)
         dist.barrier()          # the others wait for the evaluation here, not in a hook
+        if schedule is not None:
+            schedule.step()
     weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
     record = {"rank": rank, "iterations": iterations, "accuracy": accuracies,
               "tx_bytes": _tx_bytes(job["interface"]) - tx_start, "raw_bytes": state.raw_bytes,
