@@ -5,8 +5,11 @@ predicted iteration time, and the performance model at INCEPTIONN's setting.
 
 1. Accuracy: LeNet-5 on the MNIST subset, 4 processes on 1gbit links, the same schedule
    (Adam, batch 32 per rank, seed fixed) uncompressed, INCEPTIONN-style at b = 10 and 7
-   (ring) and TernGrad with 2.5-sigma clipping (all-gather, its layer-wise scalers).
-2. Time: 2 and 4 nodes at 100mbit and 1gbit, uncompressed and b = 10, ring, plus the
+   (ring), TernGrad with 2.5-sigma clipping (all-gather, its layer-wise scalers) and the
+   Rice codec at b = 10 and 8 (ring); then with momentum SGD (0.9, the rate falling along a
+   cosine, as the TernGrad paper trains) uncompressed and TernGrad with either scaler.
+2. Time: 2 and 4 nodes at 100mbit and 1gbit, uncompressed, b = 10 and Rice at b = 10,
+   ring, plus the
    aggregator baseline at 4 nodes; the model (``codnn.distributed.perf_model``) is
    calibrated on all these runs, and each run is also predicted from a calibration on the
    others (leave one out).
@@ -37,7 +40,11 @@ ACCURACY = {"uncompressed": dict(codec="none"),
             "INCEPTIONN b=7": dict(codec="inceptionn", bound_bits=7),
             "TernGrad clip": dict(codec="terngrad", scaler="clip", exchange="allgather"),
             "Rice b=10": dict(codec="rice", bound_bits=10),
-            "Rice b=8": dict(codec="rice", bound_bits=8)}
+            "Rice b=8": dict(codec="rice", bound_bits=8),
+            "uncompressed, SGD": dict(codec="none", optimizer="sgd"),
+            "TernGrad clip, SGD": dict(codec="terngrad", scaler="clip", exchange="allgather",
+                                       optimizer="sgd"),
+            "TernGrad max, SGD": dict(codec="terngrad", exchange="allgather", optimizer="sgd")}
 TIMING = [dict(nodes=n, link=link, codec=codec)
           for n in (2, 4) for link in ("100mbit", "1gbit")
           for codec in ("none", "inceptionn", "rice")]
