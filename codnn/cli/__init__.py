@@ -4,12 +4,13 @@ Every command has ``--help``, prints a table by default and JSON with ``--json``
 arguments give one line on stderr saying what is wrong and exit code 2; a failed simulation
 or synthesis exits with 1.
 
-The commands live in five modules by what they need: ``files`` (NumPy only: ``pack``,
+The commands live in six modules by what they need: ``files`` (NumPy only: ``pack``,
 ``quantize``, ``compress``, ``decompress``, ``pcap``), ``hardware`` (Amaranth, the
 simulators and the synthesis tools: ``doctor``, ``generate``, ``simulate``, ``synth``,
 ``sweep``, ``bitstream``), ``board`` (the host link: ``run``, ``stream``), ``network``
-(whole networks: ``infer``, ``compile``, ``demo``; Amaranth only for an RTL run) and ``training``
-(PyTorch: ``train``; NumPy only: ``predict``).
+(whole networks: ``infer``, ``compile``, ``demo``; Amaranth only for an RTL run), ``training``
+(PyTorch: ``train``; NumPy only: ``predict``) and ``formal`` (Amaranth and SymbiYosys:
+``prove``).
 Only the module of the command given is imported, so a NumPy command starts without
 loading Amaranth. A module holds, per command, a function adding its arguments and one
 running it (``COMMANDS``), and the exceptions that mean bad input (exit 2) or a failure
@@ -50,6 +51,7 @@ COMMANDS = {
     "predict": ("training", "predict distributed training's iteration time and what-ifs"),
     "traffic": ("training", "DRAM traffic of a training iteration, layer by layer and with "
                             "mini-batch serialization"),
+    "prove": ("formal", "prove an engine's properties with SymbiYosys and z3"),
 }
 
 

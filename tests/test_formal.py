@@ -1,0 +1,82 @@
+"""The proof harness (codnn.sim.formal) and the engines' properties (codnn.hw.formal):
+every proof ends as docs/formal.md says; a broken design fails with the cycle, the
+property's line and a counterexample VCD; cover mode tells reached from unreached; bad
+settings are refused."""
+
+import json
+
+import pytest
+from amaranth.asserts import AnySeq
+from amaranth.hdl import Cover, Module, Mux, Signal
+
+from codnn.cli import main
+from codnn.hw.common.skid import SkidOutput
+from codnn.hw.formal.proofs import PROOFS, skid_top
+from codnn.hw.formal.streams import no_reset
+from codnn.sim.formal import run_proof
+
+EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
+            "fmix32_latency": "proved"}
+
+
+def test_every_proof_ends_as_documented(tmp_path):
+    assert set(EXPECTED) == set(PROOFS)
+    for name, spec in PROOFS.items():
+        proof = run_proof(spec.build(**spec.params), name, tmp_path, mode=spec.mode,
+                          depth=spec.depth)
+        assert proof.status == EXPECTED[name], proof.summary()
+
+
+class LosingSkid(SkidOutput):
+    """A skid without its spare: a beat written while ``o`` is held is lost."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.free.eq(1), self.free_next.eq(1)]
+        with m.If(~self.o.valid | self.o.ready):
+            m.d.sync += [self.o.payload.eq(self.payload), self.o.valid.eq(self.write)]
+        return m
+
+
+def test_a_broken_skid_fails_with_a_counterexample(tmp_path):
+    proof = run_proof(skid_top(dut_class=LosingSkid), "losing", tmp_path, depth=6)
+    assert proof.status == "failed" and proof.step is not None and proof.step >= 1
+    assert proof.failed and all("proofs.py" in where for where in proof.failed)
+    assert proof.vcd.exists() and proof.vcd.stat().st_size > 0
+    assert f"fails at cycle {proof.step}" in proof.summary()
+    ordered = run_proof(skid_top(order=True, dut_class=LosingSkid), "losing_order", tmp_path,
+                        mode="bmc", depth=8)
+    assert ordered.status == "failed"
+
+
+def _counter(goal):
+    m = Module()
+    no_reset(m)
+    count = Signal(4)
+    with m.If(AnySeq(1)):
+        m.d.sync += count.eq(Mux(count == 9, 0, count + 1))
+    m.d.comb += Cover(count == goal)
+    return m
+
+
+def test_cover_mode_tells_reached_from_unreached(tmp_path):
+    assert run_proof(_counter(5), "reached", tmp_path, mode="cover", depth=8).status \
+        == "covered"
+    missed = run_proof(_counter(12), "unreached", tmp_path, mode="cover", depth=8)
+    assert missed.status == "not covered" and missed.unreached
+
+
+@pytest.mark.parametrize("kwargs,message", [({"mode": "sat"}, "Mode must be one of"),
+                                            ({"depth": 0}, "Depth must be a positive")])
+def test_bad_settings(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run_proof(None, "bad", tmp_path, **kwargs)          # refused before the design
+
+
+def test_command_line(capsys, tmp_path):
+    code = main(["prove", "skid", "--set", "width=4", "--build-dir", str(tmp_path), "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0 and rows[0]["status"] == "proved" and rows[0]["properties"]
+    assert main(["prove", "skid", "--set", "lanes=2", "--build-dir", str(tmp_path)]) == 2
+    assert "skid has no parameter lanes" in capsys.readouterr().err
+    assert main(["prove", "skid", "--set", "width", "--build-dir", str(tmp_path)]) == 2
