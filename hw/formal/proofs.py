@@ -5,14 +5,16 @@ properties (docs/formal.md). ``PROOFS`` maps a name to a ``ProofSpec``."""
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Module, Signal, unsigned
+from amaranth.hdl import Assert, Assume, Module, Shape, Signal, unsigned
 from amaranth.lib import stream
+from amaranth.lib.wiring import Flow
 
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules
+from codnn.hw.nic.registry import ENGINES as NIC_ENGINES
 
-__all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top"]
+__all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,33 @@ def fmix32_top(latency_only=False):
     return m
 
 
+def stream_engine_top(dut):
+    """A NIC engine (``hw.nic.layouts.StreamEngine``) under any environment: its input
+    stream from a source that keeps the stream rules (any beats, any messages, good or
+    bad), its settings changing at any cycle, its output's sink ready at random. The
+    property: its output keeps the stream rules."""
+    m = Module()
+    no_reset(m)
+    m.submodules.dut = dut
+    m.d.comb += [dut.i.valid.eq(AnySeq(1)),
+                 dut.i.payload.eq(AnySeq(Shape.cast(dut.i.payload.shape()).width)),
+                 dut.o.ready.eq(AnySeq(1))]
+    for name, member in dut.PORTS.items():
+        if member.flow == Flow.In:
+            m.d.comb += getattr(dut, name).eq(AnySeq(Shape.cast(member.shape).width))
+    stream_rules(m, dut.i, "i", assume=True)
+    stream_rules(m, dut.o, "o")
+    return m
+
+
+def _nic_proof(name, depth):
+    engine = NIC_ENGINES[name]
+    return ProofSpec(lambda lanes=1: stream_engine_top(engine.component(lanes=lanes)),
+                     {"lanes": 1}, "bmc", depth, (
+                         f"the {name}'s output keeps the stream rules whatever its input "
+                         "(any messages, bad ones too), its settings and its sink do",))
+
+
 PROOFS = {
     "skid": ProofSpec(skid_top, {"width": 8}, "prove", 4, (
         "o keeps the stream rules (a beat held stays, unchanged)",
@@ -103,4 +132,5 @@ PROOFS = {
     "fmix32_latency": ProofSpec(lambda: fmix32_top(latency_only=True), {}, "prove", 8, (
         "with the sink always ready: i always ready, and each beat out exactly 5 cycles "
         "after it went in",)),
+    **{name: _nic_proof(name, 12) for name in NIC_ENGINES},
 }
