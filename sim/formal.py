@@ -12,6 +12,7 @@ that depth did not close: a longer depth or a stronger invariant may), ``covered
 
 import os
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,9 @@ __all__ = ["MODES", "Proof", "ProofError", "run_proof"]
 
 #: sby modes: bounded model check, k-induction, cover.
 MODES = ("bmc", "prove", "cover")
+
+#: Seconds sby gets to end its solvers after the time limit.
+_STOP_SECONDS = 10
 
 _DONE = re.compile(r"DONE \((\w+), rc=\d+\)")
 _FAILED = re.compile(r"summary:\s+failed assertion \S+ at (\S+?)(?: step (\d+))?$")
@@ -100,13 +104,21 @@ def run_proof(top, name, folder, *, mode="prove", depth=20, timeout=600):
         f"[options]\nmode {mode}\ndepth {depth}\n\n[engines]\nsmtbmc z3\n\n"
         f"[script]\nread_rtlil {name}.il\nprep -top top\n\n[files]\n{name}.il\n")
     start = time.monotonic()
+    # At the time limit sby is asked to stop (it ends the solvers it started, which run in
+    # groups of their own), then its own group is killed.
+    run = subprocess.Popen([tool_path("yowasp-sby"), "-f", f"{name}.sby"], cwd=folder,
+                           env=_environment(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        run = subprocess.run([tool_path("yowasp-sby"), "-f", f"{name}.sby"], cwd=folder,
-                             env=_environment(), capture_output=True, text=True,
-                             timeout=timeout, check=False)
+        log, _ = run.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        run.send_signal(signal.SIGINT)
+        try:
+            run.communicate(timeout=_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
         raise ProofError(f"{name}: sby did not finish in {timeout} s") from None
-    log = run.stdout + run.stderr
     (folder / f"{name}.log").write_text(log)
     done = _DONE.search(log)
     if done is None or done.group(1) == "ERROR":

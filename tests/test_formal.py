@@ -4,6 +4,8 @@ property's line and a counterexample VCD; cover mode tells reached from unreache
 settings are refused."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from amaranth.asserts import AnySeq
@@ -13,10 +15,12 @@ from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.proofs import PROOFS, skid_top
 from codnn.hw.formal.streams import no_reset
-from codnn.sim.formal import run_proof
+from codnn.sim.formal import ProofError, run_proof
 
 EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
-            "fmix32_latency": "proved"}
+            "fmix32_latency": "proved", "compressor": "proved", "decompressor": "proved",
+            "loopback": "proved", "terngrad": "proved", "terngrad_decoder": "proved",
+            "maxabs": "proved"}
 
 
 def test_every_proof_ends_as_documented(tmp_path):
@@ -64,6 +68,25 @@ def test_cover_mode_tells_reached_from_unreached(tmp_path):
         == "covered"
     missed = run_proof(_counter(12), "unreached", tmp_path, mode="cover", depth=8)
     assert missed.status == "not covered" and missed.unreached
+
+
+def _running_in(folder):
+    """Processes whose working folder lies in ``folder`` (sby, smtbmc, z3)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(folder) in os.readlink(proc / "cwd"):
+                found.append(proc.name)
+        except OSError:
+            pass
+    return found
+
+
+def test_time_limit_ends_the_solvers(tmp_path):
+    spec = PROOFS["decompressor"]
+    with pytest.raises(ProofError, match="did not finish in 1 s"):
+        run_proof(spec.build(), "slow", tmp_path, mode="bmc", depth=40, timeout=1)
+    assert _running_in(tmp_path) == []
 
 
 @pytest.mark.parametrize("kwargs,message", [({"mode": "sat"}, "Mode must be one of"),
