@@ -9,18 +9,21 @@ from pathlib import Path
 
 import pytest
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Cover, Module, Mux, Signal
+from amaranth.hdl import Cover, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.proofs import PROOFS, skid_top
+from codnn.hw.formal.proofs import PROOFS, skid_top, stream_engine_top
 from codnn.hw.formal.streams import no_reset
 from codnn.sim.formal import ProofError, run_proof
 
 EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "fmix32_latency": "proved", "compressor": "proved", "decompressor": "proved",
             "loopback": "proved", "terngrad": "proved", "terngrad_decoder": "proved",
-            "maxabs": "proved"}
+            "maxabs": "proved", "systolic": "proved", "tq_array": "proved",
+            "block_dot": "proved"}
 
 
 def test_every_proof_ends_as_documented(tmp_path):
@@ -51,6 +54,23 @@ def test_a_broken_skid_fails_with_a_counterexample(tmp_path):
     ordered = run_proof(skid_top(order=True, dut_class=LosingSkid), "losing_order", tmp_path,
                         mode="bmc", depth=8)
     assert ordered.status == "failed"
+
+
+class Blinking(wiring.Component):
+    """An output that takes a beat back after a cycle, whether or not it was taken."""
+
+    o: Out(stream.Signature(unsigned(4)))
+    setting: In(4)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += [self.o.valid.eq(~self.o.valid), self.o.payload.eq(self.setting)]
+        return m
+
+
+def test_a_stream_that_breaks_the_rules_fails(tmp_path):
+    proof = run_proof(stream_engine_top(Blinking()), "blinking", tmp_path, depth=3)
+    assert proof.status == "failed" and "streams.py" in proof.failed[0]
 
 
 def _counter(goal):
@@ -85,7 +105,7 @@ def _running_in(folder):
 def test_time_limit_ends_the_solvers(tmp_path):
     spec = PROOFS["decompressor"]
     with pytest.raises(ProofError, match="did not finish in 1 s"):
-        run_proof(spec.build(), "slow", tmp_path, mode="bmc", depth=40, timeout=1)
+        run_proof(spec.build(**spec.params), "slow", tmp_path, mode="bmc", depth=40, timeout=1)
     assert _running_in(tmp_path) == []
 
 

@@ -9,10 +9,13 @@ from amaranth.hdl import Assert, Assume, Module, Shape, Signal, unsigned
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 
+from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules
 from codnn.hw.nic.registry import ENGINES as NIC_ENGINES
+from codnn.hw.systolic import ColumnCombinedArray
+from codnn.hw.tq.array import TermQuantArray
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top"]
 
@@ -91,30 +94,39 @@ def fmix32_top(latency_only=False):
 
 
 def stream_engine_top(dut):
-    """A NIC engine (``hw.nic.layouts.StreamEngine``) under any environment: its input
-    stream from a source that keeps the stream rules (any beats, any messages, good or
-    bad), its settings changing at any cycle, its output's sink ready at random. The
-    property: its output keeps the stream rules."""
+    """A component under any environment: each input stream from a source that keeps the
+    stream rules (any beats: good messages, bad ones, cut ones), every other input
+    (settings) changing at any cycle, each output stream's sink ready at random. The
+    property: every output stream keeps the stream rules."""
     m = Module()
     no_reset(m)
     m.submodules.dut = dut
-    m.d.comb += [dut.i.valid.eq(AnySeq(1)),
-                 dut.i.payload.eq(AnySeq(Shape.cast(dut.i.payload.shape()).width)),
-                 dut.o.ready.eq(AnySeq(1))]
-    for name, member in dut.PORTS.items():
-        if member.flow == Flow.In:
-            m.d.comb += getattr(dut, name).eq(AnySeq(Shape.cast(member.shape).width))
-    stream_rules(m, dut.i, "i", assume=True)
-    stream_rules(m, dut.o, "o")
+    for name, member in dut.signature.members.items():
+        port = getattr(dut, name)
+        if member.is_signature and isinstance(member.signature, stream.Signature):
+            width = Shape.cast(member.signature.members["payload"].shape).width
+            if member.flow == Flow.In:
+                m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.eq(AnySeq(width))]
+                stream_rules(m, port, name, assume=True)
+            else:
+                m.d.comb += port.ready.eq(AnySeq(1))
+                stream_rules(m, port, name)
+        elif member.is_port and member.flow == Flow.In:
+            m.d.comb += port.eq(AnySeq(Shape.cast(member.shape).width))
     return m
 
 
-def _nic_proof(name):
-    engine = NIC_ENGINES[name]
-    return ProofSpec(lambda lanes=1: stream_engine_top(engine.component(lanes=lanes)),
-                     {"lanes": 1}, "prove", 3, (
-                         f"the {name}'s output keeps the stream rules whatever its input "
-                         "(any messages, bad ones too), its settings and its sink do",))
+def _streams_proof(factory, params, what):
+    """The stream rules of every output of ``factory(**params)``, proved by k-induction."""
+    return ProofSpec(lambda **settings: stream_engine_top(factory(**settings)), params,
+                     "prove", 3, (f"{what}: every output stream keeps the stream rules "
+                                  "whatever its inputs (good, bad or cut messages), its "
+                                  "settings and its sinks do",))
+
+
+def _array(rows, cols, alpha, bitserial):
+    return ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha,
+                               mac="bitserial" if bitserial else "parallel", out_bits=8)
 
 
 PROOFS = {
@@ -132,5 +144,13 @@ PROOFS = {
     "fmix32_latency": ProofSpec(lambda: fmix32_top(latency_only=True), {}, "prove", 8, (
         "with the sink always ready: i always ready, and each beat out exactly 5 cycles "
         "after it went in",)),
-    **{name: _nic_proof(name) for name in NIC_ENGINES},
+    **{name: _streams_proof(lambda lanes, e=engine: e.component(lanes=lanes), {"lanes": 1},
+                            f"the {name}") for name, engine in NIC_ENGINES.items()},
+    "systolic": _streams_proof(_array, {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0},
+                               "the column-combined array (weights, data, results)"),
+    "tq_array": _streams_proof(
+        lambda rows, cols, g, alpha, beta: TermQuantArray(rows=rows, cols=cols, g=g,
+                                                          alpha=alpha, beta=beta),
+        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "the TQ array"),
+    "block_dot": _streams_proof(lambda g: BlockDot(g=g), {"g": 4}, "the block dot unit"),
 }
