@@ -34,7 +34,7 @@ COMMANDS = {
     "synth": ("hardware", "synthesize, place and time on an FPGA"),
     "pack": ("files", "pack sparse layers by column combining"),
     "quantize": ("files", "term-quantize layers (term revealing)"),
-    "compress": ("files", "compress gradients (INCEPTIONN-style or TernGrad)"),
+    "compress": ("files", "compress gradients (INCEPTIONN-style, TernGrad or Rice)"),
     "decompress": ("files", "decode a file written by codnn compress"),
     "pcap": ("files", "apply the NIC packet rule to a packet capture"),
     "run": ("board", "run a packed or term-quantized layer on a board (or a simulated one)"),
