@@ -135,16 +135,19 @@ def max_message_bytes(count):
 
 
 class _Bits:
-    """Reads a byte string's bits, LSB first."""
+    """Reads a byte string's bits, LSB first (each read looks at the bytes it spans
+    only, so a message decodes in time linear in its size)."""
 
     def __init__(self, data):
-        self.value, self.size, self.at = int.from_bytes(data, "little"), 8 * len(data), 0
+        self.data, self.size, self.at = data, 8 * len(data), 0
 
     def take(self, count):
         if self.at + count > self.size:
             raise CorruptMessage(f"Message cut: its bit stream ends at bit {self.size}, a "
                                  f"code needs bit {self.at + count}")
-        field = (self.value >> self.at) & ((1 << count) - 1)
+        first = self.at // 8
+        window = int.from_bytes(self.data[first:(self.at + count + 7) // 8], "little")
+        field = (window >> (self.at % 8)) & ((1 << count) - 1)
         self.at += count
         return field
 
@@ -154,6 +157,10 @@ class _Bits:
             if not self.take(1):
                 return run
         return limit
+
+    def rest(self):
+        """The bits not read yet, as an integer (0: only zero padding is left)."""
+        return int.from_bytes(self.data[self.at // 8:], "little") >> (self.at % 8)
 
 
 def decompress(data, max_values=None):
@@ -201,6 +208,6 @@ def decompress(data, max_values=None):
             out[i] = (np.float32(q) * step).view(np.uint32)
     if np.any(out[n:]):
         raise CorruptMessage("Nonzero value past the message's count")
-    if (reader.size - reader.at >= 8) or (reader.value >> reader.at):
+    if (reader.size - reader.at >= 8) or reader.rest():
         raise CorruptMessage("Bits past the message's last block")
     return out[:n].view(np.float32)

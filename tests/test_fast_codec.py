@@ -88,7 +88,7 @@ RICE_EDGES = (0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 2.0 ** -10, 63.99, 64.0
               -2.0 ** -11, 3 * 2.0 ** -11)
 
 
-@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000, 40_001])
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000, 8_001])
 def test_rice_same_bytes_and_values_as_golden(n):
     rng = np.random.default_rng(SEED + n)
     print(f"seed {SEED + n}")
