@@ -120,12 +120,17 @@ def compress(x, bound_bits, rounding="nearest", seed=0):
     return body + np.uint32(zlib.crc32(body)).astype("<u4").tobytes()
 
 
-def _pack(codes, lengths):
-    """Concatenate codes of ``lengths`` bits each, LSB first, into bytes (zero-padded)."""
-    width = int(lengths.max(initial=0))
-    bits = ((codes[:, None] >> np.arange(width)) & 1).astype(np.uint8)
-    bits = bits[np.arange(width) < lengths[:, None]]
-    return np.packbits(bits, bitorder="little").tobytes()
+def _pack(codes, lengths, chunk=1 << 16):
+    """Concatenate codes of ``lengths`` bits each, LSB first, into bytes (zero-padded);
+    ``chunk`` codes at a time, so that memory follows the message, not its width."""
+    parts = []
+    for start in range(0, codes.size, chunk):
+        size = lengths[start:start + chunk]
+        width = int(size.max(initial=0))
+        bits = ((codes[start:start + chunk, None] >> np.arange(width)) & 1).astype(np.uint8)
+        parts.append(bits[np.arange(width) < size[:, None]])
+    return np.packbits(np.concatenate(parts) if parts else np.zeros(0, np.uint8),
+                       bitorder="little").tobytes()
 
 
 def max_message_bytes(count):
