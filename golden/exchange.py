@@ -64,9 +64,7 @@ class Codec:
         if self.name not in CODECS:
             raise ValueError(f"Unknown codec {self.name!r}; choose one of {', '.join(CODECS)}")
         inceptionn.check_bound_bits(self.bound_bits)
-        if self.rounding not in rice.ROUNDINGS:
-            raise ValueError(f"Rounding must be one of {', '.join(rice.ROUNDINGS)}, not "
-                             f"{self.rounding!r}")
+        rice.check_rounding(self.rounding)
 
     def compress(self, values, seed=0):
         """One message for a flat float32 array (``seed``: TernGrad's, and stochastic

@@ -4,8 +4,8 @@ section 10).
 Each float32 value becomes an integer ``q``: ``|x| / (2 * 2**-b)`` rounded to nearest (the
 decoded value within ``2**-b``), or ``|x| / 2**-b`` rounded stochastically by the counter
 hash ``fmix32`` (within ``2**-b`` too, and unbiased), the sign kept. Blocks of 16 integers
-are Rice-coded with the parameter that makes the block shortest; an all-zero block costs
-its 4-bit header. Non-finite values and those past the quantizer's range are sent whole.
+are Rice-coded with the parameter that makes the block shortest; an all-zero block is
+one bit. Non-finite values and those past the quantizer's range are sent whole.
 The bit stream is framed by the value count, the settings byte and a CRC-32.
 """
 
@@ -17,7 +17,8 @@ from codnn.golden.fmix32 import fmix32
 from codnn.golden.inceptionn import CorruptMessage, check_bound_bits
 
 __all__ = ["ROUNDINGS", "BLOCK", "MAX_K", "ESCAPE_QUOTIENT", "MAX_MAGNITUDE", "HEADER_BYTES",
-           "quantize", "choose_k", "compress", "decompress", "max_message_bytes"]
+           "check_rounding", "step_bits", "quantize", "choose_k", "compress", "frame",
+           "open_message", "decompress", "max_message_bytes"]
 
 #: Rounding modes (the settings byte's bit 7).
 ROUNDINGS = ("nearest", "stochastic")
@@ -37,9 +38,15 @@ _ESCAPE_BITS = ESCAPE_QUOTIENT + _RAW_BITS
 _UNIT = 150                 # |x| = sig * 2**(e - 150) for the 24-bit significand sig
 
 
-def _check_rounding(rounding):
+def check_rounding(rounding):
+    """Raise ``ValueError`` unless ``rounding`` is one of ``ROUNDINGS``."""
     if rounding not in ROUNDINGS:
         raise ValueError(f"Rounding must be one of {', '.join(ROUNDINGS)}, not {rounding!r}")
+
+
+def step_bits(bound_bits, rounding):
+    """The quantizer's step as a power of two: ``1 - b`` to nearest, ``-b`` stochastic."""
+    return -bound_bits if rounding == "stochastic" else 1 - bound_bits
 
 
 def quantize(x, bound_bits, rounding="nearest", seed=0):
@@ -48,13 +55,13 @@ def quantize(x, bound_bits, rounding="nearest", seed=0):
     (non-finite, or ``|q| >= MAX_MAGNITUDE``; their ``q`` is 0). Value ``i`` draws
     ``fmix32((seed + i) mod 2**32)`` when stochastic."""
     check_bound_bits(bound_bits)
-    _check_rounding(rounding)
+    check_rounding(rounding)
     bits = np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint32).astype(np.int64)
     e = (bits >> 23) & 0xFF
     sig = np.where(e > 0, (bits & 0x7F_FFFF) | 0x80_0000, 0)    # denormals quantize to 0
     stochastic = rounding == "stochastic"
     # |x| / step = sig / 2**shift
-    shift = np.where(e > 0, _UNIT + (not stochastic) - e - bound_bits, 62)
+    shift = np.where(e > 0, _UNIT + step_bits(bound_bits, rounding) - e, 62)
     big = shift < 0
     s = np.clip(shift, 0, 62)
     if stochastic:
@@ -114,9 +121,14 @@ def compress(x, bound_bits, rounding="nearest", seed=0):
     codes = np.concatenate([header[:, None], value_code], axis=1).reshape(-1)
     lengths = np.concatenate([np.where(chosen < 0, 1, 1 + _K_BITS)[:, None], value_len],
                              axis=1)
-    stream = _pack(codes, lengths.reshape(-1))
+    return frame(n, bound_bits, rounding, _pack(codes, lengths.reshape(-1)))
+
+
+def frame(count, bound_bits, rounding, stream):
+    """The message around a bit stream: the count, the settings byte, the stream, the
+    CRC-32 of those."""
     settings = bound_bits | (ROUNDINGS.index(rounding) << 7)
-    body = np.uint32(n).astype("<u4").tobytes() + bytes([settings]) + stream
+    body = np.uint32(count).astype("<u4").tobytes() + bytes([settings]) + bytes(stream)
     return body + np.uint32(zlib.crc32(body)).astype("<u4").tobytes()
 
 
@@ -168,10 +180,11 @@ class _Bits:
         return int.from_bytes(self.data[self.at // 8:], "little") >> (self.at % 8)
 
 
-def decompress(data, max_values=None):
-    """The float32 values of a message. Raises ``CorruptMessage`` when it is cut, longer
-    than its blocks, fails its CRC, has reserved settings bits set or a bound out of
-    range, holds a nonzero value past its count, or counts more than ``max_values``."""
+def open_message(data, max_values=None):
+    """``(count, bound_bits, rounding, stream)`` of a message whose framing holds: at
+    least its header and CRC, the CRC right, no reserved settings bit, a bound in range,
+    no more bytes than ``count`` values can take and, with ``max_values``, a count no
+    larger. Raises ``CorruptMessage`` otherwise."""
     data = bytes(data)
     if len(data) < HEADER_BYTES + 4:
         raise CorruptMessage(f"Message of {len(data)} bytes is shorter than its header and "
@@ -182,18 +195,27 @@ def decompress(data, max_values=None):
     n, settings = int.from_bytes(body[:4], "little"), body[4]
     if max_values is not None and n > max_values:
         raise CorruptMessage(f"Message counts {n} values, more than the {max_values} allowed")
-    bound_bits, rounding = settings & 0x1F, settings >> 7
     if settings & 0x60:
         raise CorruptMessage(f"Reserved settings bits set: {settings:#04x}")
+    bound_bits = settings & 0x1F
     try:
         check_bound_bits(bound_bits)
     except ValueError as exc:
         raise CorruptMessage(str(exc)) from None
-    step = np.float32(2.0 ** (-bound_bits if rounding else 1 - bound_bits))
-    blocks = -(-n // BLOCK)
     if len(body) - HEADER_BYTES > max_message_bytes(n):
         raise CorruptMessage(f"Message of {len(data)} bytes is longer than {n} values can be")
-    reader = _Bits(body[HEADER_BYTES:])
+    return n, bound_bits, ROUNDINGS[settings >> 7], body[HEADER_BYTES:]
+
+
+def decompress(data, max_values=None):
+    """The float32 values of a message. Raises ``CorruptMessage`` when its framing does
+    not hold (``open_message``), a code is cut, a block's parameter is 15 or a value
+    past the coded range, a value past its count is nonzero, or bits follow its last
+    block."""
+    n, bound_bits, rounding, stream = open_message(data, max_values)
+    step = np.float32(2.0 ** step_bits(bound_bits, rounding))
+    blocks = -(-n // BLOCK)
+    reader = _Bits(stream)
     out = np.zeros(blocks * BLOCK, np.uint32)
     for b in range(blocks):
         if not reader.take(1):

@@ -121,6 +121,8 @@ def run_quantize(args):
 
 
 def add_compress(sub):
+    from codnn.golden.rice import ROUNDINGS
+
     from ..gradfile import CODECS
     sub.description = ("Compress the gradients of a .npy (one tensor) or .npz (one tensor "
                        "per array), converted to float32, with the golden codec into a "
@@ -128,7 +130,7 @@ def add_compress(sub):
     sub.add_argument("gradients", metavar="GRADS.npy|GRADS.npz")
     sub.add_argument("--codec", choices=CODECS, required=True)
     bound_bits_option(sub, type=int, what="inceptionn, rice: ")
-    sub.add_argument("--rounding", choices=("nearest", "stochastic"), default="nearest",
+    sub.add_argument("--rounding", choices=ROUNDINGS, default="nearest",
                      help="rice: round to the nearest step of twice the bound, or "
                           "stochastically to a step of the bound (default nearest)")
     sub.add_argument("--seed", type=int, default=0,

@@ -4,11 +4,10 @@ Golden stays the readable reference; this is what a training job calls.
 
 Compression is one pass over the values, a block of 16 at a time (quantize, pick the
 shortest Rice parameter, write the codes through a 64-bit bit buffer); decompression one
-pass over the bit stream. The CRC-32 is zlib's. A message golden refuses raises
-``CorruptMessage`` here too.
+pass over the bit stream. The framing (count, settings, CRC-32) is golden's own
+(``frame``, ``open_message``). A message golden refuses raises ``CorruptMessage`` here
+too.
 """
-
-import zlib
 
 import numpy as np
 from numba import njit
@@ -18,11 +17,13 @@ from codnn.golden.inceptionn import CorruptMessage, check_bound_bits
 from codnn.golden.rice import (
     BLOCK,
     ESCAPE_QUOTIENT,
-    HEADER_BYTES,
     MAX_K,
     MAX_MAGNITUDE,
-    ROUNDINGS,
+    check_rounding,
+    frame,
     max_message_bytes,
+    open_message,
+    step_bits,
 )
 
 __all__ = ["compress", "decompress"]
@@ -39,10 +40,10 @@ _CHUNK = 256 * BLOCK
 
 
 @njit(cache=True)
-def _zigzag(bits, first, bound_bits, stochastic, seed, z):
-    """The zigzagged ``q`` of values ``first ..`` into ``z`` (``_ESCAPED`` for an escape;
-    0 past the last value), in one branch-free pass that the compiler vectorizes
-    (unsigned arithmetic throughout)."""
+def _zigzag(bits, first, step, stochastic, seed, z):
+    """The zigzagged ``q`` (a step of ``2**step``) of values ``first ..`` into ``z``
+    (``_ESCAPED`` for an escape; 0 past the last value), in one branch-free pass that the
+    compiler vectorizes (unsigned arithmetic throughout)."""
     u32 = np.uint64(0xFFFFFFFF)
     for j in range(z.size):
         i = first + j
@@ -52,7 +53,7 @@ def _zigzag(bits, first, bound_bits, stochastic, seed, z):
         v = np.uint64(bits[i])
         e = (v >> np.uint64(23)) & np.uint64(0xFF)
         sig = (v & np.uint64(0x7FFFFF)) | np.uint64(0x800000)
-        t = np.int64(150 + (not stochastic) - bound_bits) - np.int64(e)
+        t = np.int64(150 + step) - np.int64(e)             # |x| / 2**step = sig / 2**t
         shift = np.uint64(min(max(t, 0), 63))
         if stochastic:
             h = (np.uint64(seed) + np.uint64(i)) & u32
@@ -72,9 +73,9 @@ def _zigzag(bits, first, bound_bits, stochastic, seed, z):
 
 
 @njit(cache=True)
-def _compress(bits, bound_bits, stochastic, seed, out):
-    """Write the bit stream of ``bits`` (float32 as uint32) into ``out`` (uint32 words,
-    little-endian bit order); return its length in bits."""
+def _compress(bits, step, stochastic, seed, out):
+    """Write the bit stream of ``bits`` (float32 as uint32, a step of ``2**step``) into
+    ``out`` (uint32 words, little-endian bit order); return its length in bits."""
     n = bits.size
     one = np.uint64(1)
     zz = np.zeros(_CHUNK, np.uint32)        # a chunk's z, quantized ahead of its blocks
@@ -86,7 +87,7 @@ def _compress(bits, bound_bits, stochastic, seed, out):
     for start in range(0, n, BLOCK):
         at = start % _CHUNK
         if at == 0:
-            _zigzag(bits, start, bound_bits, stochastic, seed, zz)
+            _zigzag(bits, start, step, stochastic, seed, zz)
         zero = True
         for i in range(BLOCK):
             esc[i] = zz[at + i] == _ESCAPED
@@ -211,15 +212,12 @@ def _decompress(raw, count, scale_bits, out):
 def compress(x, bound_bits, rounding="nearest", seed=0):
     """``golden.rice.compress``, compiled: the same bytes."""
     check_bound_bits(bound_bits)
-    if rounding not in ROUNDINGS:
-        raise ValueError(f"Rounding must be one of {', '.join(ROUNDINGS)}, not {rounding!r}")
+    check_rounding(rounding)
     bits = np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint32)
     out = np.empty(max_message_bytes(bits.size) // 4 + 1, "<u4")
-    used = _compress(bits, bound_bits, rounding == "stochastic", int(seed) & 0xFFFFFFFF, out)
-    stream = out.view(np.uint8)[:-(-used // 8)]
-    settings = bound_bits | (ROUNDINGS.index(rounding) << 7)
-    body = np.uint32(bits.size).astype("<u4").tobytes() + bytes([settings]) + stream.tobytes()
-    return body + np.uint32(zlib.crc32(body)).astype("<u4").tobytes()
+    used = _compress(bits, step_bits(bound_bits, rounding), rounding == "stochastic",
+                     int(seed) & 0xFFFFFFFF, out)
+    return frame(bits.size, bound_bits, rounding, out.view(np.uint8)[:-(-used // 8)])
 
 
 _MESSAGES = {_CUT: "Message cut: a code runs past its bit stream",
@@ -231,28 +229,10 @@ _MESSAGES = {_CUT: "Message cut: a code runs past its bit stream",
 
 def decompress(data, max_values=None):
     """``golden.rice.decompress``, compiled: the same values, the same refusals."""
-    data = bytes(data)
-    if len(data) < HEADER_BYTES + 4:
-        raise CorruptMessage(f"Message of {len(data)} bytes is shorter than its header and "
-                             f"CRC ({HEADER_BYTES + 4} bytes)")
-    body = data[:-4]
-    if zlib.crc32(body) != int.from_bytes(data[-4:], "little"):
-        raise CorruptMessage("Message fails its CRC-32 (corrupt or cut)")
-    n, settings = int.from_bytes(body[:4], "little"), body[4]
-    if max_values is not None and n > max_values:
-        raise CorruptMessage(f"Message counts {n} values, more than the {max_values} allowed")
-    if settings & 0x60:
-        raise CorruptMessage(f"Reserved settings bits set: {settings:#04x}")
-    bound_bits = settings & 0x1F
-    try:
-        check_bound_bits(bound_bits)
-    except ValueError as exc:
-        raise CorruptMessage(str(exc)) from None
-    if len(body) - HEADER_BYTES > max_message_bytes(n):
-        raise CorruptMessage(f"Message of {len(data)} bytes is longer than {n} values can be")
-    scale_bits = -bound_bits if settings >> 7 else 1 - bound_bits
+    n, bound_bits, rounding, stream = open_message(data, max_values)
     out = np.zeros(-(-n // BLOCK) * BLOCK, np.uint32)
-    code = _decompress(np.frombuffer(body, np.uint8, offset=HEADER_BYTES), n, scale_bits, out)
+    code = _decompress(np.frombuffer(stream, np.uint8), n, step_bits(bound_bits, rounding),
+                       out)
     if code:
         raise CorruptMessage(_MESSAGES[code])
     return out[:n].view(np.float32)
