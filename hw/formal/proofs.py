@@ -68,28 +68,22 @@ def skid_top(width=8, order=False, dut_class=SkidOutput):
 
 
 def fmix32_top(latency_only=False):
-    """``hw.common.Fmix32Unit`` (one lane) between a source that keeps the stream rules
-    and a sink ready at random; with ``latency_only`` the sink is always ready and the
-    property is the latency: a beat taken now is on ``o`` exactly 5 cycles later."""
-    m = Module()
-    no_reset(m)
-    m.submodules.dut = dut = Fmix32Unit(lanes=1)
-    m.d.comb += [dut.i.valid.eq(AnySeq(1)), dut.i.payload.eq(AnySeq(32))]
-    stream_rules(m, dut.i, "i", assume=True)
+    """``hw.common.Fmix32Unit`` (one lane) under ``stream_engine_top``'s environment, and
+    its counts: at most ``latency`` beats in flight, never more out than in; with
+    ``latency_only`` the sink is always ready and the property is the latency: a beat
+    taken now is on ``o`` exactly 5 cycles later, and ``i`` is always ready."""
+    dut = Fmix32Unit(lanes=1)
+    m = stream_engine_top(dut)
     if latency_only:
-        m.d.comb += dut.o.ready.eq(1)
+        m.d.comb += Assume(dut.o.ready)
         taken = [Signal(name=f"taken_{k}") for k in range(dut.latency)]
         m.d.sync += taken[0].eq(dut.i.valid & dut.i.ready)
         m.d.sync += [taken[k].eq(taken[k - 1]) for k in range(1, dut.latency)]
         m.d.comb += [Assert(dut.o.valid == taken[-1]), Assert(dut.i.ready)]
         return m
-    m.d.comb += dut.o.ready.eq(AnySeq(1))
-    stream_rules(m, dut.o, "o")
     in_flight = _in_flight(m, dut.i, dut.o, "fmix32")
     m.d.comb += Assert(in_flight <= dut.latency)
-    out = beats(m, dut.o, "o")
-    went = beats(m, dut.i, "i")
-    m.d.comb += Assert(out <= went)
+    m.d.comb += Assert(beats(m, dut.o, "o") <= beats(m, dut.i, "i"))
     return m
 
 

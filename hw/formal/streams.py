@@ -16,14 +16,13 @@ def no_reset(m: Module):
 def stream_rules(m, s, name, *, assume=False):
     """A beat offered and not taken stays offered, its payload unchanged, the next cycle:
     asserted for a design's output, or assumed of the environment driving its input
-    (``assume``). Returns the statement's register of the last cycle's ``valid & ~ready``."""
+    (``assume``)."""
     held = Signal(name=f"{name}_held")
     payload = Signal.like(s.payload, name=f"{name}_held_payload")
     m.d.sync += [held.eq(s.valid & ~s.ready), payload.eq(s.payload)]
     check = Assume if assume else Assert
     with m.If(held):
         m.d.comb += check(s.valid & (Value.cast(s.payload) == Value.cast(payload)))
-    return held
 
 
 def beats(m, s, name, width=8):
@@ -46,14 +45,13 @@ class Tracker:
         count_in = Signal(len(index), name=f"{name}_count_in")
         count_out = Signal(len(index), name=f"{name}_count_out")
         with m.If(i.valid & i.ready & ~self.seen_in):
-            m.d.sync += count_in.eq(count_in + 1)
             with m.If(count_in == index):
-                m.d.sync += [self.payload.eq(i.payload), self.seen_in.eq(1),
-                             count_in.eq(count_in)]
+                m.d.sync += [self.payload.eq(i.payload), self.seen_in.eq(1)]
+            with m.Else():
+                m.d.sync += count_in.eq(count_in + 1)
         self.at_out = Signal(name=f"{name}_at_out")
         m.d.comb += self.at_out.eq(o.valid & o.ready & ~self.seen_out & (count_out == index))
-        with m.If(o.valid & o.ready & ~self.seen_out):
+        with m.If(self.at_out):
+            m.d.sync += self.seen_out.eq(1)
+        with m.Elif(o.valid & o.ready & ~self.seen_out):
             m.d.sync += count_out.eq(count_out + 1)
-            with m.If(self.at_out):
-                m.d.sync += [self.seen_out.eq(1), count_out.eq(count_out)]
-        self.count_in, self.count_out = count_in, count_out
