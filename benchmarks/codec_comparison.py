@@ -13,15 +13,14 @@ tensors) of each error-bounded codec, SZ3 in ABS mode and ZFP in fixed-accuracy 
 the same bound, and whether every value came back within the bound; TernGrad (max|g|
 scaler) has no bound and is listed per step. Bias: the effective gain ``sum(x * y) /
 sum(x**2)`` of the decoded ``y`` on the original ``x``, over the whole gradient and its
-range over the tensors of at least ``MIN_GAIN_VALUES`` values. Speed: the compiled codecs (``fast_rice``, ``fast_codec``) and SZ3 / ZFP,
-in million values per second on one core, on the network's gradients tiled to 4 M
-values. Prints the table, writes ``codec_comparison.csv`` and ``.png`` (ratio against
-SZ3's).
+range over the tensors of at least ``MIN_GAIN_VALUES`` values. Speed: the compiled codecs
+(``fast_rice``, ``fast_codec``) and SZ3 / ZFP, in million values per second on one core,
+on the network's gradients tiled to 4 M values. Prints the table, writes
+``codec_comparison.csv`` and ``.png`` (ratio against SZ3's).
 """
 
-import time
-
 import numpy as np
+from nic_compression import sz3, timed, zfp
 from reproduction import reproduce
 
 from codnn.distributed import fast_codec, fast_rice
@@ -66,35 +65,27 @@ def _gradients(network):
     return dumps
 
 
-def _sz3(bound):
-    from pysz import sz, szConfig, szErrorBoundMode
-    config = szConfig()
-    config.errorBoundMode = szErrorBoundMode.ABS
-    config.absErrorBound = bound
-    return (lambda x: (sz.compress(x, config)[0], x.size),
-            lambda packed: sz.decompress(packed[0], np.float32, (packed[1],))[0])
-
-
-def _zfp(bound):
-    import zfpy
-    return lambda x: zfpy.compress_numpy(x, bound), zfpy.decompress_numpy
+def _run(compress, decompress):
+    """A codec as ``nic_compression`` runs one: ``x -> (bytes, decoded, seconds in,
+    seconds out)``."""
+    def run(x):
+        packed, seconds = timed(compress, x)
+        y, back = timed(decompress, packed)
+        return len(packed), y, seconds, back
+    return run
 
 
 def _codecs(b):
-    """Each codec at bound ``2**-b``: name -> (compress, decompress) of a flat tensor."""
+    """Each codec at bound ``2**-b``, by name."""
     return {
-        "rice": (lambda x: fast_rice.compress(x, b), fast_rice.decompress),
-        "rice stochastic": (lambda x: fast_rice.compress(x, b, "stochastic", 1),
-                            fast_rice.decompress),
-        "inceptionn": (lambda x: fast_codec.compress(x, b),
-                       lambda m: fast_codec.decompress(m, b)),
-        "SZ3": _sz3(2.0 ** -b),
-        "ZFP": _zfp(2.0 ** -b),
+        "rice": _run(lambda x: fast_rice.compress(x, b), fast_rice.decompress),
+        "rice stochastic": _run(lambda x: fast_rice.compress(x, b, "stochastic", 1),
+                                fast_rice.decompress),
+        "inceptionn": _run(lambda x: fast_codec.compress(x, b),
+                           lambda m: fast_codec.decompress(m, b)),
+        "SZ3": lambda x: sz3(x, 2.0 ** -b),
+        "ZFP": lambda x: zfp(x, 2.0 ** -b),
     }
-
-
-def _size(packed):
-    return len(packed[0]) if isinstance(packed, tuple) else len(packed)
 
 
 def _gain(x, y):
@@ -103,13 +94,11 @@ def _gain(x, y):
     return np.dot(x, y) / energy if energy else 1.0
 
 
-def _measure(name, codec, tensors, b):
-    compress, decompress = codec
+def _measure(name, run, tensors, b):
     sizes, within, gains, decoded = 0, True, [], []
     for x in tensors:
-        packed = compress(x)
-        y = decompress(packed)
-        sizes += _size(packed)
+        size, y, _, _ = run(x)
+        sizes += size
         decoded.append(y)
         if b is not None:
             within &= bool(np.all(np.abs(x.astype(np.float64) - y) <= 2.0 ** -b))
@@ -127,15 +116,10 @@ def _speed(tensors):
     compiled ones compiled first."""
     tiled = np.resize(np.concatenate(tensors), SPEED_VALUES).astype(np.float32)
     out = {}
-    for name, (compress, decompress) in _codecs(10).items():
-        decompress(compress(tiled[:100]))
-        start = time.perf_counter()
-        packed = compress(tiled)
-        middle = time.perf_counter()
-        decompress(packed)
-        end = time.perf_counter()
-        out[name] = (round(tiled.size / (middle - start) / 1e6, 1),
-                     round(tiled.size / (end - middle) / 1e6, 1))
+    for name, run in _codecs(10).items():
+        run(tiled[:100])
+        _, _, seconds, back = run(tiled)
+        out[name] = (round(tiled.size / seconds / 1e6, 1), round(tiled.size / back / 1e6, 1))
     return out
 
 
@@ -146,15 +130,15 @@ def rows_of(network, out):
     speed = _speed(dumps[max(dumps)])
     for step, tensors in dumps.items():
         for b in BOUNDS:
-            measured = [_measure(name, codec, tensors, b) for name, codec in _codecs(b).items()]
+            measured = [_measure(name, run, tensors, b) for name, run in _codecs(b).items()]
             sz3 = next(r["ratio"] for r in measured if r["codec"] == "SZ3")
             for row in measured:
                 rows.append({"network": network, "step": step, **row,
                              "vs_SZ3": round(row["ratio"] / sz3, 2),
                              "Mval/s in": speed[row["codec"]][0],
                              "Mval/s out": speed[row["codec"]][1]})
-        row = _measure("terngrad", (lambda x: terngrad.compress(x, 1), terngrad.decompress),
-                       tensors, None)
+        row = _measure("terngrad", _run(lambda x: terngrad.compress(x, 1),
+                                        terngrad.decompress), tensors, None)
         rows.append({"network": network, "step": step, **row, "vs_SZ3": "-",
                      "Mval/s in": "-", "Mval/s out": "-"})
     return rows

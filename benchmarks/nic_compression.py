@@ -28,32 +28,35 @@ from codnn.distributed import fast_codec
 from codnn.golden import inceptionn, terngrad
 
 
-def _timed(function, *args):
+def timed(function, *args):
+    """``(function(*args), seconds it took)``."""
     start = time.perf_counter()
     result = function(*args)
     return result, time.perf_counter() - start
 
 
-def _sz3(x, bound):
+def sz3(x, bound):
+    """SZ3 in ABS mode at ``bound``: ``(bytes, decoded, seconds in, seconds out)``."""
     from pysz import sz, szConfig, szErrorBoundMode
     config = szConfig()
     config.errorBoundMode = szErrorBoundMode.ABS
     config.absErrorBound = bound
-    (packed, _), seconds = _timed(sz.compress, x, config)
-    (y, _), back = _timed(sz.decompress, packed, np.float32, x.shape)
+    (packed, _), seconds = timed(sz.compress, x, config)
+    (y, _), back = timed(sz.decompress, packed, np.float32, x.shape)
     return len(packed), y, seconds, back
 
 
-def _zfp(x, bound):
+def zfp(x, bound):
+    """ZFP in fixed-accuracy mode at ``bound``: as ``sz3``."""
     import zfpy
-    packed, seconds = _timed(zfpy.compress_numpy, x, bound)
-    y, back = _timed(zfpy.decompress_numpy, packed)
+    packed, seconds = timed(zfpy.compress_numpy, x, bound)
+    y, back = timed(zfpy.decompress_numpy, packed)
     return len(packed), y, seconds, back
 
 
 def _codec(x, b, codec=inceptionn):
-    packed, seconds = _timed(codec.compress, x, b)
-    y, back = _timed(codec.decompress, packed, b)
+    packed, seconds = timed(codec.compress, x, b)
+    y, back = timed(codec.decompress, packed, b)
     return len(packed), y, seconds, back
 
 
@@ -93,11 +96,11 @@ def main():
     for step, x in dumps.items():
         for b in bounds:
             rows.append(_row("inceptionn", step, b, x, _codec(x, b)))
-            rows.append(_row("SZ3", step, b, x, _sz3(x, 2.0 ** -b)))
-            rows.append(_row("ZFP", step, b, x, _zfp(x, 2.0 ** -b)))
+            rows.append(_row("SZ3", step, b, x, sz3(x, 2.0 ** -b)))
+            rows.append(_row("ZFP", step, b, x, zfp(x, 2.0 ** -b)))
         for name, clip in (("terngrad", None), ("terngrad2.5", terngrad.CLIP_SIGMAS)):
-            packed, seconds = _timed(terngrad.compress, x, 1, None, clip)
-            y, back = _timed(terngrad.decompress, packed)
+            packed, seconds = timed(terngrad.compress, x, 1, None, clip)
+            y, back = timed(terngrad.decompress, packed)
             rows.append(_row(name, step, None, x, (len(packed), y, seconds, back)))
     print(f"Gradients: {DEFAULT_OUTPUT.name} ({len(dumps)} dumps of "
           f"{next(iter(dumps.values())).size} float32)")
@@ -109,8 +112,8 @@ def main():
     _codec(tiled[:1000], 10, fast_codec)                 # compile (or load the cache)
     timing = [_row("inceptionn", "tiled", 10, tiled, _codec(tiled, 10)),
               _row("inceptionn (numba)", "tiled", 10, tiled, _codec(tiled, 10, fast_codec))]
-    packed, seconds = _timed(terngrad.compress, tiled, 1)
-    y, back = _timed(terngrad.decompress, packed)
+    packed, seconds = timed(terngrad.compress, tiled, 1)
+    y, back = timed(terngrad.decompress, packed)
     timing.append(_row("terngrad", "tiled", None, tiled, (len(packed), y, seconds, back)))
     for row in timing:
         row["s in"] = tiled.nbytes / row["MB/s in"] / 1e6
