@@ -52,9 +52,12 @@ def _gather_run(dut, act, geometry, entries, rng, backpressure):
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
-        # Settings change the cycle after start: the pass must have sampled them.
+        await ctx.tick()
+        # Settings change once the documented edge has sampled them.
         ctx.set(dut.geometry, {**geometry, "src": 0, "stride": 3})
-        cycle = 0
+        for g in range(dut.cols):
+            ctx.set(dut.table[g][0], {"offset": 1, "lane": 0, "ky": 0, "kx": 0})
+        cycle = 1
         while len(got) < positions:
             ready = rng.random() >= backpressure
             ctx.set(dut.o.ready, ready)

@@ -37,8 +37,9 @@ class Gather(wiring.Component):
     per array column, each with ``ports`` read ports) and the address generator that reads
     a layer's data beats from it.
 
-    A pulse on ``start`` (while not ``busy``) samples ``geometry`` and ``table`` (each array
-    column's ``alpha`` gather entries) and sends one beat on ``o`` per output position,
+    A pulse on ``start`` (while not ``busy``) starts a pass over ``geometry`` and ``table``
+    (each array column's ``alpha`` gather entries), both sampled on the edge after the one
+    that takes ``start`` (hold them for that cycle), and sends one beat on ``o`` per output position,
     row-major: stream ``a`` of column ``g`` carries lane ``lane`` of word ``src + (oy *
     stride - padding) * width + (ox * stride - padding) + offset`` when the window position
     ``(oy * stride - padding + ky, ox * stride - padding + kx)`` lies inside the map and
@@ -127,9 +128,12 @@ class Gather(wiring.Component):
         # of the position registers.
         row_step = Signal(24, name="row_step")              # stride * width
         corner = Signal(24, name="corner")                   # padding * width + padding
+        # ``start`` loads a few registers; the wide table and the geometry are sampled from
+        # a register a cycle later (``first``), so that the start decision does not drive
+        # the enable of every table bit.
+        g = self.geometry
         with m.If(self.start & ~self.busy):
-            g = self.geometry
-            m.d.sync += [geo.eq(g), table.eq(self.table), row_step.eq(g.stride * g.width),
+            m.d.sync += [row_step.eq(g.stride * g.width),
                          corner.eq(g.padding * g.width + g.padding)]
 
         # Position registers: the window's top-left (oy * s - p, ox * s - p), its word, and
@@ -143,12 +147,13 @@ class Gather(wiring.Component):
         pending = Signal(range(_FIFO_DEPTH + 1), name="pending")   # in flight or queued
         m.d.comb += self.busy.eq(issuing | (pending != 0))
         pad = geo.padding
-        first = Signal(name="first")                   # a cycle to set up from geo
+        first = Signal(name="first")                   # a cycle to set up from the inputs
         with m.If(self.start & ~self.busy):
             m.d.sync += [first.eq(1), issuing.eq(1)]
         with m.If(first):
-            top_left = geo.src - corner
-            m.d.sync += [first.eq(0), wy.eq(-pad), wx.eq(-pad), oy.eq(0), ox.eq(0),
+            top_left = g.src - corner
+            m.d.sync += [first.eq(0), geo.eq(g), table.eq(self.table),
+                         wy.eq(-g.padding), wx.eq(-g.padding), oy.eq(0), ox.eq(0),
                          rnd.eq(0), base.eq(top_left), row_base.eq(top_left)]
 
         # A position starts only with room for its vector in the FIFO.
