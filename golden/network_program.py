@@ -42,6 +42,9 @@ Steps, in program order:
 - ``AddStep``: the residual add with its requantization (``golden.network.Add``), every
   lane at once; either operand may be accumulators (a residual branch that ends without
   an output stage), the result is activations.
+- ``StoreStep`` and ``LoadStep``: words of the activation buffer to the engine's external
+  activation memory and back (a tensor that does not fit beside the others waits there),
+  word for word; external word ``k`` lies at byte ``base + k * word_stride(rows)``.
 
 Throughput: NumPy, vectorized over each layer's positions; LeNet-5 runs hundreds of images
 per second.
@@ -56,16 +59,19 @@ from .column_combining import output_size
 from .network import pool, residual_add
 from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
-__all__ = ["WEIGHT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig",
-           "Region", "LayerStep", "PoolStep", "AddStep", "Program", "ProgramError", "words",
+__all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig",
+           "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep", "StoreStep", "Program", "ProgramError", "words",
            "gather_entries", "gather_values", "image_word", "word_stride",
-           "external_weight_bytes", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
+           "external_weight_bytes", "act_stride", "bursts", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
            "read_region", "write_region", "check_step", "run_program", "encode_program",
            "decode_program", "step_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``hw.network.weights``).
 WEIGHT_PORTS = ("onchip", "axi")
+#: Whether an engine has an external activation memory: none, or an AXI4 read and write
+#: port (``hw.network.activations``).
+ACT_PORTS = ("none", "axi")
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
 #: The largest kernel a gather entry can name (``ky`` and ``kx`` are 4 bits each).
@@ -87,7 +93,8 @@ class EngineConfig:
     ``act_words``: the activation buffer; ``acc_words``: the accumulator buffer (logits);
     ``psum_words``: the partial sums a layer of several column blocks keeps between them
     (a word per output position); ``weight_bytes``: on-chip weight memory (a larger weight
-    image is read through the external memory port)."""
+    image is read through the external memory port); ``spill_words``: the external
+    activation memory a program may use (0: the engine has no activation port)."""
 
     rows: int
     cols: int
@@ -100,6 +107,7 @@ class EngineConfig:
     acc_words: int = 16
     psum_words: int = 1024
     weight_bytes: int = 131072
+    spill_words: int = 0
 
     def check(self):
         """Raise ``ProgramError`` for a configuration the engine cannot be."""
@@ -114,6 +122,10 @@ class EngineConfig:
         if select_bits(self.alpha) > 8 or self.rows >= NO_LANE:
             raise ProgramError(f"an engine has fewer than {NO_LANE} rows and an alpha whose "
                                f"selects fit a byte, not {self.rows} and {self.alpha}")
+        if isinstance(self.spill_words, bool) or not isinstance(self.spill_words, int) \
+                or self.spill_words < 0:
+            raise ProgramError(f"engine spill_words must be a non-negative integer, not "
+                               f"{self.spill_words!r}")
         if self.act_words > 1 << 16:
             raise ProgramError(f"the activation buffer holds at most 65536 words (gather "
                                f"offsets are 16 bits), not {self.act_words}")
@@ -198,7 +210,30 @@ class AddStep:
     op: str = field(default="add", init=False)
 
 
-_STEPS = {"layer": LayerStep, "pool": PoolStep, "add": AddStep}
+@dataclass(frozen=True)
+class StoreStep:
+    """The words of ``src`` (activations) to external activation memory from word
+    ``addr``."""
+
+    name: str
+    src: Region
+    addr: int
+    op: str = field(default="store", init=False)
+
+
+@dataclass(frozen=True)
+class LoadStep:
+    """Words of external activation memory from word ``addr`` into ``dst``
+    (activations)."""
+
+    name: str
+    dst: Region
+    addr: int
+    op: str = field(default="load", init=False)
+
+
+_STEPS = {"layer": LayerStep, "pool": PoolStep, "add": AddStep, "load": LoadStep,
+          "store": StoreStep}
 
 
 @dataclass(frozen=True)
@@ -268,6 +303,25 @@ def external_weight_bytes(engine):
     addresses, a word every ``word_stride`` bytes."""
     word = image_word(engine)
     return (1 << 32) // word_stride(word) * word
+
+
+def act_stride(engine):
+    """Bytes between two activation words in external memory: an activation word's
+    ``rows * out_bits / 8`` bytes (whole bytes) rounded up to a power of two."""
+    return word_stride(-(-engine.rows * engine.out_bits // 8))
+
+
+def bursts(addr, count, stride):
+    """The AXI4 bursts (first word, words) that move ``count`` words from word ``addr`` of
+    a memory of ``stride``-byte words whose base is 4 KB aligned: at most 256 beats, none
+    across a 4 KB page."""
+    page = max(1, 4096 // stride)
+    out = []
+    while count:
+        n = min(count, 256, page - addr % page)
+        out.append((addr, n))
+        addr, count = addr + n, count - n
+    return out
 
 
 def bias_bytes(engine):
@@ -397,9 +451,10 @@ def _run_layer(step, image, memories, engine):
 def check_step(step, engine):
     """Raise ``ProgramError`` for a step that reads or writes the accumulator buffer where
     the engine cannot: a layer's or pooling's source, pooling's or an add's destination,
-    or an add that calls an accumulator operand signed; or a layer whose pad code is not
-    an activation of ``engine``."""
-    fixed = {LayerStep: ("src",), PoolStep: ("src", "dst"), AddStep: ("dst",)}[type(step)]
+    or an add that calls an accumulator operand signed; a layer whose pad code is not
+    an activation of ``engine``; a load or store past its external activation memory."""
+    fixed = {LayerStep: ("src",), PoolStep: ("src", "dst"), AddStep: ("dst",),
+             LoadStep: ("dst",), StoreStep: ("src",)}[type(step)]
     wrong = [name for name in fixed if getattr(step, name).memory != "act"]
     if wrong:
         raise ProgramError(f"{step.name}: its {' and '.join(wrong)} must be in the activation "
@@ -409,6 +464,13 @@ def check_step(step, engine):
                                          for name in "ab"):
         raise ProgramError(f"{step.name}: an operand in the accumulator buffer is not an "
                            f"offset-binary activation (no signed flag)")
+    if isinstance(step, (LoadStep, StoreStep)):
+        region = step.dst if isinstance(step, LoadStep) else step.src
+        if step.addr < 0 or step.addr + region.words(engine.rows) > engine.spill_words:
+            raise ProgramError(f"{step.name}: external words {step.addr}.."
+                               f"{step.addr + region.words(engine.rows) - 1} lie past the "
+                               f"engine's external activation memory of "
+                               f"{engine.spill_words} words")
     if isinstance(step, LayerStep) and not 0 <= step.pad < 1 << engine.out_bits:
         raise ProgramError(f"{step.name}: pad code {step.pad} is not an activation "
                            f"(0..{(1 << engine.out_bits) - 1})")
@@ -439,11 +501,20 @@ def run_program(program, image, x):
         check_step(step, engine)
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
-                "acc": np.zeros((engine.acc_words, R), np.int64)}
+                "acc": np.zeros((engine.acc_words, R), np.int64),
+                "ext": np.zeros((engine.spill_words, R), np.int64)}
     write_region(memories[program.input.memory], program.input, x, R)
     for step in program.steps:
         if isinstance(step, LayerStep):
             _run_layer(step, image, memories, engine)
+        elif isinstance(step, LoadStep):
+            n = step.dst.words(R)
+            memories["act"][step.dst.addr:step.dst.addr + n] = \
+                memories["ext"][step.addr:step.addr + n]
+        elif isinstance(step, StoreStep):
+            n = step.src.words(R)
+            memories["ext"][step.addr:step.addr + n] = \
+                memories["act"][step.src.addr:step.src.addr + n]
         elif isinstance(step, PoolStep):
             x = read_region(memories[step.src.memory], step.src, R)
             y = pool(x[None], step.kind, step.kernel, step.stride, step.padding,
@@ -462,7 +533,7 @@ def run_program(program, image, x):
 MAGIC = 0x6E646F63                              # "codn"
 VERSION = 2
 HEADER_WORDS, STEP_WORDS = 18, 16
-_OPS = ("layer", "pool", "add")
+_OPS = ("layer", "pool", "add", "load", "store")
 _MACS = ("parallel", "bitserial")
 
 
@@ -503,6 +574,12 @@ def encode_program(program):
                     *_region_words(step.src), *_region_words(step.dst),
                     _window_word(step.kernel, step.stride, step.padding),
                     -(-step.src.map_shape[0] // e.rows)]
+        elif isinstance(step, LoadStep):
+            body = [_OPS.index("load"), *_region_words(step.dst), step.addr,
+                    step.dst.words(e.rows)]
+        elif isinstance(step, StoreStep):
+            body = [_OPS.index("store"), *_region_words(step.src), step.addr,
+                    step.src.words(e.rows)]
         else:
             body = [_OPS.index("add") | step.signed_a << 8 | step.signed_b << 9
                     | step.signed_out << 10, *_region_words(step.a), *_region_words(step.b),
@@ -513,7 +590,8 @@ def encode_program(program):
 
 def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
     """The ``Program`` of ``encode_program``'s bytes (steps named ``step0``, ``step1``...;
-    ``weight_bytes``, the on-chip weight memory, is not in the binary form).
+    ``weight_bytes``, the on-chip weight memory, is not in the binary form, nor is the
+    external activation memory: ``spill_words`` is what the loads and stores reach).
 
     Raises
     ------
@@ -550,6 +628,9 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
                                    int(s[8]), int(s[9]), int(s[10]),
                                    int(s[11]) * image_word(engine), bool(flags & 1),
                                    *window, int(s[12])))
+        elif _OPS[op] in ("load", "store"):
+            kind = LoadStep if _OPS[op] == "load" else StoreStep
+            steps.append(kind(name, _region(s[1:4]), int(s[4])))
         elif _OPS[op] == "pool":
             steps.append(PoolStep(name, _region(s[1:4]), _region(s[4:7]),
                                   "avg" if flags & 1 else "max", int(s[7] & 0xFF),
@@ -558,6 +639,11 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
             steps.append(AddStep(name, _region(s[1:4]), _region(s[4:7]), _region(s[7:10]),
                                  int(s[10]), int(s[11]), bool(flags & 1), bool(flags & 2),
                                  bool(flags & 4)))
+    # The external activation memory is not in the binary form: as large as the loads
+    # and stores reach.
+    reach = [s.addr + (s.dst if s.op == "load" else s.src).words(engine.rows)
+             for s in steps if s.op in ("load", "store")]
+    engine = dataclasses.replace(engine, spill_words=max(reach, default=0))
     return Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]))
 
 
@@ -570,6 +656,8 @@ GATHER_START = 5
 #: Cycles per word of an add with an accumulator operand, beyond a cycle per lane: its
 #: operands' two reads, the second's arrival, the last lane's sum, the write.
 ACC_ADD_WORD = 4
+#: Cycles of a load or store before its first burst's address: the start, the sizing.
+TRANSFER_START = 2
 #: Read ports of each array column's copy of the activation buffer.
 GATHER_PORTS = 2
 
@@ -579,12 +667,16 @@ def gather_rounds(engine):
     return -(-engine.alpha // GATHER_PORTS)
 
 
-def step_cycles(program, memory_latency=0):
+def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
     """The engine's cycles for each step of ``program``, its descriptor's included
     (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
     image in external memory, ``memory_latency`` is the cycles from a burst's address
     taken to its first word (then a word a cycle): each run of weight words (a row
-    block's bias, a tile's table, its cells) waits that much more.
+    block's bias, a tile's table, its cells) waits that much more. Loads and stores of
+    external activations take their bursts one after another
+    (``hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
+    cycles from its address taken to its first word, each store burst ``write_latency``
+    from its last word taken to its response.
 
     A layer's tiles (row blocks in turn, column blocks within) each load (``L``: a row
     block's first tile its bias, then every tile its table and cells), then stream their
@@ -613,6 +705,12 @@ def step_cycles(program, memory_latency=0):
             window = step.kernel ** 2 if step.kernel else h * w
             finish = 2 if step.kind == "max" else e.out_bits + 3
             work = 1 + step.dst.words(e.rows) * (window + finish) + 2
+        elif isinstance(step, (LoadStep, StoreStep)):
+            store = isinstance(step, StoreStep)
+            region = step.src if store else step.dst
+            each = (1 + write_latency) if store else act_latency
+            work = TRANSFER_START + sum(each + n for _, n in bursts(
+                step.addr, region.words(e.rows), act_stride(e))) + 1
         elif "acc" in (step.a.memory, step.b.memory):
             work = step.dst.words(e.rows) * (e.rows + ACC_ADD_WORD) + 1 + 2
         else:

@@ -8,7 +8,11 @@ run is reset after that many cycles, then every image runs from a fresh start) a
 ``weight_port`` (``"axi"``: the engine reads the weight image from cocotbext-axi's
 ``AxiRamRead``, where the testbench writes it at ``weight_base``, a word every
 ``word_stride`` bytes; ``memory_pauses``: the memory stalls its address and data channels
-at random, and the cycles are then only checked not to fall below the model).
+at random, and the cycles are then only checked not to fall below the model). A program
+with loads and stores (``spill_words``) gets cocotbext-axi's ``AxiRam`` on the engine's
+activation port, at byte 65536; its read latency and write-response latency are measured
+at the first load and store, and its byte counters checked against the compiler's
+traffic.
 
 The testbench writes the binary program and the weight image through the engine's ports,
 then per image its input, pulses ``start``, waits for ``busy`` to fall and reads the
@@ -22,9 +26,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from codnn.golden.network_program import (HEADER_CYCLES, Program, host_words, image_word,
-                                          output_values, run_program, step_cycles,
-                                          weight_words_read, word_stride)
+from codnn.golden.network_program import (HEADER_CYCLES, LoadStep, Program, StoreStep,
+                                          act_stride, host_words, image_word, output_values,
+                                          run_program, step_cycles, weight_words_read,
+                                          word_stride)
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 
@@ -82,17 +87,31 @@ def _external_memory(dut, config, weights, stride):
             channel.set_pause_generator(iter(lambda: bool(rng.random() < 0.3), None))
 
 
-async def _first_latency(dut):
-    """Cycles from the first read burst's address taken to its first word: the memory's
-    latency (the cycle model's ``memory_latency``)."""
+#: Where the external activation memory starts (4 KB aligned).
+ACT_BASE = 1 << 16
+
+
+def _activation_memory(dut, program):
+    """An ``AxiRam`` on the engine's ``act_axi`` port, as large as the program's loads and
+    stores reach."""
+    from cocotbext.axi import AxiBus, AxiRam
+    size = ACT_BASE + max(1, program.engine.spill_words) * act_stride(program.engine)
+    AxiRam(AxiBus.from_prefix(dut, "act_axi_"), dut.clk, dut.rst, size=size)
+    dut.act_base.value = ACT_BASE
+
+
+async def _first_latency(dut, port, begin, end):
+    """Cycles from the first handshake of ``begin`` (a ``(valid, ready)`` pair of
+    channel names on ``port``, plus extra conditions) to the first ``end`` valid: a
+    memory's latency as the cycle model takes it."""
     edge, taken = 0, None
     while True:
         await RisingEdge(dut.clk)
         await ReadOnly()
         edge += 1
-        if taken is None and int(dut.axi__arvalid.value) and int(dut.axi__arready.value):
+        if taken is None and all(int(getattr(dut, f"{port}__{name}").value) for name in begin):
             taken = edge
-        elif taken is not None and int(dut.axi__rvalid.value):
+        elif taken is not None and int(getattr(dut, f"{port}__{end}").value):
             return edge - taken
 
 
@@ -114,8 +133,20 @@ async def engine_matches_golden(dut):
     word, stride = image_word(engine), word_stride(image_word(engine))
     if external:
         _external_memory(dut, config, weights, stride)
+    spills = any(isinstance(step, (LoadStep, StoreStep)) for step in program.steps)
+    if program.engine.spill_words:
+        _activation_memory(dut, program)
     await start_clock_and_reset(dut)
-    measuring = cocotb.start_soon(_first_latency(dut)) if external else None
+    measuring = cocotb.start_soon(_first_latency(
+        dut, "axi", ("arvalid", "arready"), "rvalid")) if external else None
+    act_read = cocotb.start_soon(_first_latency(
+        dut, "act_axi", ("arvalid", "arready"), "rvalid")) if spills else None
+    act_write = cocotb.start_soon(_first_latency(
+        dut, "act_axi", ("wvalid", "wready", "wlast"), "bvalid")) if spills else None
+    spill_bytes = [sum(s.dst.words(engine.rows) for s in program.steps
+                       if isinstance(s, LoadStep)) * act_stride(engine),
+                   sum(s.src.words(engine.rows) for s in program.steps
+                       if isinstance(s, StoreStep)) * act_stride(engine)]
     await _write(dut, "program_write", widths["program_write"], program_words)
     if not external:
         await _write(dut, "weight_write", widths["weight_write"], weights)
@@ -140,9 +171,15 @@ async def engine_matches_golden(dut):
     for k, x in enumerate(inputs):
         await _write(dut, "act_write", widths["act_write"], host_words(program, image, x)[2])
         before = int(dut.weight_bytes_read.value)
-        await _run(dut, 40 * (HEADER_CYCLES + sum(step_cycles(program, 50))) + 1000)
+        counters = ("act_bytes_read", "act_bytes_written") if spills else ()
+        spilled = [int(getattr(dut, name).value) for name in counters]
+        await _run(dut, 40 * (HEADER_CYCLES + sum(step_cycles(program, 50, 50, 50))) + 1000)
         latency = measuring.result() if external and not config.get("memory_pauses") else 0
-        model = HEADER_CYCLES + sum(step_cycles(program, memory_latency=latency))
+        act_latencies = (act_read.result(), act_write.result()) if spills else (0, 0)
+        model = HEADER_CYCLES + sum(step_cycles(program, latency, *act_latencies))
+        for name, was, want in zip(counters, spilled, spill_bytes):
+            moved = (int(getattr(dut, name).value) - was) % (1 << 32)
+            assert moved == want, f"image {k}: {name} moved {moved} bytes, the model {want}"
         assert not int(dut.error.value), f"image {k}: the engine refused the program"
         got = await _read_output(dut, program)
         want = run_program(program, image, x)
@@ -161,5 +198,6 @@ async def engine_matches_golden(dut):
                                           f"bytes, the model says {bytes_per_image}")
     write_report(config, {"images": len(inputs), "cycles": cycles, "model_cycles": model,
                           "memory_latency": latency, "weight_bytes_per_image": bytes_per_image,
+                          "act_latencies": list(act_latencies), "spill_bytes": spill_bytes,
                           "resets": resets, "output": json.loads(json.dumps(
                               run_program(program, image, inputs[-1]).tolist()))})

@@ -13,13 +13,13 @@ from amaranth.sim import Simulator
 from codnn.golden.column_combining import output_size
 from codnn.golden.network import Add, pool, residual_add
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WORDS, NO_LANE,
-                                          STEP_WORDS, EngineConfig, ProgramError, Region,
-                                          bias_bytes, decode_program, encode_program,
-                                          image_word,
-                                          gather_entries, gather_values,
-                                          host_words, output_values, read_region,
-                                          run_program, write_region)
+                                          STEP_WORDS, EngineConfig, LoadStep, ProgramError,
+                                          Region, bias_bytes, bursts, decode_program,
+                                          encode_program, gather_entries, gather_values,
+                                          host_words, image_word, output_values,
+                                          read_region, run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
+from codnn.hw.network.activations import AxiActivations
 from codnn.hw.network.weights import AxiWeights
 from codnn.model.compile import compile_network
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
@@ -461,10 +461,11 @@ def test_engine_refuses_a_program_for_another_engine():
 
 
 @pytest.mark.parametrize("op,field", [("pool", "src"), ("pool", "dst"), ("add", "dst"),
-                                      ("layer", "src"), ("add", "op")])
+                                      ("layer", "src"), ("add", "op"), ("add", "load")])
 def test_engine_refuses_a_step_on_the_accumulator_buffer(op, field):
     # A hand-edited program whose step reads or writes the accumulator buffer where no
-    # step can, or whose operation is unknown: golden refuses it, the engine stops with
+    # step can, whose operation is unknown, or which loads activations on an engine
+    # without external activation memory: golden refuses it, the engine stops with
     # ``error`` at that step.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
@@ -475,10 +476,17 @@ def test_engine_refuses_a_step_on_the_accumulator_buffer(op, field):
     x = rng.integers(0, 256, (1, 3, 8, 8))
     if field == "op":
         binary = bytearray(encode_program(compiled.program))
-        binary[4 * (HEADER_WORDS + k * STEP_WORDS)] = 3
-        with pytest.raises(ProgramError, match=f"step {k}: unknown operation 3"):
+        binary[4 * (HEADER_WORDS + k * STEP_WORDS)] = 5
+        with pytest.raises(ProgramError, match=f"step {k}: unknown operation 5"):
             decode_program(bytes(binary))
         loaded = bytes(binary)
+    elif field == "load":
+        steps[k] = LoadStep("load", steps[k].dst, 0)
+        edited = dataclasses.replace(compiled.program, steps=tuple(steps))
+        with pytest.raises(ProgramError, match="past the engine's external activation "
+                                               "memory of 0 words"):
+            run_program(edited, compiled.image, x[0])
+        loaded = encode_program(edited)
     else:
         steps[k] = dataclasses.replace(steps[k], **{field: dataclasses.replace(
             getattr(steps[k], field), memory="acc")})
@@ -589,3 +597,118 @@ def test_axi_weight_reader_splits_runs_into_legal_bursts(base_words, count, word
     assert sum(n for _, n in bursts) == count
     for addr, n in bursts:
         assert 1 <= n <= 256 and addr // 4096 == (addr + n * stride - 1) // 4096, (addr, n)
+
+
+class _BufferedTransfers(wiring.Component):
+    """``AxiActivations`` with an activation buffer of ``depth`` words behind it."""
+
+    def __init__(self, word_bits, depth, init):
+        self.xfer = AxiActivations(word_bits=word_bits, depth=depth)
+        self.buffer = memory.Memory(shape=unsigned(word_bits), depth=depth, init=init)
+        super().__init__({"peek": wiring.In(range(depth)),
+                          "peek_data": wiring.Out(word_bits)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.xfer, m.submodules.buffer = self.xfer, self.buffer
+        write, read = self.buffer.write_port(), self.buffer.read_port(transparent_for=())
+        peek = self.buffer.read_port(domain="comb")
+        m.d.comb += [write.addr.eq(self.xfer.write.addr), write.data.eq(self.xfer.write.data),
+                     write.en.eq(self.xfer.write.en), read.addr.eq(self.xfer.read),
+                     self.xfer.read_data.eq(read.data), peek.addr.eq(self.peek),
+                     self.peek_data.eq(peek.data)]
+        return m
+
+
+@pytest.mark.parametrize("word_bits,ext,count,bad", [(48, 500, 300, False), (8, 4090, 20, False),
+                                                     (24, 3, 5, True)])
+def test_activation_port_stores_and_loads_in_legal_bursts(word_bits, ext, count, bad):
+    # Buffer words out to external memory and back to another place: across a 4 KB page
+    # and past 256 beats (words of 6 bytes at a stride of 8), across a page one byte a
+    # word, and a memory that answers with errors. The memory stalls every channel at
+    # random; the bursts are golden's ``bursts``, the data come back whole, the write
+    # strobes cover the word's bytes, the counters count the stride per word.
+    rng = random.Random(SEED + count)
+    print(f"seed={SEED + count}")
+    depth = 1024
+    init = [rng.getrandbits(word_bits) for _ in range(depth)]
+    dut = _BufferedTransfers(word_bits, depth, init)
+    xfer, axi = dut.xfer, dut.xfer.axi
+    stride, base = dut.xfer.stride, 3 << 12
+    ext_mem, reads, writes, errors = {}, [], [], []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def memory_model(ctx):
+        pending_r, pending_w, responses = [], [], []
+        while True:
+            ctx.set(axi.arready, rng.random() < 0.7)
+            ctx.set(axi.awready, rng.random() < 0.7)
+            ctx.set(axi.wready, rng.random() < 0.7)
+            ctx.set(axi.rvalid, 0)
+            ctx.set(axi.bvalid, bool(responses) and rng.random() < 0.7)
+            ctx.set(axi.bresp, 2 if bad else 0)
+            if pending_r:
+                addr, left = pending_r[0]
+                ctx.set(axi.rvalid, rng.random() < 0.7)
+                ctx.set(axi.rdata, ext_mem.get(addr, 0))
+                ctx.set(axi.rlast, left == 1)
+                ctx.set(axi.rresp, 2 if bad else 0)
+            (_, _, arv, arr, ara, arl, rv, rr, awv, awr, awa, awl, wv, wr, wd, ws, wl,
+             bv, br, err) = await ctx.tick().sample(
+                axi.arvalid, axi.arready, axi.araddr, axi.arlen, axi.rvalid, axi.rready,
+                axi.awvalid, axi.awready, axi.awaddr, axi.awlen, axi.wvalid, axi.wready,
+                axi.wdata, axi.wstrb, axi.wlast, axi.bvalid, axi.bready, xfer.error)
+            if err:
+                errors.append(1)
+            if rv and rr:
+                addr, left = pending_r[0]
+                pending_r[0] = (addr + stride, left - 1)
+                if left == 1:
+                    pending_r.pop(0)
+            if arv and arr:
+                reads.append((ara, arl + 1))
+                pending_r.append((ara, arl + 1))
+            if awv and awr:
+                writes.append((awa, awl + 1))
+                pending_w.append([awa, awl + 1])
+            if wv and wr:
+                assert pending_w, "a write word before its address"
+                assert ws == (1 << -(-word_bits // 8)) - 1
+                ext_mem[pending_w[0][0]] = wd
+                pending_w[0][0] += stride
+                pending_w[0][1] -= 1
+                assert wl == (pending_w[0][1] == 0)
+                if not pending_w[0][1]:
+                    pending_w.pop(0)
+                    responses.append(1)
+            if bv and br:
+                responses.pop(0)
+
+    async def bench(ctx):
+        ctx.set(xfer.base, base)
+        for store, buf in ((1, 10), (0, 1024 - count)):
+            ctx.set(xfer.store, store)
+            ctx.set(xfer.addr, ext)
+            ctx.set(xfer.buf, buf)
+            ctx.set(xfer.count, count)
+            ctx.set(xfer.start, 1)
+            await ctx.tick()
+            ctx.set(xfer.start, 0)
+            for _ in range(30 * count + 300):
+                await ctx.tick()
+                if not ctx.get(xfer.busy):
+                    break
+            assert not ctx.get(xfer.busy), "the transfer hung"
+        assert ctx.get(xfer.bytes_written) == ctx.get(xfer.bytes_read) == count * stride
+        for k in range(count):
+            ctx.set(dut.peek, 1024 - count + k)
+            assert ctx.get(dut.peek_data) == init[10 + k], f"word {k}"
+
+    sim.add_process(memory_model)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [(base + a * stride, n) for a, n in bursts(ext, count, stride)]
+    assert reads == want and writes == want
+    assert all(ext_mem[base + (ext + k) * stride] == init[10 + k] for k in range(count))
+    assert bool(errors) == bad

@@ -6,8 +6,13 @@ Allocation: every tensor gets a region of the activation buffer (the accumulator
 layer without output stage, the logits or a residual branch that an add reads: of the
 accumulator buffer) from the step that writes it to the last step that reads it, at the end of the buffer away from the step's input; a flatten
 is the same region, read by the next layer's gather table; a residual add writes over an
-input that nothing reads after it. A network that does not fit its engine is refused with
-one line naming the step and the buffer.
+input that nothing reads after it. On an engine with external activation memory
+(``spill_words``), a tensor that does not fit waits there instead: when a step's output or
+an input it reads back finds no room, the held tensors that the step does not read go
+out, the one read again last first (a store step the first time; a tensor is never
+changed once written, so a copy out stays good), and come back by a load step before the
+step that reads them next. A network that does not fit its engine is refused with one line
+naming the step and the buffer.
 
 Cycles are the engine's (``golden.network_program.step_cycles``, which
 ``hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
@@ -23,9 +28,10 @@ import numpy as np
 from codnn.golden.column_combining import im2col
 from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
 from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS, AddStep,
-                                          LayerStep, PoolStep, Program, ProgramError, Region,
-                                          bias_bytes, gather_entries, layer_block,
-                                          step_cycles, tile_bytes, words)
+                                          LayerStep, LoadStep, PoolStep, Program, ProgramError,
+                                          Region, StoreStep, act_stride, bias_bytes,
+                                          gather_entries, layer_block, step_cycles,
+                                          tile_bytes, words)
 from codnn.golden.systolic import make_tiles
 
 __all__ = ["CompileError", "StepCost", "CompiledNetwork", "compile_network"]
@@ -39,7 +45,8 @@ class CompileError(ValueError):
 class StepCost:
     """One step's cycles (its descriptor's included) and what it moves per image: words of
     the activation buffer read (gathers, window reads) and written, accumulator words
-    written and read, partial-sum words written and read, and weight image bytes read."""
+    written and read, partial-sum words written and read, weight image bytes read, and
+    words of external activation memory read (loads) and written (stores)."""
 
     name: str
     op: str
@@ -50,6 +57,8 @@ class StepCost:
     acc_reads: int
     psum_words: int
     weight_bytes: int
+    external_reads: int = 0
+    external_writes: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,22 +72,28 @@ class CompiledNetwork:
         """Cycles per image: the header and every step."""
         return HEADER_CYCLES + sum(c.cycles for c in self.costs)
 
-    def external_cycles(self, memory_latency):
-        """Cycles per image with the weight image in external memory of ``memory_latency``
-        (``golden.network_program.step_cycles``)."""
-        return HEADER_CYCLES + sum(step_cycles(self.program, memory_latency))
+    def external_cycles(self, memory_latency, act_latency=0, write_latency=0):
+        """Cycles per image with the weight image in external memory of
+        ``memory_latency``, and loads and stores of activations of ``act_latency`` and
+        ``write_latency`` (``golden.network_program.step_cycles``)."""
+        return HEADER_CYCLES + sum(step_cycles(self.program, memory_latency, act_latency,
+                                               write_latency))
 
     def traffic(self):
         """Bytes per image each memory moves: ``activations`` (words of ``rows``
         activations), ``accumulators`` and ``partial_sums`` (words of ``rows``
-        accumulators) and ``weights``."""
+        accumulators), ``weights``, and the external activation memory's bus bytes read
+        and written (``spill_read``, ``spill_written``; ``act_stride`` bytes a word)."""
         engine = self.program.engine
+        stride = act_stride(engine)
         act_word = engine.rows * engine.out_bits // 8
         acc_word = engine.rows * engine.acc_bits // 8
         return {"activations": sum(c.act_reads + c.act_writes for c in self.costs) * act_word,
                 "accumulators": sum(c.acc_writes + c.acc_reads for c in self.costs) * acc_word,
                 "partial_sums": sum(c.psum_words for c in self.costs) * acc_word,
-                "weights": sum(c.weight_bytes for c in self.costs)}
+                "weights": sum(c.weight_bytes for c in self.costs),
+                "spill_read": sum(c.external_reads for c in self.costs) * stride,
+                "spill_written": sum(c.external_writes for c in self.costs) * stride}
 
 
 class _Allocator:
@@ -91,13 +106,20 @@ class _Allocator:
     def free_after(self, index):
         self.held = {t: r for t, r in self.held.items() if r[2] > index}
 
+    def fits(self, shape):
+        """True when a region of ``shape`` finds room."""
+        return bool(self._gaps(words(shape, self.lanes)))
+
+    def _gaps(self, need):
+        edges = [0] + [a for r in sorted(self.held.values()) for a in r[:2]] + [self.size]
+        return [(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)
+                if edges[k + 1] - edges[k] >= need]
+
     def place(self, tensor, shape, last, what, high=False):
         """A region for ``tensor`` (``what`` it is, for the error): the lowest free one, or
         with ``high`` the highest."""
         need = words(shape, self.lanes)
-        edges = [0] + [a for r in sorted(self.held.values()) for a in r[:2]] + [self.size]
-        gaps = [(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)
-                if edges[k + 1] - edges[k] >= need]
+        gaps = self._gaps(need)
         if not gaps:
             used = sum(end - start for start, end, _ in self.held.values())
             held = (f" ({used} already held by {', '.join(sorted(self.held))})"
@@ -179,6 +201,62 @@ def _last_uses(network):
     return storage, last
 
 
+class _Spill:
+    """The tensors that wait in external activation memory (``spill_words`` words), and
+    the load and store steps that move them."""
+
+    def __init__(self, network, storage, engine, act, regions):
+        self.size, self.act, self.regions = engine.spill_words, act, regions
+        self.storage, self.keep_always = storage, storage.get(network.output, network.output)
+        self.uses = {}
+        for k, step in enumerate(network.steps):
+            for name in _reads(step):
+                self.uses.setdefault(storage.get(name, name), []).append(k)
+        self.at = {}                # tensor -> its external word (a copy there is good)
+        self.away = set()           # tensors not in the activation buffer now
+        self.top = 0
+
+    def make_room(self, shape, k, keep, name, steps, moved):
+        """Send held tensors that step ``k`` does not read (``keep``) out until a region of
+        ``shape`` fits, the one read again last first; stores go to ``steps``."""
+        while self.size and not self.act.fits(shape):
+            victims = [t for t in self.act.held if t not in keep and t != self.keep_always]
+            if not victims:
+                return                          # the caller's placement refuses it
+            victim = max(victims, key=lambda t: next(
+                (j for j in self.uses.get(t, ()) if j >= k), len(self.uses) + 1 << 20))
+            start, end, _ = self.act.held.pop(victim)
+            self.away.add(victim)
+            if victim in self.at:
+                continue
+            if self.top + end - start > self.size:
+                raise CompileError(f"{name}: {victim} ({end - start} words) does not fit the "
+                                   f"external activation memory of {self.size} words "
+                                   f"({self.top} already used)")
+            self.at[victim] = self.top
+            self.top += end - start
+            region = Region("act", start, self.regions[victim].shape)
+            steps.append(StoreStep(f"{name}/store {victim}", region, self.at[victim]))
+            moved.append((end - start, 0, 0, 0, 0, 0, 0, end - start))
+
+    def bring_back(self, reads, k, last, name, steps, moved):
+        """Load the tensors step ``k`` reads that wait outside."""
+        for tensor in reads:
+            if tensor not in self.away:
+                continue
+            shape = self.regions[tensor].shape
+            self.make_room(shape, k, set(reads), name, steps, moved)
+            region = self.act.place(tensor, shape, last[tensor],
+                                    f"{name}: its input {tensor}, back from external memory")
+            self.away.discard(tensor)
+            for alias, old in list(self.regions.items()):
+                if self.storage.get(alias, alias) == tensor:
+                    self.regions[alias] = Region("act", region.addr, old.shape)
+            n = region.words(self.act.lanes)
+            steps.append(LoadStep(f"{name}/load {tensor}", region, self.at[tensor]))
+            moved.append((0, n, 0, 0, 0, 0, n, 0))
+
+
 def _in_bounds(shape, kernel, stride, padding):
     """Per im2col column and output position, whether the value lies inside the map
     (padding is not read); a dense layer (``kernel == 0``) reads every input once."""
@@ -249,12 +327,16 @@ def compile_network(network, engine):
                            f"larger one, or put the weights in external memory)")
     steps, blocks, moved = [], [], []
     offset = 0
+    entry = regions[network.input]
+    spill = _Spill(network, storage, engine, act, regions)
     for k, step in enumerate(network.steps):
         if isinstance(step, Flatten):
             regions[step.output] = regions[step.source]
             continue
         for allocator in (act, acc):
             allocator.free_after(k - 1)
+        reads = {storage.get(name, name) for name in _reads(step)}
+        spill.bring_back(sorted(reads), k, last, step.name, steps, moved)
         raw = isinstance(step, ArrayLayer) and step.shift is None
         if raw and any(step.output in _reads(later) for later in network.steps[k + 1:]
                        if not isinstance(later, Add)):
@@ -275,6 +357,8 @@ def compile_network(network, engine):
             dst = regions[reused[0]]
             act.held[name] = (dst.addr, dst.addr + dst.words(R), last.get(step.output, k))
         else:
+            if target is act:
+                spill.make_room(shapes[step.output], k, reads, step.name, steps, moved)
             middle = source.addr + source.words(R) / 2
             dst = target.place(name, shapes[step.output], last.get(step.output, k),
                                f"{step.name}: its output", high=middle < target.size / 2)
@@ -306,8 +390,7 @@ def compile_network(network, engine):
             moved.append(((2 - from_acc) * dst.words(R), dst.words(R), 0,
                           from_acc * dst.words(R), 0, 0))
     image = b"".join(blocks)
-    program = Program(engine, tuple(steps), regions[network.input], regions[network.output],
-                      len(image))
+    program = Program(engine, tuple(steps), entry, regions[network.output], len(image))
     costs = tuple(StepCost(step.name, step.op, cycles, *moves)
                   for step, cycles, moves in zip(steps, step_cycles(program), moved))
     return CompiledNetwork(program, image, costs)

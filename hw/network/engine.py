@@ -7,12 +7,14 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, MAGIC, STEP_WORDS,
-                                          VERSION, WEIGHT_PORTS, EngineConfig, bias_bytes,
-                                          external_weight_bytes, image_word, word_stride)
+from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, HEADER_WORDS, MAGIC,
+                                          STEP_WORDS, VERSION, WEIGHT_PORTS, EngineConfig,
+                                          act_stride, bias_bytes, external_weight_bytes,
+                                          image_word, word_stride)
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
+from codnn.hw.network.activations import AxiActivations, axi_signature
 from codnn.hw.network.gather import Gather
 from codnn.hw.network.postprocess import PostOp, PostProcess
 from codnn.hw.network.weights import AxiWeights, OnChipWeights, axi_read_signature
@@ -38,6 +40,7 @@ class _State(enum.Enum, shape=4):
     CHECK = 10          # the header against the engine
     LAUNCH = 11         # a loaded tile waits for the previous tile's last result
     DRAIN = 12          # a layer's last results
+    TRANSFER = 13       # a load or store with external activation memory
 
 
 class NetworkEngine(wiring.Component):
@@ -56,9 +59,17 @@ class NetworkEngine(wiring.Component):
     ``start``) when the program's header does not match the engine, a step's operation is
     unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
     pooling's source, pooling's or an add's destination, an add's operand flagged
-    signed), a layer's pad code is not an activation (256 or more), a row block of a layer with an output stage has a shift of 32 or more
-    (before its first tile), or the external memory answered a read with an error; ``cycles`` counts the cycles of the last run,
+    signed), a layer's pad code is not an activation (256 or more), a row block of a layer
+    with an output stage has a shift of 32 or more (before its first tile), or an external
+    memory answered with an error; ``cycles`` counts the cycles of the last run,
     ``weight_bytes_read`` the bytes the weight memory has moved since reset.
+
+    With ``act_port="axi"`` the engine has an external activation memory behind a second
+    AXI4 port, ``act_axi`` (read and write; word ``k`` at byte ``act_base + k *
+    act_stride``, ``act_base`` 4 KB aligned, else ``error`` at the first load or store):
+    load and store steps move a region between it and the activation buffer
+    (``hw.network.activations.AxiActivations``), counted in ``act_bytes_read`` and
+    ``act_bytes_written``. Without it, a load or store is an unknown operation.
 
     Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
@@ -86,11 +97,13 @@ class NetworkEngine(wiring.Component):
         ``program_words`` of 32 bits).
     weight_port : str
         ``"onchip"`` or ``"axi"``.
+    act_port : str
+        ``"none"`` or ``"axi"``.
     """
 
     def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
                  psum_words=1024, weight_words=4096, program_words=1024,
-                 weight_port="onchip"):
+                 weight_port="onchip", act_port="none"):
         for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
                             (act_words, "Activation words"), (acc_words, "Accumulator words"),
                             (psum_words, "Partial-sum words"), (weight_words, "Weight words"),
@@ -101,15 +114,23 @@ class NetworkEngine(wiring.Component):
         if weight_port not in WEIGHT_PORTS:
             raise ValueError(f"Weight port must be one of {', '.join(WEIGHT_PORTS)}, not "
                              f"{weight_port!r}")
+        if act_port not in ACT_PORTS:
+            raise ValueError(f"Activation port must be one of {', '.join(ACT_PORTS)}, not "
+                             f"{act_port!r}")
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
                        acc_words=acc_words, psum_words=psum_words, weight_words=weight_words,
-                       program_words=program_words, weight_port=weight_port)
+                       program_words=program_words, weight_port=weight_port,
+                       act_port=act_port)
         if weight_port == "onchip":
             weights = {"weight_write": In(data.StructLayout({
                 "addr": range(weight_words), "data": 16 * cols, "en": 1}))}
         else:
             weights = {"weight_base": In(32),
                        "axi": Out(axi_read_signature(8 * word_stride(2 * cols)))}
+        if act_port == "axi":
+            stride = word_stride(rows * _DATA_BITS // 8)
+            weights.update({"act_base": In(32), "act_axi": Out(axi_signature(8 * stride)),
+                            "act_bytes_read": Out(32), "act_bytes_written": Out(32)})
         super().__init__({
             "program_write": In(data.StructLayout({"addr": range(program_words),
                                                    "data": 32, "en": 1})),
@@ -142,6 +163,8 @@ class NetworkEngine(wiring.Component):
         config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
                               act_words=p["act_words"], acc_words=p["acc_words"],
                               psum_words=p["psum_words"])
+        if p["act_port"] == "axi":
+            config = dataclasses.replace(config, spill_words=(1 << 32) // act_stride(config))
         if p["weight_port"] == "axi":
             return dataclasses.replace(config, weight_bytes=external_weight_bytes(config))
         return dataclasses.replace(config, weight_bytes=p["weight_words"] * image_word(config))
@@ -149,13 +172,14 @@ class NetworkEngine(wiring.Component):
     @classmethod
     def for_program(cls, program, weight_port="onchip"):
         """The engine a ``golden.network_program.Program`` was compiled for, its weight
-        (on-chip) and program memories just large enough."""
+        (on-chip) and program memories just large enough, an activation port when the
+        program may use external activation memory."""
         e = program.engine
         return cls(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac, act_words=e.act_words,
                    acc_words=e.acc_words, psum_words=e.psum_words,
                    weight_words=max(1, program.weight_image_bytes // image_word(e)),
                    program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
-                   weight_port=weight_port)
+                   weight_port=weight_port, act_port="axi" if e.spill_words else "none")
 
     def elaborate(self, platform):
         m = Module()
@@ -322,6 +346,7 @@ class NetworkEngine(wiring.Component):
         # The descriptor's regions: pooling's source and destination, the add's a, b and
         # destination.
         first, first_acc, _, p_h, p_w = region(desc, 1)
+        transfer_read = Signal(range(p["act_words"]))      # a store's buffer reads
         second, second_acc, _, p_oh, p_ow = region(desc, 4)
         third, third_acc = region(desc, 7)[:2]
         pool_window = field(desc, 7)
@@ -346,7 +371,9 @@ class NetworkEngine(wiring.Component):
             post.step.stride.eq(Mux(global_pool, 1, pool_window[8:16])),
             post.step.padding.eq(Mux(global_pool, 0, pool_window[16:24])),
             post.step.ma.eq(field(desc, 10)), post.step.mb.eq(field(desc, 11)),
-            gather.aux[0].eq(Mux(state == _State.POST, post.read[0], self.act_read)),
+            gather.aux[0].eq(Mux(state == _State.POST, post.read[0],
+                                 Mux(state == _State.TRANSFER, transfer_read,
+                                     self.act_read))),
             gather.aux[1].eq(post.read[1]),
             post.read_data[0].eq(gather.aux_data[0]), post.read_data[1].eq(gather.aux_data[1]),
             self.act_read_data.eq(gather.aux_data[0]),
@@ -358,8 +385,32 @@ class NetworkEngine(wiring.Component):
         # signed activations, a layer padding with more than an activation.
         signed_acc = (flags[0] & first_acc) | (flags[1] & second_acc)
         wide_pad = field(desc, 12)[_DATA_BITS:] != 0
-        invalid = (op > 2) | Mux(op == 0, first_acc | wide_pad,
-                                 Mux(is_add, third_acc | signed_acc, first_acc | second_acc))
+        # Loads and stores: with an activation port, a region of the activation buffer
+        # (``first``) and external words from ``field(desc, 4)``, ``field(desc, 5)`` of them.
+        is_transfer = op >= 3
+        if p["act_port"] == "axi":
+            xfer = AxiActivations(word_bits=R * _DATA_BITS, depth=p["act_words"])
+            m.submodules.activations = xfer
+            wiring.connect(m, wiring.flipped(self.act_axi), xfer.axi)
+            m.d.comb += [xfer.base.eq(self.act_base), xfer.store.eq(op == 4),
+                         xfer.addr.eq(field(desc, 4)), xfer.buf.eq(first),
+                         xfer.count.eq(field(desc, 5)), xfer.read_data.eq(gather.aux_data[0]),
+                         transfer_read.eq(xfer.read),
+                         self.act_bytes_read.eq(xfer.bytes_read),
+                         self.act_bytes_written.eq(xfer.bytes_written)]
+            with m.If(xfer.error):
+                m.d.sync += error.eq(1)
+            with m.If(xfer.write.en):
+                m.d.comb += [act_write.addr.eq(xfer.write.addr),
+                             act_write.data.eq(xfer.write.data), act_write.en.eq(1)]
+            bad_transfer = first_acc | (self.act_base[:12] != 0)
+            last_op = 4
+        else:
+            xfer, bad_transfer, last_op = None, 1, 2
+        invalid = (op > last_op) | Mux(
+            op == 0, first_acc | wide_pad,
+            Mux(is_add, third_acc | signed_acc,
+                Mux(is_transfer, bad_transfer, first_acc | second_acc)))
         with m.If(post.write.en):
             m.d.comb += [act_write.addr.eq(post.write.addr), act_write.data.eq(post.write.data),
                          act_write.en.eq(1)]
@@ -403,7 +454,8 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += [steps_left.eq(steps_left - 1), row_block.eq(0), col_block.eq(0),
                              block_base.eq(0),
                              wptr.eq(l_weights), loaded.eq(0), started.eq(0), requested.eq(0)]
-                m.d.sync += state.eq(Mux(op == 0, _State.BIAS, _State.POST))
+                m.d.sync += state.eq(Mux(op == 0, _State.BIAS,
+                                         Mux(is_transfer, _State.TRANSFER, _State.POST)))
                 with m.If(invalid):
                     m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
             with m.Case(_State.BIAS, _State.TABLE):
@@ -459,11 +511,17 @@ class NetworkEngine(wiring.Component):
             with m.Case(_State.DRAIN):
                 with m.If(free):
                     m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
-            with m.Case(_State.POST):
+            with m.Case(_State.POST, _State.TRANSFER):
+                # Pooling and adds on the post-processing unit, loads and stores on the
+                # activation port: started once, awaited.
+                in_post = state == _State.POST
+                busy = post.busy if xfer is None else Mux(in_post, post.busy, xfer.busy)
                 with m.If(~started):
-                    m.d.comb += post.start.eq(1)
+                    m.d.comb += post.start.eq(in_post)
+                    if xfer is not None:
+                        m.d.comb += xfer.start.eq(~in_post)
                     m.d.sync += started.eq(1)
-                with m.Elif(~post.busy):
+                with m.Elif(~busy):
                     m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
         with m.If(launch):           # after the sequencer, so that this state wins
             m.d.comb += gather.start.eq(1)
