@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
-from codnn.golden.network_program import WEIGHT_PORTS
+from codnn.golden.network_program import ACT_PORTS, WEIGHT_PORTS
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS
 from codnn.golden.systolic import MAC_KINDS, check_fits, mac_timing
 from codnn.golden.term_quant import ENCODINGS
@@ -359,7 +359,9 @@ ENGINES = {engine.name: engine for engine in [
                 Param("weight_words", int, 1024, "weight memory words (2 x cols bytes)"),
                 Param("program_words", int, 256, "program memory words (32 bits)"),
                 Param("weight_port", str, "onchip", "the weight image on chip, or in external "
-                      "memory on an AXI4 read port", WEIGHT_PORTS)),
+                      "memory on an AXI4 read port", WEIGHT_PORTS),
+                Param("act_port", str, "none", "external activation memory on an AXI4 port "
+                      "(load and store steps), or none", ACT_PORTS)),
         build=lambda **p: NetworkEngine(**p),
         sim_params=(Param("workload_seed", int, 1, "seed of the random network and "
                           "images"),),
@@ -489,7 +491,8 @@ BOARD_DESIGNS = {design.name: design for design in [
         name="network",
         summary="the network engine with its program, weight and activation memories: a "
                 "whole network per image over the link (hw.soc.NetworkSoc)",
-        params=tuple(p for p in ENGINES["network"].params if p.name != "weight_port"),
+        params=tuple(p for p in ENGINES["network"].params
+                     if p.name not in ("weight_port", "act_port")),
         build=lambda **p: NetworkSoc(**p)),
     BoardDesign(
         name="ethernet_bump",

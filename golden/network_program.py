@@ -59,12 +59,14 @@ from .column_combining import output_size
 from .network import pool, residual_add
 from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
-__all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS", "EngineConfig",
-           "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep", "StoreStep", "Program", "ProgramError", "words",
-           "gather_entries", "gather_values", "image_word", "word_stride",
-           "external_weight_bytes", "act_stride", "bursts", "bias_bytes", "tile_bytes", "layer_block", "read_tile",
-           "read_region", "write_region", "check_step", "run_program", "encode_program",
-           "decode_program", "step_cycles", "weight_words_read", "host_words", "output_values"]
+__all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
+           "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
+           "StoreStep", "Program", "ProgramError", "words", "gather_entries",
+           "gather_values", "image_word", "word_stride", "external_weight_bytes",
+           "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
+           "read_tile", "read_region", "write_region", "check_step", "run_program",
+           "encode_program", "decode_program", "step_cycles", "weight_words_read",
+           "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``hw.network.weights``).
@@ -448,6 +450,12 @@ def _run_layer(step, image, memories, engine):
     write_region(memories[step.dst.memory], step.dst, y, R)
 
 
+def spill_reach(steps, lanes):
+    """The external activation words a program's loads and stores reach."""
+    return max((s.addr + (s.dst if s.op == "load" else s.src).words(lanes)
+                for s in steps if s.op in ("load", "store")), default=0)
+
+
 def check_step(step, engine):
     """Raise ``ProgramError`` for a step that reads or writes the accumulator buffer where
     the engine cannot: a layer's or pooling's source, pooling's or an add's destination,
@@ -502,7 +510,7 @@ def run_program(program, image, x):
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64),
-                "ext": np.zeros((engine.spill_words, R), np.int64)}
+                "ext": np.zeros((spill_reach(program.steps, R), R), np.int64)}
     write_region(memories[program.input.memory], program.input, x, R)
     for step in program.steps:
         if isinstance(step, LayerStep):
@@ -641,9 +649,7 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
                                  bool(flags & 4)))
     # The external activation memory is not in the binary form: as large as the loads
     # and stores reach.
-    reach = [s.addr + (s.dst if s.op == "load" else s.src).words(engine.rows)
-             for s in steps if s.op in ("load", "store")]
-    engine = dataclasses.replace(engine, spill_words=max(reach, default=0))
+    engine = dataclasses.replace(engine, spill_words=spill_reach(steps, engine.rows))
     return Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]))
 
 

@@ -291,9 +291,10 @@ def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb, signed):
     assert cycles == ra.words(lanes) * (lanes + 4) + 1
 
 
-def _engine_runs(dut, program, image, images, *, loaded_program=None):
+def _engine_runs(dut, program, image, images, *, loaded_program=None, act_base=0):
     """Load ``program`` (or the binary ``loaded_program``) and ``image`` into ``dut``, run
-    each of ``images``; return ``(output, cycles, error)`` of each run."""
+    each of ``images``; return ``(output, cycles, error)`` of each run. ``act_base``: the
+    external activation memory's base, on an engine with one (no memory answers)."""
     runs = []
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -310,6 +311,8 @@ def _engine_runs(dut, program, image, images, *, loaded_program=None):
             program_words = list(enumerate(np.frombuffer(loaded_program, "<u4").tolist()))
         await write(ctx, dut.program_write, program_words)
         await write(ctx, dut.weight_write, weights)
+        if dut.params["act_port"] == "axi":
+            ctx.set(dut.act_base, act_base)
         out = program.output
         for x in images:
             await write(ctx, dut.act_write, host_words(program, image, x)[2])
@@ -712,3 +715,19 @@ def test_activation_port_stores_and_loads_in_legal_bursts(word_bits, ext, count,
     assert reads == want and writes == want
     assert all(ext_mem[base + (ext + k) * stride] == init[10 + k] for k in range(count))
     assert bool(errors) == bad
+
+
+def test_engine_refuses_a_misaligned_external_activation_memory():
+    # The external activation memory's base must be 4 KB aligned: the engine stops with
+    # ``error`` at the first store, before its address goes out.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
+                          psum_words=64, spill_words=1024)
+    compiled = compile_network(bottleneck_network(rng), engine)
+    k = next(k for k, s in enumerate(compiled.program.steps) if s.op == "store")
+    dut = NetworkEngine.for_program(compiled.program)
+    x = rng.integers(0, 256, (1, 3, 6, 6))
+    (_, cycles, error), = _engine_runs(dut, compiled.program, compiled.image, x,
+                                       act_base=0x1010)
+    assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
+                                                   for j in range(k)) + FETCH_CYCLES

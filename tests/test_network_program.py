@@ -12,11 +12,12 @@ import pytest
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig, Program,
-                                          ProgramError, decode_program, encode_program, gather_entries,
-                                          image_word, layer_block, read_tile, run_program)
+                                          ProgramError, bursts, decode_program, encode_program,
+                                          gather_entries, image_word, layer_block, read_tile,
+                                          run_program)
 from codnn.golden.systolic import Tile
-from codnn.golden.workloads import (concat_network, projection_network, random_layer,
-                                    residual_network)
+from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
+                                    random_layer, residual_network)
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
@@ -340,3 +341,45 @@ def test_codnn_compile_runs_on_the_simulated_board_top(tmp_path, capsys):
     assert main([*common, "--board-sim", "--port", "/dev/null", "-o",
                  str(tmp_path / "bad")]) == 2
     assert "--port or --board-sim, not both" in capsys.readouterr().err
+
+
+def test_tensors_that_do_not_fit_wait_in_external_memory():
+    # Two linear-bottleneck blocks need 180 words of 6 lanes; with 150 the compiler stores
+    # each block's shortcut while its depthwise layer runs and loads it back for the add.
+    # The program (and its binary form) equals the golden network, the loads and stores
+    # are counted as external traffic, and too small an external memory is refused by
+    # name.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = bottleneck_network(rng)
+    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
+                          psum_words=64, spill_words=1024)
+    with pytest.raises(CompileError, match="does not fit the activation buffer of 150"):
+        compile_network(network, dataclasses.replace(engine, spill_words=0))
+    compiled = compile_network(network, engine)
+    moves = [(s.op, s.name) for s in compiled.program.steps if s.op in ("load", "store")]
+    assert moves == [("store", "spatial_a/store s"), ("load", "join_a/load s"),
+                     ("store", "spatial_b/store j"), ("load", "join_b/load j")]
+    images = rng.integers(0, 256, (3, *network.input_shape))
+    _check(compiled, network, images)
+    decoded = decode_program(encode_program(compiled.program))
+    assert decoded.engine.spill_words == 2 * 6 * 6            # what the stores reach
+    assert np.array_equal(run_program(decoded, compiled.image, images[0]),
+                          network.run(images[:1])[0])
+    traffic = compiled.traffic()
+    assert traffic["spill_read"] == traffic["spill_written"] == 2 * 36 * 8
+    with pytest.raises(CompileError, match=r"spatial_b: j \(36 words\) does not fit the "
+                                           r"external activation memory of 40 words"):
+        compile_network(network, dataclasses.replace(engine, spill_words=40))
+    with pytest.raises(CompileError, match="spill_words must be a non-negative integer"):
+        compile_network(network, dataclasses.replace(engine, spill_words=-1))
+
+
+@pytest.mark.parametrize("addr,count,stride,want", [
+    (0, 600, 4, [(0, 256), (256, 256), (512, 88)]),
+    (1020, 10, 4, [(1020, 4), (1024, 6)]),          # across a 4 KB page of 1024 words
+    (3, 0, 8, []),
+    (7, 3, 4096, [(7, 1), (8, 1), (9, 1)]),         # a word a page
+])
+def test_bursts_stay_in_their_page(addr, count, stride, want):
+    assert bursts(addr, count, stride) == want

@@ -301,9 +301,14 @@ def add_compile(sub):
     sub.add_argument("--weight-port", choices=WEIGHT_PORTS, default="onchip",
                      help="where the weight image is: on-chip (--weight-bytes of it) or in "
                           "external memory on the engine's AXI4 read port (default onchip)")
+    sub.add_argument("--spill-words", type=non_negative_int, default=0, metavar="N",
+                     help="external activation memory (words of ROWS activations) on the "
+                          "engine's second AXI4 port: tensors that do not fit the "
+                          "activation buffer wait there (default 0: none)")
     sub.add_argument("--memory-latency", type=non_negative_int, default=20, metavar="CYCLES",
-                     help="with --weight-port axi: cycles from a burst's address to its "
-                          "first word, for the report's cycles (default 20)")
+                     help="with --weight-port axi or --spill-words: cycles from a burst's "
+                          "address to its first word, and from a write burst's last word "
+                          "to its response, for the report's cycles (default 20)")
     sub.add_argument("--check", type=non_negative_int, default=10, metavar="N",
                      help="run N test inputs through the program against golden "
                           "(default 10)")
@@ -382,7 +387,11 @@ def run_compile(args):
                          f"inputs, not {args.check}")
     engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
                           act_words=args.act_words, acc_words=args.acc_words,
-                          psum_words=args.psum_words, weight_bytes=args.weight_bytes)
+                          psum_words=args.psum_words, weight_bytes=args.weight_bytes,
+                          spill_words=args.spill_words)
+    if on_device and args.spill_words:
+        raise InputError("the board top has no external activation memory: --spill-words "
+                         "runs with --rtl only")
     external = args.weight_port == "axi"
     if external:
         if on_device:
@@ -408,8 +417,10 @@ def run_compile(args):
     (folder / "weights.bin").write_bytes(compiled.image)
     cycles = compiled.cycles
     traffic = compiled.traffic()
+    if external or args.spill_words:
+        latency = args.memory_latency
+        cycles = compiled.external_cycles(latency if external else 0, latency, latency)
     if external:
-        cycles = compiled.external_cycles(args.memory_latency)
         stride = word_stride(image_word(engine))
         traffic["external_weights"] = traffic.pop("weights") * stride // image_word(engine)
     report = {"model": str(args.model), "engine": asdict(engine),
@@ -417,7 +428,7 @@ def run_compile(args):
               "weight_image_bytes": len(compiled.image),
               "cycles_per_image": cycles, "bytes_per_image": traffic,
               "checked_inputs": len(q)}
-    if external:
+    if external or args.spill_words:
         report["memory_latency"] = args.memory_latency
     if args.fmax_mhz:
         report["latency_us"] = cycles / args.fmax_mhz
@@ -440,6 +451,8 @@ def run_compile(args):
                          * rtl["images"]}
         if external:
             report["rtl"]["memory_latency"] = rtl["memory_latency"]
+        if args.spill_words:
+            report["rtl"]["activation_latencies"] = rtl["act_latencies"]
     if on_device:
         report["device"] = _compiled_on_device(args, compiled, q[:args.device_images])
     report["per_step"] = [asdict(cost) for cost in compiled.costs]
@@ -455,7 +468,8 @@ def run_compile(args):
                [("name", "step"), ("op", "op"), ("cycles", "cycles"),
                 ("act_reads", "act words read"), ("act_writes", "written"),
                 ("acc_writes", "acc words written"), ("acc_reads", "read"),
-                ("psum_words", "psum words"), ("weight_bytes", "weight bytes")])
+                ("psum_words", "psum words"), ("weight_bytes", "weight bytes"),
+                ("external_reads", "ext words read"), ("external_writes", "written")])
     return 0
 
 

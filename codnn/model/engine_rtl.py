@@ -16,9 +16,10 @@ def run_on_engine(compiled, inputs, *, simulator, build_root=None, seed=0,
                   weight_port="onchip"):
     """Run ``inputs`` (integer images, the program's input shape each) through the engine
     that ``compiled`` (a ``codnn.model.compile.CompiledNetwork``) was built for, its
-    weight image on chip or (``weight_port="axi"``) in cocotbext-axi's AXI RAM; return
-    the testbench's report (``images``, ``cycles`` per image, ``model_cycles``,
-    ``memory_latency``, ``weight_bytes_per_image``).
+    weight image on chip or (``weight_port="axi"``) in cocotbext-axi's AXI RAM, and its
+    external activation memory (a program with ``spill_words``) in another; return the
+    testbench's report (``images``, ``cycles`` per image, ``model_cycles``,
+    ``memory_latency``, ``weight_bytes_per_image``, ``act_latencies``, ``spill_bytes``).
 
     Raises
     ------
