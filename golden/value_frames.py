@@ -4,14 +4,13 @@ what each engine takes and gives for a message of values."""
 
 import numpy as np
 
-from codnn.golden import terngrad
-from codnn.golden import inceptionn
+from codnn.golden import inceptionn, rice, terngrad
 from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, compress, decompress
 
 __all__ = ["CODECS", "value_frame", "special_values", "NicCodec"]
 
 #: The golden models the NIC engines are held against.
-CODECS = ("inceptionn", "terngrad", "maxabs")
+CODECS = ("inceptionn", "terngrad", "maxabs", "rice")
 #: What an engine takes and gives: value messages, the codec's messages, a scaler.
 _ROLES = (("values", "codec"), ("codec", "values"), ("values", "values"),
           ("values", "scaler"))
@@ -43,20 +42,21 @@ class NicCodec:
     """The golden model an engine is held against: ``codec`` (``"inceptionn"`` with bound
     ``2**-bound_bits``; ``"terngrad"`` with ``seed`` and a fixed ``scaler``, default 2.5 x
     the standard deviation of the finite values of all ``messages``, NaN/Inf coded as 0;
-    ``"maxabs"``: the largest finite magnitude, as float32 bytes), for an engine that
+    ``"maxabs"``: the largest finite magnitude, as float32 bytes; ``"rice"`` with bound
+    ``2**-bound_bits``, ``rounding`` and ``seed``), for an engine that
     ``takes`` values or the codec's messages and ``gives`` values, the codec's messages or
     the scaler (``hw.nic.NicEngine``). ``encode(x) -> bytes``, ``decode(bytes) -> float32``,
     ``frames(lanes, x)``, ``received(message, lanes, max_values)``."""
 
     def __init__(self, codec, *, takes="values", gives="codec", bound_bits=DEFAULT_BOUND_BITS,
-                 seed=0, scaler=None, messages=()):
+                 seed=0, scaler=None, messages=(), rounding="nearest"):
         if codec not in CODECS:
             raise ValueError(f"Codec must be one of {', '.join(CODECS)}, not {codec!r}")
         if (takes, gives) not in _ROLES:
             raise ValueError(f"An engine takes and gives one of {_ROLES}, not {(takes, gives)}")
         self.codec, self.takes, self.gives = codec, takes, gives
         self.inceptionn = codec == "inceptionn"
-        self.b = bound_bits
+        self.b, self.rounding = bound_bits, rounding
         self.seed = seed & 0xFFFF_FFFF
         finite = np.concatenate([x[np.isfinite(x)] for x in messages] + [np.zeros(1)])
         self.scaler = np.float32(2.5 * np.std(finite) if scaler is None else scaler)
@@ -67,10 +67,14 @@ class NicCodec:
             return np.float32(finite.max() if finite.size else 0).tobytes()
         if self.inceptionn:
             return compress(x, self.b)
+        if self.codec == "rice":
+            return rice.compress(x, self.b, self.rounding, self.seed)
         return terngrad.compress(np.where(np.isfinite(x), x, 0).astype(np.float32),
                                  self.seed, scaler=self.scaler)
 
     def decode(self, message):
+        if self.codec == "rice":
+            return rice.decompress(message)
         return decompress(message, self.b) if self.inceptionn else terngrad.decompress(message)
 
     def frames(self, lanes, x):

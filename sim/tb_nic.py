@@ -3,7 +3,7 @@ golden codec. What the engine takes and gives, its settings and counters come fr
 descriptor (``hw.nic.ENGINES``); the golden model is ``golden.value_frames.NicCodec``.
 
 Configuration (``CODNN_TB_CONFIG``): ``engine`` (its name), ``lanes``, ``bound_bits``
-(INCEPTIONN) or ``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default
+(INCEPTIONN, Rice), ``rounding`` (Rice: 0 nearest, 1 stochastic; the seed is the run's) or ``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default
 ``2.5 * std`` of the finite values; the random stream's seed, default the run's seed); the
 messages: ``counts`` (values per message) with values drawn by ``message_values``, or
 ``gradients`` (a .npy file, sent as messages of ``message_values`` values); ``corrupt``
@@ -210,10 +210,13 @@ async def nic_engine_matches_golden(dut):
         messages = [message_values(rng, n, b) for n in config["counts"]]
     codec = NicCodec(engine.codec, takes=engine.takes, gives=engine.gives, bound_bits=b,
                      seed=config.get("codec_seed", seed), scaler=config.get("scaler"),
-                     messages=messages)
+                     messages=messages,
+                     rounding=("nearest", "stochastic")[config.get("rounding", 0)])
     cases = []          # (input frame, expected output or None, values taken, bad, full rate)
     for x in messages:
-        full_rate = group_fits(x, codec.b, lanes) if codec.inceptionn else True
+        # The Rice compressor takes a value a cycle: no full beat rate to hold it to.
+        full_rate = (group_fits(x, codec.b, lanes) if codec.inceptionn
+                     else codec.codec != "rice")
         cases.append((*codec.frames(lanes, x), False, full_rate))
     if config.get("bypass"):            # the on/off switch: every message passes as it is
         cases = [(frame, frame, x[:0], False, False) for frame, *_ in cases]
@@ -227,7 +230,8 @@ async def nic_engine_matches_golden(dut):
         cases.insert(2, (*keep_holes_case(rng, codec, lanes), False, False))
 
     settings = {"bound_bits": b, "scaler": int(np.float32(codec.scaler).view(np.uint32)),
-                "seed": codec.seed, "bypass": int(bool(config.get("bypass")))}
+                "seed": codec.seed, "bypass": int(bool(config.get("bypass"))),
+                "rounding": config.get("rounding", 0)}
     for name, _, _ in engine.settings:
         getattr(dut, name).value = settings[name]
     dut.m_axis_tready.value = 0

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from codnn.golden import inceptionn, terngrad
+from codnn.golden import inceptionn, rice, terngrad
 from codnn.golden.inceptionn import CorruptMessage
 from codnn.golden.value_frames import special_values, value_frame
 from codnn.hw.nic import ENGINES, InceptionnCompressor, TernGradDecoder, TernGradEncoder
@@ -48,6 +48,9 @@ def _case(engine, lanes, x, setting):
         frame = value_frame(x, lanes)
         if engine == "compressor":
             out = inceptionn.compress(x, b)
+        elif engine == "rice_compressor":
+            out = rice.compress(x, b, rice.ROUNDINGS[setting.get("rounding", 0)],
+                                setting.get("seed", 0))
         elif engine == "loopback":
             out = value_frame(inceptionn.decompress(inceptionn.compress(x, b), b), lanes)
         else:
@@ -59,6 +62,10 @@ def _case(engine, lanes, x, setting):
 def _random_setting(engine, rng, x):
     if engine in ("compressor", "decompressor", "loopback"):
         return {"bound_bits": int(rng.integers(7, 16)), "bypass": int(rng.random() < 0.3)}
+    if engine == "rice_compressor":
+        seed = int(rng.choice([rng.integers(0, 1 << 32), (1 << 32) - int(rng.integers(1, 9))]))
+        return {"bound_bits": int(rng.integers(7, 16)), "rounding": int(rng.integers(0, 2)),
+                "seed": seed}
     if engine == "terngrad":
         scaler = np.float32(np.abs(x).max(initial=0) * rng.choice([0.5, 1.0, 2.0]))
         return {"scaler": _bits(scaler), "seed": int(rng.integers(0, 1 << 32)),
@@ -90,7 +97,7 @@ def test_terngrad_counter_wraps_mod_2_32(lanes):
 
 
 @pytest.mark.parametrize("engine", ["compressor", "decompressor", "loopback", "terngrad",
-                                    "terngrad_decoder"])
+                                    "terngrad_decoder", "rice_compressor"])
 @pytest.mark.parametrize("lanes", [2, 8])
 def test_settings_are_sampled_at_the_first_beat(engine, lanes):
     """Each message has its own settings (bound, bypass, scaler, seed), and the next

@@ -180,3 +180,12 @@ def test_ethernet_bump_between_two_rgmii_phys():
                       testbench="codnn.sim.tb_ethernet_bump", config=config, seed=61).report
     counters = dict(zip(COUNTERS, report["counters"]))
     assert counters["changed"] == 4 and counters["received_bad"] == 2
+
+
+def test_rice_compressor_with_stalls_bad_messages_and_a_wrapping_counter():
+    # Stochastic rounding from the seed 0xFFFFFF00, so the draws' counter wraps inside
+    # the 1027-value message; four lanes taken a value a cycle; the bad messages of the
+    # value-taking engines (cut, too long, count 0 with values, a count too large).
+    report = _run("rice_compressor", 4, seed=61, bound_bits=12, rounding=1,
+                  codec_seed=0xFFFF_FF00)
+    assert report["bad_messages"] == 4 and report["values"] == sum(EDGE_COUNTS)

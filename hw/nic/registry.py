@@ -12,6 +12,7 @@ from codnn.hw.nic.compressor import InceptionnCompressor
 from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.loopback import CodecLoopback
 from codnn.hw.nic.maxabs import MaxAbs
+from codnn.hw.nic.rice_compressor import RiceCompressor
 from codnn.hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["NicEngine", "ENGINES"]
@@ -32,7 +33,7 @@ class NicEngine:
         One line for ``--help`` and reports.
     codec : str
         The golden model it is held against (``golden.value_frames.NicCodec``):
-        ``"inceptionn"``, ``"terngrad"`` or ``"maxabs"``.
+        ``"inceptionn"``, ``"terngrad"``, ``"maxabs"`` or ``"rice"``.
     takes, gives : str
         What its input and output messages are: ``"values"`` (value messages),
         ``"codec"`` (the codec's messages) or, for ``gives``, ``"scaler"`` (one float32).
@@ -86,4 +87,8 @@ ENGINES = {engine.name: engine for engine in [
               "terngrad", "codec", "values", "{lanes} float32/cycle"),
     NicEngine("maxabs", MaxAbs, "max|g| of each message (the TernGrad scaler), AXI4-Stream",
               "maxabs", "values", "scaler", "1 beat ({lanes} float32)/cycle"),
+    NicEngine("rice_compressor", RiceCompressor,
+              "Rice-coded error-bounded gradient compressor, AXI4-Stream", "rice", "values",
+              "codec", "1 float32/cycle less one per block of 16, while codes average at "
+              "most 32 bits a value"),
 ]}
