@@ -66,13 +66,13 @@ class RiceCompressor(StreamEngine):
     a value it cannot pass on (a stall pipeline: the hash ``fmix32(seed + i)`` in 5
     stages, the quantizer in 2), then into one of two banks of a block (with each
     parameter's cost added up as they come); a full bank goes to the emitter, which picks
-    the shortest parameter (a cycle) and writes the block's header and codes into a bit
-    accumulator, a code a cycle, while the other bank fills; the accumulator sends 4 bytes
+    the shortest parameter (a cycle) and makes the block's header and codes, a code a
+    cycle through a register into a bit accumulator, while the other bank fills; the accumulator sends 4 bytes
     a cycle (and the message's last bytes one at a time) through the CRC-32 to a byte
     packer.
 
-    Latency: from the value that ends a block to its first byte in an output beat, the
-    pipeline (7), the bank (1), the parameter (1), the accumulator and the byte packer's
+    Latency: ``latency`` (11) cycles from the value that ends a block to its first code
+    in the bit accumulator; a word leaves it once 32 bits wait, then the byte packer's
     ``2 + ceil(log2(4 * lanes) / 3)``. Throughput: one value per cycle (so one beat every
     ``lanes`` cycles) less a cycle per block of 16, while the codes average at most 32
     bits a value and the output is not backpressured; a message costs its pads to a whole
@@ -102,6 +102,14 @@ class RiceCompressor(StreamEngine):
 
     def __init__(self, *, lanes=1, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, self.PORTS, max_values)
+
+    @property
+    def latency(self):
+        """Cycles from the edge that takes the value ending a block to the edge that puts
+        the block's first code in the bit accumulator: the reader (1), the pipeline
+        (``_DEPTH``), the bank (1), the parameter (1), the code's register (1). Its bytes
+        leave once 32 bits wait (or the message ends), through the byte packer."""
+        return 4 + _DEPTH
 
     def elaborate(self, platform):
         m = Module()
@@ -249,7 +257,8 @@ class RiceCompressor(StreamEngine):
         crc = Signal(32, init=0xFFFF_FFFF, name="crc")
         chunk = packer.i.payload
         whole_word = fill >= 32
-        ending = state == _Emit.END
+        staged = Signal(name="code_staged")             # a code waits for the accumulator
+        ending = (state == _Emit.END) & ~staged
         m.d.comb += [packer.i.valid.eq(whole_word | ending),
                      chunk.data.eq(Mux(ending & (fill == 0), ~crc, acc[:32])),
                      chunk.length.eq(Mux(whole_word | (fill == 0), 4, 1)),
@@ -265,13 +274,22 @@ class RiceCompressor(StreamEngine):
                 m.d.sync += crc.eq(crc32_update(crc, acc[:8]))
             with m.Else():
                 m.d.sync += [crc.eq(0xFFFF_FFFF), state.eq(_Emit.IDLE)]
+        # The emitter's code goes through a register on its way to the accumulator.
         code = Signal(_CODE_BITS, name="code")
         length = Signal(range(_CODE_BITS + 1), name="code_length")
-        room = fill <= _ROOM
+        staged_code = Signal(_CODE_BITS, name="staged_code")
+        staged_length = Signal(range(_CODE_BITS + 1), name="staged_length")
         push = Signal(name="push")
+        m.d.comb += push.eq(staged & (fill <= _ROOM))
+        room = ~staged | push                           # the emitter may stage a code
+        make = Signal(name="code_made")
+        with m.If(make & room):
+            m.d.sync += [staged_code.eq(code), staged_length.eq(length), staged.eq(1)]
+        with m.Elif(push):
+            m.d.sync += staged.eq(0)
         m.d.comb += kept.eq(fill - sent)
-        m.d.sync += [acc.eq((acc >> sent) | Mux(push, code << kept, 0)),
-                     fill.eq(kept + Mux(push, length, 0))]
+        m.d.sync += [acc.eq((acc >> sent) | Mux(push, staged_code << kept, 0)),
+                     fill.eq(kept + Mux(push, staged_length, 0))]
 
         # The emitter.
         k = Signal(range(MAX_K + 1), name="rice_k")
@@ -287,13 +305,13 @@ class RiceCompressor(StreamEngine):
         with m.Switch(state):
             with m.Case(_Emit.HEAD):
                 m.d.comb += [code.eq(Cat(job.bits, job.settings)), length.eq(40),
-                             push.eq(room)]
+                             make.eq(1)]
                 with m.If(room):
                     m.d.sync += state.eq(Mux(job.msg_end, _Emit.END, _Emit.IDLE))
             with m.Case(_Emit.CHOOSE):
                 m.d.sync += [k.eq(_argmin(job_costs)), slot.eq(0)]
                 with m.If(job.zero):
-                    m.d.comb += [code.eq(0), length.eq(1), push.eq(room)]
+                    m.d.comb += [code.eq(0), length.eq(1), make.eq(1)]
                     with m.If(room):
                         m.d.sync += state.eq(Mux(job.msg_end, _Emit.END, _Emit.IDLE))
                 with m.Else():
@@ -303,7 +321,7 @@ class RiceCompressor(StreamEngine):
                 m.d.comb += [code.eq(Mux(first, Cat(Const(1, 1), k, value_code),
                                          value_code)),
                              length.eq(value_length + Mux(first, _HEADER_BITS, 0)),
-                             push.eq(room)]
+                             make.eq(1)]
                 with m.If(room):
                     m.d.sync += slot.eq(slot + 1)
                     with m.If(slot == BLOCK - 1):
