@@ -25,8 +25,8 @@ _ESCAPE_BITS, _HEADER_BITS = ESCAPE_QUOTIENT + 32, 5
 _CODE_BITS = _HEADER_BITS + _ESCAPE_BITS
 #: The bit accumulator; a code is pushed while at most ``_ROOM`` bits wait in it.
 _ACC_BITS, _ROOM = 96, 96 - _CODE_BITS
-#: Register stages from a token to its quantized value: the hash (5), then 2.
-_DEPTH = 7
+#: Register stages from a token to its quantized value: the hash (5), then 3.
+_DEPTH = 8
 #: Bits of a block's cost for one parameter (at most 16 escapes, 752 bits).
 _COST_BITS = 10
 
@@ -64,14 +64,14 @@ class RiceCompressor(StreamEngine):
 
     Structure: the message's values go one a cycle through a pipeline that never holds
     a value it cannot pass on (a stall pipeline: the hash ``fmix32(seed + i)`` in 5
-    stages, the quantizer in 2), then into one of two banks of a block (with each
+    stages, the quantizer in 3), then into one of two banks of a block (with each
     parameter's cost added up as they come); a full bank goes to the emitter, which picks
     the shortest parameter (a cycle) and makes the block's header and codes, a code a
     cycle through a register into a bit accumulator, while the other bank fills; the accumulator sends 4 bytes
     a cycle (and the message's last bytes one at a time) through the CRC-32 to a byte
     packer.
 
-    Latency: ``latency`` (11) cycles from the value that ends a block to its first code
+    Latency: ``latency`` (12) cycles from the value that ends a block to its first code
     in the bit accumulator; a word leaves it once 32 bits wait, then the byte packer's
     ``2 + ceil(log2(4 * lanes) / 3)``. Throughput: one value per cycle (so one beat every
     ``lanes`` cycles) less a cycle per block of 16, while the codes average at most 32
@@ -194,19 +194,25 @@ class RiceCompressor(StreamEngine):
         wide6 = pipe.register((e == 0xFF) | ((e != 0) & (t < 0)), "quant_wide")
         draw6 = pipe.register(draw, "quant_draw")
         token6 = pipe.register(token, "quant_token")
-        # Stage 7: the magnitude, to nearest (``(sig + 2**(t-1)) >> t``) or stochastic
-        # (``sig >> t``, plus one when the 32 bits below the point and the draw carry).
-        nearest = ((sig6 << 1) + (Const(1, 1) << shift6)) >> (shift6 + 1)
-        whole = sig6 >> shift6
-        fraction = (Cat(Const(0, 32), sig6) >> shift6)[:32]
-        carry_out = (fraction + draw6)[32]
-        magnitude = Mux(token6.stochastic, whole + carry_out, nearest)
-        escape = wide6 | (magnitude >= MAX_MAGNITUDE)
+        # Stage 7: the shifts, to nearest (``(sig + 2**(t-1)) >> t``) or stochastic
+        # (``sig >> t`` and the 32 bits below the point).
+        nearest = pipe.register((((sig6 << 1) + (Const(1, 1) << shift6))
+                                 >> (shift6 + 1))[:25], "quant_nearest")
+        whole = pipe.register((sig6 >> shift6)[:25], "quant_whole")
+        fraction = pipe.register((Cat(Const(0, 32), sig6) >> shift6)[:32], "quant_fraction")
+        sign7, wide7, draw7 = (pipe.register(v, f"{name}7") for v, name in (
+            (sign6, "quant_sign"), (wide6, "quant_wide"), (draw6, "quant_draw")))
+        token7 = pipe.register(token6, "quant_token7")
+        # Stage 8: the magnitude (stochastic: plus one when the fraction and the draw
+        # carry), the escape, the zigzag.
+        carry_out = (fraction + draw7)[32]
+        magnitude = Mux(token7.stochastic, whole + carry_out, nearest)
+        escape = wide7 | (magnitude >= MAX_MAGNITUDE)
         z = Mux(escape | (magnitude == 0), 0,
-                Mux(sign6, (magnitude << 1) - 1, magnitude << 1))[:16]
-        out.payload = SimpleNamespace(token=pipe.register(token6, "quantized_token"),
+                Mux(sign7, (magnitude << 1) - 1, magnitude << 1))[:16]
+        out.payload = SimpleNamespace(token=pipe.register(token7, "quantized_token"),
                                       z=pipe.register(z, "quantized_z"),
-                                      escape=pipe.register(escape & ~token6.header,
+                                      escape=pipe.register(escape & ~token7.header,
                                                            "quantized_escape"))
         return out
 
