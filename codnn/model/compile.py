@@ -224,7 +224,7 @@ class _Spill:
             if not victims:
                 return                          # the caller's placement refuses it
             victim = max(victims, key=lambda t: next(
-                (j for j in self.uses.get(t, ()) if j >= k), len(self.uses) + 1 << 20))
+                (j for j in self.uses.get(t, ()) if j >= k), float("inf")))
             start, end, _ = self.act.held.pop(victim)
             self.away.add(victim)
             if victim in self.at:

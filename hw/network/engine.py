@@ -122,19 +122,20 @@ class NetworkEngine(wiring.Component):
                        program_words=program_words, weight_port=weight_port,
                        act_port=act_port)
         if weight_port == "onchip":
-            weights = {"weight_write": In(data.StructLayout({
+            memory_ports = {"weight_write": In(data.StructLayout({
                 "addr": range(weight_words), "data": 16 * cols, "en": 1}))}
         else:
-            weights = {"weight_base": In(32),
-                       "axi": Out(axi_read_signature(8 * word_stride(2 * cols)))}
+            memory_ports = {"weight_base": In(32),
+                            "axi": Out(axi_read_signature(8 * word_stride(2 * cols)))}
         if act_port == "axi":
             stride = word_stride(rows * _DATA_BITS // 8)
-            weights.update({"act_base": In(32), "act_axi": Out(axi_signature(8 * stride)),
-                            "act_bytes_read": Out(32), "act_bytes_written": Out(32)})
+            memory_ports.update({"act_base": In(32),
+                                 "act_axi": Out(axi_signature(8 * stride)),
+                                 "act_bytes_read": Out(32), "act_bytes_written": Out(32)})
         super().__init__({
             "program_write": In(data.StructLayout({"addr": range(program_words),
                                                    "data": 32, "en": 1})),
-            **weights,
+            **memory_ports,
             "weight_bytes_read": Out(32),
             "act_write": In(data.StructLayout({"addr": range(act_words),
                                                "data": rows * _DATA_BITS, "en": 1})),
