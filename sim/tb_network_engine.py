@@ -102,9 +102,9 @@ def _activation_memory(dut, program):
 
 
 async def _first_latency(dut, port, begin, end):
-    """Cycles from the first handshake of ``begin`` (a ``(valid, ready)`` pair of
-    channel names on ``port``, plus extra conditions) to the first ``end`` valid: a
-    memory's latency as the cycle model takes it."""
+    """Cycles from the first cycle in which the signals ``begin`` of ``port`` are all
+    high (a burst's address taken, its last write word taken) to the first with ``end``
+    high: a memory's latency as the cycle model takes it."""
     edge, taken = 0, None
     while True:
         await RisingEdge(dut.clk)
