@@ -238,3 +238,15 @@ def test_count_above_the_largest_message_is_dropped(engine):
 def test_max_values_out_of_range(max_values):
     with pytest.raises(ValueError, match="Largest message must be 1..2\\*\\*32-1 values"):
         TernGradDecoder(lanes=2, max_values=max_values)
+
+
+def test_rice_compressor_clamps_a_bound_out_of_range():
+    """``bound_bits`` 3 is clamped to 7: the message is coded with 7 and counts as bad."""
+    rng = np.random.default_rng(SEED)
+    x = _values(rng, 37)
+    got, counters = run_frames(ENGINES["rice_compressor"].component(lanes=2),
+                               [value_frame(x, 2)] * 2,
+                               settings=[{"bound_bits": 3}, {"bound_bits": 7}],
+                               expected_frames=2, rng=random.Random(SEED))
+    assert got == [rice.compress(x, 7)] * 2
+    assert counters["error_count"] == 1
