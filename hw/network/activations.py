@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from codnn.golden.network_program import word_stride
-from codnn.hw.network.weights import axi_read_signature
+from codnn.hw.network.weights import axi_read_signature, burst_words
 
 __all__ = ["AxiActivations", "axi_signature"]
 
@@ -82,11 +82,9 @@ class AxiActivations(wiring.Component):
         left = Signal(range(MAX_WORDS + 1))     # words not yet in a burst
         beats = Signal(9)                       # words of the burst under way
         beat = Signal(9)                        # beats of it moved
-        page_words = max(1, 4096 // stride)
-        in_page = page_words - ext[:ceil_log2(page_words)] if page_words > 1 else 1
-        room = Mux(in_page < 256, in_page, 256)
-        size = Mux(left < room, left, room)
-        address = self.base + ext * stride
+        address = Signal(32, name="address")
+        m.d.comb += address.eq(self.base + ext * stride)
+        size = burst_words(address, left, stride)
         m.d.comb += [
             axi.arid.eq(0), axi.arsize.eq(ceil_log2(stride)), axi.arburst.eq(1),
             axi.araddr.eq(address), axi.arlen.eq(beats - 1),

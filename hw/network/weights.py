@@ -8,7 +8,7 @@ from amaranth.utils import ceil_log2
 
 from codnn.golden.network_program import word_stride
 
-__all__ = ["AxiWeights", "OnChipWeights", "axi_read_signature"]
+__all__ = ["AxiWeights", "OnChipWeights", "axi_read_signature", "burst_words"]
 
 #: Words a read request may ask for.
 MAX_RUN = (1 << 16) - 1
@@ -24,6 +24,17 @@ def axi_read_signature(data_bits, addr_bits=32):
         "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
         "rid": In(1), "rdata": In(data_bits), "rresp": In(2), "rlast": In(1),
         "rvalid": In(1), "rready": Out(1)})
+
+
+def burst_words(address, left, stride):
+    """Words of the next AXI4 INCR burst from byte ``address`` with ``left`` words to go,
+    ``stride`` bytes a word: at most ``MAX_BURST``, none past the address's 4 KB page."""
+    if stride < 4096:                   # the words left in the address's 4 KB page
+        in_page = (4096 - address[:12]) >> ceil_log2(stride)
+    else:
+        in_page = 1
+    room = Mux(in_page < MAX_BURST, in_page, MAX_BURST)
+    return Mux(left < room, left, room)
 
 
 class _Reader(wiring.Component):
@@ -104,13 +115,8 @@ class AxiWeights(_Reader):
         left = Signal(range(MAX_RUN + 1))   # words of the run not asked for yet
         address = Signal(32)
         m.d.comb += address.eq(self.base + following * self.stride)
-        if self.stride < 4096:              # the words left in the address's 4 KB page
-            in_page = (4096 - address[:12]) >> ceil_log2(self.stride)
-        else:
-            in_page = 1
-        room = Signal(range(MAX_BURST + 1))     # words this burst may take
-        m.d.comb += room.eq(Mux(in_page < MAX_BURST, in_page, MAX_BURST))
-        burst = Mux(left < room, left, room)
+        burst = Signal(range(MAX_BURST + 1))    # words this burst takes
+        m.d.comb += burst.eq(burst_words(address, left, self.stride))
         m.d.comb += [axi.arid.eq(0), axi.arsize.eq(ceil_log2(self.stride)), axi.arburst.eq(1),
                      axi.araddr.eq(address),
                      axi.arlen.eq(burst - 1), axi.arvalid.eq(left != 0)]
