@@ -226,7 +226,6 @@ class RiceCompressor(StreamEngine):
                       for b in range(2) for k in range(BLOCK))
         fill_bank = Signal(name="fill_bank")
         costs = [Signal(_COST_BITS, name=f"cost_k{k}") for k in range(MAX_K + 1)]
-        zero_block = Signal(init=1, name="zero_block")
         # The value's code length for each parameter.
         lengths = [Mux(q.escape | ((q.z >> k) >= ESCAPE_QUOTIENT), _ESCAPE_BITS,
                        (q.z >> k) + 1 + k) for k in range(MAX_K + 1)]
@@ -234,7 +233,7 @@ class RiceCompressor(StreamEngine):
         # The emitter's job: a header or a full bank.
         state = Signal(_Emit, name="emit_state")
         job = Signal(data.StructLayout({"bits": 32, "settings": 8, "msg_end": 1,
-                                        "zero": 1, "bank": 1}), name="emit_job")
+                                        "bank": 1}), name="emit_job")
         job_costs = [Signal(_COST_BITS, name=f"job_cost_k{k}") for k in range(MAX_K + 1)]
         idle = state == _Emit.IDLE
         takes = quantized.valid & quantized.ready
@@ -243,16 +242,13 @@ class RiceCompressor(StreamEngine):
         with m.If(takes & ~tok.header):
             m.d.sync += banks[Cat(tok.pos, fill_bank)].eq(Cat(q.z, q.escape, tok.bits))
             with m.If(tok.block_end):
-                m.d.sync += [c.eq(0) for c in costs] + [zero_block.eq(1),
-                                                        fill_bank.eq(~fill_bank)]
+                m.d.sync += [c.eq(0) for c in costs] + [fill_bank.eq(~fill_bank)]
             with m.Else():
                 m.d.sync += [c.eq(c + n) for c, n in zip(costs, lengths)]
-                m.d.sync += zero_block.eq(zero_block & (q.z == 0) & ~q.escape)
         with m.If(takes & hands_over):
             settings = tok.bound | tok.stochastic << 7
             m.d.sync += [job.bits.eq(tok.bits), job.settings.eq(settings),
                          job.msg_end.eq(tok.msg_end), job.bank.eq(fill_bank),
-                         job.zero.eq(zero_block & (q.z == 0) & ~q.escape),
                          state.eq(Mux(tok.header, _Emit.HEAD, _Emit.CHOOSE))]
             m.d.sync += [j.eq(c + n) for j, c, n in zip(job_costs, costs, lengths)]
 
@@ -316,7 +312,9 @@ class RiceCompressor(StreamEngine):
                     m.d.sync += state.eq(Mux(job.msg_end, _Emit.END, _Emit.IDLE))
             with m.Case(_Emit.CHOOSE):
                 m.d.sync += [k.eq(_argmin(job_costs)), slot.eq(0)]
-                with m.If(job.zero):
+                # All 16 values are 0 (none escapes) exactly when every k = 0 code is
+                # one bit.
+                with m.If(job_costs[0] == BLOCK):
                     m.d.comb += [code.eq(0), length.eq(1), make.eq(1)]
                     with m.If(room):
                         m.d.sync += state.eq(Mux(job.msg_end, _Emit.END, _Emit.IDLE))
