@@ -262,3 +262,59 @@ def test_rice_compressor_codes_all_zero_blocks_in_one_bit():
                         expected_frames=3, rng=random.Random(SEED))
     assert got == [rice.compress(x, 10) for x in xs]
     assert [len(g) for g in got] == [10, 10, 18]
+
+
+def test_rice_compressor_after_a_reset_in_flight():
+    """A reset in the middle of a message (a block in the emitter, the next filling):
+    the next message, with other settings, comes out as golden's and alone."""
+    from amaranth.hdl import ResetInserter, Signal
+    from amaranth.sim import Simulator
+
+    from codnn.sim.pysim import frame_beats
+    rng = np.random.default_rng(SEED + 3)
+    first, second = _values(rng, 45), _values(rng, 21)
+    reset = Signal()
+    engine = ENGINES["rice_compressor"].component(lanes=1)
+    dut = ResetInserter({"sync": reset})(engine)
+    frames, current = [], bytearray()
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def send(ctx, frame, beats):
+        for beat in frame_beats(frame, 4)[:beats]:
+            ctx.set(engine.i.payload, beat)
+            ctx.set(engine.i.valid, 1)
+            await ctx.tick().until(engine.i.ready)
+        ctx.set(engine.i.valid, 0)
+
+    async def sink(ctx):
+        ctx.set(engine.o.ready, 1)
+        while True:
+            _, _, valid, payload, in_reset = await ctx.tick().sample(
+                engine.o.valid, engine.o.payload, reset)
+            if in_reset:
+                current.clear()                 # what left before the reset is void
+            elif valid:
+                current.extend(int(payload.data).to_bytes(4, "little")[
+                    :bin(int(payload.keep)).count("1")])
+                if payload.last:
+                    frames.append(bytes(current))
+                    current.clear()
+
+    async def bench(ctx):
+        ctx.set(engine.bound_bits, 9)
+        ctx.set(engine.rounding, 1)
+        await send(ctx, value_frame(first, 1), 25)
+        ctx.set(reset, 1)
+        await ctx.tick()
+        ctx.set(reset, 0)
+        ctx.set(engine.bound_bits, 12)
+        ctx.set(engine.rounding, 0)
+        await send(ctx, value_frame(second, 1), None)
+        await ctx.tick().repeat(400)
+        assert not current, "bytes after the last frame"
+
+    sim.add_testbench(sink, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    assert frames == [rice.compress(second, 12)]
