@@ -252,13 +252,14 @@ def test_rice_compressor_clamps_a_bound_out_of_range():
     assert counters["error_count"] == 1
 
 
-def test_rice_compressor_codes_all_zero_blocks_in_one_bit():
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_rice_compressor_codes_all_zero_blocks_in_one_bit(lanes):
     """Blocks whose values all quantize to 0 are one bit each; a block of zeros and one
     infinity is not (the escape costs every parameter 47 bits at k = 0)."""
     xs = [np.zeros(40, np.float32), np.full(33, 1e-5, np.float32),
           np.r_[np.zeros(16), np.inf, np.zeros(5)].astype(np.float32)]
-    got, _ = run_frames(ENGINES["rice_compressor"].component(lanes=1),
-                        [value_frame(x, 1) for x in xs], settings=[{"bound_bits": 10}] * 3,
+    got, _ = run_frames(ENGINES["rice_compressor"].component(lanes=lanes),
+                        [value_frame(x, lanes) for x in xs], settings=[{"bound_bits": 10}] * 3,
                         expected_frames=3, rng=random.Random(SEED))
     assert got == [rice.compress(x, 10) for x in xs]
     assert [len(g) for g in got] == [10, 10, 18]
