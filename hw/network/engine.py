@@ -128,7 +128,7 @@ class NetworkEngine(wiring.Component):
             memory_ports = {"weight_base": In(32),
                             "axi": Out(axi_read_signature(8 * word_stride(2 * cols)))}
         if act_port == "axi":
-            stride = word_stride(rows * _DATA_BITS // 8)
+            stride = act_stride(EngineConfig(rows=rows, cols=cols, alpha=alpha))
             memory_ports.update({"act_base": In(32),
                                  "act_axi": Out(axi_signature(8 * stride)),
                                  "act_bytes_read": Out(32), "act_bytes_written": Out(32)})
