@@ -22,8 +22,10 @@ steps themselves are integer only:
 
 Signed activations (a layer without an activation whose output a layer reads, an add
 without a ReLU) are stored in offset binary, ``code = value + 2**(out_bits-1)``: the
-arrays still take unsigned data, and a layer that reads such a tensor has
-``2**(out_bits-1) * sum(F[n])`` taken off its bias; a layer that writes one has
+column-combined array still takes unsigned data, and a layer that reads such a tensor
+there has ``2**(out_bits-1) * sum(F[n])`` taken off its bias (the TQ array, whose data
+are sign-magnitude, takes the values themselves, ``code - 2**(out_bits-1)``, before
+truncation, and its bias keeps nothing for the offset); a layer that writes one has
 ``2**(out_bits-1) << shift`` added to its bias, so its output stage's clamp saturates the
 signed value.
 
@@ -84,19 +86,21 @@ class ArrayLayer:
 
     def columns(self, x):
         """The array's input vectors for ``x``: ``(C', T)`` and the output's shape after
-        the batch (``(N, H_out, W_out)`` or ``(N,)``)."""
+        the batch (``(N, H_out, W_out)`` or ``(N,)``). The column-combined array takes the
+        codes; the TQ array, whose data are sign-magnitude, the values ``code - pad``."""
         x = np.asarray(x)
+        data_offset = self.pad if self.tq is None else 0
         if self.kernel == 0:
             if x.ndim != 2 or x.shape[1] != self.packed.columns:
                 raise ValueError(f"{self.name}: expects B x {self.packed.columns} inputs, "
                                  f"not {x.shape}")
-            return x.T, (self.packed.rows,)
+            return x.T.astype(np.int64) - self.pad + data_offset, (self.packed.rows,)
         if x.ndim != 4 or x.shape[1] * self.kernel ** 2 != self.packed.columns:
             raise ValueError(f"{self.name}: expects B x {self.packed.columns // self.kernel**2}"
                              f" x H x W inputs, not {x.shape}")
         X, positions = conv_columns(x.astype(np.int64) - self.pad, self.kernel, self.stride,
                                     self.padding)
-        return X + self.pad, (self.packed.rows, *positions)
+        return X + data_offset, (self.packed.rows, *positions)
 
     def accumulate(self, X, acc_bits):
         """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it (on the TQ

@@ -488,6 +488,47 @@ def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
     assert np.abs(wrong - floats).max() > 0.1 * np.abs(floats).max()   # zero padding errs
 
 
+def test_signed_activations_on_the_tq_array_are_values(tmp_path):
+    # On the TQ array a layer reading signed codes takes the values (code - 64) as its
+    # sign-magnitude data: truncation applies to the value, the bias keeps no offset term,
+    # and padded positions are the value 0. With every term kept the integer network
+    # follows the float one; with one term per value the accumulators are the revealed
+    # weights times the truncated values, which truncating the codes would not give.
+    from codnn.golden.network import TermQuantization
+    from codnn.golden.term_quant import group, reveal, truncate, ungroup
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    inits = {"w1": rng.normal(0, 0.5, (3, 2, 3, 3)), "w2": rng.normal(0, 0.5, (2, 3, 3, 3))}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
+    _model(nodes, inits, (2, 5, 5), [1, 2, 5, 5], path=tmp_path / "p.onnx")
+    network = load_onnx(tmp_path / "p.onnx")
+    x = rng.uniform(0, 1, (50, 2, 5, 5))
+    floats = network.run(x)
+    exact = TermQuantization(g=2, alpha=8, beta=4)          # NAF: at most 4 terms of 7 bits
+    integer = quantize_network(network, x, alpha=1, gamma=0.0, tq=exact)
+    first, second = integer.array_layers
+    assert [first.pad, second.pad] == [0, 64]
+    tensors = integer.run(integer.quantize_input(x), keep=True)
+    X, _ = second.columns(tensors["a"])
+    assert X.min() < -20 and X.max() > 20 and X.min() >= -64 and X.max() <= 63
+    np.testing.assert_array_equal(second.accumulate(X, 32),
+                                  second.packed.dense() @ X + second.bias[:, None])
+    scores = tensors["y"] * integer.output_scale
+    assert np.abs(scores - floats).max() < 0.05 * np.abs(floats).max()
+    short = TermQuantization(g=2, alpha=3, beta=1)
+    integer = quantize_network(network, x, alpha=1, gamma=0.0, tq=short)
+    second = integer.array_layers[1]
+    codes = integer.run(integer.quantize_input(x), keep=True)["a"]
+    X, _ = second.columns(codes)
+    F = second.packed.dense()
+    revealed = ungroup(reveal(group(F, 2), 3, "naf", 7), F.shape[1])
+    want = revealed @ truncate(X, 1, "naf", 7) + second.bias[:, None]
+    np.testing.assert_array_equal(second.accumulate(X, 32), want)
+    wrong = revealed @ (truncate(X + 64, 1, "naf", 7) - 64) + second.bias[:, None]
+    assert not np.array_equal(want, wrong)
+
+
 def test_per_channel_scales_keep_small_filters():
     # Filters whose sizes differ by up to 2**12 (as batch norm folding leaves them): with
     # one scale per layer the small filters round to a few levels or to zero; with a shift

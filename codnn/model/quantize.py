@@ -90,12 +90,9 @@ def _readers(network):
     return readers
 
 
-def _check_signed_reader(step, tq):
+def _check_signed_reader(step):
     """Raise ``ValueError`` for a step that cannot read a signed (offset-binary) tensor:
-    a concatenation, an average that counts its padding, anything on the TQ array."""
-    if tq is not None:
-        raise ValueError(f"{step.name!r} reads signed activations (no ReLU before it); the "
-                         f"TQ array takes unsigned activations")
+    a concatenation, an average that counts its padding."""
     if isinstance(step, Concatenation):
         raise ValueError(f"{step.name!r}: a Concat of signed activations (no ReLU before "
                          f"it) is not supported")
@@ -118,15 +115,16 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     Signed tensors (what a layer without an activation hands to another layer, an add
     without a ReLU) are offset-binary codes at the scale of their largest magnitude over
     ``2**(out_bits-1) - 1``: a layer reading one takes ``2**(out_bits-1) * sum(F[n])``
-    off its bias and pads with the code ``2**(out_bits-1)`` (the value 0), a layer writing
+    off its bias (on the TQ array it reads the values, ``ArrayLayer.columns``) and pads
+    with the code ``2**(out_bits-1)`` (the value 0), a layer writing
     one adds ``2**(out_bits-1) << shift[n]`` to its bias.
 
     Raises
     ------
     ValueError
         If the calibration inputs are negative or not finite, or a signed tensor goes
-        where no step takes it (an average counting padding, a concatenation, the TQ
-        array, the output).
+        where no step takes it (an average counting padding, a concatenation, the
+        output).
     """
     if tq is not None:
         weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
@@ -148,7 +146,7 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
         if raw.intersection(reads) and not isinstance(step, Residual):
             raise ValueError(f"{step.name!r} reads a layer's raw accumulators")
         if offset.intersection(reads):
-            _check_signed_reader(step, tq)
+            _check_signed_reader(step)
         if isinstance(step, Layer):
             s_x = scale[step.source]
             if step.activation is not None:
@@ -165,7 +163,7 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
             if progress:
                 progress(step.name)
             packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)
-            if step.source in offset:          # the input's offset, through the weights
+            if step.source in offset and tq is None:   # the input's offset, via the weights
                 bias = bias - half * packed.dense().sum(axis=1)
             if step.output in offset:          # the output's, before the output stage
                 bias = bias + (np.int64(half) << np.asarray(shift, np.int64))
