@@ -130,7 +130,8 @@ class Separable(nn.Module):
 MODELS = {"mobilenet_v2": MobileNetV2, "resnet18": ResNet18, "separable": Separable}
 
 
-def _trained(name, spec, channels, folder):
+def train_module(name, spec, channels, folder):
+    """``codnn.train.run.train`` on a fresh ``MODELS[name]`` (seeded by ``spec``)."""
     torch.manual_seed(spec.seed)
     return train(spec, folder, model=MODELS[name](channels),
                  progress=lambda text: print(f"{name}: {text}", flush=True))
@@ -140,7 +141,7 @@ def measure(name, args, channels):
     """One model's row: dense training, the two kinds of scales, column combining."""
     row = {"model": name}
     with tempfile.TemporaryDirectory() as folder:
-        report = _trained(name, TrainSpec(name, args.data, epochs=args.epochs), channels,
+        report = train_module(name, TrainSpec(name, args.data, epochs=args.epochs), channels,
                           Path(folder) / "dense")
         for per_channel in (False, True):
             result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=1,
@@ -150,7 +151,7 @@ def measure(name, args, channels):
             row[f"int_{key}"] = result["integer_accuracy"]
         cc = TrainSpec(name, args.data, epochs=args.epochs, column_combine=ColumnCombine(
             retrain_epochs=1, final_epochs=args.cc_epochs))
-        report = _trained(name, cc, channels, Path(folder) / "cc")
+        report = train_module(name, cc, channels, Path(folder) / "cc")
         result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=8,
                           per_channel=True)
         kept = Path(f"{args.output}-{name}-cc.onnx")

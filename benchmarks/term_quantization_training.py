@@ -16,12 +16,16 @@ array's arithmetic. Term pairs per multiply-accumulate, on 100 test images:
   revealed weights and truncated data (TQ, NAF digits) or the uniform integers (binary
   digits: the nonzero bits a zero-skipping bit-serial MAC would see).
 
-Networks and schedules (short, to finish in under 30 minutes on two cores): LeNet-5 on
-MNIST, VGG-6 and ResNet-20 on scikit-learn digits, 15 dense epochs each. Prints the table; writes ``term_quantization.csv`` and ``.png``.
+Networks and schedules: LeNet-5 on MNIST, VGG-6 and ResNet-20 on scikit-learn digits, 15
+dense epochs each (about 6 minutes on two cores); MobileNet-v2 as
+``benchmarks/mobile_networks.py`` writes it (linear bottlenecks: the TQ array takes their
+signed activations as sign-magnitude values) on MNIST, 8 dense epochs. Prints the table;
+writes ``term_quantization.csv`` and ``.png``.
 """
 
 import time
 
+import mobile_networks
 from reproduction import reproduce
 
 from codnn.golden.network import ArrayLayer, TermQuantization
@@ -32,7 +36,9 @@ from codnn.model.onnx_import import load_onnx
 from codnn.model.quantize import quantize_network
 from codnn.train.run import TrainSpec, train
 
-NETWORKS = {"lenet5": "mnist", "vgg6": "digits", "resnet20": "digits"}
+NETWORKS = {"lenet5": "mnist", "vgg6": "digits", "resnet20": "digits", "mobilenet_v2": "mnist"}
+#: Dense epochs of the networks that are modules of ``mobile_networks`` (not built in).
+MODULE_EPOCHS = {"mobilenet_v2": 8}
 G, ALPHAS, BETAS, UNIFORM_BITS = 8, (8, 12, 16), (2, 3), (8, 6, 5, 4)
 TUNE_EPOCHS, SAMPLE = 3, 100
 
@@ -70,10 +76,19 @@ def _row(network, data, label, model, tq, paper_pairs, dense_accuracy):
             "pairs_paper": paper_pairs, "pairs_actual": actual_pairs(model, data, tq)}
 
 
+def _train(network, out, **phases):
+    """``network`` trained (a built-in name, or a module of ``mobile_networks``)."""
+    data = NETWORKS[network]
+    if network not in MODULE_EPOCHS:
+        return train(TrainSpec(network, data, **phases), out)
+    spec = TrainSpec(network, data, epochs=MODULE_EPOCHS[network], **phases)
+    return mobile_networks.train_module(network, spec, 1, out)
+
+
 def run_network(network, out):
     data = NETWORKS[network]
     began = time.perf_counter()
-    dense = train(TrainSpec(network, data), out / f"{network}-dense")
+    dense = _train(network, out / f"{network}-dense")
     fp32 = dense["accuracy"]
     rows = [_row(network, data, f"uniform {b}-bit", dense["model"], uniform(b), b * b, fp32)
             for b in UNIFORM_BITS]
@@ -83,8 +98,8 @@ def run_network(network, out):
             paper = alpha * beta / G
             rows.append(_row(network, data, f"TQ a{alpha} b{beta}", dense["model"], tq,
                              paper, fp32))
-            tuned = train(TrainSpec(network, data, tq=tq, tq_epochs=TUNE_EPOCHS),
-                          out / f"{network}-a{alpha}-b{beta}")
+            tuned = _train(network, out / f"{network}-a{alpha}-b{beta}", tq=tq,
+                           tq_epochs=TUNE_EPOCHS)
             rows.append(_row(network, data, f"TQ a{alpha} b{beta} tuned", tuned["model"],
                              tq, paper, fp32))
             print(f"{network} alpha {alpha} beta {beta}: {rows[-2]['accuracy']:.2%} -> "

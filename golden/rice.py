@@ -14,11 +14,11 @@ import zlib
 import numpy as np
 
 from codnn.golden.fmix32 import fmix32
-from codnn.golden.inceptionn import CorruptMessage, check_bound_bits
+from codnn.golden.inceptionn import BOUND_BITS, CorruptMessage, check_bound_bits
 
 __all__ = ["ROUNDINGS", "BLOCK", "MAX_K", "ESCAPE_QUOTIENT", "MAX_MAGNITUDE", "HEADER_BYTES",
            "check_rounding", "step_bits", "quantize", "choose_k", "compress", "frame",
-           "open_message", "decompress", "max_message_bytes"]
+           "open_message", "decompress", "received_values", "max_message_bytes"]
 
 #: Rounding modes (the settings byte's bit 7).
 ROUNDINGS = ("nearest", "stochastic")
@@ -207,34 +207,86 @@ def open_message(data, max_values=None):
     return n, bound_bits, ROUNDINGS[settings >> 7], body[HEADER_BYTES:]
 
 
+def _decoded(reader, blocks, step):
+    """``(index, bits, q)`` of each value of ``blocks`` blocks read from ``reader``, in
+    order: the float32 bits the value decodes to and its integer (``None`` for an escape).
+    Raises ``CorruptMessage`` at a code the stream cuts and at a parameter of 15."""
+    for b in range(blocks):
+        first = b * BLOCK
+        if not reader.take(1):
+            for i in range(first, first + BLOCK):
+                yield i, 0, 0
+            continue
+        k = reader.take(_K_BITS)
+        if k > MAX_K:
+            raise CorruptMessage(f"Block {b} has the Rice parameter {k} (at most {MAX_K})")
+        for i in range(first, first + BLOCK):
+            u = reader.ones(ESCAPE_QUOTIENT)
+            if u == ESCAPE_QUOTIENT:
+                yield i, reader.take(_RAW_BITS), None
+                continue
+            z = (u << k) | reader.take(k)
+            q = -((z + 1) >> 1) if z & 1 else z >> 1
+            yield i, int((np.float32(q) * step).view(np.uint32)), q
+
+
+def _step(bound_bits, rounding):
+    return np.float32(2.0 ** step_bits(bound_bits, rounding))
+
+
 def decompress(data, max_values=None):
     """The float32 values of a message. Raises ``CorruptMessage`` when its framing does
     not hold (``open_message``), a code is cut, a block's parameter is 15 or a value
     past the coded range, a value past its count is nonzero, or bits follow its last
     block."""
     n, bound_bits, rounding, stream = open_message(data, max_values)
-    step = np.float32(2.0 ** step_bits(bound_bits, rounding))
     blocks = -(-n // BLOCK)
     reader = _Bits(stream)
     out = np.zeros(blocks * BLOCK, np.uint32)
-    for b in range(blocks):
-        if not reader.take(1):
-            continue
-        k = reader.take(_K_BITS)
-        if k > MAX_K:
-            raise CorruptMessage(f"Block {b} has the Rice parameter {k} (at most {MAX_K})")
-        for i in range(b * BLOCK, (b + 1) * BLOCK):
-            u = reader.ones(ESCAPE_QUOTIENT)
-            if u == ESCAPE_QUOTIENT:
-                out[i] = reader.take(_RAW_BITS)
-                continue
-            z = (u << k) | reader.take(k)
-            q = -((z + 1) >> 1) if z & 1 else z >> 1
-            if abs(q) >= MAX_MAGNITUDE:
-                raise CorruptMessage(f"Value {i} quantized to {q}, past the coded range")
-            out[i] = (np.float32(q) * step).view(np.uint32)
+    for i, bits, q in _decoded(reader, blocks, _step(bound_bits, rounding)):
+        if q is not None and abs(q) >= MAX_MAGNITUDE:
+            raise CorruptMessage(f"Value {i} quantized to {q}, past the coded range")
+        out[i] = bits
     if np.any(out[n:]):
         raise CorruptMessage("Nonzero value past the message's count")
     if (reader.size - reader.at >= 8) or reader.rest():
         raise CorruptMessage("Bits past the message's last block")
     return out[:n].view(np.float32)
+
+
+def received_values(data, *, max_values):
+    """What a streaming decoder gives for any byte string ``data`` taken as one message
+    (docs/nic.md, bad input): ``(values, bad)``, ``values`` None for no output.
+
+    A message of fewer than 5 bytes (its count and settings byte), or whose count is above
+    ``max_values``, gives no output. Otherwise the stream is the bytes after the settings
+    byte up to the message's last 4 (its CRC; none in a message of fewer than 9 bytes),
+    and its values decode in order as ``decompress`` decodes them (a value past the coded
+    range too) up to the first code the stream cuts or the first block whose parameter is
+    15; zeros from there up to the count, and zeros throughout when the settings byte
+    names a bound out of 7..15 or a reserved bit. ``bad``: ``decompress`` refuses the
+    message (its CRC too, which a decoder checks only after its values)."""
+    data = bytes(data)
+    if len(data) < HEADER_BYTES:
+        return None, True
+    count = int.from_bytes(data[:4], "little")
+    if count > max_values:
+        return None, True
+    try:
+        decompress(data, max_values)
+        bad = False
+    except CorruptMessage:
+        bad = True
+    values = np.zeros(count, np.uint32)
+    settings = data[4]
+    bound_bits = settings & 0x1F
+    if not settings & 0x60 and bound_bits in BOUND_BITS:
+        stream = _Bits(data[HEADER_BYTES:max(HEADER_BYTES, len(data) - 4)])
+        step = _step(bound_bits, ROUNDINGS[settings >> 7])
+        try:
+            for i, bits, _ in _decoded(stream, -(-count // BLOCK), step):
+                if i < count:
+                    values[i] = bits
+        except CorruptMessage:
+            pass
+    return values.view(np.float32), bad

@@ -94,6 +94,8 @@ class NicCodec:
         if self.inceptionn:
             values, bad = inceptionn.received_values(
                 message, self.b, max_values=max_values, group_values=max(BLOCK, lanes))
+        elif self.codec == "rice":
+            values, bad = rice.received_values(message, max_values=max_values)
         else:
             values, bad = terngrad.received_values(message, max_values=max_values)
         return (None if values is None else value_frame(values, lanes)), bad

@@ -168,3 +168,51 @@ def test_corrupt_messages_are_refused():
 def test_bad_settings(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_received_values_of_cut_and_corrupt_messages():
+    # What a streaming decoder gives (docs/nic.md, bad input): the values of every code
+    # wholly inside the stream (the message less its header and its last 4 bytes), in
+    # order, then zeros; a count too large or no whole header gives no output.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    x = (rng.standard_normal(70) * 0.01).astype(np.float32)
+    x[[3, 40]] = [np.nan, 1e6]                         # escapes
+    x[16:32] = 0                                       # a zero block
+    message = rice.compress(x, 10)
+    full = rice.decompress(message)
+    values, bad = rice.received_values(message, max_values=70)
+    assert not bad and values.view(np.uint32).tolist() == full.view(np.uint32).tolist()
+    decoded, partial = 0, set()
+    for cut in range(len(message)):
+        values, bad = rice.received_values(message[:cut], max_values=70)
+        assert bad
+        if cut < rice.HEADER_BYTES:
+            assert values is None
+            continue
+        kept = int(np.argmin(np.append(values.view(np.uint32) == full.view(np.uint32), 0)))
+        assert kept >= decoded and not values.view(np.uint32)[kept:].any(), cut
+        decoded = kept
+        partial.add(kept)
+    assert len(partial - {0, 70}) > 5               # cuts inside the blocks' codes
+    assert rice.received_values(message, max_values=69) == (None, True)
+    # A wrong CRC: every value decodes, the message is bad.
+    broken = message[:-1] + bytes([message[-1] ^ 1])
+    values, bad = rice.received_values(broken, max_values=70)
+    assert bad and values.view(np.uint32).tolist() == full.view(np.uint32).tolist()
+    # A settings byte with a reserved bit or a bound out of range: zeros.
+    for settings in (message[4] | 0x40, 6, 16):
+        forged = _forge(message[:4] + bytes([settings]) + message[5:-4])
+        values, bad = rice.received_values(forged, max_values=70)
+        assert bad and values.size == 70 and not values.view(np.uint32).any()
+    # Block 1 with the parameter 15: block 0 decodes, zeros from there.
+    one = rice.compress(x[:16], 10)
+    forged = _forge((32).to_bytes(4, "little") + one[4:-4] + bytes([0x1F]))
+    values, bad = rice.received_values(forged, max_values=70)
+    assert bad and values[:16].view(np.uint32).tolist() == full[:16].view(np.uint32).tolist()
+    assert not values.view(np.uint32)[16:].any()
+    # Past the coded range (z = 2**16 with k = 14: q = 2**15): decoded all the same.
+    wide = _forge((1).to_bytes(4, "little") + bytes([10]) + (
+        1 | 14 << 1 | 0b1111 << 5 | 0 << 9).to_bytes(2, "little") + bytes(2))
+    values, bad = rice.received_values(wide, max_values=70)
+    assert bad and values.tolist() == [2.0 ** 15 * 2.0 ** -9]
