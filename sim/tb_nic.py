@@ -24,13 +24,14 @@ output.
 """
 
 import random
+import zlib
 
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from codnn.golden import terngrad
+from codnn.golden import rice, terngrad
 from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress
 from codnn.golden.value_frames import NicCodec, special_values, value_frame
 from codnn.hw.nic import ENGINES
@@ -93,6 +94,17 @@ def bad_cases(rng, codec, lanes, max_values):
         eight = np.concatenate([x[:7], np.ones(1, np.float32)])
         frames.append((7).to_bytes(4, "little") + compress(eight, codec.b)[4:])
         short_header = 3
+    elif codec.codec == "rice":
+        frames = [message[:len(message) // 2]]                # cut inside the codes
+        # A count of 7 whose block codes an eighth value; a block with the parameter 15
+        # after a good one; a reserved settings bit; a wrong CRC.
+        eight = rice.compress(np.ones(8, np.float32), codec.b)[:-4]
+        frames.append(_with_crc((7).to_bytes(4, "little") + eight[4:]))
+        one = rice.compress(x[:BLOCK], codec.b)[:-4]
+        frames.append(_with_crc((2 * BLOCK).to_bytes(4, "little") + one[4:] + b"\x1f"))
+        frames.append(message[:4] + bytes([message[4] | 0x40]) + message[5:])
+        frames.append(message[:-1] + bytes([message[-1] ^ 0x80]))
+        short_header = 4
     else:
         group = max(4, lanes)
         frames = [message[:8 + 2 * group // 4 + 1]]         # two beats' codes, then part
@@ -109,7 +121,7 @@ def bad_cases(rng, codec, lanes, max_values):
         frames.append(bytes(ten))
         # Scalers with the sign bit set or not finite: every value +0.0.
         frames += [np.float32(s).tobytes() + message[4:] for s in (-0.0, -1.5, np.nan)]
-    at = 0 if codec.inceptionn else 4                       # the count's offset
+    at = 4 if codec.codec == "terngrad" else 0              # the count's offset
     frames += [
         message + b"\x01\x02",                              # bytes past the end
         message[:short_header],                             # no whole header: no output
@@ -117,6 +129,11 @@ def bad_cases(rng, codec, lanes, max_values):
         message[:at] + ((1 << 32) - 1).to_bytes(4, "little") + message[at + 4:at + 20],
     ]
     return [_decoder_case(codec, frame, lanes, max_values) for frame in frames]
+
+
+def _with_crc(body):
+    """``body`` and its CRC-32 (a Rice message)."""
+    return body + zlib.crc32(body).to_bytes(4, "little")
 
 
 def _decoder_case(codec, frame, lanes, max_values):
@@ -137,7 +154,7 @@ def cut_and_garbage_cases(rng, codec, lanes, count, max_values):
         message = codec.encode(x)
         # One byte short, then cuts anywhere (an empty message never reaches the engine).
         cut = len(message) - 1 if k == 0 else int(rng.integers(1, len(message)))
-        header = 4 if codec.inceptionn else 8
+        header = {"inceptionn": 4, "rice": rice.HEADER_BYTES}.get(codec.codec, 8)
         length = int(rng.integers(0, 2 * (len(message) - header) + 3))
         frames += [message[:cut], message[:header] + rng.bytes(length)]
     return [_decoder_case(codec, frame, lanes, max_values) for frame in frames]

@@ -6,6 +6,7 @@ both sides, errors counted once per message whatever the lane count, and counts 
 largest message."""
 
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -41,6 +42,9 @@ def _case(engine, lanes, x, setting):
     if engine == "decompressor":
         frame = inceptionn.compress(x, b)
         out = value_frame(inceptionn.decompress(frame, b), lanes)
+    elif engine == "rice_decompressor":
+        frame = rice.compress(x, b)
+        out = value_frame(rice.decompress(frame), lanes)
     elif engine == "terngrad_decoder":
         frame = terngrad.compress(x, int(setting.get("seed", 7)), scaler=np.abs(x).max(initial=0))
         out = value_frame(terngrad.decompress(frame), lanes)
@@ -218,8 +222,8 @@ def test_count_above_the_largest_message_is_dropped(engine):
     frame, out = _case("terngrad" if engine == "maxabs" else engine, lanes, x, setting)
     if engine == "maxabs":
         out = np.abs(x).max().tobytes()
-    if engine in ("decompressor", "terngrad_decoder"):
-        at = 0 if engine == "decompressor" else 4
+    if ENGINES[engine].takes == "codec":
+        at = 4 if engine == "terngrad_decoder" else 0
         huge = [frame[:at] + count.to_bytes(4, "little") + frame[at + 4:at + 20]
                 for count in (41, (1 << 32) - 1)]
     else:
@@ -265,24 +269,22 @@ def test_rice_compressor_codes_all_zero_blocks_in_one_bit(lanes):
     assert [len(g) for g in got] == [10, 10, 18]
 
 
-def test_rice_compressor_after_a_reset_in_flight():
-    """A reset in the middle of a message (a block in the emitter, the next filling):
-    the next message, with other settings, comes out as golden's and alone."""
+def _frames_after_reset(engine, lanes, first, beats, second, before=None, after=None):
+    """Send ``beats`` beats of frame ``first`` into ``engine`` (its settings ``before``),
+    reset it for a cycle, then send frame ``second`` (settings ``after``) whole. Returns
+    the output frames that left after the reset."""
     from amaranth.hdl import ResetInserter, Signal
     from amaranth.sim import Simulator
 
     from codnn.sim.pysim import frame_beats
-    rng = np.random.default_rng(SEED + 3)
-    first, second = _values(rng, 45), _values(rng, 21)
     reset = Signal()
-    engine = ENGINES["rice_compressor"].component(lanes=1)
     dut = ResetInserter({"sync": reset})(engine)
     frames, current = [], bytearray()
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
-    async def send(ctx, frame, beats):
-        for beat in frame_beats(frame, 4)[:beats]:
+    async def send(ctx, frame, count):
+        for beat in frame_beats(frame, 4 * lanes)[:count]:
             ctx.set(engine.i.payload, beat)
             ctx.set(engine.i.valid, 1)
             await ctx.tick().until(engine.i.ready)
@@ -296,26 +298,111 @@ def test_rice_compressor_after_a_reset_in_flight():
             if in_reset:
                 current.clear()                 # what left before the reset is void
             elif valid:
-                current.extend(int(payload.data).to_bytes(4, "little")[
+                current.extend(int(payload.data).to_bytes(4 * lanes, "little")[
                     :bin(int(payload.keep)).count("1")])
                 if payload.last:
                     frames.append(bytes(current))
                     current.clear()
 
     async def bench(ctx):
-        ctx.set(engine.bound_bits, 9)
-        ctx.set(engine.rounding, 1)
-        await send(ctx, value_frame(first, 1), 25)
+        for name, value in (before or {}).items():
+            ctx.set(getattr(engine, name), value)
+        await send(ctx, first, beats)
         ctx.set(reset, 1)
         await ctx.tick()
         ctx.set(reset, 0)
-        ctx.set(engine.bound_bits, 12)
-        ctx.set(engine.rounding, 0)
-        await send(ctx, value_frame(second, 1), None)
+        for name, value in (after or {}).items():
+            ctx.set(getattr(engine, name), value)
+        await send(ctx, second, None)
         await ctx.tick().repeat(400)
         assert not current, "bytes after the last frame"
 
     sim.add_testbench(sink, background=True)
     sim.add_testbench(bench)
     sim.run()
+    return frames
+
+
+def test_rice_compressor_after_a_reset_in_flight():
+    """A reset in the middle of a message (a block in the emitter, the next filling):
+    the next message, with other settings, comes out as golden's and alone."""
+    rng = np.random.default_rng(SEED + 3)
+    first, second = _values(rng, 45), _values(rng, 21)
+    frames = _frames_after_reset(ENGINES["rice_compressor"].component(lanes=1), 1,
+                                 value_frame(first, 1), 25, value_frame(second, 1),
+                                 before={"bound_bits": 9, "rounding": 1},
+                                 after={"bound_bits": 12, "rounding": 0})
     assert frames == [rice.compress(second, 12)]
+
+
+def _rice_messages(rng, lanes):
+    """Byte strings a Rice decoder meets: good messages at random bounds and roundings
+    (class-edge values, an all-zero block, a count of 0), cut at random bytes, random
+    bytes after a good header, a parameter of 15, a value past the count, a reserved
+    settings bit, a wrong CRC, bytes past the end, no whole header, a count too large;
+    then a good message again."""
+    def seal(body):
+        return body + zlib.crc32(body).to_bytes(4, "little")
+
+    good = []
+    for count in (0, 1, 16, 37, 3 * max(16, lanes) + 5):
+        x = _values(rng, count, 9)
+        x[16:32] = 0
+        good.append(rice.compress(x, int(rng.integers(7, 16)), rice.ROUNDINGS[count % 2],
+                                  int(rng.integers(0, 1 << 32))))
+    message = good[-1]
+    one = rice.compress(_values(rng, 16), 10)[:-4]
+    eight = rice.compress(np.ones(8, np.float32), 10)[:-4]
+    bad = [message[:int(rng.integers(1, len(message)))] for _ in range(4)]
+    bad += [message[:5] + rng.bytes(int(rng.integers(0, 40))) for _ in range(3)]
+    bad += [seal((32).to_bytes(4, "little") + one[4:] + b"\x1f"),
+            seal((7).to_bytes(4, "little") + eight[4:]),
+            message[:4] + bytes([message[4] | 0x20]) + message[5:],
+            message[:-2] + bytes([message[-2] ^ 1]) + message[-1:],
+            message + b"\x00", message[:4], ((1 << 32) - 1).to_bytes(4, "little") + message[4:]]
+    return good[:3] + bad[:6] + good[3:] + bad[6:] + good[2:3]     # a message to end on
+
+
+@pytest.mark.parametrize("lanes", [1, 4, 8, 16])
+def test_rice_decompressor_good_bad_and_cut_messages(lanes):
+    """Every output frame and the error count are ``golden.rice.received_values``'s, with
+    random idle input and backpressure, at every lane count."""
+    rng = np.random.default_rng(SEED + lanes)
+    print(f"seed={SEED + lanes}")
+    messages = _rice_messages(rng, lanes)
+    expected, bad = [], 0
+    for message in messages:
+        values, wrong = rice.received_values(message, max_values=1 << 24)
+        bad += wrong
+        if values is not None:
+            expected.append(value_frame(values, lanes))
+    got, counters = run_frames(ENGINES["rice_decompressor"].component(lanes=lanes), messages,
+                               settings=[], expected_frames=len(expected),
+                               rng=random.Random(SEED + lanes), idle=0.3, backpressure=0.3)
+    assert got == expected
+    assert counters["error_count"] == bad == 14
+
+
+def test_rice_decompressor_takes_a_value_a_cycle():
+    """Without stalls, 4,000 values of short codes take one cycle each, a cycle more per
+    block for its header, and a few for the message's framing."""
+    from codnn.sim.pysim import frame_beats, run_stream_test
+    rng = np.random.default_rng(SEED)
+    x = (rng.standard_normal(4000) * 2.0 ** -8).astype(np.float32)
+    message = rice.compress(x, 10)
+    dut = ENGINES["rice_decompressor"].component(lanes=1)
+    out, cycles = run_stream_test(dut, frame_beats(message, 4), expected_count=4001,
+                                  rng=random.Random(SEED))
+    assert [int(beat.data) for beat in out] == [4000, *rice.decompress(message).view(np.uint32)]
+    print(f"{cycles} cycles for 4,000 values in {len(message)} bytes")
+    assert cycles <= 4000 + 250 + 20
+
+
+def test_rice_decompressor_after_a_reset_in_flight():
+    """A reset in the middle of a message's codes: the next message decodes alone."""
+    rng = np.random.default_rng(SEED + 5)
+    first = rice.compress(_values(rng, 300), 9, "stochastic", 5)
+    second = rice.compress(_values(rng, 40), 14)
+    frames = _frames_after_reset(ENGINES["rice_decompressor"].component(lanes=2), 2,
+                                 first, 20, second)
+    assert frames == [value_frame(rice.decompress(second), 2)]

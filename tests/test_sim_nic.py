@@ -189,3 +189,13 @@ def test_rice_compressor_with_stalls_bad_messages_and_a_wrapping_counter():
     report = _run("rice_compressor", 4, seed=61, bound_bits=12, rounding=1,
                   codec_seed=0xFFFF_FF00)
     assert report["bad_messages"] == 4 and report["values"] == sum(EDGE_COUNTS)
+
+
+def test_rice_decompressor_with_stalls_bad_and_cut_messages():
+    # Messages coded with stochastic rounding at the bound 2**-12; the bad messages of
+    # the decoders (cut, a nonzero value past the count, a parameter of 15, a reserved
+    # settings bit, a wrong CRC, bytes past the end, no whole header, a count too large)
+    # and 12 messages cut at random bytes and 12 of random bytes after a good header,
+    # each held to golden.rice.received_values.
+    report = _run("rice_decompressor", 2, seed=67, bound_bits=12, rounding=1, cuts=12)
+    assert report["bad_messages"] >= 8 + 12

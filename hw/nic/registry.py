@@ -13,6 +13,7 @@ from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.loopback import CodecLoopback
 from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.rice_compressor import RiceCompressor
+from codnn.hw.nic.rice_decompressor import RiceDecompressor
 from codnn.hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["NicEngine", "ENGINES"]
@@ -91,4 +92,7 @@ ENGINES = {engine.name: engine for engine in [
               "Rice-coded error-bounded gradient compressor, AXI4-Stream", "rice", "values",
               "codec", "1 float32/cycle less one per block of 16, while codes average at "
               "most 32 bits a value"),
+    NicEngine("rice_decompressor", RiceDecompressor,
+              "Rice-coded error-bounded gradient decompressor, AXI4-Stream", "rice", "codec",
+              "values", "1 float32/cycle while the input keeps up"),
 ]}

@@ -13,8 +13,9 @@ class ByteWindow:
     ``fill`` will be in the next cycle, for the engine's own registers.
 
     The engine names at construction the byte counts it may consume, ``amounts``
-    (constants or registers), and each cycle drives ``drop``: one bit per amount (then one
-    for a whole beat, which ``message_end_cases`` uses), at most one set, or ``clear``
+    (constants or registers), and each cycle drives ``drop``: one bit per amount (then,
+    with ``beat_amount``, one for a whole beat, which ``message_end_cases`` uses), at most
+    one set, or ``clear``
     (drop all). A beat is appended after what stays, whenever
     ``size - width`` bytes or fewer are buffered and the message's ``last`` beat has not
     been taken (``ended``). With ``discard`` high every beat is taken and thrown away (the
@@ -27,10 +28,11 @@ class ByteWindow:
     after it is taken. Throughput: one beat per cycle while the engine consumes as fast.
     """
 
-    def __init__(self, m, i, *, size, discard, amounts):
+    def __init__(self, m, i, *, size, discard, amounts, beat_amount=True):
         width = len(i.payload.keep)
         self._i, self._width = i, width
-        amounts = [*amounts, Const(width)]              # the last: a whole beat (bypass)
+        if beat_amount:
+            amounts = [*amounts, Const(width)]          # the last: a whole beat (bypass)
         self.data = Signal(8 * size)
         self.fill = Signal(range(size + 1))
         self.fill_next = Signal.like(self.fill)
