@@ -17,10 +17,11 @@ array's arithmetic. Term pairs per multiply-accumulate, on 100 test images:
   digits: the nonzero bits a zero-skipping bit-serial MAC would see).
 
 Networks and schedules: LeNet-5 on MNIST, VGG-6 and ResNet-20 on scikit-learn digits, 15
-dense epochs each (about 6 minutes on two cores); MobileNet-v2 as
-``benchmarks/mobile_networks.py`` writes it (linear bottlenecks: the TQ array takes their
-signed activations as sign-magnitude values) on MNIST, 8 dense epochs. Prints the table;
-writes ``term_quantization.csv`` and ``.png``.
+dense epochs each (about 6 minutes on two cores); MobileNet-v2 and ResNet-18 as
+``benchmarks/mobile_networks.py`` writes them (MobileNet-v2's linear bottlenecks: the TQ
+array takes their signed activations as sign-magnitude values) on MNIST, 8 dense epochs
+(about 20 and 40 minutes). Prints the table; writes ``term_quantization.csv`` and
+``.png``.
 """
 
 import time
@@ -36,9 +37,10 @@ from codnn.model.onnx_import import load_onnx
 from codnn.model.quantize import quantize_network
 from codnn.train.run import TrainSpec, train
 
-NETWORKS = {"lenet5": "mnist", "vgg6": "digits", "resnet20": "digits", "mobilenet_v2": "mnist"}
+NETWORKS = {"lenet5": "mnist", "vgg6": "digits", "resnet20": "digits", "mobilenet_v2": "mnist",
+            "resnet18": "mnist"}
 #: Dense epochs of the networks that are modules of ``mobile_networks`` (not built in).
-MODULE_EPOCHS = {"mobilenet_v2": 8}
+MODULE_EPOCHS = {"mobilenet_v2": 8, "resnet18": 8}
 G, ALPHAS, BETAS, UNIFORM_BITS = 8, (8, 12, 16), (2, 3), (8, 6, 5, 4)
 TUNE_EPOCHS, SAMPLE = 3, 100
 
