@@ -448,6 +448,16 @@ def test_bad_model_files(tmp_path):
         load_onnx(tmp_path / "nan.onnx")
 
 
+def _padded_convolutions(rng, tmp_path):
+    """Two padded 3 x 3 convolutions, the first without an activation (so the second
+    reads signed values), and 50 inputs."""
+    inits = {"w1": rng.normal(0, 0.5, (3, 2, 3, 3)), "w2": rng.normal(0, 0.5, (2, 3, 3, 3))}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
+    _model(nodes, inits, (2, 5, 5), [1, 2, 5, 5], path=tmp_path / "p.onnx")
+    return load_onnx(tmp_path / "p.onnx"), rng.uniform(0, 1, (50, 2, 5, 5))
+
+
 def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
     # A layer without an activation feeding another layer hands it signed values in
     # offset binary: its bias adds 128 << shift, the reader's takes off 128 * sum(F[n]).
@@ -471,12 +481,7 @@ def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
     assert first.shift is not None and second.shift is None
     with pytest.raises(ValueError, match="non-negative"):
         quantize_network(network, -np.ones((2, 4)), alpha=2, gamma=0.5)
-    inits = {"w1": rng.normal(0, 0.5, (3, 2, 3, 3)), "w2": rng.normal(0, 0.5, (2, 3, 3, 3))}
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
-    _model(nodes, inits, (2, 5, 5), [1, 2, 5, 5], path=tmp_path / "p.onnx")
-    network = load_onnx(tmp_path / "p.onnx")
-    x = rng.uniform(0, 1, (50, 2, 5, 5))
+    network, x = _padded_convolutions(rng, tmp_path)
     integer = quantize_network(network, x, alpha=2, gamma=0.0)
     assert [layer.pad for layer in integer.array_layers] == [0, 128]
     floats = network.run(x)
@@ -498,12 +503,7 @@ def test_signed_activations_on_the_tq_array_are_values(tmp_path):
     from codnn.golden.term_quant import group, reveal, truncate, ungroup
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
-    inits = {"w1": rng.normal(0, 0.5, (3, 2, 3, 3)), "w2": rng.normal(0, 0.5, (2, 3, 3, 3))}
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
-    _model(nodes, inits, (2, 5, 5), [1, 2, 5, 5], path=tmp_path / "p.onnx")
-    network = load_onnx(tmp_path / "p.onnx")
-    x = rng.uniform(0, 1, (50, 2, 5, 5))
+    network, x = _padded_convolutions(rng, tmp_path)
     floats = network.run(x)
     exact = TermQuantization(g=2, alpha=8, beta=4)          # NAF: at most 4 terms of 7 bits
     integer = quantize_network(network, x, alpha=1, gamma=0.0, tq=exact)

@@ -12,25 +12,29 @@ from amaranth.lib.wiring import Flow
 from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules
+from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules, value_frames
 from codnn.hw.nic.registry import ENGINES as NIC_ENGINES
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 
-__all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top"]
+__all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
+           "value_frames_top"]
 
 
 @dataclass(frozen=True)
 class ProofSpec:
     """A design with properties: ``build(**params)`` gives the top module; ``params``
     their defaults; ``mode`` and ``depth`` what shows them (k-induction closes at that
-    depth); ``properties`` says what is asserted, in words."""
+    depth); ``properties`` says what is asserted, in words; ``quick``: it ends in
+    seconds and runs in the test suite (the others take minutes; ``codnn prove all``
+    runs every proof)."""
 
     build: object
     params: dict
     mode: str
     depth: int
     properties: tuple
+    quick: bool = True
 
 
 def _in_flight(m, i, o, name, width=4):
@@ -111,6 +115,20 @@ def stream_engine_top(dut):
     return m
 
 
+def value_frames_top(engine, lanes, max_values):
+    """A NIC engine that gives value messages (``hw.nic.registry``), under the environment
+    of ``stream_engine_top`` with no reset and ``bypass`` (which passes messages as they
+    are) off: every output frame is a value message of at most ``max_values`` values
+    (``hw.formal.streams.value_frames``)."""
+    dut = engine.component(lanes=lanes, max_values=max_values)
+    m = stream_engine_top(dut)
+    no_reset(m)
+    if engine.has("bypass"):
+        m.d.comb += Assume(~dut.bypass)
+    value_frames(m, dut.o, lanes, max_values)
+    return m
+
+
 def _streams_proof(factory, params, what):
     """The stream rules of every output of ``factory(**params)``, proved by k-induction."""
     return ProofSpec(lambda **settings: stream_engine_top(factory(**settings)), params,
@@ -141,6 +159,13 @@ PROOFS = {
         "after it went in",)),
     **{name: _streams_proof(lambda lanes, e=engine: e.component(lanes=lanes), {"lanes": 1},
                             f"the {name}") for name, engine in NIC_ENGINES.items()},
+    **{f"{name}_frames": ProofSpec(
+        lambda lanes, max_values, e=engine: value_frames_top(e, lanes, max_values),
+        {"lanes": 1, "max_values": 20}, "bmc", 16, (
+            f"the {name}: every output frame is a descriptor with a count n of at most "
+            f"max_values, then exactly ceil(n / lanes) value beats, last on the final one "
+            f"only, whatever bytes come in",), quick=False)
+       for name, engine in NIC_ENGINES.items() if engine.gives == "values"},
     "systolic": _streams_proof(_array, {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0},
                                "the column-combined array (weights, data, results)"),
     "tq_array": _streams_proof(

@@ -4,7 +4,7 @@ duplicated nor changed. Each helper adds its registers and statements to a modul
 
 from amaranth.hdl import Assert, Assume, Module, ResetSignal, Signal, Value
 
-__all__ = ["no_reset", "stream_rules", "beats", "Tracker"]
+__all__ = ["no_reset", "stream_rules", "beats", "value_frames", "Tracker"]
 
 
 def no_reset(m: Module):
@@ -31,6 +31,28 @@ def beats(m, s, name, width=8):
     with m.If(s.valid & s.ready & (count != (1 << width) - 1)):
         m.d.sync += count.eq(count + 1)
     return count
+
+
+def value_frames(m, o, lanes, max_values):
+    """``o`` (a NIC engine's output, ``hw.nic.layouts.beat_layout``) gives value messages
+    only: each frame a descriptor beat whose count ``n`` is at most ``max_values``, then
+    exactly ``ceil(n / lanes)`` value beats, ``last`` on the final beat and on no other
+    (on the descriptor when ``n`` is 0). Asserted on the beats taken."""
+    inside = Signal(name="frame_inside")            # a descriptor went, its last did not
+    left = Signal(32, name="frame_beats_left")      # value beats still due
+    shift = (lanes - 1).bit_length()
+    payload = o.payload
+    with m.If(o.valid & o.ready):
+        with m.If(~inside):
+            count = payload.data[:32]
+            m.d.comb += [Assert(count <= max_values),
+                         Assert(payload.last == (count == 0))]
+            m.d.sync += [left.eq((count + lanes - 1) >> shift), inside.eq(count != 0)]
+        with m.Else():
+            m.d.comb += Assert(payload.last == (left == 1))
+            m.d.sync += left.eq(left - 1)
+            with m.If(payload.last):
+                m.d.sync += inside.eq(0)
 
 
 class Tracker:
