@@ -164,14 +164,12 @@ def _network_config(dut, sim, beats, idle, backpressure, build_root):
 
 
 def _network_rate(dut):
-    """The engine's peak: every cell busy, a data beat every ``max(beat_cycles,
-    ceil(alpha / 2))`` cycles."""
-    from codnn.golden.network_program import gather_rounds
+    """The engine's peak: every cell busy, a data beat every ``beat_cycles`` cycles (a
+    layer whose groups take at most two streams: one round of gather reads)."""
     config = dut.config
     timing = mac_timing(config.mac, data_bits=config.out_bits, weight_bits=config.weight_bits,
                         cols=config.cols, acc_bits=config.acc_bits)
-    period = max(timing["beat_cycles"], gather_rounds(config))
-    return config.rows * config.cols / period, "MAC"
+    return config.rows * config.cols / timing["beat_cycles"], "MAC"
 
 
 def _tq_config(dut, sim, beats, idle, backpressure, build_root):

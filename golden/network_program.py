@@ -65,7 +65,7 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "gather_values", "image_word", "word_stride", "external_weight_bytes",
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_step", "run_program",
-           "encode_program", "decode_program", "step_cycles", "weight_words_read",
+           "encode_program", "decode_program", "gather_rounds", "layer_rounds", "step_cycles", "weight_words_read",
            "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
@@ -162,7 +162,9 @@ class LayerStep:
     """An array layer: a convolution (``kernel >= 1``) or dense layer (``kernel == 0``) from
     ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
     ``output_stage``: its results go through the output stage (else accumulators); ``pad``
-    the code a padded position carries."""
+    the code a padded position carries; ``rounds``: the gather's rounds of reads per
+    position, which read streams ``0 .. GATHER_PORTS * rounds - 1`` (the others carry 0;
+    ``None``: all of the engine's, ``gather_rounds``)."""
 
     name: str
     src: Region
@@ -177,6 +179,7 @@ class LayerStep:
     stride: int = 1
     padding: int = 0
     pad: int = 0
+    rounds: int | None = None
     op: str = field(default="layer", init=False)
 
 
@@ -432,8 +435,10 @@ def _run_layer(step, image, memories, engine):
         at += bias_bytes(engine)
         psum = np.broadcast_to(bias, (step.positions, R))
         for _ in range(step.col_blocks):
-            tile, gather = read_tile(image, at, engine)
+            tile, (offset, lane, ky, kx) = read_tile(image, at, engine)
             at += tile_bytes(engine)
+            read = np.arange(engine.alpha) < GATHER_PORTS * layer_rounds(step, engine)
+            gather = (offset, np.where(read, lane, NO_LANE), ky, kx)
             beats = gather_values(memories["act"], step.src.addr, step.src.map_shape,
                                   step.kernel, step.stride, step.padding, gather, step.pad)
             if len(beats) != step.positions:
@@ -482,6 +487,10 @@ def check_step(step, engine):
     if isinstance(step, LayerStep) and not 0 <= step.pad < 1 << engine.out_bits:
         raise ProgramError(f"{step.name}: pad code {step.pad} is not an activation "
                            f"(0..{(1 << engine.out_bits) - 1})")
+    if isinstance(step, LayerStep) and not 1 <= layer_rounds(step, engine) \
+            <= gather_rounds(engine):
+        raise ProgramError(f"{step.name}: {step.rounds} rounds of gather reads; the engine "
+                           f"reads 1..{gather_rounds(engine)} per position")
 
 
 def run_program(program, image, x):
@@ -539,7 +548,7 @@ def run_program(program, image, x):
 #: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
 #: ``STEP_WORDS`` per step (docs/semantics.md section 9).
 MAGIC = 0x6E646F63                              # "codn"
-VERSION = 2
+VERSION = 3
 HEADER_WORDS, STEP_WORDS = 18, 16
 _OPS = ("layer", "pool", "add", "load", "store")
 _MACS = ("parallel", "bitserial")
@@ -557,8 +566,8 @@ def _region(words):
     return Region("acc" if first >> 31 else "act", first & 0x3FFF_FFFF, shape)
 
 
-def _window_word(kernel, stride, padding):
-    return kernel | stride << 8 | padding << 16
+def _window_word(kernel, stride, padding, rounds=0):
+    return kernel | stride << 8 | padding << 16 | rounds << 24
 
 
 def encode_program(program):
@@ -576,7 +585,8 @@ def encode_program(program):
                     *_region_words(step.src), *_region_words(step.dst), step.filters,
                     step.row_blocks, step.col_blocks, step.positions,
                     step.weights // image_word(e), step.pad,
-                    _window_word(step.kernel, step.stride, step.padding)]
+                    _window_word(step.kernel, step.stride, step.padding,
+                                 layer_rounds(step, e))]
         elif isinstance(step, PoolStep):
             body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
                     *_region_words(step.src), *_region_words(step.dst),
@@ -631,11 +641,11 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
         if op >= len(_OPS):
             raise ProgramError(f"step {k}: unknown operation {op}")
         if _OPS[op] == "layer":
-            window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16))
+            window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16 & 0xFF))
             steps.append(LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]),
                                    int(s[8]), int(s[9]), int(s[10]),
                                    int(s[11]) * image_word(engine), bool(flags & 1),
-                                   *window, int(s[12])))
+                                   *window, int(s[12]), int(s[13] >> 24)))
         elif _OPS[op] in ("load", "store"):
             kind = LoadStep if _OPS[op] == "load" else StoreStep
             steps.append(kind(name, _region(s[1:4]), int(s[4])))
@@ -669,8 +679,13 @@ GATHER_PORTS = 2
 
 
 def gather_rounds(engine):
-    """Cycles of reads per data beat: ``ceil(alpha / GATHER_PORTS)``."""
+    """The most cycles of reads per data beat: ``ceil(alpha / GATHER_PORTS)``."""
     return -(-engine.alpha // GATHER_PORTS)
+
+
+def layer_rounds(step, engine):
+    """A layer step's cycles of reads per data beat (``LayerStep.rounds``)."""
+    return gather_rounds(engine) if step.rounds is None else step.rounds
 
 
 def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
@@ -693,14 +708,14 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
     e = program.engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
-    rounds = gather_rounds(e)
-    period = max(timing["beat_cycles"], rounds)
     array_latency = latency(e.rows, e.cols, True, **timing)
     bias_load = bias_bytes(e) // image_word(e) + 1 + memory_latency
     tile_load = 2 * e.alpha + 1 + e.rows + 1 + 2 * memory_latency
     cycles = []
     for step in program.steps:
         if isinstance(step, LayerStep):
+            rounds = layer_rounds(step, e)
+            period = max(timing["beat_cycles"], rounds)
             stream = rounds + GATHER_START + (step.positions - 1) * period
             loads = [bias_load * (j == 0) + tile_load
                      for _ in range(step.row_blocks) for j in range(step.col_blocks)]

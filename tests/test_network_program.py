@@ -11,10 +11,11 @@ import pytest
 
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
-from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig, Program,
-                                          ProgramError, bursts, decode_program, encode_program,
-                                          gather_entries, image_word, layer_block, read_tile,
-                                          run_program)
+from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig,
+                                          NO_LANE, LayerStep, Program, ProgramError,
+                                          bias_bytes, bursts, decode_program, encode_program,
+                                          gather_entries, image_word, layer_block,
+                                          read_tile, run_program, step_cycles, tile_bytes)
 from codnn.golden.systolic import Tile
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
                                     random_layer, residual_network)
@@ -264,7 +265,7 @@ def test_binary_program_round_trip_and_bad_programs():
                           run_program(compiled.program, compiled.image, image))
     with pytest.raises(ProgramError, match="a 72-byte header and whole words, not 70 bytes"):
         decode_program(data[:70])
-    with pytest.raises(ProgramError, match="not a network engine program of version 2"):
+    with pytest.raises(ProgramError, match="not a network engine program of version 3"):
         decode_program(b"\0" * 4 + data[4:])
     with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
         decode_program(data[:-64])
@@ -272,6 +273,69 @@ def test_binary_program_round_trip_and_bad_programs():
     bad_op[72] = 9
     with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
         decode_program(bytes(bad_op))
+
+
+def _widest_streams(program, image):
+    """Per layer step, the most streams a column of its tiles reads (from the image)."""
+    e = program.engine
+    widest = []
+    for step in program.steps:
+        if not isinstance(step, LayerStep):
+            continue
+        at, most = step.weights, 1
+        for _ in range(step.row_blocks):
+            at += bias_bytes(e)
+            for _ in range(step.col_blocks):
+                lane = read_tile(image, at, e)[1][1]
+                at += tile_bytes(e)
+                used = [np.flatnonzero(row != NO_LANE) for row in lane]
+                most = max([most] + [int(u[-1]) + 1 for u in used if u.size])
+        widest.append(most)
+    return widest
+
+
+def test_a_layer_reads_the_rounds_its_widest_group_needs():
+    # docs/semantics.md section 9: a layer's gather takes ceil(widest group / 2) rounds of
+    # reads per position (streams past them carry 0), at one round a cycle with parallel
+    # MACs; the compiler packs a layer more narrowly (every weight kept) where that takes
+    # fewer cycles. A layer given fewer rounds loses its wider groups' streams, and 0
+    # rounds or more than the engine's ceil(alpha / 2) are refused.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = residual_network(rng, alpha=6)
+    engine = EngineConfig(rows=4, cols=4, alpha=8, mac="parallel", act_words=512,
+                          acc_words=16, psum_words=64)
+    compiled = compile_network(network, engine)
+    layers = [s for s in compiled.program.steps if isinstance(s, LayerStep)]
+    widest = _widest_streams(compiled.program, compiled.image)
+    assert [s.rounds for s in layers] == [-(-w // 2) for w in widest]
+    packed = [max(map(len, layer.packed.groups)) for layer in network.array_layers]
+    assert all(w <= p for w, p in zip(widest, packed)) and widest != packed
+    print(f"widest groups as packed {packed}, as compiled {widest}")
+    image = rng.integers(0, 256, (3, 8, 8))
+    want = network.run(image[None])[0]
+    assert np.array_equal(run_program(compiled.program, compiled.image, image), want)
+    full = [dataclasses.replace(s, rounds=4) if isinstance(s, LayerStep) else s
+            for s in compiled.program.steps]
+    slow = dataclasses.replace(compiled.program, steps=tuple(full))
+    assert np.array_equal(run_program(slow, compiled.image, image), want)
+    faster = [a - b for a, b in zip(step_cycles(slow), step_cycles(compiled.program))]
+    for step, saved in zip(compiled.program.steps, faster):
+        if isinstance(step, LayerStep):
+            tiles = step.row_blocks * step.col_blocks
+            assert saved == tiles * ((4 - step.rounds) * step.positions), step.name
+    wide = next(s for s in layers if s.rounds > 1)
+    short = [dataclasses.replace(s, rounds=1) if s is wide else s
+             for s in compiled.program.steps]
+    cut = dataclasses.replace(compiled.program, steps=tuple(short))
+    assert not np.array_equal(run_program(cut, compiled.image, image), want)
+    for rounds in (0, 5):
+        bad = [dataclasses.replace(s, rounds=rounds) if s is wide else s
+               for s in compiled.program.steps]
+        with pytest.raises(ProgramError, match=f"{rounds} rounds of gather reads; the "
+                                               f"engine reads 1..4 per position"):
+            run_program(dataclasses.replace(compiled.program, steps=tuple(bad)),
+                        compiled.image, image)
 
 
 def _small_conv_model(tmp_path, rng):

@@ -14,6 +14,11 @@ changed once written, so a copy out stays good), and come back by a load step be
 step that reads them next. A network that does not fit its engine is refused with one line
 naming the step and the buffer.
 
+Packing: each layer keeps its column groups, or takes narrower ones (no conflict pruned,
+every weight kept) where that runs in fewer cycles on the engine: a layer of many
+positions with wide groups is bound by the gather's reads (a round of two per cycle),
+a layer of few positions by its tiles (unless the narrower weight image would not fit).
+
 Cycles are the engine's (``golden.network_program.step_cycles``, which
 ``hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
 layer's row blocks and tiles one after another (a bias, a gather table and the cells
@@ -21,13 +26,15 @@ into the array, then the positions through the gather and the array until the la
 result), or runs pooling and the add on the post-processing unit.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from codnn.golden.column_combining import im2col
+from codnn.golden.column_combining import im2col, pack
 from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
-from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS, AddStep,
+from codnn.golden.network_program import (GATHER_PORTS, HEADER_CYCLES, MAX_KERNEL,
+                                          MULTIPLIER_BITS, AddStep,
                                           LayerStep, LoadStep, PoolStep, Program, ProgramError,
                                           Region, StoreStep, act_stride, bias_bytes,
                                           gather_entries, layer_block, step_cycles,
@@ -285,12 +292,46 @@ def _layer(step, src, dst, offset, engine):
                       row_blocks=row_blocks, col_blocks=col_blocks, positions=positions,
                       weights=offset, output_stage=step.shift is not None,
                       kernel=step.kernel, pad=step.pad,
-                      stride=step.stride, padding=step.padding)
+                      stride=step.stride, padding=step.padding,
+                      rounds=-(-max(map(len, step.packed.groups), default=1) // GATHER_PORTS))
     written = row_blocks * positions
     moved = (act_reads, written if dst.memory == "act" else 0,
              written if dst.memory == "acc" else 0, 0,
              2 * positions * row_blocks * (col_blocks - 1), len(block))
     return layer, block, moved
+
+
+def _image_bytes(layers, engine):
+    """Bytes of the weight image of ``layers`` (``ArrayLayer``) on ``engine``."""
+    total = 0
+    for layer in layers:
+        tiles = make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha)
+        row_blocks = 1 + max(t.row_block for t in tiles)
+        total += row_blocks * bias_bytes(engine) + len(tiles) * tile_bytes(engine)
+    return total
+
+
+def _fastest_packing(step, src_shape, dst_shape, engine):
+    """``step`` (an ``ArrayLayer``) packed as it takes the fewest cycles on ``engine``: its
+    own groups, or narrower ones (at most 1, 2, 4 ... columns, no conflict pruned) where
+    every weight stays. A narrower packing has more tiles but its gather reads each
+    position in fewer rounds, which pays in a layer of many positions."""
+    weights = step.packed.dense()
+    options = [step]
+    width = 1
+    while width < max(map(len, step.packed.groups), default=1):
+        packed = pack(weights, width, 0.0)
+        if np.array_equal(packed.dense(), weights):
+            options.append(dataclasses.replace(step, packed=packed))
+        width *= 2
+    if len(options) == 1:
+        return step
+    src, dst = Region("act", 0, tuple(src_shape)), Region("act", 0, tuple(dst_shape))
+
+    def cycles(option):
+        layer, block, _ = _layer(option, src, dst, 0, engine)
+        return step_cycles(Program(engine, (layer,), src, dst, len(block)))[0]
+    return min(options, key=cycles)
 
 
 def compile_network(network, engine):
@@ -311,16 +352,17 @@ def compile_network(network, engine):
     q = np.zeros((1, *network.input_shape), dtype=np.int64)
     shapes = {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
     storage, last = _last_uses(network)
+    packings = {step.name: _fastest_packing(step, shapes[step.source], shapes[step.output],
+                                            engine)
+                for step in network.array_layers}
+    if _image_bytes(packings.values(), engine) > engine.weight_bytes:
+        packings = {step.name: step for step in network.array_layers}   # as packed
+    image_bytes = _image_bytes(packings.values(), engine)
     R = engine.rows
     act = _Allocator("activation", engine.act_words, R)
     acc = _Allocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
-    image_bytes = 0
-    for layer in network.array_layers:
-        tiles = make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha)
-        row_blocks = 1 + max(t.row_block for t in tiles)
-        image_bytes += row_blocks * bias_bytes(engine) + len(tiles) * tile_bytes(engine)
     if image_bytes > engine.weight_bytes:
         raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
                            f"on-chip weight memory of {engine.weight_bytes} bytes (give a "
@@ -364,7 +406,8 @@ def compile_network(network, engine):
                                f"{step.name}: its output", high=middle < target.size / 2)
         regions[step.output] = dst
         if isinstance(step, ArrayLayer):
-            layer, block, moves = _layer(step, regions[step.source], dst, offset, engine)
+            layer, block, moves = _layer(packings[step.name], regions[step.source], dst,
+                                         offset, engine)
             steps.append(layer)
             blocks.append(block)
             offset += len(block)

@@ -268,6 +268,7 @@ class NetworkEngine(wiring.Component):
         l_positions, l_weights = field(desc, 10), field(desc, 11)
         l_window = field(desc, 13)
         kernel, stride, padding = l_window[:8], l_window[8:16], l_window[16:24]
+        l_rounds = l_window[24:32]
         last_col = col_block == l_col_blocks - 1
 
         # The gather's geometry and table for the layer and tile.
@@ -278,6 +279,7 @@ class NetworkEngine(wiring.Component):
             gather.geometry.stride.eq(Mux(kernel == 0, 1, stride)),
             gather.geometry.padding.eq(Mux(kernel == 0, 0, padding)),
             gather.geometry.pad.eq(field(desc, 12)),
+            gather.geometry.rounds.eq(l_rounds),
             gather.table.eq(table),
         ]
         # Each row's shift, from the row block's bias words, goes with its weight beat. A
@@ -383,7 +385,8 @@ class NetworkEngine(wiring.Component):
         ]
         # What no step can be: an unknown operation, a layer or pooling reading the
         # accumulator buffer, pooling or an add writing it, an add calling accumulators
-        # signed activations, a layer padding with more than an activation.
+        # signed activations, a layer padding with more than an activation or reading
+        # in no rounds or more than the gather has.
         signed_acc = (flags[0] & first_acc) | (flags[1] & second_acc)
         wide_pad = field(desc, 12)[_DATA_BITS:] != 0
         # Loads and stores: with an activation port, a region of the activation buffer
@@ -408,8 +411,9 @@ class NetworkEngine(wiring.Component):
             last_op = 4
         else:
             xfer, bad_transfer, last_op = None, 1, 2
+        bad_rounds = (l_rounds == 0) | (l_rounds > gather.rounds)
         invalid = (op > last_op) | Mux(
-            op == 0, first_acc | wide_pad,
+            op == 0, first_acc | wide_pad | bad_rounds,
             Mux(is_add, third_acc | signed_acc,
                 Mux(is_transfer, bad_transfer, first_acc | second_acc)))
         with m.If(post.write.en):

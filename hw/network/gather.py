@@ -21,15 +21,16 @@ GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
 _FIFO_DEPTH = 8
 
 
-def Geometry(depth, data_bits=8):
+def Geometry(depth, data_bits=8, rounds=8):
     """A layer's geometry as the gather takes it: the source's first word and map size
     (``height x width``), the output map (``out_height x out_width``; 1 x 1 for a dense
-    layer), stride and padding (1 and 0 for a dense layer), and ``pad``, the value a
-    padded position carries."""
+    layer), stride and padding (1 and 0 for a dense layer), ``pad``, the value a padded
+    position carries, and ``rounds`` (1 to at most ``rounds``), the cycles of reads per
+    position."""
     return data.StructLayout({
         "src": range(depth), "height": unsigned(16), "width": unsigned(16),
         "out_height": unsigned(16), "out_width": unsigned(16), "stride": unsigned(4),
-        "padding": unsigned(4), "pad": unsigned(data_bits)})
+        "padding": unsigned(4), "pad": unsigned(data_bits), "rounds": range(rounds + 1)})
 
 
 class Gather(wiring.Component):
@@ -43,13 +44,14 @@ class Gather(wiring.Component):
     row-major: stream ``a`` of column ``g`` carries lane ``lane`` of word ``src + (oy *
     stride - padding) * width + (ox * stride - padding) + offset`` when the window position
     ``(oy * stride - padding + ky, ox * stride - padding + kx)`` lies inside the map and
-    ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input). ``write`` writes a word into every copy (not while
-    a pass reads what it writes).
+    ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input); the streams
+    past the geometry's ``rounds * ports`` are not read and carry 0. ``write`` writes a
+    word into every copy (not while a pass reads what it writes).
 
-    Latency: ``ceil(alpha / ports) + 5`` cycles from the edge that takes ``start`` to the
-    first beat valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and
-    lane steps, a cycle to the FIFO and its write). Throughput: a beat every
-    ``ceil(alpha / ports)`` cycles while ``o`` is ready.
+    Latency: ``rounds + 5`` cycles from the edge that takes ``start`` to the first beat
+    valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and lane
+    steps, a cycle to the FIFO and its write). Throughput: a beat every ``rounds`` cycles
+    (the geometry's: 1 to ``ceil(alpha / ports)``) while ``o`` is ready.
 
     Parameters
     ----------
@@ -96,7 +98,7 @@ class Gather(wiring.Component):
         super().__init__({
             "write": In(data.StructLayout({"addr": range(depth),
                                            "data": unsigned(lanes * data_bits), "en": 1})),
-            "geometry": In(Geometry(depth, data_bits)),
+            "geometry": In(Geometry(depth, data_bits, -(-alpha // ports))),
             "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, alpha), cols)),
             "start": In(1),
             "busy": Out(1),
@@ -114,7 +116,7 @@ class Gather(wiring.Component):
 
     @property
     def rounds(self):
-        """Cycles of reads per beat: ``ceil(alpha / ports)``."""
+        """The most cycles of reads per beat: ``ceil(alpha / ports)``."""
         return -(-self._alpha // self._ports)
 
     def elaborate(self, platform):
@@ -147,12 +149,13 @@ class Gather(wiring.Component):
         pending = Signal(range(_FIFO_DEPTH + 1), name="pending")   # in flight or queued
         m.d.comb += self.busy.eq(issuing | (pending != 0))
         pad = geo.padding
+        beat = Signal.like(self.o.payload, name="beat")     # the streams of a position
         first = Signal(name="first")                   # a cycle to set up from the inputs
         with m.If(self.start & ~self.busy):
             m.d.sync += [first.eq(1), issuing.eq(1)]
         with m.If(first):
             top_left = g.src - corner
-            m.d.sync += [first.eq(0), geo.eq(g), table.eq(self.table),
+            m.d.sync += [first.eq(0), geo.eq(g), table.eq(self.table), beat.eq(0),
                          wy.eq(-g.padding), wx.eq(-g.padding), oy.eq(0), ox.eq(0),
                          rnd.eq(0), base.eq(top_left), row_base.eq(top_left)]
 
@@ -161,7 +164,7 @@ class Gather(wiring.Component):
         m.submodules.fifo = fifo_out
         begin = issuing & ~first & (rnd == 0) & (pending < _FIFO_DEPTH)
         go = issuing & ~first & ((rnd != 0) | begin)
-        last_round = rnd == rounds - 1
+        last_round = rnd == geo.rounds - 1
         with m.If(go):
             m.d.sync += rnd.eq(Mux(last_round, 0, rnd + 1))
             with m.If(last_round):
@@ -182,7 +185,6 @@ class Gather(wiring.Component):
         # Step 2: the memory's read. Step 3: the lane, into the beat being built.
         copies = [memory.Memory(shape=unsigned(self._lanes * D), depth=self._depth, init=[])
                   for _ in range(W)]
-        beat = Signal.like(self.o.payload, name="beat")
         for g, copy in enumerate(copies):
             m.submodules[f"act_c{g}"] = copy
             write = copy.write_port()
