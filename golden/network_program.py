@@ -65,8 +65,8 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "gather_values", "image_word", "word_stride", "external_weight_bytes",
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_step", "run_program",
-           "encode_program", "decode_program", "gather_rounds", "layer_rounds", "step_cycles", "weight_words_read",
-           "host_words", "output_values"]
+           "encode_program", "decode_program", "gather_rounds", "layer_rounds",
+           "step_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``hw.network.weights``).
@@ -701,7 +701,8 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
 
     A layer's tiles (row blocks in turn, column blocks within) each load (``L``: a row
     block's first tile its bias, then every tile its table and cells), then stream their
-    positions into the array (``D`` cycles from the gather's start to the last one) and
+    positions into the array (``D`` cycles from the gather's start to the last one, a
+    position every ``max(beat_cycles, rounds)``, ``rounds`` the layer's) and
     wait the array's latency (``AL``) for the last result. The next tile loads once the
     last position is in, and starts once the last result is out, so the layer takes
     ``L_0 + D + AL + sum over later tiles of (D + max(L_k, AL))``."""
