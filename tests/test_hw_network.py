@@ -438,12 +438,14 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
 @pytest.mark.parametrize("op,edit,message", [
     ("add", {"signed_a": True},
      "an operand in the accumulator buffer is not an offset-binary activation"),
-    ("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)")])
-def test_engine_refuses_a_signed_step_it_cannot_run(op, edit, message):
+    ("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)"),
+    ("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1"),
+    ("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1")])
+def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
     # A hand-edited program whose add calls its accumulator operand an offset-binary
-    # activation, or whose padded layer (the one reading signed codes) pads with a code
-    # wider than an activation: golden refuses it, the engine stops with ``error`` at
-    # that step.
+    # activation, whose padded layer (the one reading signed codes) pads with a code
+    # wider than an activation, or reads in no rounds or more than the gather has:
+    # golden refuses it, the engine stops with ``error`` at that step.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
                           psum_words=64)
