@@ -169,7 +169,9 @@ class PostProcess(wiring.Component):
         y, x = wy + ky, wx + kx
         inside = (y >= 0) & (y < step.height) & (x >= 0) & (x < step.width)
         arrived = Signal(name="arrived")                  # a window word lands this cycle
-        m.d.comb += self.read[0].eq(Mux(inside, cursor, 0))
+        # The window's word is read whether or not it lies inside the map (a word outside
+        # is not taken: ``arrived``), so no comparison stands in front of the read port.
+        m.d.comb += self.read[0].eq(cursor)
         acc = [Signal(D + 16, name=f"acc_l{k}") for k in range(R)]
         lanes_in = [self.read_data[0].word_select(k, D) for k in range(R)]
         with m.If(arrived):
