@@ -17,7 +17,7 @@ from codnn.golden.fmix32 import fmix32
 from codnn.golden.inceptionn import BOUND_BITS, CorruptMessage, check_bound_bits
 
 __all__ = ["ROUNDINGS", "BLOCK", "MAX_K", "ESCAPE_QUOTIENT", "MAX_MAGNITUDE", "HEADER_BYTES",
-           "check_rounding", "step_bits", "quantize", "choose_k", "compress", "frame",
+           "check_rounding", "step_bits", "quantize", "choose_k", "compress", "frame", "seal",
            "open_message", "decompress", "received_values", "max_message_bytes"]
 
 #: Rounding modes (the settings byte's bit 7).
@@ -128,8 +128,12 @@ def frame(count, bound_bits, rounding, stream):
     """The message around a bit stream: the count, the settings byte, the stream, the
     CRC-32 of those."""
     settings = bound_bits | (ROUNDINGS.index(rounding) << 7)
-    body = np.uint32(count).astype("<u4").tobytes() + bytes([settings]) + bytes(stream)
-    return body + np.uint32(zlib.crc32(body)).astype("<u4").tobytes()
+    return seal(np.uint32(count).astype("<u4").tobytes() + bytes([settings]) + bytes(stream))
+
+
+def seal(body):
+    """``body`` (a message's count, settings byte and bit stream) with its CRC-32."""
+    return bytes(body) + zlib.crc32(body).to_bytes(4, "little")
 
 
 def _pack(codes, lengths, chunk=1 << 16):

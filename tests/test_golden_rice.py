@@ -2,7 +2,6 @@
 restatement of the quantizer in exact fractions, the bound on every float32 class, the
 Rice parameter's choice, and corrupt messages."""
 
-import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -124,10 +123,6 @@ def test_ratio_on_zero_and_dense_blocks():
     assert rice.decompress(rice.compress(np.zeros(0, np.float32), 10)).size == 0
 
 
-def _forge(body):
-    return body + zlib.crc32(body).to_bytes(4, "little")
-
-
 def test_corrupt_messages_are_refused():
     rng = np.random.default_rng(SEED)
     x = (rng.standard_normal(100) * 0.01).astype(np.float32)
@@ -155,7 +150,7 @@ def test_corrupt_messages_are_refused():
     }
     for match, forged in cases.items():
         with pytest.raises(CorruptMessage, match=match):
-            rice.decompress(_forge(forged))
+            rice.decompress(rice.seal(forged))
     with pytest.raises(CorruptMessage, match="more than the 99 allowed"):
         rice.decompress(message, max_values=99)
     assert rice.decompress(message, max_values=100).size == 100
@@ -202,17 +197,17 @@ def test_received_values_of_cut_and_corrupt_messages():
     assert bad and values.view(np.uint32).tolist() == full.view(np.uint32).tolist()
     # A settings byte with a reserved bit or a bound out of range: zeros.
     for settings in (message[4] | 0x40, 6, 16):
-        forged = _forge(message[:4] + bytes([settings]) + message[5:-4])
+        forged = rice.seal(message[:4] + bytes([settings]) + message[5:-4])
         values, bad = rice.received_values(forged, max_values=70)
         assert bad and values.size == 70 and not values.view(np.uint32).any()
     # Block 1 with the parameter 15: block 0 decodes, zeros from there.
     one = rice.compress(x[:16], 10)
-    forged = _forge((32).to_bytes(4, "little") + one[4:-4] + bytes([0x1F]))
+    forged = rice.seal((32).to_bytes(4, "little") + one[4:-4] + bytes([0x1F]))
     values, bad = rice.received_values(forged, max_values=70)
     assert bad and values[:16].view(np.uint32).tolist() == full[:16].view(np.uint32).tolist()
     assert not values.view(np.uint32)[16:].any()
     # Past the coded range (z = 2**16 with k = 14: q = 2**15): decoded all the same.
-    wide = _forge((1).to_bytes(4, "little") + bytes([10]) + (
+    wide = rice.seal((1).to_bytes(4, "little") + bytes([10]) + (
         1 | 14 << 1 | 0b1111 << 5 | 0 << 9).to_bytes(2, "little") + bytes(2))
     values, bad = rice.received_values(wide, max_values=70)
     assert bad and values.tolist() == [2.0 ** 15 * 2.0 ** -9]

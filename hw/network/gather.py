@@ -25,8 +25,8 @@ def Geometry(depth, data_bits=8, rounds=8):
     """A layer's geometry as the gather takes it: the source's first word and map size
     (``height x width``), the output map (``out_height x out_width``; 1 x 1 for a dense
     layer), stride and padding (1 and 0 for a dense layer), ``pad``, the value a padded
-    position carries, and ``rounds`` (1 to at most ``rounds``), the cycles of reads per
-    position."""
+    position carries, and ``rounds``, the cycles of reads per position (1 up to the
+    ``rounds`` this layout is made for: the gather's ``ceil(alpha / ports)``)."""
     return data.StructLayout({
         "src": range(depth), "height": unsigned(16), "width": unsigned(16),
         "out_height": unsigned(16), "out_width": unsigned(16), "stride": unsigned(4),
