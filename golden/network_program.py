@@ -46,6 +46,10 @@ Steps, in program order:
   activation memory and back (a tensor that does not fit beside the others waits there),
   word for word; external word ``k`` lies at byte ``base + k * word_stride(rows)``.
 
+A layer step may run several images through each tile (``images``, each image's regions
+one after another), and a program several images per start (its input and output
+regions likewise; a batch's input may lie in external activation memory).
+
 Throughput: NumPy, vectorized over each layer's positions; LeNet-5 runs hundreds of images
 per second.
 """
@@ -60,6 +64,9 @@ from .network import pool, residual_add
 from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
+           "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
+
+
            "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
            "gather_values", "image_word", "word_stride", "external_weight_bytes",
@@ -80,6 +87,8 @@ NO_LANE = 0xFF
 MAX_KERNEL = 15
 #: Bits of an add's multipliers ``ma`` and ``mb`` (unsigned).
 MULTIPLIER_BITS = 24
+#: The most images a layer step runs through its tiles, and a program per start.
+MAX_STEP_IMAGES, MAX_PROGRAM_IMAGES = 0xFFFF, 256
 
 
 class ProgramError(ValueError):
@@ -141,8 +150,9 @@ def words(shape, lanes):
 
 @dataclass(frozen=True)
 class Region:
-    """A tensor in a buffer: ``memory`` ``"act"`` or ``"acc"``, its first word and the shape
-    it is stored as (``(C, H, W)``, or ``(F,)``)."""
+    """A tensor in a buffer: ``memory`` ``"act"`` or ``"acc"`` (or ``"ext"``, the external
+    activation memory, for a program's input), its first word and the shape it is stored
+    as (``(C, H, W)``, or ``(F,)``)."""
 
     memory: str
     addr: int
@@ -164,7 +174,9 @@ class LayerStep:
     ``output_stage``: its results go through the output stage (else accumulators); ``pad``
     the code a padded position carries; ``rounds``: the gather's rounds of reads per
     position, which read streams ``0 .. GATHER_PORTS * rounds - 1`` (the others carry 0;
-    ``None``: all of the engine's, ``gather_rounds``)."""
+    ``None``: all of the engine's, ``gather_rounds``); ``images``: the images it runs
+    through each tile, image ``m`` of ``src`` and ``dst`` ``m`` times their words past
+    them."""
 
     name: str
     src: Region
@@ -180,6 +192,7 @@ class LayerStep:
     padding: int = 0
     pad: int = 0
     rounds: int | None = None
+    images: int = 1
     op: str = field(default="layer", init=False)
 
 
@@ -243,14 +256,17 @@ _STEPS = {"layer": LayerStep, "pool": PoolStep, "add": AddStep, "load": LoadStep
 
 @dataclass(frozen=True)
 class Program:
-    """What the engine runs for one image: ``steps`` from the image at ``input`` to the
-    result at ``output``; ``weight_image_bytes`` the size of the weight image it reads."""
+    """What the engine runs for each start: ``steps`` from the image at ``input`` to the
+    result at ``output``, or for ``images`` of them, image ``m``'s ``m`` times the
+    region's words past it; ``weight_image_bytes`` the size of the weight image it
+    reads."""
 
     engine: EngineConfig
     steps: tuple
     input: Region
     output: Region
     weight_image_bytes: int
+    images: int = 1
 
     def to_dict(self):
         """A JSON-ready dict (``from_dict`` reads it back)."""
@@ -269,7 +285,8 @@ class Program:
                           for k, v in s.items() if k != "op"}
                 steps.append(kind(**fields))
             return cls(EngineConfig(**d["engine"]), tuple(steps), region(d["input"]),
-                       region(d["output"]), int(d["weight_image_bytes"]))
+                       region(d["output"]), int(d["weight_image_bytes"]),
+                       int(d.get("images", 1)))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ProgramError(f"not a network engine program: {error!r}") from None
 
@@ -424,7 +441,19 @@ def gather_values(act, src, map_shape, kernel, stride, padding, gather, pad=0):
     return np.where(inside, values, np.where(lane != NO_LANE, pad, 0))
 
 
+def image_region(region, m, lanes):
+    """Image ``m``'s region of a step or program over several images: ``m`` times the
+    region's words past it."""
+    return dataclasses.replace(region, addr=region.addr + m * region.words(lanes))
+
+
 def _run_layer(step, image, memories, engine):
+    for m in range(step.images):
+        _run_image(step, image_region(step.src, m, engine.rows),
+                   image_region(step.dst, m, engine.rows), image, memories, engine)
+
+
+def _run_image(step, src, dst, image, memories, engine):
     R = engine.rows
     at = step.weights
     blocks = []
@@ -439,7 +468,7 @@ def _run_layer(step, image, memories, engine):
             at += tile_bytes(engine)
             read = np.arange(engine.alpha) < GATHER_PORTS * layer_rounds(step, engine)
             gather = (offset, np.where(read, lane, NO_LANE), ky, kx)
-            beats = gather_values(memories["act"], step.src.addr, step.src.map_shape,
+            beats = gather_values(memories["act"], src.addr, src.map_shape,
                                   step.kernel, step.stride, step.padding, gather, step.pad)
             if len(beats) != step.positions:
                 raise ProgramError(f"{step.name}: its source gives {len(beats)} output "
@@ -452,13 +481,21 @@ def _run_layer(step, image, memories, engine):
         raise ProgramError(f"{step.name}: a shift of {shift.max()} in the weight image; the "
                            f"output stage shifts by at most {engine.acc_bits - 1}")
     y = output_stage(acc, shift[:step.filters], engine.out_bits) if step.output_stage else acc
-    write_region(memories[step.dst.memory], step.dst, y, R)
+    write_region(memories[dst.memory], dst, y, R)
 
 
 def spill_reach(steps, lanes):
     """The external activation words a program's loads and stores reach."""
     return max((s.addr + (s.dst if s.op == "load" else s.src).words(lanes)
                 for s in steps if s.op in ("load", "store")), default=0)
+
+
+def external_reach(program):
+    """The external activation words a program reaches: its loads and stores, and its
+    images' input when that lies there."""
+    R, region = program.engine.rows, program.input
+    inputs = region.addr + program.images * region.words(R) if region.memory == "ext" else 0
+    return max(spill_reach(program.steps, R), inputs)
 
 
 def check_step(step, engine):
@@ -491,27 +528,54 @@ def check_step(step, engine):
             <= gather_rounds(engine):
         raise ProgramError(f"{step.name}: {step.rounds} rounds of gather reads; the engine "
                            f"reads 1..{gather_rounds(engine)} per position")
+    if isinstance(step, LayerStep) and not 1 <= step.images <= MAX_STEP_IMAGES:
+        raise ProgramError(f"{step.name}: {step.images} images; a layer step runs "
+                           f"1..{MAX_STEP_IMAGES}")
+    if isinstance(step, LayerStep) and step.images > 1 and max(
+            step.src.words(engine.rows), step.dst.words(engine.rows)) >= 1 << 16:
+        raise ProgramError(f"{step.name}: an image of its source or result takes 65536 "
+                           f"words or more; a step of several images strides by less")
+
+
+def _check_ends(program):
+    """Raise ``ProgramError`` when a program's images or its input and output regions
+    (``images`` of them) are not what its engine can hold."""
+    engine, B, R = program.engine, program.images, program.engine.rows
+    if not 1 <= B <= MAX_PROGRAM_IMAGES:
+        raise ProgramError(f"a program runs 1..{MAX_PROGRAM_IMAGES} images, not {B}")
+    sizes = {"act": engine.act_words, "acc": engine.acc_words, "ext": engine.spill_words}
+    for what, region in (("input", program.input), ("output", program.output)):
+        end = region.addr + B * region.words(R)
+        if what == "output" and region.memory == "ext":
+            raise ProgramError("the output lies in the activation or accumulator buffer")
+        if end > sizes[region.memory]:
+            raise ProgramError(f"the {what} of {B} image(s) ends at word {end}, past the "
+                               f"{region.memory} memory's {sizes[region.memory]} words")
 
 
 def run_program(program, image, x):
     """Run one image ``x`` (integers of the input's shape) through ``program`` with weight
-    image ``image`` (bytes); return the output region's values.
+    image ``image`` (bytes); return the output region's values. For a program of several
+    ``images``, ``x`` and the result have one more axis, the image, first.
 
     Raises
     ------
     ProgramError
         If ``image`` is not ``program.weight_image_bytes`` long, ``x`` has the wrong shape
         or values outside ``0..2**out_bits - 1``, a step does not match its tiles or uses
-        the accumulator buffer where it cannot (``check_step``).
+        the accumulator buffer where it cannot (``check_step``), the input or output
+        regions of the program's images do not fit their memories.
     """
     engine = program.engine
     if len(image) != program.weight_image_bytes:
         raise ProgramError(f"the weight image has {len(image)} bytes, the program reads "
                            f"{program.weight_image_bytes}")
+    _check_ends(program)
     x = np.asarray(x)
-    if x.shape != program.input.shape:
-        raise ProgramError(f"the image has shape {x.shape}, the program takes "
-                           f"{program.input.shape}")
+    batch = program.images > 1
+    shape = (program.images, *program.input.shape) if batch else program.input.shape
+    if x.shape != shape:
+        raise ProgramError(f"the image has shape {x.shape}, the program takes {shape}")
     if x.size and (x.min() < 0 or x.max() >= 1 << engine.out_bits):
         raise ProgramError(f"image values must lie in 0..{(1 << engine.out_bits) - 1}")
     for step in program.steps:
@@ -519,8 +583,10 @@ def run_program(program, image, x):
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64),
-                "ext": np.zeros((spill_reach(program.steps, R), R), np.int64)}
-    write_region(memories[program.input.memory], program.input, x, R)
+                "ext": np.zeros((external_reach(program), R), np.int64)}
+    for m, values in enumerate(x if batch else [x]):
+        write_region(memories[program.input.memory], image_region(program.input, m, R),
+                     values, R)
     for step in program.steps:
         if isinstance(step, LayerStep):
             _run_layer(step, image, memories, engine)
@@ -542,13 +608,16 @@ def run_program(program, image, x):
             b = read_region(memories[step.b.memory], step.b, R)
             write_region(memories[step.dst.memory], step.dst,
                          residual_add(a, b, step, engine.out_bits), R)
-    return read_region(memories[program.output.memory], program.output, R)
+    out = [read_region(memories[program.output.memory], image_region(program.output, m, R),
+                       R) for m in range(program.images)]
+    return np.stack(out) if batch else out[0]
+
 
 
 #: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
 #: ``STEP_WORDS`` per step (docs/semantics.md section 9).
 MAGIC = 0x6E646F63                              # "codn"
-VERSION = 3
+VERSION = 4
 HEADER_WORDS, STEP_WORDS = 18, 16
 _OPS = ("layer", "pool", "add", "load", "store")
 _MACS = ("parallel", "bitserial")
@@ -556,14 +625,23 @@ _MACS = ("parallel", "bitserial")
 
 def _region_words(region):
     c, h, w = region.map_shape
-    return [region.addr | (region.memory == "acc") << 31 | (len(region.shape) == 1) << 30,
-            c, h | w << 16]
+    return [region.addr | (region.memory == "acc") << 31 | (len(region.shape) == 1) << 30
+            | (region.memory == "ext") << 29, c, h | w << 16]
 
 
 def _region(words):
     first, c, hw = (int(v) for v in words)
     shape = (c,) if first >> 30 & 1 else (c, hw & 0xFFFF, hw >> 16)
-    return Region("acc" if first >> 31 else "act", first & 0x3FFF_FFFF, shape)
+    memory = "acc" if first >> 31 else "ext" if first >> 29 & 1 else "act"
+    return Region(memory, first & 0x1FFF_FFFF, shape)
+
+
+def _strides(step, lanes):
+    """A layer step's image strides word: ``words(src) | words(dst) << 16``, or 0 for one
+    image."""
+    if step.images == 1:
+        return 0
+    return step.src.words(lanes) | step.dst.words(lanes) << 16
 
 
 def _window_word(kernel, stride, padding, rounds=0):
@@ -575,7 +653,12 @@ def encode_program(program):
     count, the engine's parameters, the input and output regions) and a fixed-size
     descriptor per step (names are the JSON form's only)."""
     e = program.engine
-    words = [MAGIC, VERSION, len(program.steps), e.rows, e.cols, e.alpha,
+    if len(program.steps) >= 1 << 24 or not 1 <= program.images <= MAX_PROGRAM_IMAGES:
+        raise ProgramError(f"a binary program has fewer than 2**24 steps and 1.."
+                           f"{MAX_PROGRAM_IMAGES} images, not {len(program.steps)} and "
+                           f"{program.images}")
+    words = [MAGIC, VERSION, len(program.steps) | (program.images - 1) << 24, e.rows,
+             e.cols, e.alpha,
              e.weight_bits | e.out_bits << 8 | e.acc_bits << 16, _MACS.index(e.mac),
              e.act_words, e.acc_words, e.psum_words, program.weight_image_bytes,
              *_region_words(program.input), *_region_words(program.output)]
@@ -586,7 +669,8 @@ def encode_program(program):
                     step.row_blocks, step.col_blocks, step.positions,
                     step.weights // image_word(e), step.pad,
                     _window_word(step.kernel, step.stride, step.padding,
-                                 layer_rounds(step, e))]
+                                 layer_rounds(step, e)),
+                    step.images, _strides(step, e.rows)]
         elif isinstance(step, PoolStep):
             body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
                     *_region_words(step.src), *_region_words(step.dst),
@@ -609,7 +693,8 @@ def encode_program(program):
 def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
     """The ``Program`` of ``encode_program``'s bytes (steps named ``step0``, ``step1``...;
     ``weight_bytes``, the on-chip weight memory, is not in the binary form, nor is the
-    external activation memory: ``spill_words`` is what the loads and stores reach).
+    external activation memory: ``spill_words`` is what the loads, the stores and the
+    input reach, ``external_reach``).
 
     Raises
     ------
@@ -623,7 +708,7 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
     if w[0] != MAGIC or w[1] != VERSION:
         raise ProgramError(f"not a network engine program of version {VERSION} (magic "
                            f"{int(w[0]):#010x}, version {int(w[1])})")
-    count = int(w[2])
+    count, images = int(w[2] & 0xFF_FFFF), int(w[2] >> 24) + 1
     if len(w) != HEADER_WORDS + count * STEP_WORDS:
         raise ProgramError(f"a program of {count} steps has "
                            f"{4 * (HEADER_WORDS + count * STEP_WORDS)} bytes, not {len(data)}")
@@ -642,10 +727,14 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
             raise ProgramError(f"step {k}: unknown operation {op}")
         if _OPS[op] == "layer":
             window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16 & 0xFF))
-            steps.append(LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]),
-                                   int(s[8]), int(s[9]), int(s[10]),
-                                   int(s[11]) * image_word(engine), bool(flags & 1),
-                                   *window, int(s[12]), int(s[13] >> 24)))
+            layer = LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]), int(s[8]),
+                              int(s[9]), int(s[10]), int(s[11]) * image_word(engine),
+                              bool(flags & 1), *window, int(s[12]), int(s[13] >> 24),
+                              int(s[14]))
+            if s[15] != _strides(layer, engine.rows):
+                raise ProgramError(f"step {k}: image strides {int(s[15]):#x}, its regions "
+                                   f"give {_strides(layer, engine.rows):#x}")
+            steps.append(layer)
         elif _OPS[op] in ("load", "store"):
             kind = LoadStep if _OPS[op] == "load" else StoreStep
             steps.append(kind(name, _region(s[1:4]), int(s[4])))
@@ -657,10 +746,13 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
             steps.append(AddStep(name, _region(s[1:4]), _region(s[4:7]), _region(s[7:10]),
                                  int(s[10]), int(s[11]), bool(flags & 1), bool(flags & 2),
                                  bool(flags & 4)))
-    # The external activation memory is not in the binary form: as large as the loads
-    # and stores reach.
-    engine = dataclasses.replace(engine, spill_words=spill_reach(steps, engine.rows))
-    return Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]))
+    # The external activation memory is not in the binary form: as large as the loads,
+    # the stores and the input reach.
+    program = Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]),
+                      images)
+    return dataclasses.replace(program, engine=dataclasses.replace(
+        engine, spill_words=external_reach(program)))
+
 
 
 #: Cycles of the engine's sequencer: the header (read, then checked), a step's
@@ -717,7 +809,7 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
         if isinstance(step, LayerStep):
             rounds = layer_rounds(step, e)
             period = max(timing["beat_cycles"], rounds)
-            stream = rounds + GATHER_START + (step.positions - 1) * period
+            stream = rounds + GATHER_START + (step.images * step.positions - 1) * period
             loads = [bias_load * (j == 0) + tile_load
                      for _ in range(step.row_blocks) for j in range(step.col_blocks)]
             work = (loads[0] + stream + array_latency
@@ -751,17 +843,22 @@ def weight_words_read(program):
 
 
 def host_words(program, image, x):
-    """What a host writes into the engine to run image ``x``: ``(program, weights,
-    activations)``, each a list of ``(address, word)`` (u32 program words; weight words of
-    ``2 * cols`` bytes; activation words of ``rows`` lanes, the input region's), words as
-    little-endian integers."""
+    """What a host writes into the engine to run image ``x`` (a program's ``images`` of
+    them, the image first): ``(program, weights, activations)``, each a list of
+    ``(address, word)`` (u32 program words; weight words of ``2 * cols`` bytes;
+    activation words of ``rows`` lanes, the input regions', into the input's memory),
+    words as little-endian integers."""
     engine = program.engine
     binary = np.frombuffer(encode_program(program), "<u4")
     word = image_word(engine)
     weights = [(k, int.from_bytes(image[k * word:(k + 1) * word], "little"))
                for k in range(len(image) // word)]
-    act = np.zeros((program.input.words(engine.rows), engine.rows), np.int64)
-    write_region(act, dataclasses.replace(program.input, addr=0), x, engine.rows)
+    n = program.input.words(engine.rows)
+    act = np.zeros((program.images * n, engine.rows), np.int64)
+    for m, values in enumerate(np.asarray(x).reshape(program.images,
+                                                     *program.input.shape)):
+        write_region(act, dataclasses.replace(program.input, addr=m * n), values,
+                     engine.rows)
     lanes = [sum(int(v) << (engine.out_bits * k) for k, v in enumerate(row)) for row in act]
     return ([(k, int(w)) for k, w in enumerate(binary)], weights,
             [(program.input.addr + k, w) for k, w in enumerate(lanes)])
@@ -769,7 +866,8 @@ def host_words(program, image, x):
 
 def output_values(program, words):
     """The output region's values from the words a host read back (``words[k]`` the
-    integer of the region's word ``k``)."""
+    integer of the region's word ``k``; a program's ``images`` regions one after another,
+    the values then with the image first)."""
     engine = program.engine
     out = program.output
     bits = engine.acc_bits if out.memory == "acc" else engine.out_bits
@@ -777,4 +875,8 @@ def output_values(program, words):
                       for w in words], np.int64)
     if out.memory == "acc":
         lanes = np.where(lanes >> (bits - 1), lanes - (1 << bits), lanes)
-    return read_region(lanes, dataclasses.replace(out, addr=0), engine.rows)
+    n = out.words(engine.rows)
+    values = [read_region(lanes, dataclasses.replace(out, addr=m * n), engine.rows)
+              for m in range(program.images)]
+    return np.stack(values) if program.images > 1 else values[0]
+

@@ -3,14 +3,15 @@ network against ``golden.network_program``.
 
 Configuration (``CODNN_TB_CONFIG``): ``program`` (the JSON form, ``Program.to_dict``),
 ``image`` (the weight image, an ``.npy`` of its bytes), ``inputs`` (an ``.npy`` of
-images, the program's input shape each), ``reset_after`` (optional: the first image's
+images, the program's input shape each; for a program of several ``images``, of such
+batches), ``reset_after`` (optional: the first image's
 run is reset after that many cycles, then every image runs from a fresh start) and
 ``weight_port`` (``"axi"``: the engine reads the weight image from cocotbext-axi's
 ``AxiRamRead``, where the testbench writes it at ``weight_base``, a word every
 ``word_stride`` bytes; ``memory_pauses``: the memory stalls its address and data channels
 at random, and the cycles are then only checked not to fall below the model). A program
 with loads and stores (``spill_words``) gets cocotbext-axi's ``AxiRam`` on the engine's
-activation port, at byte 65536; its read latency and write-response latency are measured
+activation port, at byte 65536 (where a batch program's input is written); its read latency and write-response latency are measured
 at the first load and store, and its byte counters checked against the compiler's
 traffic.
 
@@ -27,9 +28,10 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from codnn.golden.network_program import (HEADER_CYCLES, LoadStep, Program, StoreStep,
-                                          act_stride, host_words, image_word, output_values,
-                                          run_program, spill_reach, step_cycles,
+                                          act_stride, external_reach, host_words, image_word,
+                                          output_values, run_program, step_cycles,
                                           weight_words_read, word_stride)
+
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 
@@ -62,7 +64,7 @@ async def _read_output(dut, program):
     out = program.output
     port = "acc_read" if out.memory == "acc" else "act_read"
     words = []
-    for addr in range(out.addr, out.addr + out.words(program.engine.rows)):
+    for addr in range(out.addr, out.addr + program.images * out.words(program.engine.rows)):
         getattr(dut, port).value = addr
         await RisingEdge(dut.clk)
         await ReadOnly()
@@ -92,13 +94,24 @@ ACT_BASE = 1 << 16
 
 
 def _activation_memory(dut, program):
-    """An ``AxiRam`` on the engine's ``act_axi`` port, as large as the program's loads and
-    stores reach."""
+    """An ``AxiRam`` on the engine's ``act_axi`` port, as large as the program's loads,
+    stores and input reach."""
     from cocotbext.axi import AxiBus, AxiRam
-    reach = spill_reach(program.steps, program.engine.rows)
-    size = ACT_BASE + max(reach, 1) * act_stride(program.engine)
-    AxiRam(AxiBus.from_prefix(dut, "act_axi_"), dut.clk, dut.rst, size=size)
+    size = ACT_BASE + max(external_reach(program), 1) * act_stride(program.engine)
+    memory = AxiRam(AxiBus.from_prefix(dut, "act_axi_"), dut.clk, dut.rst, size=size)
     dut.act_base.value = ACT_BASE
+    return memory
+
+
+async def _write_input(dut, program, words, memory, data_bits):
+    """The input's words (``host_words``) into the activation buffer, or into the
+    external activation memory for a program whose input waits there."""
+    if program.input.memory != "ext":
+        await _write(dut, "act_write", data_bits, words)
+        return
+    stride = act_stride(program.engine)
+    for addr, word in words:
+        memory.write(ACT_BASE + addr * stride, word.to_bytes(stride, "little"))
 
 
 async def _first_latency(dut, port, begin, end):
@@ -135,8 +148,7 @@ async def engine_matches_golden(dut):
     if external:
         _external_memory(dut, config, weights, stride)
     spills = any(isinstance(step, (LoadStep, StoreStep)) for step in program.steps)
-    if hasattr(dut, "act_base"):
-        _activation_memory(dut, program)
+    memory = _activation_memory(dut, program) if hasattr(dut, "act_base") else None
     await start_clock_and_reset(dut)
     measuring = cocotb.start_soon(_first_latency(
         dut, "axi", ("arvalid", "arready"), "rvalid")) if external else None
@@ -154,8 +166,8 @@ async def engine_matches_golden(dut):
     bytes_per_image = weight_words_read(program) * (stride if external else word)
     resets = 0
     if config.get("reset_after"):
-        await _write(dut, "act_write", widths["act_write"],
-                     host_words(program, image, inputs[0])[2])
+        await _write_input(dut, program, host_words(program, image, inputs[0])[2], memory,
+                           widths["act_write"])
         dut.start.value = 1
         await RisingEdge(dut.clk)
         dut.start.value = 0
@@ -170,7 +182,8 @@ async def engine_matches_golden(dut):
         resets = 1
     cycles = []
     for k, x in enumerate(inputs):
-        await _write(dut, "act_write", widths["act_write"], host_words(program, image, x)[2])
+        await _write_input(dut, program, host_words(program, image, x)[2], memory,
+                           widths["act_write"])
         before = int(dut.weight_bytes_read.value)
         counters = ("act_bytes_read", "act_bytes_written") if spills else ()
         spilled = [int(getattr(dut, name).value) for name in counters]

@@ -57,7 +57,7 @@ def _gather_run(dut, act, geometry, entries, rng, backpressure, before=None):
 async def _gather_pass(ctx, dut, geometry, entries, rng, backpressure, got, times):
     """One pass of ``geometry`` on a running simulation; its beats and times go to
     ``got`` and ``times``."""
-    positions = geometry["out_height"] * geometry["out_width"]
+    positions = geometry["out_height"] * geometry["out_width"] * geometry["images"]
     offset, lane, ky, kx = entries
     ctx.set(dut.geometry, geometry)
     for g in range(dut.cols):
@@ -102,7 +102,8 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
     print(f"seed={SEED + kernel}")
     h, w = (7, 6) if kernel else (3, 2)
     blocks = -(-channels // lanes)
-    depth = 8 + blocks * h * w + 5
+    images = 1 if kernel == 2 else 2         # a pass over one image, or over two
+    depth = 8 + images * blocks * h * w + 5
     src = 8
     act = rng.integers(0, 256, (depth, lanes))
     columns = channels * kernel * kernel if kernel else channels * h * w
@@ -116,10 +117,17 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
     rounds = -(-alpha // ports)
     geometry = {"src": src, "height": h, "width": w, "out_height": out[0],
                 "out_width": out[1], "stride": stride if kernel else 1,
-                "padding": padding if kernel else 0, "pad": 37 * kernel, "rounds": rounds}
+                "padding": padding if kernel else 0, "pad": 37 * kernel, "rounds": rounds,
+                "images": images, "image_words": blocks * h * w}
     dut = Gather(cols=cols, alpha=alpha, lanes=lanes, depth=depth, ports=ports)
-    want = gather_values(act, src, (channels, h, w), kernel, stride, padding, entries,
-                         37 * kernel)          # the value padding carries: 0 or not
+
+    def golden(gather):
+        # Image after image, each ``blocks * h * w`` words past the one before; padding
+        # carries 0 or not.
+        return np.concatenate([
+            gather_values(act, src + m * blocks * h * w, (channels, h, w), kernel, stride,
+                          padding, gather, 37 * kernel) for m in range(images)])
+    want = golden(entries)
     got, times = _gather_run(dut, act, geometry, entries, pace, 0.3)
     assert got.shape == want.shape and np.array_equal(got, want), (
         f"first difference at {np.argwhere(got != want)[0]} (seed {SEED + kernel})")
@@ -131,8 +139,7 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
         # not read and carry 0 (not the last pass's values), a beat a cycle.
         read = np.arange(alpha) < ports
         masked = (offset, np.where(read, lane, NO_LANE), kyx >> 4, kyx & 15)
-        want = gather_values(act, src, (channels, h, w), kernel, stride, padding, masked,
-                             37 * kernel)
+        want = golden(masked)
         got, times = _gather_run(dut, act, {**geometry, "rounds": 1}, entries, pace, 0.0,
                                  before=geometry)
         assert np.array_equal(got, want)
@@ -440,7 +447,8 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
      "an operand in the accumulator buffer is not an offset-binary activation"),
     ("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)"),
     ("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1"),
-    ("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1")])
+    ("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1"),
+    ("layer", {"images": 0}, r"0 images; a layer step runs 1..65535")])
 def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
     # A hand-edited program whose add calls its accumulator operand an offset-binary
     # activation, whose padded layer (the one reading signed codes) pads with a code

@@ -41,7 +41,8 @@ from codnn.golden.network_program import (GATHER_PORTS, HEADER_CYCLES, MAX_KERNE
                                           tile_bytes, words)
 from codnn.golden.systolic import make_tiles
 
-__all__ = ["CompileError", "StepCost", "CompiledNetwork", "compile_network"]
+__all__ = ["CompileError", "StepCost", "CompiledNetwork", "compile_network", "post_steps",
+           "network_shapes"]
 
 
 class CompileError(ValueError):
@@ -76,18 +77,18 @@ class CompiledNetwork:
 
     @property
     def cycles(self):
-        """Cycles per image: the header and every step."""
+        """Cycles per run (of the program's ``images``): the header and every step."""
         return HEADER_CYCLES + sum(c.cycles for c in self.costs)
 
     def external_cycles(self, memory_latency, act_latency=0, write_latency=0):
-        """Cycles per image with the weight image in external memory of
+        """Cycles per run with the weight image in external memory of
         ``memory_latency``, and loads and stores of activations of ``act_latency`` and
         ``write_latency`` (``golden.network_program.step_cycles``)."""
         return HEADER_CYCLES + sum(step_cycles(self.program, memory_latency, act_latency,
                                                write_latency))
 
     def traffic(self):
-        """Bytes per image each memory moves: ``activations`` (words of ``rows``
+        """Bytes per run (of the program's ``images``) each memory moves: ``activations`` (words of ``rows``
         activations), ``accumulators`` and ``partial_sums`` (words of ``rows``
         accumulators), ``weights``, and the external activation memory's bus bytes read
         and written (``spill_read``, ``spill_written``; ``act_stride`` bytes a word)."""
@@ -334,6 +335,52 @@ def _fastest_packing(step, src_shape, dst_shape, engine):
     return min(options, key=cycles)
 
 
+def post_steps(step, sources, dst, lanes):
+    """The post-processing steps of network step ``step`` (a ``Pool``, ``Add`` or
+    ``Concat``) from ``sources`` (the regions it reads, in ``_reads`` order) to ``dst``,
+    each with what it moves (``StepCost``'s order, from ``act_reads``)."""
+    R = lanes
+    if isinstance(step, Pool):
+        src = sources[0]
+        # Every lane of a word at once; padding is not read.
+        c, h, w = src.map_shape
+        inside = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
+                  if step.kernel else h * w)
+        return [(PoolStep(step.name, src, dst, step.kind, step.kernel, step.stride,
+                          step.padding, step.count_pad),
+                 (-(-c // R) * int(inside), dst.words(R), 0, 0, 0, 0))]
+    if isinstance(step, Concat):
+        return [(add, (2 * add.dst.words(R), add.dst.words(R), 0, 0, 0, 0))
+                for add in _concat_steps(step, sources, dst, R)]
+    a, b = sources
+    from_acc = [a.memory, b.memory].count("acc")
+    return [(AddStep(step.name, a, b, dst, step.ma, step.mb, step.signed_a, step.signed_b,
+                     step.signed_out),
+             ((2 - from_acc) * dst.words(R), dst.words(R), 0, from_acc * dst.words(R), 0, 0))]
+
+
+def network_shapes(network):
+    """Each tensor's shape (one image) in ``network``."""
+    q = np.zeros((1, *network.input_shape), dtype=np.int64)
+    return {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
+
+
+def _packings(network, engine, shapes):
+    """Each array layer's packing (``_fastest_packing``, or the model's where the faster
+    ones' weight image would not fit) and the weight image's bytes."""
+    packings = {step.name: _fastest_packing(step, shapes[step.source], shapes[step.output],
+                                            engine)
+                for step in network.array_layers}
+    if _image_bytes(packings.values(), engine) > engine.weight_bytes:
+        packings = {step.name: step for step in network.array_layers}   # as packed
+    image_bytes = _image_bytes(packings.values(), engine)
+    if image_bytes > engine.weight_bytes:
+        raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
+                           f"on-chip weight memory of {engine.weight_bytes} bytes (give a "
+                           f"larger one, or put the weights in external memory)")
+    return packings, image_bytes
+
+
 def compile_network(network, engine):
     """Compile ``network`` for ``engine`` (an ``EngineConfig``); return a
     ``CompiledNetwork``.
@@ -349,25 +396,16 @@ def compile_network(network, engine):
     except ProgramError as error:
         raise CompileError(str(error)) from None
     _check_network(network, engine)
-    q = np.zeros((1, *network.input_shape), dtype=np.int64)
-    shapes = {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
+    shapes = network_shapes(network)
     storage, last = _last_uses(network)
-    packings = {step.name: _fastest_packing(step, shapes[step.source], shapes[step.output],
-                                            engine)
-                for step in network.array_layers}
-    if _image_bytes(packings.values(), engine) > engine.weight_bytes:
-        packings = {step.name: step for step in network.array_layers}   # as packed
-    image_bytes = _image_bytes(packings.values(), engine)
+    packings, _ = _packings(network, engine, shapes)
     R = engine.rows
     act = _Allocator("activation", engine.act_words, R)
     acc = _Allocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
-    if image_bytes > engine.weight_bytes:
-        raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
-                           f"on-chip weight memory of {engine.weight_bytes} bytes (give a "
-                           f"larger one, or put the weights in external memory)")
     steps, blocks, moved = [], [], []
+
     offset = 0
     entry = regions[network.input]
     spill = _Spill(network, storage, engine, act, regions)
@@ -412,26 +450,11 @@ def compile_network(network, engine):
             blocks.append(block)
             offset += len(block)
             moved.append(moves)
-        elif isinstance(step, Pool):
-            src = regions[step.source]
-            steps.append(PoolStep(step.name, src, dst, step.kind, step.kernel, step.stride,
-                                  step.padding, step.count_pad))
-            # Every lane of a word at once; padding is not read.
-            c, h, w = src.map_shape
-            inside = (_in_bounds((1, h, w), step.kernel, step.stride, step.padding).sum()
-                      if step.kernel else h * w)
-            moved.append((-(-c // R) * int(inside), dst.words(R), 0, 0, 0, 0))
-        elif isinstance(step, Concat):
-            for add in _concat_steps(step, [regions[name] for name in _reads(step)], dst, R):
-                steps.append(add)
-                moved.append((2 * add.dst.words(R), add.dst.words(R), 0, 0, 0, 0))
         else:
-            a, b = regions[step.source], regions[step.other]
-            steps.append(AddStep(step.name, a, b, dst, step.ma, step.mb, step.signed_a,
-                                 step.signed_b, step.signed_out))
-            from_acc = [a.memory, b.memory].count("acc")
-            moved.append(((2 - from_acc) * dst.words(R), dst.words(R), 0,
-                          from_acc * dst.words(R), 0, 0))
+            for post, moves in post_steps(step, [regions[name] for name in _reads(step)],
+                                          dst, R):
+                steps.append(post)
+                moved.append(moves)
     image = b"".join(blocks)
     program = Program(engine, tuple(steps), entry, regions[network.output], len(image))
     costs = tuple(StepCost(step.name, step.op, cycles, *moves)

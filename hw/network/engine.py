@@ -257,9 +257,9 @@ class NetworkEngine(wiring.Component):
         table = Signal(2 * A * word_bits)
         loaded = counter(max(bias_words, 2 * A, R) + 2, name="loaded")
 
-        # Layer bookkeeping.
+        # Layer bookkeeping: positions count over the step's images (``total`` of them).
         row_block, col_block = Signal(16), Signal(16)
-        position, result_count = Signal(16), Signal(16)
+        position, result_count, total = Signal(33), Signal(33), Signal(33)
         op = desc[:8]
         flags = desc[8:16]
         l_src, _, _, l_h, l_w = region(desc, 1)
@@ -269,6 +269,7 @@ class NetworkEngine(wiring.Component):
         l_window = field(desc, 13)
         kernel, stride, padding = l_window[:8], l_window[8:16], l_window[16:24]
         l_rounds = l_window[24:32]
+        l_images, src_stride, dst_stride = field(desc, 14), desc[480:496], desc[496:512]
         last_col = col_block == l_col_blocks - 1
 
         # The gather's geometry and table for the layer and tile.
@@ -280,6 +281,7 @@ class NetworkEngine(wiring.Component):
             gather.geometry.padding.eq(Mux(kernel == 0, 0, padding)),
             gather.geometry.pad.eq(field(desc, 12)),
             gather.geometry.rounds.eq(l_rounds),
+            gather.geometry.images.eq(l_images), gather.geometry.image_words.eq(src_stride),
             gather.table.eq(table),
         ]
         # Each row's shift, from the row block's bias words, goes with its weight beat. A
@@ -296,7 +298,7 @@ class NetworkEngine(wiring.Component):
             array.data.valid.eq((state == _State.DATA) & gather.o.valid),
             gather.o.ready.eq((state == _State.DATA) & array.data.ready),
             array.data.payload.x.eq(gather.o.payload),
-            array.data.payload.last.eq(position == l_positions - 1),
+            array.data.payload.last.eq(position == total - 1),
             psum_r.addr.eq(position + taking),
         ]
         for r in range(R):
@@ -310,11 +312,12 @@ class NetworkEngine(wiring.Component):
         result = array.result.payload
         pending = Signal()                  # the started tile's results are not all out
         to_psums = Signal()                 # ... and go to the partial-sum buffer
-        out_base = Signal(32)               # ... or from this word of the destination
+        out_addr = Signal(32)               # ... or to this word of the destination,
+        image_addr = Signal(32)             # ... in the block of the image from here
+        image_position = Signal(17)         # ... at this position of the image
         m.d.comb += array.result.ready.eq(pending)
         result_go = array.result.valid & array.result.ready
         block_base = Signal(32)             # row_block * positions, kept as a running sum
-        out_addr = out_base + result_count
         act_write = gather.write
         launch = Signal()                   # the gather starts the loaded tile (below)
         at_last = Signal()                  # the next result is the tile's last
@@ -322,7 +325,12 @@ class NetworkEngine(wiring.Component):
         free = ~pending | last_result       # the started tile's results are out after this
         with m.If(result_go):
             m.d.sync += [result_count.eq(result_count + 1),
-                         at_last.eq(result_count == l_positions - 2)]
+                         at_last.eq(result_count == total - 2),
+                         image_position.eq(image_position + 1), out_addr.eq(out_addr + 1)]
+            with m.If(image_position == l_positions - 1):
+                # The image's block is whole: the next image's is a stride further.
+                m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + dst_stride),
+                             out_addr.eq(image_addr + dst_stride)]
             with m.If(last_result):
                 m.d.sync += pending.eq(0)
             with m.If(to_psums):
@@ -412,8 +420,9 @@ class NetworkEngine(wiring.Component):
         else:
             xfer, bad_transfer, last_op = None, 1, 2
         bad_rounds = (l_rounds == 0) | (l_rounds > gather.rounds)
+        bad_images = (l_images == 0) | (l_images[16:] != 0)
         invalid = (op > last_op) | Mux(
-            op == 0, first_acc | wide_pad | bad_rounds,
+            op == 0, first_acc | wide_pad | bad_rounds | bad_images,
             Mux(is_add, third_acc | signed_acc,
                 Mux(is_transfer, bad_transfer, first_acc | second_acc)))
         with m.If(post.write.en):
@@ -451,13 +460,14 @@ class NetworkEngine(wiring.Component):
                            for k, v in enumerate(expected) if v is not None).all()
                 with m.If(~fits):
                     m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
-                with m.Elif(field(header, 2) == 0):
+                with m.Elif(field(header, 2)[:24] == 0):
                     m.d.sync += state.eq(_State.IDLE)
                 with m.Else():
-                    m.d.sync += [steps_left.eq(field(header, 2)), state.eq(_State.FETCH)]
+                    m.d.sync += [steps_left.eq(field(header, 2)[:24]),
+                                 state.eq(_State.FETCH)]
             with m.Case(_State.DISPATCH):
                 m.d.sync += [steps_left.eq(steps_left - 1), row_block.eq(0), col_block.eq(0),
-                             block_base.eq(0),
+                             block_base.eq(0), total.eq(l_positions[:17] * l_images[:16]),
                              wptr.eq(l_weights), loaded.eq(0), started.eq(0), requested.eq(0)]
                 m.d.sync += state.eq(Mux(op == 0, _State.BIAS,
                                          Mux(is_transfer, _State.TRANSFER, _State.POST)))
@@ -504,7 +514,7 @@ class NetworkEngine(wiring.Component):
             with m.Case(_State.DATA):
                 # Once the tile's last position is in the array, the next tile loads while
                 # its results come out (the next one starts after them: it may read them).
-                with m.If(taking & (position == l_positions - 1)):
+                with m.If(taking & (position == total - 1)):
                     with m.If(~last_col):
                         m.d.sync += [col_block.eq(col_block + 1), state.eq(_State.TABLE)]
                     with m.Elif(row_block != l_row_blocks - 1):
@@ -531,7 +541,8 @@ class NetworkEngine(wiring.Component):
         with m.If(launch):           # after the sequencer, so that this state wins
             m.d.comb += gather.start.eq(1)
             m.d.sync += [position.eq(0), result_count.eq(0), pending.eq(1),
-                         at_last.eq(l_positions == 1),
-                         to_psums.eq(~last_col), out_base.eq(l_dst + block_base),
-                         state.eq(_State.DATA)]
+                         at_last.eq(total == 1), image_position.eq(0),
+                         to_psums.eq(~last_col), out_addr.eq(l_dst + block_base),
+                         image_addr.eq(l_dst + block_base), state.eq(_State.DATA)]
+
         return m

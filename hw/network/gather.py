@@ -26,11 +26,14 @@ def Geometry(depth, data_bits=8, rounds=8):
     (``height x width``), the output map (``out_height x out_width``; 1 x 1 for a dense
     layer), stride and padding (1 and 0 for a dense layer), ``pad``, the value a padded
     position carries, and ``rounds``, the cycles of reads per position (1 up to the
-    ``rounds`` this layout is made for: the gather's ``ceil(alpha / ports)``)."""
+    ``rounds`` this layout is made for: the gather's ``ceil(alpha / ports)``), and the
+    ``images`` of the pass (at least 1), image ``m``'s map ``m * image_words`` past
+    ``src``."""
     return data.StructLayout({
         "src": range(depth), "height": unsigned(16), "width": unsigned(16),
         "out_height": unsigned(16), "out_width": unsigned(16), "stride": unsigned(4),
-        "padding": unsigned(4), "pad": unsigned(data_bits), "rounds": range(rounds + 1)})
+        "padding": unsigned(4), "pad": unsigned(data_bits), "rounds": range(rounds + 1),
+        "images": unsigned(16), "image_words": unsigned(16)})
 
 
 class Gather(wiring.Component):
@@ -40,10 +43,11 @@ class Gather(wiring.Component):
 
     A pulse on ``start`` (while not ``busy``) starts a pass over ``geometry`` and ``table``
     (each array column's ``alpha`` gather entries), both sampled on the edge after the one
-    that takes ``start`` (hold them for that cycle), and sends one beat on ``o`` per output position,
-    row-major: stream ``a`` of column ``g`` carries lane ``lane`` of word ``src + (oy *
-    stride - padding) * width + (ox * stride - padding) + offset`` when the window position
-    ``(oy * stride - padding + ky, ox * stride - padding + kx)`` lies inside the map and
+    that takes ``start`` (hold them for that cycle), and sends one beat on ``o`` per output
+    position, row-major, image after image: stream ``a`` of column ``g`` carries lane
+    ``lane`` of word ``src + m * image_words + (oy * stride - padding) * width + (ox *
+    stride - padding) + offset`` in image ``m`` when the window position ``(oy * stride -
+    padding + ky, ox * stride - padding + kx)`` lies inside the map and
     ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input); the streams
     past the geometry's ``rounds * ports`` are not read and carry 0. ``write`` writes a
     word into every copy (not while a pass reads what it writes).
@@ -143,7 +147,9 @@ class Gather(wiring.Component):
         span = signed(24)
         wy, wx = Signal(span, name="window_y"), Signal(span, name="window_x")
         base, row_base = Signal(span, name="base"), Signal(span, name="row_base")
+        image_top = Signal(span, name="image_top")      # the image's first window
         oy, ox = Signal(16, name="oy"), Signal(16, name="ox")
+        image = Signal(16, name="image")
         rnd = counter(rounds, name="round")
         issuing = Signal(name="issuing")
         pending = Signal(range(_FIFO_DEPTH + 1), name="pending")   # in flight or queued
@@ -157,7 +163,8 @@ class Gather(wiring.Component):
             top_left = g.src - corner
             m.d.sync += [first.eq(0), geo.eq(g), table.eq(self.table), beat.eq(0),
                          wy.eq(-g.padding), wx.eq(-g.padding), oy.eq(0), ox.eq(0),
-                         rnd.eq(0), base.eq(top_left), row_base.eq(top_left)]
+                         rnd.eq(0), base.eq(top_left), row_base.eq(top_left),
+                         image_top.eq(top_left), image.eq(0)]
 
         # A position starts only with room for its vector in the FIFO.
         fifo_out = fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH)
@@ -174,7 +181,13 @@ class Gather(wiring.Component):
                     m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-pad), wy.eq(wy + geo.stride),
                                  base.eq(next_row), row_base.eq(next_row)]
                     with m.If(oy == geo.out_height - 1):
-                        m.d.sync += issuing.eq(0)
+                        next_image = image_top + geo.image_words
+                        m.d.sync += [oy.eq(0), wy.eq(-pad), image.eq(image + 1),
+                                     image_top.eq(next_image), base.eq(next_image),
+                                     row_base.eq(next_image)]
+                        with m.If(image == geo.images - 1):
+                            m.d.sync += issuing.eq(0)
+
                 with m.Else():
                     m.d.sync += [ox.eq(ox + 1), wx.eq(wx + geo.stride),
                                  base.eq(base + geo.stride)]
