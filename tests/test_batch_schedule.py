@@ -4,10 +4,13 @@ binary form keeps the batch, the bytes follow the schedule, and what cannot be i
 refused in one line (the RTL runs are in tests/test_sim_network.py)."""
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from codnn.cli import main
 from codnn.golden.network import Flatten
 from codnn.golden.network_program import (EngineConfig, LayerStep, ProgramError,
                                           decode_program, encode_program, run_program)
@@ -112,3 +115,23 @@ def test_bad_batch_programs_are_refused():
     data[at] ^= 1
     with pytest.raises(ProgramError, match=f"step {k}: image strides"):
         decode_program(bytes(data))
+
+
+def test_codnn_compile_writes_a_batch_program(tmp_path, capsys):
+    # LeNet-5 over a batch of 5 (the 3 check inputs, repeated), MBS's groups: the report
+    # gives per-image and per-run figures and the groups; the binary keeps the batch.
+    model = Path(__file__).resolve().parent.parent / "benchmarks/models/lenet5_mnist_cc.onnx"
+    common = ["compile", str(model), "--calibration", "100", "--check", "3", "--batch", "5"]
+    assert main([*common, "--spill-words", "100000", "--acc-words", "64",
+                 "--fmax-mhz", "100", "-o", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    batch = report["batch"]
+    assert batch["images"] == 5 and batch["schedule"] == "mbs"
+    assert report["checked_inputs"] == 5
+    assert report["cycles_per_image"] == pytest.approx(batch["cycles_per_run"] / 5)
+    assert report["images_per_s"] == pytest.approx(1e8 * 5 / batch["cycles_per_run"])
+    assert sum(len(g["steps"]) for g in batch["groups"]) == 7
+    assert decode_program((tmp_path / "program.bin").read_bytes()).images == 5
+    assert main([*common, "-o", str(tmp_path / "bad")]) == 2
+    assert "--batch needs --spill-words" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -12,6 +12,7 @@ from codnn.golden.network_program import (WEIGHT_PORTS, EngineConfig, external_w
 from codnn.golden.systolic import MAC_KINDS
 from codnn.golden.term_quant import ENCODINGS
 
+from ..model.batch_schedule import SCHEDULES
 from ..model.compile import CompileError
 from ..model.infer import InputError
 from ..model.onnx_import import ModelError
@@ -284,7 +285,9 @@ def add_compile(sub):
                        "report (report.json): cycles per image from the engine's cycle "
                        "model and the bytes each memory moves. --check N runs N test inputs "
                        "through the program (the engine's reference interpreter), every "
-                       "output checked against the golden integer network.")
+                       "output checked against the golden integer network. --batch N "
+                       "compiles a program over N images (layer by layer or in MBS "
+                       "groups) and reports the bytes each schedule moves per image.")
     sub.add_argument("model", metavar="MODEL.onnx")
     sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
                      help="mnist, digits, or an .npz with inputs x (and labels y): "
@@ -309,6 +312,13 @@ def add_compile(sub):
                      help="with --weight-port axi or --spill-words: cycles from a burst's "
                           "address to its first word, and from a write burst's last word "
                           "to its response, for the report's cycles (default 20)")
+    sub.add_argument("--batch", type=positive_int, default=1, metavar="N",
+                     help="compile a program that runs N images per start (1..256; needs "
+                          "--spill-words: the batch's input waits in external memory), "
+                          "split by --schedule (default 1)")
+    sub.add_argument("--schedule", choices=SCHEDULES, default="mbs",
+                     help="with --batch: every layer its own group (layer) or mini-batch "
+                          "serialization's groups of layers (mbs; default)")
     sub.add_argument("--check", type=non_negative_int, default=10, metavar="N",
                      help="run N test inputs through the program against golden "
                           "(default 10)")
@@ -368,7 +378,9 @@ def run_compile(args):
     from codnn.golden.network_program import encode_program, run_program
     from codnn.sim import default_build_root
 
+    from ..model.batch_schedule import compile_batch
     from ..model.compile import compile_network
+
     from ..model.infer import load_inputs
     from ..model.onnx_import import load_onnx
     from ..model.quantize import quantize_network
@@ -392,6 +404,9 @@ def run_compile(args):
     if on_device and args.spill_words:
         raise InputError("the board top has no external activation memory: --spill-words "
                          "runs with --rtl only")
+    if args.batch > 1 and not args.spill_words:
+        raise InputError("--batch needs --spill-words: a batch's input waits in external "
+                         "activation memory")
     external = args.weight_port == "axi"
     if external:
         if on_device:
@@ -402,9 +417,16 @@ def run_compile(args):
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
                                per_channel=args.per_channel)
-    compiled = compile_network(integer, engine)
     q = integer.quantize_input(x[:args.check])
-    golden = integer.run(q) if len(q) else q
+    plan = None
+    if args.batch > 1:
+        plan = compile_batch(integer, engine, args.batch, args.schedule)
+        compiled = plan.compiled
+        # The batch is the check inputs, repeated as often as it takes.
+        q = q[np.arange(args.batch) % len(q)][None] if len(q) else q
+    else:
+        compiled = compile_network(integer, engine)
+    golden = [integer.run(x) for x in q] if plan else (integer.run(q) if len(q) else q)
     for k, image in enumerate(q):
         got = run_program(compiled.program, compiled.image, image)
         if not np.array_equal(got, golden[k]):
@@ -426,13 +448,20 @@ def run_compile(args):
     report = {"model": str(args.model), "engine": asdict(engine),
               "weight_port": args.weight_port, "steps": len(compiled.costs),
               "weight_image_bytes": len(compiled.image),
-              "cycles_per_image": cycles, "bytes_per_image": traffic,
-              "checked_inputs": len(q)}
+              "cycles_per_image": cycles / args.batch,
+              "bytes_per_image": {k: v / args.batch for k, v in traffic.items()},
+              "checked_inputs": len(q) * args.batch}
+    if plan:
+        report["batch"] = {"images": args.batch, "schedule": args.schedule,
+                           "cycles_per_run": cycles, "bytes_per_run": traffic,
+                           "groups": [{"steps": list(names), "sub_batch": g.sub_batch}
+                                      for g, names in zip(plan.groups, plan.names)]}
+
     if external or args.spill_words:
         report["memory_latency"] = args.memory_latency
     if args.fmax_mhz:
-        report["latency_us"] = cycles / args.fmax_mhz
-        report["images_per_s"] = args.fmax_mhz * 1e6 / cycles
+        report["latency_us"] = cycles / args.fmax_mhz          # of a run: the batch's
+        report["images_per_s"] = args.fmax_mhz * 1e6 * args.batch / cycles
     if args.rtl:
         from codnn.sim.runner import SimulationFailure
 
