@@ -10,7 +10,8 @@ benchmarks/network_engine.py trains it, about two minutes the first time) and VG
 external memory (``--weight-port axi``, an activation port): for each batch size and
 schedule (``codnn.model.batch_schedule``), the groups and their sub-batches, the bytes per
 image the weight port reads (at the port's word stride) and the activation port reads
-and writes, their sum, and the cycles per image with ``--memory-latency``. Each program
+and writes (rounded to whole bytes), their sum, and the cycles per image with
+``--memory-latency``. Each program
 is checked against the golden integer network on its whole batch; with ``--rtl N`` the
 first N (model, batch, schedule) runs also go through the engine's RTL on Verilator,
 where every logit, the cycles and both ports' byte counters must equal the model.
@@ -50,15 +51,18 @@ def _row(name, network, engine, batch, schedule, q, args):
     row = {"model": name, "batch": batch, "schedule": schedule,
            "groups": " | ".join(f"{len(names)} steps x {g.sub_batch}"
                                 for g, names in zip(plan.groups, plan.names)),
-           "weight_bytes": weights / batch, "act_read": traffic["spill_read"] / batch,
-           "act_written": traffic["spill_written"] / batch,
-           "total_bytes": (weights + traffic["spill_read"] + traffic["spill_written"])
-           / batch, "cycles_per_image": cycles / batch, "rtl": None}
+           "weight_bytes": round(weights / batch),
+           "act_read": round(traffic["spill_read"] / batch),
+           "act_written": round(traffic["spill_written"] / batch),
+           "total_bytes": round((weights + traffic["spill_read"] + traffic["spill_written"])
+                                / batch),
+           "cycles_per_image": round(cycles / batch), "rtl": None}
     if args.rtl > 0:
         args.rtl -= 1
         report = run_on_engine(compiled, x[None], simulator="verilator", weight_port="axi")
         moved = report["weight_bytes_per_image"] + sum(report["spill_bytes"])
-        if report["cycles"] != [report["model_cycles"]] or moved != row["total_bytes"] * batch:
+        total = weights + traffic["spill_read"] + traffic["spill_written"]
+        if report["cycles"] != [report["model_cycles"]] or moved != total:
             raise SystemExit(f"{name}: the RTL run differs from the model")
         row["rtl"] = "equal"
     return row
@@ -98,7 +102,7 @@ def main():
                       f"bytes an image", flush=True)
     title = (f"bytes per image through the external ports, {args.rows}x{args.cols} engine, "
              f"alpha {args.alpha}, parallel MACs, {args.act_words} activation words")
-    print_rows(title, rows, [(k, k) for k in rows[0]])
+    print_rows(title, rows, [(k, k) for k in rows[0] if k != "groups"])
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"engine": engine.__dict__, "rows": rows},

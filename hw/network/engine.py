@@ -75,7 +75,7 @@ class NetworkEngine(wiring.Component):
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
     and cells (the array takes a row a cycle; the next tile's go into the array's other
     weight bank while the current tile's last positions are in the array), and its
-    positions through the gather and the array; a tile starts once the previous tile's
+    positions (every image's, for a step of several) through the gather and the array; a tile starts once the previous tile's
     last result is out (its partial sums are the next one's input); pooling and the add
     take the post-processing unit's cycles and 2. External weights add the memory's
     latency to each run of words (a row block's bias, a tile's table, its cells) when it
