@@ -613,7 +613,6 @@ def run_program(program, image, x):
     return np.stack(out) if batch else out[0]
 
 
-
 #: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
 #: ``STEP_WORDS`` per step (docs/semantics.md section 9).
 MAGIC = 0x6E646F63                              # "codn"

@@ -11,8 +11,8 @@ run is reset after that many cycles, then every image runs from a fresh start) a
 ``word_stride`` bytes; ``memory_pauses``: the memory stalls its address and data channels
 at random, and the cycles are then only checked not to fall below the model). A program
 with loads and stores (``spill_words``) gets cocotbext-axi's ``AxiRam`` on the engine's
-activation port, at byte 65536 (where a batch program's input is written); its read latency and write-response latency are measured
-at the first load and store, and its byte counters checked against the compiler's
+activation port, at byte 65536 (where a batch program's input is written); its read
+latency and write-response latency are measured at the first load and store, and its byte counters checked against the compiler's
 traffic.
 
 The testbench writes the binary program and the weight image through the engine's ports,

@@ -32,7 +32,7 @@ groups, each with a binary search over the sub-batch (LeNet-5 in well under a se
 import dataclasses
 
 from codnn.golden.network import ArrayLayer, Flatten
-from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LayerStep, LoadStep, Program,
+from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LoadStep, Program,
                                           Region, StoreStep, act_stride, image_region,
                                           step_cycles)
 
@@ -66,13 +66,13 @@ def _batch_region(region, n, lanes):
 
 
 class _Network:
-    """What the scheduler needs of a network on an engine: its steps (no flattens), the
-    tensor each reads and makes (flattens resolved), shapes, each layer's step template
-    and weight block."""
+    """What the scheduler needs of a network on an engine for a batch of ``images``: its
+    steps (no flattens), the tensor each reads and makes (flattens resolved), shapes, each
+    layer's step template and weight block."""
 
-    def __init__(self, network, engine):
+    def __init__(self, network, engine, images):
         _check_network(network, engine)
-        self.engine, self.network = engine, network
+        self.engine, self.network, self.images = engine, network, images
         self.shapes = network_shapes(network)
         storage, _ = _last_uses(network)
         self.root = lambda name: storage.get(name, name)
@@ -242,8 +242,7 @@ def compile_batch(network, engine, images, schedule="mbs"):
     if not engine.spill_words:
         raise CompileError("a batch program needs an engine with external activation "
                            "memory (its input waits there)")
-    net = _Network(network, engine)
-    net.images = images
+    net = _Network(network, engine, images)
     R = engine.rows
     out_words = net.words(net.output)
     if net.output in net.raw:

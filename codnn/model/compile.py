@@ -51,7 +51,7 @@ class CompileError(ValueError):
 
 @dataclass(frozen=True)
 class StepCost:
-    """One step's cycles (its descriptor's included) and what it moves per image: words of
+    """One step's cycles (its descriptor's included) and what it moves per run: words of
     the activation buffer read (gathers, window reads) and written, accumulator words
     written and read, partial-sum words written and read, weight image bytes read, and
     words of external activation memory read (loads) and written (stores)."""
@@ -88,7 +88,8 @@ class CompiledNetwork:
                                                write_latency))
 
     def traffic(self):
-        """Bytes per run (of the program's ``images``) each memory moves: ``activations`` (words of ``rows``
+        """Bytes per run (of the program's ``images``) each memory moves: ``activations``
+        (words of ``rows``
         activations), ``accumulators`` and ``partial_sums`` (words of ``rows``
         accumulators), ``weights``, and the external activation memory's bus bytes read
         and written (``spill_read``, ``spill_written``; ``act_stride`` bytes a word)."""

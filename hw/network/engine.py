@@ -53,16 +53,18 @@ class NetworkEngine(wiring.Component):
     (``weight_write``; with ``weight_port="axi"`` it is in external memory instead, read
     through the AXI4 read port ``axi`` from byte ``weight_base``, a word every
     ``word_stride(2 * cols)`` bytes: ``hw.network.weights.AxiWeights``) and the input
-    image (``act_write``, words of ``rows`` activations) while the engine is idle, pulses
+    image (``act_write``, words of ``rows`` activations; a batch program's images, or its
+    input in external activation memory) while the engine is idle, pulses
     ``start``, waits for ``busy`` to fall and reads the result (``act_read`` or
     ``acc_read``, data a cycle after the address). ``error`` is set (until the next
     ``start``) when the program's header does not match the engine, a step's operation is
     unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
     pooling's source, pooling's or an add's destination, an add's operand flagged
-    signed), a layer's pad code is not an activation (256 or more), a row block of a layer
-    with an output stage has a shift of 32 or more (before its first tile), or an external
-    memory answered with an error; ``cycles`` counts the cycles of the last run,
-    ``weight_bytes_read`` the bytes the weight memory has moved since reset.
+    signed), a layer's pad code is not an activation (256 or more), a layer step names no
+    images or more than 65535, a row block of a layer with an output stage has a shift of
+    32 or more (before its first tile), or an external memory answered with an error;
+    ``cycles`` counts the cycles of the last run, ``weight_bytes_read`` the bytes the
+    weight memory has moved since reset.
 
     With ``act_port="axi"`` the engine has an external activation memory behind a second
     AXI4 port, ``act_axi`` (read and write; word ``k`` at byte ``act_base + k *
@@ -75,9 +77,9 @@ class NetworkEngine(wiring.Component):
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
     and cells (the array takes a row a cycle; the next tile's go into the array's other
     weight bank while the current tile's last positions are in the array), and its
-    positions (every image's, for a step of several) through the gather and the array; a tile starts once the previous tile's
-    last result is out (its partial sums are the next one's input); pooling and the add
-    take the post-processing unit's cycles and 2. External weights add the memory's
+    positions (every image's, for a step of several) through the gather and the array;
+    a tile starts once the previous tile's last result is out (its partial sums are the
+    next one's input); pooling and the add take the post-processing unit's cycles and 2. External weights add the memory's
     latency to each run of words (a row block's bias, a tile's table, its cells) when it
     answers a burst's address after that latency and then a word a cycle.
 
@@ -269,7 +271,8 @@ class NetworkEngine(wiring.Component):
         l_window = field(desc, 13)
         kernel, stride, padding = l_window[:8], l_window[8:16], l_window[16:24]
         l_rounds = l_window[24:32]
-        l_images, src_stride, dst_stride = field(desc, 14), desc[480:496], desc[496:512]
+        l_images, strides = field(desc, 14), field(desc, 15)
+        src_stride, dst_stride = strides[:16], strides[16:]
         last_col = col_block == l_col_blocks - 1
 
         # The gather's geometry and table for the layer and tile.
@@ -544,5 +547,4 @@ class NetworkEngine(wiring.Component):
                          at_last.eq(total == 1), image_position.eq(0),
                          to_psums.eq(~last_col), out_addr.eq(l_dst + block_base),
                          image_addr.eq(l_dst + block_base), state.eq(_State.DATA)]
-
         return m
