@@ -137,7 +137,9 @@ def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule
     # AxiRamRead: layer by layer (each layer's sub-batch through every tile, every tensor
     # out and back) and MBS's groups (tensors kept on chip, weights read per smaller
     # sub-batch). Every logit of the batch equals golden, the run's cycles the model, and
-    # both ports' byte counters the compiler's traffic; MBS moves fewer bytes in all.
+    # both ports' byte counters the compiler's traffic; MBS moves fewer bytes in all. The
+    # first run is reset inside a layer step of several images, then the batch runs
+    # from a fresh start.
     engine = EngineConfig(rows=4, cols=3, alpha=2, mac="parallel", act_words=640,
                           acc_words=128, psum_words=128, spill_words=1 << 16)
     rng = np.random.default_rng(SEED)
@@ -151,7 +153,18 @@ def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule
     compiled = plans[schedule].compiled
     assert compiled.program.input.memory == "ext" and compiled.program.images == 6
     x = rng.integers(0, 256, (1, 6, *network.input_shape))
-    report = run_on_engine(compiled, x, simulator="verilator", seed=SEED, weight_port="axi")
+    k = next(k for k, s in enumerate(compiled.program.steps) if s.op == "layer"
+             and s.images > 1)
+    into_step = HEADER_CYCLES + sum(c.cycles for c in compiled.costs[:k]) + FETCH_CYCLES + 60
+    np.save(tmp_path / "weights.npy", np.frombuffer(compiled.image, np.uint8))
+    np.save(tmp_path / "inputs.npy", x)
+    config = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.npy"),
+              "inputs": str(tmp_path / "inputs.npy"), "weight_port": "axi",
+              "reset_after": into_step}
+    report = simulate(NetworkEngine.for_program(compiled.program, weight_port="axi"),
+                      top="network_engine", testbench="codnn.sim.tb_network_engine",
+                      simulator="verilator", config=config, seed=SEED).report
+    assert report["resets"] == 1
     traffic = compiled.traffic()
     word = 2 * engine.cols
     assert report["cycles"] == [report["model_cycles"]]
