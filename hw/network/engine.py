@@ -17,6 +17,8 @@ from codnn.hw.common.params import positive_int
 from codnn.hw.network.activations import AxiActivations, axi_signature
 from codnn.hw.network.gather import Gather
 from codnn.hw.network.postprocess import PostOp, PostProcess
+from codnn.hw.network.results import ResultWriter
+
 from codnn.hw.network.weights import AxiWeights, OnChipWeights, axi_read_signature
 from codnn.hw.systolic import ColumnCombinedArray
 
@@ -261,7 +263,7 @@ class NetworkEngine(wiring.Component):
 
         # Layer bookkeeping: positions count over the step's images (``total`` of them).
         row_block, col_block = Signal(16), Signal(16)
-        position, result_count, total = Signal(33), Signal(33), Signal(33)
+        position, total = Signal(33), Signal(33)
         op = desc[:8]
         flags = desc[8:16]
         l_src, _, _, l_h, l_w = region(desc, 1)
@@ -312,39 +314,28 @@ class NetworkEngine(wiring.Component):
 
         # Results: the partial sums of a column block, or the layer's output. They come
         # while the next tile loads, so where they go is taken when their tile starts.
-        result = array.result.payload
-        pending = Signal()                  # the started tile's results are not all out
-        to_psums = Signal()                 # ... and go to the partial-sum buffer
-        out_addr = Signal(32)               # ... or to this word of the destination,
-        image_addr = Signal(32)             # ... in the block of the image from here
-        image_position = Signal(17)         # ... at this position of the image
-        m.d.comb += array.result.ready.eq(pending)
-        result_go = array.result.valid & array.result.ready
+        results = ResultWriter(result_layout=array.result.payload.shape(),
+                               act_depth=p["act_words"], acc_depth=p["acc_words"],
+                               psum_depth=p["psum_words"])
+        m.submodules.results = results
+        wiring.connect(m, array.result, results.result)
         block_base = Signal(32)             # row_block * positions, kept as a running sum
         act_write = gather.write
         launch = Signal()                   # the gather starts the loaded tile (below)
-        at_last = Signal()                  # the next result is the tile's last
-        last_result = result_go & at_last
-        free = ~pending | last_result       # the started tile's results are out after this
-        with m.If(result_go):
-            m.d.sync += [result_count.eq(result_count + 1),
-                         at_last.eq(result_count == total - 2),
-                         image_position.eq(image_position + 1), out_addr.eq(out_addr + 1)]
-            with m.If(image_position == l_positions - 1):
-                # The image's block is whole: the next image's is a stride further.
-                m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + dst_stride),
-                             out_addr.eq(image_addr + dst_stride)]
-            with m.If(last_result):
-                m.d.sync += pending.eq(0)
-            with m.If(to_psums):
-                m.d.comb += [psum_w.addr.eq(result_count),
-                             psum_w.data.eq(result.acc.as_value()), psum_w.en.eq(1)]
-            with m.Elif(l_dst_acc):
-                m.d.comb += [acc_w.addr.eq(out_addr), acc_w.data.eq(result.acc.as_value()),
-                             acc_w.en.eq(1)]
-            with m.Else():
-                m.d.comb += [act_write.addr.eq(out_addr), act_write.data.eq(result.y.as_value()),
-                             act_write.en.eq(1)]
+        free = results.free                 # the started tile's results are out after this
+        m.d.comb += [
+            results.launch.eq(launch), results.to_psums.eq(~last_col),
+            results.to_acc.eq(l_dst_acc), results.base.eq(l_dst + block_base),
+            results.stride.eq(dst_stride), results.positions.eq(l_positions),
+            results.total.eq(total),
+            psum_w.addr.eq(results.psum_write.addr), psum_w.data.eq(results.psum_write.data),
+            psum_w.en.eq(results.psum_write.en),
+            acc_w.addr.eq(results.acc_write.addr), acc_w.data.eq(results.acc_write.data),
+            acc_w.en.eq(results.acc_write.en),
+        ]
+        with m.If(results.act_write.en):
+            m.d.comb += [act_write.addr.eq(results.act_write.addr),
+                         act_write.data.eq(results.act_write.data), act_write.en.eq(1)]
 
         # Weight beats: a cell word a cycle as the array takes them.
         in_weights = state == _State.WEIGHTS
@@ -480,7 +471,7 @@ class NetworkEngine(wiring.Component):
                 size = Mux(state == _State.BIAS, bias_words, 2 * A)
                 m.d.comb += weights.count.eq(size)
                 with m.If((state == _State.TABLE) & bad_shift):
-                    with m.If(~pending):
+                    with m.If(~results.pending):
                         m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
                 with m.Elif(~requested):
                     m.d.comb += weights.start.eq(1)
@@ -543,8 +534,5 @@ class NetworkEngine(wiring.Component):
                     m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
         with m.If(launch):           # after the sequencer, so that this state wins
             m.d.comb += gather.start.eq(1)
-            m.d.sync += [position.eq(0), result_count.eq(0), pending.eq(1),
-                         at_last.eq(total == 1), image_position.eq(0),
-                         to_psums.eq(~last_col), out_addr.eq(l_dst + block_base),
-                         image_addr.eq(l_dst + block_base), state.eq(_State.DATA)]
+            m.d.sync += [position.eq(0), state.eq(_State.DATA)]
         return m
