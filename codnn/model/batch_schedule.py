@@ -86,7 +86,7 @@ class _Network:
         for k, reads in enumerate(self.reads):
             for name in reads:
                 self.readers.setdefault(name, []).append(k)
-        packings, _ = _packings(network, engine, self.shapes)
+        packings = _packings(network, engine, self.shapes)
         self.layers, blocks, offset = {}, [], 0
         for s in network.array_layers:
             src = Region("act", 0, tuple(self.shapes[self.root(s.source)]))

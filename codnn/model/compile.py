@@ -368,7 +368,7 @@ def network_shapes(network):
 
 def _packings(network, engine, shapes):
     """Each array layer's packing (``_fastest_packing``, or the model's where the faster
-    ones' weight image would not fit) and the weight image's bytes."""
+    ones' weight image would not fit); ``CompileError`` if neither fits."""
     packings = {step.name: _fastest_packing(step, shapes[step.source], shapes[step.output],
                                             engine)
                 for step in network.array_layers}
@@ -379,7 +379,7 @@ def _packings(network, engine, shapes):
         raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
                            f"on-chip weight memory of {engine.weight_bytes} bytes (give a "
                            f"larger one, or put the weights in external memory)")
-    return packings, image_bytes
+    return packings
 
 
 def compile_network(network, engine):
@@ -399,14 +399,13 @@ def compile_network(network, engine):
     _check_network(network, engine)
     shapes = network_shapes(network)
     storage, last = _last_uses(network)
-    packings, _ = _packings(network, engine, shapes)
+    packings = _packings(network, engine, shapes)
     R = engine.rows
     act = _Allocator("activation", engine.act_words, R)
     acc = _Allocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
     steps, blocks, moved = [], [], []
-
     offset = 0
     entry = regions[network.input]
     spill = _Spill(network, storage, engine, act, regions)

@@ -187,7 +187,6 @@ class Gather(wiring.Component):
                                      row_base.eq(next_image)]
                         with m.If(image == geo.images - 1):
                             m.d.sync += issuing.eq(0)
-
                 with m.Else():
                     m.d.sync += [ox.eq(ox + 1), wx.eq(wx + geo.stride),
                                  base.eq(base + geo.stride)]
