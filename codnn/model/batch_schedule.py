@@ -1,6 +1,6 @@
 """Batch programs for the network engine: a batch of images through a network in
 sub-batches, layer by layer or with mini-batch serialization (MBS, Lym et al., MLSys
-2019), and the bytes each schedule moves (docs/networks.md, "Batches on the engine").
+2019), and the bytes each schedule moves (docs/networks.md, "Batches").
 
 The batch's input waits in the engine's external activation memory (the host writes image
 ``m`` at ``m`` times the input's words). A schedule splits the network's steps into
