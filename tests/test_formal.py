@@ -24,7 +24,8 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "fmix32_latency": "proved", "compressor": "proved", "decompressor": "proved",
             "loopback": "proved", "terngrad": "proved", "terngrad_decoder": "proved",
             "maxabs": "proved", "systolic": "proved", "tq_array": "proved",
-            "block_dot": "proved", "rice_compressor": "proved", "rice_decompressor": "proved"}
+            "block_dot": "proved", "rice_compressor": "proved", "rice_decompressor": "proved",
+            "gather": "proved"}
 
 
 def test_every_proof_ends_as_documented(tmp_path):

@@ -13,6 +13,7 @@ from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules, value_frames
+from codnn.hw.network.gather import Gather
 from codnn.hw.nic.registry import ENGINES as NIC_ENGINES
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
@@ -173,4 +174,9 @@ PROOFS = {
                                                           alpha=alpha, beta=beta),
         {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "the TQ array"),
     "block_dot": _streams_proof(lambda g: BlockDot(g=g), {"g": 4}, "the block dot unit"),
+    "gather": _streams_proof(
+        lambda cols, alpha, lanes, depth: Gather(cols=cols, alpha=alpha, lanes=lanes,
+                                                 depth=depth),
+        {"cols": 2, "alpha": 3, "lanes": 2, "depth": 8},
+        "the network engine's gather (its starts, geometry, table and writes at any cycle)"),
 }
