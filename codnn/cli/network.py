@@ -448,8 +448,9 @@ def run_compile(args):
     report = {"model": str(args.model), "engine": asdict(engine),
               "weight_port": args.weight_port, "steps": len(compiled.costs),
               "weight_image_bytes": len(compiled.image),
-              "cycles_per_image": cycles / args.batch,
-              "bytes_per_image": {k: v / args.batch for k, v in traffic.items()},
+              "cycles_per_image": cycles if args.batch == 1 else round(cycles / args.batch, 1),
+              "bytes_per_image": traffic if args.batch == 1 else {
+                  k: round(v / args.batch, 1) for k, v in traffic.items()},
               "checked_inputs": len(q) * args.batch}
     if plan:
         report["batch"] = {"images": args.batch, "schedule": args.schedule,
@@ -493,7 +494,9 @@ def run_compile(args):
     print_record(f"{Path(args.model).name} on the network engine: a {args.rows}x{args.cols} "
                  f"array, alpha {args.alpha}, {args.mac} MACs",
                  {k: v for k, v in report.items() if k not in ("per_step", "engine")})
-    print_rows("per step (cycles and bytes per image)", report["per_step"],
+    print_rows("per step (cycles and bytes per image)" if args.batch == 1 else
+               f"per step (cycles and bytes, each step over its sub-batch of the "
+               f"{args.batch} images)", report["per_step"],
                [("name", "step"), ("op", "op"), ("cycles", "cycles"),
                 ("act_reads", "act words read"), ("act_writes", "written"),
                 ("acc_writes", "acc words written"), ("acc_reads", "read"),
