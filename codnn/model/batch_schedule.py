@@ -158,10 +158,10 @@ def _allocate(net, first, last, n, output_region):
 
 
 def _sub_batch(net, first, last, output_region):
-    """The largest sub-batch (up to the batch) that steps ``first..last`` fit, with its
-    regions; ``(0, None)`` when not even one image fits."""
+    """The largest sub-batch (up to the batch) that steps ``first..last`` fit; 0 when not
+    even one image fits."""
     if _allocate(net, first, last, 1, output_region) is None:
-        return 0, None
+        return 0
     low, high = 1, net.images
     while low < high:
         middle = (low + high + 1) // 2
@@ -169,7 +169,7 @@ def _sub_batch(net, first, last, output_region):
             high = middle - 1
         else:
             low = middle
-    return low, _allocate(net, first, last, low, output_region)
+    return low
 
 
 def _group_bytes(net, first, last, sub_batch):
@@ -189,7 +189,7 @@ def _plan(net, schedule, output_region):
 
     def group(first, last):
         if (first, last) not in fits:
-            fits[first, last] = _sub_batch(net, first, last, output_region)[0]
+            fits[first, last] = _sub_batch(net, first, last, output_region)
         return fits[first, last]
 
     if schedule == "layer":
