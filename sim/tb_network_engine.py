@@ -12,8 +12,8 @@ run is reset after that many cycles, then every image runs from a fresh start) a
 at random, and the cycles are then only checked not to fall below the model). A program
 with loads and stores (``spill_words``) gets cocotbext-axi's ``AxiRam`` on the engine's
 activation port, at byte 65536 (where a batch program's input is written); its read
-latency and write-response latency are measured at the first load and store, and its byte counters checked against the compiler's
-traffic.
+latency and write-response latency are measured at the first load and store, and its
+byte counters checked against the compiler's traffic.
 
 The testbench writes the binary program and the weight image through the engine's ports,
 then per image its input, pulses ``start``, waits for ``busy`` to fall and reads the
@@ -98,9 +98,8 @@ def _activation_memory(dut, program):
     stores and input reach."""
     from cocotbext.axi import AxiBus, AxiRam
     size = ACT_BASE + max(external_reach(program), 1) * act_stride(program.engine)
-    memory = AxiRam(AxiBus.from_prefix(dut, "act_axi_"), dut.clk, dut.rst, size=size)
     dut.act_base.value = ACT_BASE
-    return memory
+    return AxiRam(AxiBus.from_prefix(dut, "act_axi_"), dut.clk, dut.rst, size=size)
 
 
 async def _write_input(dut, program, words, memory, data_bits):

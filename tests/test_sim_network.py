@@ -32,6 +32,12 @@ def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, workload=resi
     x[0, 1] = 255
     if not config:
         return run_on_engine(compiled, x, simulator=simulator, seed=SEED), compiled
+    return _simulate(simulator, tmp_path, compiled, x, **config), compiled
+
+
+def _simulate(simulator, tmp_path, compiled, x, **config):
+    """The testbench's report for ``x`` run through ``compiled`` with ``config`` (a reset
+    in flight, an external memory...)."""
     np.save(tmp_path / "weights.npy", np.frombuffer(compiled.image, np.uint8))
     np.save(tmp_path / "inputs.npy", x)
     run = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.npy"),
@@ -40,7 +46,7 @@ def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, workload=resi
     return simulate(NetworkEngine.for_program(compiled.program, weight_port=port),
                     top="network_engine",
                     testbench="codnn.sim.tb_network_engine", simulator=simulator,
-                    config=run, seed=SEED).report, compiled
+                    config=run, seed=SEED).report
 
 
 def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):
@@ -156,14 +162,8 @@ def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule
     k = next(k for k, s in enumerate(compiled.program.steps) if s.op == "layer"
              and s.images > 1)
     into_step = HEADER_CYCLES + sum(c.cycles for c in compiled.costs[:k]) + FETCH_CYCLES + 60
-    np.save(tmp_path / "weights.npy", np.frombuffer(compiled.image, np.uint8))
-    np.save(tmp_path / "inputs.npy", x)
-    config = {"program": compiled.program.to_dict(), "image": str(tmp_path / "weights.npy"),
-              "inputs": str(tmp_path / "inputs.npy"), "weight_port": "axi",
-              "reset_after": into_step}
-    report = simulate(NetworkEngine.for_program(compiled.program, weight_port="axi"),
-                      top="network_engine", testbench="codnn.sim.tb_network_engine",
-                      simulator="verilator", config=config, seed=SEED).report
+    report = _simulate("verilator", tmp_path, compiled, x, weight_port="axi",
+                       reset_after=into_step)
     assert report["resets"] == 1
     traffic = compiled.traffic()
     word = 2 * engine.cols
