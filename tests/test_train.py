@@ -25,7 +25,8 @@ from codnn.train.export import export_onnx
 from codnn.train.models import MODELS, array_layers, build_model
 from codnn.train.run import ColumnCombine, TrainSpec, train
 from codnn.train.arithmetic import detach
-from codnn.train.term_quant import attach, revealed_weights, truncated_data
+from codnn.model.quantize import LayerScales, quantize_network
+from codnn.train.term_quant import attach, calibrate, revealed_weights, truncated_data
 
 SEED = 20261125
 #: The smallest column-combining run: 1 dense epoch, prune points at 0.7 and 0.8.
@@ -217,6 +218,50 @@ def test_term_quantized_forward_and_its_gradient():
     assert torch.equal(first.weight, w)
     with torch.no_grad():
         assert torch.equal(model(x), plain)
+
+
+def test_calibrated_forward_computes_on_the_integer_networks_grids(tmp_path):
+    """After ``calibrate`` every layer's weights in the forward pass are the integer
+    network's codes revealed, times one scale, and the first layer's data its input
+    codes truncated: the grids ``codnn infer --engine tq`` takes, not max-abs ones."""
+    torch.manual_seed(SEED)
+    tq = TermQuantization(g=4, alpha=3, beta=2)
+    model = build_model("lenet5", (1, 8, 8)).eval()
+    x = np.random.default_rng(SEED).uniform(0, 1, (16, 1, 8, 8))
+    export_onnx(model, tmp_path / "plain.onnx", (1, 8, 8))
+    integer = quantize_network(load_onnx(tmp_path / "plain.onnx"), x, alpha=1, gamma=0.0,
+                               tq=tq)
+    attach(model, tq)
+    calibrate(model, tq, (1, 8, 8), x)
+    seen = []
+    array_layers(model)[0].register_forward_hook(lambda _, args, out: seen.append(args[0]))
+    with torch.no_grad():
+        model(torch.tensor(x, dtype=torch.float32))
+    codes = integer.quantize_input(x)
+    assert np.allclose(seen[0].double().numpy(), truncate(codes, 2) * integer.input_scale,
+                       rtol=1e-6)
+    coarser = 0
+    for layer, step in zip(array_layers(model), integer.array_layers):
+        q = step.packed.dense()
+        kept = ungroup(reveal(group(q, 4), 3), q.shape[1])
+        w = layer.weight.detach().double().numpy().reshape(len(q), -1)
+        scale = np.abs(w).max() / np.abs(kept).max()
+        assert np.allclose(w, kept * scale, rtol=1e-5), step.name
+        coarser += int(np.abs(q).max() < 127)
+    assert coarser                  # a layer whose grid is not its weights' max-abs one
+
+
+def test_truncated_data_on_a_layers_static_grid():
+    tq = TermQuantization(g=4, alpha=3, beta=2)
+    x = torch.tensor([-9.0, -1.3, -0.25, 0.0, 0.25, 0.7, 2.1, 9.0], dtype=torch.float64)
+    signed = LayerScales(0.1, None, True)
+    values = np.clip(np.floor(x.numpy() / 0.1 + 0.5), -64, 63)    # -64 .. 63, half up
+    want = np.sign(values) * truncate(np.abs(values).astype(np.int64), 2) * 0.1
+    assert np.allclose(truncated_data(x, tq, scales=signed).numpy(), want)
+    unsigned = LayerScales(0.1, 0.2, False)                         # 0 .. 127
+    values = np.clip(np.floor(x.numpy() / 0.1 + 0.5), 0, 127)
+    want = truncate(values.astype(np.int64), 2) * 0.1
+    assert np.allclose(truncated_data(x, tq, scales=unsigned).numpy(), want)
 
 
 def test_term_quantization_run_exports_float_weights_for_the_tq_array(tmp_path):

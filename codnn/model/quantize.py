@@ -20,6 +20,7 @@ when they fit ``alpha``.
 """
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,7 +29,19 @@ from codnn.golden.network import FRACTION, Add, ArrayLayer, Concat, IntegerNetwo
 
 from .graph import Concatenation, Layer, Residual
 
-__all__ = ["quantize_network"]
+__all__ = ["LayerScales", "layer_scales", "quantize_network", "weight_scale"]
+
+
+@dataclass(frozen=True)
+class LayerScales:
+    """What fixes an array layer's integer grid: the scale of its input (``input``; a
+    signed input, ``signed``, takes the codes -2**(bits-1) .. 2**(bits-1) - 1) and the
+    output scale its activation wants (``output``; None for raw accumulators), from which
+    ``weight_scale`` gives its weights' scale."""
+
+    input: float
+    output: float | None
+    signed: bool
 
 
 def _top_scale(values, limit=np.inf):
@@ -53,21 +66,32 @@ def _channel_weights(layer, s_x, s_y, top, acc_bits):
     return q, bias, shift, s_y
 
 
+def weight_scale(peak, s_x, s_y, top, acc_bits):
+    """``(s_w, shift, s_out)`` of a layer with one weight scale: its largest weight
+    magnitude ``peak``, input scale ``s_x``, the output scale ``s_y`` its activation
+    wants (None: raw accumulators), ``top`` the largest weight code. The output stage
+    shifts only, so ``s_w = s_y / (s_x * 2**shift)`` with the largest ``shift`` (0 to
+    ``acc_bits - 2``) that keeps ``peak`` within ``top``: up to a factor 2 coarser than
+    the weights' own ``peak / top``; ``s_out``, the output's scale, is ``s_y`` unless a
+    bound of the shift or ``peak / top`` moves it."""
+    peak = peak or 1.0
+    if s_y is None:
+        s_w = peak / top
+        return s_w, None, s_x * s_w
+    shift = math.floor(math.log2(top * s_y / (s_x * peak)))
+    shift = min(max(shift, 0), acc_bits - 2)
+    s_w = max(s_y / (s_x * 2 ** shift), peak / top)
+    return s_w, shift, s_x * s_w * 2 ** shift
+
+
 def _weights(layer, s_x, s_y, weight_bits, acc_bits, per_channel=False):
     """Integer weights, bias and shift (one, or one per output channel) of ``layer``; its
     output scale."""
     top = (1 << (weight_bits - 1)) - 1
     if per_channel and s_y is not None:
         return _channel_weights(layer, s_x, s_y, top, acc_bits)
-    peak = float(np.abs(layer.weights).max()) or 1.0
-    if s_y is None:                                  # raw accumulators
-        s_w, shift = peak / top, None
-        s_out = s_x * s_w
-    else:
-        shift = math.floor(math.log2(top * s_y / (s_x * peak)))
-        shift = min(max(shift, 0), acc_bits - 2)
-        s_w = max(s_y / (s_x * 2 ** shift), peak / top)
-        s_out = s_x * s_w * 2 ** shift
+    s_w, shift, s_out = weight_scale(float(np.abs(layer.weights).max()), s_x, s_y, top,
+                                     acc_bits)
     q = np.clip(np.floor(layer.weights / s_w + 0.5), -top, top).astype(np.int64)
     bias = np.floor(layer.bias / (s_x * s_w) + 0.5).astype(np.int64)
     if shift:
@@ -126,6 +150,23 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
         where no step takes it (an average counting padding, a concatenation, the
         output).
     """
+    return _quantize(network, calibration, alpha=alpha, gamma=gamma, weight_bits=weight_bits,
+                     out_bits=out_bits, acc_bits=acc_bits, tq=tq, per_channel=per_channel,
+                     progress=progress)[0]
+
+
+def layer_scales(network, calibration, *, tq=None):
+    """``{layer name: LayerScales}`` of every array layer of ``network`` as
+    ``quantize_network`` (with one weight scale per layer) calibrates it on
+    ``calibration``: what a training forward needs to compute on the grids the integer
+    network will take (``codnn.train.term_quant``). Raises as ``quantize_network``."""
+    return _quantize(network, calibration, alpha=1, gamma=0.0, tq=tq, weight_bits=8,
+                     out_bits=8, acc_bits=32, per_channel=False, progress=None)[1]
+
+
+def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_bits, tq,
+              per_channel, progress):
+    """``(IntegerNetwork, {layer name: LayerScales})``."""
     if tq is not None:
         weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
     calibration = np.asarray(calibration, dtype=np.float64)
@@ -139,7 +180,7 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     floats = network.run(calibration, keep=True)
     scale = {network.input: _top_scale(calibration) / levels}
     readers = _readers(network)
-    steps = []
+    steps, grids = [], {}
     raw, offset = set(), set()           # accumulators; signed codes in offset binary
     for step in network.steps:
         reads = (step.source, *getattr(step, "others", ()))
@@ -158,6 +199,7 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
             else:                              # signed values for a layer: offset binary
                 s_y = _top_scale(np.abs(floats[step.output])) / (half - 1)
                 offset.add(step.output)
+            grids[step.name] = LayerScales(s_x, s_y, step.source in offset)
             q, bias, shift, scale[step.output] = _weights(step, s_x, s_y, weight_bits,
                                                           acc_bits, per_channel)
             if progress:
@@ -195,4 +237,5 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
         raise ValueError("the network ends in signed activations (an add without a ReLU); "
                          "end it with a layer")
     return IntegerNetwork(tuple(steps), network.input, network.output, network.input_shape,
-                          scale[network.input], scale[network.output], acc_bits, out_bits)
+                          scale[network.input], scale[network.output], acc_bits,
+                          out_bits), grids

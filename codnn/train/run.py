@@ -253,22 +253,31 @@ def _summary(layers):
             "dense_tiles": dense, "tile_ratio": tiles / dense}
 
 
-def _arithmetic(phase, spec, model, steps, step, counted):
+def _arithmetic(phase, spec, model, steps, step, counted, calibration):
     """Attach the phase's arithmetic to ``model``: ``(block floating point state or None,
-    the function that detaches it)``. ``step``: the steps already run; ``counted``: the
-    block floating point state saved by then."""
+    what to run before each epoch, the function that detaches it)``. ``step``: the steps
+    already run; ``counted``: the block floating point state saved by then;
+    ``calibration``: the inputs term quantization calibrates its grids on before each
+    epoch (as ``codnn infer`` will)."""
     if phase.tq:
         if not step:
             fold_batch_norm(model)
         hooks = term_quant.attach(model, spec.tq)
-        return None, lambda: detach(model, hooks)
+
+        def recalibrate():
+            try:
+                term_quant.calibrate(model, spec.tq, calibration.shape[1:], calibration)
+            except ValueError as error:
+                raise TrainError(f"--tq calibrates on the integer network: {error}") \
+                    from None
+        return None, recalibrate, lambda: detach(model, hooks)
     if phase.bfp:
         counter, hooks = block_float.attach(model, spec.bfp, steps)
         counter.step = step
         if step and counted:
             counter.restore(counted)
-        return counter, lambda: detach(model, hooks)
-    return None, lambda: None
+        return counter, lambda: None, lambda: detach(model, hooks)
+    return None, lambda: None, lambda: None
 
 
 def _costs(counter):
@@ -390,8 +399,9 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
     for k in range(state["phase"], len(phases)):
         phase = phases[k]
         start = state["epoch"] if k == state["phase"] else 0
-        counter, undo = _arithmetic(phase, spec, model, phase.epochs * batches,
-                                    start * batches, state.get("bfp"))
+        counter, before_epoch, undo = _arithmetic(
+            phase, spec, model, phase.epochs * batches, start * batches, state.get("bfp"),
+            data.train_x[:term_quant.CALIBRATION])
         began = time.perf_counter()
         if phase.rate is not None and start == 0:
             masks, groups = prune_and_pack(model, phase.rate, cc.alpha, cc.gamma, groups)
@@ -410,6 +420,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                 counter.step += 1
         for epoch in range(start, phase.epochs):
             generator = torch.Generator().manual_seed(spec.seed + 7919 * k + epoch)
+            before_epoch()
             flops = training_flops(model, shape) * len(x) if measured else None
             timer, used = time.perf_counter(), batch
             loss = _epoch(model, x, y, optimizer, batch, generator, after_step, lasso)

@@ -1,11 +1,20 @@
 """Term-quantization-aware training (docs/semantics.md section 3): in the forward pass
-every array layer's weights are quantized (``mag_bits``, the layer's max-abs scale) and
-revealed (``alpha`` terms per group of ``g`` consecutive columns ``(c, ky, kx)``; a
-grouped convolution's over all input channels, as the ONNX import makes it) and its
-input data quantized (the batch's max as scale) and truncated to ``beta`` terms, exactly
-as ``codnn.golden.term_quant`` does; the backward pass takes the straight-through
+every array layer's weights are quantized and revealed (``alpha`` terms per group of ``g``
+consecutive columns ``(c, ky, kx)``; a grouped convolution's over all input channels, as
+the ONNX import makes it) and its input data quantized and truncated to ``beta`` terms,
+exactly as ``codnn.golden.term_quant`` does; the backward pass takes the straight-through
 gradient (as if nothing were rounded). The model keeps its float weights; the integer
-path (``codnn infer --engine tq``) quantizes and reveals them again for the TQ array."""
+path (``codnn infer --engine tq``) quantizes and reveals them again for the TQ array.
+
+The grids are the integer network's once ``calibrate`` has run (``LayerScales`` of the
+model's integer network on a calibration sample): a layer's input takes its static scale
+(a signed input the codes -64..63 at 7 magnitude bits), its weights the scale the output
+stage's shift allows (``codnn.model.quantize.weight_scale``: up to a factor 2 coarser
+than the weights' own). Before, and for a layer the calibration does not name, the
+weights take their max-abs scale and the data the batch's."""
+
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,25 +22,37 @@ from torch.nn.utils import parametrize
 
 from codnn.golden.column_combining import collapse_groups, expand_groups
 from codnn.golden.term_quant import group, quantize, reveal, truncate, ungroup
+from codnn.model.onnx_import import load_onnx
+from codnn.model.quantize import layer_scales, weight_scale
 
 from .arithmetic import straight_through
-from .models import array_layers
+from .export import export_onnx
+from .models import named_array_layers
 
-__all__ = ["attach", "revealed_weights", "truncated_data"]
+__all__ = ["CALIBRATION", "attach", "calibrate", "revealed_weights", "truncated_data"]
+
+#: Training inputs the grids are calibrated on (``codnn infer``'s default calibration).
+CALIBRATION = 500
+
+#: Accumulator width of the integer network (the bound of the output stage's shift).
+_ACC_BITS = 32
 
 
-def revealed_weights(w, tq, groups=1):
-    """``w`` (a layer's weight tensor) quantized with its max-abs scale and revealed; a
-    grouped convolution's (``groups``) over all input channels, as the arrays run it."""
+def revealed_weights(w, tq, groups=1, scales=None):
+    """``w`` (a layer's weight tensor) quantized and revealed; a grouped convolution's
+    (``groups``) over all input channels, as the arrays run it. ``scales``: the layer's
+    ``LayerScales`` (the integer network's weight grid), or None (max-abs scale)."""
     if groups != 1:
         full = expand_groups(w.detach().double().numpy(), groups)
-        kept = revealed_weights(torch.from_numpy(full), tq).numpy()
+        kept = revealed_weights(torch.from_numpy(full), tq, scales=scales).numpy()
         return torch.from_numpy(collapse_groups(kept, groups)).to(w.dtype)
     matrix = w.detach().double().numpy().reshape(w.shape[0], -1)
     peak = float(np.abs(matrix).max())
     if peak == 0:
         return w.detach()
-    scale = peak / ((1 << tq.mag_bits) - 1)
+    top = (1 << tq.mag_bits) - 1
+    scale = peak / top if scales is None else weight_scale(
+        peak, scales.input, scales.output, top, _ACC_BITS)[0]
     q = quantize(matrix, scale, tq.mag_bits)
     kept = ungroup(reveal(group(q, tq.g), tq.alpha, tq.encoding, tq.mag_bits), q.shape[1])
     return torch.from_numpy(kept * scale).reshape(w.shape).to(w.dtype)
@@ -43,37 +64,112 @@ def _truncation_table(tq):
     return torch.from_numpy(truncate(magnitudes, tq.beta, tq.encoding, tq.mag_bits))
 
 
-def truncated_data(x, tq, table=None):
-    """``x`` quantized (scale: its max-abs over ``2**mag_bits - 1``; golden's round half
-    away from zero, saturating) and each value truncated to its top ``beta`` terms."""
+def truncated_data(x, tq, table=None, scales=None):
+    """``x`` quantized and each value truncated to its top ``beta`` terms. Without
+    ``scales``: scale ``max|x| / (2**mag_bits - 1)``, golden's round half away from zero,
+    saturating. With the layer's ``LayerScales``: its input scale, rounded half up, and
+    clamped to the codes the integer network gives (0 .. 2**mag_bits - 1, or for a
+    signed input -2**(mag_bits-1) .. 2**(mag_bits-1) - 1)."""
     table = _truncation_table(tq) if table is None else table
     x64 = x.detach().double()
-    peak = float(x64.abs().max())
-    if peak == 0:
-        return x.detach()
-    scale = peak / ((1 << tq.mag_bits) - 1)
-    magnitude = torch.clamp(torch.floor(x64.abs() / scale + 0.5), max=(1 << tq.mag_bits) - 1)
-    return (torch.sign(x64) * table[magnitude.long()] * scale).to(x.dtype)
+    top = (1 << tq.mag_bits) - 1
+    if scales is None:
+        peak = float(x64.abs().max())
+        if peak == 0:
+            return x.detach()
+        scale = peak / top
+        magnitude = torch.clamp(torch.floor(x64.abs() / scale + 0.5), max=top)
+        return (torch.sign(x64) * table[magnitude.long()] * scale).to(x.dtype)
+    scale, half = scales.input, 1 << (tq.mag_bits - 1)
+    low, high = (-half, half - 1) if scales.signed else (0, top)
+    value = torch.clamp(torch.floor(x64 / scale + 0.5), low, high)
+    return (torch.sign(value) * table[value.abs().long()] * scale).to(x.dtype)
+
+
+class _Grids:
+    """The grids an attached forward computes on (``{layer name: LayerScales}``, filled
+    by ``calibrate``), and whether it is on (off while ``calibrate`` exports the plain
+    model)."""
+
+    def __init__(self):
+        self.scales, self.on = {}, True
 
 
 class _Reveal(torch.nn.Module):
-    def __init__(self, tq, groups):
+    def __init__(self, tq, groups, grids, name):
         super().__init__()
-        self.tq, self.groups = tq, groups
+        self.tq, self.groups, self.grids, self.name = tq, groups, grids, name
 
     def forward(self, w):
-        return straight_through(w, revealed_weights(w, self.tq, self.groups))
+        if not self.grids.on:
+            return w
+        return straight_through(w, revealed_weights(w, self.tq, self.groups,
+                                                    self.grids.scales.get(self.name)))
 
 
 def attach(model, tq):
     """Make ``model``'s array layers compute with term quantization ``tq``
-    (``golden.network.TermQuantization``); return the hooks for
+    (``golden.network.TermQuantization``), at max-abs and batch scales until
+    ``calibrate`` gives them the integer network's; return the hooks for
     ``arithmetic.detach``."""
+    grids = _Grids()
     table = _truncation_table(tq)
+
+    def truncate_input(name, x):
+        if not grids.on:
+            return x
+        return straight_through(x, truncated_data(x, tq, table, grids.scales.get(name)))
     hooks = []
-    for layer in array_layers(model):
-        parametrize.register_parametrization(layer, "weight",
-                                             _Reveal(tq, getattr(layer, "groups", 1)))
+    for name, layer in named_array_layers(model):
+        parametrize.register_parametrization(
+            layer, "weight", _Reveal(tq, getattr(layer, "groups", 1), grids, name))
         hooks.append(layer.register_forward_pre_hook(
-            lambda _, args: (straight_through(args[0], truncated_data(args[0], tq, table)),)))
+            lambda _, args, name=name: (truncate_input(name, args[0]),)))
     return hooks
+
+
+def _matrix(layer):
+    """A layer's weights as the ONNX import holds them: ``N x C*k*k`` over all input
+    channels."""
+    w = layer.weight.detach().double().numpy()
+    groups = getattr(layer, "groups", 1)
+    full = expand_groups(w, groups) if groups != 1 else w
+    return full.reshape(len(full), -1)
+
+
+def calibrate(model, tq, input_shape, calibration):
+    """Give ``model``'s attached forward (``attach``) the integer network's grids: the
+    plain model (its float weights) exported, imported and calibrated on ``calibration``
+    (float inputs, ``B x input_shape``) as ``codnn infer --engine tq`` will calibrate it.
+    Leaves ``model`` in the training mode it was in.
+
+    Raises
+    ------
+    ValueError
+        If the model does not import (its error), or an array layer is not found in the
+        imported network.
+    """
+    layers = named_array_layers(model)
+    grids = layers[0][1].parametrizations.weight[0].grids
+    training, grids.on = model.training, False
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "model.onnx"
+            export_onnx(model, path, input_shape)
+            network = load_onnx(path)
+        scales = layer_scales(network, np.asarray(calibration, dtype=np.float64), tq=tq)
+        imported = [(step.name, np.asarray(step.weights, dtype=np.float64))
+                    for step in network.steps if step.name in scales]
+        found = {}
+        for name, layer in layers:
+            mine = _matrix(layer)
+            match = [step for step, w in imported if w.shape == mine.shape
+                     and np.allclose(w, mine, rtol=1e-6, atol=1e-9)]
+            if not match:
+                raise ValueError(f"layer {name!r} is not in the network its export "
+                                 f"imports as")
+            found[name] = scales[match[0]]
+    finally:
+        grids.on = True
+        model.train(training)
+    grids.scales.update(found)
