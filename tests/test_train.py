@@ -388,6 +388,10 @@ def wrong_scores(shape, classes):
 
 def broken(shape, classes):
     return nn.Sequential(nn.Conv2d(shape[0] + 1, 2, 3))
+
+
+def gated(shape, classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(shape[1] * shape[2], classes), nn.Sigmoid())
 """
 
 
@@ -411,6 +415,8 @@ def test_a_users_own_model_trains_with_column_combining(tmp_path, capsys):
     ("broken", (), "its forward fails on a batch of 2 x 1 x 8 x 8 inputs: RuntimeError"),
     ("build", ("--tq", "g=8"), "--tq trains the folded weights: batch normalization 'bn1' "
                                "cannot be folded"),
+    ("gated", ("--tq", "g=8"), "--tq calibrates on the integer network: unsupported "
+                               "operator Sigmoid"),
 ])
 def test_a_users_model_that_cannot_train_is_refused_in_one_line(tmp_path, capsys, function,
                                                                extra, message):

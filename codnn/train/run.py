@@ -369,7 +369,13 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
         model = build_model(spec.model, shape, data.classes) if model is None else \
             check_module(model, shape, data.classes, spec.model)
         if spec.tq:                                 # refused now, not after the dense phase
-            fold_batch_norm(copy.deepcopy(model))
+            folded = copy.deepcopy(model)
+            fold_batch_norm(folded)
+            try:
+                term_quant.imported(folded, shape)
+            except ValueError as error:
+                raise TrainError(f"--tq calibrates on the integer network: {error}") \
+                    from None
         if spec.prunetrain:
             channel_spaces(model, shape)
     except ValueError as error:

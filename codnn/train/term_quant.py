@@ -29,7 +29,7 @@ from .arithmetic import straight_through
 from .export import export_onnx
 from .models import named_array_layers
 
-__all__ = ["CALIBRATION", "attach", "calibrate", "revealed_weights", "truncated_data"]
+__all__ = ["CALIBRATION", "attach", "calibrate", "imported", "revealed_weights", "truncated_data"]
 
 #: Training inputs the grids are calibrated on (``codnn infer``'s default calibration).
 CALIBRATION = 500
@@ -137,11 +137,29 @@ def _matrix(layer):
     return full.reshape(len(full), -1)
 
 
+def imported(model, input_shape):
+    """``model`` as ``codnn infer`` will see it: exported and imported
+    (``codnn.model.graph.FloatNetwork``). Leaves ``model`` in the training mode it was in.
+
+    Raises
+    ------
+    ValueError
+        If the export does not import (the importer's one-line error).
+    """
+    training = model.training
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "model.onnx"
+            export_onnx(model, path, input_shape)
+            return load_onnx(path)
+    finally:
+        model.train(training)
+
+
 def calibrate(model, tq, input_shape, calibration):
     """Give ``model``'s attached forward (``attach``) the integer network's grids: the
     plain model (its float weights) exported, imported and calibrated on ``calibration``
     (float inputs, ``B x input_shape``) as ``codnn infer --engine tq`` will calibrate it.
-    Leaves ``model`` in the training mode it was in.
 
     Raises
     ------
@@ -151,19 +169,16 @@ def calibrate(model, tq, input_shape, calibration):
     """
     layers = named_array_layers(model)
     grids = layers[0][1].parametrizations.weight[0].grids
-    training, grids.on = model.training, False
+    grids.on = False
     try:
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "model.onnx"
-            export_onnx(model, path, input_shape)
-            network = load_onnx(path)
+        network = imported(model, input_shape)
         scales = layer_scales(network, np.asarray(calibration, dtype=np.float64), tq=tq)
-        imported = [(step.name, np.asarray(step.weights, dtype=np.float64))
-                    for step in network.steps if step.name in scales]
+        candidates = [(step.name, np.asarray(step.weights, dtype=np.float64))
+                      for step in network.steps if step.name in scales]
         found = {}
         for name, layer in layers:
             mine = _matrix(layer)
-            match = [step for step, w in imported if w.shape == mine.shape
+            match = [step for step, w in candidates if w.shape == mine.shape
                      and np.allclose(w, mine, rtol=1e-6, atol=1e-9)]
             if not match:
                 raise ValueError(f"layer {name!r} is not in the network its export "
@@ -171,5 +186,4 @@ def calibrate(model, tq, input_shape, calibration):
             found[name] = scales[match[0]]
     finally:
         grids.on = True
-        model.train(training)
     grids.scales.update(found)
