@@ -7,7 +7,11 @@ Usage: python benchmarks/array_merit.py [--size 8] [--device ecp5-85k] [--dsp-lu
 Arrays, each ``--size`` square: the column-combined array with parallel MACs (DSP blocks
 where the device has them, and again with none: ``codnn synth --dsp-blocks 0``, so that
 LUT-only designs compare fairly), with bit-serial MACs (alpha 8, 8-bit weights and
-data), and the TQ array (g 8, alpha 12, beta 3, NAF). Each is synthesized alone on
+data), and the TQ array (g 8, NAF) at the paper's alpha 12, beta 3 on each model as it
+is, and at alpha 8, beta 2 on the model fine-tuned for that budget (``codnn train
+--tq``: the dense model's run and 5 epochs of TQ-aware fine-tuning, trained once and
+kept beside PREFIX; a network without a training run here, the column-combined
+LeNet-5, runs as it is). Each is synthesized alone on
 ``--device`` (``codnn.flows.run_synthesis``; the reports are kept in PREFIX-synth.json, so
 a second run only builds what is missing). Per network (LeNet-5 dense and column-combined
 from benchmarks/models; ResNet-20 trained as benchmarks/network_engine.py trains it) and
@@ -23,6 +27,9 @@ on one core).
 
 import argparse
 import json
+import shutil
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from codnn.flows import run_synthesis
@@ -30,10 +37,13 @@ from codnn.golden.network import TermQuantization
 from codnn.model.infer import infer
 from codnn.render import print_rows
 from codnn.sim.runner import default_build_root
+from codnn.train.run import TrainSpec, train
 from network_engine import MODELS, resnet_models
 from reproduction import write_csv
 
 #: Array name -> (engine, parameters, DSP blocks allowed (None: all), infer options).
+#: An array whose options hold ``TUNED`` runs each network's TQ-fine-tuned model.
+TUNED = "tuned"
 ARRAYS = {
     "parallel": ("systolic", {"alpha": 8, "mac": "parallel"}, None, {"mac": "parallel"}),
     "parallel, no DSP": ("systolic", {"alpha": 8, "mac": "parallel"}, 0,
@@ -41,7 +51,12 @@ ARRAYS = {
     "bitserial": ("systolic", {"alpha": 8, "mac": "bitserial"}, None, {"mac": "bitserial"}),
     "tq": ("tq", {"g": 8, "alpha": 12, "beta": 3}, None,
            {"tq": TermQuantization(8, 12, 3)}),
+    "tq a8 b2, tuned": ("tq", {"g": 8, "alpha": 8, "beta": 2}, None,
+                        {"tq": TermQuantization(8, 8, 2), TUNED: True}),
 }
+#: How each network was trained (``codnn train``), for its TQ-fine-tuned twin.
+TRAINING = {"lenet5_mnist": TrainSpec("lenet5", "mnist"),
+            "resnet20_mnist": TrainSpec("resnet20", "mnist", epochs=8)}
 
 
 def _synthesized(args, cache):
@@ -69,6 +84,20 @@ def _networks(names, folder):
     return paths
 
 
+def _tuned(network, path, tq, folder):
+    """``network``'s model fine-tuned for ``tq`` (trained once into ``folder``), or
+    ``path`` itself for a network with no training run here."""
+    if network not in TRAINING:
+        return path
+    tuned = Path(folder) / f"{network}-tq-g{tq.g}-a{tq.alpha}-b{tq.beta}.onnx"
+    if not tuned.exists():
+        print(f"fine-tuning {network} for {tq} ...", flush=True)
+        with tempfile.TemporaryDirectory() as work:
+            report = train(replace(TRAINING[network], tq=tq), work)
+            shutil.copyfile(report["model"], tuned)
+    return tuned
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=8)
@@ -84,7 +113,10 @@ def main():
     rows = []
     for network, path in _networks(args.networks.split(","), out.parent).items():
         for name, (_, _, _, options) in ARRAYS.items():
-            report, _ = infer(path, "mnist", rows=args.size, cols=args.size, alpha=8,
+            options = dict(options)
+            model = _tuned(network, path, options["tq"], out.parent) \
+                if options.pop(TUNED, False) else path
+            report, _ = infer(model, "mnist", rows=args.size, cols=args.size, alpha=8,
                               **options)
             s = synth[name]
             per_s = s["fmax_mhz"] * 1e6 / report["cycles_per_image"]

@@ -23,6 +23,18 @@ def weight_term(mag_bits, g):
                               "idx": max(1, ceil_log2(g)), "valid": 1})
 
 
+def _at_end_copy(m, data_go, beat_cycles, name):
+    """A copy of the shell's ``at_end`` (``phase == beat_cycles - 1``, cleared by an
+    accepted beat) with its own phase counter."""
+    phase = Signal(range(beat_cycles), init=beat_cycles - 1, name=f"{name}_phase")
+    at_end = Signal(init=1, name=name)
+    with m.If(data_go):
+        m.d.sync += [phase.eq(0), at_end.eq(0)]
+    with m.Elif(~at_end):
+        m.d.sync += [phase.eq(phase + 1), at_end.eq(phase == beat_cycles - 2)]
+    return at_end
+
+
 class TermQuantArray(WeightStationaryArray):
     """A ``rows x cols`` array of tMACs; cell (r, c) holds one group of ``g`` weights as
     the ``alpha`` terms term revealing kept (its weight queue, in reveal order), array
@@ -118,12 +130,19 @@ class TermQuantArray(WeightStationaryArray):
         # cycles later: when the columns' skew needs them.
         K = -(-W // S)
         steps = -(-W // K)
-        # The beat goes into a shift register while a beat may be accepted (at_end, a
-        # register, not the handshake) and moves down a column group a cycle; the edge
-        # takes the bottom group: no select, no counter.
+        # The beat goes into a shift register while a beat may be accepted and moves down
+        # a column group a cycle; the edge takes the bottom group: no select, no counter.
+        # Each group of the register has its own copy of the shell's at_end (a register
+        # with its own phase counter, so that synthesis keeps it): one flip-flop no
+        # longer drives the load select of every bit across the array.
         step_bits = K * len(self.data.payload.x[0].as_value())
         x_in = Signal(steps * step_bits, name="x_in", reset_less=True)
-        m.d.sync += x_in.eq(Mux(at_end, self.data.payload.x.as_value(), x_in[step_bits:]))
+        payload = self.data.payload.x.as_value()
+        for j in range(steps):
+            load = _at_end_copy(m, data_go, S, f"x_in_load_{j}") if S > 1 else at_end
+            part = slice(j * step_bits, (j + 1) * step_bits)
+            shifted = x_in[(j + 1) * step_bits:][:step_bits] if j + 1 < steps else 0
+            m.d.sync += x_in[part].eq(Mux(load, payload[part], shifted))
         edge_in = stage(m, x_in[:step_bits], "edge_in")
         m.submodules.encoder = encoder = TermEncoder(lanes=K * g, mag_bits=mb,
                                                      encoding=self.encoding)
