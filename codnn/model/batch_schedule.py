@@ -36,8 +36,9 @@ from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LoadStep, Program,
                                           Region, StoreStep, act_stride, image_region,
                                           step_cycles)
 
-from .compile import (CompiledNetwork, CompileError, StepCost, _Allocator, _check_network,
-                      _last_uses, _layer, _packings, _reads, network_shapes, post_steps)
+from .compile import (BufferAllocator, CompiledNetwork, CompileError, StepCost, check_network,
+                      choose_packings, last_uses, layer_step, network_shapes, post_steps,
+                      step_reads)
 from .training_traffic import Group
 
 __all__ = ["SCHEDULES", "BatchPlan", "compile_batch"]
@@ -71,13 +72,13 @@ class _Network:
     layer's step template and weight block."""
 
     def __init__(self, network, engine, images):
-        _check_network(network, engine)
+        check_network(network, engine)
         self.engine, self.network, self.images = engine, network, images
         self.shapes = network_shapes(network)
-        storage, _ = _last_uses(network)
+        storage, _ = last_uses(network)
         self.root = lambda name: storage.get(name, name)
         self.steps = [s for s in network.steps if not isinstance(s, Flatten)]
-        self.reads = [sorted({self.root(n) for n in _reads(s)}) for s in self.steps]
+        self.reads = [sorted({self.root(n) for n in step_reads(s)}) for s in self.steps]
         self.makes = [self.root(s.output) for s in self.steps]
         self.output = self.root(network.output)
         self.raw = {self.makes[k] for k, s in enumerate(self.steps)
@@ -86,12 +87,12 @@ class _Network:
         for k, reads in enumerate(self.reads):
             for name in reads:
                 self.readers.setdefault(name, []).append(k)
-        packings = _packings(network, engine, self.shapes)
+        packings = choose_packings(network, engine, self.shapes)
         self.layers, blocks, offset = {}, [], 0
         for s in network.array_layers:
             src = Region("act", 0, tuple(self.shapes[self.root(s.source)]))
             dst = Region("act", 0, tuple(self.shapes[s.output]))
-            layer, block, moves = _layer(packings[s.name], src, dst, offset, engine)
+            layer, block, moves = layer_step(packings[s.name], src, dst, offset, engine)
             self.layers[s.name] = (layer, len(block), moves)
             blocks.append(block)
             offset += len(block)
@@ -117,8 +118,8 @@ def _allocate(net, first, last, n, output_region):
     engine, R = net.engine, net.engine.rows
     if {*net.inputs(first, last), *net.outputs(first, last)} & net.raw:
         return None                         # accumulators do not leave the chip
-    act = _Allocator("activation", engine.act_words, R)
-    acc = _Allocator("accumulator", engine.acc_words, R)
+    act = BufferAllocator("activation", engine.act_words, R)
+    acc = BufferAllocator("accumulator", engine.acc_words, R)
     keep = act if output_region.memory == "act" else acc
     keep.held[net.output] = (output_region.addr,
                              output_region.addr + net.images * net.words(net.output),
@@ -284,7 +285,7 @@ def compile_batch(network, engine, images, schedule="mbs"):
                 dst = regions[net.makes[k]]
                 if net.makes[k] == net.output:
                     dst = image_region(output_region, start, R)
-                sources = [regions[net.root(name)] for name in _reads(step)]
+                sources = [regions[net.root(name)] for name in step_reads(step)]
                 if isinstance(step, ArrayLayer):
                     layer, block_bytes, moves = net.layers[step.name]
                     steps.append(dataclasses.replace(layer, src=sources[0], dst=dst,

@@ -4,8 +4,8 @@ the bytes each memory moves per image (docs/networks.md, "The network engine").
 
 Allocation: every tensor gets a region of the activation buffer (the accumulators of a
 layer without output stage, the logits or a residual branch that an add reads: of the
-accumulator buffer) from the step that writes it to the last step that reads it, at the end of the buffer away from the step's input; a flatten
-is the same region, read by the next layer's gather table; a residual add writes over an
+accumulator buffer) from the step that writes it to the last step that reads it, at the
+end of the buffer away from the step's input; a flatten is the same region, read by the next layer's gather table; a residual add writes over an
 input that nothing reads after it. On an engine with external activation memory
 (``spill_words``), a tensor that does not fit waits there instead: when a step's output or
 an input it reads back finds no room, the held tensors that the step does not read go
@@ -41,8 +41,9 @@ from codnn.golden.network_program import (GATHER_PORTS, HEADER_CYCLES, MAX_KERNE
                                           tile_bytes, words)
 from codnn.golden.systolic import make_tiles
 
-__all__ = ["CompileError", "StepCost", "CompiledNetwork", "compile_network", "post_steps",
-           "network_shapes"]
+__all__ = ["BufferAllocator", "CompileError", "StepCost", "CompiledNetwork", "check_network",
+           "choose_packings", "compile_network", "last_uses", "layer_step", "network_shapes",
+           "post_steps", "step_reads"]
 
 
 class CompileError(ValueError):
@@ -105,7 +106,7 @@ class CompiledNetwork:
                 "spill_written": sum(c.external_writes for c in self.costs) * stride}
 
 
-class _Allocator:
+class BufferAllocator:
     """Regions of one buffer, each held until its last reader has run."""
 
     def __init__(self, memory, size, lanes):
@@ -142,7 +143,10 @@ class _Allocator:
         return Region("act" if self.memory == "activation" else "acc", addr, tuple(shape))
 
 
-def _check_network(network, engine):
+def check_network(network, engine):
+    """Raise ``CompileError`` for a network the engine cannot run: other widths, a kernel
+    past the gather's, term-quantized layers, a packing wider than the array, weights or
+    multipliers outside the engine's bits."""
     if network.out_bits != engine.out_bits or network.acc_bits != engine.acc_bits:
         raise CompileError(f"the network has {network.out_bits}-bit activations and "
                            f"{network.acc_bits}-bit accumulators, the engine "
@@ -169,7 +173,7 @@ def _check_network(network, engine):
                                f"{MULTIPLIER_BITS} unsigned bits")
 
 
-def _reads(step):
+def step_reads(step):
     """The tensors ``step`` reads."""
     return [step.source, *([step.other] if isinstance(step, Add) else []),
             *getattr(step, "others", ())]
@@ -194,13 +198,13 @@ def _concat_steps(step, parts, dst, lanes):
     return steps
 
 
-def _last_uses(network):
+def last_uses(network):
     """The index of the last step that reads each tensor (a flatten's reads count for
     the tensor it reshapes); the output is read after every step."""
     storage = {}
     last = {}
     for k, step in enumerate(network.steps):
-        reads = _reads(step)
+        reads = step_reads(step)
         for name in reads:
             root = storage.get(name, name)
             last[root] = k
@@ -219,7 +223,7 @@ class _Spill:
         self.storage, self.keep_always = storage, storage.get(network.output, network.output)
         self.uses = {}
         for k, step in enumerate(network.steps):
-            for name in _reads(step):
+            for name in step_reads(step):
                 self.uses.setdefault(storage.get(name, name), []).append(k)
         self.at = {}                # tensor -> its external word (a copy there is good)
         self.away = set()           # tensors not in the activation buffer now
@@ -274,8 +278,10 @@ def _in_bounds(shape, kernel, stride, padding):
     return im2col(np.ones((1, *shape), np.int64), kernel, stride, padding)
 
 
-def _layer(step, src, dst, offset, engine):
-    """The ``LayerStep``, its block of the weight image and what it moves."""
+def layer_step(step, src, dst, offset, engine):
+    """The ``LayerStep`` of array layer ``step`` (its packing) from ``src`` to ``dst``
+    with its weights at byte ``offset``, its block of the weight image and what it moves
+    (``StepCost``'s word and byte counts)."""
     tiles = make_tiles(step.packed, engine.rows, engine.cols, engine.alpha)
     entries = gather_entries(step.packed.columns, src.shape, step.kernel, engine.rows)
     block = layer_block(tiles, step.bias, step.shift, entries, engine)
@@ -331,14 +337,14 @@ def _fastest_packing(step, src_shape, dst_shape, engine):
     src, dst = Region("act", 0, tuple(src_shape)), Region("act", 0, tuple(dst_shape))
 
     def cycles(option):
-        layer, block, _ = _layer(option, src, dst, 0, engine)
+        layer, block, _ = layer_step(option, src, dst, 0, engine)
         return step_cycles(Program(engine, (layer,), src, dst, len(block)))[0]
     return min(options, key=cycles)
 
 
 def post_steps(step, sources, dst, lanes):
     """The post-processing steps of network step ``step`` (a ``Pool``, ``Add`` or
-    ``Concat``) from ``sources`` (the regions it reads, in ``_reads`` order) to ``dst``,
+    ``Concat``) from ``sources`` (the regions it reads, in ``step_reads`` order) to ``dst``,
     each with what it moves (``StepCost``'s order, from ``act_reads``)."""
     R = lanes
     if isinstance(step, Pool):
@@ -366,8 +372,8 @@ def network_shapes(network):
     return {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
 
 
-def _packings(network, engine, shapes):
-    """Each array layer's packing (``_fastest_packing``, or the model's where the faster
+def choose_packings(network, engine, shapes):
+    """Each array layer's packing, by name (``_fastest_packing``, or the model's where the faster
     ones' weight image would not fit); ``CompileError`` if neither fits."""
     packings = {step.name: _fastest_packing(step, shapes[step.source], shapes[step.output],
                                             engine)
@@ -396,13 +402,13 @@ def compile_network(network, engine):
         engine.check()
     except ProgramError as error:
         raise CompileError(str(error)) from None
-    _check_network(network, engine)
+    check_network(network, engine)
     shapes = network_shapes(network)
-    storage, last = _last_uses(network)
-    packings = _packings(network, engine, shapes)
+    storage, last = last_uses(network)
+    packings = choose_packings(network, engine, shapes)
     R = engine.rows
-    act = _Allocator("activation", engine.act_words, R)
-    acc = _Allocator("accumulator", engine.acc_words, R)
+    act = BufferAllocator("activation", engine.act_words, R)
+    acc = BufferAllocator("accumulator", engine.acc_words, R)
     regions = {network.input: act.place(network.input, shapes[network.input],
                                         last.get(network.input, -1), "the input")}
     steps, blocks, moved = [], [], []
@@ -415,10 +421,10 @@ def compile_network(network, engine):
             continue
         for allocator in (act, acc):
             allocator.free_after(k - 1)
-        reads = {storage.get(name, name) for name in _reads(step)}
+        reads = {storage.get(name, name) for name in step_reads(step)}
         spill.bring_back(sorted(reads), k, last, step.name, steps, moved)
         raw = isinstance(step, ArrayLayer) and step.shift is None
-        if raw and any(step.output in _reads(later) for later in network.steps[k + 1:]
+        if raw and any(step.output in step_reads(later) for later in network.steps[k + 1:]
                        if not isinstance(later, Add)):
             raise CompileError(f"{step.name}: its output, accumulators (no ReLU or output "
                                f"stage after it), feeds a step other than an add; the "
@@ -444,14 +450,14 @@ def compile_network(network, engine):
                                f"{step.name}: its output", high=middle < target.size / 2)
         regions[step.output] = dst
         if isinstance(step, ArrayLayer):
-            layer, block, moves = _layer(packings[step.name], regions[step.source], dst,
+            layer, block, moves = layer_step(packings[step.name], regions[step.source], dst,
                                          offset, engine)
             steps.append(layer)
             blocks.append(block)
             offset += len(block)
             moved.append(moves)
         else:
-            for post, moves in post_steps(step, [regions[name] for name in _reads(step)],
+            for post, moves in post_steps(step, [regions[name] for name in step_reads(step)],
                                           dst, R):
                 steps.append(post)
                 moved.append(moves)

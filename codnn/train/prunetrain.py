@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx, nn
 
-__all__ = ["THRESHOLD", "PruneTrain", "Space", "Lasso", "channel_spaces", "group_lasso", "reconfigure",
-           "shrink", "training_flops", "channels"]
+__all__ = ["THRESHOLD", "PruneTrain", "Space", "Lasso", "channel_spaces", "group_lasso",
+           "reconfigure", "shrink", "training_flops", "channels"]
 
 #: The default zeroing threshold (root mean square weight of a group).
 THRESHOLD = 5e-3
