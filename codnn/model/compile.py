@@ -5,8 +5,9 @@ the bytes each memory moves per image (docs/networks.md, "The network engine").
 Allocation: every tensor gets a region of the activation buffer (the accumulators of a
 layer without output stage, the logits or a residual branch that an add reads: of the
 accumulator buffer) from the step that writes it to the last step that reads it, at the
-end of the buffer away from the step's input; a flatten is the same region, read by the next layer's gather table; a residual add writes over an
-input that nothing reads after it. On an engine with external activation memory
+end of the buffer away from the step's input; a flatten is the same region, read by the
+next layer's gather table; a residual add writes over an input that nothing reads after
+it. On an engine with external activation memory
 (``spill_words``), a tensor that does not fit waits there instead: when a step's output or
 an input it reads back finds no room, the held tensors that the step does not read go
 out, the one read again last first (a store step the first time; a tensor is never
