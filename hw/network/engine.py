@@ -259,6 +259,13 @@ class NetworkEngine(wiring.Component):
         bias_words = bias_bytes(self.config) // image_word(self.config)
         bias = Signal(bias_words * word_bits)
         table = Signal(2 * A * word_bits)
+        # A table word shifts in a cycle after it is taken, from a register, so that no
+        # sequencer decision drives the enable of every table bit (WEIGHTS follows TABLE
+        # for at least a cycle: the table is whole before the tile launches).
+        table_word, table_we = Signal(word_bits), Signal()
+        m.d.sync += [table_word.eq(word.payload[:word_bits]), table_we.eq(0)]
+        with m.If(table_we):
+            m.d.sync += table.eq(Cat(table[word_bits:], table_word))
         loaded = counter(max(bias_words, 2 * A, R) + 2, name="loaded")
 
         # Layer bookkeeping: positions count over the step's images (``total`` of them).
@@ -352,6 +359,12 @@ class NetworkEngine(wiring.Component):
         # destination.
         first, first_acc, _, p_h, p_w = region(desc, 1)
         transfer_read = Signal(range(p["act_words"]))      # a store's buffer reads
+        # Who reads column 0's copy of the buffer through the gather's other port: the
+        # state a cycle ago (the post-processing unit and a store read from the cycle after
+        # their start on; the host only while the engine is idle).
+        reads_post, reads_transfer = Signal(), Signal()
+        m.d.sync += [reads_post.eq(state == _State.POST),
+                     reads_transfer.eq(state == _State.TRANSFER)]
         second, second_acc, _, p_oh, p_ow = region(desc, 4)
         third, third_acc = region(desc, 7)[:2]
         pool_window = field(desc, 7)
@@ -376,9 +389,8 @@ class NetworkEngine(wiring.Component):
             post.step.stride.eq(Mux(global_pool, 1, pool_window[8:16])),
             post.step.padding.eq(Mux(global_pool, 0, pool_window[16:24])),
             post.step.ma.eq(field(desc, 10)), post.step.mb.eq(field(desc, 11)),
-            gather.aux[0].eq(Mux(state == _State.POST, post.read[0],
-                                 Mux(state == _State.TRANSFER, transfer_read,
-                                     self.act_read))),
+            gather.aux[0].eq(Mux(reads_post, post.read[0],
+                                 Mux(reads_transfer, transfer_read, self.act_read))),
             gather.aux[1].eq(post.read[1]),
             post.read_data[0].eq(gather.aux_data[0]), post.read_data[1].eq(gather.aux_data[1]),
             self.act_read_data.eq(gather.aux_data[0]),
@@ -482,8 +494,7 @@ class NetworkEngine(wiring.Component):
                         with m.If(state == _State.BIAS):
                             m.d.sync += bias.eq(Cat(bias[word_bits:], word.payload[:word_bits]))
                         with m.Else():
-                            m.d.sync += table.eq(Cat(table[word_bits:],
-                                                     word.payload[:word_bits]))
+                            m.d.sync += table_we.eq(1)
                         m.d.sync += loaded.eq(loaded + 1)
                         with m.If(loaded == size - 1):
                             m.d.sync += [loaded.eq(0), requested.eq(0), wptr.eq(wptr + size),

@@ -77,8 +77,9 @@ class Gather(wiring.Component):
     busy : Out(1)
     o : Out(stream.Signature(ArrayLayout(ArrayLayout(unsigned(data_bits), alpha), cols)))
     aux, aux_data : In(ArrayLayout(range(depth), ports)), Out(ArrayLayout(word, ports))
-        The read ports of column 0's copy for others while not ``busy`` (the post-processing
-        unit, the host): data a cycle after the address.
+        The read ports of column 0's copy for others (the post-processing unit, the host)
+        from the cycle after ``busy`` falls until the cycle after a ``start``: data a cycle
+        after the address.
 
     Raises
     ------
@@ -154,6 +155,10 @@ class Gather(wiring.Component):
         issuing = Signal(name="issuing")
         pending = Signal(range(_FIFO_DEPTH + 1), name="pending")   # in flight or queued
         m.d.comb += self.busy.eq(issuing | (pending != 0))
+        # Column 0's read ports serve ``aux`` unless a pass was busy a cycle ago (its first
+        # read address comes two cycles after ``start``, its last while still busy).
+        passing = Signal(name="passing")
+        m.d.sync += passing.eq(self.busy)
         pad = geo.padding
         beat = Signal.like(self.o.payload, name="beat")     # the streams of a position
         first = Signal(name="first")                   # a cycle to set up from the inputs
@@ -214,7 +219,7 @@ class Gather(wiring.Component):
                 stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
                 address = Signal(range(self._depth), name=f"read_c{g}_p{p}_addr")
                 if g == 0:
-                    m.d.comb += [read.addr.eq(Mux(self.busy, address, self.aux[p])),
+                    m.d.comb += [read.addr.eq(Mux(passing, address, self.aux[p])),
                                  self.aux_data[p].eq(read.data)]
                 else:
                     m.d.comb += read.addr.eq(address)
