@@ -46,8 +46,9 @@ TUNE_EPOCHS, SAMPLE = 3, 100
 
 
 def uniform(bits):
-    """A ``bits``-bit sign-magnitude quantizer as a term quantization that drops nothing."""
-    return TermQuantization(g=1, alpha=bits + 1, beta=bits + 1, encoding="binary",
+    """A ``bits``-bit sign-magnitude quantizer as a term quantization that drops nothing
+    (every binary digit of a ``bits - 1``-bit magnitude kept)."""
+    return TermQuantization(g=1, alpha=bits - 1, beta=bits - 1, encoding="binary",
                             mag_bits=bits - 1)
 
 

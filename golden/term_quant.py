@@ -24,7 +24,8 @@ import numpy as np
 
 __all__ = ["ENCODINGS", "quantize", "digit_table", "terms", "digits", "reveal",
            "truncate", "kept_digits", "group_terms", "lockstep_pairs", "group", "ungroup",
-           "term_counts", "term_pairs", "tmac_cycles", "pmac_cycles"]
+           "term_counts", "term_pairs", "tmac_cycles", "pmac_cycles", "max_terms",
+           "unfillable_budget"]
 
 ENCODINGS = ("binary", "naf", "booth")
 
@@ -85,6 +86,27 @@ def digit_table(mag_bits, encoding):
     table = table.astype(np.int8)
     table.flags.writeable = False
     return table
+
+
+def max_terms(mag_bits=7, encoding="naf"):
+    """The most terms any magnitude of ``mag_bits`` bits has in ``encoding`` (binary: 7 at
+    7 bits; NAF and Booth: 4)."""
+    return int((digit_table(mag_bits, encoding) != 0).sum(axis=1).max())
+
+
+def unfillable_budget(g, alpha, beta, encoding="naf", mag_bits=7):
+    """Why a TQ array's lockstep budget has slots no data can fill, or None: ``beta``
+    above the most terms a value has (``max_terms``), or ``alpha`` above the most a group
+    of ``g`` values has. Such slots cost cycles (``alpha * beta`` a vector) and change
+    nothing."""
+    most = max_terms(mag_bits, encoding)
+    if beta > most:
+        return (f"beta {beta}: a {mag_bits}-bit magnitude has at most {most} terms in "
+                f"{encoding}")
+    if alpha > g * most:
+        return (f"budget {alpha}: a group of {g} values has at most {g * most} terms in "
+                f"{encoding} ({most} a value)")
+    return None
 
 
 def _check_values(values, mag_bits):

@@ -787,6 +787,20 @@ def test_infer_on_the_tq_array_rtl_and_board(tmp_path, capsys):
     assert report["device"]["result"] == "pass"
 
 
+@pytest.mark.parametrize("setting, message", [
+    (("--beta", "5"), "beta 5: a 7-bit magnitude has at most 4 terms in naf"),
+    (("--encoding", "binary", "--beta", "8"), "beta 8: a 7-bit magnitude has at most 7"),
+    (("--group", "2", "--budget", "9"), "budget 9: a group of 2 values has at most 8 terms"),
+])
+def test_infer_refuses_a_tq_budget_no_data_can_fill(tmp_path, capsys, setting, message):
+    _tiny_mlp(tmp_path, np.random.default_rng(SEED))
+    code, _, err = _cli(capsys, "infer", str(tmp_path / "m.onnx"), "--data",
+                        str(tmp_path / "d.npz"), "--engine", "tq", *setting,
+                        "-o", str(tmp_path / "out"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_demo_compares_the_two_lenet_models(tmp_path, capsys):
     """``codnn demo`` without its RTL sample (the RTL path is tested above on a small
     array): both models, a folder per model under -o."""

@@ -509,3 +509,10 @@ def test_without_pytorch_the_command_says_how_to_install_it():
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == ("codnn train needs PyTorch (No module named torch): "
                                    "pip install 'codnn[train]'")
+
+
+def test_a_tq_budget_no_data_can_fill_is_refused(tmp_path, capsys):
+    code, _, err = _cli(capsys, "train", "lenet5", "--data", "digits", "--tq",
+                        "g=8,alpha=40,beta=2", "-o", str(tmp_path / "o"))
+    assert code == 2 and "budget 40: a group of 8 values has at most 32 terms" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

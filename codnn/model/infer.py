@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.systolic import MAX_CELLS
+from codnn.golden.term_quant import unfillable_budget
 
 from .datasets import DATASETS, load_dataset
 from .onnx_import import ModelError, load_onnx
@@ -91,6 +92,11 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
                          f"(at most {MAX_CELLS} cells, e.g. 128 x 128)")
     if not str(model).endswith(".onnx"):
         raise ModelError(f"{model}: codnn infer reads ONNX models (.onnx)")
+    if tq is not None:
+        unfillable = unfillable_budget(tq.g, tq.alpha, tq.beta, tq.encoding, tq.mag_bits)
+        if unfillable:
+            raise InputError(f"{unfillable}: the TQ array would spend cycles on slots no "
+                             f"data can fill")
     network = load_onnx(model)
     x_cal, x, y, described = load_inputs(data, network, calibration)
     say(f"quantizing {model} " + (f"and packing it (alpha {alpha}, gamma {gamma})"

@@ -36,7 +36,7 @@ from torch import nn
 from codnn.golden.column_combining import dense_tiles
 from codnn.golden.joint_optimization import prune_rate
 from codnn.golden.network import TermQuantization
-from codnn.golden.term_quant import ENCODINGS
+from codnn.golden.term_quant import ENCODINGS, unfillable_budget
 from codnn.model.datasets import DATASETS, as_dataset, load_dataset
 
 from . import TrainError, block_float, term_quant
@@ -172,6 +172,11 @@ class TrainSpec:
             if tq.encoding not in ENCODINGS:
                 raise TrainError(f"unknown encoding {tq.encoding!r}: one of "
                                  f"{', '.join(ENCODINGS)}")
+            unfillable = unfillable_budget(tq.g, tq.alpha, tq.beta, tq.encoding,
+                                           tq.mag_bits)
+            if unfillable:
+                raise TrainError(f"--tq {unfillable}: the TQ array would spend cycles on "
+                                 f"slots no data can fill")
 
     def phases(self):
         first = ("block floating point" if self.bfp else
