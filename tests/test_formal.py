@@ -34,7 +34,8 @@ def test_every_proof_ends_as_documented(tmp_path):
     assert set(EXPECTED) == set(quick)
     assert {name for name in PROOFS if name not in quick} == {
         f"{name}_frames" for name in ("decompressor", "loopback", "terngrad_decoder",
-                                      "rice_decompressor")}
+                                      "rice_decompressor")} | {"systolic_beats",
+                                                               "tq_array_beats"}
     for name, spec in quick.items():
         proof = run_proof(spec.build(**spec.params), name, tmp_path, mode=spec.mode,
                           depth=spec.depth)

@@ -5,7 +5,7 @@ properties (docs/formal.md). ``PROOFS`` maps a name to a ``ProofSpec``."""
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Module, Shape, Signal, unsigned
+from amaranth.hdl import Assert, Assume, Cover, Module, Shape, Signal, unsigned
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 
@@ -19,7 +19,7 @@ from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
-           "value_frames_top"]
+           "value_frames_top", "array_beats_top"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,20 @@ def value_frames_top(engine, lanes, max_values):
     return m
 
 
+def array_beats_top(dut):
+    """An array (``hw.common.ws_array.WeightStationaryArray``) under the environment of
+    ``stream_engine_top`` (a reset at any cycle included): one result beat per data beat,
+    never one before its data beat (results out at most data beats in), and at most
+    ``fifo_depth`` data beats whose results have not left (the shell's credit)."""
+    m = stream_engine_top(dut)
+    in_flight = _in_flight(m, dut.data, dut.result, "array",
+                           width=(dut.fifo_depth + 1).bit_length() + 1)
+    m.d.comb += [Assert(beats(m, dut.result, "result") <= beats(m, dut.data, "data")),
+                 Assert(in_flight <= dut.fifo_depth),
+                 Cover(in_flight == dut.fifo_depth)]      # the bound is reached (cover mode)
+    return m
+
+
 def _streams_proof(factory, params, what):
     """The stream rules of every output of ``factory(**params)``, proved by k-induction."""
     return ProofSpec(lambda **settings: stream_engine_top(factory(**settings)), params,
@@ -173,6 +187,18 @@ PROOFS = {
         lambda rows, cols, g, alpha, beta: TermQuantArray(rows=rows, cols=cols, g=g,
                                                           alpha=alpha, beta=beta),
         {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "the TQ array"),
+    "systolic_beats": ProofSpec(
+        lambda **settings: array_beats_top(_array(**settings)),
+        {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0}, "bmc", 24, (
+            "the column-combined array: never more results out than data beats in, and at "
+            "most fifo_depth data beats whose results have not left, whatever its inputs, "
+            "sinks and resets do",), quick=False),
+    "tq_array_beats": ProofSpec(
+        lambda rows, cols, g, alpha, beta: array_beats_top(TermQuantArray(
+            rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)),
+        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "bmc", 24, (
+            "the TQ array: never more results out than data beats in, and at most "
+            "fifo_depth data beats whose results have not left",), quick=False),
     "block_dot": _streams_proof(lambda g: BlockDot(g=g), {"g": 4}, "the block dot unit"),
     "gather": _streams_proof(
         lambda cols, alpha, lanes, depth: Gather(cols=cols, alpha=alpha, lanes=lanes,
