@@ -56,6 +56,10 @@ def _case(engine, lanes, x, setting):
                                 setting.get("seed", 0))
         elif engine == "loopback":
             out = value_frame(inceptionn.decompress(inceptionn.compress(x, b), b), lanes)
+        elif engine == "rice_loopback":
+            out = value_frame(rice.decompress(rice.compress(
+                x, b, rice.ROUNDINGS[setting.get("rounding", 0)], setting.get("seed", 0))),
+                lanes)
         else:
             scaler = np.uint32(setting["scaler"]).view(np.float32)
             out = terngrad.compress(x, setting["seed"], scaler=scaler)
@@ -65,7 +69,7 @@ def _case(engine, lanes, x, setting):
 def _random_setting(engine, rng, x):
     if engine in ("compressor", "decompressor", "loopback"):
         return {"bound_bits": int(rng.integers(7, 16)), "bypass": int(rng.random() < 0.3)}
-    if engine == "rice_compressor":
+    if engine in ("rice_compressor", "rice_loopback"):
         seed = int(rng.choice([rng.integers(0, 1 << 32), (1 << 32) - int(rng.integers(1, 9))]))
         return {"bound_bits": int(rng.integers(7, 16)), "rounding": int(rng.integers(0, 2)),
                 "seed": seed}
@@ -100,7 +104,7 @@ def test_terngrad_counter_wraps_mod_2_32(lanes):
 
 
 @pytest.mark.parametrize("engine", ["compressor", "decompressor", "loopback", "terngrad",
-                                    "terngrad_decoder", "rice_compressor"])
+                                    "terngrad_decoder", "rice_compressor", "rice_loopback"])
 @pytest.mark.parametrize("lanes", [2, 8])
 def test_settings_are_sampled_at_the_first_beat(engine, lanes):
     """Each message has its own settings (bound, bypass, scaler, seed), and the next
@@ -332,6 +336,19 @@ def test_rice_compressor_after_a_reset_in_flight():
                                  before={"bound_bits": 9, "rounding": 1},
                                  after={"bound_bits": 12, "rounding": 0})
     assert frames == [rice.compress(second, 12)]
+
+
+def test_rice_loopback_after_a_reset_in_flight():
+    """A reset while one message is in both engines (values out of the decompressor,
+    codes in the compressor): the next message, at other settings, comes back as
+    golden's round trip, alone."""
+    rng = np.random.default_rng(SEED + 5)
+    first, second = _values(rng, 70), _values(rng, 33)
+    frames = _frames_after_reset(ENGINES["rice_loopback"].component(lanes=2), 2,
+                                 value_frame(first, 2), 30, value_frame(second, 2),
+                                 before={"bound_bits": 8, "rounding": 1, "seed": 5},
+                                 after={"bound_bits": 13, "rounding": 0})
+    assert frames == [value_frame(rice.decompress(rice.compress(second, 13)), 2)]
 
 
 def _rice_messages(rng, lanes):

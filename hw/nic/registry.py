@@ -14,6 +14,7 @@ from codnn.hw.nic.loopback import CodecLoopback
 from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.rice_compressor import RiceCompressor
 from codnn.hw.nic.rice_decompressor import RiceDecompressor
+from codnn.hw.nic.rice_loopback import RiceLoopback
 from codnn.hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["NicEngine", "ENGINES"]
@@ -95,4 +96,7 @@ ENGINES = {engine.name: engine for engine in [
     NicEngine("rice_decompressor", RiceDecompressor,
               "Rice-coded error-bounded gradient decompressor, AXI4-Stream", "rice", "codec",
               "values", "1 float32/cycle while the input keeps up"),
+    NicEngine("rice_loopback", RiceLoopback,
+              "Rice compressor into decompressor (round trip), AXI4-Stream", "rice",
+              "values", "values", "1 float32/cycle at best: the slower of the two engines"),
 ]}
