@@ -10,8 +10,10 @@ block's results, as in ``golden.systolic``). The hardware truncates each data va
 top ``beta`` terms. Results: ``wrap(psum + sum over groups of revealed(w) . truncated(x),
 acc_bits)``.
 
-Cycles: ``golden.systolic.cycle_model`` with ``beat_cycles = alpha * beta`` and the edge's
-``edge_latency`` (the array's own property).
+Cycles: ``golden.systolic.cycle_model`` with ``beat_cycles = alpha`` (each cell takes a
+weight term a cycle, paired with the whole truncated value of the data element it
+belongs to: the ``beta`` data terms of a value are summed in one shift-add) and the
+edge's ``edge_latency`` (``tq_timing``).
 """
 
 from dataclasses import dataclass
@@ -28,12 +30,13 @@ __all__ = ["term_slot_bits", "TqTile", "make_tq_tiles", "run_tq_layer", "tq_prod
 
 def tq_timing(alpha, beta, mag_bits):
     """The TQ array's timing as ``golden.systolic.cycle_model``'s keywords: a vector every
-    ``alpha * beta`` cycles (a tMAC's lockstep group), after ``mag_bits + beta + 6``
-    cycles of data edge (a column group a cycle, encoding and truncating the data's
-    terms), ``alpha * beta + 2`` steps from a cell's operands to its group sum, and a
-    weight beat every ``alpha`` cycles (a term of each queue a cycle)."""
-    return {"beat_cycles": alpha * beta, "edge_latency": mag_bits + beta + 6,
-            "product_steps": alpha * beta + 2, "weight_cycles": alpha}
+    ``alpha`` cycles (a cell takes one weight term a cycle against the whole truncated
+    data value it belongs to), after 4 cycles of data edge (the truncation table), ``alpha
+    + 2`` steps from a cell's operands to its group sum, and a weight beat every ``alpha``
+    cycles (a term of each queue a cycle). ``beta`` and ``mag_bits`` change the values,
+    not the cycles."""
+    return {"beat_cycles": alpha, "edge_latency": 4, "product_steps": alpha + 2,
+            "weight_cycles": alpha}
 
 
 def tq_products(W, X, *, g, alpha, beta, encoding="naf", mag_bits=7):

@@ -59,7 +59,7 @@ async def tq_array_matches_golden(dut):
             expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
                              results[t], t == len(beats) - 1, shifts))
 
-    config["beat_cycles"] = alpha * beta
+    config["beat_cycles"] = alpha
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,

@@ -10,8 +10,8 @@ def test_signature_widths():
     assert len(TermEncoder(lanes=3).o.payload.as_value()) == 3 * 2 * 8
     assert len(TermLister(lanes=2, slots=3).o.payload.as_value()) == 2 * 3 * (3 + 2)
     array = TermQuantArray(rows=2, cols=3, g=8, alpha=12, beta=3)
-    assert array.beat_cycles == 36 and array.edge_latency == 7 + 3 + 6
-    assert array.product_steps == 36 + 2 and array.weight_cycles == 12
+    assert array.beat_cycles == 12 and array.edge_latency == 4
+    assert array.product_steps == 12 + 2 and array.weight_cycles == 12
     assert len(array.weights.payload.as_value()) == 3 * 12 * (3 + 1 + 3 + 1)
     assert len(array.data.payload.as_value()) == 3 * 8 * 8 + 2 * 32 + 1
     assert TermRevealer(lanes=4, group=2, budget=5, mag_bits=9).latency == 10

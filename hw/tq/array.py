@@ -1,20 +1,24 @@
 """TQ array: a weight-stationary array of tMACs with run-time data term truncation."""
 
-from amaranth.hdl import Array, Mux, Signal, signed
+import numpy as np
+from amaranth.hdl import Array, C, Cat, Mux, Signal, signed
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
+from codnn.golden.term_quant import ENCODINGS, truncate
 from codnn.golden.tq_array import tq_timing
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import delay, stage
 from codnn.hw.common.ws_array import WeightStationaryArray, column_stage
-from codnn.hw.tq.encoder import ENCODINGS, TermEncoder
 from codnn.hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
-from codnn.hw.tq.lister import TermLister
-from codnn.hw.tq.mac import power_addend
-from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["TermQuantArray", "weight_term"]
+
+
+def truncated_value(mag_bits):
+    """A data value truncated to its top terms: ``mag`` (``mag_bits + 1`` bits: NAF and
+    Booth can round up to ``2**mag_bits``) and ``neg``."""
+    return data.StructLayout({"mag": mag_bits + 1, "neg": 1})
 
 
 def weight_term(mag_bits, g):
@@ -122,12 +126,11 @@ class TermQuantArray(WeightStationaryArray):
     encoding = property(lambda self: self._encoding, doc="Data term encoding.")
 
     def _cells(self, m, row_psum, weight, use_bank, data_go, phase, at_end, platform):
-        R, W, g, beta = self.rows, self.cols, self.g, self.beta
+        R, W, g, A = self.rows, self.cols, self.g, self.alpha
         mb, S = self.mag_bits, self.beat_cycles
-        # Edge: K column groups a cycle (as few as a vector's alpha * beta cycles allow)
-        # through one encoder, revealer and lister (free running: they never stall).
-        # Group j of a vector enters j cycles after the first, so its terms are listed j
-        # cycles later: when the columns' skew needs them.
+        # Edge: K column groups a cycle (as few as a vector's alpha cycles allow), each
+        # value truncated to its top beta terms by a table. Group j of a vector enters j
+        # cycles after the first, when the columns' skew needs it.
         K = -(-W // S)
         steps = -(-W // K)
         # The beat goes into a shift register while a beat may be accepted and moves down
@@ -143,87 +146,83 @@ class TermQuantArray(WeightStationaryArray):
             part = slice(j * step_bits, (j + 1) * step_bits)
             shifted = x_in[(j + 1) * step_bits:][:step_bits] if j + 1 < steps else 0
             m.d.sync += x_in[part].eq(Mux(load, payload[part], shifted))
-        edge_in = stage(m, x_in[:step_bits], "edge_in")
-        m.submodules.encoder = encoder = TermEncoder(lanes=K * g, mag_bits=mb,
-                                                     encoding=self.encoding)
-        m.submodules.revealer = revealer = TermRevealer(lanes=K * g, budget=beta,
-                                                        mag_bits=mb)
-        m.submodules.lister = lister = TermLister(lanes=K * g, slots=beta, mag_bits=mb)
-        m.d.comb += [encoder.i.valid.eq(1), encoder.i.payload.eq(edge_in),
-                     revealer.i.valid.eq(1), revealer.i.payload.eq(encoder.o.payload),
-                     lister.i.valid.eq(1), lister.i.payload.eq(revealer.o.payload),
-                     encoder.o.ready.eq(1), revealer.o.ready.eq(1), lister.o.ready.eq(1)]
-        # Cycles from acceptance to group 0's terms on the lister's output.
-        edge = 2 + encoder.latency + revealer.latency + lister.latency
+        edge_in = data.View(data.ArrayLayout(sign_magnitude(mb), K * g),
+                            stage(m, x_in[:step_bits], "edge_in"))
+        table = truncate(np.arange(1 << mb), self.beta, self.encoding, mb)
+        value_shape = truncated_value(mb)
+        truncated = Signal(data.ArrayLayout(value_shape, K * g), name="truncated",
+                           reset_less=True)
+        for lane in range(K * g):
+            mag = Array(C(int(v), mb + 1) for v in table)[edge_in[lane].mag]
+            m.d.sync += [truncated[lane].mag.eq(mag),
+                         truncated[lane].neg.eq(edge_in[lane].neg & (mag != 0))]
+        # Cycles from acceptance to group 0's values on the table's output.
+        edge = 3
         listed_go = delay(m, data_go, edge, "go_edge")
         bank_in = Signal(name="bank_in", reset_less=True)
         with m.If(data_go):
             m.d.sync += bank_in.eq(use_bank)
-        # Slot s = i * beta + k of the held vector: data term k, weight queue position i,
-        # counted beside the shell's phase (no division by beta on any path).
-        k_phase = Signal(range(max(beta, 2)), name="phase_k", init=beta - 1)
-        i_phase = Signal(range(max(self.alpha, 2)), name="phase_i", init=self.alpha - 1)
+        # Slot i of the held vector: weight queue position i, one a cycle.
+        i_phase = Signal(range(max(A, 2)), name="phase_i", init=A - 1)
         with m.If(data_go):
-            m.d.sync += [k_phase.eq(0), i_phase.eq(0)]
+            m.d.sync += i_phase.eq(0)
         with m.Elif(~at_end):
-            with m.If(k_phase == beta - 1):
-                m.d.sync += [k_phase.eq(0), i_phase.eq(i_phase + 1)]
-            with m.Else():
-                m.d.sync += k_phase.eq(k_phase + 1)
-        k_in, i_in = delay(m, k_phase, edge, "slot_k"), delay(m, i_phase, edge, "slot_i")
+            m.d.sync += i_phase.eq(i_phase + 1)
+        i_in = delay(m, i_phase, edge, "slot_i")
         slot_first = delay(m, phase == 0, edge, "slot_first")
         bank_edge = delay(m, bank_in, edge, "bank_edge")
-        term_shape = lister.o.payload.shape().elem_shape.elem_shape
-        group_bits = 2 * mb + 2 + ceil_log2(self.alpha * beta + 1)
-        held, go, k = [], listed_go, k_in
+        group_bits = 2 * mb + 2 + ceil_log2(A + 1)
+        held, go = [], listed_go
         for j in range(steps):
-            # Group j's terms, held for the vector's slots, and its slot's k: a cycle
-            # behind group j - 1's.
+            # Group j's values, held for the vector's slots: a cycle behind group j - 1's.
             if j:
-                go, k = stage(m, go, f"go_edge_{j}"), stage(m, k, f"k_{j}")
-            hold = Signal.like(lister.o.payload, name=f"listed_{j}")
+                go = stage(m, go, f"go_edge_{j}")
+            hold = Signal.like(truncated, name=f"held_{j}")
             with m.If(go):
-                m.d.sync += hold.eq(lister.o.payload)
-            held.append((hold, k))
+                m.d.sync += hold.eq(truncated)
+            held.append(hold)
         for c in range(W):
             j, lane = divmod(c, K)
-            hold, k = held[j]
-            # Column c's bus: term k of each of its g values, a register from the hold
-            # and c - j skew registers; the weight queue position i, its bank (the
-            # memory's address) and the first flag go up beside it, i a cycle ahead.
-            bus = Signal(data.ArrayLayout(term_shape, g), name=f"bus_c{c}")
+            # Column c's bus: its g truncated values, a register from the hold and c - j
+            # skew registers; the weight queue position i, its bank (the memory's
+            # address) and the first flag go up beside it, i a cycle ahead.
+            bus = Signal(data.ArrayLayout(value_shape, g), name=f"bus_c{c}")
             for v in range(g):
-                m.d.comb += bus[v].eq(Array(hold[lane * g + v][t] for t in range(beta))[k])
+                m.d.comb += bus[v].eq(held[j][lane * g + v])
             bus = delay(m, bus, 1 + c - j, f"bus_c{c}")
             i = delay(m, i_in, c, f"i_c{c}")
             bank = delay(m, bank_edge, c, f"bank_c{c}")
             first = delay(m, slot_first, c + 1, f"first_c{c}")
             for r in reversed(range(R)):
-                w_term = stage(m, weight(r, c, bank, i), f"wterm_r{r}_c{c}")
-                # Steps 1 and 2: the data term the weight term pairs with, first within
-                # each four of the group (the index's low bits), then among the fours;
-                # step 3: the pair's exponent; step 4: its +-2**exponent into the group sum.
+                # With one term a queue the shell gives the whole queue: its only term.
+                queued = weight(r, c, bank, i) if A > 1 else weight(r, c, bank)[0]
+                w_term = stage(m, queued, f"wterm_r{r}_c{c}")
+                # Steps 1 and 2: the value the weight term pairs with, first within each
+                # four of the group (the index's low bits), then among the fours; step 3:
+                # the value shifted by the weight term's exponent; step 4: added to or
+                # taken from the group sum.
                 low = min(2, len(w_term.idx))
-                fours = [data.View(term_shape, stage(
+                fours = [data.View(value_shape, stage(
                     m, Array(bus[v].as_value() for v in range(q, min(q + 4, g)))
                     [w_term.idx[:low]], f"xfour{q // 4}_r{r}_c{c}")) for q in range(0, g, 4)]
                 w_term = stage(m, w_term, f"wterm2_r{r}_c{c}")
-                x_term = Array(fours)[w_term.idx[low:]] if len(fours) > 1 else fours[0]
+                x = Array(fours)[w_term.idx[low:]] if len(fours) > 1 else fours[0]
                 w_exp = stage(m, w_term.exp, f"wexp_r{r}_c{c}")
-                x_exp = stage(m, x_term.exp, f"xexp_r{r}_c{c}")
-                neg = stage(m, w_term.neg ^ x_term.neg, f"neg_r{r}_c{c}")
-                present = stage(m, w_term.valid & x_term.valid, f"present_r{r}_c{c}")
+                x_mag = stage(m, Mux(w_term.valid, x.mag, 0), f"xmag_r{r}_c{c}")
+                neg = stage(m, w_term.neg ^ x.neg, f"neg_r{r}_c{c}")
                 first_op = stage(m, stage(m, first, f"first1_r{r}_c{c}"), f"first_r{r}_c{c}")
-                exponent = stage(m, w_exp + x_exp, f"exp_r{r}_c{c}")
-                neg, present, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
-                                          stage(m, present, f"present2_r{r}_c{c}"),
-                                          stage(m, first_op, f"first2_r{r}_c{c}"))
+                product = stage(m, x_mag << w_exp, f"product_r{r}_c{c}")
+                neg, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
+                                 stage(m, first_op, f"first2_r{r}_c{c}"))
                 group_sum = Signal(signed(group_bits), name=f"gsum_r{r}_c{c}",
                                    reset_less=True)
-                # A group's first addend replaces the sum rather than gating the sum
-                # before the adder: on the iCE40 the select fits the sum bit's LUT.
-                addend = power_addend(exponent, neg, present, group_bits)
-                m.d.sync += group_sum.eq(Mux(first_op, addend, group_sum + addend))
+                # A group's first addend replaces the sum; a negative one is the product's
+                # complement plus one (the adder's carry in): no subtractor in front.
+                base = Mux(first_op, 0, group_sum)
+                flipped = product.as_unsigned() ^ neg.replicate(len(product))
+                addend = Mux(neg, Cat(flipped, C(-1, group_bits - len(product))),
+                             product).as_signed()
+                m.d.sync += group_sum.eq(base + addend + neg)
                 row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
                                     f"acc_r{r}_c{c}")
                 if r > 0:
