@@ -229,7 +229,7 @@ def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
     product_steps``: a cell takes an operand step and ``product_steps`` steps to its
     product before its adder) and 2 for an output stage. ``product_steps`` (default
     ``beat_cycles``) is 3 for parallel MACs, the row sum's width + 2 for bit-serial ones
-    (``mac_timing``), ``alpha * beta + 2`` for tMACs (``golden.tq_array.tq_timing``)."""
+    (``mac_timing``), ``alpha + 2`` for TQ cells (``golden.tq_array.tq_timing``)."""
     steps = beat_cycles if product_steps is None else product_steps
     return rows + cols + 1 + edge_latency + steps + (2 if out_stage else 0)
 

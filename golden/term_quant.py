@@ -95,14 +95,11 @@ def max_terms(mag_bits=7, encoding="naf"):
 
 
 def unfillable_budget(g, alpha, beta, encoding="naf", mag_bits=7):
-    """Why a TQ array's lockstep budget has slots no data can fill, or None: ``beta``
-    above the most terms a value has (``max_terms``), or ``alpha`` above the most a group
-    of ``g`` values has. Such slots cost cycles (``alpha * beta`` a vector) and change
-    nothing."""
+    """Why a TQ array's weight-term budget has slots no group can fill, or None: ``alpha``
+    above the most terms a group of ``g`` values has (``g * max_terms``). Such slots cost
+    a cycle each a vector and change nothing. (A ``beta`` above ``max_terms`` costs
+    nothing: it keeps every data term.)"""
     most = max_terms(mag_bits, encoding)
-    if beta > most:
-        return (f"beta {beta}: a {mag_bits}-bit magnitude has at most {most} terms in "
-                f"{encoding}")
     if alpha > g * most:
         return (f"budget {alpha}: a group of {g} values has at most {g * most} terms in "
                 f"{encoding} ({most} a value)")

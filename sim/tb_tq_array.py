@@ -11,8 +11,8 @@ files: a whole network's layer), ``idle``/``backpressure`` and ``seed``.
 Every tile's weight queues go in on ``weights``, its vectors on ``data`` with partial sums
 chained as in ``sim.tb_systolic``; every result beat is compared with golden and, without
 stalls, the cycles from the first weight beat to the last result with
-``golden.systolic.cycle_model`` with ``golden.tq_array.tq_timing`` (``alpha * beta``
-cycles per vector).
+``golden.systolic.cycle_model`` with ``golden.tq_array.tq_timing`` (``alpha`` cycles per
+vector).
 """
 
 import cocotb

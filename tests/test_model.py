@@ -788,9 +788,9 @@ def test_infer_on_the_tq_array_rtl_and_board(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("setting, message", [
-    (("--beta", "5"), "beta 5: a 7-bit magnitude has at most 4 terms in naf"),
-    (("--encoding", "binary", "--beta", "8"), "beta 8: a 7-bit magnitude has at most 7"),
     (("--group", "2", "--budget", "9"), "budget 9: a group of 2 values has at most 8 terms"),
+    (("--encoding", "binary", "--group", "1", "--budget", "8"),
+     "budget 8: a group of 1 values has at most 7 terms in binary"),
 ])
 def test_infer_refuses_a_tq_budget_no_data_can_fill(tmp_path, capsys, setting, message):
     _tiny_mlp(tmp_path, np.random.default_rng(SEED))

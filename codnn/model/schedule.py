@@ -8,7 +8,7 @@ other computes (double buffering), and every column block after the first takes 
 previous block's results as its partial sums (``psum_in``), so a layer taller or wider
 than the array needs no host work. A convolution's vectors are its im2col columns, one per
 output position. On the TQ array a column is a group of ``g`` input channels, and a
-vector takes ``alpha * beta`` cycles (``golden.tq_array.tq_timing``). The host pools,
+vector takes ``alpha`` cycles (``golden.tq_array.tq_timing``). The host pools,
 flattens, adds residuals and pads; those steps are listed
 with no cycles (they are not on the array).
 """

@@ -1,4 +1,5 @@
-"""TQ array: a weight-stationary array of tMACs with run-time data term truncation."""
+"""TQ array: a weight-stationary array of term-quantization cells (revealed weight terms,
+one a cycle, against data values truncated at run time)."""
 
 import numpy as np
 from amaranth.hdl import Array, C, Cat, Mux, Signal, signed
@@ -40,40 +41,39 @@ def _at_end_copy(m, data_go, beat_cycles, name):
 
 
 class TermQuantArray(WeightStationaryArray):
-    """A ``rows x cols`` array of tMACs; cell (r, c) holds one group of ``g`` weights as
-    the ``alpha`` terms term revealing kept (its weight queue, in reveal order), array
-    column c takes the ``g`` data values of group c.
+    """A ``rows x cols`` array of term-quantization cells; cell (r, c) holds one group of
+    ``g`` weights as the ``alpha`` terms term revealing kept (its weight queue, in reveal
+    order), array column c takes the ``g`` data values of group c.
 
-    At the data edge each value is encoded (``encoding``), truncated to its top ``beta``
-    terms and listed largest first (``TermEncoder``, ``TermRevealer`` with groups of one,
-    ``TermLister``), then held while the column sends the vector's term pairs up the
-    column in lockstep: slot ``s = i * beta + k`` (``alpha * beta`` slots, one per
-    cycle) carries term ``k`` of every value of the group and the weight-queue position
-    ``i``; a cell pairs its weight term ``i`` with term ``k`` of the value that term
-    belongs to and adds ``+-2**(w_exp + x_exp)`` to its group sum, which meets the row's
-    partial sum after the last slot. The edge is shared: it takes ``K = ceil(cols /
-    (alpha * beta))`` column groups a cycle (one encoder, revealer and lister of ``K *
-    g`` lanes), and group ``j`` of a vector enters ``j`` cycles after group 0, which is
-    when the columns' skew needs its terms.
+    At the data edge each value is truncated to its top ``beta`` terms in ``encoding``
+    (a table of ``golden.term_quant.truncate`` over every magnitude), then held while the
+    column sends the vector's slots up the column in lockstep: slot ``i`` (``alpha``
+    slots, one per cycle) names weight-queue position ``i``; a cell takes its weight term
+    ``i``, ``s * 2**e`` of group value ``idx``, selects the truncated value ``idx`` and
+    adds ``s * (value << e)`` to its group sum (the ``beta`` term pairs of that weight
+    term at once, semantics section 3), which meets the row's partial sum after the last
+    slot. The edge is shared: it takes ``K = ceil(cols / alpha)`` column groups a cycle,
+    and group ``j`` of a vector enters ``j`` cycles after group 0, which is when the
+    columns' skew needs its values.
 
     A cell reads its weight term ``i`` from a memory of both banks' queues (distributed
-    RAM on ECP5) into a register, a cycle ahead of the data term it pairs with; then
-    four register steps: the data term in two (a select within each four values of the
-    group by the weight term's index's low bits, then among the fours), the pair's
-    exponent, the group sum (``+-2**exponent`` as a one-hot or thermometer code into a
-    ``2 * mag_bits + 2 + ceil(log2(alpha * beta + 1))``-bit adder).
+    RAM on ECP5) into a register, a cycle ahead of the value it pairs with; then four
+    register steps: the value in two (a select within each four values of the group by
+    the weight term's index's low bits, then among the fours), the value shifted by the
+    term's exponent, the group sum (a ``2 * mag_bits + 2 + ceil(log2(alpha + 1))``-bit
+    adder, a negative term through its carry in).
 
     The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weight
     queues (a ``weights`` beat is one array row, accepted every ``alpha`` cycles: one
-    term of each queue a cycle), takes one data beat (one vector) per ``alpha * beta``
-    cycles on credits, keeps the partial sums that wait for the cells in a block-RAM
-    delay line, and puts results through a block-RAM FIFO, with an optional output stage.
+    term of each queue a cycle), takes one data beat (one vector) per ``alpha`` cycles on
+    credits, keeps the partial sums that wait for the cells in a block-RAM delay line, and
+    puts results through a block-RAM FIFO, with an optional output stage.
 
-    Latency: ``pipeline_depth + 2`` cycles (``rows + cols + 1 + edge_latency + alpha *
-    beta + 2``, +2 with an output stage, +2 through the FIFO); ``edge_latency = mag_bits
-    + beta + 6`` (``golden.tq_array.tq_timing``). Throughput: one vector per ``alpha *
-    beta`` cycles, ``rows * cols`` groups of ``g`` MACs each; a tile's weights load in
-    ``rows * alpha`` cycles, overlapping the previous tile.
+    Latency: ``pipeline_depth + 2`` cycles (``rows + cols + 1 + edge_latency + alpha +
+    2``, +2 with an output stage, +2 through the FIFO); ``edge_latency = 4``
+    (``golden.tq_array.tq_timing``). Throughput: one vector per ``alpha`` cycles, ``rows *
+    cols`` groups of ``g`` MACs each; a tile's weights load in ``rows * alpha`` cycles,
+    overlapping the previous tile.
 
     Parameters
     ----------
