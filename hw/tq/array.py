@@ -211,18 +211,17 @@ class TermQuantArray(WeightStationaryArray):
                 x_mag = stage(m, Mux(w_term.valid, x.mag, 0), f"xmag_r{r}_c{c}")
                 neg = stage(m, w_term.neg ^ x.neg, f"neg_r{r}_c{c}")
                 first_op = stage(m, stage(m, first, f"first1_r{r}_c{c}"), f"first_r{r}_c{c}")
-                product = stage(m, x_mag << w_exp, f"product_r{r}_c{c}")
+                # A negative product is its complement plus one (the adder's carry in),
+                # the complement taken with the shift: no subtractor, no select.
+                shifted = x_mag << w_exp
+                product = stage(m, shifted ^ neg.replicate(len(shifted)), f"product_r{r}_c{c}")
                 neg, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
                                  stage(m, first_op, f"first2_r{r}_c{c}"))
                 group_sum = Signal(signed(group_bits), name=f"gsum_r{r}_c{c}",
                                    reset_less=True)
-                # A group's first addend replaces the sum; a negative one is the product's
-                # complement plus one (the adder's carry in): no subtractor in front.
-                base = Mux(first_op, 0, group_sum)
-                flipped = product.as_unsigned() ^ neg.replicate(len(product))
-                addend = Mux(neg, Cat(flipped, C(-1, group_bits - len(product))),
-                             product).as_signed()
-                m.d.sync += group_sum.eq(base + addend + neg)
+                # A group's first addend replaces the sum.
+                addend = Cat(product, neg.replicate(group_bits - len(product))).as_signed()
+                m.d.sync += group_sum.eq(Mux(first_op, 0, group_sum) + addend + neg)
                 row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
                                     f"acc_r{r}_c{c}")
                 if r > 0:
