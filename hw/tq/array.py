@@ -158,21 +158,16 @@ class TermQuantArray(WeightStationaryArray):
                          truncated[lane].neg.eq(edge_in[lane].neg & (mag != 0))]
         # Cycles from acceptance to group 0's values on the table's output.
         edge = 3
-        listed_go = delay(m, data_go, edge, "go_edge")
+        edge_go = delay(m, data_go, edge, "go_edge")
         bank_in = Signal(name="bank_in", reset_less=True)
         with m.If(data_go):
             m.d.sync += bank_in.eq(use_bank)
-        # Slot i of the held vector: weight queue position i, one a cycle.
-        i_phase = Signal(range(max(A, 2)), name="phase_i", init=A - 1)
-        with m.If(data_go):
-            m.d.sync += i_phase.eq(0)
-        with m.Elif(~at_end):
-            m.d.sync += i_phase.eq(i_phase + 1)
-        i_in = delay(m, i_phase, edge, "slot_i")
+        # Slot i of the held vector is weight queue position i: the shell's phase.
+        i_in = delay(m, phase, edge, "slot_i")
         slot_first = delay(m, phase == 0, edge, "slot_first")
         bank_edge = delay(m, bank_in, edge, "bank_edge")
         group_bits = 2 * mb + 2 + ceil_log2(A + 1)
-        held, go = [], listed_go
+        held, go = [], edge_go
         for j in range(steps):
             # Group j's values, held for the vector's slots: a cycle behind group j - 1's.
             if j:
