@@ -17,7 +17,7 @@ from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.packer import BytePacker
 from codnn.hw.nic.reader import Item, MessageReader
 
-__all__ = ["RiceCompressor"]
+__all__ = ["RiceCompressor", "RICE_COMPRESSOR_LATENCY"]
 
 #: Bits of a value's longest code (an escape) and of a block's header before its first.
 _ESCAPE_BITS, _HEADER_BITS = ESCAPE_QUOTIENT + 32, 5
@@ -27,6 +27,9 @@ _CODE_BITS = _HEADER_BITS + _ESCAPE_BITS
 _ACC_BITS, _ROOM = 96, 96 - _CODE_BITS
 #: Register stages from a token to its quantized value: the hash (5), then 3.
 _DEPTH = 8
+#: ``RiceCompressor.latency``: the reader (1), the pipeline (``_DEPTH``), the bank (1), the
+#: parameter (1), the code's register (1).
+RICE_COMPRESSOR_LATENCY = 4 + _DEPTH
 #: Bits of a block's cost for one parameter (at most 16 escapes, 752 bits).
 _COST_BITS = 10
 
@@ -109,7 +112,7 @@ class RiceCompressor(StreamEngine):
         the block's first code in the bit accumulator: the reader (1), the pipeline
         (``_DEPTH``), the bank (1), the parameter (1), the code's register (1). Its bytes
         leave once 32 bits wait (or the message ends), through the byte packer."""
-        return 4 + _DEPTH
+        return RICE_COMPRESSOR_LATENCY
 
     def elaborate(self, platform):
         m = Module()

@@ -13,7 +13,7 @@ from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
 from codnn.hw.nic.window import ByteWindow
 
-__all__ = ["RiceDecompressor"]
+__all__ = ["RiceDecompressor", "RICE_DECOMPRESSOR_LATENCY"]
 
 #: Bits of a value's longest code (an escape).
 _ESCAPE_BITS = ESCAPE_QUOTIENT + 32
@@ -21,6 +21,8 @@ _ESCAPE_BITS = ESCAPE_QUOTIENT + 32
 _BUFFER_BITS = 96
 #: Register stages from a decoded code to its value: the code, the float32.
 _DEPTH = 2
+#: ``RiceDecompressor.latency``: the pipeline (``_DEPTH``), the output register (1).
+RICE_DECOMPRESSOR_LATENCY = _DEPTH + 1
 
 _Item = data.StructLayout({
     "descriptor": 1,        # the message's count (else a value)
@@ -107,7 +109,7 @@ class RiceDecompressor(StreamEngine):
     def latency(self):
         """Cycles from the edge that takes a code from the bit buffer to its value on
         ``o``: the pipeline (``_DEPTH``), the output register (1)."""
-        return _DEPTH + 1
+        return RICE_DECOMPRESSOR_LATENCY
 
     def elaborate(self, platform):
         m = Module()

@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine
-from codnn.hw.nic.rice_compressor import RiceCompressor
-from codnn.hw.nic.rice_decompressor import RiceDecompressor
+from codnn.hw.nic.rice_compressor import RICE_COMPRESSOR_LATENCY, RiceCompressor
+from codnn.hw.nic.rice_decompressor import RICE_DECOMPRESSOR_LATENCY, RiceDecompressor
 
 __all__ = ["RiceLoopback"]
 
@@ -49,8 +49,7 @@ class RiceLoopback(StreamEngine):
     @property
     def latency(self):
         """The compressor's latency plus the decompressor's."""
-        return (RiceCompressor(lanes=self.lanes).latency
-                + RiceDecompressor(lanes=self.lanes).latency)
+        return RICE_COMPRESSOR_LATENCY + RICE_DECOMPRESSOR_LATENCY
 
     def elaborate(self, platform):
         m = Module()
