@@ -81,8 +81,8 @@ class NetworkEngine(wiring.Component):
     weight bank while the current tile's last positions are in the array), and its
     positions (every image's, for a step of several) through the gather and the array;
     a tile starts once the previous tile's last result is out (its partial sums are the
-    next one's input); pooling and the add take the post-processing unit's cycles and 2. External weights add the memory's
-    latency to each run of words (a row block's bias, a tile's table, its cells) when it
+    next one's input); pooling and the add take the post-processing unit's cycles and 2.
+    External weights add the memory's latency to each run of words (a row block's bias, a tile's table, its cells) when it
     answers a burst's address after that latency and then a word a cycle.
 
     Raises

@@ -70,9 +70,9 @@ class RiceCompressor(StreamEngine):
     stages, the quantizer in 3), then into one of two banks of a block (with each
     parameter's cost added up as they come); a full bank goes to the emitter, which picks
     the shortest parameter (a cycle) and makes the block's header and codes, a code a
-    cycle through a register into a bit accumulator, while the other bank fills; the accumulator sends 4 bytes
-    a cycle (and the message's last bytes one at a time) through the CRC-32 to a byte
-    packer.
+    cycle through a register into a bit accumulator, while the other bank fills; the
+    accumulator sends 4 bytes a cycle (and the message's last bytes one at a time) through
+    the CRC-32 to a byte packer.
 
     Latency: ``latency`` (12) cycles from the value that ends a block to its first code
     in the bit accumulator; a word leaves it once 32 bits wait, then the byte packer's
