@@ -82,8 +82,9 @@ class NetworkEngine(wiring.Component):
     positions (every image's, for a step of several) through the gather and the array;
     a tile starts once the previous tile's last result is out (its partial sums are the
     next one's input); pooling and the add take the post-processing unit's cycles and 2.
-    External weights add the memory's latency to each run of words (a row block's bias, a tile's table, its cells) when it
-    answers a burst's address after that latency and then a word a cycle.
+    External weights add the memory's latency to each run of words (a row block's bias, a
+    tile's table, its cells) when it answers a burst's address after that latency and then
+    a word a cycle.
 
     Raises
     ------
