@@ -152,6 +152,12 @@ def _streams_proof(factory, params, what):
                                   "settings and its sinks do",))
 
 
+#: Engines whose first output frame lies past what bmc reaches: the Rice loopback gives
+#: nothing before its compressor has coded a block of 16 values and its decompressor
+#: decoded it (depth 16 sees no frame, depth 40 did not end in 10 minutes).
+_FRAMES_OUT_OF_REACH = {"rice_loopback"}
+
+
 def _array(rows, cols, alpha, bitserial):
     return ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha,
                                mac="bitserial" if bitserial else "parallel", out_bits=8)
@@ -180,7 +186,8 @@ PROOFS = {
             f"the {name}: every output frame is a descriptor with a count n of at most "
             f"max_values, then exactly ceil(n / lanes) value beats, last on the final one "
             f"only, whatever bytes come in",), quick=False)
-       for name, engine in NIC_ENGINES.items() if engine.gives == "values"},
+       for name, engine in NIC_ENGINES.items()
+       if engine.gives == "values" and name not in _FRAMES_OUT_OF_REACH},
     "systolic": _streams_proof(_array, {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0},
                                "the column-combined array (weights, data, results)"),
     "tq_array": _streams_proof(
