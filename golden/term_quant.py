@@ -94,7 +94,7 @@ def max_terms(mag_bits=7, encoding="naf"):
     return int((digit_table(mag_bits, encoding) != 0).sum(axis=1).max())
 
 
-def unfillable_budget(g, alpha, beta, encoding="naf", mag_bits=7):
+def unfillable_budget(g, alpha, encoding="naf", mag_bits=7):
     """Why a TQ array's weight-term budget has slots no group can fill, or None: ``alpha``
     above the most terms a group of ``g`` values has (``g * max_terms``). Such slots cost
     a cycle each a vector and change nothing. (A ``beta`` above ``max_terms`` costs

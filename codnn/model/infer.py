@@ -93,7 +93,7 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     if not str(model).endswith(".onnx"):
         raise ModelError(f"{model}: codnn infer reads ONNX models (.onnx)")
     if tq is not None:
-        unfillable = unfillable_budget(tq.g, tq.alpha, tq.beta, tq.encoding, tq.mag_bits)
+        unfillable = unfillable_budget(tq.g, tq.alpha, tq.encoding, tq.mag_bits)
         if unfillable:
             raise InputError(f"{unfillable}: the TQ array would spend cycles on slots no "
                              f"data can fill")

@@ -172,8 +172,7 @@ class TrainSpec:
             if tq.encoding not in ENCODINGS:
                 raise TrainError(f"unknown encoding {tq.encoding!r}: one of "
                                  f"{', '.join(ENCODINGS)}")
-            unfillable = unfillable_budget(tq.g, tq.alpha, tq.beta, tq.encoding,
-                                           tq.mag_bits)
+            unfillable = unfillable_budget(tq.g, tq.alpha, tq.encoding, tq.mag_bits)
             if unfillable:
                 raise TrainError(f"--tq {unfillable}: the TQ array would spend cycles on "
                                  f"slots no data can fill")

@@ -12,7 +12,8 @@ from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import delay, memory_delay, stage
 from codnn.hw.common.params import positive_int
 
-__all__ = ["MAX_CELLS", "WeightStationaryArray", "column_stage", "row_groups", "group_copies"]
+__all__ = ["MAX_CELLS", "WeightStationaryArray", "column_stage", "count_phase", "row_groups",
+           "group_copies"]
 
 
 _EMPTY, _FULL, _BUSY = 0, 1, 2
@@ -67,6 +68,16 @@ def column_stage(m, value, name):
     if isinstance(shape, data.Layout):
         return data.View(shape, column_stage(m, Value.cast(value), name))
     return stage(m, value, name, init=-1 if shape.signed else (1 << shape.width) - 1)
+
+
+def count_phase(m, phase, at_end, data_go, beat_cycles):
+    """Count ``phase`` (``range(beat_cycles)``, initially ``beat_cycles - 1``), the cycles
+    since the last accepted beat (``data_go``), saturating at ``beat_cycles - 1``, and keep
+    ``at_end`` (initially 1) equal to ``phase == beat_cycles - 1`` as a register."""
+    with m.If(data_go):
+        m.d.sync += [phase.eq(0), at_end.eq(0)]
+    with m.Elif(~at_end):
+        m.d.sync += [phase.eq(phase + 1), at_end.eq(phase == beat_cycles - 2)]
 
 
 class WeightStationaryArray(wiring.Component):
@@ -256,10 +267,7 @@ class WeightStationaryArray(wiring.Component):
         data_go = self.data.valid & self.data.ready
         result_go = self.result.valid & self.result.ready
         if self.beat_cycles > 1:
-            with m.If(data_go):
-                m.d.sync += [phase.eq(0), at_end.eq(0)]
-            with m.Elif(~at_end):
-                m.d.sync += [phase.eq(phase + 1), at_end.eq(phase == self.beat_cycles - 2)]
+            count_phase(m, phase, at_end, data_go, self.beat_cycles)
         with m.If(data_go & ~result_go):
             m.d.sync += [occupancy.eq(occupancy + 1),
                          room.eq(occupancy < self.fifo_depth - 1)]

@@ -10,7 +10,7 @@ from codnn.golden.term_quant import ENCODINGS, truncate
 from codnn.golden.tq_array import tq_timing
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import delay, stage
-from codnn.hw.common.ws_array import WeightStationaryArray, column_stage
+from codnn.hw.common.ws_array import WeightStationaryArray, column_stage, count_phase
 from codnn.hw.tq.layouts import check_mag_bits, exponent_bits, sign_magnitude
 
 __all__ = ["TermQuantArray", "weight_term"]
@@ -33,10 +33,7 @@ def _at_end_copy(m, data_go, beat_cycles, name):
     accepted beat) with its own phase counter."""
     phase = Signal(range(beat_cycles), init=beat_cycles - 1, name=f"{name}_phase")
     at_end = Signal(init=1, name=name)
-    with m.If(data_go):
-        m.d.sync += [phase.eq(0), at_end.eq(0)]
-    with m.Elif(~at_end):
-        m.d.sync += [phase.eq(phase + 1), at_end.eq(phase == beat_cycles - 2)]
+    count_phase(m, phase, at_end, data_go, beat_cycles)
     return at_end
 
 
@@ -152,8 +149,9 @@ class TermQuantArray(WeightStationaryArray):
         value_shape = truncated_value(mb)
         truncated = Signal(data.ArrayLayout(value_shape, K * g), name="truncated",
                            reset_less=True)
+        entries = [C(int(v), mb + 1) for v in table]
         for lane in range(K * g):
-            mag = Array(C(int(v), mb + 1) for v in table)[edge_in[lane].mag]
+            mag = Array(entries)[edge_in[lane].mag]
             m.d.sync += [truncated[lane].mag.eq(mag),
                          truncated[lane].neg.eq(edge_in[lane].neg & (mag != 0))]
         # Cycles from acceptance to group 0's values on the table's output.
