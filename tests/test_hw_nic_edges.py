@@ -338,6 +338,30 @@ def test_rice_compressor_after_a_reset_in_flight():
     assert frames == [rice.compress(second, 12)]
 
 
+@pytest.mark.parametrize("lanes", [1, 4, 16])
+def test_rice_loopback_at_every_lane_count(lanes):
+    """The Rice round trip at the lane counts the settings test leaves out: messages of
+    0, 1, a beat less one, a block, a block and a value and a hundred values (class-edge
+    values, NaN and infinities among them), each at its own bound, rounding and seed, with
+    stalls on both streams: every frame equals golden's round trip."""
+    rng = np.random.default_rng(SEED + 11 * lanes)
+    print(f"seed {SEED + 11 * lanes}")
+    frames, want, settings = [], [], []
+    for count in (0, 1, max(lanes - 1, 2), 16, 17, 100):
+        x = _values(rng, count)
+        setting = _random_setting("rice_loopback", rng, x)
+        frame, out = _case("rice_loopback", lanes, x, setting)
+        frames.append(frame)
+        want.append(out)
+        settings.append(setting)
+    got, counters = run_frames(ENGINES["rice_loopback"].component(lanes=lanes), frames,
+                               settings=settings, expected_frames=len(frames),
+                               rng=random.Random(lanes), idle=0.2, backpressure=0.3)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"message {k} ({settings[k]}): {g.hex()} != {w.hex()}"
+    assert counters["error_count"] == 0
+
+
 def test_rice_loopback_after_a_reset_in_flight():
     """A reset while one message is in both engines (values out of the decompressor,
     codes in the compressor): the next message, at other settings, comes back as
