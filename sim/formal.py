@@ -132,9 +132,9 @@ def run_proof(top, name, folder, *, mode="prove", depth=20, timeout=600):
         proof.status = "failed"
         for line in lines:
             failed = _FAILED.search(line)
-            if failed and failed.group(2) is not None:
+            if failed:                  # sby names no step when it is the first
                 proof.failed.append(failed.group(1))
-                proof.step = int(failed.group(2))
+                proof.step = int(failed.group(2) or 0)
             trace = _TRACE.search(line)
             if trace and trace.group(1) in (None, "basecase"):
                 proof.vcd = folder / trace.group(2)

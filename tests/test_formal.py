@@ -15,8 +15,9 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.proofs import PROOFS, skid_top, stream_engine_top
+from codnn.hw.formal.proofs import PROOFS, inceptionn_value_top, skid_top, stream_engine_top
 from codnn.hw.formal.streams import no_reset, value_frames
+from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.sim.formal import ProofError, run_proof
 
@@ -25,7 +26,7 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "loopback": "proved", "terngrad": "proved", "terngrad_decoder": "proved",
             "maxabs": "proved", "systolic": "proved", "tq_array": "proved",
             "block_dot": "proved", "rice_compressor": "proved", "rice_decompressor": "proved",
-            "rice_loopback": "proved", "gather": "proved"}
+            "rice_loopback": "proved", "gather": "proved", "inceptionn_value": "proved"}
 
 
 def test_every_proof_ends_as_documented(tmp_path):
@@ -39,6 +40,31 @@ def test_every_proof_ends_as_documented(tmp_path):
         proof = run_proof(spec.build(**spec.params), name, tmp_path, mode=spec.mode,
                           depth=spec.depth)
         assert proof.status == EXPECTED[name], proof.summary()
+
+
+class ZeroOneStepHigh(Thresholds):
+    """Values one exponent above the bound's drop to 0 (a wrong compare)."""
+
+    @staticmethod
+    def _zero_below(b):
+        return 128 - b
+
+
+class SmallOneStepLow(Thresholds):
+    """The 8-bit class ends an exponent early (its largest values go to 16 bits)."""
+
+    @staticmethod
+    def _small_below(b):
+        return 133 - b
+
+
+@pytest.mark.parametrize("thresholds", [ZeroOneStepHigh, SmallOneStepLow])
+def test_a_wrong_bound_compare_fails_the_value_proof(tmp_path, thresholds):
+    proof = run_proof(inceptionn_value_top(thresholds), "wrong_bound", tmp_path,
+                      mode="prove", depth=1)
+    assert proof.status == "failed" and proof.step == 0, proof.summary()
+    assert proof.failed and all("proofs.py" in where for where in proof.failed)
+    assert proof.vcd.exists()
 
 
 class LosingSkid(SkidOutput):

@@ -5,21 +5,24 @@ properties (docs/formal.md). ``PROOFS`` maps a name to a ``ProofSpec``."""
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Module, Shape, Signal, unsigned
+from amaranth.hdl import Assert, Assume, Cat, Cover, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 
+from codnn.golden.inceptionn import BOUND_BITS, RAW_EXPONENT
 from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules, value_frames
 from codnn.hw.network.gather import Gather
+from codnn.hw.nic.decompressor import decode_value
+from codnn.hw.nic.inceptionn_format import Thresholds, classify_value, value_payload
 from codnn.hw.nic.registry import ENGINES as NIC_ENGINES
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
-           "value_frames_top", "array_beats_top"]
+           "value_frames_top", "array_beats_top", "inceptionn_value_top"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,43 @@ def array_beats_top(dut):
     return m
 
 
+def inceptionn_value_top(thresholds=Thresholds):
+    """One float32 ``x`` and one bound ``b`` (``AnyConst``, ``b`` in 7..15) through the
+    INCEPTIONN-style codec's value path in gateware: the class and payload the compressor
+    sends (``hw.nic.inceptionn_format``) and the value the decompressor makes of them
+    (``hw.nic.decompressor.decode_value``), every lane of both engines being these.
+    Properties: the value out is the semantics table's (section 4), written as a mask:
+    ``x`` itself for ``e >= 127``, +0.0 below ``127 - b``, else ``x`` with the significand
+    bits under ``2**-b`` (tag 1) or ``2**-15`` (tag 2) cleared; and, said apart from the
+    table, a finite ``|x| < 1`` comes back with its sign (or as 0), no larger, and less
+    than ``2**-b`` smaller. ``thresholds`` lets the tests put a wrong compare in."""
+    m = Module()
+    x, b = AnyConst(32), AnyConst(4)
+    m.d.comb += Assume((b >= BOUND_BITS[0]) & (b <= BOUND_BITS[-1]))
+    limits = thresholds(b)
+    m.d.comb += limits.load()
+    tag, amount = classify_value(m, x, limits)
+    y = decode_value(m, tag, value_payload(x, tag, amount), b)
+    e = x[23:31]
+    small = (e >= RAW_EXPONENT - b) & (e < RAW_EXPONENT + 7 - b)
+    cut = Signal(5)
+    m.d.comb += cut.eq(Mux(small, RAW_EXPONENT + 23 - e - b, RAW_EXPONENT + 8 - e))
+    kept = Cat(x[:23] & ~((1 << cut) - 1)[:23], x[23:])
+    expected = Mux(e >= RAW_EXPONENT, x, Mux(e < RAW_EXPONENT - b, 0, kept))
+
+    def magnitude(bits):                  # |value| in units of 2**-149
+        exponent = bits[23:31]
+        return Mux(exponent == 0, bits[:23], Cat(bits[:23], 1) << (exponent - 1)[:8])
+    shrink = magnitude(x) - magnitude(y)
+    m.d.comb += [
+        Assert(y == expected),
+        Assert((e >= RAW_EXPONENT) | ((magnitude(y) <= magnitude(x))
+                                      & (shrink < (1 << (149 - b)[:8]))
+                                      & ((y == 0) | (y[31] == x[31])))),
+    ]
+    return m
+
+
 def _streams_proof(factory, params, what):
     """The stream rules of every output of ``factory(**params)``, proved by k-induction."""
     return ProofSpec(lambda **settings: stream_engine_top(factory(**settings)), params,
@@ -206,6 +246,10 @@ PROOFS = {
         {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "bmc", 24, (
             "the TQ array: never more results out than data beats in, and at most "
             "fifo_depth data beats whose results have not left",), quick=False),
+    "inceptionn_value": ProofSpec(inceptionn_value_top, {}, "prove", 1, (
+        "every float32 and every bound 7..15 through the INCEPTIONN-style compressor's "
+        "class and payload and the decompressor's decode: the value of semantics "
+        "section 4's table, and a finite |x| < 1 within 2**-b below |x|, its sign kept",)),
     "block_dot": _streams_proof(lambda g: BlockDot(g=g), {"g": 4}, "the block dot unit"),
     "gather": _streams_proof(
         lambda cols, alpha, lanes, depth: Gather(cols=cols, alpha=alpha, lanes=lanes,
