@@ -130,14 +130,17 @@ def run_proof(top, name, folder, *, mode="prove", depth=20, timeout=600):
     lines = log.splitlines()
     if verdict == "FAIL" and mode != "cover":
         proof.status = "failed"
+        basecase = True                 # the failures listed after a basecase trace
         for line in lines:
+            trace = _TRACE.search(line)
+            if trace:
+                basecase = trace.group(1) in (None, "basecase")
+                if basecase:
+                    proof.vcd = folder / trace.group(2)
             failed = _FAILED.search(line)
-            if failed:                  # sby names no step when it is the first
+            if failed and basecase:     # sby names no step when it is the first
                 proof.failed.append(failed.group(1))
                 proof.step = int(failed.group(2) or 0)
-            trace = _TRACE.search(line)
-            if trace and trace.group(1) in (None, "basecase"):
-                proof.vcd = folder / trace.group(2)
     elif mode == "cover":
         listed = next((k for k, line in enumerate(lines)
                        if "unreached cover statements:" in line), len(lines))

@@ -2,6 +2,7 @@
 from ``AnySeq`` / ``AnyConst``, the environment's stream rules assumed) and its
 properties (docs/formal.md). ``PROOFS`` maps a name to a ``ProofSpec``."""
 
+import dataclasses
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
@@ -16,12 +17,16 @@ from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules, value_frames
 from codnn.hw.network.gather import Gather
 from codnn.hw.nic.decompressor import decode_value
+from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.inceptionn_format import Thresholds, classify_value, value_payload
 from codnn.hw.nic.registry import ENGINES as NIC_ENGINES
+from codnn.hw.nic.ring_links import RingLinks
+from codnn.hw.soc.link import HostLink
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
+           "FlatStream", "flat_axis_streams",
            "value_frames_top", "array_beats_top", "inceptionn_value_top"]
 
 
@@ -101,9 +106,13 @@ def stream_engine_top(dut):
     (settings) changing at any cycle, each output stream's sink ready at random, and a
     reset at any cycle (with a message in flight too; the rule is not checked across a
     reset, whose cycle resets the check's register as well). The property: every output
-    stream keeps the stream rules."""
+    stream keeps the stream rules. Streams are ``lib.stream`` members and flat AXI4-Stream
+    port groups (``{prefix}_tvalid``, ``_tready`` and the ``{prefix}_t*`` payload ports,
+    ``tuser`` included: ``flat_axis_streams``)."""
     m = Module()
     m.submodules.dut = dut
+    flat = flat_axis_streams(dut)
+    grouped = {name for group in flat.values() for name in group.ports}
     for name, member in dut.signature.members.items():
         port = getattr(dut, name)
         if member.is_signature and isinstance(member.signature, stream.Signature):
@@ -114,9 +123,49 @@ def stream_engine_top(dut):
             else:
                 m.d.comb += port.ready.eq(AnySeq(1))
                 stream_rules(m, port, name)
-        elif member.is_port and member.flow == Flow.In:
+        elif member.is_port and member.flow == Flow.In and name not in grouped:
             m.d.comb += port.eq(AnySeq(Shape.cast(member.shape).width))
+    for prefix, group in flat.items():
+        if group.input:
+            m.d.comb += [port.eq(AnySeq(len(port))) for port in group.driven]
+            stream_rules(m, group, prefix, assume=True)
+        else:
+            m.d.comb += group.ready.eq(AnySeq(1))
+            stream_rules(m, group, prefix)
     return m
+
+
+@dataclass
+class FlatStream:
+    """An AXI4-Stream port group as a stream: ``valid``, ``ready``, ``payload`` (the
+    ``t*`` data ports, concatenated), ``input`` (the component takes it), ``driven`` (the
+    ports its source drives but ``tready``), ``ports`` (every member name)."""
+
+    valid: object
+    ready: object
+    payload: object
+    input: bool
+    driven: list
+    ports: list
+
+
+def flat_axis_streams(dut):
+    """``FlatStream``s of ``dut``'s flat AXI4-Stream port groups with a ``tready``, by
+    prefix (``s_axis``, ``m_axis``, ``s0_axis``...); a group without one (a MAC's
+    receiver, which cannot wait) has no handshake to keep."""
+    members = dut.signature.members
+    groups = {}
+    for name in members:
+        if name.endswith("_tvalid") and f"{name[:-len('_tvalid')]}_tready" in members:
+            prefix = name[:-len("_tvalid")]
+            names = [n for n in members if n.startswith(f"{prefix}_t")]
+            data_names = [n for n in names if n not in (f"{prefix}_tvalid", f"{prefix}_tready")]
+            data_ports = [getattr(dut, n) for n in data_names]
+            valid = getattr(dut, name)
+            groups[prefix] = FlatStream(
+                valid, getattr(dut, f"{prefix}_tready"), Cat(*data_ports),
+                members[name].flow == Flow.In, [valid, *data_ports], names)
+    return groups
 
 
 def value_frames_top(engine, lanes, max_values):
@@ -256,4 +305,18 @@ PROOFS = {
                                                  depth=depth),
         {"cols": 2, "alpha": 3, "lanes": 2, "depth": 8},
         "the network engine's gather (its starts, geometry, table and writes at any cycle)"),
+    "frame_path": _streams_proof(
+        lambda decompress, width, max_frame: FramePath(
+            direction="decompress" if decompress else "compress", width=width,
+            max_frame=max_frame),
+        {"decompress": 0, "width": 1, "max_frame": 64},
+        "the frame path (its flat AXI4-Stream ports, tuser included; any frames, good, "
+        "bad, cut or too long)"),
+    "ring_links": dataclasses.replace(_streams_proof(
+        lambda nodes, lanes: RingLinks(nodes=nodes, lanes=lanes), {"nodes": 2, "lanes": 1},
+        "the emulated ring's links (each node's flat AXI4-Stream ports)"), quick=False),
+    "host_link": _streams_proof(
+        lambda divisor: HostLink(divisor=divisor), {"divisor": 4},
+        "the host link (its request, response and response data streams, the UART line "
+        "any bits)"),
 }
