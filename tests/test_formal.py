@@ -15,12 +15,13 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.proofs import (PROOFS, flat_axis_streams, inceptionn_value_top, skid_top,
-                                    stream_engine_top)
+from codnn.hw.formal.proofs import (PROOFS, array_values_top, flat_axis_streams,
+                                    inceptionn_value_top, skid_top, stream_engine_top)
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
+from codnn.hw.systolic import ColumnCombinedArray
 from codnn.sim.formal import ProofError, run_proof
 
 EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
@@ -29,7 +30,7 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "maxabs": "proved", "systolic": "proved", "tq_array": "proved",
             "block_dot": "proved", "rice_compressor": "proved", "rice_decompressor": "proved",
             "rice_loopback": "proved", "gather": "proved", "inceptionn_value": "proved",
-            "frame_path": "proved", "host_link": "proved"}
+            "frame_path": "proved", "host_link": "proved", "systolic_values": "bounded"}
 
 
 def test_every_proof_ends_as_documented(tmp_path):
@@ -69,6 +70,23 @@ def test_a_wrong_bound_compare_fails_the_value_proof(tmp_path, thresholds):
     assert proof.status == "failed" and proof.step == 0, proof.summary()
     assert proof.failed and all("proofs.py" in where for where in proof.failed)
     assert proof.vcd.exists()
+
+
+class OtherBank(ColumnCombinedArray):
+    """An array whose cells compute with the weight bank that is not in use (the one
+    being loaded)."""
+
+    def _cells(self, m, row_psum, weight, use_bank, *rest):
+        super()._cells(m, row_psum, weight, ~use_bank, *rest)
+
+
+@pytest.mark.parametrize("mac", ["parallel", "bitserial"])
+def test_an_array_on_the_wrong_bank_fails_the_value_proof(tmp_path, mac):
+    dut = OtherBank(rows=1, cols=1, alpha=2, weight_bits=2, data_bits=2, acc_bits=4, mac=mac)
+    proof = run_proof(array_values_top(dut, reset=False), "other_bank", tmp_path,
+                      mode="bmc", depth=16)
+    assert proof.status == "failed" and proof.step >= 1, proof.summary()
+    assert all("proofs.py" in where for where in proof.failed)
 
 
 class LosingSkid(SkidOutput):

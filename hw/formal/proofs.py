@@ -6,7 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cat, Cover, Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import (Assert, Assume, Cat, Cover, Module, Mux, Shape, Signal, signed,
+                          unsigned)
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 
@@ -196,6 +197,66 @@ def array_beats_top(dut):
     return m
 
 
+def array_values_top(dut, reset=True):
+    """A column-combined array (``hw.systolic.ColumnCombinedArray`` without an output
+    stage) under ``stream_engine_top``'s environment, a reset at any cycle unless
+    ``reset`` is False, against a model of its tiles: the weight beats since the reset,
+    ``rows`` to a tile, and the data beats, a tile ending at ``last``. The property: the
+    k-th result since the reset (any k < 16, an ``AnyConst``) is the k-th data beat's
+    ``wrap(psum + sum_g w[r, g] * x[g][sel[r, g]])`` with the weights of that beat's tile
+    and its ``last``: no beat computes with another tile's bank (nor a bank being
+    written), and after a reset nothing of the aborted work comes out."""
+    m = stream_engine_top(dut)
+    if not reset:
+        no_reset(m)
+    R, W = dut.rows, dut.cols
+    tiles = 4                       # the shell holds at most 2 tiles ahead of the data
+    rows = [[Signal(dut.weights.payload.shape(), name=f"model_w{t}_r{r}")
+             for r in range(R)] for t in range(tiles)]
+    weight_count = Signal(range(tiles * R), name="model_weight_beats")
+    data_tile = Signal(range(tiles), name="model_data_tile")
+    weights, beat = dut.weights, dut.data
+    with m.If(weights.valid & weights.ready):
+        for t in range(tiles):
+            for r in range(R):
+                with m.If(weight_count == t * R + r):
+                    m.d.sync += rows[t][r].eq(weights.payload)
+        m.d.sync += weight_count.eq(Mux(weight_count == tiles * R - 1, 0, weight_count + 1))
+    with m.If(beat.valid & beat.ready & beat.payload.last):
+        m.d.sync += data_tile.eq(data_tile + 1)
+    # The result the current data beat must give (its tile's weights), offered as a
+    # stream beside the data.
+    acc = [Signal(signed(len(dut.result.payload.acc[r])), name=f"model_acc_r{r}")
+           for r in range(R)]
+    for r in range(R):
+        products = []
+        for g in range(W):
+            w = _select(data_tile, [rows[t][r][g].w for t in range(tiles)])
+            sel = _select(data_tile, [rows[t][r][g].sel for t in range(tiles)])
+            x = _select(sel, [beat.payload.x[g][a] for a in range(dut.alpha)])
+            products.append(w * x)
+        m.d.comb += acc[r].eq(sum(products, beat.payload.psum[r]))
+    expected = stream.Signature(unsigned(len(Cat(*acc)) + 1)).create(path=("expected",))
+    m.d.comb += [expected.valid.eq(beat.valid), expected.ready.eq(beat.ready),
+                 expected.payload.eq(Cat(*acc, beat.payload.last))]
+    tracked = Tracker(m, expected, dut.result, AnyConst(4))
+    with m.If(tracked.at_out):
+        m.d.comb += Assert(tracked.seen_in & (Cat(*dut.result.payload.acc,
+                                                  dut.result.payload.last)
+                                              == tracked.payload))
+    # Cover mode: a result of a beat past the second tile's first is checked.
+    m.d.comb += Cover(tracked.at_out & (data_tile >= 2))
+    return m
+
+
+def _select(index, values):
+    """``values[index]`` as a chain of multiplexers (the last one past the end)."""
+    chosen = values[-1]
+    for k in reversed(range(len(values) - 1)):
+        chosen = Mux(index == k, values[k], chosen)
+    return chosen
+
+
 def inceptionn_value_top(thresholds=Thresholds):
     """One float32 ``x`` and one bound ``b`` (``AnyConst``, ``b`` in 7..15) through the
     INCEPTIONN-style codec's value path in gateware: the class and payload the compressor
@@ -289,6 +350,15 @@ PROOFS = {
             "the column-combined array: never more results out than data beats in, and at "
             "most fifo_depth data beats whose results have not left, whatever its inputs, "
             "sinks and resets do",), quick=False),
+    "systolic_values": ProofSpec(
+        lambda rows, cols, alpha, bitserial, reset: array_values_top(ColumnCombinedArray(
+            rows=rows, cols=cols, alpha=alpha, weight_bits=2, data_bits=2, acc_bits=4,
+            mac="bitserial" if bitserial else "parallel"), reset=bool(reset)),
+        {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0, "reset": 1}, "bmc", 16, (
+            "the column-combined array (2-bit weights and data, 4-bit sums): the k-th "
+            "result since a reset is the k-th data beat's sum with its own tile's weights: "
+            "no tile computes with a bank being written or another tile's, and nothing of "
+            "the work before a reset comes out after it",)),
     "tq_array_beats": ProofSpec(
         lambda rows, cols, g, alpha, beta: array_beats_top(TermQuantArray(
             rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)),
