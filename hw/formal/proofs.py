@@ -257,6 +257,19 @@ def _select(index, values):
     return chosen
 
 
+def array_latency_top(dut):
+    """An array under ``stream_engine_top``'s environment (a reset at any cycle) with its
+    result sink always ready: each result leaves exactly ``dut.latency`` cycles after its
+    data beat was taken (the documented latency), and no result leaves otherwise."""
+    m = stream_engine_top(dut)
+    m.d.comb += Assume(dut.result.ready)
+    taken = [Signal(name=f"taken_{k}") for k in range(dut.latency)]
+    m.d.sync += taken[0].eq(dut.data.valid & dut.data.ready)
+    m.d.sync += [taken[k].eq(taken[k - 1]) for k in range(1, dut.latency)]
+    m.d.comb += Assert(dut.result.valid == taken[-1])
+    return m
+
+
 def inceptionn_value_top(thresholds=Thresholds):
     """One float32 ``x`` and one bound ``b`` (``AnyConst``, ``b`` in 7..15) through the
     INCEPTIONN-style codec's value path in gateware: the class and payload the compressor
@@ -359,6 +372,17 @@ PROOFS = {
             "result since a reset is the k-th data beat's sum with its own tile's weights: "
             "no tile computes with a bank being written or another tile's, and nothing of "
             "the work before a reset comes out after it",)),
+    "systolic_latency": ProofSpec(
+        lambda **settings: array_latency_top(_array(**settings)),
+        {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0}, "bmc", 20, (
+            "the column-combined array with its result sink always ready: each result "
+            "leaves exactly its latency after its data beat went in, and none otherwise",)),
+    "tq_array_latency": ProofSpec(
+        lambda rows, cols, g, alpha, beta: array_latency_top(TermQuantArray(
+            rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)),
+        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "bmc", 24, (
+            "the TQ array with its result sink always ready: each result leaves exactly "
+            "its latency after its data beat went in, and none otherwise",), quick=False),
     "tq_array_beats": ProofSpec(
         lambda rows, cols, g, alpha, beta: array_beats_top(TermQuantArray(
             rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)),
