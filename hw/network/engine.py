@@ -189,362 +189,475 @@ class NetworkEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        k = _Parts()
+        self._units(m, k)
+        self._run_state(m, k)
+        self._tile_words(m, k)
+        self._layer(m, k)
+        self._post_steps(m, k)
+        self._transfers(m, k)
+        self._buffer_writes(m, k)
+        self._sequencer(m, k)
+        return m
+
+    def _units(self, m, k):
+        """The array, the gather, the post-processing unit, the weight memory (on chip or
+        behind the AXI4 port) and the program, partial-sum and accumulator memories."""
         p = self._p
         R, W, A = p["rows"], p["cols"], p["alpha"]
-        word_bits = 16 * W
-
-        array = ColumnCombinedArray(rows=R, cols=W, alpha=A, weight_bits=_WEIGHT_BITS,
-                                    data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"],
-                                    out_bits=_DATA_BITS)
-        gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
-        post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
-        m.submodules.array, m.submodules.gather, m.submodules.post = array, gather, post
+        k.word_bits = 16 * W
+        k.array = ColumnCombinedArray(rows=R, cols=W, alpha=A, weight_bits=_WEIGHT_BITS,
+                                      data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"],
+                                      out_bits=_DATA_BITS)
+        k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
+        k.post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
+        m.submodules.array, m.submodules.gather, m.submodules.post = k.array, k.gather, k.post
 
         def store(name, shape, depth):
             """A memory: its write port and a read port (data a cycle after the address)."""
             mem = memory.Memory(shape=unsigned(shape), depth=depth, init=[])
             m.submodules[name] = mem
             return mem.write_port(), mem.read_port(transparent_for=())
-        prog_w, prog_r = store("program", 32, p["program_words"])
-        error = Signal()
+        prog_w, k.prog_r = store("program", 32, p["program_words"])
+        k.error = Signal()
         if p["weight_port"] == "onchip":
-            weights = OnChipWeights(word_bits=word_bits, words=p["weight_words"])
-            m.d.comb += weights.write.eq(self.weight_write)
+            k.weights = OnChipWeights(word_bits=k.word_bits, words=p["weight_words"])
+            m.d.comb += k.weights.write.eq(self.weight_write)
         else:
-            weights = AxiWeights(word_bits=word_bits)
-            m.d.comb += weights.base.eq(self.weight_base)
-            with m.If(weights.error):
-                m.d.sync += error.eq(1)
-            wiring.connect(m, wiring.flipped(self.axi), weights.axi)
-        m.submodules.weights = weights
-        m.d.comb += self.weight_bytes_read.eq(weights.bytes_read)
-        psum_w, psum_r = store("psums", R * _ACC_BITS, p["psum_words"])
-        acc_w, acc_host = store("accumulators", R * _ACC_BITS, p["acc_words"])
+            k.weights = AxiWeights(word_bits=k.word_bits)
+            m.d.comb += k.weights.base.eq(self.weight_base)
+            with m.If(k.weights.error):
+                m.d.sync += k.error.eq(1)
+            wiring.connect(m, wiring.flipped(self.axi), k.weights.axi)
+        m.submodules.weights = k.weights
+        m.d.comb += self.weight_bytes_read.eq(k.weights.bytes_read)
+        k.psum_w, k.psum_r = store("psums", R * _ACC_BITS, p["psum_words"])
+        k.acc_w, k.acc_host = store("accumulators", R * _ACC_BITS, p["acc_words"])
         m.d.comb += [
             prog_w.addr.eq(self.program_write.addr), prog_w.data.eq(self.program_write.data),
             prog_w.en.eq(self.program_write.en),
-            self.acc_read_data.eq(acc_host.data),
+            self.acc_read_data.eq(k.acc_host.data),
         ]
 
-        state = Signal(_State)
-        m.d.comb += self.busy.eq((state != _State.IDLE) & (state != _State.ERROR))
-        m.d.comb += self.error.eq(error)
-        cycles = Signal(32)
-        m.d.comb += self.cycles.eq(cycles)
+    def _run_state(self, m, k):
+        """The sequencer's state, ``busy``, ``error``, the run's cycle count, and the
+        program words: in HEADER and FETCH word ``pc`` is read each cycle and arrives the
+        next, shifted into the header or the step's descriptor (``k.step``)."""
+        p = self._p
+        k.state = Signal(_State)
+        m.d.comb += self.busy.eq((k.state != _State.IDLE) & (k.state != _State.ERROR))
+        m.d.comb += self.error.eq(k.error)
+        k.cycles = Signal(32)
+        m.d.comb += self.cycles.eq(k.cycles)
         with m.If(self.busy):
-            m.d.sync += cycles.eq(cycles + 1)
+            m.d.sync += k.cycles.eq(k.cycles + 1)
+        k.pc = Signal(range(p["program_words"] + 1))
+        k.header = Signal(32 * HEADER_WORDS)
+        k.desc = Signal(32 * STEP_WORDS)
+        k.step = _Step(k.desc)
+        k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + 2, name="fetched")
+        k.steps_left = Signal(32)
+        k.started = Signal()
+        m.d.comb += k.prog_r.addr.eq(k.pc)
 
-        # Program words: in HEADER and FETCH word ``pc`` is read each cycle and arrives the
-        # next, shifted into the header or the descriptor.
-        pc = Signal(range(p["program_words"] + 1))
-        header = Signal(32 * HEADER_WORDS)
-        desc = Signal(32 * STEP_WORDS)
-        fetched = counter(max(HEADER_WORDS, STEP_WORDS) + 2, name="fetched")
-        steps_left = Signal(32)
-        m.d.comb += prog_r.addr.eq(pc)
-
-        def field(bits, k):
-            return bits.word_select(k, 32)
-
-        def region(bits, k):
-            """(address, is acc, channels, height, width) of the region at word ``k``."""
-            first, hw = field(bits, k), field(bits, k + 2)
-            return first[:30], first[31], field(bits, k + 1), hw[:16], hw[16:]
-
-        # Weight image words: a run from ``wptr`` per bias, table and cells (``requested``
-        # once asked for), shifted into a register (bias, table) or offered to the array.
-        wptr = Signal(32)
-        requested = Signal()
-        word = weights.o
-        m.d.comb += weights.addr.eq(wptr)
-        bias_words = bias_bytes(self.config) // image_word(self.config)
-        bias = Signal(bias_words * word_bits)
-        table = Signal(2 * A * word_bits)
+    def _tile_words(self, m, k):
+        """Weight image words: a run from ``wptr`` per bias, table and cells
+        (``requested`` once asked for), shifted into a register (bias, table) or offered
+        to the array (the cells, a row a cycle)."""
+        p = self._p
+        R, W, A = p["rows"], p["cols"], p["alpha"]
+        word_bits = k.word_bits
+        k.wptr = Signal(32)
+        k.requested = Signal()
+        k.word = word = k.weights.o
+        m.d.comb += k.weights.addr.eq(k.wptr)
+        k.bias_words = bias_bytes(self.config) // image_word(self.config)
+        k.bias = Signal(k.bias_words * word_bits)
+        k.table = Signal(2 * A * word_bits)
         # A table word shifts in a cycle after it is taken, from a register, so that no
         # sequencer decision drives the enable of every table bit (WEIGHTS follows TABLE
         # for at least a cycle: the table is whole before the tile launches).
-        table_word, table_we = Signal(word_bits), Signal()
-        m.d.sync += [table_word.eq(word.payload[:word_bits]), table_we.eq(0)]
-        with m.If(table_we):
-            m.d.sync += table.eq(Cat(table[word_bits:], table_word))
-        loaded = counter(max(bias_words, 2 * A, R) + 2, name="loaded")
-
-        # Layer bookkeeping: positions count over the step's images (``total`` of them).
-        row_block, col_block = Signal(16), Signal(16)
-        position, total = Signal(33), Signal(33)
-        op = desc[:8]
-        flags = desc[8:16]
-        l_src, _, _, l_h, l_w = region(desc, 1)
-        l_dst, l_dst_acc, _, out_h, out_w = region(desc, 4)
-        l_row_blocks, l_col_blocks = field(desc, 8), field(desc, 9)
-        l_positions, l_weights = field(desc, 10), field(desc, 11)
-        l_window = field(desc, 13)
-        kernel, stride, padding = l_window[:8], l_window[8:16], l_window[16:24]
-        l_rounds = l_window[24:32]
-        l_images, strides = field(desc, 14), field(desc, 15)
-        src_stride, dst_stride = strides[:16], strides[16:]
-        last_col = col_block == l_col_blocks - 1
-
-        # The gather's geometry and table for the layer and tile.
-        m.d.comb += [
-            gather.geometry.src.eq(l_src), gather.geometry.height.eq(l_h),
-            gather.geometry.width.eq(l_w), gather.geometry.out_height.eq(out_h),
-            gather.geometry.out_width.eq(out_w),
-            gather.geometry.stride.eq(Mux(kernel == 0, 1, stride)),
-            gather.geometry.padding.eq(Mux(kernel == 0, 0, padding)),
-            gather.geometry.pad.eq(field(desc, 12)),
-            gather.geometry.rounds.eq(l_rounds),
-            gather.geometry.images.eq(l_images), gather.geometry.image_words.eq(src_stride),
-            gather.table.eq(table),
-        ]
-        # Each row's shift, from the row block's bias words, goes with its weight beat. A
-        # shift past the output stage's stops the run before the block's first tile.
-        row_shifts = [bias.word_select(4 * R + r, 8) for r in range(R)]
-        m.d.comb += array.shift.eq(Array(row_shifts)[loaded])
-        bad_shift = flags[0] & Cat(v[5:] != 0 for v in row_shifts).any()
-
-        # Data beats: the gather's vectors with the partial sums of this position (the
-        # bias, or the previous column block's sums from the partial-sum buffer, read a
-        # cycle ahead).
-        taking = array.data.valid & array.data.ready
-        m.d.comb += [
-            array.data.valid.eq((state == _State.DATA) & gather.o.valid),
-            gather.o.ready.eq((state == _State.DATA) & array.data.ready),
-            array.data.payload.x.eq(gather.o.payload),
-            array.data.payload.last.eq(position == total - 1),
-            psum_r.addr.eq(position + taking),
-        ]
-        for r in range(R):
-            m.d.comb += array.data.payload.psum[r].eq(
-                Mux(col_block == 0, bias.word_select(r, 32), psum_r.data.word_select(r, 32)))
-        with m.If(taking):
-            m.d.sync += position.eq(position + 1)
-
-        # Results: the partial sums of a column block, or the layer's output. They come
-        # while the next tile loads, so where they go is taken when their tile starts.
-        results = ResultWriter(result_layout=array.result.payload.shape(),
-                               act_depth=p["act_words"], acc_depth=p["acc_words"],
-                               psum_depth=p["psum_words"])
-        m.submodules.results = results
-        wiring.connect(m, array.result, results.result)
-        block_base = Signal(32)             # row_block * positions, kept as a running sum
-        act_write = gather.write
-        launch = Signal()                   # the gather starts the loaded tile (below)
-        free = results.free                 # the started tile's results are out after this
-        m.d.comb += [
-            results.launch.eq(launch), results.to_psums.eq(~last_col),
-            results.to_acc.eq(l_dst_acc), results.base.eq(l_dst + block_base),
-            results.stride.eq(dst_stride), results.positions.eq(l_positions),
-            results.total.eq(total),
-            psum_w.addr.eq(results.psum_write.addr), psum_w.data.eq(results.psum_write.data),
-            psum_w.en.eq(results.psum_write.en),
-            acc_w.addr.eq(results.acc_write.addr), acc_w.data.eq(results.acc_write.data),
-            acc_w.en.eq(results.acc_write.en),
-        ]
-        with m.If(results.act_write.en):
-            m.d.comb += [act_write.addr.eq(results.act_write.addr),
-                         act_write.data.eq(results.act_write.data), act_write.en.eq(1)]
-
+        table_word, k.table_we = Signal(word_bits), Signal(name="table_we")
+        m.d.sync += [table_word.eq(word.payload[:word_bits]), k.table_we.eq(0)]
+        with m.If(k.table_we):
+            m.d.sync += k.table.eq(Cat(k.table[word_bits:], table_word))
+        k.loaded = counter(max(k.bias_words, 2 * A, R) + 2, name="loaded")
         # Weight beats: a cell word a cycle as the array takes them.
-        in_weights = state == _State.WEIGHTS
-        m.d.comb += [array.weights.valid.eq(in_weights & requested & word.valid)]
+        array = k.array
+        m.d.comb += array.weights.valid.eq((k.state == _State.WEIGHTS) & k.requested
+                                           & word.valid)
         sel_bits = select_bits(A)
         for c in range(W):
             cell = word.payload.word_select(c, 16)
             m.d.comb += [array.weights.payload[c].w.eq(cell[:8]),
                          array.weights.payload[c].sel.eq(cell[8:8 + sel_bits])]
 
-        # Post-processing: its step from the descriptor; it reads through the gather's
-        # spare ports and writes the activation buffer.
-        # The descriptor's regions: pooling's source and destination, the add's a, b and
-        # destination.
-        first, first_acc, _, p_h, p_w = region(desc, 1)
-        transfer_read = Signal(range(p["act_words"]))      # a store's buffer reads
+    def _layer(self, m, k):
+        """A layer step's datapath: the gather's geometry and table, each row's shift,
+        the data beats (the gather's vectors with their partial sums) and the result
+        writer. Positions count over the step's images (``total`` of them)."""
+        p = self._p
+        R = p["rows"]
+        array, gather, layer = k.array, k.gather, k.step.layer
+        k.row_block, k.col_block = Signal(16, name="row_block"), Signal(16, name="col_block")
+        k.position, k.total = Signal(33, name="position"), Signal(33, name="total")
+        k.last_col = k.col_block == layer.col_blocks - 1
+        m.d.comb += [
+            gather.geometry.src.eq(layer.src), gather.geometry.height.eq(layer.height),
+            gather.geometry.width.eq(layer.width),
+            gather.geometry.out_height.eq(layer.out_height),
+            gather.geometry.out_width.eq(layer.out_width),
+            gather.geometry.stride.eq(Mux(layer.kernel == 0, 1, layer.stride)),
+            gather.geometry.padding.eq(Mux(layer.kernel == 0, 0, layer.padding)),
+            gather.geometry.pad.eq(layer.pad),
+            gather.geometry.rounds.eq(layer.rounds),
+            gather.geometry.images.eq(layer.images),
+            gather.geometry.image_words.eq(layer.src_stride),
+            gather.table.eq(k.table),
+        ]
+        # Each row's shift, from the row block's bias words, goes with its weight beat. A
+        # shift past the output stage's stops the run before the block's first tile.
+        row_shifts = [k.bias.word_select(4 * R + r, 8) for r in range(R)]
+        m.d.comb += array.shift.eq(Array(row_shifts)[k.loaded])
+        k.bad_shift = k.step.flags[0] & Cat(v[5:] != 0 for v in row_shifts).any()
+
+        # Data beats: the gather's vectors with the partial sums of this position (the
+        # bias, or the previous column block's sums from the partial-sum buffer, read a
+        # cycle ahead).
+        k.taking = taking = array.data.valid & array.data.ready
+        in_data = k.state == _State.DATA
+        m.d.comb += [
+            array.data.valid.eq(in_data & gather.o.valid),
+            gather.o.ready.eq(in_data & array.data.ready),
+            array.data.payload.x.eq(gather.o.payload),
+            array.data.payload.last.eq(k.position == k.total - 1),
+            k.psum_r.addr.eq(k.position + taking),
+        ]
+        for r in range(R):
+            m.d.comb += array.data.payload.psum[r].eq(
+                Mux(k.col_block == 0, k.bias.word_select(r, 32),
+                    k.psum_r.data.word_select(r, 32)))
+        with m.If(taking):
+            m.d.sync += k.position.eq(k.position + 1)
+
+        # Results: the partial sums of a column block, or the layer's output. They come
+        # while the next tile loads, so where they go is taken when their tile starts.
+        k.results = results = ResultWriter(
+            result_layout=array.result.payload.shape(), act_depth=p["act_words"],
+            acc_depth=p["acc_words"], psum_depth=p["psum_words"])
+        m.submodules.results = results
+        wiring.connect(m, array.result, results.result)
+        k.block_base = Signal(32)           # row_block * positions, kept as a running sum
+        k.launch = Signal()                 # the gather starts the loaded tile
+        k.free = results.free               # the started tile's results are out after this
+        m.d.comb += [
+            results.launch.eq(k.launch), results.to_psums.eq(~k.last_col),
+            results.to_acc.eq(layer.dst_acc), results.base.eq(layer.dst + k.block_base),
+            results.stride.eq(layer.dst_stride), results.positions.eq(layer.positions),
+            results.total.eq(k.total),
+            k.psum_w.addr.eq(results.psum_write.addr),
+            k.psum_w.data.eq(results.psum_write.data), k.psum_w.en.eq(results.psum_write.en),
+            k.acc_w.addr.eq(results.acc_write.addr), k.acc_w.data.eq(results.acc_write.data),
+            k.acc_w.en.eq(results.acc_write.en),
+        ]
+
+    def _post_steps(self, m, k):
+        """Pooling and adds: the post-processing unit's step from the descriptor; it
+        reads through the gather's spare ports and writes the activation buffer."""
+        p = self._p
+        post, gather, step = k.post, k.gather, k.step
+        pool, add = step.pool, step.add
+        k.transfer_read = Signal(range(p["act_words"]))     # a store's buffer reads
         # Who reads column 0's copy of the buffer through the gather's other port: the
         # state a cycle ago (the post-processing unit and a store read from the cycle after
         # their start on; the host only while the engine is idle).
         reads_post, reads_transfer = Signal(), Signal()
-        m.d.sync += [reads_post.eq(state == _State.POST),
-                     reads_transfer.eq(state == _State.TRANSFER)]
-        second, second_acc, _, p_oh, p_ow = region(desc, 4)
-        third, third_acc = region(desc, 7)[:2]
-        pool_window = field(desc, 7)
-        is_add = op == 2
-        pk = pool_window[:8]
-        global_pool = pk == 0
-        blocks, words_add = field(desc, 8), field(desc, 12)
+        m.d.sync += [reads_post.eq(k.state == _State.POST),
+                     reads_transfer.eq(k.state == _State.TRANSFER)]
+        global_pool = pool.kernel == 0
         m.d.comb += [
-            post.step.op.eq(Mux(is_add, PostOp.ADD, Mux(flags[0], PostOp.AVG_POOL,
-                                                         PostOp.MAX_POOL))),
-            post.step.count_pad.eq(flags[1]),
-            post.step.a_acc.eq(first_acc), post.step.b_acc.eq(second_acc),
-            post.step.a_signed.eq(flags[0]), post.step.b_signed.eq(flags[1]),
-            post.step.out_signed.eq(flags[2]),
-            post.step.src.eq(first), post.step.src_b.eq(second),
-            post.step.dst.eq(Mux(is_add, third, second)),
-            post.step.blocks.eq(blocks), post.step.words.eq(words_add),
-            post.step.height.eq(p_h), post.step.width.eq(p_w),
-            post.step.out_height.eq(p_oh), post.step.out_width.eq(p_ow),
-            post.step.kernel_h.eq(Mux(global_pool, p_h, pk)),
-            post.step.kernel_w.eq(Mux(global_pool, p_w, pk)),
-            post.step.stride.eq(Mux(global_pool, 1, pool_window[8:16])),
-            post.step.padding.eq(Mux(global_pool, 0, pool_window[16:24])),
-            post.step.ma.eq(field(desc, 10)), post.step.mb.eq(field(desc, 11)),
+            post.step.op.eq(Mux(step.is_add, PostOp.ADD,
+                                Mux(step.flags[0], PostOp.AVG_POOL, PostOp.MAX_POOL))),
+            post.step.count_pad.eq(step.flags[1]),
+            post.step.a_acc.eq(step.first_acc), post.step.b_acc.eq(step.second_acc),
+            post.step.a_signed.eq(step.flags[0]), post.step.b_signed.eq(step.flags[1]),
+            post.step.out_signed.eq(step.flags[2]),
+            post.step.src.eq(step.first), post.step.src_b.eq(step.second),
+            post.step.dst.eq(Mux(step.is_add, add.dst, step.second)),
+            post.step.blocks.eq(add.blocks), post.step.words.eq(add.words),
+            post.step.height.eq(pool.height), post.step.width.eq(pool.width),
+            post.step.out_height.eq(pool.out_height), post.step.out_width.eq(pool.out_width),
+            post.step.kernel_h.eq(Mux(global_pool, pool.height, pool.kernel)),
+            post.step.kernel_w.eq(Mux(global_pool, pool.width, pool.kernel)),
+            post.step.stride.eq(Mux(global_pool, 1, pool.stride)),
+            post.step.padding.eq(Mux(global_pool, 0, pool.padding)),
+            post.step.ma.eq(add.ma), post.step.mb.eq(add.mb),
             gather.aux[0].eq(Mux(reads_post, post.read[0],
-                                 Mux(reads_transfer, transfer_read, self.act_read))),
+                                 Mux(reads_transfer, k.transfer_read, self.act_read))),
             gather.aux[1].eq(post.read[1]),
             post.read_data[0].eq(gather.aux_data[0]), post.read_data[1].eq(gather.aux_data[1]),
             self.act_read_data.eq(gather.aux_data[0]),
-            acc_host.addr.eq(Mux(state == _State.POST, post.acc_read, self.acc_read)),
-            post.acc_read_data.eq(acc_host.data),
+            k.acc_host.addr.eq(Mux(k.state == _State.POST, post.acc_read, self.acc_read)),
+            post.acc_read_data.eq(k.acc_host.data),
         ]
-        # What no step can be: an unknown operation, a layer or pooling reading the
-        # accumulator buffer, pooling or an add writing it, an add calling accumulators
-        # signed activations, a layer padding with more than an activation or reading
-        # in no rounds or more than the gather has.
-        signed_acc = (flags[0] & first_acc) | (flags[1] & second_acc)
-        wide_pad = field(desc, 12)[_DATA_BITS:] != 0
-        # Loads and stores: with an activation port, a region of the activation buffer
-        # (``first``) and external words from ``field(desc, 4)``, ``field(desc, 5)`` of them.
-        is_transfer = op >= 3
-        if p["act_port"] == "axi":
-            xfer = AxiActivations(word_bits=R * _DATA_BITS, depth=p["act_words"])
-            m.submodules.activations = xfer
-            wiring.connect(m, wiring.flipped(self.act_axi), xfer.axi)
-            m.d.comb += [xfer.base.eq(self.act_base), xfer.store.eq(op == 4),
-                         xfer.addr.eq(field(desc, 4)), xfer.buf.eq(first),
-                         xfer.count.eq(field(desc, 5)), xfer.read_data.eq(gather.aux_data[0]),
-                         transfer_read.eq(xfer.read),
-                         self.act_bytes_read.eq(xfer.bytes_read),
-                         self.act_bytes_written.eq(xfer.bytes_written)]
-            with m.If(xfer.error):
-                m.d.sync += error.eq(1)
-            with m.If(xfer.write.en):
-                m.d.comb += [act_write.addr.eq(xfer.write.addr),
-                             act_write.data.eq(xfer.write.data), act_write.en.eq(1)]
-            bad_transfer = first_acc | (self.act_base[:12] != 0)
-            last_op = 4
+
+    def _transfers(self, m, k):
+        """Loads and stores: with an activation port, a region of the activation buffer
+        (the step's first) and external words from ``step.ext_addr``, ``step.ext_count``
+        of them; without one, no transfer unit (``k.xfer`` None)."""
+        p = self._p
+        step = k.step
+        if p["act_port"] != "axi":
+            k.xfer = None
+            return
+        k.xfer = xfer = AxiActivations(word_bits=p["rows"] * _DATA_BITS, depth=p["act_words"])
+        m.submodules.activations = xfer
+        wiring.connect(m, wiring.flipped(self.act_axi), xfer.axi)
+        m.d.comb += [xfer.base.eq(self.act_base), xfer.store.eq(step.op == 4),
+                     xfer.addr.eq(step.ext_addr), xfer.buf.eq(step.first),
+                     xfer.count.eq(step.ext_count), xfer.read_data.eq(k.gather.aux_data[0]),
+                     k.transfer_read.eq(xfer.read),
+                     self.act_bytes_read.eq(xfer.bytes_read),
+                     self.act_bytes_written.eq(xfer.bytes_written)]
+        with m.If(xfer.error):
+            m.d.sync += k.error.eq(1)
+
+    def _invalid(self, k):
+        """What no step can be: an unknown operation, a layer or pooling reading the
+        accumulator buffer, pooling or an add writing it, an add calling accumulators
+        signed activations, a layer padding with more than an activation, reading in no
+        rounds or more than the gather has, or naming no images or more than 65535; a
+        load or store without an activation port, on the accumulator buffer or with a
+        base not 4 KB aligned."""
+        step, layer = k.step, k.step.layer
+        signed_acc = (step.flags[0] & step.first_acc) | (step.flags[1] & step.second_acc)
+        wide_pad = layer.pad[_DATA_BITS:] != 0
+        if k.xfer is None:
+            bad_transfer, last_op = 1, 2
         else:
-            xfer, bad_transfer, last_op = None, 1, 2
-        bad_rounds = (l_rounds == 0) | (l_rounds > gather.rounds)
-        bad_images = (l_images == 0) | (l_images[16:] != 0)
-        invalid = (op > last_op) | Mux(
-            op == 0, first_acc | wide_pad | bad_rounds | bad_images,
-            Mux(is_add, third_acc | signed_acc,
-                Mux(is_transfer, bad_transfer, first_acc | second_acc)))
-        with m.If(post.write.en):
-            m.d.comb += [act_write.addr.eq(post.write.addr), act_write.data.eq(post.write.data),
-                         act_write.en.eq(1)]
-        with m.If((state == _State.IDLE) | (state == _State.ERROR)):
+            bad_transfer, last_op = step.first_acc | (self.act_base[:12] != 0), 4
+        bad_rounds = (layer.rounds == 0) | (layer.rounds > k.gather.rounds)
+        bad_images = (layer.images == 0) | (layer.images[16:] != 0)
+        return (step.op > last_op) | Mux(
+            step.op == 0, step.first_acc | wide_pad | bad_rounds | bad_images,
+            Mux(step.is_add, step.add.dst_acc | signed_acc,
+                Mux(step.is_transfer, bad_transfer, step.first_acc | step.second_acc)))
+
+    def _buffer_writes(self, m, k):
+        """Who writes the activation buffer, the later taking precedence: the result
+        writer, the transfer unit, the post-processing unit, the host while idle."""
+        act_write = k.gather.write
+        writers = [k.results.act_write, *([k.xfer.write] if k.xfer is not None else []),
+                   k.post.write]
+        for writer in writers:
+            with m.If(writer.en):
+                m.d.comb += [act_write.addr.eq(writer.addr), act_write.data.eq(writer.data),
+                             act_write.en.eq(1)]
+        with m.If((k.state == _State.IDLE) | (k.state == _State.ERROR)):
             m.d.comb += [act_write.addr.eq(self.act_write.addr),
                          act_write.data.eq(self.act_write.data),
                          act_write.en.eq(self.act_write.en)]
 
-        expected = [MAGIC, VERSION, None, R, W, A,
+    def _sequencer(self, m, k):
+        """The state machine: the header fetched and checked, then each step's descriptor
+        fetched and dispatched, a layer's tiles loaded and run, pooling, adds, loads and
+        stores started and awaited."""
+        p = self._p
+        R, A = p["rows"], p["alpha"]
+        state, step, layer = k.state, k.step, k.step.layer
+        word, weights, array = k.word, k.weights, k.array
+        invalid = self._invalid(k)
+        expected = [MAGIC, VERSION, None, R, p["cols"], A,
                     _WEIGHT_BITS | _DATA_BITS << 8 | _ACC_BITS << 16, MAC_KINDS.index(p["mac"]),
                     p["act_words"], p["acc_words"], p["psum_words"]]
-        started = Signal()
         with m.Switch(state):
             with m.Case(_State.IDLE, _State.ERROR):
                 with m.If(self.start):
-                    m.d.sync += [state.eq(_State.HEADER), pc.eq(0), fetched.eq(0),
-                                 cycles.eq(0), error.eq(0)]
+                    m.d.sync += [state.eq(_State.HEADER), k.pc.eq(0), k.fetched.eq(0),
+                                 k.cycles.eq(0), k.error.eq(0)]
             with m.Case(_State.HEADER, _State.FETCH):
                 # Word pc is read; the one before it arrives (from the second cycle on).
                 size = Mux(state == _State.HEADER, HEADER_WORDS, STEP_WORDS)
-                with m.If(fetched != 0):
+                with m.If(k.fetched != 0):
                     with m.If(state == _State.HEADER):
-                        m.d.sync += header.eq(Cat(header[32:], prog_r.data))
+                        m.d.sync += k.header.eq(Cat(k.header[32:], k.prog_r.data))
                     with m.Else():
-                        m.d.sync += desc.eq(Cat(desc[32:], prog_r.data))
-                with m.If(fetched != size):
-                    m.d.sync += [pc.eq(pc + 1), fetched.eq(fetched + 1)]
+                        m.d.sync += k.desc.eq(Cat(k.desc[32:], k.prog_r.data))
+                with m.If(k.fetched != size):
+                    m.d.sync += [k.pc.eq(k.pc + 1), k.fetched.eq(k.fetched + 1)]
                 with m.Else():
-                    m.d.sync += [fetched.eq(0), state.eq(Mux(state == _State.HEADER,
-                                                             _State.CHECK, _State.DISPATCH))]
+                    m.d.sync += [k.fetched.eq(0), state.eq(Mux(state == _State.HEADER,
+                                                               _State.CHECK, _State.DISPATCH))]
             with m.Case(_State.CHECK):
-                fits = Cat(field(header, k) == v
-                           for k, v in enumerate(expected) if v is not None).all()
+                fits = Cat(_word(k.header, i) == v
+                           for i, v in enumerate(expected) if v is not None).all()
                 with m.If(~fits):
-                    m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
-                with m.Elif(field(header, 2)[:24] == 0):
+                    m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
+                with m.Elif(_word(k.header, 2)[:24] == 0):
                     m.d.sync += state.eq(_State.IDLE)
                 with m.Else():
-                    m.d.sync += [steps_left.eq(field(header, 2)[:24]),
+                    m.d.sync += [k.steps_left.eq(_word(k.header, 2)[:24]),
                                  state.eq(_State.FETCH)]
             with m.Case(_State.DISPATCH):
-                m.d.sync += [steps_left.eq(steps_left - 1), row_block.eq(0), col_block.eq(0),
-                             block_base.eq(0), total.eq(l_positions[:17] * l_images[:16]),
-                             wptr.eq(l_weights), loaded.eq(0), started.eq(0), requested.eq(0)]
-                m.d.sync += state.eq(Mux(op == 0, _State.BIAS,
-                                         Mux(is_transfer, _State.TRANSFER, _State.POST)))
+                m.d.sync += [k.steps_left.eq(k.steps_left - 1), k.row_block.eq(0),
+                             k.col_block.eq(0), k.block_base.eq(0),
+                             k.total.eq(layer.positions[:17] * layer.images[:16]),
+                             k.wptr.eq(layer.weights), k.loaded.eq(0), k.started.eq(0),
+                             k.requested.eq(0)]
+                m.d.sync += state.eq(Mux(step.op == 0, _State.BIAS,
+                                         Mux(step.is_transfer, _State.TRANSFER, _State.POST)))
                 with m.If(invalid):
-                    m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
+                    m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
             with m.Case(_State.BIAS, _State.TABLE):
-                size = Mux(state == _State.BIAS, bias_words, 2 * A)
-                m.d.comb += weights.count.eq(size)
-                with m.If((state == _State.TABLE) & bad_shift):
-                    with m.If(~results.pending):
-                        m.d.sync += [error.eq(1), state.eq(_State.ERROR)]
-                with m.Elif(~requested):
-                    m.d.comb += weights.start.eq(1)
-                    m.d.sync += requested.eq(1)
-                with m.Else():
-                    m.d.comb += word.ready.eq(1)
-                    with m.If(word.valid):
-                        with m.If(state == _State.BIAS):
-                            m.d.sync += bias.eq(Cat(bias[word_bits:], word.payload[:word_bits]))
-                        with m.Else():
-                            m.d.sync += table_we.eq(1)
-                        m.d.sync += loaded.eq(loaded + 1)
-                        with m.If(loaded == size - 1):
-                            m.d.sync += [loaded.eq(0), requested.eq(0), wptr.eq(wptr + size),
-                                         state.eq(Mux(state == _State.BIAS, _State.TABLE,
-                                                      _State.WEIGHTS))]
+                self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
                 # The tile's cell words go to the array as the array takes them.
                 weights_go = array.weights.valid & array.weights.ready
                 m.d.comb += [weights.count.eq(R),
-                             word.ready.eq(requested & array.weights.ready)]
-                with m.If(~requested):
+                             word.ready.eq(k.requested & array.weights.ready)]
+                with m.If(~k.requested):
                     m.d.comb += weights.start.eq(1)
-                    m.d.sync += requested.eq(1)
+                    m.d.sync += k.requested.eq(1)
                 with m.Elif(weights_go):
-                    m.d.sync += loaded.eq(loaded + 1)
-                    with m.If(loaded == R - 1):
-                        m.d.sync += [requested.eq(0), loaded.eq(0), wptr.eq(wptr + R),
+                    m.d.sync += k.loaded.eq(k.loaded + 1)
+                    with m.If(k.loaded == R - 1):
+                        m.d.sync += [k.requested.eq(0), k.loaded.eq(0), k.wptr.eq(k.wptr + R),
                                      state.eq(_State.LAUNCH)]
-                        m.d.comb += launch.eq(free)
+                        m.d.comb += k.launch.eq(k.free)
             with m.Case(_State.LAUNCH):
-                m.d.comb += launch.eq(free)
+                m.d.comb += k.launch.eq(k.free)
             with m.Case(_State.DATA):
                 # Once the tile's last position is in the array, the next tile loads while
                 # its results come out (the next one starts after them: it may read them).
-                with m.If(taking & (position == total - 1)):
-                    with m.If(~last_col):
-                        m.d.sync += [col_block.eq(col_block + 1), state.eq(_State.TABLE)]
-                    with m.Elif(row_block != l_row_blocks - 1):
-                        m.d.sync += [row_block.eq(row_block + 1), col_block.eq(0),
-                                     block_base.eq(block_base + l_positions),
+                with m.If(k.taking & (k.position == k.total - 1)):
+                    with m.If(~k.last_col):
+                        m.d.sync += [k.col_block.eq(k.col_block + 1), state.eq(_State.TABLE)]
+                    with m.Elif(k.row_block != layer.row_blocks - 1):
+                        m.d.sync += [k.row_block.eq(k.row_block + 1), k.col_block.eq(0),
+                                     k.block_base.eq(k.block_base + layer.positions),
                                      state.eq(_State.BIAS)]
                     with m.Else():
                         m.d.sync += state.eq(_State.DRAIN)
             with m.Case(_State.DRAIN):
-                with m.If(free):
-                    m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
+                with m.If(k.free):
+                    m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
             with m.Case(_State.POST, _State.TRANSFER):
-                # Pooling and adds on the post-processing unit, loads and stores on the
-                # activation port: started once, awaited.
-                in_post = state == _State.POST
-                busy = post.busy if xfer is None else Mux(in_post, post.busy, xfer.busy)
-                with m.If(~started):
-                    m.d.comb += post.start.eq(in_post)
-                    if xfer is not None:
-                        m.d.comb += xfer.start.eq(~in_post)
-                    m.d.sync += started.eq(1)
-                with m.Elif(~busy):
-                    m.d.sync += state.eq(Mux(steps_left == 0, _State.IDLE, _State.FETCH))
-        with m.If(launch):           # after the sequencer, so that this state wins
-            m.d.comb += gather.start.eq(1)
-            m.d.sync += [position.eq(0), state.eq(_State.DATA)]
-        return m
+                self._unit_step(m, k)
+        with m.If(k.launch):         # after the sequencer, so that this state wins
+            m.d.comb += k.gather.start.eq(1)
+            m.d.sync += [k.position.eq(0), state.eq(_State.DATA)]
+
+    def _load_run(self, m, k):
+        """BIAS and TABLE: a run of words into the bias or the table register (the table
+        waits, and a bad shift stops the run, once the previous tile's results are out)."""
+        A = self._p["alpha"]
+        state, word, weights = k.state, k.word, k.weights
+        size = Mux(state == _State.BIAS, k.bias_words, 2 * A)
+        m.d.comb += weights.count.eq(size)
+        with m.If((state == _State.TABLE) & k.bad_shift):
+            with m.If(~k.results.pending):
+                m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
+        with m.Elif(~k.requested):
+            m.d.comb += weights.start.eq(1)
+            m.d.sync += k.requested.eq(1)
+        with m.Else():
+            m.d.comb += word.ready.eq(1)
+            with m.If(word.valid):
+                with m.If(state == _State.BIAS):
+                    m.d.sync += k.bias.eq(Cat(k.bias[k.word_bits:],
+                                              word.payload[:k.word_bits]))
+                with m.Else():
+                    m.d.sync += k.table_we.eq(1)
+                m.d.sync += k.loaded.eq(k.loaded + 1)
+                with m.If(k.loaded == size - 1):
+                    m.d.sync += [k.loaded.eq(0), k.requested.eq(0), k.wptr.eq(k.wptr + size),
+                                 state.eq(Mux(state == _State.BIAS, _State.TABLE,
+                                              _State.WEIGHTS))]
+
+    def _unit_step(self, m, k):
+        """POST and TRANSFER: pooling and adds on the post-processing unit, loads and
+        stores on the activation port, started once and awaited."""
+        state, post, xfer = k.state, k.post, k.xfer
+        in_post = state == _State.POST
+        busy = post.busy if xfer is None else Mux(in_post, post.busy, xfer.busy)
+        with m.If(~k.started):
+            m.d.comb += post.start.eq(in_post)
+            if xfer is not None:
+                m.d.comb += xfer.start.eq(~in_post)
+            m.d.sync += k.started.eq(1)
+        with m.Elif(~busy):
+            m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
+
+
+class _Parts:
+    """The engine's units and the signals its ``elaborate`` stages share."""
+
+
+def _word(bits, k):
+    """32-bit word ``k`` of a header or descriptor."""
+    return bits.word_select(k, 32)
+
+
+class _Region:
+    """A region of a step descriptor (three words from word ``k``): its first word's
+    address, whether it is the accumulator buffer, its channels and its map size."""
+
+    def __init__(self, desc, k):
+        first, size = _word(desc, k), _word(desc, k + 2)
+        self.addr, self.acc = first[:30], first[31]
+        self.channels, self.height, self.width = _word(desc, k + 1), size[:16], size[16:]
+
+
+class _Layer:
+    """A layer step's fields (docs/semantics.md section 9)."""
+
+    def __init__(self, desc):
+        src, dst = _Region(desc, 1), _Region(desc, 4)
+        self.src, self.height, self.width = src.addr, src.height, src.width
+        self.dst, self.dst_acc = dst.addr, dst.acc
+        self.out_height, self.out_width = dst.height, dst.width
+        self.row_blocks, self.col_blocks = _word(desc, 8), _word(desc, 9)
+        self.positions, self.weights = _word(desc, 10), _word(desc, 11)
+        self.pad = _word(desc, 12)
+        window = _word(desc, 13)
+        self.kernel, self.stride, self.padding = window[:8], window[8:16], window[16:24]
+        self.rounds = window[24:32]
+        self.images, strides = _word(desc, 14), _word(desc, 15)
+        self.src_stride, self.dst_stride = strides[:16], strides[16:]
+
+
+class _Pool:
+    """A pooling step's fields: its source map and output sizes, its window."""
+
+    def __init__(self, desc):
+        src, dst = _Region(desc, 1), _Region(desc, 4)
+        self.height, self.width = src.height, src.width
+        self.out_height, self.out_width = dst.height, dst.width
+        window = _word(desc, 7)
+        self.kernel, self.stride, self.padding = window[:8], window[8:16], window[16:24]
+
+
+class _Add:
+    """An add step's fields: its destination, blocks, words and the operands' scales."""
+
+    def __init__(self, desc):
+        dst = _Region(desc, 7)
+        self.dst, self.dst_acc = dst.addr, dst.acc
+        self.blocks, self.words = _word(desc, 8), _word(desc, 12)
+        self.ma, self.mb = _word(desc, 10), _word(desc, 11)
+
+
+class _Step:
+    """A step descriptor's fields, named for each operation: its op and flags, its first
+    and second regions (a pooling's source and destination, an add's operands, a
+    transfer's buffer region), ``layer``, ``pool``, ``add``, and a transfer's external
+    address and word count."""
+
+    def __init__(self, desc):
+        self.op, self.flags = desc[:8], desc[8:16]
+        first, second = _Region(desc, 1), _Region(desc, 4)
+        self.first, self.first_acc = first.addr, first.acc
+        self.second, self.second_acc = second.addr, second.acc
+        self.is_add, self.is_transfer = self.op == 2, self.op >= 3
+        self.ext_addr, self.ext_count = _word(desc, 4), _word(desc, 5)
+        self.layer, self.pool, self.add = _Layer(desc), _Pool(desc), _Add(desc)
