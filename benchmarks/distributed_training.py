@@ -2,12 +2,15 @@
 predicted iteration time, and the performance model at INCEPTIONN's setting.
 
     .venv/bin/python benchmarks/distributed_training.py [--out DIR] [--epochs 15]
+        [--models lenet5,resnet20] [--no-timing]
 
 1. Accuracy: LeNet-5 on the MNIST subset, 4 processes on 1gbit links, the same schedule
    (Adam, batch 32 per rank, seed fixed) uncompressed, INCEPTIONN-style at b = 10 and 7
    (ring), TernGrad with 2.5-sigma clipping (all-gather, its layer-wise scalers) and the
    Rice codec at b = 10 and 8 (ring); then with momentum SGD (0.9, the rate falling along a
    cosine, as the TernGrad paper trains) uncompressed and TernGrad with either scaler.
+   ResNet-20 the same way, uncompressed, INCEPTIONN-style at b = 10 and the Rice codec at
+   b = 10 and 8 (Adam).
 2. Time: 2 and 4 nodes at 100mbit and 1gbit, uncompressed, b = 10 and Rice at b = 10,
    ring, plus the
    aggregator baseline at 4 nodes; the model (``codnn.distributed.perf_model``) is
@@ -45,6 +48,9 @@ ACCURACY = {"uncompressed": dict(codec="none"),
             "TernGrad clip, SGD": dict(codec="terngrad", scaler="clip", exchange="allgather",
                                        optimizer="sgd"),
             "TernGrad max, SGD": dict(codec="terngrad", exchange="allgather", optimizer="sgd")}
+#: The accuracy runs of each model (``ACCURACY``'s labels).
+MODEL_RUNS = {"lenet5": list(ACCURACY),
+              "resnet20": ["uncompressed", "INCEPTIONN b=10", "Rice b=10", "Rice b=8"]}
 TIMING = [dict(nodes=n, link=link, codec=codec)
           for n in (2, 4) for link in ("100mbit", "1gbit")
           for codec in ("none", "inceptionn", "rice")]
@@ -62,15 +68,23 @@ def _run(out, label, epochs, **settings):
     return report
 
 
-def accuracy_runs(out, epochs):
+def accuracy_runs(out, epochs, models):
     rows = []
-    for label, settings in ACCURACY.items():
-        report = _run(out, f"accuracy {label}", epochs, nodes=4, link="1gbit", **settings)
-        rows.append({"run": label, "accuracy": report["accuracy"][-1],
-                     "curve": " ".join(f"{a:.3f}" for a in report["accuracy"]),
-                     "ratio": report["ratio"], "iteration_ms": 1e3 * report["iteration_s"],
-                     "ranks_agree": report["ranks_agree"]})
+    for model in models:
+        for label in MODEL_RUNS[model]:
+            prefix = "accuracy" if model == "lenet5" else f"accuracy {model}"
+            report = _run(out, f"{prefix} {label}", epochs, nodes=4, link="1gbit",
+                          model=model, **ACCURACY[label])
+            rows.append(_accuracy_row(model, label, report))
     return rows
+
+
+def _accuracy_row(model, label, report):
+    return {"model": model, "run": label, "accuracy": report["accuracy"][-1],
+            "curve": " ".join(f"{a:.3f}" for a in report["accuracy"]),
+            "ratio": report["ratio"], "iteration_ms": 1e3 * report["iteration_s"],
+            "ranks_agree": report["ranks_agree"],
+            "bytes_sent_per_iteration": report["sent_bytes"]}
 
 
 def timing_runs(out):
@@ -135,8 +149,9 @@ def plot(accuracy, timing, path):
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for row in accuracy:
         curve = [float(a) for a in row["curve"].split()]
-        left.plot(range(1, len(curve) + 1), curve, marker="o", label=row["run"])
-    left.set(xlabel="epoch", ylabel="test accuracy", title="LeNet-5, 4 nodes, 1gbit")
+        left.plot(range(1, len(curve) + 1), curve, marker="o",
+                  label=f"{row['model']}: {row['run']}")
+    left.set(xlabel="epoch", ylabel="test accuracy", title="4 nodes, 1gbit")
     left.legend()
     labels = [f"{r['nodes']}x{r['link']}\n{r['codec']} {r['exchange'][:4]}" for r in timing]
     x = range(len(timing))
@@ -154,12 +169,31 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("build/benchmarks/distributed"))
     parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--models", default="lenet5,resnet20",
+                        help=f"accuracy runs of these models, of {', '.join(MODEL_RUNS)}")
+    parser.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
+                        help="the iteration-time runs and INCEPTIONN's setting")
     args = parser.parse_args()
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODEL_RUNS]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r}: one of {', '.join(MODEL_RUNS)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    accuracy = accuracy_runs(args.out, args.epochs)
-    print_rows(f"accuracy after {args.epochs} epochs, LeNet-5, 4 nodes, 1gbit", accuracy,
+    accuracy = accuracy_runs(args.out, args.epochs, models)
+    print_rows(f"accuracy after {args.epochs} epochs, 4 nodes, 1gbit", accuracy,
                [(k, k.replace("_", " ")) for k in accuracy[0]])
-    timing, fitted = timing_runs(args.out)
+    write_csv(args.out / "distributed.csv", accuracy)
+    timing = []
+    if args.timing:
+        timing = timing_report(args.out, accuracy)
+    plot(accuracy, timing, args.out / "distributed.png")
+    print(f"wrote {args.out}/distributed.csv, "
+          + ("prediction.csv, inceptionn.csv, " if args.timing else "") + "distributed.png")
+
+
+def timing_report(out, accuracy):
+    """Run and print the timing part and INCEPTIONN's setting; returns the timing rows."""
+    timing, fitted = timing_runs(out)
     print(f"calibration: efficiency {fitted.efficiency:.3f}, overhead "
           f"{1e6 * fitted.overhead_s:.0f} us per message, codec rates "
           + ", ".join(f"{c} {r / 1e6:.0f} M values/s" for c, r in fitted.codec_rates))
@@ -170,11 +204,9 @@ def main():
     print_rows(f"INCEPTIONN's setting: 4 nodes, 10 GbE, ratio {ratio:.2f}, engine at "
                f"{nic_rate() / 1e6:.0f} M values/s", setting,
                [(k, k.replace("_", " ")) for k in setting[0]])
-    write_csv(args.out / "distributed.csv", accuracy)
-    write_csv(args.out / "prediction.csv", timing)
-    write_csv(args.out / "inceptionn.csv", setting)
-    plot(accuracy, timing, args.out / "distributed.png")
-    print(f"wrote {args.out}/distributed.csv, prediction.csv, inceptionn.csv, distributed.png")
+    write_csv(out / "prediction.csv", timing)
+    write_csv(out / "inceptionn.csv", setting)
+    return timing
 
 
 if __name__ == "__main__":
