@@ -2,6 +2,7 @@
 between layers (docs/semantics.md section 9)."""
 
 import dataclasses
+from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
@@ -189,7 +190,7 @@ class NetworkEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = _Parts()
+        k = SimpleNamespace()          # the units and signals the stages share
         self._units(m, k)
         self._run_state(m, k)
         self._tile_words(m, k)
@@ -219,7 +220,7 @@ class NetworkEngine(wiring.Component):
             m.submodules[name] = mem
             return mem.write_port(), mem.read_port(transparent_for=())
         prog_w, k.prog_r = store("program", 32, p["program_words"])
-        k.error = Signal()
+        k.error = Signal(name="error")
         if p["weight_port"] == "onchip":
             k.weights = OnChipWeights(word_bits=k.word_bits, words=p["weight_words"])
             m.d.comb += k.weights.write.eq(self.weight_write)
@@ -244,20 +245,20 @@ class NetworkEngine(wiring.Component):
         program words: in HEADER and FETCH word ``pc`` is read each cycle and arrives the
         next, shifted into the header or the step's descriptor (``k.step``)."""
         p = self._p
-        k.state = Signal(_State)
+        k.state = Signal(_State, name="state")
         m.d.comb += self.busy.eq((k.state != _State.IDLE) & (k.state != _State.ERROR))
         m.d.comb += self.error.eq(k.error)
-        k.cycles = Signal(32)
+        k.cycles = Signal(32, name="cycles")
         m.d.comb += self.cycles.eq(k.cycles)
         with m.If(self.busy):
             m.d.sync += k.cycles.eq(k.cycles + 1)
-        k.pc = Signal(range(p["program_words"] + 1))
-        k.header = Signal(32 * HEADER_WORDS)
-        k.desc = Signal(32 * STEP_WORDS)
+        k.pc = Signal(range(p["program_words"] + 1), name="pc")
+        k.header = Signal(32 * HEADER_WORDS, name="header")
+        k.desc = Signal(32 * STEP_WORDS, name="desc")
         k.step = _Step(k.desc)
         k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + 2, name="fetched")
-        k.steps_left = Signal(32)
-        k.started = Signal()
+        k.steps_left = Signal(32, name="steps_left")
+        k.started = Signal(name="started")
         m.d.comb += k.prog_r.addr.eq(k.pc)
 
     def _tile_words(self, m, k):
@@ -267,17 +268,17 @@ class NetworkEngine(wiring.Component):
         p = self._p
         R, W, A = p["rows"], p["cols"], p["alpha"]
         word_bits = k.word_bits
-        k.wptr = Signal(32)
-        k.requested = Signal()
+        k.wptr = Signal(32, name="wptr")
+        k.requested = Signal(name="requested")
         k.word = word = k.weights.o
         m.d.comb += k.weights.addr.eq(k.wptr)
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
-        k.bias = Signal(k.bias_words * word_bits)
-        k.table = Signal(2 * A * word_bits)
+        k.bias = Signal(k.bias_words * word_bits, name="bias")
+        k.table = Signal(2 * A * word_bits, name="table")
         # A table word shifts in a cycle after it is taken, from a register, so that no
         # sequencer decision drives the enable of every table bit (WEIGHTS follows TABLE
         # for at least a cycle: the table is whole before the tile launches).
-        table_word, k.table_we = Signal(word_bits), Signal(name="table_we")
+        table_word, k.table_we = Signal(word_bits, name="table_word"), Signal(name="table_we")
         m.d.sync += [table_word.eq(word.payload[:word_bits]), k.table_we.eq(0)]
         with m.If(k.table_we):
             m.d.sync += k.table.eq(Cat(k.table[word_bits:], table_word))
@@ -347,8 +348,8 @@ class NetworkEngine(wiring.Component):
             acc_depth=p["acc_words"], psum_depth=p["psum_words"])
         m.submodules.results = results
         wiring.connect(m, array.result, results.result)
-        k.block_base = Signal(32)           # row_block * positions, kept as a running sum
-        k.launch = Signal()                 # the gather starts the loaded tile
+        k.block_base = Signal(32, name="block_base")    # row_block * positions, a running sum
+        k.launch = Signal(name="launch")                # the gather starts the loaded tile
         k.free = results.free               # the started tile's results are out after this
         m.d.comb += [
             results.launch.eq(k.launch), results.to_psums.eq(~k.last_col),
@@ -367,11 +368,12 @@ class NetworkEngine(wiring.Component):
         p = self._p
         post, gather, step = k.post, k.gather, k.step
         pool, add = step.pool, step.add
-        k.transfer_read = Signal(range(p["act_words"]))     # a store's buffer reads
+        # A store's buffer reads.
+        k.transfer_read = Signal(range(p["act_words"]), name="transfer_read")
         # Who reads column 0's copy of the buffer through the gather's other port: the
         # state a cycle ago (the post-processing unit and a store read from the cycle after
         # their start on; the host only while the engine is idle).
-        reads_post, reads_transfer = Signal(), Signal()
+        reads_post, reads_transfer = Signal(name="reads_post"), Signal(name="reads_transfer")
         m.d.sync += [reads_post.eq(k.state == _State.POST),
                      reads_transfer.eq(k.state == _State.TRANSFER)]
         global_pool = pool.kernel == 0
@@ -587,10 +589,6 @@ class NetworkEngine(wiring.Component):
             m.d.sync += k.started.eq(1)
         with m.Elif(~busy):
             m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
-
-
-class _Parts:
-    """The engine's units and the signals its ``elaborate`` stages share."""
 
 
 def _word(bits, k):

@@ -3,6 +3,8 @@
 # top's parameters then drops it with a clear error, which the warning would only repeat)
 """A board-ready top: the network engine behind the UART host link."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -44,9 +46,9 @@ class NetworkSoc(wiring.Component):
     Errors: ``RUN`` before a program and weights ``NO_WEIGHTS``; ``WRITE_DATA`` before a
     program ``NO_WEIGHTS``; a program whose header does not match the engine
     ``BAD_PROGRAM``; a ``RUN`` unless exactly the input region's words were written since
-    the last one (or the program) ``BAD_INPUT``; a word outside a memory, data that is not the input
-    region's next word or goes past the region, a lane count outside 1..rows or a payload
-    of the wrong size ``BAD_ARGUMENT``.
+    the last one (or the program) ``BAD_INPUT``; a word outside a memory, data that is not
+    the input region's next word or goes past the region, a lane count outside 1..rows or
+    a payload of the wrong size ``BAD_ARGUMENT``.
 
     Latency of ``RUN``: the engine's (``golden.network_program.step_cycles``), then the
     output's channels, one a cycle (a cycle more per word, three more in all), to the
@@ -97,242 +99,279 @@ class NetworkSoc(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.link = link = self._link
-        engine = self._engine
-        abort = Signal()                        # a run past its cycle limit: reset it
-        m.submodules.engine = ResetInserter(abort)(engine)
-        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
-                     self.busy.eq(link.request.ready == 0)]
-        p = engine.params
-        R = p["rows"]
-        weight_bytes = 2 * p["cols"]
-        word_bytes = max(4, weight_bytes, R)
-
-        command, length = Signal(8), Signal(16)
-        args = Signal(40)                       # the first five payload bytes
-        first, second, third = args[:16], args[16:32], args[32:40]
-        program_in, weights_in, valid = Signal(), Signal(), Signal()
-        image_words = Signal(17)                # data words written since the last run
-        cycles = Signal(32)
-        budget, spent = Signal(32), Signal(32)  # RUN's cycle limit (0: none), its cycles
-        status, reply_length = Signal(8), Signal(16)
-        out_word = Signal(max(8 * STATUS_BYTES, 32 * R))
-        out_bytes = Signal(range(max(STATUS_BYTES, 4 * R) + 1))
-        index = Signal(range(MAX_PAYLOAD + 1))
-        header_bytes = Signal(2)                # bytes of the request before its words
-        unit = Signal(range(word_bytes + 1))    # bytes per word of the request
-        byte_in_word = Signal(range(word_bytes))
-        word = Signal(8 * word_bytes)
-        address = Signal(17)
-        count = Signal(17)
-        end = Signal(17)
-        limit = Signal(18)
-
-        # The header's input and output regions, kept as the program is written.
-        regions = [Signal(32 * 3, name=n) for n in ("input_region", "output_region")]
-        write = engine.program_write
-        for region, at in zip(regions, (_INPUT_WORD, _OUTPUT_WORD)):
-            for k in range(3):
-                with m.If(write.en & (write.addr == at + k)):
-                    m.d.sync += region.word_select(k, 32).eq(write.data)
-        (in_first, in_c, in_hw), (out_first, out_c, out_hw) = (
-            [r.word_select(k, 32) for k in range(3)] for r in regions)
-        in_addr, out_addr, out_is_acc = in_first[:30], out_first[:30], out_first[31]
-        in_words = Signal(33)                   # ceil(C / rows) * H * W, by repeated steps
-        channels_left = Signal(32)
-        in_area, out_area = Signal(32), Signal(32)      # H * W, registered
-        m.d.sync += [in_area.eq(in_hw[:16] * in_hw[16:]), out_area.eq(out_hw[:16] * out_hw[16:])]
-
-        # RUN's class: the first largest of the output's channels at its first position.
-        channel, lane = Signal(32), Signal(range(R))
-        best, best_channel = Signal(signed(34)), Signal(16)
-        value = Mux(out_is_acc, engine.acc_read_data.word_select(lane, 32).as_signed(),
-                    engine.act_read_data.word_select(lane, 8))
-        # A lane read is registered as the candidate, compared with the best a cycle later.
-        candidate, candidate_channel = Signal(signed(34)), Signal(16)
-        candidate_valid = Signal()
-        m.d.sync += candidate_valid.eq(0)
-        with m.If(candidate_valid & ((candidate_channel == 0) | (candidate > best))):
-            m.d.sync += [best.eq(candidate), best_channel.eq(candidate_channel)]
-
-        def reply(code, nbytes=0):
-            m.d.sync += [status.eq(code), reply_length.eq(nbytes)]
-            m.next = "HEADER"
-
-        def measure_input(then):
-            """Count the input region's words, then go to ``then``."""
-            m.d.sync += [in_words.eq(0), channels_left.eq(in_c)]
-            m.next = then
-
-        is_acc_read = third[0]
+        k = SimpleNamespace()
+        self._registers(m, k)
+        self._kept_regions(m, k)
+        self._class_compare(m, k)
         with m.FSM():
-            request_states(m, link, command=command, length=length, args=args, index=index,
-                           then="DECODE")
+            request_states(m, self._link, command=k.command, length=k.length, args=k.args,
+                           index=k.index, then="DECODE")
             with m.State("DECODE"):
-                m.d.sync += [address.eq(first), count.eq(0), byte_in_word.eq(0), word.eq(0)]
-                with m.Switch(command):
-                    with m.Case(Command.RESET, Command.STATUS):
-                        with m.If(length != 0):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(command == Command.RESET):
-                            m.d.sync += [program_in.eq(0), weights_in.eq(0), valid.eq(0),
-                                         image_words.eq(0), cycles.eq(0)]
-                            m.d.comb += link.clear.eq(1)
-                            reply(Status.OK)
-                        with m.Else():
-                            m.d.sync += [out_word.eq(status_block(
-                                Engine.NETWORK,
-                                {"alpha": p["alpha"], "bitserial": p["mac"] == "bitserial",
-                                 "acc_words": p["acc_words"], "psum_words": p["psum_words"]},
-                                {"rows": R, "cols": p["cols"], "acc_bits": 32,
-                                 "depth": p["act_words"], "weights_loaded": program_in
-                                 & weights_in, "results_valid": valid,
-                                 "frames_ok": link.frames_ok, "frames_bad": link.frames_bad,
-                                 "last_run_cycles": cycles})),
-                                out_bytes.eq(STATUS_BYTES)]
-                            reply(Status.OK, STATUS_BYTES)
-                    with m.Case(Command.WRITE_PROGRAM):
-                        m.d.sync += [unit.eq(4), header_bytes.eq(2), end.eq(2),
-                                     limit.eq(p["program_words"])]
-                        m.next = "MEASURE"
-                    with m.Case(Command.WRITE_WEIGHTS):
-                        m.d.sync += [unit.eq(weight_bytes), header_bytes.eq(2), end.eq(2),
-                                     limit.eq(p["weight_words"])]
-                        m.next = "MEASURE"
-                    with m.Case(Command.WRITE_DATA):
-                        m.d.sync += [unit.eq(second[:8]), header_bytes.eq(3), end.eq(3)]
-                        with m.If(~program_in):
-                            reply(Status.NO_WEIGHTS)
-                        with m.Elif((length < 4) | (second[:8] == 0) | (second[:8] > R)):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Else():
-                            measure_input("INPUT_WORDS")
-                    with m.Case(Command.RUN):
-                        m.d.sync += budget.eq(Mux(length == 4, args[:32], 0))
-                        with m.If((length != 0) & (length != 4)):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(~program_in | ~weights_in):
-                            reply(Status.NO_WEIGHTS)
-                        with m.Else():
-                            measure_input("INPUT_WORDS")
-                    with m.Case(Command.READ_RESULTS):
-                        nbytes = Mux(is_acc_read, 4 * R, R)
-                        with m.If((length != 5) | (third > 1) | (second == 0)
-                                  | (first + second > Mux(is_acc_read, p["acc_words"],
-                                                          p["act_words"]))
-                                  | (second * nbytes > 0xFFFF)):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Else():
-                            m.d.sync += end.eq(first + second)
-                            reply(Status.OK, second * nbytes)
-                    with m.Default():
-                        reply(Status.UNKNOWN_COMMAND)
-
-            # The input region's words: a row block of lanes at a time.
+                self._decode(m, k)
             with m.State("INPUT_WORDS"):
-                with m.If(channels_left != 0):
-                    m.d.sync += [in_words.eq(in_words + in_area),
-                                 channels_left.eq(Mux(channels_left > R, channels_left - R, 0))]
-                with m.Elif(command == Command.RUN):
-                    with m.If(image_words != in_words):
-                        m.d.sync += image_words.eq(0)
-                        reply(Status.BAD_INPUT)
-                    with m.Else():
-                        m.d.comb += engine.start.eq(1)
-                        m.d.sync += [image_words.eq(0), valid.eq(0), spent.eq(0)]
-                        m.next = "RUN"
-                with m.Else():
-                    m.d.sync += limit.eq(in_addr + in_words)
-                    with m.If((first != in_addr + image_words)
-                              | (in_addr + in_words > p["act_words"])):
-                        reply(Status.BAD_ARGUMENT)
-                    with m.Else():
-                        m.next = "MEASURE"
-
-            # WRITE_*: count the whole words in the payload (no divider), then copy them.
-            with m.State("MEASURE"):
-                with m.If(end < length):
-                    m.d.sync += [end.eq(end + unit), count.eq(count + 1)]
-                with m.Elif((end != length) | (count == 0) | (first + count > limit)):
-                    reply(Status.BAD_ARGUMENT)
-                with m.Else():
-                    m.d.sync += index.eq(header_bytes)
-                    m.next = "COPY_ADDRESS"
-            with m.State("COPY_ADDRESS"):
-                m.d.comb += link.buffer_addr.eq(index)
-                m.d.sync += index.eq(index + 1)
-                m.next = "COPY_DATA"
-            with m.State("COPY_DATA"):
-                whole = Signal.like(word)
-                m.d.comb += [whole.eq(word),
-                             whole.word_select(byte_in_word, 8).eq(link.buffer_data)]
-                m.d.sync += [word.eq(whole), byte_in_word.eq(byte_in_word + 1)]
-                with m.If(byte_in_word == unit - 1):
-                    m.d.sync += [word.eq(0), byte_in_word.eq(0), address.eq(address + 1)]
-                    with m.Switch(command):
-                        with m.Case(Command.WRITE_PROGRAM):
-                            m.d.comb += [write.addr.eq(address), write.data.eq(whole),
-                                         write.en.eq(1)]
-                            m.d.sync += [program_in.eq(1), image_words.eq(0), valid.eq(0)]
-                        with m.Case(Command.WRITE_WEIGHTS):
-                            m.d.comb += [engine.weight_write.addr.eq(address),
-                                         engine.weight_write.data.eq(whole),
-                                         engine.weight_write.en.eq(1)]
-                            m.d.sync += weights_in.eq(1)
-                        with m.Case(Command.WRITE_DATA):
-                            m.d.comb += [engine.act_write.addr.eq(address),
-                                         engine.act_write.data.eq(whole),
-                                         engine.act_write.en.eq(1)]
-                            m.d.sync += image_words.eq(image_words + 1)
-                with m.If(index == length):
-                    reply(Status.OK)
-                with m.Else():
-                    m.next = "COPY_ADDRESS"
-
-            # RUN: the engine, then the class over the output's channels.
-            with m.State("RUN"):
-                m.d.sync += spent.eq(spent + 1)
-                with m.If(engine.busy & (budget != 0) & (spent == budget)):
-                    m.d.comb += abort.eq(1)
-                    m.d.sync += cycles.eq(spent)
-                    reply(Status.RUN_TIMEOUT)
-                with m.Elif(~engine.busy):
-                    m.d.sync += cycles.eq(engine.cycles)
-                    with m.If(engine.error):
-                        reply(Status.BAD_PROGRAM)
-                    with m.Elif(out_c == 0):
-                        m.d.sync += [valid.eq(1), best_channel.eq(0)]
-                        m.next = "CLASS_DONE"
-                    with m.Else():
-                        m.d.sync += [valid.eq(1), address.eq(out_addr), channel.eq(0),
-                                     lane.eq(0), best_channel.eq(0)]
-                        m.next = "CLASS_ADDRESS"
-            with m.State("CLASS_ADDRESS"):
-                m.d.comb += [engine.act_read.eq(address), engine.acc_read.eq(address)]
-                m.next = "CLASS"
-            with m.State("CLASS"):
-                m.d.comb += [engine.act_read.eq(address), engine.acc_read.eq(address)]
-                m.d.sync += [candidate.eq(value), candidate_channel.eq(channel),
-                             candidate_valid.eq(1)]
-                m.d.sync += [channel.eq(channel + 1), lane.eq(lane + 1)]
-                with m.If(channel + 1 == out_c):
-                    m.next = "CLASS_LAST"
-                with m.Elif(lane == R - 1):
-                    m.d.sync += [lane.eq(0), address.eq(address + out_area)]
-                    m.next = "CLASS_ADDRESS"
-            with m.State("CLASS_LAST"):              # the last candidate compared
-                m.next = "CLASS_DONE"
-            with m.State("CLASS_DONE"):
-                m.d.sync += [out_word.eq(Cat(cycles, best_channel)), out_bytes.eq(6)]
-                reply(Status.OK, 6)
-
+                self._input_words(m, k)
+            self._copy_states(m, k)
+            self._run_states(m, k)
             # Responses: the header, then the bytes of out_word (READ_RESULTS: a word each).
+            engine, R = self._engine, self._engine.params["rows"]
+            is_acc_read = k.third[0]
             response_states(
-                m, link, status=status, reply_length=reply_length, out_word=out_word,
-                out_bytes=out_bytes,
-                words=(command == Command.READ_RESULTS) & (status == Status.OK),
-                address=address, end=end,
+                m, self._link, status=k.status, reply_length=k.reply_length,
+                out_word=k.out_word, out_bytes=k.out_bytes,
+                words=(k.command == Command.READ_RESULTS) & (k.status == Status.OK),
+                address=k.address, end=k.end,
                 fetch=lambda at: [engine.act_read.eq(at), engine.acc_read.eq(at)],
                 load=lambda: (Mux(is_acc_read, engine.acc_read_data, engine.act_read_data),
                               Mux(is_acc_read, 4 * R, R)))
         return m
+
+    def _registers(self, m, k):
+        """The link and the engine (reset when a run passes its cycle limit), and the
+        registers of a request: its command, length and first payload bytes, the words
+        it writes, what the engine holds, the reply."""
+        m.submodules.link = link = self._link
+        engine = self._engine
+        k.abort = Signal(name="abort")          # a run past its cycle limit: reset it
+        m.submodules.engine = ResetInserter(k.abort)(engine)
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
+                     self.busy.eq(link.request.ready == 0)]
+        p = engine.params
+        R = p["rows"]
+        word_bytes = max(4, 2 * p["cols"], R)
+        k.command, k.length = Signal(8, name="command"), Signal(16, name="length")
+        k.args = Signal(40, name="args")        # the first five payload bytes
+        k.first, k.second, k.third = k.args[:16], k.args[16:32], k.args[32:40]
+        k.program_in, k.weights_in = Signal(name="program_in"), Signal(name="weights_in")
+        k.valid = Signal(name="valid")
+        k.image_words = Signal(17, name="image_words")  # data words written since the run
+        k.cycles = Signal(32, name="cycles")
+        # RUN's cycle limit (0: none), its cycles
+        k.budget, k.spent = Signal(32, name="budget"), Signal(32, name="spent")
+        k.status, k.reply_length = Signal(8, name="status"), Signal(16, name="reply_length")
+        k.out_word = Signal(max(8 * STATUS_BYTES, 32 * R), name="out_word")
+        k.out_bytes = Signal(range(max(STATUS_BYTES, 4 * R) + 1), name="out_bytes")
+        k.index = Signal(range(MAX_PAYLOAD + 1), name="index")
+        k.header_bytes = Signal(2, name="header_bytes")  # bytes before the request's words
+        k.unit = Signal(range(word_bytes + 1), name="unit")  # bytes per word of the request
+        k.byte_in_word = Signal(range(word_bytes), name="byte_in_word")
+        k.word = Signal(8 * word_bytes, name="word")
+        k.address, k.count = Signal(17, name="address"), Signal(17, name="count")
+        k.end, k.limit = Signal(17, name="end"), Signal(18, name="limit")
+
+    def _kept_regions(self, m, k):
+        """The header's input and output regions, kept as the program is written, and
+        their sizes: ``in_words`` (``ceil(C / rows) * H * W``, by repeated steps)."""
+        write = self._engine.program_write
+        regions = [Signal(32 * 3, name=n) for n in ("input_region", "output_region")]
+        for region, at in zip(regions, (_INPUT_WORD, _OUTPUT_WORD)):
+            for i in range(3):
+                with m.If(write.en & (write.addr == at + i)):
+                    m.d.sync += region.word_select(i, 32).eq(write.data)
+        (in_first, k.in_c, in_hw), (out_first, k.out_c, out_hw) = (
+            [r.word_select(i, 32) for i in range(3)] for r in regions)
+        k.in_addr, k.out_addr, k.out_is_acc = in_first[:30], out_first[:30], out_first[31]
+        k.in_words = Signal(33, name="in_words")
+        k.channels_left = Signal(32, name="channels_left")
+        k.in_area, k.out_area = Signal(32, name="in_area"), Signal(32, name="out_area")
+        m.d.sync += [k.in_area.eq(in_hw[:16] * in_hw[16:]),
+                     k.out_area.eq(out_hw[:16] * out_hw[16:])]
+
+    def _class_compare(self, m, k):
+        """RUN's class: the first largest of the output's channels at its first position.
+        A lane read is registered as the candidate, compared with the best a cycle
+        later."""
+        engine, R = self._engine, self._engine.params["rows"]
+        k.channel, k.lane = Signal(32, name="channel"), Signal(range(R), name="lane")
+        best, k.best_channel = Signal(signed(34), name="best"), Signal(16, name="best_channel")
+        k.value = Mux(k.out_is_acc, engine.acc_read_data.word_select(k.lane, 32).as_signed(),
+                      engine.act_read_data.word_select(k.lane, 8))
+        k.candidate = Signal(signed(34), name="candidate")
+        k.candidate_channel = Signal(16, name="candidate_channel")
+        k.candidate_valid = Signal(name="candidate_valid")
+        m.d.sync += k.candidate_valid.eq(0)
+        with m.If(k.candidate_valid & ((k.candidate_channel == 0) | (k.candidate > best))):
+            m.d.sync += [best.eq(k.candidate), k.best_channel.eq(k.candidate_channel)]
+
+    @staticmethod
+    def _reply(m, k, code, nbytes=0):
+        m.d.sync += [k.status.eq(code), k.reply_length.eq(nbytes)]
+        m.next = "HEADER"
+
+    @staticmethod
+    def _measure_input(m, k):
+        """Count the input region's words (INPUT_WORDS)."""
+        m.d.sync += [k.in_words.eq(0), k.channels_left.eq(k.in_c)]
+        m.next = "INPUT_WORDS"
+
+    def _decode(self, m, k):
+        """DECODE: a request's arguments checked; a reply, or the state that goes on."""
+        engine, link, reply = self._engine, self._link, self._reply
+        p = engine.params
+        R = p["rows"]
+        first, second, third, length = k.first, k.second, k.third, k.length
+        m.d.sync += [k.address.eq(first), k.count.eq(0), k.byte_in_word.eq(0), k.word.eq(0)]
+        with m.Switch(k.command):
+            with m.Case(Command.RESET, Command.STATUS):
+                with m.If(length != 0):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Elif(k.command == Command.RESET):
+                    m.d.sync += [k.program_in.eq(0), k.weights_in.eq(0), k.valid.eq(0),
+                                 k.image_words.eq(0), k.cycles.eq(0)]
+                    m.d.comb += link.clear.eq(1)
+                    reply(m, k, Status.OK)
+                with m.Else():
+                    m.d.sync += [k.out_word.eq(status_block(
+                        Engine.NETWORK,
+                        {"alpha": p["alpha"], "bitserial": p["mac"] == "bitserial",
+                         "acc_words": p["acc_words"], "psum_words": p["psum_words"]},
+                        {"rows": R, "cols": p["cols"], "acc_bits": 32,
+                         "depth": p["act_words"], "weights_loaded": k.program_in
+                         & k.weights_in, "results_valid": k.valid,
+                         "frames_ok": link.frames_ok, "frames_bad": link.frames_bad,
+                         "last_run_cycles": k.cycles})),
+                        k.out_bytes.eq(STATUS_BYTES)]
+                    reply(m, k, Status.OK, STATUS_BYTES)
+            with m.Case(Command.WRITE_PROGRAM):
+                m.d.sync += [k.unit.eq(4), k.header_bytes.eq(2), k.end.eq(2),
+                             k.limit.eq(p["program_words"])]
+                m.next = "MEASURE"
+            with m.Case(Command.WRITE_WEIGHTS):
+                m.d.sync += [k.unit.eq(2 * p["cols"]), k.header_bytes.eq(2), k.end.eq(2),
+                             k.limit.eq(p["weight_words"])]
+                m.next = "MEASURE"
+            with m.Case(Command.WRITE_DATA):
+                m.d.sync += [k.unit.eq(second[:8]), k.header_bytes.eq(3), k.end.eq(3)]
+                with m.If(~k.program_in):
+                    reply(m, k, Status.NO_WEIGHTS)
+                with m.Elif((length < 4) | (second[:8] == 0) | (second[:8] > R)):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Else():
+                    self._measure_input(m, k)
+            with m.Case(Command.RUN):
+                m.d.sync += k.budget.eq(Mux(length == 4, k.args[:32], 0))
+                with m.If((length != 0) & (length != 4)):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Elif(~k.program_in | ~k.weights_in):
+                    reply(m, k, Status.NO_WEIGHTS)
+                with m.Else():
+                    self._measure_input(m, k)
+            with m.Case(Command.READ_RESULTS):
+                is_acc_read = third[0]
+                nbytes = Mux(is_acc_read, 4 * R, R)
+                with m.If((length != 5) | (third > 1) | (second == 0)
+                          | (first + second > Mux(is_acc_read, p["acc_words"],
+                                                  p["act_words"]))
+                          | (second * nbytes > 0xFFFF)):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Else():
+                    m.d.sync += k.end.eq(first + second)
+                    reply(m, k, Status.OK, second * nbytes)
+            with m.Default():
+                reply(m, k, Status.UNKNOWN_COMMAND)
+
+    def _input_words(self, m, k):
+        """INPUT_WORDS: the input region's words, a row block of lanes at a time; then a
+        RUN starts the engine, a WRITE_DATA checks where its words go."""
+        engine, reply = self._engine, self._reply
+        R, act_words = engine.params["rows"], engine.params["act_words"]
+        with m.If(k.channels_left != 0):
+            m.d.sync += [k.in_words.eq(k.in_words + k.in_area),
+                         k.channels_left.eq(Mux(k.channels_left > R, k.channels_left - R, 0))]
+        with m.Elif(k.command == Command.RUN):
+            with m.If(k.image_words != k.in_words):
+                m.d.sync += k.image_words.eq(0)
+                reply(m, k, Status.BAD_INPUT)
+            with m.Else():
+                m.d.comb += engine.start.eq(1)
+                m.d.sync += [k.image_words.eq(0), k.valid.eq(0), k.spent.eq(0)]
+                m.next = "RUN"
+        with m.Else():
+            m.d.sync += k.limit.eq(k.in_addr + k.in_words)
+            with m.If((k.first != k.in_addr + k.image_words)
+                      | (k.in_addr + k.in_words > act_words)):
+                reply(m, k, Status.BAD_ARGUMENT)
+            with m.Else():
+                m.next = "MEASURE"
+
+    def _copy_states(self, m, k):
+        """WRITE_*: count the whole words in the payload (no divider), then copy them into
+        the program, weight or activation memory, a byte a cycle."""
+        engine, link, reply = self._engine, self._link, self._reply
+        with m.State("MEASURE"):
+            with m.If(k.end < k.length):
+                m.d.sync += [k.end.eq(k.end + k.unit), k.count.eq(k.count + 1)]
+            with m.Elif((k.end != k.length) | (k.count == 0) | (k.first + k.count > k.limit)):
+                reply(m, k, Status.BAD_ARGUMENT)
+            with m.Else():
+                m.d.sync += k.index.eq(k.header_bytes)
+                m.next = "COPY_ADDRESS"
+        with m.State("COPY_ADDRESS"):
+            m.d.comb += link.buffer_addr.eq(k.index)
+            m.d.sync += k.index.eq(k.index + 1)
+            m.next = "COPY_DATA"
+        with m.State("COPY_DATA"):
+            whole = Signal.like(k.word)
+            m.d.comb += [whole.eq(k.word),
+                         whole.word_select(k.byte_in_word, 8).eq(link.buffer_data)]
+            m.d.sync += [k.word.eq(whole), k.byte_in_word.eq(k.byte_in_word + 1)]
+            with m.If(k.byte_in_word == k.unit - 1):
+                m.d.sync += [k.word.eq(0), k.byte_in_word.eq(0), k.address.eq(k.address + 1)]
+                memories = {Command.WRITE_PROGRAM: engine.program_write,
+                            Command.WRITE_WEIGHTS: engine.weight_write,
+                            Command.WRITE_DATA: engine.act_write}
+                with m.Switch(k.command):
+                    for command, write in memories.items():
+                        with m.Case(command):
+                            m.d.comb += [write.addr.eq(k.address), write.data.eq(whole),
+                                         write.en.eq(1)]
+                            m.d.sync += {
+                                Command.WRITE_PROGRAM: [k.program_in.eq(1),
+                                                        k.image_words.eq(0), k.valid.eq(0)],
+                                Command.WRITE_WEIGHTS: [k.weights_in.eq(1)],
+                                Command.WRITE_DATA: [k.image_words.eq(k.image_words + 1)],
+                            }[command]
+            with m.If(k.index == k.length):
+                reply(m, k, Status.OK)
+            with m.Else():
+                m.next = "COPY_ADDRESS"
+
+    def _run_states(self, m, k):
+        """RUN: the engine (reset past the cycle limit), then the class over the output's
+        channels, a lane a cycle and a cycle more per word."""
+        engine, reply = self._engine, self._reply
+        R = engine.params["rows"]
+        with m.State("RUN"):
+            m.d.sync += k.spent.eq(k.spent + 1)
+            with m.If(engine.busy & (k.budget != 0) & (k.spent == k.budget)):
+                m.d.comb += k.abort.eq(1)
+                m.d.sync += k.cycles.eq(k.spent)
+                reply(m, k, Status.RUN_TIMEOUT)
+            with m.Elif(~engine.busy):
+                m.d.sync += k.cycles.eq(engine.cycles)
+                with m.If(engine.error):
+                    reply(m, k, Status.BAD_PROGRAM)
+                with m.Elif(k.out_c == 0):
+                    m.d.sync += [k.valid.eq(1), k.best_channel.eq(0)]
+                    m.next = "CLASS_DONE"
+                with m.Else():
+                    m.d.sync += [k.valid.eq(1), k.address.eq(k.out_addr), k.channel.eq(0),
+                                 k.lane.eq(0), k.best_channel.eq(0)]
+                    m.next = "CLASS_ADDRESS"
+        with m.State("CLASS_ADDRESS"):
+            m.d.comb += [engine.act_read.eq(k.address), engine.acc_read.eq(k.address)]
+            m.next = "CLASS"
+        with m.State("CLASS"):
+            m.d.comb += [engine.act_read.eq(k.address), engine.acc_read.eq(k.address)]
+            m.d.sync += [k.candidate.eq(k.value), k.candidate_channel.eq(k.channel),
+                         k.candidate_valid.eq(1)]
+            m.d.sync += [k.channel.eq(k.channel + 1), k.lane.eq(k.lane + 1)]
+            with m.If(k.channel + 1 == k.out_c):
+                m.next = "CLASS_LAST"
+            with m.Elif(k.lane == R - 1):
+                m.d.sync += [k.lane.eq(0), k.address.eq(k.address + k.out_area)]
+                m.next = "CLASS_ADDRESS"
+        with m.State("CLASS_LAST"):              # the last candidate compared
+            m.next = "CLASS_DONE"
+        with m.State("CLASS_DONE"):
+            m.d.sync += [k.out_word.eq(Cat(k.cycles, k.best_channel)), k.out_bytes.eq(6)]
+            reply(m, k, Status.OK, 6)
