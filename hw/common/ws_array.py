@@ -2,6 +2,8 @@
 beats accepted on credits, partial sums skewed in and deskewed out, an optional output
 stage and an output FIFO per row. A subclass supplies its cells."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -231,123 +233,150 @@ class WeightStationaryArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, W = self.rows, self.cols
-        depth = self.pipeline_depth          # the cells' stages, edge to edge
+        k = SimpleNamespace()           # the signals the stages share
+        self._handshakes(m, k)
+        self._valid_pipeline(m, k)
+        self._weight_beat(m, k)
+        self._bank_states(m, k)
+        weight = self._weight_banks(m, k)
+        row_psum = self._row_psums(m, k)
+        self._cells(m, row_psum, weight, k.use_bank, k.data_go, k.phase, k.at_end, platform)
+        self._results(m, k, row_psum)
+        return m
 
+    def _handshakes(self, m, k):
+        """Credits (accept a data beat only while one more fits the cells and the FIFO),
+        the two weight banks' states and which one loads and which one computes, the beat
+        phase and the weight part; the streams' ``ready`` from them."""
         # Credits: beats in the cells or the FIFO; accept only while one more fits.
         # room (a beat more fits the FIFO) is a register, set with the occupancy.
-        occupancy = Signal(range(self.fifo_depth + 1))
-        room = Signal(init=1)
-
+        occupancy = Signal(range(self.fifo_depth + 1), name="occupancy")
+        room = Signal(init=1, name="room")
         # Control: two weight banks, each EMPTY -> FULL (loaded) -> BUSY (in use) -> EMPTY.
-        bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
-        load_bank = Signal(name="load_bank")
-        use_bank = Signal(name="use_bank")
-        load_row = counter(R)
+        k.bank_state = Array(Signal(2, name=f"bank{b}_state") for b in range(2))
+        k.load_bank = Signal(name="load_bank")
+        k.use_bank = Signal(name="use_bank")
+        k.load_row = counter(self.rows, name="load_row")
         # Cycles since the last accepted beat; the next is accepted once it has had
         # beat_cycles of them (with one cycle a beat, always: no register).
         # at_end (phase == beat_cycles - 1) is a register, set with the phase.
         if self.beat_cycles > 1:
-            phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1)
-            at_end = Signal(init=1)
+            k.phase = Signal(range(self.beat_cycles), init=self.beat_cycles - 1, name="phase")
+            k.at_end = Signal(init=1, name="at_end")
         else:
-            phase, at_end = C(0, 1), C(1, 1)
+            k.phase, k.at_end = C(0, 1), C(1, 1)
         # With weight parts: the part the next edge sends (0: ready for a beat).
-        P = self._weight_cycles
         # part_idle (part == 0) is a register, set with the part.
-        if P > 1:
-            part, part_idle = Signal(range(P), name="weight_part"), Signal(init=1)
+        if self._weight_cycles > 1:
+            k.part = Signal(range(self._weight_cycles), name="weight_part")
+            k.part_idle = Signal(init=1, name="part_idle")
         else:
-            part, part_idle = C(0, 1), C(1, 1)
+            k.part, k.part_idle = C(0, 1), C(1, 1)
         m.d.comb += [
-            self.weights.ready.eq((bank_state[load_bank] == _EMPTY) & part_idle),
-            self.data.ready.eq(room & (bank_state[use_bank] == _FULL) & at_end),
+            self.weights.ready.eq((k.bank_state[k.load_bank] == _EMPTY) & k.part_idle),
+            self.data.ready.eq(room & (k.bank_state[k.use_bank] == _FULL) & k.at_end),
         ]
-        weights_go = self.weights.valid & self.weights.ready
-        data_go = self.data.valid & self.data.ready
+        k.weights_go = self.weights.valid & self.weights.ready
+        k.data_go = self.data.valid & self.data.ready
         result_go = self.result.valid & self.result.ready
         if self.beat_cycles > 1:
-            count_phase(m, phase, at_end, data_go, self.beat_cycles)
-        with m.If(data_go & ~result_go):
+            count_phase(m, k.phase, k.at_end, k.data_go, self.beat_cycles)
+        with m.If(k.data_go & ~result_go):
             m.d.sync += [occupancy.eq(occupancy + 1),
                          room.eq(occupancy < self.fifo_depth - 1)]
-        with m.Elif(result_go & ~data_go):
+        with m.Elif(result_go & ~k.data_go):
             m.d.sync += [occupancy.eq(occupancy - 1), room.eq(1)]
 
-        # Valid pipeline: (valid, bank, last) of each beat in flight.
-        pipe_valid = [Signal(name=f"pipe{k}_valid") for k in range(depth)]
-        pipe_bank = [Signal(name=f"pipe{k}_bank") for k in range(depth)]
-        pipe_last = [Signal(name=f"pipe{k}_last") for k in range(depth)]
-        m.d.sync += [pipe_valid[0].eq(data_go), pipe_bank[0].eq(use_bank),
-                     pipe_last[0].eq(self.data.payload.last)]
-        for k in range(1, depth):
-            m.d.sync += [pipe_valid[k].eq(pipe_valid[k - 1]),
-                         pipe_bank[k].eq(pipe_bank[k - 1]),
-                         pipe_last[k].eq(pipe_last[k - 1])]
-        tile_done = pipe_valid[-1] & pipe_last[-1]
+    def _valid_pipeline(self, m, k):
+        """(valid, bank, last) of each beat in flight, a register stage per cell stage;
+        ``tile_done`` when a tile's last beat leaves the cells."""
+        depth = self.pipeline_depth
+        k.pipe_valid = [Signal(name=f"pipe{i}_valid") for i in range(depth)]
+        k.pipe_bank = [Signal(name=f"pipe{i}_bank") for i in range(depth)]
+        k.pipe_last = [Signal(name=f"pipe{i}_last") for i in range(depth)]
+        m.d.sync += [k.pipe_valid[0].eq(k.data_go), k.pipe_bank[0].eq(k.use_bank),
+                     k.pipe_last[0].eq(self.data.payload.last)]
+        for i in range(1, depth):
+            m.d.sync += [k.pipe_valid[i].eq(k.pipe_valid[i - 1]),
+                         k.pipe_bank[i].eq(k.pipe_bank[i - 1]),
+                         k.pipe_last[i].eq(k.pipe_last[i - 1])]
+        k.tile_done = k.pipe_valid[-1] & k.pipe_last[-1]
 
-        # A weight beat (or its first part) goes into the array the edge it is accepted,
-        # with its tag (valid, bank, row, part); further parts follow an edge apart from a
-        # register that holds the beat. With parts, only the part counter and the tag's
-        # valid bit depend on the handshake: the beat's registers load (and the first
-        # part goes out) whenever no part is left to send, and without a valid tag
-        # nothing is written.
-        tag = Signal(data.StructLayout({"valid": 1, "bank": 1, "row": range(max(2, R)),
-                                        **({"part": range(P)} if P > 1 else {})}),
-                     name="weights_tag_c0")
+    def _weight_beat(self, m, k):
+        """A weight beat (or its first part) goes into the array the edge it is accepted,
+        with its tag (valid, bank, row, part); further parts follow an edge apart from a
+        register that holds the beat. With parts, only the part counter and the tag's
+        valid bit depend on the handshake: the beat's registers load (and the first part
+        goes out) whenever no part is left to send, and without a valid tag nothing is
+        written. Sets ``weights_q``, ``tag`` and the last part's (bank, row)."""
+        P = self._weight_cycles
+        k.tag = tag = Signal(data.StructLayout({
+            "valid": 1, "bank": 1, "row": range(max(2, self.rows)),
+            **({"part": range(P)} if P > 1 else {})}), name="weights_tag_c0")
         payload = self.weights.payload
         if P == 1:
-            weights_q = stage(m, payload, "weights_q")
-            m.d.sync += [tag.valid.eq(weights_go), tag.bank.eq(load_bank),
-                         tag.row.eq(load_row)]
-            last_part, last_bank, last_row = weights_go, load_bank, load_row
-        else:
-            held = Signal.like(payload, name="weights_held", reset_less=True)
-            weights_q = Signal(data.ArrayLayout(self._cell_weight.elem_shape, W),
-                               name="weights_q", reset_less=True)
-            with m.If(part_idle):
-                m.d.sync += [held.eq(payload), tag.part.eq(0),
-                             tag.bank.eq(load_bank), tag.row.eq(load_row)]
-                m.d.sync += [weights_q[c].eq(payload[c][0]) for c in range(W)]
-            with m.Else():
-                m.d.sync += tag.part.eq(part)
-                m.d.sync += [weights_q[c].eq(held[c][part]) for c in range(W)]
-            with m.If(weights_go):
-                m.d.sync += [part.eq(1), part_idle.eq(0)]
-            with m.Elif(~part_idle):
-                m.d.sync += [part.eq(Mux(part == P - 1, 0, part + 1)),
-                             part_idle.eq(part == P - 1)]
-            m.d.sync += tag.valid.eq(weights_go | ~part_idle)
-            last_part, last_bank, last_row = (part == P - 1), tag.bank, tag.row
+            k.weights_q = stage(m, payload, "weights_q")
+            m.d.sync += [tag.valid.eq(k.weights_go), tag.bank.eq(k.load_bank),
+                         tag.row.eq(k.load_row)]
+            k.last_part, k.last_bank, k.last_row = k.weights_go, k.load_bank, k.load_row
+            return
+        part, part_idle = k.part, k.part_idle
+        held = Signal.like(payload, name="weights_held", reset_less=True)
+        k.weights_q = Signal(data.ArrayLayout(self._cell_weight.elem_shape, self.cols),
+                             name="weights_q", reset_less=True)
+        with m.If(part_idle):
+            m.d.sync += [held.eq(payload), tag.part.eq(0),
+                         tag.bank.eq(k.load_bank), tag.row.eq(k.load_row)]
+            m.d.sync += [k.weights_q[c].eq(payload[c][0]) for c in range(self.cols)]
+        with m.Else():
+            m.d.sync += tag.part.eq(part)
+            m.d.sync += [k.weights_q[c].eq(held[c][part]) for c in range(self.cols)]
+        with m.If(k.weights_go):
+            m.d.sync += [part.eq(1), part_idle.eq(0)]
+        with m.Elif(~part_idle):
+            m.d.sync += [part.eq(Mux(part == P - 1, 0, part + 1)),
+                         part_idle.eq(part == P - 1)]
+        m.d.sync += tag.valid.eq(k.weights_go | ~part_idle)
+        k.last_part, k.last_bank, k.last_row = (part == P - 1), tag.bank, tag.row
+
+    def _bank_states(self, m, k):
+        """The banks' EMPTY -> FULL -> BUSY -> EMPTY steps, the bank in use, each row's
+        output-stage shift per bank, and the next row and bank to load."""
+        R = self.rows
         # A tile's weights are written in column 0 the edge after its last beat's last
-        # part is sent (below); its bank is FULL from then on.
+        # part is sent; its bank is FULL from then on.
         loaded, loaded_bank = Signal(name="loaded"), Signal(name="loaded_bank")
-        m.d.sync += [loaded.eq(last_part & (last_row == R - 1)), loaded_bank.eq(last_bank)]
+        m.d.sync += [loaded.eq(k.last_part & (k.last_row == R - 1)),
+                     loaded_bank.eq(k.last_bank)]
+        last_in = k.data_go & self.data.payload.last
         for b in range(2):
-            with m.If(tile_done & (pipe_bank[-1] == b)):
-                m.d.sync += bank_state[b].eq(_EMPTY)
-            with m.Elif(data_go & self.data.payload.last & (use_bank == b)):
-                m.d.sync += bank_state[b].eq(_BUSY)
+            with m.If(k.tile_done & (k.pipe_bank[-1] == b)):
+                m.d.sync += k.bank_state[b].eq(_EMPTY)
+            with m.Elif(last_in & (k.use_bank == b)):
+                m.d.sync += k.bank_state[b].eq(_BUSY)
             with m.Elif(loaded & (loaded_bank == b)):
-                m.d.sync += bank_state[b].eq(_FULL)
-        with m.If(data_go & self.data.payload.last):
-            m.d.sync += use_bank.eq(~use_bank)
+                m.d.sync += k.bank_state[b].eq(_FULL)
+        with m.If(last_in):
+            m.d.sync += k.use_bank.eq(~k.use_bank)
         # Each row's output-stage shift, per bank, taken with the row's weight beat.
         if self.out_bits is not None:
-            row_shift = [[Signal(range(self.acc_bits), name=f"shift{b}_r{r}")
-                          for r in range(R)] for b in range(2)]
+            k.row_shift = [[Signal(range(self.acc_bits), name=f"shift{b}_r{r}")
+                            for r in range(R)] for b in range(2)]
             for b in range(2):
                 for r in range(R):
-                    with m.If(weights_go & (load_bank == b) & (load_row == r)):
-                        m.d.sync += row_shift[b][r].eq(self.shift)
-        with m.If(weights_go):
-            with m.If(load_row == R - 1):
-                m.d.sync += [load_row.eq(0), load_bank.eq(~load_bank)]
+                    with m.If(k.weights_go & (k.load_bank == b) & (k.load_row == r)):
+                        m.d.sync += k.row_shift[b][r].eq(self.shift)
+        with m.If(k.weights_go):
+            with m.If(k.load_row == R - 1):
+                m.d.sync += [k.load_row.eq(0), k.load_bank.eq(~k.load_bank)]
             with m.Else():
-                m.d.sync += load_row.eq(load_row + 1)
+                m.d.sync += k.load_row.eq(k.load_row + 1)
 
-        # Weight banks, written a row (and a part) at a time: registers, or with parts a
-        # memory per cell addressed by (bank, part).
+    def _weight_banks(self, m, k):
+        """The weight banks, written a row (and a part) at a time: registers, or with
+        parts a memory per cell addressed by (bank, part). Returns ``weight(r, c, bank[,
+        part])``, a cell's weight (``_cells``)."""
+        R, W, P = self.rows, self.cols, self._weight_cycles
         if P == 1:
             banks = [[[Signal(self._cell_weight, name=f"w{b}_r{r}_c{c}") for c in range(W)]
                       for r in range(R)] for b in range(2)]
@@ -365,7 +394,7 @@ class WeightStationaryArray(wiring.Component):
         # edges after it is sent and row n R-1-n edges later, so every row of column c is
         # written 1 + c edges after the tile's last part is sent, and no write net spans
         # more than a cell.
-        beat = [weights_q[c] for c in range(W)]             # columns c.. of the beat
+        beat, tag = [k.weights_q[c] for c in range(W)], k.tag      # columns c.. of the beat
         for c in range(W):
             value, value_tag = beat[0], tag                 # entering row R-1
             for r in reversed(range(R)):
@@ -386,8 +415,8 @@ class WeightStationaryArray(wiring.Component):
                     own = column_stage if r == R - 1 else stage
                     value_tag = own(m, value_tag, f"weights_tag_r{r - 1}_c{c}")
             if c < W - 1:
-                beat = [stage(m, v, f"weights_c{c + 1}_{k}")
-                        for k, v in enumerate(beat[1:], c + 1)]
+                beat = [stage(m, v, f"weights_c{c + 1}_{i}")
+                        for i, v in enumerate(beat[1:], c + 1)]
                 tag = stage(m, tag, f"weights_tag_c{c + 1}")
 
         def weight(r, c, bank, part=None):
@@ -398,7 +427,12 @@ class WeightStationaryArray(wiring.Component):
             address = Signal(part_bits, name=f"w_part_r{r}_c{c}")
             m.d.comb += [address.eq(part), read.addr.eq(Cat(address, bank))]
             return read.data
+        return weight
 
+    def _row_psums(self, m, k):
+        """Each row's partial sum, delayed to meet its cells' products (the skew: row r
+        waits ``R-1-r`` cycles more, unless the cells align the rows); sets ``skew``."""
+        R, depth = self.rows, self.pipeline_depth
         psum_in = stage(m, self.data.payload.psum, "psum_in")
         if self._rows_aligned:
             # Every row's partial sum waits until a cycle before the cells' results.
@@ -412,13 +446,15 @@ class WeightStationaryArray(wiring.Component):
             psum_in, wait = memory_delay(m, psum_in, wait - 1, "psum_line"), 1
         # Skew in, deskew out: row r's partial sum waits R-1-r cycles more and its result r
         # (row R-1, the bottom, leaves the cells first), unless the cells align the rows.
-        skew = [0 if self._rows_aligned else r for r in range(R)]
-        row_psum = [delay(m, psum_in[r], skew[R - 1 - r] + wait, f"psum_r{r}")
-                    for r in range(R)]
-        self._cells(m, row_psum, weight, use_bank, data_go, phase, at_end, platform)
+        k.skew = [0 if self._rows_aligned else r for r in range(R)]
+        return [delay(m, psum_in[r], k.skew[R - 1 - r] + wait, f"psum_r{r}") for r in range(R)]
 
+    def _results(self, m, k, row_psum):
+        """Each row's result deskewed, through the output stage (with the shift its row
+        took with the tile's weights) when there is one, into the output FIFOs."""
+        R, depth, skew = self.rows, self.pipeline_depth, k.skew
         result = Signal(self.result.payload.shape())
-        m.d.comb += result.last.eq(pipe_last[-1])
+        m.d.comb += result.last.eq(k.pipe_last[-1])
         if self.out_bits is None:
             for r in range(R):
                 m.d.comb += result.acc[r].eq(delay(m, row_psum[r], skew[r], f"deskew_r{r}"))
@@ -429,17 +465,16 @@ class WeightStationaryArray(wiring.Component):
             # mask (bit k of acc lands at or above out_bits) are registered a cycle
             # before, from the bank that beat used.
             for r in reversed(range(R)):
-                own = Mux(pipe_bank[depth - 4 - skew[r]], row_shift[1][r], row_shift[0][r])
+                own = Mux(k.pipe_bank[depth - 4 - skew[r]], k.row_shift[1][r],
+                          k.row_shift[0][r])
                 shift = stage(m, own, f"shift_r{r}")
-                mask = stage(m, Cat(own <= k - self.out_bits if k >= self.out_bits else C(0)
-                                    for k in range(self.acc_bits)), f"over_mask_r{r}")
+                mask = stage(m, Cat(own <= i - self.out_bits if i >= self.out_bits else C(0)
+                                    for i in range(self.acc_bits)), f"over_mask_r{r}")
                 y = self._output_stage(m, row_psum[r], shift, mask, r)
                 m.d.comb += [
                     result.acc[r].eq(delay(m, row_psum[r], skew[r] + 2, f"deskew_r{r}")),
                     result.y[r].eq(delay(m, y, skew[r], f"deskew_y_r{r}"))]
-
-        self._output_fifos(m, result, pipe_valid)
-        return m
+        self._output_fifos(m, result, k.pipe_valid)
 
     def _output_fifos(self, m, result, pipe_valid):
         """An output FIFO per group of rows (``row_groups``; the first holds ``last``),
