@@ -1,5 +1,7 @@
 """A board-ready top: a weight-stationary array behind the UART host link."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
@@ -147,200 +149,228 @@ class ArraySoc(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        k = SimpleNamespace()           # the memories and registers the stages share
         m.submodules.link = link = self._link
-        m.submodules.array = array = self._array
-        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx)]
-        R, D = self.array.rows, self.depth
-        WB, DB, RB = self.weight_row_bytes, self.data_vector_bytes, self.result_vector_bytes
+        m.submodules.array = self._array
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
+                     self.busy.eq(link.request.ready == 0)]
+        self._memories(m, k)
+        self._registers(m, k)
+        with m.FSM():
+            request_states(m, link, command=k.command, length=k.length, args=k.args,
+                           index=k.index, then="DECODE")
+            with m.State("DECODE"):
+                self._decode(m, k)
+            self._copy_states(m, k)
+            # RESET: the data memory is zeroed, a vector per cycle.
+            with m.State("CLEAR"):
+                m.d.comb += [k.data_w.addr.eq(k.address), k.data_w.data.eq(0),
+                             k.data_w.en.eq(1)]
+                m.d.sync += k.address.eq(k.address + 1)
+                with m.If(k.address == self.depth - 1):
+                    self._reply(m, k, Status.OK)
+            self._run_states(m, k)
+            # Responses: the header, then the bytes of out_word (results: one per vector).
+            result_r = k.result_r
+            response_states(m, link, status=k.status, reply_length=k.reply_length,
+                            out_word=k.out_word, out_bytes=k.out_bytes,
+                            words=k.results_follow, address=k.address, end=k.end,
+                            fetch=lambda at: result_r.addr.eq(at),
+                            load=lambda: (result_r.data, self.result_vector_bytes))
+        self._store_results(m, k)
+        return m
 
+    def _memories(self, m, k):
+        """The weight rows, the data vectors and the results, each a memory with a write
+        port and a read port (data a cycle after the address)."""
         m.submodules.weight_mem = weight_mem = memory.Memory(
-            shape=self._row_bits, depth=R, init=[])
+            shape=self._row_bits, depth=self.array.rows, init=[])
         m.submodules.data_mem = data_mem = memory.Memory(
-            shape=self._vector_bits, depth=D, init=[])
+            shape=self._vector_bits, depth=self.depth, init=[])
         m.submodules.result_mem = result_mem = memory.Memory(
-            shape=self._result_bits, depth=D, init=[])
+            shape=self._result_bits, depth=self.depth, init=[])
         weight_w, weight_r = weight_mem.write_port(), weight_mem.read_port(transparent_for=())
         data_w, data_r = data_mem.write_port(), data_mem.read_port(transparent_for=())
         result_w, result_r = result_mem.write_port(), result_mem.read_port(transparent_for=())
+        k.weight_w, k.weight_r, k.data_w, k.data_r = weight_w, weight_r, data_w, data_r
+        k.result_w, k.result_r = result_w, result_r
 
-        command = Signal(8)
-        length = Signal(16)
-        args = Signal(40)                       # the first five payload bytes
-        first, second = args[:16], args[16:32]
-        written = Signal(R)                     # weight rows written since the last RESET
-        loaded, valid = Signal(), Signal()      # weights loaded, results valid
-        m.d.comb += loaded.eq(written.all())
-        result_count = Signal(16)
-        cycles = Signal(32)
-        status, reply_length = Signal(8), Signal(16)
-        word_bytes = max(WB, DB)
-        word = Signal(8 * word_bytes)           # request bytes shift in at the top
-        out_bits = max(8 * RB, 8 * STATUS_BYTES)
-        out_word = Signal(out_bits)             # response bytes leave at the bottom
-        out_bytes = Signal(range(max(RB, STATUS_BYTES) + 1))
-        index = Signal(range(MAX_PAYLOAD + 1))  # payload byte (args, copies)
-        byte_in_word = Signal(range(word_bytes))
-        address = Signal(16)                    # memory row / vector
-        count = Signal(16)                      # rows or vectors of the request
-        end = Signal(17)
-        accumulate = Signal()
-        primed = Signal()
-        results_in = Signal(16)
-        overflow = Signal()                     # the result memory is full
+    def _registers(self, m, k):
+        """A request's command, length and first payload bytes; what the top holds
+        (weight rows written, results valid and their count, the last run's cycles); the
+        reply; the copy's and the run's counters."""
+        R, RB = self.array.rows, self.result_vector_bytes
+        k.command, k.length = Signal(8, name="command"), Signal(16, name="length")
+        k.args = Signal(40, name="args")        # the first five payload bytes
+        k.first, k.second = k.args[:16], k.args[16:32]
+        k.written = Signal(R, name="written")   # weight rows written since the last RESET
+        k.loaded, k.valid = Signal(name="loaded"), Signal(name="valid")
+        m.d.comb += k.loaded.eq(k.written.all())
+        k.result_count = Signal(16, name="result_count")
+        k.cycles = Signal(32, name="cycles")
+        k.status, k.reply_length = Signal(8, name="status"), Signal(16, name="reply_length")
+        k.word_bytes = max(self.weight_row_bytes, self.data_vector_bytes)
+        k.word = Signal(8 * k.word_bytes, name="word")  # request bytes shift in at the top
+        # Response bytes leave at the bottom.
+        k.out_word = Signal(max(8 * RB, 8 * STATUS_BYTES), name="out_word")
+        k.out_bytes = Signal(range(max(RB, STATUS_BYTES) + 1), name="out_bytes")
+        k.index = Signal(range(MAX_PAYLOAD + 1), name="index")  # payload byte: args, copies
+        k.byte_in_word = Signal(range(k.word_bytes), name="byte_in_word")
+        k.address = Signal(16, name="address")  # memory row / vector
+        k.count = Signal(16, name="count")      # rows or vectors of the request
+        k.end = Signal(17, name="end")
+        k.accumulate, k.primed = Signal(name="accumulate"), Signal(name="primed")
+        k.results_in = Signal(16, name="results_in")
+        k.overflow = Signal(name="overflow")    # the result memory is full
+        k.results_follow = Signal(name="results_follow")  # the reply's payload: results
 
-        m.d.comb += self.busy.eq(link.request.ready == 0)
+    @staticmethod
+    def _reply(m, k, code, nbytes=0, then_results=False):
+        m.d.sync += [k.status.eq(code), k.reply_length.eq(nbytes),
+                     k.results_follow.eq(then_results)]
+        m.next = "HEADER"
 
-        results_follow = Signal()               # the reply's payload: stored results
-
-        def reply(code, nbytes=0, then_results=False):
-            m.d.sync += [status.eq(code), reply_length.eq(nbytes),
-                         results_follow.eq(then_results)]
-            m.next = "HEADER"
-
-        with m.FSM():
-            request_states(m, link, command=command, length=length, args=args, index=index,
-                           then="DECODE")
-            with m.State("DECODE"):
-                m.d.sync += [address.eq(first), count.eq(0), end.eq(2), index.eq(2),
-                             byte_in_word.eq(0)]
-                with m.Switch(command):
-                    with m.Case(Command.RESET, Command.STATUS):
-                        with m.If(length != 0):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(command == Command.RESET):
-                            m.d.sync += [written.eq(0), valid.eq(0), result_count.eq(0),
-                                         cycles.eq(0), address.eq(0)]
-                            m.d.comb += link.clear.eq(1)
-                            m.next = "CLEAR"
-                        with m.Else():
-                            m.d.sync += [out_word.eq(self._status_block(
-                                loaded, valid, result_count, cycles, link)),
-                                out_bytes.eq(STATUS_BYTES)]
-                            reply(Status.OK, STATUS_BYTES)
-                    with m.Case(Command.WRITE_WEIGHTS):
-                        m.next = "MEASURE"
-                    with m.Case(Command.WRITE_DATA):
-                        with m.If(~loaded):
-                            reply(Status.NO_WEIGHTS)
-                        with m.Else():
-                            m.next = "MEASURE"
-                    with m.Case(Command.RUN):
-                        m.d.sync += [count.eq(first), accumulate.eq(second[0])]
-                        with m.If(length != 3):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(~loaded):
-                            reply(Status.NO_WEIGHTS)
-                        with m.Elif(second[0] & ~valid):
-                            reply(Status.NO_RESULTS)
-                        with m.Elif((first == 0) | (first > D)
-                                    | (second[0] & (first > result_count))):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Else():
-                            m.d.sync += [address.eq(0), primed.eq(0), cycles.eq(0),
-                                         results_in.eq(0), overflow.eq(0), valid.eq(0)]
-                            m.next = "RUN_WEIGHTS"
-                    with m.Case(Command.READ_RESULTS):
-                        m.d.sync += [count.eq(second), end.eq(first + second)]
-                        with m.If(length != 4):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Elif(~valid):
-                            reply(Status.NO_RESULTS)
-                        with m.Elif((second == 0) | (first + second > result_count)
-                                    | (second > 0xFFFF // RB)):
-                            reply(Status.BAD_ARGUMENT)
-                        with m.Else():
-                            reply(Status.OK, second * RB, then_results=True)
-                    with m.Default():
-                        reply(Status.UNKNOWN_COMMAND)
-
-            # WRITE_*: count the whole rows or vectors in the payload (no divider), copy.
-            is_weights = command == Command.WRITE_WEIGHTS
-            with m.State("MEASURE"):
-                with m.If(end < length):
-                    m.d.sync += [end.eq(end + Mux(is_weights, WB, DB)), count.eq(count + 1)]
-                with m.Elif((end != length) | (count == 0)
-                            | (first + count > Mux(is_weights, R, D))):
-                    reply(Status.BAD_ARGUMENT)
+    def _decode(self, m, k):
+        """DECODE: a request's arguments checked; a reply, or the state that goes on."""
+        D, RB, reply = self.depth, self.result_vector_bytes, self._reply
+        first, second, length, command = k.first, k.second, k.length, k.command
+        m.d.sync += [k.address.eq(first), k.count.eq(0), k.end.eq(2), k.index.eq(2),
+                     k.byte_in_word.eq(0)]
+        with m.Switch(command):
+            with m.Case(Command.RESET, Command.STATUS):
+                with m.If(length != 0):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Elif(command == Command.RESET):
+                    m.d.sync += [k.written.eq(0), k.valid.eq(0), k.result_count.eq(0),
+                                 k.cycles.eq(0), k.address.eq(0)]
+                    m.d.comb += self._link.clear.eq(1)
+                    m.next = "CLEAR"
                 with m.Else():
-                    m.next = "COPY_ADDRESS"
-            with m.State("COPY_ADDRESS"):
-                m.d.comb += link.buffer_addr.eq(index)
-                m.d.sync += index.eq(index + 1)
-                m.next = "COPY_DATA"
-            with m.State("COPY_DATA"):
-                new_word = Cat(word[8:], link.buffer_data)
-                m.d.sync += [word.eq(new_word), byte_in_word.eq(byte_in_word + 1)]
-                m.d.comb += [weight_w.addr.eq(address), data_w.addr.eq(address),
-                             weight_w.data.eq(new_word[8 * (word_bytes - WB):]),
-                             data_w.data.eq(new_word[8 * (word_bytes - DB):])]
-                with m.If(byte_in_word == Mux(is_weights, WB - 1, DB - 1)):
-                    m.d.comb += [weight_w.en.eq(is_weights), data_w.en.eq(~is_weights)]
-                    m.d.sync += [byte_in_word.eq(0), address.eq(address + 1)]
-                    with m.If(is_weights):
-                        m.d.sync += written.bit_select(address[:ceil_log2(R) or 1], 1).eq(1)
-                with m.If(index == length):
-                    reply(Status.OK)
+                    m.d.sync += [k.out_word.eq(self._status_block(
+                        k.loaded, k.valid, k.result_count, k.cycles, self._link)),
+                        k.out_bytes.eq(STATUS_BYTES)]
+                    reply(m, k, Status.OK, STATUS_BYTES)
+            with m.Case(Command.WRITE_WEIGHTS):
+                m.next = "MEASURE"
+            with m.Case(Command.WRITE_DATA):
+                with m.If(~k.loaded):
+                    reply(m, k, Status.NO_WEIGHTS)
                 with m.Else():
-                    m.next = "COPY_ADDRESS"
+                    m.next = "MEASURE"
+            with m.Case(Command.RUN):
+                m.d.sync += [k.count.eq(first), k.accumulate.eq(second[0])]
+                with m.If(length != 3):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Elif(~k.loaded):
+                    reply(m, k, Status.NO_WEIGHTS)
+                with m.Elif(second[0] & ~k.valid):
+                    reply(m, k, Status.NO_RESULTS)
+                with m.Elif((first == 0) | (first > D)
+                            | (second[0] & (first > k.result_count))):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Else():
+                    m.d.sync += [k.address.eq(0), k.primed.eq(0), k.cycles.eq(0),
+                                 k.results_in.eq(0), k.overflow.eq(0), k.valid.eq(0)]
+                    m.next = "RUN_WEIGHTS"
+            with m.Case(Command.READ_RESULTS):
+                m.d.sync += [k.count.eq(second), k.end.eq(first + second)]
+                with m.If(length != 4):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Elif(~k.valid):
+                    reply(m, k, Status.NO_RESULTS)
+                with m.Elif((second == 0) | (first + second > k.result_count)
+                            | (second > 0xFFFF // RB)):
+                    reply(m, k, Status.BAD_ARGUMENT)
+                with m.Else():
+                    reply(m, k, Status.OK, second * RB, then_results=True)
+            with m.Default():
+                reply(m, k, Status.UNKNOWN_COMMAND)
 
-            # RESET: the data memory is zeroed, a vector per cycle.
-            with m.State("CLEAR"):
-                m.d.comb += [data_w.addr.eq(address), data_w.data.eq(0), data_w.en.eq(1)]
+    def _copy_states(self, m, k):
+        """WRITE_*: count the whole rows or vectors in the payload (no divider), then
+        copy them into the weight or data memory, a byte a cycle."""
+        R, D, reply = self.array.rows, self.depth, self._reply
+        WB, DB, word_bytes = self.weight_row_bytes, self.data_vector_bytes, k.word_bytes
+        is_weights = k.command == Command.WRITE_WEIGHTS
+        weight_w, data_w, address = k.weight_w, k.data_w, k.address
+        with m.State("MEASURE"):
+            with m.If(k.end < k.length):
+                m.d.sync += [k.end.eq(k.end + Mux(is_weights, WB, DB)),
+                             k.count.eq(k.count + 1)]
+            with m.Elif((k.end != k.length) | (k.count == 0)
+                        | (k.first + k.count > Mux(is_weights, R, D))):
+                reply(m, k, Status.BAD_ARGUMENT)
+            with m.Else():
+                m.next = "COPY_ADDRESS"
+        with m.State("COPY_ADDRESS"):
+            m.d.comb += self._link.buffer_addr.eq(k.index)
+            m.d.sync += k.index.eq(k.index + 1)
+            m.next = "COPY_DATA"
+        with m.State("COPY_DATA"):
+            new_word = Cat(k.word[8:], self._link.buffer_data)
+            m.d.sync += [k.word.eq(new_word), k.byte_in_word.eq(k.byte_in_word + 1)]
+            m.d.comb += [weight_w.addr.eq(address), data_w.addr.eq(address),
+                         weight_w.data.eq(new_word[8 * (word_bytes - WB):]),
+                         data_w.data.eq(new_word[8 * (word_bytes - DB):])]
+            with m.If(k.byte_in_word == Mux(is_weights, WB - 1, DB - 1)):
+                m.d.comb += [weight_w.en.eq(is_weights), data_w.en.eq(~is_weights)]
+                m.d.sync += [k.byte_in_word.eq(0), address.eq(address + 1)]
+                with m.If(is_weights):
+                    m.d.sync += k.written.bit_select(address[:ceil_log2(R) or 1], 1).eq(1)
+            with m.If(k.index == k.length):
+                reply(m, k, Status.OK)
+            with m.Else():
+                m.next = "COPY_ADDRESS"
+
+    def _run_states(self, m, k):
+        """RUN: the tile's weights, then the data beats (results stored as they come:
+        ``_store_results``), then the tile's last result; its cycles are the reply."""
+        array, R, address = self._array, self.array.rows, k.address
+        with m.State("RUN_WEIGHTS"):
+            fire = array.weights.valid & array.weights.ready
+            m.d.comb += [k.weight_r.addr.eq(Mux(fire, address + 1, address)),
+                         array.weights.payload.eq(k.weight_r.data),
+                         array.weights.valid.eq(k.primed)]
+            m.d.sync += [k.primed.eq(1), k.cycles.eq(k.cycles + 1)]
+            with m.If(fire):
                 m.d.sync += address.eq(address + 1)
-                with m.If(address == D - 1):
-                    reply(Status.OK)
+                with m.If(address == R - 1):
+                    m.d.sync += [address.eq(0), k.primed.eq(0)]
+                    m.next = "RUN_DATA"
+        with m.State("RUN_DATA"):
+            fire = array.data.valid & array.data.ready
+            read_at = Mux(fire, address + 1, address)
+            m.d.comb += [k.data_r.addr.eq(read_at), k.result_r.addr.eq(read_at),
+                         array.data.payload.x.eq(k.data_r.data),
+                         array.data.payload.psum.eq(Mux(k.accumulate, k.result_r.data, 0)),
+                         array.data.payload.last.eq(address == k.count - 1),
+                         array.data.valid.eq(k.primed)]
+            m.d.sync += [k.primed.eq(1), k.cycles.eq(k.cycles + 1)]
+            with m.If(fire):
+                m.d.sync += address.eq(address + 1)
+                with m.If(address == k.count - 1):
+                    m.next = "RUN_DRAIN"
+        with m.State("RUN_DRAIN"):
+            m.d.sync += k.cycles.eq(k.cycles + 1)
+            with m.If(array.result.valid & array.result.payload.last):
+                m.d.sync += [k.valid.eq(1), k.result_count.eq(k.results_in + ~k.overflow),
+                             k.cycles.eq(k.cycles + 1), k.out_word.eq(k.cycles + 1),
+                             k.out_bytes.eq(4)]
+                with m.If(k.overflow):
+                    self._reply(m, k, Status.BAD_ARGUMENT)
+                with m.Else():
+                    self._reply(m, k, Status.OK, 4)
 
-            # RUN: the tile's weights, then the data beats; results stored as they come.
-            with m.State("RUN_WEIGHTS"):
-                fire = array.weights.valid & array.weights.ready
-                m.d.comb += [weight_r.addr.eq(Mux(fire, address + 1, address)),
-                             array.weights.payload.eq(weight_r.data),
-                             array.weights.valid.eq(primed)]
-                m.d.sync += [primed.eq(1), cycles.eq(cycles + 1)]
-                with m.If(fire):
-                    m.d.sync += address.eq(address + 1)
-                    with m.If(address == R - 1):
-                        m.d.sync += [address.eq(0), primed.eq(0)]
-                        m.next = "RUN_DATA"
-            with m.State("RUN_DATA"):
-                fire = array.data.valid & array.data.ready
-                read_at = Mux(fire, address + 1, address)
-                m.d.comb += [data_r.addr.eq(read_at), result_r.addr.eq(read_at),
-                             array.data.payload.x.eq(data_r.data),
-                             array.data.payload.psum.eq(Mux(accumulate, result_r.data, 0)),
-                             array.data.payload.last.eq(address == count - 1),
-                             array.data.valid.eq(primed)]
-                m.d.sync += [primed.eq(1), cycles.eq(cycles + 1)]
-                with m.If(fire):
-                    m.d.sync += address.eq(address + 1)
-                    with m.If(address == count - 1):
-                        m.next = "RUN_DRAIN"
-            with m.State("RUN_DRAIN"):
-                m.d.sync += cycles.eq(cycles + 1)
-                with m.If(array.result.valid & array.result.payload.last):
-                    m.d.sync += [valid.eq(1), result_count.eq(results_in + ~overflow),
-                                 cycles.eq(cycles + 1), out_word.eq(cycles + 1),
-                                 out_bytes.eq(4)]
-                    with m.If(overflow):
-                        reply(Status.BAD_ARGUMENT)
-                    with m.Else():
-                        reply(Status.OK, 4)
-
-            # Responses: the header, then the bytes of out_word (results: one per vector).
-            response_states(m, link, status=status, reply_length=reply_length,
-                            out_word=out_word, out_bytes=out_bytes, words=results_follow,
-                            address=address, end=end,
-                            fetch=lambda at: result_r.addr.eq(at),
-                            load=lambda: (result_r.data, RB))
-
-        # Results go into the result memory as they leave the array (only RUN makes any);
-        # an array makes one per vector, a NIC engine what it makes: those past the memory
-        # are dropped and the run answers BAD_ARGUMENT.
+    def _store_results(self, m, k):
+        """Results go into the result memory as they leave the array (only RUN makes
+        any); an array makes one per vector, a NIC engine what it makes: those past the
+        memory are dropped and the run answers BAD_ARGUMENT."""
+        array = self._array
         m.d.comb += [array.result.ready.eq(1),
-                     result_w.addr.eq(results_in), result_w.data.eq(array.result.payload.acc),
-                     result_w.en.eq(array.result.valid & ~overflow)]
-        with m.If(array.result.valid & ~overflow):
-            m.d.sync += results_in.eq(results_in + 1)
-            with m.If(results_in == D - 1):
-                m.d.sync += overflow.eq(1)
-        return m
+                     k.result_w.addr.eq(k.results_in),
+                     k.result_w.data.eq(array.result.payload.acc),
+                     k.result_w.en.eq(array.result.valid & ~k.overflow)]
+        with m.If(array.result.valid & ~k.overflow):
+            m.d.sync += k.results_in.eq(k.results_in + 1)
+            with m.If(k.results_in == self.depth - 1):
+                m.d.sync += k.overflow.eq(1)
