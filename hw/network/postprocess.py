@@ -2,6 +2,8 @@
 activation buffer, every lane at once; an add of a layer's raw accumulators a lane at a
 time (docs/semantics.md sections 7 and 9)."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
@@ -144,59 +146,11 @@ class PostProcess(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, D = self._lanes, self._data_bits
         step = Signal.like(self.step, name="post_step")
         state = Signal(_State)
         m.d.comb += self.busy.eq(state != _State.IDLE)
-
-        span = signed(24)
-        # Pooling: the lane block, the output position, the window position; ``plane`` the
-        # block's first word, ``window`` the window's top-left word, ``cursor`` the word read.
-        block, oy, ox = Signal(16, name="block"), Signal(16, name="oy"), Signal(16, name="ox")
-        ky, kx = Signal(16, name="ky"), Signal(16, name="kx")
-        wy, wx = Signal(span, name="window_y"), Signal(span, name="window_x")
-        plane, window = Signal(span, name="plane"), Signal(span, name="window")
-        row_window = Signal(span, name="row_window")      # the row's first window
-        # Products of the step's sizes, registered as it starts: no multiplier is in front
-        # of the position registers.
-        plane_step = Signal(32, name="plane_step")          # height * width
-        row_step = Signal(24, name="row_step")              # stride * width
-        corner = Signal(24, name="corner")                  # padding * width + padding
-        window_size = Signal(32, name="window_size")        # kernel_h * kernel_w
-        cursor = Signal(span, name="cursor")
-        out_addr = Signal(range(self._depth), name="out_addr")
-        inside_count = Signal(16, name="inside_count")
-        y, x = wy + ky, wx + kx
-        inside = (y >= 0) & (y < step.height) & (x >= 0) & (x < step.width)
-        arrived = Signal(name="arrived")                  # a window word lands this cycle
-        # The window's word is read whether or not it lies inside the map (a word outside
-        # is not taken: ``arrived``), so no comparison stands in front of the read port.
-        m.d.comb += self.read[0].eq(cursor)
-        acc = [Signal(D + 16, name=f"acc_l{k}") for k in range(R)]
-        lanes_in = [self.read_data[0].word_select(k, D) for k in range(R)]
-        with m.If(arrived):
-            for k in range(R):
-                m.d.sync += acc[k].eq(Mux(step.op == PostOp.MAX_POOL,
-                                          Mux(lanes_in[k] > acc[k], lanes_in[k], acc[k]),
-                                          acc[k] + lanes_in[k]))
-        m.d.sync += arrived.eq(0)
-        # Average: the quotient of (sum + n // 2) by n, a bit a cycle from the top.
-        divisor = Signal(16, name="divisor")
-        bit = Signal(range(D), name="quotient_bit")
-        quotient = [Signal(D, name=f"quotient_l{k}") for k in range(R)]
-        result = Signal(R * D, name="result")
-
-        def start_window():
-            m.d.sync += [ky.eq(0), kx.eq(0), cursor.eq(window), inside_count.eq(0),
-                         state.eq(_State.WINDOW)]
-            m.d.sync += [a.eq(0) for a in acc]
-
-        # Add: the words' index, and the two pipeline steps.
-        index = Signal(17, name="add_index")
-        add_valid = Signal(_ADD_STEPS, name="add_valid")
-        sums = Signal(R * D, name="add_sums")
-        add_dst = [Signal(range(self._depth), name=f"add_dst_{k}") for k in range(_ADD_STEPS)]
-
+        pool = self._pool_registers(m, step)
+        index = Signal(17, name="add_index")        # the add's word
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(self.start):
@@ -206,78 +160,14 @@ class PostProcess(wiring.Component):
                             self.step.a_acc | self.step.b_acc, _State.WIDE_A, _State.ADD))]
                     with m.Else():
                         g = self.step
-                        m.d.sync += [plane_step.eq(g.height * g.width),
-                                     row_step.eq(g.stride * g.width),
-                                     corner.eq(g.padding * g.width + g.padding),
-                                     window_size.eq(g.kernel_h * g.kernel_w),
+                        m.d.sync += [pool.plane_step.eq(g.height * g.width),
+                                     pool.row_step.eq(g.stride * g.width),
+                                     pool.corner.eq(g.padding * g.width + g.padding),
+                                     pool.window_size.eq(g.kernel_h * g.kernel_w),
                                      state.eq(_State.SETUP)]
-            with m.Case(_State.SETUP):
-                top_left = step.src - corner
-                m.d.sync += [block.eq(0), oy.eq(0), ox.eq(0), wy.eq(-step.padding),
-                             wx.eq(-step.padding), plane.eq(step.src), window.eq(top_left),
-                             cursor.eq(top_left), row_window.eq(top_left), ky.eq(0), kx.eq(0),
-                             inside_count.eq(0), out_addr.eq(step.dst),
-                             state.eq(_State.WINDOW)]
-                m.d.sync += [a.eq(0) for a in acc]
-            with m.Case(_State.WINDOW):
-                m.d.sync += arrived.eq(inside)
-                m.d.sync += inside_count.eq(inside_count + inside)
-                with m.If(kx == step.kernel_w - 1):
-                    m.d.sync += [kx.eq(0), ky.eq(ky + 1),
-                                 cursor.eq(cursor + step.width - step.kernel_w + 1)]
-                    with m.If(ky == step.kernel_h - 1):
-                        m.d.sync += state.eq(_State.SETTLE)
-                with m.Else():
-                    m.d.sync += [kx.eq(kx + 1), cursor.eq(cursor + 1)]
-            with m.Case(_State.SETTLE):
-                m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
-                                         _State.ROUND))
-            with m.Case(_State.ROUND):
-                n = Mux(step.count_pad, window_size, inside_count)
-                m.d.sync += [divisor.eq(n), bit.eq(D - 1), state.eq(_State.DIVIDE)]
-                m.d.sync += [a.eq(a + (n >> 1)) for a in acc]
-            with m.Case(_State.DIVIDE):
-                for k in range(R):
-                    shifted = divisor << bit
-                    take = acc[k] >= shifted
-                    m.d.sync += quotient[k].eq(Mux(take, quotient[k] | (1 << bit),
-                                                   quotient[k]))
-                    with m.If(take):
-                        m.d.sync += acc[k].eq(acc[k] - shifted)
-                with m.If(bit == 0):
-                    m.d.sync += state.eq(_State.WRITE)
-                with m.Else():
-                    m.d.sync += bit.eq(bit - 1)
+            self._pool_states(m, step, state, pool)
             with m.Case(_State.WRITE):
-                average = step.op == PostOp.AVG_POOL
-                for k in range(R):
-                    m.d.comb += result.word_select(k, D).eq(
-                        Mux(average, quotient[k], acc[k][:D]))
-                m.d.comb += [self.write.addr.eq(out_addr), self.write.data.eq(result),
-                             self.write.en.eq(1)]
-                m.d.sync += [q.eq(0) for q in quotient]
-                m.d.sync += out_addr.eq(out_addr + 1)
-                # The next output position, row, block; or the end.
-                with m.If(ox == step.out_width - 1):
-                    row_start = row_window + row_step
-                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-step.padding),
-                                 wy.eq(wy + step.stride), row_window.eq(row_start)]
-                    m.d.sync += window.eq(row_start)
-                    start_window()
-                    m.d.sync += cursor.eq(row_start)
-                    with m.If(oy == step.out_height - 1):
-                        next_plane = plane + plane_step
-                        first = next_plane - corner
-                        m.d.sync += [oy.eq(0), wy.eq(-step.padding), block.eq(block + 1),
-                                     plane.eq(next_plane), window.eq(first),
-                                     cursor.eq(first), row_window.eq(first)]
-                        with m.If(block == step.blocks - 1):
-                            m.d.sync += state.eq(_State.IDLE)
-                with m.Else():
-                    m.d.sync += [ox.eq(ox + 1), wx.eq(wx + step.stride),
-                                 window.eq(window + step.stride)]
-                    start_window()
-                    m.d.sync += cursor.eq(window + step.stride)
+                self._pool_write(m, step, state, pool)
             with m.Case(_State.ADD):
                 m.d.comb += [self.read[0].eq(step.src + index),
                              self.read[1].eq(step.src_b + index)]
@@ -285,26 +175,156 @@ class PostProcess(wiring.Component):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
         self._wide_add(m, step, state, index)
-        # The add's pipeline runs on after its last read (the state is IDLE by then; a new
-        # step waits for busy, which covers it): the words read (a cycle after their
-        # address), registered; the two products; their sum, rounded and clamped; the write.
+        self._add_pipeline(m, step, state, index)
+        return m
+
+    def _pool_registers(self, m, step):
+        """Pooling's registers: the lane block, the output position, the window position;
+        ``plane`` the block's first word, ``window`` the window's top-left word, ``cursor``
+        the word read; the products of the step's sizes, registered as it starts (no
+        multiplier is in front of the position registers); each lane's accumulator, which
+        takes the window's word the cycle it arrives; the division's registers."""
+        R, D = self._lanes, self._data_bits
+        span = signed(24)
+        k = SimpleNamespace()
+        k.block, k.oy, k.ox = (Signal(16, name="block"), Signal(16, name="oy"),
+                               Signal(16, name="ox"))
+        k.ky, k.kx = Signal(16, name="ky"), Signal(16, name="kx")
+        k.wy, k.wx = Signal(span, name="window_y"), Signal(span, name="window_x")
+        k.plane, k.window = Signal(span, name="plane"), Signal(span, name="window")
+        k.row_window = Signal(span, name="row_window")      # the row's first window
+        k.plane_step = Signal(32, name="plane_step")        # height * width
+        k.row_step = Signal(24, name="row_step")            # stride * width
+        k.corner = Signal(24, name="corner")                # padding * width + padding
+        k.window_size = Signal(32, name="window_size")      # kernel_h * kernel_w
+        k.cursor = Signal(span, name="cursor")
+        k.out_addr = Signal(range(self._depth), name="out_addr")
+        k.inside_count = Signal(16, name="inside_count")
+        y, x = k.wy + k.ky, k.wx + k.kx
+        k.inside = (y >= 0) & (y < step.height) & (x >= 0) & (x < step.width)
+        k.arrived = Signal(name="arrived")                # a window word lands this cycle
+        # The window's word is read whether or not it lies inside the map (a word outside
+        # is not taken: ``arrived``), so no comparison stands in front of the read port.
+        m.d.comb += self.read[0].eq(k.cursor)
+        k.acc = [Signal(D + 16, name=f"acc_l{i}") for i in range(R)]
+        lanes_in = [self.read_data[0].word_select(i, D) for i in range(R)]
+        with m.If(k.arrived):
+            for a, lane in zip(k.acc, lanes_in):
+                m.d.sync += a.eq(Mux(step.op == PostOp.MAX_POOL, Mux(lane > a, lane, a),
+                                     a + lane))
+        m.d.sync += k.arrived.eq(0)
+        # Average: the quotient of (sum + n // 2) by n, a bit a cycle from the top.
+        k.divisor = Signal(16, name="divisor")
+        k.bit = Signal(range(D), name="quotient_bit")
+        k.quotient = [Signal(D, name=f"quotient_l{i}") for i in range(R)]
+        return k
+
+    def _pool_states(self, m, step, state, k):
+        """SETUP, then per output position WINDOW (a word a cycle), SETTLE, and for an
+        average ROUND and DIVIDE (a quotient bit a cycle); cases of ``elaborate``'s
+        switch."""
+        D = self._data_bits
+        with m.Case(_State.SETUP):
+            top_left = step.src - k.corner
+            m.d.sync += [k.block.eq(0), k.oy.eq(0), k.ox.eq(0), k.wy.eq(-step.padding),
+                         k.wx.eq(-step.padding), k.plane.eq(step.src), k.window.eq(top_left),
+                         k.cursor.eq(top_left), k.row_window.eq(top_left), k.ky.eq(0),
+                         k.kx.eq(0), k.inside_count.eq(0), k.out_addr.eq(step.dst),
+                         state.eq(_State.WINDOW)]
+            m.d.sync += [a.eq(0) for a in k.acc]
+        with m.Case(_State.WINDOW):
+            m.d.sync += k.arrived.eq(k.inside)
+            m.d.sync += k.inside_count.eq(k.inside_count + k.inside)
+            with m.If(k.kx == step.kernel_w - 1):
+                m.d.sync += [k.kx.eq(0), k.ky.eq(k.ky + 1),
+                             k.cursor.eq(k.cursor + step.width - step.kernel_w + 1)]
+                with m.If(k.ky == step.kernel_h - 1):
+                    m.d.sync += state.eq(_State.SETTLE)
+            with m.Else():
+                m.d.sync += [k.kx.eq(k.kx + 1), k.cursor.eq(k.cursor + 1)]
+        with m.Case(_State.SETTLE):
+            m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
+                                     _State.ROUND))
+        with m.Case(_State.ROUND):
+            n = Mux(step.count_pad, k.window_size, k.inside_count)
+            m.d.sync += [k.divisor.eq(n), k.bit.eq(D - 1), state.eq(_State.DIVIDE)]
+            m.d.sync += [a.eq(a + (n >> 1)) for a in k.acc]
+        with m.Case(_State.DIVIDE):
+            for a, q in zip(k.acc, k.quotient):
+                shifted = k.divisor << k.bit
+                take = a >= shifted
+                m.d.sync += q.eq(Mux(take, q | (1 << k.bit), q))
+                with m.If(take):
+                    m.d.sync += a.eq(a - shifted)
+            with m.If(k.bit == 0):
+                m.d.sync += state.eq(_State.WRITE)
+            with m.Else():
+                m.d.sync += k.bit.eq(k.bit - 1)
+
+    def _pool_write(self, m, step, state, k):
+        """WRITE: an output word (the maxima, or the quotients), then the next output
+        position, row or block, each starting its window; or the end."""
+        R, D = self._lanes, self._data_bits
+        result = Signal(R * D, name="result")
+        average = step.op == PostOp.AVG_POOL
+        for i in range(R):
+            m.d.comb += result.word_select(i, D).eq(
+                Mux(average, k.quotient[i], k.acc[i][:D]))
+        m.d.comb += [self.write.addr.eq(k.out_addr), self.write.data.eq(result),
+                     self.write.en.eq(1)]
+        m.d.sync += [q.eq(0) for q in k.quotient]
+        m.d.sync += k.out_addr.eq(k.out_addr + 1)
+
+        def start_window():
+            m.d.sync += [k.ky.eq(0), k.kx.eq(0), k.cursor.eq(k.window), k.inside_count.eq(0),
+                         state.eq(_State.WINDOW)]
+            m.d.sync += [a.eq(0) for a in k.acc]
+        with m.If(k.ox == step.out_width - 1):
+            row_start = k.row_window + k.row_step
+            m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-step.padding),
+                         k.wy.eq(k.wy + step.stride), k.row_window.eq(row_start)]
+            m.d.sync += k.window.eq(row_start)
+            start_window()
+            m.d.sync += k.cursor.eq(row_start)
+            with m.If(k.oy == step.out_height - 1):
+                next_plane = k.plane + k.plane_step
+                first = next_plane - k.corner
+                m.d.sync += [k.oy.eq(0), k.wy.eq(-step.padding), k.block.eq(k.block + 1),
+                             k.plane.eq(next_plane), k.window.eq(first),
+                             k.cursor.eq(first), k.row_window.eq(first)]
+                with m.If(k.block == step.blocks - 1):
+                    m.d.sync += state.eq(_State.IDLE)
+        with m.Else():
+            m.d.sync += [k.ox.eq(k.ox + 1), k.wx.eq(k.wx + step.stride),
+                         k.window.eq(k.window + step.stride)]
+            start_window()
+            m.d.sync += k.cursor.eq(k.window + step.stride)
+
+    def _add_pipeline(self, m, step, state, index):
+        """The add's pipeline runs on after its last read (the state is IDLE by then; a new
+        step waits for busy, which covers it): the words read (a cycle after their
+        address), registered; the two products; their sum, rounded and clamped; the
+        write."""
+        R, D = self._lanes, self._data_bits
+        add_valid = Signal(_ADD_STEPS, name="add_valid")
+        sums = Signal(R * D, name="add_sums")
+        add_dst = [Signal(range(self._depth), name=f"add_dst_{i}") for i in range(_ADD_STEPS)]
         reading = state == _State.ADD
         m.d.sync += add_valid.eq(Cat(reading, add_valid[:-1]))
         m.d.sync += add_dst[0].eq(step.dst + index)
-        m.d.sync += [add_dst[k].eq(add_dst[k - 1]) for k in range(1, len(add_dst))]
-        for k in range(R):
-            a = stage(m, self.read_data[0].word_select(k, D), f"add_a_l{k}")
-            b = stage(m, self.read_data[1].word_select(k, D), f"add_b_l{k}")
-            pa = stage(m, signed_lane(a, step.a_signed) * step.ma, f"add_pa_l{k}")
-            pb = stage(m, signed_lane(b, step.b_signed) * step.mb, f"add_pb_l{k}")
+        m.d.sync += [add_dst[i].eq(add_dst[i - 1]) for i in range(1, len(add_dst))]
+        for i in range(R):
+            a = stage(m, self.read_data[0].word_select(i, D), f"add_a_l{i}")
+            b = stage(m, self.read_data[1].word_select(i, D), f"add_b_l{i}")
+            pa = stage(m, signed_lane(a, step.a_signed) * step.ma, f"add_pa_l{i}")
+            pb = stage(m, signed_lane(b, step.b_signed) * step.mb, f"add_pb_l{i}")
             total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
-            m.d.sync += sums.word_select(k, D).eq(clamp_lane(total, step.out_signed, D))
+            m.d.sync += sums.word_select(i, D).eq(clamp_lane(total, step.out_signed, D))
         with m.If(add_valid[-1]):
             m.d.comb += [self.write.addr.eq(add_dst[-1]), self.write.data.eq(sums),
                          self.write.en.eq(1)]
         with m.If(add_valid.any()):
             m.d.comb += self.busy.eq(1)
-        return m
 
     def _wide_add(self, m, step, state, index):
         """The add with an operand in the accumulator buffer: per word, each operand read
