@@ -81,12 +81,23 @@ class HostLink(wiring.Component):
         m.submodules.uart_rx = rx = self._rx
         m.submodules.uart_tx = tx = self._tx
         m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx)]
+        # Between the receiver and the sender: an error response the link owes (its
+        # status), and the response's last byte sent.
+        error_pending, error_status = Signal(name="error_pending"), Signal(8, name="error_status")
+        sent = Signal(name="sent")
+        self._receiver(m, error_pending, error_status, sent)
+        self._sender(m, error_pending, error_status, sent)
+        return m
+
+    def _receiver(self, m, error_pending, error_status, sent):
+        """Request frames from the UART: SYNC, command, length, the payload into the
+        buffer, the CRC; a good frame offered on ``request``, a bad one answered through
+        ``error_pending``; the next frame taken once the response is ``sent``."""
+        rx = self._rx
         m.submodules.buffer = buffer = memory.Memory(shape=8, depth=MAX_PAYLOAD, init=[])
         write = buffer.write_port()
         read = buffer.read_port(transparent_for=())
         m.d.comb += [read.addr.eq(self.buffer_addr), self.buffer_data.eq(read.data)]
-
-        # Receiver.
         byte = rx.data.payload
         got = rx.data.valid
         crc = Signal(16)
@@ -94,9 +105,6 @@ class HostLink(wiring.Component):
         quiet = Signal(range(self._timeout + 1))
         timed_out = quiet == self._timeout
         received_crc = Signal(8)
-        error_pending = Signal()
-        error_status = Signal(8)
-        sent = Signal()
         with m.If(got):
             m.d.sync += [quiet.eq(0), crc.eq(crc16_update(crc, byte))]
         with m.Elif(~timed_out):
@@ -177,12 +185,14 @@ class HostLink(wiring.Component):
         with m.If(self.clear):
             m.d.sync += [self.frames_ok.eq(0), self.frames_bad.eq(0)]
 
-        # Sender.
+    def _sender(self, m, error_pending, error_status, sent):
+        """Response frames to the UART: SYNC, the status and length (the executor's, or
+        the link's own error), the executor's bytes, the CRC; ``sent`` on the last."""
         out_crc = Signal(16)
         status = Signal(8)
         length = Signal(16)
         left = Signal(16)
-        out = tx.data
+        out = self._tx.data
         taken = out.valid & out.ready
 
         def send(value, then, checked=True):
@@ -228,4 +238,3 @@ class HostLink(wiring.Component):
                 send(out_crc[8:], "IDLE", checked=False)
                 with m.If(out.ready):
                     m.d.comb += sent.eq(1)
-        return m
