@@ -2,6 +2,8 @@
 address generator that builds the array's data beats from the stored map (im2col by
 addresses, docs/semantics.md section 9)."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -126,128 +128,144 @@ class Gather(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        W, A, P, D = self._cols, self._alpha, self._ports, self._data_bits
-        rounds = self.rounds
+        k = SimpleNamespace()           # the registers the stages share
+        self._positions(m, k)
+        # A position starts only with room for its vector in the FIFO.
+        m.submodules.fifo = k.fifo_out = fifo.SyncFIFO(
+            width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH)
+        self._rounds(m, k)
+        self._reads(m, k)
+        # The beat is whole a cycle after its last round's lanes land.
+        done_d = [Signal(name=f"beat_done_{i}") for i in range(3)]
+        m.d.sync += [done_d[0].eq(k.go & k.last_round), done_d[1].eq(done_d[0]),
+                     done_d[2].eq(done_d[1])]
+        fifo_out = k.fifo_out
+        m.d.comb += [fifo_out.w_en.eq(done_d[2]), fifo_out.w_data.eq(k.beat.as_value())]
+        m.d.comb += [self.o.valid.eq(fifo_out.r_rdy), self.o.payload.eq(fifo_out.r_data),
+                     fifo_out.r_en.eq(self.o.ready)]
+        return m
 
-        geo = Signal.like(self.geometry, name="geo")
-        table = Signal.like(self.table, name="gather_table")
+    def _positions(self, m, k):
+        """The pass's registers: the geometry and table (sampled a cycle after ``start``,
+        from ``first``), the products it needs, the window's top-left (``oy * s - p``, ``ox
+        * s - p``) and its word, the row's and the image's first windows, the round;
+        ``busy`` and who reads column 0's ports."""
+        k.geo = Signal.like(self.geometry, name="geo")
+        k.table = Signal.like(self.table, name="gather_table")
         # The products the pass needs, registered as it starts: no multiplier is in front
         # of the position registers.
-        row_step = Signal(24, name="row_step")              # stride * width
-        corner = Signal(24, name="corner")                   # padding * width + padding
+        k.row_step = Signal(24, name="row_step")            # stride * width
+        corner = Signal(24, name="corner")                  # padding * width + padding
         # ``start`` loads a few registers; the wide table and the geometry are sampled from
         # a register a cycle later (``first``), so that the start decision does not drive
         # the enable of every table bit.
         g = self.geometry
         with m.If(self.start & ~self.busy):
-            m.d.sync += [row_step.eq(g.stride * g.width),
+            m.d.sync += [k.row_step.eq(g.stride * g.width),
                          corner.eq(g.padding * g.width + g.padding)]
-
-        # Position registers: the window's top-left (oy * s - p, ox * s - p), its word, and
-        # the word of the row's first window; signed, since padding starts them negative.
+        # Position registers: signed, since padding starts them negative.
         span = signed(24)
-        wy, wx = Signal(span, name="window_y"), Signal(span, name="window_x")
-        base, row_base = Signal(span, name="base"), Signal(span, name="row_base")
-        image_top = Signal(span, name="image_top")      # the image's first window
-        oy, ox = Signal(16, name="oy"), Signal(16, name="ox")
-        image = Signal(16, name="image")
-        rnd = counter(rounds, name="round")
-        issuing = Signal(name="issuing")
-        pending = Signal(range(_FIFO_DEPTH + 1), name="pending")   # in flight or queued
-        m.d.comb += self.busy.eq(issuing | (pending != 0))
+        k.wy, k.wx = Signal(span, name="window_y"), Signal(span, name="window_x")
+        k.base, k.row_base = Signal(span, name="base"), Signal(span, name="row_base")
+        k.image_top = Signal(span, name="image_top")    # the image's first window
+        k.oy, k.ox = Signal(16, name="oy"), Signal(16, name="ox")
+        k.image = Signal(16, name="image")
+        k.rnd = counter(self.rounds, name="round")
+        k.issuing = Signal(name="issuing")
+        k.pending = Signal(range(_FIFO_DEPTH + 1), name="pending")  # in flight or queued
+        m.d.comb += self.busy.eq(k.issuing | (k.pending != 0))
         # Column 0's read ports serve ``aux`` unless a pass was busy a cycle ago (its first
         # read address comes two cycles after ``start``, its last while still busy).
-        passing = Signal(name="passing")
-        m.d.sync += passing.eq(self.busy)
-        pad = geo.padding
-        beat = Signal.like(self.o.payload, name="beat")     # the streams of a position
-        first = Signal(name="first")                   # a cycle to set up from the inputs
+        k.passing = Signal(name="passing")
+        m.d.sync += k.passing.eq(self.busy)
+        k.beat = Signal.like(self.o.payload, name="beat")   # the streams of a position
+        k.first = Signal(name="first")                 # a cycle to set up from the inputs
         with m.If(self.start & ~self.busy):
-            m.d.sync += [first.eq(1), issuing.eq(1)]
-        with m.If(first):
+            m.d.sync += [k.first.eq(1), k.issuing.eq(1)]
+        with m.If(k.first):
             top_left = g.src - corner
-            m.d.sync += [first.eq(0), geo.eq(g), table.eq(self.table), beat.eq(0),
-                         wy.eq(-g.padding), wx.eq(-g.padding), oy.eq(0), ox.eq(0),
-                         rnd.eq(0), base.eq(top_left), row_base.eq(top_left),
-                         image_top.eq(top_left), image.eq(0)]
+            m.d.sync += [k.first.eq(0), k.geo.eq(g), k.table.eq(self.table), k.beat.eq(0),
+                         k.wy.eq(-g.padding), k.wx.eq(-g.padding), k.oy.eq(0), k.ox.eq(0),
+                         k.rnd.eq(0), k.base.eq(top_left), k.row_base.eq(top_left),
+                         k.image_top.eq(top_left), k.image.eq(0)]
 
-        # A position starts only with room for its vector in the FIFO.
-        fifo_out = fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH)
-        m.submodules.fifo = fifo_out
-        begin = issuing & ~first & (rnd == 0) & (pending < _FIFO_DEPTH)
-        go = issuing & ~first & ((rnd != 0) | begin)
-        last_round = rnd == geo.rounds - 1
-        with m.If(go):
-            m.d.sync += rnd.eq(Mux(last_round, 0, rnd + 1))
-            with m.If(last_round):
-                at_row_end = ox == geo.out_width - 1
-                with m.If(at_row_end):
-                    next_row = row_base + row_step
-                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), wx.eq(-pad), wy.eq(wy + geo.stride),
-                                 base.eq(next_row), row_base.eq(next_row)]
-                    with m.If(oy == geo.out_height - 1):
-                        next_image = image_top + geo.image_words
-                        m.d.sync += [oy.eq(0), wy.eq(-pad), image.eq(image + 1),
-                                     image_top.eq(next_image), base.eq(next_image),
-                                     row_base.eq(next_image)]
-                        with m.If(image == geo.images - 1):
-                            m.d.sync += issuing.eq(0)
+    def _rounds(self, m, k):
+        """A position's rounds of reads (``go``), begun with room in the FIFO; after its
+        last round the next position, row or image, or the pass's end."""
+        geo, pad = k.geo, k.geo.padding
+        begin = k.issuing & ~k.first & (k.rnd == 0) & (k.pending < _FIFO_DEPTH)
+        k.go = k.issuing & ~k.first & ((k.rnd != 0) | begin)
+        k.last_round = k.rnd == geo.rounds - 1
+        with m.If(k.go):
+            m.d.sync += k.rnd.eq(Mux(k.last_round, 0, k.rnd + 1))
+            with m.If(k.last_round):
+                with m.If(k.ox == geo.out_width - 1):
+                    next_row = k.row_base + k.row_step
+                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-pad),
+                                 k.wy.eq(k.wy + geo.stride), k.base.eq(next_row),
+                                 k.row_base.eq(next_row)]
+                    with m.If(k.oy == geo.out_height - 1):
+                        next_image = k.image_top + geo.image_words
+                        m.d.sync += [k.oy.eq(0), k.wy.eq(-pad), k.image.eq(k.image + 1),
+                                     k.image_top.eq(next_image), k.base.eq(next_image),
+                                     k.row_base.eq(next_image)]
+                        with m.If(k.image == geo.images - 1):
+                            m.d.sync += k.issuing.eq(0)
                 with m.Else():
-                    m.d.sync += [ox.eq(ox + 1), wx.eq(wx + geo.stride),
-                                 base.eq(base + geo.stride)]
-        pushed = fifo_out.w_en
-        m.d.sync += pending.eq(pending + begin - (fifo_out.r_en & fifo_out.r_rdy))
+                    m.d.sync += [k.ox.eq(k.ox + 1), k.wx.eq(k.wx + geo.stride),
+                                 k.base.eq(k.base + geo.stride)]
+        fifo_out = k.fifo_out
+        m.d.sync += k.pending.eq(k.pending + begin - (fifo_out.r_en & fifo_out.r_rdy))
 
-        # Step 1: each port's address, whether its value is inside the map, its lane.
-        # Step 2: the memory's read. Step 3: the lane, into the beat being built.
-        copies = [memory.Memory(shape=unsigned(self._lanes * D), depth=self._depth, init=[])
-                  for _ in range(W)]
+    def _reads(self, m, k):
+        """The buffer's copies, one per array column, each written by ``write`` and read
+        through ``ports`` ports (column 0's also serve ``aux``); each port's reads
+        (``_read_port``)."""
+        copies = [memory.Memory(shape=unsigned(self._lanes * self._data_bits),
+                                depth=self._depth, init=[]) for _ in range(self._cols)]
         for g, copy in enumerate(copies):
             m.submodules[f"act_c{g}"] = copy
             write = copy.write_port()
             m.d.comb += [write.addr.eq(self.write.addr), write.data.eq(self.write.data),
                          write.en.eq(self.write.en)]
-            for p in range(P):
+            for p in range(self._ports):
                 read = copy.read_port()
-                slot = Array(table[g][min(r * P + p, A - 1)] for r in range(rounds))[rnd]
-                y, x = wy + slot.ky, wx + slot.kx
-                has_input = slot.lane != NO_LANE
-                inside = has_input & (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
-                valid = Signal(name=f"read_c{g}_p{p}_valid")
-                padded = Signal(name=f"read_c{g}_p{p}_padded")
-                lane = Signal(8, name=f"read_c{g}_p{p}_lane")
-                stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
-                address = Signal(range(self._depth), name=f"read_c{g}_p{p}_addr")
-                if g == 0:
-                    m.d.comb += [read.addr.eq(Mux(passing, address, self.aux[p])),
-                                 self.aux_data[p].eq(read.data)]
-                else:
-                    m.d.comb += read.addr.eq(address)
-                m.d.sync += [address.eq(Mux(inside, base + slot.offset, 0)),
-                             valid.eq(go & inside), padded.eq(has_input & ~inside),
-                             lane.eq(slot.lane), stream_index.eq(rnd * P + p)]
-                wanted = Signal(name=f"read_c{g}_p{p}_wanted")
-                m.d.sync += wanted.eq(go)
-                valid_q, padded_q, lane_q, index_q, wanted_q = (
-                    Signal.like(s, name=f"{s.name}_q")
-                    for s in (valid, padded, lane, stream_index, wanted))
-                m.d.sync += [valid_q.eq(valid), padded_q.eq(padded), lane_q.eq(lane),
-                             index_q.eq(stream_index), wanted_q.eq(wanted)]
-                lane_bits = max(1, (self._lanes - 1).bit_length())
-                value = Mux(valid_q, read.data.word_select(lane_q[:lane_bits], D),
-                            Mux(padded_q, geo.pad, 0))
-                with m.If(wanted_q):
-                    for a in range(A):
-                        if a % P == p:
-                            with m.If(index_q == a):
-                                m.d.sync += beat[g][a].eq(value)
-        # The beat is whole a cycle after its last round's lanes land.
-        done = Signal(name="beat_done")
-        done_d = [Signal(name=f"beat_done_{k}") for k in range(3)]
-        m.d.sync += [done_d[0].eq(go & last_round), done_d[1].eq(done_d[0]),
-                     done_d[2].eq(done_d[1])]
-        m.d.comb += [done.eq(done_d[2]), pushed.eq(done),
-                     fifo_out.w_data.eq(beat.as_value())]
-        m.d.comb += [self.o.valid.eq(fifo_out.r_rdy), self.o.payload.eq(fifo_out.r_data),
-                     fifo_out.r_en.eq(self.o.ready)]
-        return m
+                self._read_port(m, k, g, p, read)
+
+    def _read_port(self, m, k, g, p, read):
+        """Read port ``p`` of column ``g``'s copy: step 1, the port's address, whether its
+        value is inside the map, its lane; step 2, the memory's read; step 3, the lane,
+        into the beat being built (stream ``r * ports + p`` in round ``r``)."""
+        A, P, D, rounds, geo = self._alpha, self._ports, self._data_bits, self.rounds, k.geo
+        slot = Array(k.table[g][min(r * P + p, A - 1)] for r in range(rounds))[k.rnd]
+        y, x = k.wy + slot.ky, k.wx + slot.kx
+        has_input = slot.lane != NO_LANE
+        inside = has_input & (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
+        valid = Signal(name=f"read_c{g}_p{p}_valid")
+        padded = Signal(name=f"read_c{g}_p{p}_padded")
+        lane = Signal(8, name=f"read_c{g}_p{p}_lane")
+        stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
+        address = Signal(range(self._depth), name=f"read_c{g}_p{p}_addr")
+        if g == 0:
+            m.d.comb += [read.addr.eq(Mux(k.passing, address, self.aux[p])),
+                         self.aux_data[p].eq(read.data)]
+        else:
+            m.d.comb += read.addr.eq(address)
+        m.d.sync += [address.eq(Mux(inside, k.base + slot.offset, 0)),
+                     valid.eq(k.go & inside), padded.eq(has_input & ~inside),
+                     lane.eq(slot.lane), stream_index.eq(k.rnd * P + p)]
+        wanted = Signal(name=f"read_c{g}_p{p}_wanted")
+        m.d.sync += wanted.eq(k.go)
+        valid_q, padded_q, lane_q, index_q, wanted_q = (
+            Signal.like(s, name=f"{s.name}_q")
+            for s in (valid, padded, lane, stream_index, wanted))
+        m.d.sync += [valid_q.eq(valid), padded_q.eq(padded), lane_q.eq(lane),
+                     index_q.eq(stream_index), wanted_q.eq(wanted)]
+        lane_bits = max(1, (self._lanes - 1).bit_length())
+        value = Mux(valid_q, read.data.word_select(lane_q[:lane_bits], D),
+                    Mux(padded_q, geo.pad, 0))
+        with m.If(wanted_q):
+            for a in range(A):
+                if a % P == p:
+                    with m.If(index_q == a):
+                        m.d.sync += k.beat[g][a].eq(value)
