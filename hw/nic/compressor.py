@@ -2,6 +2,7 @@
 per cycle in, compressed messages out on a stream of the same width."""
 
 import operator
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
@@ -103,26 +104,38 @@ class InceptionnCompressor(StreamEngine):
 
     def elaborate(self, platform):
         m = Module()
-        lanes, blocks = self.lanes, self.blocks_per_group
-        group_values = BLOCK * blocks
-        m.submodules.packer = packer = BytePacker(chunk_bytes=MAX_BLOCK_BYTES * blocks,
-                                                  beat_bytes=4 * lanes)
-        wiring.connect(m, wiring.flipped(self.o), packer.o)
+        # ``in_flight``: each stage's term of the credits, added where the stage is built.
+        k = SimpleNamespace(in_flight=[])
+        self._queue(m, k)
+        self._read(m, k)
+        self._classify(m, k)
+        self._group(m, k)
+        self._offsets(m, k)
+        self._blocks(m, k)
+        self._chunk(m, k)
+        return m
 
-        # The stages never stall (no clock enable on their registers). The reader takes a
-        # beat only while the chunk queue in front of the packer has room for every chunk
-        # that may be on its way (credits), so a packer that falls behind throttles the
-        # input instead.
+    def _queue(self, m, k):
+        """The byte packer and the chunk queue in front of it. The stages never stall (no
+        clock enable on their registers): the reader takes a beat only while the queue
+        has room for every chunk that may be on its way (``room``, from the credits), so
+        a packer that falls behind throttles the input instead."""
+        m.submodules.packer = packer = BytePacker(
+            chunk_bytes=MAX_BLOCK_BYTES * self.blocks_per_group, beat_bytes=4 * self.lanes)
+        wiring.connect(m, wiring.flipped(self.o), packer.o)
         m.submodules.queue = queue = fifo.SyncFIFOBuffered(
             width=len(Value.cast(packer.i.payload)), depth=_QUEUE_DEPTH)
         m.d.comb += [packer.i.valid.eq(queue.r_rdy), packer.i.payload.eq(queue.r_data),
                      queue.r_en.eq(packer.i.ready)]
         room = Signal(init=1)                   # the reader may take a beat
+        k.packer, k.queue, k.room = packer, queue, room
 
-        # Stage 1: one beat of the message.
+    def _read(self, m, k):
+        """Stage 1: one beat of the message (``hw.nic.reader.MessageReader``), the bad
+        messages counted, the bound's thresholds loaded with the descriptor."""
         flag = Signal()
-        reader = MessageReader(m, self.i, room, lanes=lanes, flag=flag, bypass=self.bypass,
-                               max_values=self.max_values, hold=False)
+        reader = MessageReader(m, self.i, k.room, lanes=self.lanes, flag=flag,
+                               bypass=self.bypass, max_values=self.max_values, hold=False)
         count_errors(m, flag, self.error, self.error_count, between=reader.between)
         bound_bits, out_of_range = clamp_bound_bits(m, self.bound_bits)
         thresholds = Thresholds(bound_bits)
@@ -130,16 +143,28 @@ class InceptionnCompressor(StreamEngine):
             m.d.sync += thresholds.load()
             with m.If(out_of_range):
                 m.d.comb += flag.eq(1)
+        k.reader, k.thresholds = reader, thresholds
+        k.in_flight.append(reader.item.kind != Item.NONE)
 
-        # Stage 1b: each value's class and payload shift.
-        stage1 = Signal.like(reader.item)
-        classes = Signal(data.ArrayLayout(data.StructLayout({"tag": 2, "amount": 3}), lanes))
-        m.d.sync += stage1.eq(reader.item)
-        for k in range(lanes):
-            tag, amount = classify_value(m, reader.item.bits[32 * k:32 * (k + 1)], thresholds)
-            m.d.sync += [classes[k].tag.eq(tag), classes[k].amount.eq(amount)]
+    def _classify(self, m, k):
+        """Stage 2: the item registered, each value's class and payload shift."""
+        reader = k.reader
+        item = Signal.like(reader.item, name="stage1")
+        classes = Signal(data.ArrayLayout(data.StructLayout({"tag": 2, "amount": 3}),
+                                          self.lanes))
+        m.d.sync += item.eq(reader.item)
+        for i in range(self.lanes):
+            tag, amount = classify_value(m, reader.item.bits[32 * i:32 * (i + 1)],
+                                         k.thresholds)
+            m.d.sync += [classes[i].tag.eq(tag), classes[i].amount.eq(amount)]
+        k.item, k.classes = item, classes
+        k.in_flight.append(item.kind != Item.NONE)
 
-        # Stage 2: a group of 8 * blocks tags and payloads, or a chunk.
+    def _group(self, m, k):
+        """Stage 3: a group of ``8 * blocks`` tags and payloads (a beat's lanes into their
+        slots), or a chunk (the count, or a raw beat)."""
+        lanes, blocks, item, classes = self.lanes, self.blocks_per_group, k.item, k.classes
+        group_values = BLOCK * blocks
         tags = Signal(data.ArrayLayout(2, group_values))
         payloads = Signal(data.ArrayLayout(32, group_values))
         group_blocks = Signal(range(blocks + 1))
@@ -147,114 +172,115 @@ class InceptionnCompressor(StreamEngine):
         chunk2 = Signal(data.StructLayout({"bits": unsigned(32 * lanes),
                                            "length": range(4 * lanes + 1), "last": 1}))
         slot = counter(self.beats_per_group)
-        lane_tags = [classes[k].tag for k in range(lanes)]
-        lane_payloads = [value_payload(stage1.bits[32 * k:32 * (k + 1)], classes[k].tag,
-                                       classes[k].amount) for k in range(lanes)]
+        lane_tags = [classes[i].tag for i in range(lanes)]
+        lane_payloads = [value_payload(item.bits[32 * i:32 * (i + 1)], classes[i].tag,
+                                       classes[i].amount) for i in range(lanes)]
         m.d.sync += [group_valid.eq(0), chunk2_valid.eq(0)]
-        with m.If(stage1.kind == Item.VALUES):
-            done = stage1.final | (slot == self.beats_per_group - 1)
-            for k in range(group_values):
-                position = k % lanes
+        with m.If(item.kind == Item.VALUES):
+            done = item.final | (slot == self.beats_per_group - 1)
+            for i in range(group_values):
+                position = i % lanes
                 if lanes >= 8:
-                    m.d.sync += [tags[k].eq(lane_tags[position]),
-                                 payloads[k].eq(lane_payloads[position])]
+                    m.d.sync += [tags[i].eq(lane_tags[position]),
+                                 payloads[i].eq(lane_payloads[position])]
                     continue
-                with m.If(slot == k // lanes):
-                    m.d.sync += [tags[k].eq(lane_tags[position]),
-                                 payloads[k].eq(lane_payloads[position])]
+                with m.If(slot == i // lanes):
+                    m.d.sync += [tags[i].eq(lane_tags[position]),
+                                 payloads[i].eq(lane_payloads[position])]
                 with m.Elif(slot == 0):          # a new group: clear later slots
-                    m.d.sync += [tags[k].eq(0), payloads[k].eq(0)]
+                    m.d.sync += [tags[i].eq(0), payloads[i].eq(0)]
             m.d.sync += [
-                group_valid.eq(done), group_last.eq(stage1.final),
+                group_valid.eq(done), group_last.eq(item.final),
                 slot.eq(Mux(done, 0, slot + 1)),
-                group_blocks.eq(1 if lanes < 8 else (stage1.count + 7) >> 3),
+                group_blocks.eq(1 if lanes < 8 else (item.count + 7) >> 3),
             ]
-        with m.Elif(stage1.kind == Item.HEADER):
-            m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
-                         chunk2.length.eq(4), chunk2.last.eq(stage1.last)]
-        with m.Elif(stage1.kind == Item.RAW):
-            m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(stage1.bits),
-                         chunk2.length.eq(stage1.length), chunk2.last.eq(stage1.last)]
+        with m.Elif(item.kind == Item.HEADER):
+            m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(item.bits),
+                         chunk2.length.eq(4), chunk2.last.eq(item.last)]
+        with m.Elif(item.kind == Item.RAW):
+            m.d.sync += [chunk2_valid.eq(1), chunk2.bits.eq(item.bits),
+                         chunk2.length.eq(item.length), chunk2.last.eq(item.last)]
+        k.tags, k.payloads, k.chunk2 = tags, payloads, chunk2
+        k.group = {"valid": group_valid, "last": group_last, "blocks": group_blocks}
+        k.in_flight.append(group_valid | chunk2_valid)
+        k.chunk2_valid = chunk2_valid
 
-        # Stage 3a: the payload bytes before each value within its half block.
+    def _offsets(self, m, k):
+        """Stages 4 and 5: the payload bytes before each value within its half block,
+        then each value's byte offset in its block."""
+        blocks = self.blocks_per_group
+        tags, payloads = k.tags, k.payloads
         halves = [[stage(m, total, f"half_prefix_b{j}_h{h}_{i}")
                    for i, total in enumerate(half)]
                   for j in range(blocks)
                   for h, half in enumerate(half_prefixes([tags[8 * j + i] for i in range(8)]))]
         tags3a, payloads3a = stage(m, tags, "tags3a"), stage(m, payloads, "payloads3a")
-        group3a = carry(m, "group3a", {"valid": group_valid, "last": group_last,
-                                       "blocks": group_blocks})
-        raw3a = carry(m, "raw3a", {"valid": chunk2_valid, "chunk": chunk2})
-
-        # Stage 3: each value's byte offset in its block.
-        tags3, payloads3 = Signal.like(tags), Signal.like(payloads)
-        offsets3 = Signal(data.ArrayLayout(range(MAX_BLOCK_BYTES + 1), 9 * blocks))
-        group3_blocks = Signal.like(group_blocks)
-        group3_last, group3_valid, chunk3_valid = Signal(), Signal(), Signal()
-        chunk3 = Signal.like(chunk2)
-        m.d.sync += [tags3.eq(tags3a), payloads3.eq(payloads3a),
-                     group3_blocks.eq(group3a.blocks), group3_last.eq(group3a.last),
-                     group3_valid.eq(group3a.valid), chunk3_valid.eq(raw3a.valid),
-                     chunk3.eq(raw3a.chunk)]
+        group3a = carry(m, "group3a", k.group)
+        raw3a = carry(m, "raw3a", {"valid": k.chunk2_valid, "chunk": k.chunk2})
+        k.in_flight.append(group3a.valid | raw3a.valid)
+        k.tags3 = stage(m, tags3a, "tags3", reset_less=False)
+        k.payloads3 = stage(m, payloads3a, "payloads3", reset_less=False)
+        k.offsets3 = Signal(data.ArrayLayout(range(MAX_BLOCK_BYTES + 1), 9 * blocks),
+                            name="offsets3")
+        k.group3, k.raw3 = carry(m, "group3", group3a), carry(m, "raw3", raw3a)
         for j in range(blocks):
             offsets = offsets_from_halves(halves[2 * j:2 * j + 2])
-            m.d.sync += [offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
+            m.d.sync += [k.offsets3[9 * j + i].eq(offset) for i, offset in enumerate(offsets)]
+        k.in_flight.append(k.group3.valid | k.raw3.valid)
 
-        # Stage 4: each payload shifted to its byte offset in its block. From 8 lanes on it
-        # has a register stage of its own; below, its 1300 flip-flops would cost more than
-        # they gain (the 1-lane compressor would no longer fit an iCE40 HX8K).
-        split = lanes >= 8
+    def _blocks(self, m, k):
+        """Stage 6: each payload shifted to its byte offset in its block (from 8 lanes on
+        a register stage of its own; below, its 1300 flip-flops would cost more than they
+        gain: the 1-lane compressor would no longer fit an iCE40 HX8K); stage 7: each
+        block, its tag word (bytes 0-1) ORed with its payloads; with two blocks a stage
+        more: the second block after the first. Sets the last stage's block, its length and its
+        group and raw chunk."""
+        blocks, split = self.blocks_per_group, self.lanes >= 8
+        tags3, payloads3, offsets3 = k.tags3, k.payloads3, k.offsets3
         pass_on = stage if split else (lambda m, value, name: value)
         placed4 = [[pass_on(m, payloads3[8 * j + i] << Cat(Const(0, 3), offsets3[9 * j + i][
                        :(2 + 4 * i).bit_length()]), f"placed4_b{j}_v{i}")
                     for i in range(8)] for j in range(blocks)]   # value i: bytes 2..2+4i
         tags4 = pass_on(m, tags3, "tags4")
         lengths4 = [pass_on(m, offsets3[9 * j + 8], f"length4_b{j}") for j in range(blocks)]
-        group4 = carry(m, "group4", {"valid": group3_valid, "last": group3_last,
-                                     "blocks": group3_blocks}, registered=split)
-        raw4 = carry(m, "raw4", {"valid": chunk3_valid, "chunk": chunk3}, registered=split)
-
-        # The next stage: each block, its tag word (bytes 0-1) ORed with its payloads.
+        group4 = carry(m, "group4", k.group3, registered=split)
+        raw4 = carry(m, "raw4", k.raw3, registered=split)
+        if split:
+            k.in_flight.append(group4.valid | raw4.valid)
         blocks5 = [stage(m, Cat(*(tags4[8 * j + i] for i in range(8)))
                         | balanced(placed4[j], operator.or_), f"block5_b{j}")
                    for j in range(blocks)]
         lengths5 = [stage(m, length, f"length5_b{j}") for j, length in enumerate(lengths4)]
         group5, raw5 = carry(m, "group5", group4), carry(m, "raw5", raw4)
-        stages = [group4.valid | raw4.valid] * split + [group5.valid | raw5.valid]
-
-        # Stage 6, with two blocks: the second block after the first. ``group_out`` and
-        # ``raw_out`` are the last stage's group and raw chunk, whichever that is.
+        k.in_flight.append(group5.valid | raw5.valid)
         if blocks == 2:
             both = group5.blocks == 2
-            block_data = stage(m, blocks5[0] | Mux(both, blocks5[1] << Cat(Const(0, 3),
-                                                                          lengths5[0]), 0),
-                               "block6")
-            block_length = stage(m, lengths5[0] + Mux(both, lengths5[1], 0), "length6")
-            group_out, raw_out = carry(m, "group6", group5), carry(m, "raw6", raw5)
-            stages.append(group_out.valid | raw_out.valid)
+            k.block_data = stage(m, blocks5[0] | Mux(both, blocks5[1] << Cat(Const(0, 3),
+                                                                            lengths5[0]), 0),
+                                 "block6")
+            k.block_length = stage(m, lengths5[0] + Mux(both, lengths5[1], 0), "length6")
+            k.group_out, k.raw_out = carry(m, "group6", group5), carry(m, "raw6", raw5)
+            k.in_flight.append(k.group_out.valid | k.raw_out.valid)
         else:
-            block_data, block_length = blocks5[0], lengths5[0]
-            group_out, raw_out = group5, raw5
+            k.block_data, k.block_length = blocks5[0], lengths5[0]
+            k.group_out, k.raw_out = group5, raw5
 
-        # The chunk for the queue.
-        chunk, chunk_valid = Signal.like(packer.i.payload), Signal()
+    def _chunk(self, m, k):
+        """Stage 8: the chunk for the queue (the last stage's block, or its raw chunk); the
+        credits: the queue's level and every stage that holds what may become a chunk
+        bound the chunks a beat taken now would join (items only move on or vanish)."""
+        queue, room = k.queue, k.room
+        chunk, chunk_valid = Signal.like(k.packer.i.payload), Signal()
         m.d.comb += [queue.w_data.eq(chunk), queue.w_en.eq(chunk_valid)]
-        m.d.sync += chunk_valid.eq(stages[-1])
-        with m.If(group_out.valid):
-            m.d.sync += [chunk.data.eq(block_data), chunk.length.eq(block_length),
-                         chunk.last.eq(group_out.last)]
+        m.d.sync += chunk_valid.eq(k.in_flight[-1])
+        with m.If(k.group_out.valid):
+            m.d.sync += [chunk.data.eq(k.block_data), chunk.length.eq(k.block_length),
+                         chunk.last.eq(k.group_out.last)]
         with m.Else():
-            m.d.sync += [chunk.data.eq(raw_out.chunk.bits),
-                         chunk.length.eq(raw_out.chunk.length),
-                         chunk.last.eq(raw_out.chunk.last)]
-
-        # Credits: the queue's level and every stage that holds what may become a chunk
-        # bound the chunks a beat taken now would join (items only move on or vanish).
-        in_flight = [reader.item.kind != Item.NONE, stage1.kind != Item.NONE,
-                     group_valid | chunk2_valid, group3a.valid | raw3a.valid,
-                     group3_valid | chunk3_valid, *stages,
-                     chunk_valid]
-        pending = Signal(range(_QUEUE_DEPTH + len(in_flight) + 2))
-        m.d.comb += pending.eq(queue.level + sum(in_flight) + room)
+            m.d.sync += [chunk.data.eq(k.raw_out.chunk.bits),
+                         chunk.length.eq(k.raw_out.chunk.length),
+                         chunk.last.eq(k.raw_out.chunk.last)]
+        k.in_flight.append(chunk_valid)
+        pending = Signal(range(_QUEUE_DEPTH + len(k.in_flight) + 2))
+        m.d.comb += pending.eq(queue.level + sum(k.in_flight) + room)
         m.d.sync += room.eq(pending < _QUEUE_DEPTH - 2)
-        return m
