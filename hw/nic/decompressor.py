@@ -1,6 +1,7 @@
 """INCEPTIONN-style gradient decompressor (docs/semantics.md section 4): compressed messages in,
 ``lanes`` float32 per cycle out."""
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -189,24 +190,45 @@ class InceptionnDecompressor(StreamEngine):
     def elaborate(self, platform):
         m = Module()
         g = self._geometry()
-        lanes, width, group_values = g.lanes, g.width, g.group_values
+        k = SimpleNamespace(g=g)        # the registers and signals the stages share
+        self._message(m, k)
+        self._parse_loop(m, k)
+        take = Signal()
+        m.d.comb += [take.eq(self.i.valid & self.i.ready),
+                     k.ring.take.eq(take & (k.state != _State.BYPASS))]
+        with m.If((k.state == _State.HEADER) & ~k.ring.beat_valid & take):
+            m.d.sync += k.requested.eq(self.bound_bits)
+        with m.Switch(k.state):
+            with m.Case(_State.HEADER):
+                self._header(m, k)
+            self._group_states(m, k)
+            with m.Case(_State.BYPASS):
+                # The beat is offered whatever the handshake, so only the state selects it.
+                passing = k.out.free
+                m.d.comb += [self.i.ready.eq(passing), k.out.payload.eq(self.i.payload)]
+                with m.If(~self.i.payload.last):
+                    m.d.comb += k.out.payload.keep.eq(Const(-1, g.width))
+                with m.If(self.i.valid & passing):          # not through ``take``'s logic
+                    m.d.comb += k.out.write.eq(1)
+                    with m.If(self.i.payload.last):
+                        m.d.sync += k.state.eq(_State.HEADER)
+        return m
 
+    def _message(self, m, k):
+        """The message's state and parse address, the input's byte ring, the output's
+        skid, the bad messages counted; the unpack pipeline (``_unpack``) and its queue's
+        sender (``_send``); the values left and the bound."""
+        g = k.g
         state = Signal(_State)
-        parse_at = Signal(ceil_log2(g.slots * width) + 1)   # the next group's first byte
+        parse_at = Signal(ceil_log2(g.slots * g.width) + 1)  # the next group's first byte
         # The parse loop's own copy, which the placer can keep by the tables it reads (its
         # initial value, never used, differs, so that yosys does not merge the two).
         parse_at_loop = Signal.like(parse_at, init=-1)
-
-        def move_parse(address):
-            m.d.sync += [parse_at.eq(address), parse_at_loop.eq(address)]
-
         ring = ByteRing(m, self.i, slots=g.slots, release=parse_at)
         out = SkidOutput.driving(m, self.o)
-
         flag = Signal()
         m.d.comb += self.message_bad.eq(
             count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER))
-
         # Pushed groups (and descriptors, as a group of one raw value) go down a pipeline
         # that never stalls, then into a queue whose head is the hold. ``pending`` counts
         # them from the push to the hold (at most the queue's depth, so the queue never
@@ -221,17 +243,25 @@ class InceptionnDecompressor(StreamEngine):
         queue = self._unpack(m, g, ring, parse_at, pushed, header, push,
                              check_pending, stray_seen)
         hold_valid = self._send(m, g, queue, out, pop)
-
         remaining = Signal(32)                  # values of the message not pushed yet
         bound_bits = Signal(4, init=DEFAULT_BOUND_BITS)
         requested = Signal(4, init=DEFAULT_BOUND_BITS)  # sampled at the first beat's take
         clamped, out_of_range = clamp_bound_bits(m, requested)
-        this_group = Signal(range(group_values + 1))
-        m.d.comb += this_group.eq(Mux(remaining < group_values, remaining, group_values))
+        this_group = Signal(range(g.group_values + 1))
+        m.d.comb += this_group.eq(Mux(remaining < g.group_values, remaining, g.group_values))
         final = Signal()
-        m.d.comb += final.eq(remaining <= group_values)
+        m.d.comb += final.eq(remaining <= g.group_values)
+        vars(k).update(
+            state=state, parse_at=parse_at, parse_at_loop=parse_at_loop, ring=ring, out=out,
+            flag=flag, pushed=pushed, header=header, pending=pending, push=push, room=room,
+            check_pending=check_pending, stray_seen=stray_seen, hold_valid=hold_valid,
+            remaining=remaining, bound_bits=bound_bits, requested=requested,
+            clamped=clamped, out_of_range=out_of_range, this_group=this_group, final=final)
 
-        # The parse loop: the next group's address, and whether its bytes are in.
+    def _parse_loop(self, m, k):
+        """The parse loop: the next group's address (``after``), its first block's tag
+        word (``first``), and whether its bytes are in the ring (``in_ring``)."""
+        g, ring, parse_at, parse_at_loop = k.g, k.ring, k.parse_at, k.parse_at_loop
         table, complete, after_block = self._block_tables(m, g, ring)
         index_bits = exact_log2(ring.size)
         first = Signal(6)
@@ -245,105 +275,102 @@ class InceptionnDecompressor(StreamEngine):
         if g.blocks == 2:
             second_at = after_first[:index_bits]
             m.d.comb += [
-                after.eq(Mux(remaining > BLOCK, after_block(after_first), after_first)),
+                after.eq(Mux(k.remaining > BLOCK, after_block(after_first), after_first)),
                 in_ring.eq(full | (complete.bit_select(parse_at_loop[:index_bits], 1)
-                                   & ((remaining <= BLOCK)
+                                   & ((k.remaining <= BLOCK)
                                       | complete.bit_select(second_at, 1)))),
             ]
         else:
             m.d.comb += [after.eq(after_first),
                          in_ring.eq(full | complete.bit_select(parse_at_loop[:index_bits], 1))]
+        k.first, k.after, k.in_ring, k.ahead = first, after, in_ring, ahead
 
-        # A state offers its group's fields to U1 whether or not it pushes, so that only
-        # the state selects them and U1's valid bit alone waits for the decision.
+    @staticmethod
+    def _move_parse(m, k, address):
+        m.d.sync += [k.parse_at.eq(address), k.parse_at_loop.eq(address)]
+
+    def _finish(self, m, k):
+        """The message ends: its bytes leave the ring, the next is awaited."""
+        m.d.comb += [k.ring.finish.eq(1), self.message_end.eq(1)]
+        m.d.sync += k.state.eq(_State.HEADER)
+        self._move_parse(m, k, k.ring.start)
+
+    def _header(self, m, k):
+        """HEADER: the message's count, checked; its descriptor pushed, or the message
+        dropped; or bypass."""
+        ring, pushed = k.ring, k.pushed
+        count = ring.beat.data[:32]
+        # ``bypass`` counts until the first beat is taken (it is held then).
+        m.d.comb += [self.i.ready.eq((ring.beat_valid | ~self.bypass) & k.room & ring.room),
+                     k.header.eq(1), pushed.values.eq(k.g.lanes),
+                     pushed.final.eq(count == 0), pushed.descriptor.eq(1),
+                     pushed.bound_bits.eq(k.clamped)]
+        # Bypass starts once the previous message's values have all gone, so that in
+        # BYPASS only the input drives ``out``.
+        with m.If(self.i.valid & self.bypass & ~ring.beat_valid & ~k.hold_valid
+                  & (k.pending == 0)):
+            m.d.sync += k.state.eq(_State.BYPASS)
+        with m.If(ring.beat_valid & ring.beat.last & (ring.beat_bytes < 4)):
+            m.d.comb += k.flag.eq(1)            # shorter than its count: no output
+            self._finish(m, k)
+        with m.Elif(ring.beat_valid & (count > self.max_values)):
+            m.d.comb += k.flag.eq(1)            # dropped, no output
+            m.d.sync += k.state.eq(_State.DROP)
+        with m.Elif(ring.beat_valid):
+            m.d.comb += [k.push.eq(1), k.flag.eq(k.out_of_range)]
+            m.d.sync += [k.bound_bits.eq(k.clamped), k.remaining.eq(count),
+                         k.stray_seen.eq(0),
+                         k.state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
+            self._move_parse(m, k, ring.start + 4)
+
+    def _group_states(self, m, k):
+        """BLOCKS (a group pushed once its bytes are in), PAD (zeros for a cut message),
+        TAIL (the message must end after its last group, and that group's tags past the
+        count must be 0), DROP: cases of ``elaborate``'s switch."""
+        ring, pushed, state = k.ring, k.pushed, k.state
+
         def offer_group(zero):
-            m.d.comb += [pushed.values.eq(this_group), pushed.final.eq(final),
-                         pushed.zero.eq(zero), pushed.bound_bits.eq(bound_bits),
-                         pushed.first.eq(first)]
+            # A state offers its group's fields to U1 whether or not it pushes, so that
+            # only the state selects them and U1's valid bit alone waits for the decision.
+            m.d.comb += [pushed.values.eq(k.this_group), pushed.final.eq(k.final),
+                         pushed.zero.eq(zero), pushed.bound_bits.eq(k.bound_bits),
+                         pushed.first.eq(k.first)]
 
         def push_group():
-            m.d.comb += push.eq(1)
-            m.d.sync += remaining.eq(remaining - this_group)
-            with m.If(final):
-                m.d.sync += [state.eq(_State.TAIL), check_pending.eq(1)]
+            m.d.comb += k.push.eq(1)
+            m.d.sync += k.remaining.eq(k.remaining - k.this_group)
+            with m.If(k.final):
+                m.d.sync += [state.eq(_State.TAIL), k.check_pending.eq(1)]
 
-        def finish():
-            m.d.comb += [ring.finish.eq(1), self.message_end.eq(1)]
-            m.d.sync += state.eq(_State.HEADER)
-            move_parse(ring.start)
-
-        take = Signal()
-        m.d.comb += [take.eq(self.i.valid & self.i.ready),
-                     ring.take.eq(take & (state != _State.BYPASS))]
-        with m.If((state == _State.HEADER) & ~ring.beat_valid & take):
-            m.d.sync += requested.eq(self.bound_bits)
-        with m.Switch(state):
-            with m.Case(_State.HEADER):
-                count = ring.beat.data[:32]
-                # ``bypass`` counts until the first beat is taken (it is held then).
-                m.d.comb += [self.i.ready.eq((ring.beat_valid | ~self.bypass) & room
-                                             & ring.room),
-                             header.eq(1), pushed.values.eq(lanes),
-                             pushed.final.eq(count == 0), pushed.descriptor.eq(1),
-                             pushed.bound_bits.eq(clamped)]
-                # Bypass starts once the previous message's values have all gone, so that
-                # in BYPASS only the input drives ``out``.
-                with m.If(self.i.valid & self.bypass & ~ring.beat_valid & ~hold_valid
-                          & (pending == 0)):
-                    m.d.sync += state.eq(_State.BYPASS)
-                with m.If(ring.beat_valid & ring.beat.last & (ring.beat_bytes < 4)):
-                    m.d.comb += flag.eq(1)          # shorter than its count: no output
-                    finish()
-                with m.Elif(ring.beat_valid & (count > self.max_values)):
-                    m.d.comb += flag.eq(1)          # dropped, no output
-                    m.d.sync += state.eq(_State.DROP)
-                with m.Elif(ring.beat_valid):
-                    m.d.comb += [push.eq(1), flag.eq(out_of_range)]
-                    m.d.sync += [bound_bits.eq(clamped), remaining.eq(count), stray_seen.eq(0),
-                                 state.eq(Mux(count == 0, _State.TAIL, _State.BLOCKS))]
-                    move_parse(ring.start + 4)
-            with m.Case(_State.BLOCKS):
-                m.d.comb += self.i.ready.eq(ring.room)
-                offer_group(0)
-                with m.If(in_ring):
-                    with m.If(room):
-                        push_group()
-                        move_parse(after)
-                with m.Elif(ring.ended):
-                    # Cut: the bytes the next group needs will not come.
-                    m.d.comb += flag.eq(1)
-                    m.d.sync += state.eq(_State.PAD)
-                    move_parse(ring.top)
-            with m.Case(_State.PAD):
-                offer_group(1)
-                with m.If(room):
+        with m.Case(_State.BLOCKS):
+            m.d.comb += self.i.ready.eq(ring.room)
+            offer_group(0)
+            with m.If(k.in_ring):
+                with m.If(k.room):
                     push_group()
-            with m.Case(_State.TAIL):
-                # The message must end after its last group (and that group's tags past the
-                # count must be 0).
-                m.d.comb += self.i.ready.eq(ring.room)
-                with m.If(~check_pending):
-                    with m.If(stray_seen | (ahead != 0)):
-                        m.d.comb += flag.eq(1)
-                        m.d.sync += state.eq(_State.DROP)
-                    with m.Elif(ring.ended):
-                        finish()
-            with m.Case(_State.DROP):
-                held_last = ring.beat_valid & ring.beat.last
-                m.d.comb += self.i.ready.eq(~ring.ended & ~held_last)
-                with m.If(ring.ended | held_last):
-                    finish()
-            with m.Case(_State.BYPASS):
-                # The beat is offered whatever the handshake, so only the state selects it.
-                passing = out.free
-                m.d.comb += [self.i.ready.eq(passing), out.payload.eq(self.i.payload)]
-                with m.If(~self.i.payload.last):
-                    m.d.comb += out.payload.keep.eq(Const(-1, width))
-                with m.If(self.i.valid & passing):          # not through ``take``'s logic
-                    m.d.comb += out.write.eq(1)
-                    with m.If(self.i.payload.last):
-                        m.d.sync += state.eq(_State.HEADER)
-        return m
+                    self._move_parse(m, k, k.after)
+            with m.Elif(ring.ended):
+                # Cut: the bytes the next group needs will not come.
+                m.d.comb += k.flag.eq(1)
+                m.d.sync += state.eq(_State.PAD)
+                self._move_parse(m, k, ring.top)
+        with m.Case(_State.PAD):
+            offer_group(1)
+            with m.If(k.room):
+                push_group()
+        with m.Case(_State.TAIL):
+            m.d.comb += self.i.ready.eq(ring.room)
+            with m.If(~k.check_pending):
+                with m.If(k.stray_seen | (k.ahead != 0)):
+                    m.d.comb += k.flag.eq(1)
+                    m.d.sync += state.eq(_State.DROP)
+                with m.Elif(ring.ended):
+                    self._finish(m, k)
+        with m.Case(_State.DROP):
+            held_last = ring.beat_valid & ring.beat.last
+            m.d.comb += self.i.ready.eq(~ring.ended & ~held_last)
+            with m.If(ring.ended | held_last):
+                self._finish(m, k)
 
     def _unpack(self, m, g, ring, parse_at, pushed, header, push, check_pending, stray_seen):
         """The unpack pipeline (U1 to U6, one stage a cycle, never stalled) from a pushed
