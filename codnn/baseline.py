@@ -39,8 +39,8 @@ def check_baseline(path=BASELINE_FILE, *, quick=False, update=False, **options):
     entries = [entry for entry in data["entries"] if entry.get("quick") or not quick]
     if not entries:
         raise ParameterError(f"{path} has no {'quick ' if quick else ''}entries")
-    rows = run_points([(e["engine"], e["parameters"], e["device"], e.get("clock_mhz"))
-                       for e in entries], **options)
+    rows = run_points([(e["engine"], e["parameters"], e["device"], e.get("clock_mhz"),
+                        e.get("seed")) for e in entries], **options)
     results = []
     for entry, row in zip(entries, rows):
         if row["status"] != "ok":

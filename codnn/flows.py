@@ -191,19 +191,19 @@ def run_simulation(engine_name, params, *, simulator="verilator", beats=1000, id
 
 
 def run_synthesis(engine_name, params, *, device, clock_mhz=None, dsp_blocks=None,
-                  build_root=None, progress=None):
+                  build_root=None, progress=None, seed=1):
     """Synthesize an engine on a device (with at most ``dsp_blocks`` of its DSP blocks,
-    None: all); return the report as a dict (with the work per cycle, ``rate_per_cycle``
-    ``rate_unit``, and ``throughput_per_s`` at Fmax)."""
+    None: all; nextpnr's placement ``seed``); return the report as a dict (with the work
+    per cycle, ``rate_per_cycle`` ``rate_unit``, and ``throughput_per_s`` at Fmax)."""
     engine, component, params = build_component(engine_name, params)
     if clock_mhz is not None and not clock_mhz > 0:
         raise ParameterError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
     _platform(device, dsp_blocks)
     report = synthesize(component, top=engine.name, device=device, clock_mhz=clock_mhz,
                         dsp_blocks=dsp_blocks, build_root=build_root or default_build_root(),
-                        progress=progress)
+                        progress=progress, seed=seed)
     items, unit = engine.rate(component)
-    return {"engine": engine.name, "parameters": params, **report.to_dict(),
+    return {"engine": engine.name, "parameters": params, **report.to_dict(), "seed": seed,
             "rate_per_cycle": items, "rate_unit": unit,
             "throughput_per_s": items * report.fmax_mhz * 1e6}
 

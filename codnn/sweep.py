@@ -33,7 +33,8 @@ class SweepError(RuntimeError):
 
 #: Columns of a sweep's CSV (parameters come first, one column each).
 COLUMNS = ("engine", "device", "lut", "ff", "dsp", "bram", "logic_cells",
-           "logic_cells_available", "fmax_mhz", "clock_mhz", "rate_per_cycle", "rate_unit",
+           "logic_cells_available", "fmax_mhz", "clock_mhz", "seed", "rate_per_cycle",
+           "rate_unit",
            "throughput_per_s", "critical_from", "critical_to", "status")
 
 
@@ -80,12 +81,12 @@ def _convert(param, text):
     return value
 
 
-def synthesize_point(engine_name, params, device, clock_mhz, build_root):
+def synthesize_point(engine_name, params, device, clock_mhz, build_root, seed=1):
     """One sweep point: the synthesis report as a row (``status`` "ok" or why it failed)."""
     row = {"engine": engine_name, "device": device, **params}
     try:
         report = run_synthesis(engine_name, params, device=device, clock_mhz=clock_mhz,
-                               build_root=build_root)
+                               build_root=build_root, seed=seed)
     except SynthesisError as error:
         # Why, and what the design needs after synthesis, without the log's path.
         return {**row, **(error.synthesized or {}),
@@ -97,8 +98,8 @@ def synthesize_point(engine_name, params, device, clock_mhz, build_root):
 def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_root=None,
                progress=None):
     """Synthesize every ``(engine, params, device)`` point (or ``(engine, params, device,
-    clock_mhz)``: its own clock constraint instead of ``clock_mhz``); return their rows in
-    order.
+    clock_mhz[, seed])``: its own clock constraint instead of ``clock_mhz``, its own
+    nextpnr seed instead of 1); return their rows in order.
 
     ``workers`` processes on this machine (default: one per core), or the Dask cluster at
     ``scheduler`` (``tcp://host:port``). ``progress(done, total, row)`` follows each one.
@@ -110,8 +111,8 @@ def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_ro
     SweepError
         If the Dask scheduler cannot be reached or dask.distributed is missing.
     """
-    points = [tuple(point) + (None,) * (4 - len(point)) for point in points]
-    for engine_name, params, device, _ in points:
+    points = [tuple(point) + (None,) * (5 - len(point)) for point in points]
+    for engine_name, params, device, _, _ in points:
         build_component(engine_name, params)
         try:
             get_device(device)
@@ -120,7 +121,8 @@ def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_ro
     if workers is not None and workers < 1:
         raise ParameterError(f"Worker count must be at least 1, not {workers}")
     build_root = str(Path(build_root or default_build_root()).resolve())
-    tasks = [(e, p, d, clock or clock_mhz, build_root) for e, p, d, clock in points]
+    tasks = [(e, p, d, clock or clock_mhz, build_root, seed or 1)
+             for e, p, d, clock, seed in points]
     rows = [None] * len(tasks)
     results = (_on_dask(scheduler, tasks) if scheduler else
                _on_processes(workers or os.cpu_count() or 1, tasks))

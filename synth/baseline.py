@@ -4,7 +4,8 @@ the comparison that flags a regression.
 The baseline file (``baselines.json`` beside this module) holds the tolerances, the tool
 versions that measured it and one entry per reference configuration: engine, full
 parameters, device, ``quick`` (small enough for the test suite), ``clock_mhz`` (optional:
-the clock constraint, where the device's default one does not route) and the figures of
+the clock constraint, where the device's default one does not route; ``seed``, optional
+too: nextpnr's placement seed, where seed 1 does not route) and the figures of
 ``METRICS`` (an entry without them is new: ``--update-baseline`` measures it). A
 resource that grows by more than ``tolerance["resources"]`` (relative), or an Fmax that
 drops by more than ``tolerance["fmax"]``, is worse; the opposite is better (time to

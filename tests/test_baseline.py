@@ -102,16 +102,25 @@ def test_update_measures_new_entries(build_root, tmp_path, capsys):
     assert code == 0 and report["entries"][0]["verdict"] == "same"
 
 
-def test_an_entry_synthesizes_at_its_own_clock(build_root):
+def test_an_entry_synthesizes_at_its_own_clock_and_seed(build_root):
     # An entry's clock_mhz (where the device's default constraint does not route, the
-    # 8 x 8 network engine on the ECP5-85k) is the one its point is placed at.
+    # 8 x 8 network engine on the ECP5-85k) is the one its point is placed at, and its
+    # seed (where seed 1 does not route: the same engine) the one nextpnr places with.
     from codnn.sweep import run_points
-    own, default = run_points([("fmix32", {"lanes": 1}, "ecp5-25k", 40.0),
-                               ("fmix32", {"lanes": 1}, "ecp5-25k")], workers=1,
-                              build_root=build_root)
-    assert own["status"] == default["status"] == "ok"
+    own, default, seeded = run_points([("fmix32", {"lanes": 1}, "ecp5-25k", 40.0),
+                                       ("fmix32", {"lanes": 1}, "ecp5-25k"),
+                                       ("fmix32", {"lanes": 1}, "ecp5-25k", None, 2)],
+                                      workers=1, build_root=build_root)
+    assert own["status"] == default["status"] == seeded["status"] == "ok"
     assert own["clock_mhz"] == 40.0 and default["clock_mhz"] != 40.0
-    assert _committed("network", "ecp5-85k", rows=8)["clock_mhz"] == 50.0
+    assert (own["seed"], default["seed"], seeded["seed"]) == (1, 1, 2)
+    from codnn.flows import run_synthesis
+    first, second = (run_synthesis("fmix32", {"lanes": 1}, device="ecp5-25k", seed=seed,
+                                   build_root=build_root) for seed in (1, 2))
+    assert (first["seed"], second["seed"]) == (1, 2)
+    assert first["build_dir"] != second["build_dir"]     # placed again, with seed 2
+    network = _committed("network", "ecp5-85k", rows=8)
+    assert network["clock_mhz"] == 50.0 and network["seed"] == 2
 
 
 def test_compare_verdicts():

@@ -178,6 +178,8 @@ def add_synth(sub):
         _dsp_option(parser)
         parser.add_argument("--clock-mhz", type=positive_float, default=None,
                             help="clock constraint in MHz (default: per device)")
+        parser.add_argument("--seed", type=non_negative_int, default=1,
+                            help="nextpnr's placement seed (default 1)")
         build_dir_option(parser)
     _engines(sub, options, required=False)
     baseline = sub.add_argument_group(
@@ -220,7 +222,7 @@ def run_synth(args):
     with err_console.status(f"synthesizing {args.engine} for {args.device}...") as status:
         report = run_synthesis(args.engine, params(args), device=args.device,
                                clock_mhz=args.clock_mhz, dsp_blocks=args.dsp_blocks,
-                               build_root=build_dir,
+                               build_root=build_dir, seed=args.seed,
                                progress=lambda stage: status.update(stage + "..."))
     return show(args, f"codnn synth {args.engine} --device {args.device}", report)
 
