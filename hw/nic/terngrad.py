@@ -128,18 +128,24 @@ class TernGradEncoder(StreamEngine):
 
     def elaborate(self, platform):
         m = Module()
-        lanes = self.lanes
-        width = 4 * lanes
+        width = 4 * self.lanes
         m.submodules.packer = packer = BytePacker(chunk_bytes=max(8, width), beat_bytes=width)
         wiring.connect(m, wiring.flipped(self.o), packer.o)
+        pipe, item, scaler, seed, usable = self._read(m)
+        out = self._ternarize(m, pipe, item, scaler, seed, usable)
+        self._code_bytes(m, pipe, out, packer.i)
+        return m
 
+    def _read(self, m):
+        """The message's beats (``hw.nic.reader.MessageReader``) into a credit pipeline of
+        ``latency - 2`` stages; the scaler and seed taken with the descriptor (a scaler
+        that is not finite and non-negative flags the message)."""
         flag, entering = Signal(), Signal()
         pipe = CreditPipeline(m, entering, self.latency - 2, queue_depth=16)
-        reader = MessageReader(m, self.i, pipe.ready, lanes=lanes, flag=flag,
+        reader = MessageReader(m, self.i, pipe.ready, lanes=self.lanes, flag=flag,
                                bypass=self.bypass, max_values=self.max_values, hold=False)
         count_errors(m, flag, self.error, self.error_count, between=reader.between)
-        item = reader.item
-        m.d.comb += entering.eq(item.kind != Item.NONE)
+        m.d.comb += entering.eq(reader.item.kind != Item.NONE)
         scaler, seed = Signal(32), Signal(32)
         usable = Signal()                       # the message's scaler is finite, >= 0
         with m.If(reader.descriptor):
@@ -147,7 +153,12 @@ class TernGradEncoder(StreamEngine):
                          usable.eq(finite_non_negative(self.scaler))]
             with m.If(~finite_non_negative(self.scaler)):
                 m.d.comb += flag.eq(1)
+        return pipe, reader.item, scaler, seed, usable
 
+    def _ternarize(self, m, pipe, item, scaler, seed, usable):
+        """Each lane's code through the pipeline: the position's hash, its product with
+        the scaler's significand, whether the value survives; non-finite values counted
+        in ``nonfinite``. Returns the pipeline's output item with its codes."""
         delay = pipe.delay
         early = delay(item, 6, "item")
         late = delay(early, 3, "item_late")
@@ -155,7 +166,7 @@ class TernGradEncoder(StreamEngine):
         s_usable = delay(usable, 9, "usable")
         s_significand, s_exponent = float_parts(m, s_bits, "scaler")
         codes, bad = [], []
-        for k in range(lanes):
+        for k in range(self.lanes):
             position = (seed + item.index + k)[:32]         # mod 2**32
             u = fmix32_stages(pipe.register, position, f"lane{k}_hash")[8:]
             product = _product(pipe.register, u, s_significand, f"lane{k}_product")
@@ -171,12 +182,14 @@ class TernGradEncoder(StreamEngine):
             m.d.sync += self.nonfinite.eq(self.nonfinite + sum(bad))
             with m.If(Cat(*bad).any()):
                 m.d.sync += self.error.eq(1)
-        out = pipe.send({"kind": late.kind, "bits": late.bits, "count": late.count,
-                         "final": late.final, "length": late.length, "last": late.last,
-                         "codes": Cat(*codes), "scaler": delay(s_bits, 3, "scaler_out")})
+        return pipe.send({"kind": late.kind, "bits": late.bits, "count": late.count,
+                          "final": late.final, "length": late.length, "last": late.last,
+                          "codes": Cat(*codes), "scaler": delay(s_bits, 3, "scaler_out")})
 
-        # Code bytes: lanes / 4 per beat, or one per 4 / lanes beats.
-        chunk = packer.i
+    def _code_bytes(self, m, pipe, out, chunk):
+        """The packer's chunks: the header (scaler and count), raw beats, and the code
+        bytes, ``lanes / 4`` per beat or one per ``4 / lanes`` beats."""
+        lanes = self.lanes
         taken = pipe.o_valid & pipe.o_ready
         m.d.comb += pipe.o_ready.eq(~chunk.valid | chunk.ready)
         with m.If(chunk.valid & chunk.ready):
@@ -207,7 +220,6 @@ class TernGradEncoder(StreamEngine):
                                      chunk.valid.eq(done), chunk.payload.data.eq(byte),
                                      chunk.payload.length.eq(1),
                                      chunk.payload.last.eq(out.final)]
-        return m
 
 
 class _State(enum.Enum, shape=3):
