@@ -1,5 +1,7 @@
 """Byte packer: variable-length chunks in, full fixed-width AXI4-Stream beats out."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -80,25 +82,33 @@ class BytePacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width, size = self.beat_bytes, self.chunk_bytes
-        field_beats = -(-(width - 1 + size) // width)   # beats a placed chunk can touch
-        window_beats = field_beats + 2                   # chunks join at beat 0, 1 or 2
+        k = SimpleNamespace()           # the signals the stages share
+        k.field_beats = -(-(width - 1 + size) // width)  # beats a placed chunk can touch
+        k.window_beats = k.field_beats + 2               # chunks join at beat 0, 1 or 2
+        self._input_chunk(m, k)
+        self._rotate_stages(k)
+        self._window(m, k)
+        self._moves(m, k)
+        return m
 
-        # The chunk at the input, with its offset in a beat (the running byte count of the
-        # message modulo the beat) and whether it is the whole of an empty message.
+    def _stage_layout(self, k, nbytes):
+        """A chunk as it goes down the rotate stages: what the window needs of it comes
+        with it from the input (the beats it completes, ``added``; whether it ends inside
+        a beat; the keep mask of the final beat if it ends the message)."""
+        return data.StructLayout({"valid": 1, "data": unsigned(8 * nbytes),
+                                  "offset": len(k.offset), "last": 1, "empty": 1,
+                                  "added": range(k.field_beats + 2), "ends_partial": 1,
+                                  "final_keep": self.beat_bytes})
+
+    def _input_chunk(self, m, k):
+        """The chunk at the input, with its offset in a beat (the running byte count of
+        the message modulo the beat) and whether it is the whole of an empty message."""
+        width, size = self.beat_bytes, self.chunk_bytes
         offset_bits = _offset_bits(width)
         offset = Signal(max(1, offset_bits))            # of the next chunk
         started = Signal()                              # the message has bytes already
-
-        # What the window needs of a chunk comes with it from the input: the beats it
-        # completes (``added``), whether it ends inside a beat, and the keep mask of the
-        # final beat if it ends the message.
-        def stage_layout(nbytes):
-            return data.StructLayout({"valid": 1, "data": unsigned(8 * nbytes),
-                                      "offset": len(offset), "last": 1, "empty": 1,
-                                      "added": range(field_beats + 2), "ends_partial": 1,
-                                      "final_keep": width})
-
-        chunk = Signal(stage_layout(size))
+        k.offset, k.offset_bits = offset, offset_bits
+        chunk = Signal(self._stage_layout(k, size))
         source = self.i.payload
         # (Separate signals, not fields read back from ``chunk``: a Verilog process that
         # reads what it writes is not re-run by Icarus.)
@@ -109,55 +119,71 @@ class BytePacker(wiring.Component):
                      empty.eq(source.last & ~started & (source.length == 0)),
                      ends_partial.eq(end % width != 0),
                      keep_if_final.eq(Mux(empty, 0, Mux(ends_partial, Cat(
-                         (end % width) > k for k in range(width)), (1 << width) - 1))),
+                         (end % width) > i for i in range(width)), (1 << width) - 1))),
                      chunk.valid.eq(self.i.valid), chunk.data.eq(source.data),
                      chunk.offset.eq(offset), chunk.last.eq(source.last),
                      chunk.empty.eq(empty), chunk.ends_partial.eq(ends_partial),
                      chunk.added.eq(end // width + (source.last & (ends_partial | empty))),
                      chunk.final_keep.eq(keep_if_final)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [
+                offset.eq(Mux(source.last, 0, (offset + source.length) % width)),
+                started.eq(~source.last & (started | (source.length != 0))),
+            ]
+        k.chunk = chunk
 
-        # Rotate: shift by the offset, ROTATE_BITS bits per register stage.
-        stages, lows = [chunk], list(range(0, max(1, offset_bits), ROTATE_BITS))
-        shifted_bytes = size
-        for low in lows:
-            bits = max(0, min(ROTATE_BITS, offset_bits - low))
-            shifted_bytes = min(shifted_bytes + ((1 << bits) - 1 << low), field_beats * width)
-            stages.append(Signal(stage_layout(shifted_bytes), name=f"rotate{low}"))
+    def _rotate_stages(self, k):
+        """The rotate stages' registers: the chunk shifted by its offset, ``ROTATE_BITS``
+        bits of it per stage."""
+        width = self.beat_bytes
+        k.stages = [k.chunk]
+        k.lows = list(range(0, max(1, k.offset_bits), ROTATE_BITS))
+        shifted_bytes = self.chunk_bytes
+        for low in k.lows:
+            bits = max(0, min(ROTATE_BITS, k.offset_bits - low))
+            shifted_bytes = min(shifted_bytes + ((1 << bits) - 1 << low),
+                                k.field_beats * width)
+            k.stages.append(Signal(self._stage_layout(k, shifted_bytes), name=f"rotate{low}"))
 
-        last_stage = stages[-1]
-        field = Signal(8 * width * field_beats)
+    def _window(self, m, k):
+        """The window the placed chunks join and whole beats leave. Its moves (emit its
+        first beat, take the chunk, and the beat the chunk joins at) are registers, set a
+        cycle ahead from the next state (``_moves``), so the nets that steer its thousand
+        bits start at flip-flops."""
+        width = self.beat_bytes
+        last_stage = k.stages[-1]
+        field = Signal(8 * width * k.field_beats)
         m.d.comb += field.eq(last_stage.data)
-
-        # Window. Its moves (emit its first beat, take the chunk, and the beat the chunk
-        # joins at) are registers, set a cycle ahead from the next state, so the nets that
-        # steer its thousand bits start at flip-flops.
-        window = Signal(8 * width * window_beats)
-        complete = Signal(range(window_beats + 1))      # whole beats at its start
-        partial = Signal()                              # the beat after them has bytes
-        ending = Signal()                               # the message's final beat is in
+        window = Signal(8 * width * k.window_beats)
+        k.complete = Signal(range(k.window_beats + 1), name="complete")  # whole beats
+        k.partial = Signal(name="partial")      # the beat after them has bytes
+        k.ending = Signal(name="ending")        # the message's final beat is in
         final_keep = Signal(width)
-        emit, take = Signal(), Signal()
-        joins = Signal(3)                               # one-hot: taken, joins at beat k
-        out = SkidOutput.driving(m, self.o)
+        k.emit, k.take = Signal(name="emit"), Signal(name="take")
+        k.joins = Signal(3, name="joins")       # one-hot: taken, joins at beat k
+        k.out = out = SkidOutput.driving(m, self.o)
         # The beat's last flag in a signal of its own: a field of the beat computed from
         # another field of it is a loop through one Verilog vector (Verilator: UNOPTFLAT).
-        out_last = Signal()
+        k.out_last = out_last = Signal(name="out_last")
         m.d.comb += [
-            out_last.eq(ending & (complete == 1)),
-            out.write.eq(emit),
+            out_last.eq(k.ending & (k.complete == 1)),
+            out.write.eq(k.emit),
             out.payload.data.eq(window[:8 * width]),
             out.payload.last.eq(out_last),
             out.payload.keep.eq(Mux(out_last, final_keep, (1 << width) - 1)),
         ]
         placed = 0
-        for k in range(3):
-            placed = placed | ((field & joins[k].replicate(len(field))) << (8 * width * k))
-        m.d.sync += window.eq(Mux(emit, window >> (8 * width), window) | placed)
-        with m.If(take):
+        for i in range(3):
+            placed = placed | ((field & k.joins[i].replicate(len(field))) << (8 * width * i))
+        m.d.sync += window.eq(Mux(k.emit, window >> (8 * width), window) | placed)
+        with m.If(k.take):
             m.d.sync += final_keep.eq(last_stage.final_keep)
 
-        # Each stage takes its predecessor's content when it is empty or its own moves on.
-        # Those go-aheads are registers too, set a cycle ahead with the window's moves.
+    def _moves(self, m, k):
+        """Each rotate stage takes its predecessor's content when it is empty or its own
+        moves on (go-aheads that are registers too, set a cycle ahead with the window's
+        moves); the window's next state, and from it the next cycle's moves."""
+        stages, lows, last_stage = k.stages, k.lows, k.stages[-1]
         frees = [Signal(name=f"rotate{low}_free", init=1) for low in lows]
         for prev, nxt, free, low in zip(stages, stages[1:], frees, lows):
             amount = prev.offset[low:low + ROTATE_BITS]
@@ -165,36 +191,29 @@ class BytePacker(wiring.Component):
                 m.d.sync += [getattr(nxt, name).eq(getattr(prev, name)) for name in _CARRIED]
                 m.d.sync += nxt.data.eq(prev.data << Cat(Const(0, 3 + low), amount))
         m.d.comb += self.i.ready.eq(frees[0])
-
-        # The window's next state, and from it the next cycle's moves.
-        complete_next = Signal.like(complete)
+        complete_next = Signal.like(k.complete)
         partial_next, ending_next, chunk_next = Signal(), Signal(), Signal()
         m.d.comb += [
-            complete_next.eq(complete - emit + Mux(take, last_stage.added, 0)),
-            partial_next.eq(Mux(take, last_stage.ends_partial & ~last_stage.last, partial)),
-            ending_next.eq(Mux(take, last_stage.last, ending & ~(emit & out_last))),
+            complete_next.eq(k.complete - k.emit + Mux(k.take, last_stage.added, 0)),
+            partial_next.eq(Mux(k.take, last_stage.ends_partial & ~last_stage.last,
+                                k.partial)),
+            ending_next.eq(Mux(k.take, last_stage.last, k.ending & ~(k.emit & k.out_last))),
         ]
         valids_next = [Mux(free, prev.valid, nxt.valid)
                        for prev, nxt, free in zip(stages, stages[1:], frees)]
         m.d.comb += chunk_next.eq(valids_next[-1])
         emit_next, take_next = Signal(), Signal()
         m.d.comb += [
-            emit_next.eq(out.free_next & ((complete_next >= 2)
-                                          | ((complete_next == 1) & partial_next)
-                                          | ending_next)),
+            emit_next.eq(k.out.free_next & ((complete_next >= 2)
+                                            | ((complete_next == 1) & partial_next)
+                                            | ending_next)),
             take_next.eq(chunk_next & ~ending_next & (complete_next <= 2)),
         ]
-        m.d.sync += [complete.eq(complete_next), partial.eq(partial_next),
-                     ending.eq(ending_next), emit.eq(emit_next), take.eq(take_next),
-                     joins.eq(Cat(take_next & (complete_next - emit_next == k)
-                                  for k in range(3)))]
+        m.d.sync += [k.complete.eq(complete_next), k.partial.eq(partial_next),
+                     k.ending.eq(ending_next), k.emit.eq(emit_next), k.take.eq(take_next),
+                     k.joins.eq(Cat(take_next & (complete_next - emit_next == i)
+                                    for i in range(3)))]
         leaves = take_next
         for free, valid_next in reversed(list(zip(frees, valids_next))):
             leaves = ~valid_next | leaves
             m.d.sync += free.eq(leaves)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [
-                offset.eq(Mux(source.last, 0, (offset + source.length) % width)),
-                started.eq(~source.last & (started | (source.length != 0))),
-            ]
-        return m
