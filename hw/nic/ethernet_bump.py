@@ -70,8 +70,8 @@ class EthernetBump(wiring.Component):
     ``core`` domain, where the frame paths run 4 bytes a beat (50 MHz is 1.6 times line
     rate); their beats go through another into ``sync`` (125 MHz) and a byte a cycle
     (``Narrower``, then a skid register) into the other port's ``MacTx``. ``sync90`` is
-    ``sync`` a quarter period late, for the transmit clocks. The frame paths drop (and count) a frame they
-    have no room for, since a receiver cannot hold the wire.
+    ``sync`` a quarter period late, for the transmit clocks. The frame paths drop (and
+    count) a frame they have no room for, since a receiver cannot hold the wire.
 
     The counters (``COUNTERS``, each way, counted in ``core``) go out over a UART as a
     line of hex numbers on any byte received (``CounterReport``, in ``core``); ``busy`` is
@@ -111,90 +111,15 @@ class EthernetBump(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        ports = []
-        for port in (0, 1):
-            domain = f"rx{port}"
-            m.domains += ClockDomain(domain, reset_less=True, local=True)
-            m.d.comb += ClockSignal(domain).eq(getattr(self, f"rgmii{port}_rx_clk"))
-            m.submodules[f"rgmii{port}"] = rgmii = Rgmii(rx_domain=domain)
-            for name in ("txd", "tx_ctl", "tx_clk"):
-                pin = getattr(self, f"rgmii{port}_{name}")
-                m.d.comb += pin.eq(getattr(rgmii, f"rgmii_{name}"))
-            for name in ("rxd", "rx_ctl"):
-                pin = getattr(self, f"rgmii{port}_{name}")
-                m.d.comb += getattr(rgmii, f"rgmii_{name}").eq(pin)
-            ports.append(rgmii)
-
+        ports = [self._port(m, port) for port in (0, 1)]
         counters, busy_ways = [], []
         for way, (source, sink, direction) in enumerate(((0, 1, "compress"),
                                                          (1, 0, "decompress"))):
-            domain = f"rx{source}"
-            rgmii_in, rgmii_out = ports[source], ports[sink]
-            # Receive: a byte a cycle at the port's clock, packed into 4-byte beats for
-            # the core, which takes a beat a cycle at half that clock or more.
-            mac_rx = DomainRenamer(domain)(MacRx())
-            widener = DomainRenamer(domain)(Widener(1, _CORE_WIDTH))
-            m.submodules[f"mac_rx{source}"], m.submodules[f"widener{source}"] = mac_rx, widener
-            m.d.comb += [mac_rx.rxd.eq(rgmii_in.rxd), mac_rx.rx_dv.eq(rgmii_in.rx_dv),
-                         mac_rx.rx_er.eq(rgmii_in.rx_er),
-                         widener.i.payload.data.eq(mac_rx.m_axis_tdata),
-                         widener.i.payload.keep.eq(1),
-                         widener.i.payload.last.eq(mac_rx.m_axis_tlast),
-                         widener.i.payload.user.eq(mac_rx.m_axis_tuser),
-                         widener.i.valid.eq(mac_rx.m_axis_tvalid)]
-            overflow = Signal()
-            m.d[domain] += overflow.eq(overflow | (mac_rx.m_axis_tvalid & ~widener.i.ready))
-            m.submodules[f"overflow{source}"] = FFSynchronizer(overflow,
-                                                               self.rx_overflow[source])
-            rx_cdc = _beat_fifo(m, f"rx_cdc{source}", widener.o, domain, "core")
-
-            beat = rx_cdc.payload
-            leaving = stream.Signature(range_beat_layout(_CORE_WIDTH)).create()
-            if direction == "compress" or self._restore:
-                path = DomainRenamer("core")(FramePath(direction=direction, width=_CORE_WIDTH,
-                                                       max_frame=self._max_frame,
-                                                       drop_when_full=True))
-                m.submodules[f"path{way}"] = path
-                m.d.comb += [path.s_axis_tdata.eq(beat.data), path.s_axis_tkeep.eq(beat.keep),
-                             path.s_axis_tlast.eq(beat.last), path.s_axis_tuser.eq(beat.user),
-                             path.s_axis_tvalid.eq(rx_cdc.valid),
-                             rx_cdc.ready.eq(path.s_axis_tready),
-                             path.bound_bits.eq(self._bound_bits),
-                             leaving.payload.data.eq(path.m_axis_tdata),
-                             leaving.payload.keep.eq(path.m_axis_tkeep),
-                             leaving.payload.last.eq(path.m_axis_tlast),
-                             leaving.payload.user.eq(path.m_axis_tuser),
-                             leaving.valid.eq(path.m_axis_tvalid),
-                             path.m_axis_tready.eq(leaving.ready)]
-                path_counters = [path.passed, path.changed, path.dropped, path.flagged]
-            else:
-                # Forwarded as they come (cut through): passed counts them, flagged the
-                # damaged ones.
-                wiring.connect(m, rx_cdc, wiring.flipped(leaving))
-                passed, flagged = Signal(32), Signal(32)
-                with m.If(rx_cdc.valid & rx_cdc.ready & beat.last):
-                    m.d.core += [passed.eq(passed + ~beat.user), flagged.eq(flagged + beat.user)]
-                path_counters = [passed, Signal(32), Signal(32), flagged]
-
-            # Send: 4-byte beats into the port's transmit clock, a byte a cycle to the MAC.
-            tx_cdc = _beat_fifo(m, f"tx_cdc{sink}", leaving, "core", "sync")
-            m.submodules[f"narrower{sink}"] = narrower = Narrower(_CORE_WIDTH, 1)
-            wiring.connect(m, tx_cdc, narrower.i)
-            # A register between the byte select and the MAC's CRC (a skid: no bubble).
-            m.submodules[f"tx_skid{sink}"] = tx_skid = SkidOutput(narrower.o.payload.shape())
-            m.d.comb += [tx_skid.payload.eq(narrower.o.payload),
-                         tx_skid.write.eq(narrower.o.valid & tx_skid.free),
-                         narrower.o.ready.eq(tx_skid.free)]
-            byte = tx_skid.o.payload
-            m.submodules[f"mac_tx{sink}"] = mac_tx = MacTx()
-            m.d.comb += [mac_tx.s_axis_tdata.eq(byte.data), mac_tx.s_axis_tlast.eq(byte.last),
-                         mac_tx.s_axis_tuser.eq(byte.user),
-                         mac_tx.s_axis_tvalid.eq(tx_skid.o.valid),
-                         tx_skid.o.ready.eq(mac_tx.s_axis_tready),
-                         rgmii_out.txd.eq(mac_tx.txd), rgmii_out.tx_en.eq(mac_tx.tx_en),
-                         rgmii_out.tx_er.eq(mac_tx.tx_er)]
-
+            rx_cdc = self._receive(m, source, ports[source])
+            leaving, path_counters = self._path(m, way, direction, rx_cdc)
+            mac_tx = self._send(m, sink, leaving, ports[sink])
             # Counters, in the core's domain (the MAC's underruns through a Gray code).
+            beat = rx_cdc.payload
             received, received_bad, sent, busy = Signal(32), Signal(32), Signal(32), Signal()
             with m.If(rx_cdc.valid & rx_cdc.ready):
                 m.d.core += busy.eq(~beat.last)
@@ -206,7 +131,6 @@ class EthernetBump(wiring.Component):
             busy_ways.append(busy)
             counters += [received, received_bad, *path_counters, sent,
                          _count_across(m, f"underruns{sink}", mac_tx.underruns, "sync", "core")]
-
         m.d.comb += self.busy.eq(busy_ways[0] | busy_ways[1])
         report = DomainRenamer("core")(CounterReport(count=len(counters),
                                                      divisor=self._divisor))
@@ -215,3 +139,90 @@ class EthernetBump(wiring.Component):
                      *(getattr(report, f"counter_{k}").eq(counter)
                        for k, counter in enumerate(counters))]
         return m
+
+    def _port(self, m, port):
+        """Ethernet port ``port``'s RGMII, its receive clock domain ``rx{port}``."""
+        domain = f"rx{port}"
+        m.domains += ClockDomain(domain, reset_less=True, local=True)
+        m.d.comb += ClockSignal(domain).eq(getattr(self, f"rgmii{port}_rx_clk"))
+        m.submodules[f"rgmii{port}"] = rgmii = Rgmii(rx_domain=domain)
+        for name in ("txd", "tx_ctl", "tx_clk"):
+            pin = getattr(self, f"rgmii{port}_{name}")
+            m.d.comb += pin.eq(getattr(rgmii, f"rgmii_{name}"))
+        for name in ("rxd", "rx_ctl"):
+            pin = getattr(self, f"rgmii{port}_{name}")
+            m.d.comb += getattr(rgmii, f"rgmii_{name}").eq(pin)
+        return rgmii
+
+    def _receive(self, m, source, rgmii_in):
+        """Receive on port ``source``: a byte a cycle at the port's clock, packed into
+        4-byte beats for the core, which takes a beat a cycle at half that clock or more;
+        an overflow (a byte the widener could not take) flagged. Returns the core's side
+        of the clock crossing."""
+        domain = f"rx{source}"
+        mac_rx = DomainRenamer(domain)(MacRx())
+        widener = DomainRenamer(domain)(Widener(1, _CORE_WIDTH))
+        m.submodules[f"mac_rx{source}"], m.submodules[f"widener{source}"] = mac_rx, widener
+        m.d.comb += [mac_rx.rxd.eq(rgmii_in.rxd), mac_rx.rx_dv.eq(rgmii_in.rx_dv),
+                     mac_rx.rx_er.eq(rgmii_in.rx_er),
+                     widener.i.payload.data.eq(mac_rx.m_axis_tdata),
+                     widener.i.payload.keep.eq(1),
+                     widener.i.payload.last.eq(mac_rx.m_axis_tlast),
+                     widener.i.payload.user.eq(mac_rx.m_axis_tuser),
+                     widener.i.valid.eq(mac_rx.m_axis_tvalid)]
+        overflow = Signal()
+        m.d[domain] += overflow.eq(overflow | (mac_rx.m_axis_tvalid & ~widener.i.ready))
+        m.submodules[f"overflow{source}"] = FFSynchronizer(overflow, self.rx_overflow[source])
+        return _beat_fifo(m, f"rx_cdc{source}", widener.o, domain, "core")
+
+    def _path(self, m, way, direction, rx_cdc):
+        """The frames' way through the core: the frame path in ``direction``, or (a device
+        too small for both, restoring off) forwarded as they come. Returns the stream
+        that leaves and the path's counters (passed, changed, dropped, flagged)."""
+        beat = rx_cdc.payload
+        leaving = stream.Signature(range_beat_layout(_CORE_WIDTH)).create()
+        if direction != "compress" and not self._restore:
+            # Forwarded as they come (cut through): passed counts them, flagged the
+            # damaged ones.
+            wiring.connect(m, rx_cdc, wiring.flipped(leaving))
+            passed, flagged = Signal(32), Signal(32)
+            with m.If(rx_cdc.valid & rx_cdc.ready & beat.last):
+                m.d.core += [passed.eq(passed + ~beat.user), flagged.eq(flagged + beat.user)]
+            return leaving, [passed, Signal(32), Signal(32), flagged]
+        path = DomainRenamer("core")(FramePath(direction=direction, width=_CORE_WIDTH,
+                                               max_frame=self._max_frame,
+                                               drop_when_full=True))
+        m.submodules[f"path{way}"] = path
+        m.d.comb += [path.s_axis_tdata.eq(beat.data), path.s_axis_tkeep.eq(beat.keep),
+                     path.s_axis_tlast.eq(beat.last), path.s_axis_tuser.eq(beat.user),
+                     path.s_axis_tvalid.eq(rx_cdc.valid),
+                     rx_cdc.ready.eq(path.s_axis_tready),
+                     path.bound_bits.eq(self._bound_bits),
+                     leaving.payload.data.eq(path.m_axis_tdata),
+                     leaving.payload.keep.eq(path.m_axis_tkeep),
+                     leaving.payload.last.eq(path.m_axis_tlast),
+                     leaving.payload.user.eq(path.m_axis_tuser),
+                     leaving.valid.eq(path.m_axis_tvalid),
+                     path.m_axis_tready.eq(leaving.ready)]
+        return leaving, [path.passed, path.changed, path.dropped, path.flagged]
+
+    def _send(self, m, sink, leaving, rgmii_out):
+        """Send on port ``sink``: 4-byte beats into the port's transmit clock, a byte a
+        cycle to the MAC (a skid register between the byte select and the MAC's CRC, no
+        bubble). Returns the MAC."""
+        tx_cdc = _beat_fifo(m, f"tx_cdc{sink}", leaving, "core", "sync")
+        m.submodules[f"narrower{sink}"] = narrower = Narrower(_CORE_WIDTH, 1)
+        wiring.connect(m, tx_cdc, narrower.i)
+        m.submodules[f"tx_skid{sink}"] = tx_skid = SkidOutput(narrower.o.payload.shape())
+        m.d.comb += [tx_skid.payload.eq(narrower.o.payload),
+                     tx_skid.write.eq(narrower.o.valid & tx_skid.free),
+                     narrower.o.ready.eq(tx_skid.free)]
+        byte = tx_skid.o.payload
+        m.submodules[f"mac_tx{sink}"] = mac_tx = MacTx()
+        m.d.comb += [mac_tx.s_axis_tdata.eq(byte.data), mac_tx.s_axis_tlast.eq(byte.last),
+                     mac_tx.s_axis_tuser.eq(byte.user),
+                     mac_tx.s_axis_tvalid.eq(tx_skid.o.valid),
+                     tx_skid.o.ready.eq(mac_tx.s_axis_tready),
+                     rgmii_out.txd.eq(mac_tx.txd), rgmii_out.tx_en.eq(mac_tx.tx_en),
+                     rgmii_out.tx_er.eq(mac_tx.tx_er)]
+        return mac_tx
