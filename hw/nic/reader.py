@@ -57,50 +57,61 @@ class MessageReader:
         }))
         self.descriptor = Signal()
         self.between = Signal()
-        item, beat = self.item, i.payload
-        state = Signal(_State)
-        remaining = Signal(32)
-        index = Signal(32)
-        taken = Signal()
+        self._m, self._i, self._lanes, self._hold = m, i, lanes, hold
+        self._state = state = Signal(_State, name="state")
+        self._remaining = Signal(32, name="remaining")
+        self._index = Signal(32, name="index")
+        self._final = Signal(init=1, name="final")      # remaining <= lanes, a register
+        self._taken = taken = Signal(name="taken")
         m.d.comb += [i.ready.eq(advance & (state != _State.PAD)),
                      taken.eq(i.valid & i.ready), self.between.eq(state == _State.DESCRIPTOR)]
-        kept_bytes, masked = beat_bytes(m, beat)
-        final = Signal(init=1)                  # remaining <= lanes, kept as a register
-
+        kept_bytes, masked = beat_bytes(m, i.payload)
         with m.If(advance if hold else Const(1)):
-            m.d.sync += item.kind.eq(Item.NONE)
+            m.d.sync += self.item.kind.eq(Item.NONE)
+        self._count = Signal(range(lanes + 1), name="count")
+        m.d.comb += self._count.eq(Mux(self._final, self._remaining, lanes))
+        self._total = i.payload.data[:32]
+        # The item's fields for each kind of beat but values (``_value_fields``).
+        self._raw_fields = [self.item.bits.eq(masked), self.item.length.eq(kept_bytes),
+                            self.item.last.eq(i.payload.last)]
+        self._header_fields = [self.item.bits.eq(self._total),
+                               self.item.last.eq(self._total == 0)]
+        self._states(advance, flag, bypass, max_values)
+        if not hold:
+            self._fields_every_cycle(bypass)
 
-        count = Signal(range(lanes + 1))
-        m.d.comb += count.eq(Mux(final, remaining, lanes))
-        total = beat.data[:32]
+    def _value_fields(self, bits):
+        """The item's fields for a beat of values ``bits``: zero past ``count``."""
+        item, lanes = self.item, self._lanes
+        kept = Cat(Mux(k < self._count, bits[32 * k:32 * (k + 1)], 0) for k in range(lanes))
+        return [item.bits.eq(kept), item.count.eq(self._count), item.final.eq(self._final),
+                item.index.eq(self._index)]
 
-        # The item's fields for each kind of beat.
-        def value_fields(bits):
-            kept = Cat(Mux(k < count, bits[32 * k:32 * (k + 1)], 0) for k in range(lanes))
-            return [item.bits.eq(kept), item.count.eq(count), item.final.eq(final),
-                    item.index.eq(index)]
+    def _load(self, fields):
+        """The item's fields with its kind, where the item holds (else every cycle)."""
+        if self._hold:
+            self._m.d.sync += fields
 
-        raw_fields = [item.bits.eq(masked), item.length.eq(kept_bytes), item.last.eq(beat.last)]
-        header_fields = [item.bits.eq(total), item.last.eq(total == 0)]
+    def _values(self, bits):
+        m, lanes, final, remaining = self._m, self._lanes, self._final, self._remaining
+        self._load(self._value_fields(bits))
+        m.d.sync += [self.item.kind.eq(Item.VALUES), self._index.eq(self._index + lanes),
+                     remaining.eq(Mux(final, 0, remaining - lanes)),
+                     final.eq(final | (remaining <= 2 * lanes))]
 
-        def load(fields):
-            if hold:
-                m.d.sync += fields
+    def _raw(self):
+        self._load(self._raw_fields)
+        self._m.d.sync += self.item.kind.eq(Item.RAW)
 
-        def values(bits):
-            load(value_fields(bits))
-            m.d.sync += [item.kind.eq(Item.VALUES), index.eq(index + lanes),
-                         remaining.eq(Mux(final, 0, remaining - lanes)),
-                         final.eq(final | (remaining <= 2 * lanes))]
-
-        def raw():
-            load(raw_fields)
-            m.d.sync += item.kind.eq(Item.RAW)
-
+    def _states(self, advance, flag, bypass, max_values):
+        """The reader's states: a message's descriptor, its values, zeros for a message
+        cut short, beats dropped past its count or its refusal, bypass."""
+        m, state, beat, taken = self._m, self._state, self._i.payload, self._taken
+        total, lanes, final = self._total, self._lanes, self._final
         with m.Switch(state):
             with m.Case(_State.DESCRIPTOR):
                 with m.If(taken & bypass):
-                    raw()
+                    self._raw()
                     with m.If(~beat.last):
                         m.d.sync += state.eq(_State.BYPASS)
                 with m.Elif(taken & (total > max_values)):
@@ -110,9 +121,9 @@ class MessageReader:
                 with m.Elif(taken):
                     m.d.comb += [self.descriptor.eq(1),
                                  flag.eq((total == 0) != beat.last)]
-                    load(header_fields)
-                    m.d.sync += [item.kind.eq(Item.HEADER), remaining.eq(total),
-                                 final.eq(total <= lanes), index.eq(0)]
+                    self._load(self._header_fields)
+                    m.d.sync += [self.item.kind.eq(Item.HEADER), self._remaining.eq(total),
+                                 final.eq(total <= lanes), self._index.eq(0)]
                     with m.If(total == 0):
                         with m.If(~beat.last):
                             m.d.sync += state.eq(_State.DROP)
@@ -122,7 +133,7 @@ class MessageReader:
                         m.d.sync += state.eq(_State.VALUES)
             with m.Case(_State.VALUES):
                 with m.If(taken):
-                    values(beat.data)
+                    self._values(beat.data)
                     with m.If(final):
                         with m.If(beat.last):
                             m.d.sync += state.eq(_State.DESCRIPTOR)
@@ -134,7 +145,7 @@ class MessageReader:
                         m.d.sync += state.eq(_State.PAD)
             with m.Case(_State.PAD):
                 with m.If(advance):
-                    values(Const(0, 32 * lanes))
+                    self._values(Const(0, 32 * lanes))
                     with m.If(final):
                         m.d.sync += state.eq(_State.DESCRIPTOR)
             with m.Case(_State.DROP):
@@ -142,21 +153,23 @@ class MessageReader:
                     m.d.sync += state.eq(_State.DESCRIPTOR)
             with m.Case(_State.BYPASS):
                 with m.If(taken):
-                    raw()
+                    self._raw()
                     with m.If(beat.last):
                         m.d.sync += state.eq(_State.DESCRIPTOR)
-        if not hold:
-            # Every cycle, what the state's beat would give (the fields ``kind`` leaves
-            # unused are don't-cares).
-            with m.Switch(state):
-                with m.Case(_State.DESCRIPTOR):
-                    with m.If(bypass):
-                        m.d.sync += raw_fields
-                    with m.Else():
-                        m.d.sync += header_fields
-                with m.Case(_State.VALUES):
-                    m.d.sync += value_fields(beat.data)
-                with m.Case(_State.PAD):
-                    m.d.sync += value_fields(Const(0, 32 * lanes))
-                with m.Default():
-                    m.d.sync += raw_fields
+
+    def _fields_every_cycle(self, bypass):
+        """Without ``hold``: every cycle, what the state's beat would give (the fields
+        ``kind`` leaves unused are don't-cares)."""
+        m = self._m
+        with m.Switch(self._state):
+            with m.Case(_State.DESCRIPTOR):
+                with m.If(bypass):
+                    m.d.sync += self._raw_fields
+                with m.Else():
+                    m.d.sync += self._header_fields
+            with m.Case(_State.VALUES):
+                m.d.sync += self._value_fields(self._i.payload.data)
+            with m.Case(_State.PAD):
+                m.d.sync += self._value_fields(Const(0, 32 * self._lanes))
+            with m.Default():
+                m.d.sync += self._raw_fields
