@@ -1,6 +1,8 @@
 """Frame path: the packet rule (docs/semantics.md section 4) on a stream of Ethernet frames,
 store and forward, with the INCEPTIONN-style engines rewriting gradient frames."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -414,18 +416,19 @@ class FramePath(wiring.Component):
     # -- stage 2: rewrite into buffer B ----------------------------------------------------
 
     def _rewrite(self, m, records, reader, buffer, leaving, released, lost):
+        """The rewriting stage: each frame record's bytes from buffer A (``reader``) into
+        buffer B: a passed frame as it is, a rewritten one's header patched and its
+        payload through the engine, then padding to the smallest frame; the frame's
+        entry for the sender (``leaving``), and the counters."""
         inner, max_frame = buffer.width, self._max_frame
-        lanes = inner // 4
         compressing = self._direction == "compress"
         engine = (InceptionnCompressor if compressing else InceptionnDecompressor)(
-            lanes=lanes, max_values=max_frame // 4)
+            lanes=inner // 4, max_values=max_frame // 4)
         m.submodules.engine = engine
         record = Signal(_record_layout(max_frame))
         m.d.comb += [record.eq(records.r_data), engine.bound_bits.eq(record.bound_bits)]
-        rewrite = record.action == _Action.REWRITE
         header = Signal(range(ETH_HEADER + 69))
         m.d.comb += header.eq(ETH_HEADER + 4 * record.ihl + UDP_HEADER)
-
         state = Signal(_Stage2)
         write_at = Signal(len(released))         # and in buffer B
         written = Signal(range(max_frame + 1))
@@ -434,108 +437,132 @@ class FramePath(wiring.Component):
         m.d.comb += [used.eq(write_at - released),
                      room.eq(used + record.out_length <= buffer.size)]
         m.d.comb += buffer.w_addr.eq(write_at + written)
-
         descriptor_sent, skip_descriptor = Signal(), Signal()
         got_last, got_end, bad = Signal(), Signal(), Signal()
-
-        def write(beat_data, nbytes, enable):
-            m.d.comb += [buffer.w_data.eq(beat_data),
-                         buffer.w_en.eq(Mux(enable, Cat(Const(i) < nbytes
-                                                        for i in range(inner)), 0))]
-            with m.If(enable):
-                m.d.sync += written.eq(written + nbytes)
-
         drop_now = Signal()
         m.d.sync += self.dropped.eq(self.dropped + drop_now + lost)
+        k = SimpleNamespace(
+            records=records, reader=reader, buffer=buffer, leaving=leaving, engine=engine,
+            record=record, rewrite=record.action == _Action.REWRITE, header=header,
+            state=state, write_at=write_at, written=written, room=room,
+            descriptor_sent=descriptor_sent, skip_descriptor=skip_descriptor,
+            got_last=got_last, got_end=got_end, bad=bad, drop_now=drop_now)
         with m.Switch(state):
             with m.Case(_Stage2.IDLE):
-                # A dropped frame's bytes are given back: the reader moves past them.
-                drop = record.action == _Action.DROP
-                m.d.comb += [reader.start.eq(Mux(drop, record.start + record.length,
-                                                 record.start)),
-                             reader.length.eq(Mux(drop, 0, Mux(rewrite, header, record.length))),
-                             reader.user.eq(record.flagged)]
-                with m.If(records.r_rdy & drop & reader.idle):
-                    m.d.comb += [reader.go.eq(1), records.r_en.eq(1), drop_now.eq(1)]
-                with m.Elif(records.r_rdy & room & leaving.w_rdy & reader.idle):
-                    m.d.comb += reader.go.eq(1)
-                    m.d.sync += [state.eq(_Stage2.HEAD), written.eq(0),
-                                 descriptor_sent.eq(0), skip_descriptor.eq(1),
-                                 got_last.eq(0), got_end.eq(0), bad.eq(0)]
+                self._next_record(m, k)
             with m.Case(_Stage2.HEAD):
                 count, masked = beat_bytes(m, reader.o.payload)
                 patched = self._patch(m, masked, written, record)
                 m.d.comb += reader.o.ready.eq(1)
                 taken = reader.o.valid
-                write(Mux(rewrite, patched, masked), count, taken)
+                self._write(m, k, Mux(k.rewrite, patched, masked), count, taken)
                 m.d.comb += [reader.start.eq(record.start + header),
                              reader.length.eq(record.payload)]
                 with m.If(taken & reader.o.payload.last):
-                    with m.If(rewrite):
+                    with m.If(k.rewrite):
                         m.d.comb += reader.go.eq(1)
                         m.d.sync += state.eq(_Stage2.BODY)
                     with m.Else():
                         m.d.sync += state.eq(_Stage2.END)
             with m.Case(_Stage2.BODY):
-                # Into the engine: (compressing) a descriptor beat with the value count,
-                # then the payload.
-                if compressing:
-                    values = record.payload[2:]
-                    with m.If(~descriptor_sent):
-                        m.d.comb += [engine.i.payload.data.eq(values),
-                                     engine.i.payload.keep.eq(-1),
-                                     engine.i.payload.last.eq(values == 0),
-                                     engine.i.valid.eq(1)]
-                        with m.If(engine.i.ready):
-                            m.d.sync += descriptor_sent.eq(1)
-                    feeding = descriptor_sent
-                else:
-                    feeding = Const(1)
-                with m.If(feeding):
-                    m.d.comb += [engine.i.payload.data.eq(reader.o.payload.data),
-                                 engine.i.payload.keep.eq(reader.o.payload.keep),
-                                 engine.i.payload.last.eq(reader.o.payload.last),
-                                 engine.i.valid.eq(reader.o.valid),
-                                 reader.o.ready.eq(engine.i.ready)]
-                # Out of the engine (decompressing: but its descriptor beat) into B.
-                count, masked = beat_bytes(m, engine.o.payload)
-                m.d.comb += engine.o.ready.eq(1)
-                taken = engine.o.valid
-                keep = taken if compressing else taken & ~skip_descriptor
-                write(masked, count, keep)
-                with m.If(taken):
-                    m.d.sync += skip_descriptor.eq(0)
-                last = got_last | (taken & engine.o.payload.last)
-                end = Const(1) if compressing else got_end | engine.message_end
-                with m.If(taken & engine.o.payload.last):
-                    m.d.sync += got_last.eq(1)
-                if not compressing:
-                    with m.If(engine.message_end):
-                        m.d.sync += got_end.eq(1)
-                    with m.If(engine.message_bad):
-                        m.d.sync += bad.eq(1)
-                with m.If(last & end):
-                    m.d.sync += state.eq(_Stage2.PAD)
+                self._body(m, k)
             with m.Case(_Stage2.PAD):
                 short = written < MIN_FRAME
                 gap = MIN_FRAME - written
-                write(0, Mux(gap < inner, gap, inner), short)
+                self._write(m, k, 0, Mux(gap < inner, gap, inner), short)
                 with m.If(~short):
                     m.d.sync += state.eq(_Stage2.END)
             with m.Case(_Stage2.END):
-                keep = ~rewrite | ~bad
-                m.d.comb += [records.r_en.eq(1), leaving.w_data.eq(Cat(written, record.flagged)),
-                             leaving.w_en.eq(keep)]
-                m.d.sync += state.eq(_Stage2.IDLE)
-                m.d.comb += drop_now.eq(~keep)
-                with m.If(keep):
-                    m.d.sync += write_at.eq(write_at + written)
-                with m.If(record.flagged):
-                    m.d.sync += self.flagged.eq(self.flagged + 1)
-                with m.Elif(~rewrite):
-                    m.d.sync += self.passed.eq(self.passed + 1)
-                with m.Elif(keep):
-                    m.d.sync += self.changed.eq(self.changed + 1)
+                self._frame_done(m, k)
+
+    @staticmethod
+    def _write(m, k, beat_data, nbytes, enable):
+        """Write ``nbytes`` of a beat into buffer B at the frame's next byte."""
+        inner = k.buffer.width
+        m.d.comb += [k.buffer.w_data.eq(beat_data),
+                     k.buffer.w_en.eq(Mux(enable, Cat(Const(i) < nbytes
+                                                      for i in range(inner)), 0))]
+        with m.If(enable):
+            m.d.sync += k.written.eq(k.written + nbytes)
+
+    @staticmethod
+    def _next_record(m, k):
+        """IDLE: the next record; a dropped frame's bytes are given back (the reader moves
+        past them), another starts once B has room for it."""
+        record, reader, records = k.record, k.reader, k.records
+        drop = record.action == _Action.DROP
+        m.d.comb += [reader.start.eq(Mux(drop, record.start + record.length, record.start)),
+                     reader.length.eq(Mux(drop, 0, Mux(k.rewrite, k.header, record.length))),
+                     reader.user.eq(record.flagged)]
+        with m.If(records.r_rdy & drop & reader.idle):
+            m.d.comb += [reader.go.eq(1), records.r_en.eq(1), k.drop_now.eq(1)]
+        with m.Elif(records.r_rdy & k.room & k.leaving.w_rdy & reader.idle):
+            m.d.comb += reader.go.eq(1)
+            m.d.sync += [k.state.eq(_Stage2.HEAD), k.written.eq(0),
+                         k.descriptor_sent.eq(0), k.skip_descriptor.eq(1),
+                         k.got_last.eq(0), k.got_end.eq(0), k.bad.eq(0)]
+
+    def _body(self, m, k):
+        """BODY: into the engine (compressing: a descriptor beat with the value count,
+        then the payload); out of the engine (decompressing: but its descriptor beat)
+        into B, until the engine's message has ended."""
+        engine, reader, record = k.engine, k.reader, k.record
+        compressing = self._direction == "compress"
+        if compressing:
+            values = record.payload[2:]
+            with m.If(~k.descriptor_sent):
+                m.d.comb += [engine.i.payload.data.eq(values),
+                             engine.i.payload.keep.eq(-1),
+                             engine.i.payload.last.eq(values == 0),
+                             engine.i.valid.eq(1)]
+                with m.If(engine.i.ready):
+                    m.d.sync += k.descriptor_sent.eq(1)
+            feeding = k.descriptor_sent
+        else:
+            feeding = Const(1)
+        with m.If(feeding):
+            m.d.comb += [engine.i.payload.data.eq(reader.o.payload.data),
+                         engine.i.payload.keep.eq(reader.o.payload.keep),
+                         engine.i.payload.last.eq(reader.o.payload.last),
+                         engine.i.valid.eq(reader.o.valid),
+                         reader.o.ready.eq(engine.i.ready)]
+        count, masked = beat_bytes(m, engine.o.payload)
+        m.d.comb += engine.o.ready.eq(1)
+        taken = engine.o.valid
+        keep = taken if compressing else taken & ~k.skip_descriptor
+        self._write(m, k, masked, count, keep)
+        with m.If(taken):
+            m.d.sync += k.skip_descriptor.eq(0)
+        last = k.got_last | (taken & engine.o.payload.last)
+        end = Const(1) if compressing else k.got_end | engine.message_end
+        with m.If(taken & engine.o.payload.last):
+            m.d.sync += k.got_last.eq(1)
+        if not compressing:
+            with m.If(engine.message_end):
+                m.d.sync += k.got_end.eq(1)
+            with m.If(engine.message_bad):
+                m.d.sync += k.bad.eq(1)
+        with m.If(last & end):
+            m.d.sync += k.state.eq(_Stage2.PAD)
+
+    def _frame_done(self, m, k):
+        """END: the frame's entry for the sender (unless the engine found its message
+        bad: then it is dropped from B), the record taken, the counters."""
+        record, rewrite = k.record, k.rewrite
+        keep = ~rewrite | ~k.bad
+        m.d.comb += [k.records.r_en.eq(1),
+                     k.leaving.w_data.eq(Cat(k.written, record.flagged)),
+                     k.leaving.w_en.eq(keep)]
+        m.d.sync += k.state.eq(_Stage2.IDLE)
+        m.d.comb += k.drop_now.eq(~keep)
+        with m.If(keep):
+            m.d.sync += k.write_at.eq(k.write_at + k.written)
+        with m.If(record.flagged):
+            m.d.sync += self.flagged.eq(self.flagged + 1)
+        with m.Elif(~rewrite):
+            m.d.sync += self.passed.eq(self.passed + 1)
+        with m.Elif(keep):
+            m.d.sync += self.changed.eq(self.changed + 1)
 
     def _patch(self, m, masked, written, record):
         """A rewritten frame's header beat (``masked``, at byte ``written`` of the frame)
