@@ -1,6 +1,8 @@
 """TernGrad encoder and decoder (docs/semantics.md section 5): value messages to and from TernGrad
 messages (scaler, count, 2-bit codes four per byte), ``lanes`` values per cycle."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
@@ -282,8 +284,22 @@ class TernGradDecoder(StreamEngine):
 
     def elaborate(self, platform):
         m = Module()
+        k = SimpleNamespace()           # the registers and signals the stages share
+        self._registers(m, k)
+        self._lane_values(m, k)
+        with m.Switch(k.state):
+            with m.Case(_State.HEADER):
+                self._header(m, k)
+            with m.Case(_State.CODES, _State.PAD):
+                self._codes(m, k)
+            k.window.message_end_cases(m, k.state, _State, flag=k.flag, out=k.out,
+                                       out_free=k.out.free)
+        return m
+
+    def _registers(self, m, k):
+        """The message's state, scaler and values left; the input's byte window and what
+        it holds; bad messages counted; ``bypass`` sampled at the first beat."""
         lanes = self.lanes
-        width = 4 * lanes
         state = Signal(_State)
         scaler = Signal(32)                     # the message's, or 0 if not usable
         usable = Signal()                       # finite, sign bit clear
@@ -300,93 +316,101 @@ class TernGradDecoder(StreamEngine):
         most_code_bytes = max(1, lanes // 4)
         code_bytes = Signal(range(most_code_bytes + 1))
         m.d.comb += code_bytes.eq((this_beat + 3) >> 2 if lanes >= 4 else 1)
-
-        window = ByteWindow(m, self.i, size=max(8, width) + width,
+        window = ByteWindow(m, self.i, size=max(8, 4 * lanes) + 4 * lanes,
                             discard=state == _State.DROP, amounts=[Const(8), code_bytes])
-        ended = window.ended
         # Whether the window holds a header, any byte, and ``k`` bytes for each count of
         # code bytes ``k``: registers, so that no comparison of ``fill`` (nor the count of
         # a header just read) is in front of the decisions.
         have_header, nonempty = Signal(), Signal()
         holds = Signal(most_code_bytes + 1)
         m.d.sync += [have_header.eq(window.fill_next >= 8), nonempty.eq(window.fill_next != 0),
-                     holds.eq(Cat(Const(1), *(window.fill_next >= k
-                                              for k in range(1, most_code_bytes + 1))))]
-        have_codes = holds.bit_select(code_bytes, 1)
+                     holds.eq(Cat(Const(1), *(window.fill_next >= i
+                                              for i in range(1, most_code_bytes + 1))))]
         flag = Signal()
         count_errors(m, flag, self.error, self.error_count, between=state == _State.HEADER)
-        with m.If((state == _State.HEADER) & ~nonempty & ~ended
+        with m.If((state == _State.HEADER) & ~nonempty & ~window.ended
                   & self.i.valid & self.i.ready):
             m.d.sync += bypassed.eq(self.bypass)
-
         out = SkidOutput.driving(m, self.o)
-        codes = window.data >> (2 * lanes * sub) if sub_beats > 1 else window.data
-        values, not_ternary, stray_codes = [], [], []
-        for k in range(lanes):
-            code = codes[2 * k:2 * k + 2]
-            value = Signal(32, name=f"lane{k}_value")
-            m.d.comb += value.eq(Mux(code == 1, scaler,
-                                     Mux(code == 3, Cat(scaler[:31], usable), 0)))
-            # A lane's value is in once its code byte is (a message may end inside a
-            # beat's code bytes: the values of its whole bytes still go out).
-            values.append(Mux((k < this_beat) & holds[k // 4 + 1], value, 0))
-            not_ternary.append((k < this_beat) & (code == 2))
-            stray_codes.append((k >= this_beat) & (k < 4 * code_bytes) & (code != 0))
-        if lanes >= 4:
-            stray = final & Cat(*stray_codes).any()
-        else:                          # codes past the count, in this slot and later ones
-            stray = final & ((window.data[:8] >> (2 * (lanes * sub + this_beat))) != 0)
-        byte_done = final | (sub == sub_beats - 1)
+        vars(k).update(
+            state=state, scaler=scaler, usable=usable, bypassed=bypassed,
+            remaining=remaining, this_beat=this_beat, final=final, sub_beats=sub_beats,
+            sub=sub, code_bytes=code_bytes, window=window, have_header=have_header,
+            nonempty=nonempty, holds=holds, have_codes=holds.bit_select(code_bytes, 1),
+            flag=flag, out=out)
 
-        with m.Switch(state):
-            with m.Case(_State.HEADER):
-                count, given = window.data[32:64], window.data[:32]
-                with m.If(bypassed & (nonempty | ended)):
-                    m.d.sync += state.eq(_State.BYPASS)
-                with m.Elif(have_header & (count > self.max_values)):
-                    m.d.comb += flag.eq(1)
-                    m.d.sync += state.eq(_State.DROP)
-                with m.Elif(have_header):
-                    with m.If(out.free):
-                        ok = finite_non_negative(given)
-                        m.d.comb += [window.drop[0].eq(1), flag.eq(~ok)]
-                        m.d.sync += [scaler.eq(Mux(ok, given, 0)), usable.eq(ok),
-                                     remaining.eq(count), sub.eq(0),
-                                     this_beat.eq(Mux(count < lanes, count, lanes)),
-                                     final.eq(count <= lanes),
-                                     state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
-                        m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
-                                     out.payload.keep.eq(Const(-1, width)),
-                                     out.payload.last.eq(count == 0)]
-                with m.Elif(ended):
-                    m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
-            with m.Case(_State.CODES, _State.PAD):
-                padding = state == _State.PAD
-                # The message ended inside this beat's code bytes: the values of the whole
-                # bytes received, then zeros (PAD) up to the count.
-                cut = ~padding & ended & ~have_codes
-                with m.If(out.free & (padding | have_codes | ended)):
-                    with m.If(cut):
-                        m.d.comb += [flag.eq(1), window.clear.eq(1)]
-                    with m.Elif(~padding):
-                        m.d.comb += [window.drop[1].eq(byte_done),
-                                     flag.eq(Cat(*not_ternary).any() | stray)]
-                    m.d.comb += [
-                        out.write.eq(1), out.payload.data.eq(Mux(padding, 0, Cat(*values))),
-                        out.payload.keep.eq(Cat((this_beat > k).replicate(4)
-                                                for k in range(lanes))),
-                        out.payload.last.eq(final),
-                    ]
-                    m.d.sync += [remaining.eq(remaining - this_beat),
-                                 sub.eq(Mux(byte_done, 0, sub + 1)),
-                                 final.eq(remaining <= 2 * lanes),
-                                 this_beat.eq(Mux(remaining < 2 * lanes,
-                                                  remaining - lanes, lanes))]
-                    with m.If(final):
-                        m.d.sync += state.eq(Mux(~padding & ~cut & stray, _State.DROP,
-                                                 _State.TAIL))
-                    with m.Elif(cut):
-                        m.d.sync += state.eq(_State.PAD)
-            window.message_end_cases(m, state, _State, flag=flag, out=out,
-                                     out_free=out.free)
-        return m
+    def _lane_values(self, m, k):
+        """Each lane's value from its code (once its code byte is in: a message may end
+        inside a beat's code bytes, and the values of its whole bytes still go out), the
+        codes that are not ternary, and codes past the count (``stray``)."""
+        lanes, window = self.lanes, k.window
+        codes = window.data >> (2 * lanes * k.sub) if k.sub_beats > 1 else window.data
+        k.values, k.not_ternary, stray_codes = [], [], []
+        for i in range(lanes):
+            code = codes[2 * i:2 * i + 2]
+            value = Signal(32, name=f"lane{i}_value")
+            m.d.comb += value.eq(Mux(code == 1, k.scaler,
+                                     Mux(code == 3, Cat(k.scaler[:31], k.usable), 0)))
+            k.values.append(Mux((i < k.this_beat) & k.holds[i // 4 + 1], value, 0))
+            k.not_ternary.append((i < k.this_beat) & (code == 2))
+            stray_codes.append((i >= k.this_beat) & (i < 4 * k.code_bytes) & (code != 0))
+        if lanes >= 4:
+            k.stray = k.final & Cat(*stray_codes).any()
+        else:                          # codes past the count, in this slot and later ones
+            k.stray = k.final & ((window.data[:8] >> (2 * (lanes * k.sub + k.this_beat)))
+                                 != 0)
+
+    def _header(self, m, k):
+        """HEADER: the scaler and count read (a descriptor out), the message dropped, or
+        bypass; a message that ends before its header is flagged."""
+        lanes, window, out, state, flag = self.lanes, k.window, k.out, k.state, k.flag
+        count, given = window.data[32:64], window.data[:32]
+        with m.If(k.bypassed & (k.nonempty | window.ended)):
+            m.d.sync += state.eq(_State.BYPASS)
+        with m.Elif(k.have_header & (count > self.max_values)):
+            m.d.comb += flag.eq(1)
+            m.d.sync += state.eq(_State.DROP)
+        with m.Elif(k.have_header):
+            with m.If(out.free):
+                ok = finite_non_negative(given)
+                m.d.comb += [window.drop[0].eq(1), flag.eq(~ok)]
+                m.d.sync += [k.scaler.eq(Mux(ok, given, 0)), k.usable.eq(ok),
+                             k.remaining.eq(count), k.sub.eq(0),
+                             k.this_beat.eq(Mux(count < lanes, count, lanes)),
+                             k.final.eq(count <= lanes),
+                             state.eq(Mux(count == 0, _State.TAIL, _State.CODES))]
+                m.d.comb += [out.write.eq(1), out.payload.data.eq(count),
+                             out.payload.keep.eq(Const(-1, 4 * lanes)),
+                             out.payload.last.eq(count == 0)]
+        with m.Elif(window.ended):
+            m.d.comb += [flag.eq(1), window.clear.eq(1), window.finish.eq(1)]
+
+    def _codes(self, m, k):
+        """CODES and PAD: a beat of values from its code bytes, or zeros (PAD) up to the
+        count once the message ended inside a beat's code bytes (the values of the whole
+        bytes received go out first)."""
+        lanes, window, out, state, flag = self.lanes, k.window, k.out, k.state, k.flag
+        final, remaining, this_beat = k.final, k.remaining, k.this_beat
+        padding = state == _State.PAD
+        byte_done = final | (k.sub == k.sub_beats - 1)
+        cut = ~padding & window.ended & ~k.have_codes
+        with m.If(out.free & (padding | k.have_codes | window.ended)):
+            with m.If(cut):
+                m.d.comb += [flag.eq(1), window.clear.eq(1)]
+            with m.Elif(~padding):
+                m.d.comb += [window.drop[1].eq(byte_done),
+                             flag.eq(Cat(*k.not_ternary).any() | k.stray)]
+            m.d.comb += [
+                out.write.eq(1), out.payload.data.eq(Mux(padding, 0, Cat(*k.values))),
+                out.payload.keep.eq(Cat((this_beat > i).replicate(4) for i in range(lanes))),
+                out.payload.last.eq(final),
+            ]
+            m.d.sync += [remaining.eq(remaining - this_beat),
+                         k.sub.eq(Mux(byte_done, 0, k.sub + 1)),
+                         final.eq(remaining <= 2 * lanes),
+                         this_beat.eq(Mux(remaining < 2 * lanes, remaining - lanes, lanes))]
+            with m.If(final):
+                m.d.sync += state.eq(Mux(~padding & ~cut & k.stray, _State.DROP,
+                                         _State.TAIL))
+            with m.Elif(cut):
+                m.d.sync += state.eq(_State.PAD)
