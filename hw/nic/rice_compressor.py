@@ -221,23 +221,31 @@ class RiceCompressor(StreamEngine):
 
     def _blocks_and_codes(self, m, quantized, packer):
         """Banks of blocks, the emitter, the bit accumulator, the CRC, the chunks."""
+        k = SimpleNamespace()           # the signals the three parts share
+        self._banks(m, k, quantized)
+        self._accumulator(m, k, packer)
+        self._emitter(m, k)
+
+    @staticmethod
+    def _banks(m, k, quantized):
+        """Two banks of a block (entry ``BLOCK * bank + position``) filled as the values
+        come, each Rice parameter's cost summed as they come; a header or a full bank
+        handed to the emitter as its job (with the costs)."""
         q = quantized.payload
         tok = q.token
-        entry = data.StructLayout({"z": 16, "escape": 1, "raw": 32})
-        # Two banks of a block, entry ``BLOCK * bank + position``.
-        banks = Array(Signal(entry.size, name=f"bank{b}_{k}")
-                      for b in range(2) for k in range(BLOCK))
+        k.entry = data.StructLayout({"z": 16, "escape": 1, "raw": 32})
+        banks = Array(Signal(k.entry.size, name=f"bank{b}_{i}")
+                      for b in range(2) for i in range(BLOCK))
         fill_bank = Signal(name="fill_bank")
-        costs = [Signal(_COST_BITS, name=f"cost_k{k}") for k in range(MAX_K + 1)]
+        costs = [Signal(_COST_BITS, name=f"cost_k{i}") for i in range(MAX_K + 1)]
         # The value's code length for each parameter.
-        lengths = [Mux(q.escape | ((q.z >> k) >= ESCAPE_QUOTIENT), _ESCAPE_BITS,
-                       (q.z >> k) + 1 + k) for k in range(MAX_K + 1)]
-
+        lengths = [Mux(q.escape | ((q.z >> i) >= ESCAPE_QUOTIENT), _ESCAPE_BITS,
+                       (q.z >> i) + 1 + i) for i in range(MAX_K + 1)]
         # The emitter's job: a header or a full bank.
         state = Signal(_Emit, name="emit_state")
         job = Signal(data.StructLayout({"bits": 32, "settings": 8, "msg_end": 1,
                                         "bank": 1}), name="emit_job")
-        job_costs = [Signal(_COST_BITS, name=f"job_cost_k{k}") for k in range(MAX_K + 1)]
+        job_costs = [Signal(_COST_BITS, name=f"job_cost_k{i}") for i in range(MAX_K + 1)]
         idle = state == _Emit.IDLE
         takes = quantized.valid & quantized.ready
         hands_over = tok.header | tok.block_end
@@ -254,9 +262,14 @@ class RiceCompressor(StreamEngine):
                          job.msg_end.eq(tok.msg_end), job.bank.eq(fill_bank),
                          state.eq(Mux(tok.header, _Emit.HEAD, _Emit.CHOOSE))]
             m.d.sync += [j.eq(c + n) for j, c, n in zip(job_costs, costs, lengths)]
+        k.banks, k.state, k.job, k.job_costs = banks, state, job, job_costs
 
-        # The bit accumulator: ``fill`` bits of ``acc`` wait; 4 bytes leave when 32 are
-        # there (at a message's end, what is left a byte at a time, then the CRC).
+    @staticmethod
+    def _accumulator(m, k, packer):
+        """The bit accumulator: ``fill`` bits of ``acc`` wait; 4 bytes leave when 32 are
+        there (at a message's end, what is left a byte at a time, then the CRC). The
+        emitter's code goes through a register (``staged``) on its way to it."""
+        state = k.state
         acc = Signal(_ACC_BITS, name="bit_acc")
         fill = Signal(range(_ACC_BITS + 1), name="bit_fill")
         crc = Signal(32, init=0xFFFF_FFFF, name="crc")
@@ -279,7 +292,6 @@ class RiceCompressor(StreamEngine):
                 m.d.sync += crc.eq(crc32_update(crc, acc[:8]))
             with m.Else():
                 m.d.sync += [crc.eq(0xFFFF_FFFF), state.eq(_Emit.IDLE)]
-        # The emitter's code goes through a register on its way to the accumulator.
         code = Signal(_CODE_BITS, name="code")
         length = Signal(range(_CODE_BITS + 1), name="code_length")
         staged_code = Signal(_CODE_BITS, name="staged_code")
@@ -295,18 +307,23 @@ class RiceCompressor(StreamEngine):
         m.d.comb += kept.eq(fill - sent)
         m.d.sync += [acc.eq((acc >> sent) | Mux(push, staged_code << kept, 0)),
                      fill.eq(kept + Mux(push, staged_length, 0))]
+        k.code, k.length, k.make, k.room = code, length, make, room
 
-        # The emitter.
-        k = Signal(range(MAX_K + 1), name="rice_k")
+    @staticmethod
+    def _emitter(m, k):
+        """The emitter: a header's 40 bits; a bank's Rice parameter (the cheapest), then
+        its block flag, parameter and 16 codes, one a cycle (a block of zeros: one bit)."""
+        state, job, code, length, make, room = k.state, k.job, k.code, k.length, k.make, k.room
+        rice_k = Signal(range(MAX_K + 1), name="rice_k")
         slot = Signal(range(BLOCK), name="emit_slot")
-        value = data.View(entry, banks[Cat(slot, job.bank)])
-        u = value.z >> k
+        value = data.View(k.entry, k.banks[Cat(slot, job.bank)])
+        u = value.z >> rice_k
         coded = ~value.escape & (u < ESCAPE_QUOTIENT)
         ones = u[:4]                                    # u itself when the value is coded
         value_code = Mux(coded, ((Const(1, 16) << ones) - 1)[:15]
-                         | ((value.z & ((Const(1, 16) << k) - 1)[:15]) << (ones + 1)),
+                         | ((value.z & ((Const(1, 16) << rice_k) - 1)[:15]) << (ones + 1)),
                          Cat(Const((1 << ESCAPE_QUOTIENT) - 1, ESCAPE_QUOTIENT), value.raw))
-        value_length = Mux(coded, u + 1 + k, _ESCAPE_BITS)
+        value_length = Mux(coded, u + 1 + rice_k, _ESCAPE_BITS)
         with m.Switch(state):
             with m.Case(_Emit.HEAD):
                 m.d.comb += [code.eq(Cat(job.bits, job.settings)), length.eq(40),
@@ -314,10 +331,10 @@ class RiceCompressor(StreamEngine):
                 with m.If(room):
                     m.d.sync += state.eq(Mux(job.msg_end, _Emit.END, _Emit.IDLE))
             with m.Case(_Emit.CHOOSE):
-                m.d.sync += [k.eq(_argmin(job_costs)), slot.eq(0)]
+                m.d.sync += [rice_k.eq(_argmin(k.job_costs)), slot.eq(0)]
                 # All 16 values are 0 (none escapes) exactly when every k = 0 code is
                 # one bit.
-                with m.If(job_costs[0] == BLOCK):
+                with m.If(k.job_costs[0] == BLOCK):
                     m.d.comb += [code.eq(0), length.eq(1), make.eq(1)]
                     with m.If(room):
                         m.d.sync += state.eq(Mux(job.msg_end, _Emit.END, _Emit.IDLE))
@@ -325,7 +342,7 @@ class RiceCompressor(StreamEngine):
                     m.d.sync += state.eq(_Emit.CODES)
             with m.Case(_Emit.CODES):
                 first = slot == 0
-                m.d.comb += [code.eq(Mux(first, Cat(Const(1, 1), k, value_code),
+                m.d.comb += [code.eq(Mux(first, Cat(Const(1, 1), rice_k, value_code),
                                          value_code)),
                              length.eq(value_length + Mux(first, _HEADER_BITS, 0)),
                              make.eq(1)]
