@@ -1,5 +1,7 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 
@@ -207,12 +209,19 @@ class ColumnCombinedArray(WeightStationaryArray):
         word leaves the last column ``rows + cols + 2 - r`` cycles after the acceptance.
         Throughput: a beat every ``data_bits`` cycles.
         """
-        R, W, D, S, L = self.rows, self.cols, self.data_bits, self.word_bits, self.lanes
-        wb = self.weight_bits
-        # Edge: the input register, then one shift register per stream, loaded with a
-        # beat a cycle after its acceptance and emptied LSB first. The shift registers
-        # load on a flip-flop, not on the input handshake (at 16 columns and alpha 8
-        # that net reaches 1024 of them). live marks the beat's bits, lane its word's.
+        edge = self._bitserial_edge(m, use_bank, data_go)
+        row_out = [None] * self.rows           # each row's lanes after the last column
+        for g in range(self.cols):
+            self._bitserial_column(m, g, edge, weight, row_out)
+        self._bitserial_right_edge(m, edge.accepted, row_out, row_psum)
+
+    def _bitserial_edge(self, m, use_bank, data_go):
+        """The left edge: the input register, then one shift register per stream, loaded
+        with a beat a cycle after its acceptance and emptied LSB first. The shift
+        registers load on a flip-flop, not on the input handshake (at 16 columns and alpha
+        8 that net reaches 1024 of them). ``live`` marks the beat's bits, ``lane_in`` its
+        word's lane."""
+        D, L = self.data_bits, self.lanes
         x_in = stage(m, self.data.payload.x, "x_in")
         # With a reset: a beat taken in a reset's cycle is void.
         accepted = stage(m, data_go, "accepted", reset_less=False)
@@ -223,78 +232,87 @@ class ColumnCombinedArray(WeightStationaryArray):
             m.d.sync += beat_lane.eq(Mux(beat_lane == L - 1, 0, beat_lane + 1))
         lane_q = stage(m, beat_lane, "lane_q")
         shifters = [[Signal(D, name=f"xs_c{g}_s{a}", reset_less=True)
-                     for a in range(self.alpha)] for g in range(W)]
+                     for a in range(self.alpha)] for g in range(self.cols)]
         live = Signal(D, name="live")
         bank_in = Signal(name="bank_in", reset_less=True)
         lane_in = Signal(lane_range, name="lane_in", reset_less=True)
         with m.If(accepted):
             m.d.sync += [bank_in.eq(bank_q), lane_in.eq(lane_q), live.eq((1 << D) - 1)]
-            for g in range(W):
+            for g in range(self.cols):
                 for a in range(self.alpha):
                     m.d.sync += shifters[g][a].eq(x_in[g][a])
         with m.Else():
             m.d.sync += live.eq(live >> 1)
-            for g in range(W):
+            for g in range(self.cols):
                 for a in range(self.alpha):
                     m.d.sync += shifters[g][a].eq(shifters[g][a] >> 1)
         last_in = live[0] & ~live[1] if D > 1 else live[0]
+        return SimpleNamespace(accepted=accepted, shifters=shifters, live=live,
+                               bank_in=bank_in, lane_in=lane_in, last_in=last_in)
 
-        row_out = [None] * R                   # each row's lanes after the last column
-        for g in range(W):
-            bits = delay(m, Cat(shifters[g][a][0] for a in range(self.alpha)), g, f"x_c{g}")
-            bank = delay(m, bank_in, g, f"bank_c{g}")
-            lane = delay(m, lane_in, g, f"lane_c{g}")
-            beat = delay(m, live[0], g, f"live_c{g}")
-            last = delay(m, last_in, g, f"last_c{g}")
-            for r in reversed(range(R)):
-                cell = weight(r, g, bank)
-                bit = bits.bit_select(cell.sel, 1)
-                neg = last if self.data_signed else C(0)
-                term = stage(m, Mux(bit, Mux(neg, -cell.w, cell.w), 0), f"term_r{r}_c{g}")
-                # The flags one row up are the cell's own, a cycle on, as its term is.
-                # The column's own copies start at its bottom cell.
-                own = column_stage if r == R - 1 else stage
-                bank_up = own(m, bank, f"bank_r{r}_c{g}")
-                lane, beat, last = (own(m, lane, f"lane_r{r}_c{g}"),
-                                    own(m, beat, f"live_r{r}_c{g}"),
-                                    own(m, last, f"last_r{r}_c{g}"))
-                left = C(0, L) if g == 0 else row_out[r]
-                mine = Cat(beat & (lane == k) for k in range(L))
-                mac = Signal(signed(wb + 1), name=f"mac_r{r}_c{g}", reset_less=True)
-                total = mac + term + (left & mine).any()
-                m.d.sync += mac.eq(Mux(last | ~beat, 0, total >> 1))
-                out = Signal(L, name=f"sum_r{r}_c{g}", reset_less=True)
-                for k in range(L):
-                    # The rest shifts out LSB first (sign-extended) through a full adder
-                    # with the lane's bits: no adder as wide as the rest.
-                    tail = Signal(signed(wb + 1), name=f"tail_r{r}_c{g}_l{k}",
-                                  reset_less=True)
-                    carry = Signal(name=f"carry_r{r}_c{g}_l{k}", reset_less=True)
-                    handoff = mine[k] & last
-                    m.d.sync += [
-                        tail.eq(Mux(handoff, total >> 1, tail >> 1)),
-                        carry.eq(~handoff & ((tail[0] & left[k]) |
-                                             (carry & (tail[0] | left[k])))),
-                        out[k].eq(Mux(mine[k], total[0], tail[0] ^ left[k] ^ carry))]
-                row_out[r] = out
-                if r > 0:
-                    bits, bank = stage(m, bits, f"x_r{r}_c{g}"), bank_up
+    def _bitserial_column(self, m, g, edge, weight, row_out):
+        """Column ``g``'s cells, bottom row first: each registers its weight times the
+        selected stream's bit (``term``), adds it and the bit of the beat's lane from the
+        left in its MAC register, and shifts a finished beat's rest out of the lane's tail
+        register; ``row_out[r]`` becomes the cell's lanes to the right."""
+        L, wb = self.lanes, self.weight_bits
+        bits = delay(m, Cat(edge.shifters[g][a][0] for a in range(self.alpha)), g, f"x_c{g}")
+        bank = delay(m, edge.bank_in, g, f"bank_c{g}")
+        lane = delay(m, edge.lane_in, g, f"lane_c{g}")
+        beat = delay(m, edge.live[0], g, f"live_c{g}")
+        last = delay(m, edge.last_in, g, f"last_c{g}")
+        for r in reversed(range(self.rows)):
+            cell = weight(r, g, bank)
+            bit = bits.bit_select(cell.sel, 1)
+            neg = last if self.data_signed else C(0)
+            term = stage(m, Mux(bit, Mux(neg, -cell.w, cell.w), 0), f"term_r{r}_c{g}")
+            # The flags one row up are the cell's own, a cycle on, as its term is.
+            # The column's own copies start at its bottom cell.
+            own = column_stage if r == self.rows - 1 else stage
+            bank_up = own(m, bank, f"bank_r{r}_c{g}")
+            lane, beat, last = (own(m, lane, f"lane_r{r}_c{g}"),
+                                own(m, beat, f"live_r{r}_c{g}"),
+                                own(m, last, f"last_r{r}_c{g}"))
+            left = C(0, L) if g == 0 else row_out[r]
+            mine = Cat(beat & (lane == k) for k in range(L))
+            mac = Signal(signed(wb + 1), name=f"mac_r{r}_c{g}", reset_less=True)
+            total = mac + term + (left & mine).any()
+            m.d.sync += mac.eq(Mux(last | ~beat, 0, total >> 1))
+            out = Signal(L, name=f"sum_r{r}_c{g}", reset_less=True)
+            for k in range(L):
+                # The rest shifts out LSB first (sign-extended) through a full adder
+                # with the lane's bits: no adder as wide as the rest.
+                tail = Signal(signed(wb + 1), name=f"tail_r{r}_c{g}_l{k}",
+                              reset_less=True)
+                carry = Signal(name=f"carry_r{r}_c{g}_l{k}", reset_less=True)
+                handoff = mine[k] & last
+                m.d.sync += [
+                    tail.eq(Mux(handoff, total >> 1, tail >> 1)),
+                    carry.eq(~handoff & ((tail[0] & left[k]) |
+                                         (carry & (tail[0] | left[k])))),
+                    out[k].eq(Mux(mine[k], total[0], tail[0] ^ left[k] ^ carry))]
+            row_out[r] = out
+            if r > 0:
+                bits, bank = stage(m, bits, f"x_r{r}_c{g}"), bank_up
 
-        # Right edge: row r's lanes wait r cycles, so all rows' words leave together, and
-        # shift into a word per lane; a word is whole in its shift register word_bits
-        # cycles after its first bit leaves the deskew. Each group of rows (a row each above
-        # four rows) has its own copy of that moment and of the lane it is for.
-        # That moment is counted from the acceptance through registers with a reset, so a
-        # reset forgets the beats in flight (their words would advance the lane counters
-        # past the lanes of the beats after it). The first holds the complement, so that
-        # the chain and its copies stay apart from the valid pipe's (equal registers,
-        # which yosys would merge).
-        groups = row_groups(R)
+    def _bitserial_right_edge(self, m, accepted, row_out, row_psum):
+        """Right edge: row r's lanes wait r cycles, so all rows' words leave together,
+        and shift into a word per lane; a word is whole in its shift register
+        ``word_bits`` cycles after its first bit leaves the deskew. Each group of rows (a
+        row each above four rows) has its own copy of that moment and of the lane it is
+        for. That moment is counted from the acceptance through registers with a reset,
+        so a reset forgets the beats in flight (their words would advance the lane
+        counters past the lanes of the beats after it). The first holds the complement,
+        so that the chain and its copies stay apart from the valid pipe's (equal
+        registers, which yosys would merge)."""
+        L = self.lanes
+        groups = row_groups(self.rows)
         no_beat = stage(m, ~accepted, "word_done_n", init=1, reset_less=False)
-        dones = group_copies(m, delay_line(m, ~no_beat, W + R + S, "word_done",
-                                           reset_less=False), len(groups), "word_done")
+        dones = group_copies(m, delay_line(m, ~no_beat, self.cols + self.rows + self.word_bits,
+                                           "word_done", reset_less=False),
+                             len(groups), "word_done")
         for k, (rows, done) in enumerate(zip(groups, dones)):
-            done_lane = Signal(lane_range, name=f"done_lane_{k}")
+            done_lane = Signal(range(max(L, 2)), name=f"done_lane_{k}")
             with m.If(done):
                 m.d.sync += done_lane.eq(Mux(done_lane == L - 1, 0, done_lane + 1))
             for r in rows:
