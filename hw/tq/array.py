@@ -1,6 +1,8 @@
 """TQ array: a weight-stationary array of term-quantization cells (revealed weight terms,
 one a cycle, against data values truncated at run time)."""
 
+from types import SimpleNamespace
+
 import numpy as np
 from amaranth.hdl import Array, C, Cat, Mux, Signal, signed
 from amaranth.lib import data
@@ -123,11 +125,17 @@ class TermQuantArray(WeightStationaryArray):
     encoding = property(lambda self: self._encoding, doc="Data term encoding.")
 
     def _cells(self, m, row_psum, weight, use_bank, data_go, phase, at_end, platform):
-        R, W, g, A = self.rows, self.cols, self.g, self.alpha
-        mb, S = self.mag_bits, self.beat_cycles
-        # Edge: K column groups a cycle (as few as a vector's alpha cycles allow), each
-        # value truncated to its top beta terms by a table. Group j of a vector enters j
-        # cycles after the first, when the columns' skew needs it.
+        edge = self._truncating_edge(m, use_bank, data_go, phase, at_end)
+        for c in range(self.cols):
+            self._column(m, c, edge, weight, row_psum)
+
+    def _truncating_edge(self, m, use_bank, data_go, phase, at_end):
+        """The edge: K column groups a cycle (as few as a vector's alpha cycles allow),
+        each value truncated to its top beta terms by a table; group j of a vector enters
+        j cycles after the first, when the columns' skew needs it. Returns the groups'
+        held values (``held``), ``K``, and the slot index, first flag and bank that go up
+        the columns beside them."""
+        W, g, mb, S = self.cols, self.g, self.mag_bits, self.beat_cycles
         K = -(-W // S)
         steps = -(-W // K)
         # The beat goes into a shift register while a beat may be accepted and moves down
@@ -146,8 +154,7 @@ class TermQuantArray(WeightStationaryArray):
         edge_in = data.View(data.ArrayLayout(sign_magnitude(mb), K * g),
                             stage(m, x_in[:step_bits], "edge_in"))
         table = truncate(np.arange(1 << mb), self.beta, self.encoding, mb)
-        value_shape = truncated_value(mb)
-        truncated = Signal(data.ArrayLayout(value_shape, K * g), name="truncated",
+        truncated = Signal(data.ArrayLayout(truncated_value(mb), K * g), name="truncated",
                            reset_less=True)
         entries = [C(int(v), mb + 1) for v in table]
         for lane in range(K * g):
@@ -164,7 +171,6 @@ class TermQuantArray(WeightStationaryArray):
         i_in = delay(m, phase, edge, "slot_i")
         slot_first = delay(m, phase == 0, edge, "slot_first")
         bank_edge = delay(m, bank_in, edge, "bank_edge")
-        group_bits = 2 * mb + 2 + ceil_log2(A + 1)
         held, go = [], edge_go
         for j in range(steps):
             # Group j's values, held for the vector's slots: a cycle behind group j - 1's.
@@ -174,53 +180,59 @@ class TermQuantArray(WeightStationaryArray):
             with m.If(go):
                 m.d.sync += hold.eq(truncated)
             held.append(hold)
-        for c in range(W):
-            j, lane = divmod(c, K)
-            # Column c's bus: its g truncated values, a register from the hold and c - j
-            # skew registers; the weight queue position i, its bank (the memory's
-            # address) and the first flag go up beside it, i a cycle ahead.
-            bus = Signal(data.ArrayLayout(value_shape, g), name=f"bus_c{c}")
-            for v in range(g):
-                m.d.comb += bus[v].eq(held[j][lane * g + v])
-            bus = delay(m, bus, 1 + c - j, f"bus_c{c}")
-            i = delay(m, i_in, c, f"i_c{c}")
-            bank = delay(m, bank_edge, c, f"bank_c{c}")
-            first = delay(m, slot_first, c + 1, f"first_c{c}")
-            for r in reversed(range(R)):
-                # With one term a queue the shell gives the whole queue: its only term.
-                queued = weight(r, c, bank, i) if A > 1 else weight(r, c, bank)[0]
-                w_term = stage(m, queued, f"wterm_r{r}_c{c}")
-                # Steps 1 and 2: the value the weight term pairs with, first within each
-                # four of the group (the index's low bits), then among the fours; step 3:
-                # the value shifted by the weight term's exponent; step 4: added to or
-                # taken from the group sum.
-                low = min(2, len(w_term.idx))
-                fours = [data.View(value_shape, stage(
-                    m, Array(bus[v].as_value() for v in range(q, min(q + 4, g)))
-                    [w_term.idx[:low]], f"xfour{q // 4}_r{r}_c{c}")) for q in range(0, g, 4)]
-                w_term = stage(m, w_term, f"wterm2_r{r}_c{c}")
-                x = Array(fours)[w_term.idx[low:]] if len(fours) > 1 else fours[0]
-                w_exp = stage(m, w_term.exp, f"wexp_r{r}_c{c}")
-                x_mag = stage(m, Mux(w_term.valid, x.mag, 0), f"xmag_r{r}_c{c}")
-                neg = stage(m, w_term.neg ^ x.neg, f"neg_r{r}_c{c}")
-                first_op = stage(m, stage(m, first, f"first1_r{r}_c{c}"), f"first_r{r}_c{c}")
-                # A negative product is its complement plus one (the adder's carry in),
-                # the complement taken with the shift: no subtractor, no select.
-                shifted = x_mag << w_exp
-                product = stage(m, shifted ^ neg.replicate(len(shifted)), f"product_r{r}_c{c}")
-                neg, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
-                                 stage(m, first_op, f"first2_r{r}_c{c}"))
-                group_sum = Signal(signed(group_bits), name=f"gsum_r{r}_c{c}",
-                                   reset_less=True)
-                # A group's first addend replaces the sum.
-                addend = Cat(product, neg.replicate(group_bits - len(product))).as_signed()
-                m.d.sync += group_sum.eq(Mux(first_op, 0, group_sum) + addend + neg)
-                row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
-                                    f"acc_r{r}_c{c}")
-                if r > 0:
-                    # The column's own copies of i, first and bank start here.
-                    own = column_stage if r == R - 1 else stage
-                    bus, i, first, bank = (stage(m, bus, f"bus_r{r}_c{c}"),
-                                           own(m, i, f"i_r{r}_c{c}"),
-                                           own(m, first, f"first_r{r}_c{c}_up"),
-                                           own(m, bank, f"bank_r{r}_c{c}"))
+        return SimpleNamespace(K=K, held=held, i_in=i_in, slot_first=slot_first,
+                               bank_edge=bank_edge)
+
+    def _column(self, m, c, edge, weight, row_psum):
+        """Column ``c``: its bus of g truncated values, a register from the hold and
+        ``c - j`` skew registers, with the weight queue position i (a cycle ahead), its
+        bank (the memory's address) and the first flag beside it; then its cells, bottom
+        row first, each adding its group sum to the row's partial sum."""
+        R, g, A, mb = self.rows, self.g, self.alpha, self.mag_bits
+        value_shape = truncated_value(mb)
+        group_bits = 2 * mb + 2 + ceil_log2(A + 1)
+        j, lane = divmod(c, edge.K)
+        bus = Signal(data.ArrayLayout(value_shape, g), name=f"bus_c{c}")
+        for v in range(g):
+            m.d.comb += bus[v].eq(edge.held[j][lane * g + v])
+        bus = delay(m, bus, 1 + c - j, f"bus_c{c}")
+        i = delay(m, edge.i_in, c, f"i_c{c}")
+        bank = delay(m, edge.bank_edge, c, f"bank_c{c}")
+        first = delay(m, edge.slot_first, c + 1, f"first_c{c}")
+        for r in reversed(range(R)):
+            # With one term a queue the shell gives the whole queue: its only term.
+            queued = weight(r, c, bank, i) if A > 1 else weight(r, c, bank)[0]
+            w_term = stage(m, queued, f"wterm_r{r}_c{c}")
+            # Steps 1 and 2: the value the weight term pairs with, first within each
+            # four of the group (the index's low bits), then among the fours; step 3:
+            # the value shifted by the weight term's exponent; step 4: added to or
+            # taken from the group sum.
+            low = min(2, len(w_term.idx))
+            fours = [data.View(value_shape, stage(
+                m, Array(bus[v].as_value() for v in range(q, min(q + 4, g)))
+                [w_term.idx[:low]], f"xfour{q // 4}_r{r}_c{c}")) for q in range(0, g, 4)]
+            w_term = stage(m, w_term, f"wterm2_r{r}_c{c}")
+            x = Array(fours)[w_term.idx[low:]] if len(fours) > 1 else fours[0]
+            w_exp = stage(m, w_term.exp, f"wexp_r{r}_c{c}")
+            x_mag = stage(m, Mux(w_term.valid, x.mag, 0), f"xmag_r{r}_c{c}")
+            neg = stage(m, w_term.neg ^ x.neg, f"neg_r{r}_c{c}")
+            first_op = stage(m, stage(m, first, f"first1_r{r}_c{c}"), f"first_r{r}_c{c}")
+            # A negative product is its complement plus one (the adder's carry in),
+            # the complement taken with the shift: no subtractor, no select.
+            shifted = x_mag << w_exp
+            product = stage(m, shifted ^ neg.replicate(len(shifted)), f"product_r{r}_c{c}")
+            neg, first_op = (stage(m, neg, f"neg2_r{r}_c{c}"),
+                             stage(m, first_op, f"first2_r{r}_c{c}"))
+            group_sum = Signal(signed(group_bits), name=f"gsum_r{r}_c{c}", reset_less=True)
+            # A group's first addend replaces the sum.
+            addend = Cat(product, neg.replicate(group_bits - len(product))).as_signed()
+            m.d.sync += group_sum.eq(Mux(first_op, 0, group_sum) + addend + neg)
+            row_psum[r] = stage(m, (row_psum[r] + group_sum)[:self.acc_bits].as_signed(),
+                                f"acc_r{r}_c{c}")
+            if r > 0:
+                # The column's own copies of i, first and bank start here.
+                own = column_stage if r == R - 1 else stage
+                bus, i, first, bank = (stage(m, bus, f"bus_r{r}_c{c}"),
+                                       own(m, i, f"i_r{r}_c{c}"),
+                                       own(m, first, f"first_r{r}_c{c}_up"),
+                                       own(m, bank, f"bank_r{r}_c{c}"))
