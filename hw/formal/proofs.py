@@ -326,6 +326,14 @@ def _array(rows, cols, alpha, bitserial):
                                mac="bitserial" if bitserial else "parallel", out_bits=8)
 
 
+def _tq_array(rows, cols, g, alpha, beta):
+    return TermQuantArray(rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)
+
+
+#: The TQ array the proofs take by default.
+_TQ_PARAMS = {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}
+
+
 PROOFS = {
     "skid": ProofSpec(skid_top, {"width": 8}, "prove", 4, (
         "o keeps the stream rules (a beat held stays, unchanged)",
@@ -353,10 +361,7 @@ PROOFS = {
        if engine.gives == "values" and name not in _FRAMES_OUT_OF_REACH},
     "systolic": _streams_proof(_array, {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0},
                                "the column-combined array (weights, data, results)"),
-    "tq_array": _streams_proof(
-        lambda rows, cols, g, alpha, beta: TermQuantArray(rows=rows, cols=cols, g=g,
-                                                          alpha=alpha, beta=beta),
-        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "the TQ array"),
+    "tq_array": _streams_proof(_tq_array, _TQ_PARAMS, "the TQ array"),
     "systolic_beats": ProofSpec(
         lambda **settings: array_beats_top(_array(**settings)),
         {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0}, "bmc", 24, (
@@ -378,15 +383,11 @@ PROOFS = {
             "the column-combined array with its result sink always ready: each result "
             "leaves exactly its latency after its data beat went in, and none otherwise",)),
     "tq_array_latency": ProofSpec(
-        lambda rows, cols, g, alpha, beta: array_latency_top(TermQuantArray(
-            rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)),
-        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "bmc", 24, (
+        lambda **settings: array_latency_top(_tq_array(**settings)), _TQ_PARAMS, "bmc", 24, (
             "the TQ array with its result sink always ready: each result leaves exactly "
             "its latency after its data beat went in, and none otherwise",), quick=False),
     "tq_array_beats": ProofSpec(
-        lambda rows, cols, g, alpha, beta: array_beats_top(TermQuantArray(
-            rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)),
-        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}, "bmc", 24, (
+        lambda **settings: array_beats_top(_tq_array(**settings)), _TQ_PARAMS, "bmc", 24, (
             "the TQ array: never more results out than data beats in, and at most "
             "fifo_depth data beats whose results have not left",), quick=False),
     "inceptionn_value": ProofSpec(inceptionn_value_top, {}, "prove", 1, (
