@@ -255,7 +255,7 @@ def _frame_path_config(dut, sim, beats, idle, backpressure, build_root):
     if sim["pcap"] is None and sim["frames"] < 1:
         raise ValueError(f"Frame count must be positive, not {sim['frames']}")
     if sim["pcap"] is not None:
-        from .pcapfile import read_frames
+        from codnn.sim.pcapfile import read_frames
         read_frames(sim["pcap"])                # a capture that cannot be read: one line
         sim = {**sim, "pcap": str(Path(sim["pcap"]).resolve())}
     if sim["pcap_out"] is not None:

@@ -178,7 +178,7 @@ def test_big_endian_nanosecond_capture(tmp_path):
     """Captures written on the other byte order, with nanosecond timestamps, keep both."""
     import struct
 
-    from codnn.pcapfile import rewrite_pcap
+    from codnn.sim.pcapfile import rewrite_pcap
     values = np.linspace(-0.5, 0.5, 24, dtype=np.float32)
     frame = _frame(values.tobytes())
     path, out = tmp_path / "be.pcap", tmp_path / "out.pcap"

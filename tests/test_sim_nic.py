@@ -152,7 +152,7 @@ def test_simulate_framepath_replays_a_capture(tmp_path, capsys, icarus):
     from scapy.utils import wrpcap
 
     from codnn.cli import main
-    from codnn.pcapfile import read_frames, rewrite_pcap
+    from codnn.sim.pcapfile import read_frames, rewrite_pcap
     from codnn.sim.frame_fuzz import gradient_frame
     rng = np.random.default_rng(55)
     packets = [Ether(gradient_frame(rng, rng.normal(0, 0.01, n).astype("<f4")))

@@ -186,7 +186,7 @@ def add_pcap(sub):
 
 
 def run_pcap(args):
-    from ..pcapfile import rewrite_pcap
+    from codnn.sim.pcapfile import rewrite_pcap
     try:
         report = rewrite_pcap(args.capture, args.output, bound_bits=args.bound_bits,
                               decompress=args.decompress)

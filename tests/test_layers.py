@@ -1,0 +1,64 @@
+"""The README's layout table holds for every import: a layer imports only the codnn layers
+its row allows (``golden`` none, ``hw`` golden, ``sim`` golden and hw, ``synth`` hw), and
+the row names what the rule here says."""
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The codnn layers each layer may import besides itself (README, "Layout"; ``codnn``,
+#: ``tests`` and ``benchmarks`` may import everything), and modules allowed one by one.
+ALLOWED = {"golden": set(), "hw": {"golden"}, "sim": {"golden", "hw"}, "synth": {"hw"}}
+EXCEPTIONS = {"sim": {"codnn.synth.tools"}}
+
+
+def _codnn_imports(path):
+    """(line, module) of each absolute import of a ``codnn`` module in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name == "codnn" or name.startswith("codnn."):
+                yield node.lineno, name
+
+
+def violations(layer, allowed, exceptions=frozenset()):
+    """``file:line module`` of each import in ``layer``'s folder its row does not allow."""
+    found = []
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        for line, name in _codnn_imports(path):
+            target = name.split(".")[1] if "." in name else "codnn"
+            if target != layer and target not in allowed and name not in exceptions:
+                found.append(f"{path.relative_to(ROOT)}:{line} {name}")
+    return found
+
+
+@pytest.mark.parametrize("layer", list(ALLOWED))
+def test_a_layer_imports_only_what_the_readme_allows(layer):
+    assert violations(layer, ALLOWED[layer], EXCEPTIONS.get(layer, set())) == []
+
+
+def test_the_readme_rows_name_the_same_rules():
+    rows = {m.group(1): m.group(2) for m in re.finditer(
+        r"^\| `(\w+)/` \(`codnn(?:\.\w+)?`\) \|.*\| ([^|]*) \|$",
+        (ROOT / "README.md").read_text(), re.M)}
+    assert set(ALLOWED) <= set(rows)
+    for layer, allowed in ALLOWED.items():
+        assert all(other in rows[layer] for other in allowed), (layer, rows[layer])
+        assert all(name in rows[layer] for name in EXCEPTIONS.get(layer, ())), layer
+
+
+def test_the_check_finds_a_forbidden_import(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "golden").mkdir()
+    (tmp_path / "golden" / "bad.py").write_text("import numpy\nfrom codnn.hw import x\n")
+    assert violations("golden", ALLOWED["golden"]) == ["golden/bad.py:2 codnn.hw"]
