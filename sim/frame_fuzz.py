@@ -14,7 +14,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
 from codnn.golden.packets import ETH_HEADER, GRADIENT_TOS, UDP_HEADER, compress_frame
-from codnn.sim.tb_nic import message_values
+from codnn.sim.stimulus import message_values
 
 __all__ = ["FUZZ_KINDS", "gradient_frame", "fuzz_frames"]
 

@@ -22,7 +22,7 @@ from cocotbext.eth import GmiiFrame, RgmiiPhy
 from codnn.golden.packets import MIN_FRAME, frame_path
 from codnn.hw.nic.ethernet_bump import COUNTERS
 from codnn.sim.frame_fuzz import gradient_frame
-from codnn.sim.tb_nic import message_values
+from codnn.sim.stimulus import message_values
 from codnn.sim.testbench import load_config, write_report
 
 _PERIOD_NS = 8                          # the ports' 125 MHz

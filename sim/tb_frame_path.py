@@ -27,7 +27,7 @@ from scapy.layers.l2 import Ether
 from codnn.golden.packets import GRADIENT_TOS, frame_path
 from codnn.sim.frame_fuzz import fuzz_frames
 from codnn.sim.pcapfile import read_frames, write_frames
-from codnn.sim.tb_nic import pauses
+from codnn.sim.stimulus import pauses
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 #: Rewritten frames parsed back with scapy per run (scapy is slow).

@@ -32,23 +32,11 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from codnn.golden import rice, terngrad
 from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress
-from codnn.golden.value_frames import NicCodec, special_values, value_frame
+from codnn.golden.value_frames import NicCodec, value_frame
 from codnn.hw.nic import ENGINES
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
+from codnn.sim.stimulus import message_values, pauses
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
-
-#: Standard deviations of the random gradients: every class gets its share.
-SIGMAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-
-
-def message_values(rng, count, bound_bits):
-    """``count`` float32 values: mostly Gaussian gradients of random scale, a fifth special
-    values (class edges, zeros, denormals, Inf, NaN with payloads)."""
-    values = rng.normal(0, rng.choice(SIGMAS), count).astype(np.float32)
-    special = rng.random(count) < 0.2
-    values[special] = rng.choice(special_values(bound_bits), int(special.sum()))
-    return values
-
 
 def group_fits(x, bound_bits, lanes):
     """True when every group of ``8 * max(1, lanes/8)`` values compresses to at most its
@@ -198,12 +186,6 @@ def keep_holes_case(rng, codec, lanes):
     last_beat = len(frame) % width or width
     tkeep[-last_beat:] = [1] * last_beat
     return AxiStreamFrame(frame, tkeep=tkeep), expected, taken
-
-
-def pauses(rng, probability):
-    """A cocotbext-axi pause generator: pause each cycle with ``probability``."""
-    while True:
-        yield int(rng.random() < probability)
 
 
 @cocotb.test()

@@ -23,7 +23,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from codnn.golden.exchange import Codec, chunk_slices, ring_allreduce
 from codnn.golden.value_frames import value_frame
-from codnn.sim.tb_nic import pauses, message_values
+from codnn.sim.stimulus import message_values, pauses
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 

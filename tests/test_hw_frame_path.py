@@ -14,7 +14,7 @@ from codnn.golden.packets import compress_frame, frame_path
 from codnn.hw.nic.frame_path import FramePath
 from codnn.sim.frame_fuzz import gradient_frame
 from codnn.sim.pysim import run_frame_path
-from codnn.sim.tb_nic import message_values
+from codnn.sim.stimulus import message_values
 
 SEED = 20261126
 
