@@ -3,9 +3,10 @@ golden codec. What the engine takes and gives, its settings and counters come fr
 descriptor (``hw.nic.ENGINES``); the golden model is ``golden.value_frames.NicCodec``.
 
 Configuration (``CODNN_TB_CONFIG``): ``engine`` (its name), ``lanes``, ``bound_bits``
-(INCEPTIONN, Rice), ``rounding`` (Rice: 0 nearest, 1 stochastic; the seed is the run's) or ``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default
-``2.5 * std`` of the finite values; the random stream's seed, default the run's seed); the
-messages: ``counts`` (values per message) with values drawn by ``message_values``, or
+(INCEPTIONN, Rice), ``rounding`` (Rice: 0 nearest, 1 stochastic; the seed is the run's)
+or ``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default ``2.5 * std`` of
+the finite values; the random stream's seed, default the run's seed); the messages:
+``counts`` (values per message) with values drawn by ``sim.stimulus.message_values``, or
 ``gradients`` (a .npy file, sent as messages of ``message_values`` values); ``corrupt``
 adds the bad messages of ``bad_cases`` between the good ones and the good message of
 ``keep_holes_case`` (beats but the last keep random bytes: the engines take them whole),
@@ -24,6 +25,7 @@ output.
 """
 
 import random
+from typing import NamedTuple
 
 import cocotb
 import numpy as np
@@ -48,9 +50,19 @@ def group_fits(x, bound_bits, lanes):
     return bool(np.all(sizes.sum(axis=1) + 2 * (group // BLOCK) <= 4 * group))
 
 
+class Case(NamedTuple):
+    """A message sent to an engine and what it must give back."""
+
+    frame: object           # the input frame: bytes, or an AxiStreamFrame with its keep
+    expected: object        # the output frame (bytes), or None: no output
+    taken: np.ndarray       # the values the engine takes (its NaN/Inf count)
+    bad: bool               # counted in error_count
+    full_rate: bool = False  # the input must not stall, nor the output gap
+
+
 def bad_cases(rng, codec, lanes, max_values):
-    """(input frame, expected output frame or None, values taken, bad) of each kind of bad
-    message; a decoder's expected output is its codec's ``received``."""
+    """A ``Case`` of each kind of bad message; a decoder's expected output is its codec's
+    ``received``."""
     x = message_values(rng, 3 * max(BLOCK, lanes) + 5, codec.b)
     if codec.takes == "values":
         head = len(x).to_bytes(4, "little") + bytes(4 * lanes - 4)
@@ -68,9 +80,9 @@ def bad_cases(rng, codec, lanes, max_values):
             cases = [(frame, codec.encode(y), taken) for frame, y, taken in cases]
         # A count above the largest message: no output (nor any value taken).
         huge = (1 << 32) - 1
-        return [(*case, True) for case in cases] + [
-            (huge.to_bytes(4, "little") + head[4:] + x[:2 * lanes].tobytes(), None, x[:0],
-             True)]
+        return [Case(*case, True) for case in cases] + [
+            Case(huge.to_bytes(4, "little") + head[4:] + x[:2 * lanes].tobytes(), None,
+                 x[:0], True)]
     message = codec.encode(x)
     if codec.inceptionn:
         group = max(BLOCK, lanes)
@@ -119,17 +131,15 @@ def bad_cases(rng, codec, lanes, max_values):
 
 
 def _decoder_case(codec, frame, lanes, max_values):
-    """(input frame, expected output frame or None, values taken, bad) of any byte string
-    sent to a decoder."""
+    """The ``Case`` of any byte string sent to a decoder."""
     expected, bad = codec.received(frame, lanes, max_values)
-    return frame, expected, np.zeros(0, np.float32), bad
+    return Case(frame, expected, np.zeros(0, np.float32), bad)
 
 
 def cut_and_garbage_cases(rng, codec, lanes, count, max_values):
     """``count`` messages cut at a random byte (the header's included) and ``count``
-    messages of random bytes after a good header, each as (input frame, expected output
-    frame or None, values taken, bad): a decoder's expected output is its codec's
-    ``received``."""
+    messages of random bytes after a good header, each a ``Case``: a decoder's expected
+    output is its codec's ``received``."""
     frames = []
     for k in range(count):
         x = message_values(rng, int(rng.integers(1, 6 * max(BLOCK, lanes))), codec.b)
@@ -175,9 +185,9 @@ class _Monitor:
 
 
 def keep_holes_case(rng, codec, lanes):
-    """(input frame, expected output frame, values taken) of a good message whose beats
-    other than the last keep only some of their bytes: every engine reads those beats
-    whole, so the output is the message's own."""
+    """The ``Case`` of a good message whose beats other than the last keep only some of
+    their bytes: every engine reads those beats whole, so the output is the message's
+    own."""
     x = message_values(rng, 5 * max(BLOCK, lanes) + 3, codec.b)
     frame, expected, taken = codec.frames(lanes, x)
     width = 4 * lanes
@@ -185,7 +195,7 @@ def keep_holes_case(rng, codec, lanes):
     tkeep = [int(k % width < kept[k // width]) for k in range(len(frame))]
     last_beat = len(frame) % width or width
     tkeep[-last_beat:] = [1] * last_beat
-    return AxiStreamFrame(frame, tkeep=tkeep), expected, taken
+    return Case(AxiStreamFrame(frame, tkeep=tkeep), expected, taken, False)
 
 
 @cocotb.test()
@@ -205,22 +215,23 @@ async def nic_engine_matches_golden(dut):
                      seed=config.get("codec_seed", seed), scaler=config.get("scaler"),
                      messages=messages,
                      rounding=("nearest", "stochastic")[config.get("rounding", 0)])
-    cases = []          # (input frame, expected output or None, values taken, bad, full rate)
+    cases = []
     for x in messages:
         # The Rice compressor takes a value a cycle: no full beat rate to hold it to.
         full_rate = (group_fits(x, codec.b, lanes) if codec.inceptionn
                      else codec.codec != "rice")
-        cases.append((*codec.frames(lanes, x), False, full_rate))
+        cases.append(Case(*codec.frames(lanes, x), False, full_rate))
     if config.get("bypass"):            # the on/off switch: every message passes as it is
-        cases = [(frame, frame, x[:0], False, False) for frame, *_ in cases]
+        cases = [Case(case.frame, case.frame, np.zeros(0, np.float32), False)
+                 for case in cases]
     elif config.get("corrupt"):
         bad = bad_cases(rng, codec, lanes, DEFAULT_MAX_VALUES)
         if config.get("cuts"):
             bad += cut_and_garbage_cases(rng, codec, lanes, config["cuts"],
                                          DEFAULT_MAX_VALUES)
         for k, case in enumerate(bad):
-            cases.insert(1 + k * 2, (*case, False))
-        cases.insert(2, (*keep_holes_case(rng, codec, lanes), False, False))
+            cases.insert(1 + k * 2, case)
+        cases.insert(2, keep_holes_case(rng, codec, lanes))
 
     settings = {"bound_bits": b, "scaler": int(np.float32(codec.scaler).view(np.uint32)),
                 "seed": codec.seed, "bypass": int(bool(config.get("bypass"))),
@@ -241,15 +252,16 @@ async def nic_engine_matches_golden(dut):
     monitored = not (config["idle"] and config["backpressure"])  # its checks need a 0
     if monitored:
         cocotb.start_soon(monitor.run())
-    for frame, *_ in cases:
-        await source.send(AxiStreamFrame(frame))
-    expected = [(k, case[1]) for k, case in enumerate(cases) if case[1] is not None]
-    total_bytes = sum(len(case[0]) + len(case[1] or b"") for case in cases)
+    for case in cases:
+        await source.send(AxiStreamFrame(case.frame))
+    expected = [(k, case.expected) for k, case in enumerate(cases)
+                if case.expected is not None]
+    total_bytes = sum(len(case.frame) + len(case.expected or b"") for case in cases)
     budget = (total_bytes // (4 * lanes) + 100 * len(cases)) * 20 * 10
     for n, (k, want) in enumerate(expected):
         frame = await with_timeout(sink.recv(), budget, "ns")
         got = bytes(frame.tdata)
-        where = f"message {k} ({'bad' if cases[k][3] else 'good'}, seed {seed})"
+        where = f"message {k} ({'bad' if cases[k].bad else 'good'}, seed {seed})"
         assert len(got) == len(want), f"{where}: {len(got)} bytes, golden {len(want)}"
         if got != want:
             first = next(i for i in range(len(want)) if got[i] != want[i])
@@ -261,11 +273,11 @@ async def nic_engine_matches_golden(dut):
     for _ in range(20):
         await RisingEdge(dut.clk)
     assert sink.empty(), f"extra output frames after the last expected one (seed {seed})"
-    bad = sum(1 for case in cases if case[3])
+    bad = sum(1 for case in cases if case.bad)
     assert int(dut.error_count.value) == bad, (
         f"error_count {int(dut.error_count.value)}, {bad} bad messages (seed {seed})")
     if engine.has("nonfinite"):
-        taken = np.concatenate([case[2] for case in cases])
+        taken = np.concatenate([case.taken for case in cases])
         nonfinite = int((~np.isfinite(taken)).sum())
         assert int(dut.nonfinite.value) == nonfinite, (
             f"nonfinite {int(dut.nonfinite.value)}, {nonfinite} NaN/Inf values sent "
@@ -273,7 +285,7 @@ async def nic_engine_matches_golden(dut):
         assert int(dut.error.value) == (bad > 0 or nonfinite > 0)
     else:
         assert int(dut.error.value) == (bad > 0)
-    full_rate = [k for k, case in enumerate(cases) if case[4]]
+    full_rate = [k for k, case in enumerate(cases) if case.full_rate]
     # The previous message's compressed tail may still be leaving the packer.
     tail = -(-(34 * max(1, lanes // BLOCK) + 4 * lanes) // (4 * lanes)) + 1
     if codec.takes == "values" and not config["backpressure"]:
@@ -281,7 +293,7 @@ async def nic_engine_matches_golden(dut):
             assert monitor.stalls[k] <= tail, (
                 f"message {k}: input refused {monitor.stalls[k]} times mid-message, more than "
                 f"the {tail} the previous message's tail may take (seed {seed})")
-    good_outputs = [n for n, (k, _) in enumerate(expected) if cases[k][4]]
+    good_outputs = [n for n, (k, _) in enumerate(expected) if cases[k].full_rate]
     if codec.gives == "values" and not config["idle"] and not config["backpressure"]:
         for n in good_outputs:
             assert monitor.gaps[n] == 0, (f"output message {n}: {monitor.gaps[n]} gap cycles "
