@@ -1,6 +1,6 @@
-"""Host driver of the board tops (``hw.soc``: systolic, TQ and NIC) over a serial port.
+"""Host driver of the board tops (``codnn.hw.soc``: systolic, TQ and NIC) over a serial port.
 
-``Board`` speaks the framed protocol of ``hw.soc.protocol`` over any object with
+``Board`` speaks the framed protocol of ``codnn.hw.soc.protocol`` over any object with
 pyserial's ``write(bytes)`` and ``read(n)`` (``read`` returns fewer bytes on a timeout): a
 ``serial.Serial`` on a real board, a simulated UART in the tests.
 """
@@ -51,7 +51,7 @@ class DeviceError(RuntimeError):
 @dataclass(frozen=True)
 class DeviceStatus:
     """The STATUS block: the engine, the array's size, its state and counters; ``config``
-    holds the engine's own parameters (``hw.soc.protocol.CONFIG_FIELDS``)."""
+    holds the engine's own parameters (``codnn.hw.soc.protocol.CONFIG_FIELDS``)."""
 
     version: int
     engine: Engine
@@ -70,7 +70,7 @@ class DeviceStatus:
 
     @classmethod
     def parse(cls, block):
-        """Decode a STATUS payload (``hw.soc.protocol.STATUS_FIELDS``); ``LinkError`` if
+        """Decode a STATUS payload (``codnn.hw.soc.protocol.STATUS_FIELDS``); ``LinkError`` if
         it comes from another protocol version or is malformed."""
         block = bytes(block)
         if block and block[0] != PROTOCOL_VERSION:
@@ -182,9 +182,9 @@ class Board:
         self._write_rows(command, 0, [w.to_bytes(nbytes, "little") for w in words], nbytes)
 
     def run_layer(self, packed, X, *, bias=None, progress=None):
-        """Run a packed layer (``golden.column_combining.PackedLayer``) on inputs ``X``
+        """Run a packed layer (``codnn.golden.column_combining.PackedLayer``) on inputs ``X``
         (channels x vectors) on the systolic array; return ``(acc, cycles)``: the ``N x T``
-        accumulators as ``golden.systolic.run_layer`` computes them, and the cycles of all
+        accumulators as ``codnn.golden.systolic.run_layer`` computes them, and the cycles of all
         runs. ``progress(done, total, cycles)`` is called after each run on the device."""
         st = self._status_of(Engine.SYSTOLIC)
         alpha, wb, db = (st.config[k] for k in ("alpha", "weight_bits", "data_bits"))
@@ -211,7 +211,7 @@ class Board:
     def run_tq_layer(self, W, X, *, bias=None, progress=None):
         """Run a quantized layer ``W`` (``N x K`` integers within the device's
         ``mag_bits``) on inputs ``X`` (``K x T``) on the TQ array; return ``(acc,
-        cycles)``: the accumulators as ``golden.tq_array.run_tq_layer`` computes them (with
+        cycles)``: the accumulators as ``codnn.golden.tq_array.run_tq_layer`` computes them (with
         the device's g, alpha, beta and encoding), and the cycles of all runs.
         ``progress(done, total, cycles)`` is called after each run on the device."""
         st = self._status_of(Engine.TQ)
@@ -250,7 +250,7 @@ class Board:
 
     def run_frames(self, frames, **config):
         """Stream AXI4-Stream frames (bytes: value messages or compressed messages, as
-        ``hw.nic.layouts`` defines them) one by one through the device's NIC engine with
+        ``codnn.hw.nic.layouts`` defines them) one by one through the device's NIC engine with
         the configuration ``config`` (the engine's ``settings``: raw port values, the
         rest at their reset values; TernGrad's scaler as its float32 bits). Returns
         ``(outputs, report, cycles)``: the output frames, the engine's report after the last
@@ -315,7 +315,7 @@ class Board:
 
 
     def load_network(self, program, image):
-        """Write a compiled network's program (``golden.network_program.Program``) and its
+        """Write a compiled network's program (``codnn.golden.network_program.Program``) and its
         weight image (bytes) into the device's network engine.
 
         Raises

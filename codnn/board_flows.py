@@ -30,7 +30,7 @@ def _on_board(host, sim_design, port, baud):
 
 def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=115200,
                           sim_depth=None, progress=None):
-    """Run an integer network (``golden.network.IntegerNetwork``) on inputs ``q`` on the
+    """Run an integer network (``codnn.golden.network.IntegerNetwork``) on inputs ``q`` on the
     board at ``port`` or, with ``sim_depth``, on the board top in simulation (``rows x
     cols``, ``sim_depth`` vectors of data memory; the systolic array with ``alpha``, or
     the TQ array with the network's term quantization); the device's array must be that

@@ -144,7 +144,7 @@ def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
 
 def _network_config(dut, sim, beats, idle, backpressure, build_root):
     """``beats`` images of a network with every step kind
-    (``golden.workloads.residual_network``, layers packed for the engine's alpha) through
+    (``codnn.golden.workloads.residual_network``, layers packed for the engine's alpha) through
     the engine, compiled for it: the program, the weight image and the images in the
     build folder."""
     from codnn.golden.network_program import encode_program
@@ -222,7 +222,7 @@ _TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x
 
 
 def _nic_engine(descriptor):
-    """A NIC engine's entry, from its descriptor (``hw.nic.NicEngine``): its workload
+    """A NIC engine's entry, from its descriptor (``codnn.hw.nic.NicEngine``): its workload
     options follow its codec (the bound for INCEPTIONN, the scaler for an engine that
     ternarizes values)."""
     name = descriptor.name
@@ -436,8 +436,8 @@ class BoardDesign:
     ``build(divisor=..., **params)`` returns the component (``rx``, ``tx``, ``busy``
     ports); ``params`` are its command-line options. ``top(design, board)``, if set, is
     the board top that requests the design's pins and makes its clock, ``clock_hz``
-    (``synth.bitstream.build_bitstream``); otherwise the design runs on the board's clock
-    behind ``hw.soc.BoardTop``. ``ethernet_ports``: the Ethernet ports a board needs for it.
+    (``codnn.synth.bitstream.build_bitstream``); otherwise the design runs on the board's clock
+    behind ``codnn.hw.soc.BoardTop``. ``ethernet_ports``: the Ethernet ports a board needs for it.
     """
 
     name: str

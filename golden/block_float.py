@@ -14,7 +14,7 @@ first cut to ``NOISE_BITS`` fraction bits below the step, ``A = floor(|x| / step
     stochastic:  M = min((A + r) >> NOISE_BITS,                   2**m - 1)
 
 with ``r`` the top ``NOISE_BITS`` bits of ``fmix32((seed + i) mod 2**32)``, ``i`` the
-value's index in the flattened input (``golden.fmix32.counter_uniforms``, TernGrad's
+value's index in the flattened input (``codnn.golden.fmix32.counter_uniforms``, TernGrad's
 stream). The value is ``sign * M * step``. Stochastic rounding is unbiased up to the cut:
 of the ``2**NOISE_BITS`` noise values, exactly ``A mod 2**NOISE_BITS`` round up.
 """
@@ -106,7 +106,7 @@ def _round(S, shift, r, m):
 def block_dot(Ea, Ma, Eb, Mb, m, out_m, counters, stochastic=True):
     """The dot product of blocks ``(Ea, Ma)`` and ``(Eb, Mb)`` (``to_block_float``'s form,
     ``m``-bit mantissas; ``Ma``, ``Mb``: ``n x g``), each rounded to one value of
-    ``out_m`` magnitude bits: the BFP MAC unit's result (``hw.bfp.BlockDot``).
+    ``out_m`` magnitude bits: the BFP MAC unit's result (``codnn.hw.bfp.BlockDot``).
 
     ``P = sum_j Ma_j Mb_j`` (exact) is worth ``P * 2**q``, ``q = Ea + Eb - 2m + 2``. The
     result is ``(E, M)`` worth ``M * 2**(E - out_m + 1)``: ``E = q + floor(log2 |P|)``

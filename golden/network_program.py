@@ -1,5 +1,5 @@
 """The network engine's program, its weight image and its reference interpreter
-(docs/semantics.md section 9): a whole integer network (``golden.network``) run from a
+(docs/semantics.md section 9): a whole integer network (``codnn.golden.network``) run from a
 program and a weight image alone, in the order and with the memory layout of the engine.
 
 Memories hold words of ``lanes = rows`` lanes, one per array row, so that one result of
@@ -33,13 +33,13 @@ Steps, in program order:
   (ox * s - p) + offset`` when ``0 <= oy * s - p + ky < H`` and ``0 <= ox * s - p + kx <
   W`` (``H``, ``W`` the source's), else the layer's ``pad`` code (padding) or 0 (no
   input); tile ``(i, j)`` adds to
-  the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``golden.systolic``
+  the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``codnn.golden.systolic``
   defines; the last column block's sums of row block ``i`` go through the output stage
   (each row with its shift from the image) into word block ``i`` of ``dst``, or stay
   accumulators.
-- ``PoolStep``: max or average pooling (``golden.network.pool``, integer), every lane at
+- ``PoolStep``: max or average pooling (``codnn.golden.network.pool``, integer), every lane at
   once.
-- ``AddStep``: the residual add with its requantization (``golden.network.Add``), every
+- ``AddStep``: the residual add with its requantization (``codnn.golden.network.Add``), every
   lane at once; either operand may be accumulators (a residual branch that ends without
   an output stage), the result is activations.
 - ``StoreStep`` and ``LoadStep``: words of the activation buffer to the engine's external
@@ -76,10 +76,10 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "step_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
-#: port (``hw.network.weights``).
+#: port (``codnn.hw.network.weights``).
 WEIGHT_PORTS = ("onchip", "axi")
 #: Whether an engine has an external activation memory: none, or an AXI4 read and write
-#: port (``hw.network.activations``).
+#: port (``codnn.hw.network.activations``).
 ACT_PORTS = ("none", "axi")
 #: A gather table entry's lane for a stream that carries no input.
 NO_LANE = 0xFF
@@ -214,7 +214,7 @@ class PoolStep:
 @dataclass(frozen=True)
 class AddStep:
     """``dst = clamp((a * ma + b * mb + 2**(FRACTION-1)) >> FRACTION, 0, 2**out_bits - 1)``,
-    signed operands and output in offset binary (``golden.network.residual_add``)."""
+    signed operands and output in offset binary (``codnn.golden.network.residual_add``)."""
 
     name: str
     a: Region
@@ -360,7 +360,7 @@ def tile_bytes(engine):
 def layer_block(tiles, bias, shift, entries, engine):
     """A layer's block of the weight image: per row block its ``bias`` and ``shift`` (one,
     one per filter, or None: no output stage) then its ``tiles``
-    (``golden.systolic.make_tiles``, in order), their streams' inputs given by
+    (``codnn.golden.systolic.make_tiles``, in order), their streams' inputs given by
     ``entries`` (``gather_entries``)."""
     R = engine.rows
     filters = len(bias)
@@ -386,7 +386,7 @@ def layer_block(tiles, bias, shift, entries, engine):
 
 def read_tile(image, offset, engine):
     """The tile whose bytes start at ``offset`` of ``image``: ``(tile, gather)``, ``tile`` a
-    ``golden.systolic.Tile`` (its ``channels`` the index of each stream's gather entry, -1
+    ``codnn.golden.systolic.Tile`` (its ``channels`` the index of each stream's gather entry, -1
     for none) and ``gather`` its ``(offset, lane, ky, kx)``, each ``cols x alpha``."""
     R, W, A = engine.rows, engine.cols, engine.alpha
     raw = np.frombuffer(image, np.uint8, 4 * W * A, offset).reshape(W, A, 4).astype(np.int64)
@@ -781,12 +781,12 @@ def layer_rounds(step, engine):
 
 def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
     """The engine's cycles for each step of ``program``, its descriptor's included
-    (``hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
+    (``codnn.hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
     image in external memory, ``memory_latency`` is the cycles from a burst's address
     taken to its first word (then a word a cycle): each run of weight words (a row
     block's bias, a tile's table, its cells) waits that much more. Loads and stores of
     external activations take their bursts one after another
-    (``hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
+    (``codnn.hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
     cycles from its address taken to its first word, each store burst ``write_latency``
     from its last word taken to its response.
 

@@ -6,7 +6,7 @@ version 4, header of ``IHL * 4`` bytes, not fragmented) carrying UDP (protocol 1
 IPv4 ToS byte is ``GRADIENT_TOS`` (0x28), whose lengths agree (UDP length = IPv4 total
 length - header length, all within the frame) and whose UDP payload is a whole number of
 float32 values (little-endian). ``compress_frame`` replaces that payload with the
-INCEPTIONN message (``golden.inceptionn.compress``), sets the UDP length and the IPv4
+INCEPTIONN message (``codnn.golden.inceptionn.compress``), sets the UDP length and the IPv4
 total length, recomputes the IPv4 header checksum and sets the UDP checksum to 0 (no
 checksum, allowed over IPv4). Every other frame passes unchanged, byte for byte. Bytes
 past the IPv4 packet (Ethernet padding) are dropped from a rewritten frame, which is then
@@ -14,14 +14,14 @@ padded with zeros to the 60-byte Ethernet minimum again.
 
 ``decompress_frame`` is the receiver's inverse for frames with ToS 0x28: the payload is
 decoded back into float32 values (a corrupt message raises
-``golden.inceptionn.CorruptMessage``; so does a ToS 0x28 frame the sender could not
+``codnn.golden.inceptionn.CorruptMessage``; so does a ToS 0x28 frame the sender could not
 compress, its payload not whole float32 values: senders mark only gradient frames).
 
 A compressed payload is at most ``4 + n/4`` bytes longer than the ``4n`` it replaces
 (every value raw, plus the count and the tag words), so a full-size frame of
 incompressible values grows past a 1500-byte MTU: the sender should leave that room.
 
-``frame_path`` is what the gateware frame path (``hw.nic.frame_path``) does to a stream
+``frame_path`` is what the gateware frame path (``codnn.hw.nic.frame_path``) does to a stream
 of frames: the packet rule in one direction, within a largest frame ``max_frame`` and
 with the MAC's bad-frame flag; see its docstring for every case.
 """

@@ -1,6 +1,6 @@
 """Functional and cycle model of the column-combined systolic array (docs/semantics.md section 2).
 
-A packed layer (``golden.column_combining.PackedLayer`` with integer weights) runs on a
+A packed layer (``codnn.golden.column_combining.PackedLayer`` with integer weights) runs on a
 ``rows x cols`` weight-stationary array as tiles: row block ``i`` (array rows) times
 column block ``j`` (array columns = groups). A tile's data beat carries, for every array
 column, the ``alpha`` data values of its group's channels (zero for missing ones) and, for
@@ -12,7 +12,7 @@ Arithmetic: two's complement, products and sums wrap to ``acc_bits`` exactly lik
 ``clamp(acc >> shift, 0, 2**out_bits - 1)`` with an arithmetic (floor) shift, a shift per
 output channel (array row).
 
-The cycle model mirrors the RTL's control (``hw.systolic.array``) edge by edge, with both
+The cycle model mirrors the RTL's control (``codnn.hw.systolic.array``) edge by edge, with both
 input streams always valid and the output always ready: weights load a row per cycle into
 the free one of two banks (a beat is written the edge after it is accepted, and the bank
 counts as loaded from then on); data beats enter one per cycle while their tile's bank is
@@ -229,7 +229,7 @@ def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
     product_steps``: a cell takes an operand step and ``product_steps`` steps to its
     product before its adder) and 2 for an output stage. ``product_steps`` (default
     ``beat_cycles``) is 3 for parallel MACs, the row sum's width + 2 for bit-serial ones
-    (``mac_timing``), ``alpha + 2`` for TQ cells (``golden.tq_array.tq_timing``)."""
+    (``mac_timing``), ``alpha + 2`` for TQ cells (``codnn.golden.tq_array.tq_timing``)."""
     steps = beat_cycles if product_steps is None else product_steps
     return rows + cols + 1 + edge_latency + steps + (2 if out_stage else 0)
 

@@ -1,16 +1,16 @@
-"""Functional model of the TQ array (``hw.tq.array``): a layer run as tiles of tMACs.
+"""Functional model of the TQ array (``codnn.hw.tq.array``): a layer run as tiles of tMACs.
 
 A layer's integer weights ``W`` (``N x K``, sign-magnitude range) are cut into groups of
-``g`` input channels (``golden.term_quant.group``: the last group zero-padded); cell
+``g`` input channels (``codnn.golden.term_quant.group``: the last group zero-padded); cell
 (r, c) of a ``rows x cols`` array holds one group as its term queue: the ``alpha`` terms
 term revealing keeps, in reveal order. Tile (i, j) covers output rows ``i*rows ..`` and
 groups ``j*cols ..``. A data beat carries, for every array column, the group's ``g`` data
 values (zero past ``K``) and every row's partial sum (bias, then the previous column
-block's results, as in ``golden.systolic``). The hardware truncates each data value to its
+block's results, as in ``codnn.golden.systolic``). The hardware truncates each data value to its
 top ``beta`` terms. Results: ``wrap(psum + sum over groups of revealed(w) . truncated(x),
 acc_bits)``.
 
-Cycles: ``golden.systolic.cycle_model`` with ``beat_cycles = alpha`` (each cell takes a
+Cycles: ``codnn.golden.systolic.cycle_model`` with ``beat_cycles = alpha`` (each cell takes a
 weight term a cycle, paired with the whole truncated value of the data element it
 belongs to: the ``beta`` data terms of a value are summed in one shift-add) and the
 edge's ``edge_latency`` (``tq_timing``).
@@ -29,7 +29,7 @@ __all__ = ["term_slot_bits", "TqTile", "make_tq_tiles", "run_tq_layer", "tq_prod
 
 
 def tq_timing(alpha, beta, mag_bits):
-    """The TQ array's timing as ``golden.systolic.cycle_model``'s keywords: a vector every
+    """The TQ array's timing as ``codnn.golden.systolic.cycle_model``'s keywords: a vector every
     ``alpha`` cycles (a cell takes one weight term a cycle against the whole truncated
     data value it belongs to), after 4 cycles of data edge (the truncation table), ``alpha
     + 2`` steps from a cell's operands to its group sum, and a weight beat every ``alpha``
@@ -126,7 +126,7 @@ def term_slot_bits(mag_bits, g):
 
 
 def weight_row_word(queues, *, alpha, mag_bits, g):
-    """A ``weights`` beat of the TQ array (``hw.tq.array``): one array row's term queues
+    """A ``weights`` beat of the TQ array (``codnn.hw.tq.array``): one array row's term queues
     (``TqTile.queues[r]``), each as ``alpha`` (exp, neg, idx, valid) slots, empty slots
     zero."""
     e, i = max(1, mag_bits.bit_length()), max(1, (g - 1).bit_length())

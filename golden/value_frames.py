@@ -1,4 +1,4 @@
-"""Frames on a NIC engine's streams (``hw.nic.layouts``): value messages (a descriptor beat
+"""Frames on a NIC engine's streams (``codnn.hw.nic.layouts``): value messages (a descriptor beat
 with the value count, then the float32 values, as the bytes of one AXI4-Stream frame), and
 what each engine takes and gives for a message of values."""
 
@@ -45,7 +45,7 @@ class NicCodec:
     ``"maxabs"``: the largest finite magnitude, as float32 bytes; ``"rice"`` with bound
     ``2**-bound_bits``, ``rounding`` and ``seed``), for an engine that
     ``takes`` values or the codec's messages and ``gives`` values, the codec's messages or
-    the scaler (``hw.nic.NicEngine``). ``encode(x) -> bytes``, ``decode(bytes) -> float32``,
+    the scaler (``codnn.hw.nic.NicEngine``). ``encode(x) -> bytes``, ``decode(bytes) -> float32``,
     ``frames(lanes, x)``, ``received(message, lanes, max_values)``."""
 
     def __init__(self, codec, *, takes="values", gives="codec", bound_bits=DEFAULT_BOUND_BITS,

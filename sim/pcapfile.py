@@ -81,7 +81,7 @@ def write_frames(path, frames):
 
 
 def rewrite_pcap(path, output, *, bound_bits=DEFAULT_BOUND_BITS, decompress=False):
-    """Apply the packet rule (``golden.packets``) to every frame of a capture; write
+    """Apply the packet rule (``codnn.golden.packets``) to every frame of a capture; write
     ``output``; return a report: frames, gradient frames, their bytes before and after.
 
     Raises

@@ -158,7 +158,7 @@ def run_frames(dut, frames, *, settings, expected_frames, rng, idle=0.0, backpre
 
 def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backpressure=0.0,
                    hold=0, max_cycles=200_000):
-    """Stream Ethernet frames (``(bytes, bad)`` each) through a ``hw.nic.FramePath``.
+    """Stream Ethernet frames (``(bytes, bad)`` each) through a ``codnn.hw.nic.FramePath``.
 
     ``expected_frames`` None: collect for ``max_cycles`` cycles, however many come.
     Frame ``k`` is sent with ``bound_bits`` = ``bounds[k]`` until its first beat is taken,

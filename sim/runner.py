@@ -220,7 +220,7 @@ def simulate(component, *, top, testbench, config=None, simulator="verilator", w
     build_root : path-like or None
         Where artifacts go; ``default_build_root()`` if None.
     platform : object or None
-        What the component is elaborated for, e.g. a ``synth.devices.Device`` to simulate
+        What the component is elaborated for, e.g. a ``codnn.synth.devices.Device`` to simulate
         the gateware synthesized for it (vendor primitives included).
 
     Raises

@@ -1,5 +1,5 @@
-"""cocotb testbench: the block floating point dot-product unit (``hw.bfp.BlockDot``)
-against ``golden.block_float.block_dot``.
+"""cocotb testbench: the block floating point dot-product unit (``codnn.hw.bfp.BlockDot``)
+against ``codnn.golden.block_float.block_dot``.
 
 Configuration (``CODNN_TB_CONFIG``): ``g``, ``m``, ``out_m``, ``blocks``, ``idle`` and
 ``backpressure`` probabilities, ``latency`` (the unit's), ``seed``. Blocks are random over

@@ -1,8 +1,8 @@
-"""cocotb testbench: the bump in the wire (``hw.nic.EthernetBump``) between two RGMII PHY
+"""cocotb testbench: the bump in the wire (``codnn.hw.nic.EthernetBump``) between two RGMII PHY
 models of cocotbext-eth at 1 Gb/s.
 
 Frames built with scapy (gradient frames, other frames, a frame with a bad FCS, one with
-``rx_er``) enter port 0's PHY and must leave port 1's as ``golden.packets.frame_path``
+``rx_er``) enter port 0's PHY and must leave port 1's as ``codnn.golden.packets.frame_path``
 compresses them, with a good FCS (a damaged frame: unchanged, its FCS bad); the frames
 port 1 sent enter port 1 again and must leave port 0 restored. Then a byte on the UART
 asks for the counters, whose line must hold golden's counts. Configuration

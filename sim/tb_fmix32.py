@@ -1,4 +1,4 @@
-"""cocotb testbench: the streaming ``fmix32`` unit against ``golden.fmix32``.
+"""cocotb testbench: the streaming ``fmix32`` unit against ``codnn.golden.fmix32``.
 
 Configuration (``CODNN_TB_CONFIG``): ``lanes``, ``beats``, ``idle`` and ``backpressure``
 probabilities, ``latency`` (the unit's), ``seed``. Random 32-bit values plus the corner

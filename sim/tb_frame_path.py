@@ -1,9 +1,9 @@
-"""cocotb testbench: the frame path (``hw.nic.FramePath``, driven by cocotbext-axi) against
-``golden.packets.frame_path``, byte for byte, frame for frame, counter for counter.
+"""cocotb testbench: the frame path (``codnn.hw.nic.FramePath``, driven by cocotbext-axi) against
+``codnn.golden.packets.frame_path``, byte for byte, frame for frame, counter for counter.
 
 Configuration (``CODNN_TB_CONFIG``): ``direction``, ``width``, ``max_frame``,
 ``bound_bits``; the frames: ``pcap`` (a capture's frames) or ``frames`` fuzzed ones
-(``sim.frame_fuzz.fuzz_frames``, built with scapy); ``idle``/
+(``codnn.sim.frame_fuzz.fuzz_frames``, built with scapy); ``idle``/
 ``backpressure`` (probability per cycle); ``pcap_out``: write the frames the RTL sent
 there. An empty frame has no AXI4-Stream beat to carry it, so none is sent (the Amaranth
 simulator's test sends one as a beat with no kept byte).

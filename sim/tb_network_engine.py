@@ -1,5 +1,5 @@
-"""cocotb testbench: the network engine (``hw.network.NetworkEngine``) running a compiled
-network against ``golden.network_program``.
+"""cocotb testbench: the network engine (``codnn.hw.network.NetworkEngine``) running a compiled
+network against ``codnn.golden.network_program``.
 
 Configuration (``CODNN_TB_CONFIG``): ``program`` (the JSON form, ``Program.to_dict``),
 ``image`` (the weight image, an ``.npy`` of its bytes), ``inputs`` (an ``.npy`` of

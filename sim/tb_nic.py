@@ -1,12 +1,12 @@
 """cocotb testbench: a NIC engine (AXI4-Stream top, driven by cocotbext-axi) against its
 golden codec. What the engine takes and gives, its settings and counters come from its
-descriptor (``hw.nic.ENGINES``); the golden model is ``golden.value_frames.NicCodec``.
+descriptor (``codnn.hw.nic.ENGINES``); the golden model is ``codnn.golden.value_frames.NicCodec``.
 
 Configuration (``CODNN_TB_CONFIG``): ``engine`` (its name), ``lanes``, ``bound_bits``
 (INCEPTIONN, Rice), ``rounding`` (Rice: 0 nearest, 1 stochastic; the seed is the run's)
 or ``scaler``/``codec_seed`` (TernGrad: the scaler's float value, default ``2.5 * std`` of
 the finite values; the random stream's seed, default the run's seed); the messages:
-``counts`` (values per message) with values drawn by ``sim.stimulus.message_values``, or
+``counts`` (values per message) with values drawn by ``codnn.sim.stimulus.message_values``, or
 ``gradients`` (a .npy file, sent as messages of ``message_values`` values); ``corrupt``
 adds the bad messages of ``bad_cases`` between the good ones and the good message of
 ``keep_holes_case`` (beats but the last keep random bytes: the engines take them whole),

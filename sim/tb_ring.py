@@ -1,5 +1,5 @@
-"""cocotb testbench: the ring exchange of ``golden.exchange`` played on a ring of NIC links
-(``hw.nic.RingLinks``: on each link the sender's compressor and the receiver's
+"""cocotb testbench: the ring exchange of ``codnn.golden.exchange`` played on a ring of NIC links
+(``codnn.hw.nic.RingLinks``: on each link the sender's compressor and the receiver's
 decompressor), every node ending with golden's averaged gradient, bit for bit.
 
 Each node's host is the testbench: at every step all nodes send at once, each a value

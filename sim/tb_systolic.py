@@ -1,4 +1,4 @@
-"""cocotb testbench: the column-combined systolic array against ``golden.systolic``.
+"""cocotb testbench: the column-combined systolic array against ``codnn.golden.systolic``.
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``alpha``,
 ``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``mac``, ``out_bits``), the run-time
@@ -15,7 +15,7 @@ beats on the data stream. A beat's ``psum`` is the bias (first column block) or 
 result of the previous column block, which every earlier output was checked to equal, so
 the chain is the one the hardware computed. Every result beat (``acc``, ``y``, ``last``) is
 compared with golden; without idle cycles and backpressure the cycles from the first weight
-beat to the last result must equal ``golden.systolic.cycle_model``.
+beat to the last result must equal ``codnn.golden.systolic.cycle_model``.
 """
 
 import cocotb

@@ -1,4 +1,4 @@
-"""cocotb testbench: the term-quantization units against ``golden.term_quant``.
+"""cocotb testbench: the term-quantization units against ``codnn.golden.term_quant``.
 
 Configuration (``CODNN_TB_CONFIG``): ``unit`` (``encoder``, ``revealer``, ``lister``,
 ``tmac`` or ``pmac``), the unit's parameters (``lanes``, ``mag_bits``, ``encoding``,

@@ -1,4 +1,4 @@
-"""cocotb testbench: the TQ array against ``golden.tq_array``.
+"""cocotb testbench: the TQ array against ``codnn.golden.tq_array``.
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``g``,
 ``alpha``, ``beta``, ``mag_bits``, ``encoding``, ``acc_bits``, ``out_bits``), the run-time
@@ -9,10 +9,10 @@ range, with a full-scale one) per tile, or ``weights``, ``inputs`` and ``bias`` 
 files: a whole network's layer), ``idle``/``backpressure`` and ``seed``.
 
 Every tile's weight queues go in on ``weights``, its vectors on ``data`` with partial sums
-chained as in ``sim.tb_systolic``; every result beat is compared with golden and, without
-stalls, the cycles from the first weight beat to the last result with
-``golden.systolic.cycle_model`` with ``golden.tq_array.tq_timing`` (``alpha`` cycles per
-vector).
+chained as in ``codnn.sim.tb_systolic``; every result beat is compared with golden and,
+without stalls, the cycles from the first weight beat to the last result with
+``codnn.golden.systolic.cycle_model`` with ``codnn.golden.tq_array.tq_timing`` (``alpha``
+cycles per vector).
 """
 
 import cocotb

@@ -210,7 +210,7 @@ async def _reset_in_flight(dut, config, weight_beats, data_beats, check, rng):
 
 
 async def run_array(dut, config, *, weight_beats, data_beats, results, check):
-    """Run a weight-stationary array (``hw.common.ws_array``): all weight beats on
+    """Run a weight-stationary array (``codnn.hw.common.ws_array``): all weight beats on
     ``weights`` (``(payload, shift)`` pairs, the shift its row's: ``tile_shifts``), all
     data beats on ``data`` (random idle cycles), ``results`` beats taken from ``result``
     (random backpressure), ``check(k, word)`` called on each. Returns the

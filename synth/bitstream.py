@@ -1,11 +1,11 @@
 """Bitstreams for boards: a board top through amaranth-boards' build plan, run on YoWASP.
 
 ``build_bitstream`` takes a design with ``rx``, ``tx`` and ``busy`` ports (a host-link top
-of ``hw.soc``), wraps it in ``BoardTop`` for the board's UART, LED and clock, lets the
+of ``codnn.hw.soc``), wraps it in ``BoardTop`` for the board's UART, LED and clock, lets the
 amaranth-boards platform write its build plan (pin constraints, clock constraint, the
 yosys script and the tool commands) into ``build_root/bitstream/<board>-<hash>/`` and runs
 that plan with the YoWASP tools in place of the native ones. yosys maps the design as
-``synth.flow`` does (``Device.synth_script``); nextpnr writes a JSON report with utilization
+``codnn.synth.flow`` does (``Device.synth_script``); nextpnr writes a JSON report with utilization
 and the achieved clock. No programmer is needed to build; the report says which one loads
 the bitstream.
 """
@@ -273,7 +273,7 @@ def board_plan(make_design, *, board, baud=115200, top=None, clock_hz=None):
 
 
 def _use_codnn_synthesis(device, name, work):
-    """Make the platform's yosys script synthesize as ``synth.flow`` does: its one
+    """Make the platform's yosys script synthesize as ``codnn.synth.flow`` does: its one
     ``synth_*`` line becomes ``device.synth_script`` (ECP5 LUTs through ``abc``; the
     multipliers beyond the DSP blocks in LUTs)."""
     soft = soft_multipliers(device, name, work, f"read_rtlil {name}.il")

@@ -37,7 +37,7 @@ class Device:
         maps every multiplier with operands of 2 bits or more).
     dsp_primitive : str
         The block's cell type; gateware elaborated for the device (it is the Amaranth
-        ``platform`` of ``synth.flow``) may instantiate it (``hw.common.multiplier``).
+        ``platform`` of ``codnn.synth.flow``) may instantiate it (``codnn.hw.common.multiplier``).
     clock_pin : str
         Package pin the timing flow puts the clock on (an ECP5 primary clock input), or
         empty to let the placer choose: on an ECP5 the placer can pick a pin whose path

@@ -149,7 +149,7 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
     top : str
         Verilog module name.
     device : str
-        One of ``synth.devices.DEVICES``.
+        One of ``codnn.synth.devices.DEVICES``.
     clock_mhz : float or None
         Clock constraint for nextpnr; the device's default if None.
     seed : int

@@ -23,7 +23,7 @@ __all__ = ["FastCodec", "Traffic", "ring", "aggregator"]
 
 
 class FastCodec(Codec):
-    """``golden.exchange.Codec`` with the INCEPTIONN-style and Rice codecs compiled
+    """``codnn.golden.exchange.Codec`` with the INCEPTIONN-style and Rice codecs compiled
     (``fast_codec``, ``fast_rice``): the same bytes and values."""
 
     def compress(self, values, seed=0):

@@ -118,7 +118,7 @@ def _decompress(raw, count, bound_bits, out):
 
 
 def compress(x, bound_bits):
-    """``golden.inceptionn.compress(x, bound_bits)``, compiled: the same bytes.
+    """``codnn.golden.inceptionn.compress(x, bound_bits)``, compiled: the same bytes.
 
     Raises
     ------
@@ -134,7 +134,7 @@ def compress(x, bound_bits):
 
 
 def decompress(data, bound_bits):
-    """``golden.inceptionn.decompress(data, bound_bits)``, compiled: the same values.
+    """``codnn.golden.inceptionn.decompress(data, bound_bits)``, compiled: the same values.
 
     Raises
     ------

@@ -210,7 +210,7 @@ def _decompress(raw, count, scale_bits, out):
 
 
 def compress(x, bound_bits, rounding="nearest", seed=0):
-    """``golden.rice.compress``, compiled: the same bytes."""
+    """``codnn.golden.rice.compress``, compiled: the same bytes."""
     check_bound_bits(bound_bits)
     check_rounding(rounding)
     bits = np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint32)
@@ -228,7 +228,7 @@ _MESSAGES = {_CUT: "Message cut: a code runs past its bit stream",
 
 
 def decompress(data, max_values=None):
-    """``golden.rice.decompress``, compiled: the same values, the same refusals."""
+    """``codnn.golden.rice.decompress``, compiled: the same values, the same refusals."""
     n, bound_bits, rounding, stream = open_message(data, max_values)
     out = np.zeros(-(-n // BLOCK) * BLOCK, np.uint32)
     code = _decompress(np.frombuffer(stream, np.uint8), n, step_bits(bound_bits, rounding),

@@ -14,7 +14,7 @@ exchanges; every rank ends with the same averaged gradient, bit for bit:
   decodes all of them and averages them in rank order. TernGrad sends one message per
   parameter here (layer-wise scalers); in the other two one per chunk.
 
-Message seeds are ``golden.exchange.message_seed(seed, step, bucket, slot, part)``: slots
+Message seeds are ``codnn.golden.exchange.message_seed(seed, step, bucket, slot, part)``: slots
 as golden's exchanges say, and for ``allgather`` slot ``r`` (the rank) and part ``k`` (the
 parameter in the bucket). TernGrad's scaler is ``max|g|`` (``"max"``) or ``2.5 std(g)``
 (``"clip"``, the TernGrad paper's). Optional error feedback (off by default; ``allgather``

@@ -1,5 +1,5 @@
-"""The network compiler: an integer network (``golden.network``) to the network engine's
-program and weight image (``golden.network_program``), with the engine's cycle model and
+"""The network compiler: an integer network (``codnn.golden.network``) to the network engine's
+program and weight image (``codnn.golden.network_program``), with the engine's cycle model and
 the bytes each memory moves per image (docs/networks.md, "The network engine").
 
 Allocation: every tensor gets a region of the activation buffer (the accumulators of a
@@ -20,8 +20,8 @@ every weight kept) where that runs in fewer cycles on the engine: a layer of man
 positions with wide groups is bound by the gather's reads (a round of two per cycle),
 a layer of few positions by its tiles (unless the narrower weight image would not fit).
 
-Cycles are the engine's (``golden.network_program.step_cycles``, which
-``hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
+Cycles are the engine's (``codnn.golden.network_program.step_cycles``, which
+``codnn.hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
 layer's row blocks and tiles one after another (a bias, a gather table and the cells
 into the array, then the positions through the gather and the array until the last
 result), or runs pooling and the add on the post-processing unit.
@@ -85,7 +85,7 @@ class CompiledNetwork:
     def external_cycles(self, memory_latency, act_latency=0, write_latency=0):
         """Cycles per run with the weight image in external memory of
         ``memory_latency``, and loads and stores of activations of ``act_latency`` and
-        ``write_latency`` (``golden.network_program.step_cycles``)."""
+        ``write_latency`` (``codnn.golden.network_program.step_cycles``)."""
         return HEADER_CYCLES + sum(step_cycles(self.program, memory_latency, act_latency,
                                                write_latency))
 

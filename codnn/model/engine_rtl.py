@@ -1,7 +1,7 @@
-"""Run a compiled network on the network engine's RTL (``hw.network.NetworkEngine``,
+"""Run a compiled network on the network engine's RTL (``codnn.hw.network.NetworkEngine``,
 cocotb on Verilator or Icarus): the program and the weight image loaded through the
 engine's ports, then each input image from the host side alone, every output held
-against ``golden.network_program.run_program`` and every run's cycles against the model
+against ``codnn.golden.network_program.run_program`` and every run's cycles against the model
 (``sim/tb_network_engine.py``)."""
 
 import tempfile

@@ -78,7 +78,7 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
     schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
     on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
-    (``golden.network.TermQuantization``) the network runs on the TQ array instead;
+    (``codnn.golden.network.TermQuantization``) the network runs on the TQ array instead;
     ``per_channel``: a weight scale per output channel (``codnn.model.quantize``).
 
     Raises

@@ -4,7 +4,7 @@ top in simulation), the board's own results feeding the next layer.
 Each array layer goes to the device through ``codnn.board.Board.run_layer`` (or
 ``run_tq_layer`` for a term-quantized network: the device's TQ array; its tiles,
 in chunks of the device's data depth; the bias added on the host, which is the same modulo
-``2**acc_bits``), the output stage (``golden.systolic.output_stage``) is applied on the
+``2**acc_bits``), the output stage (``codnn.golden.systolic.output_stage``) is applied on the
 host to the accumulators the device returned, and the host's steps run as in golden. The
 final outputs, and every layer's accumulators, are compared with the golden network.
 """

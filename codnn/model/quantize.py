@@ -128,7 +128,7 @@ def _check_signed_reader(step):
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
                      acc_bits=32, tq=None, per_channel=False, progress=None):
     """The integer network of ``network`` for an array with ``alpha`` streams per column,
-    or with ``tq`` (``golden.network.TermQuantization``) for the TQ array: weights and
+    or with ``tq`` (``codnn.golden.network.TermQuantization``) for the TQ array: weights and
     activations then take its sign-magnitude width (``mag_bits``: 7 gives -127..127 and
     0..127), and layers are not packed. ``per_channel``: a weight scale (and output-stage
     shift) per output channel in every layer with an activation.

@@ -1,15 +1,16 @@
 """Run an integer network's array layers on the generated array's RTL (cocotb and
 Verilator or Icarus) and hold every result against golden.
 
-Each array layer is one simulation of ``hw.systolic.ColumnCombinedArray`` or, for a
-term-quantized network, ``hw.tq.TermQuantArray`` (the same compiled model for every layer): its tiles' weights on the weight stream, the layer's
-input vectors for the sampled images (from the golden network's run, which the previous
-layer's RTL results equalled) on the data stream, the bias as the first partial sums.
+Each array layer is one simulation of ``codnn.hw.systolic.ColumnCombinedArray`` or, for a
+term-quantized network, ``codnn.hw.tq.TermQuantArray`` (the same compiled model for every
+layer): its tiles' weights on the weight stream, the layer's input vectors for the
+sampled images (from the golden network's run, which the previous layer's RTL results
+equalled) on the data stream, the bias as the first partial sums.
 The testbench (``sim/tb_systolic.py``) checks every result beat (accumulators and the
-output stage) against ``golden.systolic.run_layer`` and, with no idle cycles or
-backpressure, the cycles against ``golden.systolic.cycle_model``. Before a layer is
+output stage) against ``codnn.golden.systolic.run_layer`` and, with no idle cycles or
+backpressure, the cycles against ``codnn.golden.systolic.cycle_model``. Before a layer is
 simulated, ``run_layer``'s accumulators are checked equal to the network's own
-(``golden.network.ArrayLayer.accumulate``), so the RTL is held to the network's numbers.
+(``codnn.golden.network.ArrayLayer.accumulate``), so the RTL is held to the network's numbers.
 """
 
 from pathlib import Path

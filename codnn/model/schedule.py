@@ -1,6 +1,6 @@
 """Map each layer of an integer network onto a column-combined array and onto a dense
 array of the same size (the paper's baseline: ``alpha = 1``, the same pruned weights
-unpacked), with the figures of ``golden.systolic``'s cycle model.
+unpacked), with the figures of ``codnn.golden.systolic``'s cycle model.
 
 A layer runs as one stream of tiles: row blocks of ``rows`` filters outer, column blocks of
 ``cols`` groups inner; a tile's weights load into the free one of the two banks while the
@@ -8,7 +8,7 @@ other computes (double buffering), and every column block after the first takes 
 previous block's results as its partial sums (``psum_in``), so a layer taller or wider
 than the array needs no host work. A convolution's vectors are its im2col columns, one per
 output position. On the TQ array a column is a group of ``g`` input channels, and a
-vector takes ``alpha`` cycles (``golden.tq_array.tq_timing``). The host pools,
+vector takes ``alpha`` cycles (``codnn.golden.tq_array.tq_timing``). The host pools,
 flattens, adds residuals and pads; those steps are listed
 with no cycles (they are not on the array).
 """
@@ -32,7 +32,7 @@ class LayerSchedule:
     (``dense_*``). Bytes are what the streams carry: weights with their selects, data
     (``cols x alpha`` values a vector) and partial sums in (``rows`` accumulators a
     vector); ``column_fill`` is each used array column's share of filled cells;
-    ``spent`` where the cycles go (``golden.systolic.CycleReport``: loading, streaming,
+    ``spent`` where the cycles go (``codnn.golden.systolic.CycleReport``: loading, streaming,
     draining)."""
 
     name: str

@@ -2,7 +2,7 @@
 section 1): every array layer's weights, flattened to ``N x C`` (convolutions: columns
 ``(c, ky, kx)``, as ``im2col``; grouped ones over all input channels), are
 magnitude-pruned and packed so that magnitude and conflict pruning together leave the
-point's rate (``golden.joint_optimization.pack_to_rate``), the zeros written into the
+point's rate (``codnn.golden.joint_optimization.pack_to_rate``), the zeros written into the
 model; training then keeps them at zero with ``apply_masks`` after every optimizer
 step."""
 

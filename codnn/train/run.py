@@ -12,7 +12,7 @@ and the epoch (so a resumed run is the same run):
   it is ``penalty`` of the objective; every ``interval`` epochs and after the last, the
   network is rebuilt without the channels it zeroed, and a fresh optimizer goes on.
 - column combining, ``joint`` schedule: prune points ``1..points``, the rate of point ``i``
-  ``golden.joint_optimization.prune_rate(i, sparsity, points)`` (a cubic ramp reaching
+  ``codnn.golden.joint_optimization.prune_rate(i, sparsity, points)`` (a cubic ramp reaching
   ``sparsity``); at each, every layer is pruned and packed (``codnn.train.column_combine``)
   and retrained ``retrain_epochs`` (the last point ``final_epochs``) at ``lr / 2`` with its
   zeros fixed. ``oneshot``: one point at ``sparsity``, retrained as many epochs in all

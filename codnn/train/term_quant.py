@@ -109,7 +109,7 @@ class _Reveal(torch.nn.Module):
 
 def attach(model, tq):
     """Make ``model``'s array layers compute with term quantization ``tq``
-    (``golden.network.TermQuantization``), at max-abs and batch scales until
+    (``codnn.golden.network.TermQuantization``), at max-abs and batch scales until
     ``calibrate`` gives them the integer network's; return the hooks for
     ``arithmetic.detach``."""
     grids = _Grids()

@@ -1,5 +1,5 @@
 """The block floating point MAC unit of FAST: one block dot product per cycle, its result
-rounded stochastically (docs/semantics.md section 8, ``golden.block_float.block_dot``)."""
+rounded stochastically (docs/semantics.md section 8, ``codnn.golden.block_float.block_dot``)."""
 
 from amaranth.hdl import Array, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -20,7 +20,7 @@ _EXPONENT_BITS = 8
 
 class BlockDot(wiring.Component):
     """``sum_j a_j * b_j`` over a block of ``g`` block floating point pairs, rounded to one
-    value of ``out_m`` magnitude bits, as ``golden.block_float.block_dot``.
+    value of ``out_m`` magnitude bits, as ``codnn.golden.block_float.block_dot``.
 
     Input beat (``i.payload``, fields from the least significant bit): ``ea``, ``eb``
     (signed 8-bit shared exponents, ``EXPONENT_MIN..EXPONENT_MAX``), ``ma``, ``mb`` (``g``
@@ -43,7 +43,7 @@ class BlockDot(wiring.Component):
     TypeError
         If ``g``, ``m`` or ``out_m`` is not a positive integer.
     ValueError
-        If ``m`` or ``out_m`` lies outside ``golden.block_float.MANTISSA_BITS``.
+        If ``m`` or ``out_m`` lies outside ``codnn.golden.block_float.MANTISSA_BITS``.
     """
 
     def __init__(self, *, g=16, m=4, out_m=8):

@@ -1,4 +1,4 @@
-"""CRCs in gateware: CRC-16/CCITT-FALSE (the host link's, ``hw.soc.protocol.crc16``) a
+"""CRCs in gateware: CRC-16/CCITT-FALSE (the host link's, ``codnn.hw.soc.protocol.crc16``) a
 byte per cycle, and Ethernet's CRC-32 (the FCS, ``zlib.crc32``) a byte or a word."""
 
 from functools import reduce

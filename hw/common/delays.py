@@ -1,7 +1,7 @@
 """Registers and delay lines that load every cycle (no enable, no stall): a value
 registered once (``stage``), ``n`` times (``delay``, ``delay_line``), or held ``n`` cycles
 in block RAM (``memory_delay``), a group of values a cycle later as one struct (``carry``).
-Stalling pipelines are ``hw.common.pipeline``'s."""
+Stalling pipelines are ``codnn.hw.common.pipeline``'s."""
 
 from amaranth.hdl import Mux, Signal, Value
 from amaranth.lib import data, memory

@@ -18,7 +18,7 @@ class MultiplierPlan:
     """Which form each of a design's multipliers takes on ``platform``.
 
     On an ECP5 target (a platform whose ``dsp_primitive`` is ``"MULT18X18D"``, with its
-    ``dsp_count``: a ``synth.devices.Device``) the first ``dsp_count`` multipliers are
+    ``dsp_count``: a ``codnn.synth.devices.Device``) the first ``dsp_count`` multipliers are
     MULT18X18D blocks with their input and output registers in use (yosys maps a
     multiplier to the block with its registers bypassed, which caps a cell at ~120 MHz)
     and a fabric register after them; the rest are pipelined trees in LUTs: products by

@@ -55,7 +55,7 @@ def _in_flight(m, i, o, name, width=4):
 
 
 def skid_top(width=8, order=False, dut_class=SkidOutput):
-    """``hw.common.SkidOutput`` with a producer that writes any beat while ``free`` and an
+    """``codnn.hw.common.SkidOutput`` with a producer that writes any beat while ``free`` and an
     output ready at random: the stream rules on ``o`` and the beats held (``o.valid``
     plus the spare, which ``free`` shows) equal to those written and not yet given; with
     ``order``, the tracked beat instead. ``dut_class`` lets the tests put a broken skid
@@ -82,7 +82,7 @@ def skid_top(width=8, order=False, dut_class=SkidOutput):
 
 
 def fmix32_top(latency_only=False):
-    """``hw.common.Fmix32Unit`` (one lane) under ``stream_engine_top``'s environment, and
+    """``codnn.hw.common.Fmix32Unit`` (one lane) under ``stream_engine_top``'s environment, and
     its counts: at most ``latency`` beats in flight, never more out than in; with
     ``latency_only`` the sink is always ready and the property is the latency: a beat
     taken now is on ``o`` exactly 5 cycles later, and ``i`` is always ready."""
@@ -170,10 +170,10 @@ def flat_axis_streams(dut):
 
 
 def value_frames_top(engine, lanes, max_values):
-    """A NIC engine that gives value messages (``hw.nic.registry``), under the environment
+    """A NIC engine that gives value messages (``codnn.hw.nic.registry``), under the environment
     of ``stream_engine_top`` with no reset and ``bypass`` (which passes messages as they
     are) off: every output frame is a value message of at most ``max_values`` values
-    (``hw.formal.streams.value_frames``)."""
+    (``codnn.hw.formal.streams.value_frames``)."""
     dut = engine.component(lanes=lanes, max_values=max_values)
     m = stream_engine_top(dut)
     no_reset(m)
@@ -184,7 +184,7 @@ def value_frames_top(engine, lanes, max_values):
 
 
 def array_beats_top(dut):
-    """An array (``hw.common.ws_array.WeightStationaryArray``) under the environment of
+    """An array (``codnn.hw.common.ws_array.WeightStationaryArray``) under the environment of
     ``stream_engine_top`` (a reset at any cycle included): one result beat per data beat,
     never one before its data beat (results out at most data beats in), and at most
     ``fifo_depth`` data beats whose results have not left (the shell's credit)."""
@@ -198,7 +198,7 @@ def array_beats_top(dut):
 
 
 def array_values_top(dut, reset=True):
-    """A column-combined array (``hw.systolic.ColumnCombinedArray`` without an output
+    """A column-combined array (``codnn.hw.systolic.ColumnCombinedArray`` without an output
     stage) under ``stream_engine_top``'s environment, a reset at any cycle unless
     ``reset`` is False, against a model of its tiles: the weight beats since the reset,
     ``rows`` to a tile, and the data beats, a tile ending at ``last``. The property: the
@@ -273,8 +273,8 @@ def array_latency_top(dut):
 def inceptionn_value_top(thresholds=Thresholds):
     """One float32 ``x`` and one bound ``b`` (``AnyConst``, ``b`` in 7..15) through the
     INCEPTIONN-style codec's value path in gateware: the class and payload the compressor
-    sends (``hw.nic.inceptionn_format``) and the value the decompressor makes of them
-    (``hw.nic.decompressor.decode_value``), every lane of both engines being these.
+    sends (``codnn.hw.nic.inceptionn_format``) and the value the decompressor makes of them
+    (``codnn.hw.nic.decompressor.decode_value``), every lane of both engines being these.
     Properties: the value out is the semantics table's (section 4), written as a mask:
     ``x`` itself for ``e >= 127``, +0.0 below ``127 - b``, else ``x`` with the significand
     bits under ``2**-b`` (tag 1) or ``2**-15`` (tag 2) cleared; and, said apart from the

@@ -34,7 +34,7 @@ def beats(m, s, name, width=8):
 
 
 def value_frames(m, o, lanes, max_values):
-    """``o`` (a NIC engine's output, ``hw.nic.layouts.beat_layout``) gives value messages
+    """``o`` (a NIC engine's output, ``codnn.hw.nic.layouts.beat_layout``) gives value messages
     only: each frame a descriptor beat whose count ``n`` is at most ``max_values``, then
     exactly ``ceil(n / lanes)`` value beats, ``last`` on the final beat and on no other
     (on the descriptor when ``n`` is 0). Asserted on the beats taken."""

@@ -43,7 +43,7 @@ class AxiActivations(wiring.Component):
     ``start`` (while not ``busy``) with ``store`` low loads external words ``addr``... into
     buffer words ``buf``... (``write``), with ``store`` high stores buffer words into
     external memory (``read``, data a cycle after the address; the buffer must not change
-    meanwhile). Bursts (``golden.network_program.bursts``: at most 256 beats, none across
+    meanwhile). Bursts (``codnn.golden.network_program.bursts``: at most 256 beats, none across
     a 4 KB page) go one at a time: a store burst's words follow its address, then its
     response is awaited; write strobes cover the word's bytes only. ``error`` is high in a
     cycle whose read data or write response is not OKAY; ``bytes_read`` and

@@ -49,13 +49,13 @@ class _State(enum.Enum, shape=4):
 class NetworkEngine(wiring.Component):
     """A column-combined array (``rows x cols``, ``alpha`` streams, ``mac`` kind, 8-bit
     weights and activations, 32-bit accumulators), its gather, the post-processing unit,
-    and a sequencer that runs a binary program (``golden.network_program.encode_program``)
+    and a sequencer that runs a binary program (``codnn.golden.network_program.encode_program``)
     over a weight image (words of ``2 * cols`` bytes), step after step.
 
     The host writes the program (``program_write``, u32 words), the weight image
     (``weight_write``; with ``weight_port="axi"`` it is in external memory instead, read
     through the AXI4 read port ``axi`` from byte ``weight_base``, a word every
-    ``word_stride(2 * cols)`` bytes: ``hw.network.weights.AxiWeights``) and the input
+    ``word_stride(2 * cols)`` bytes: ``codnn.hw.network.weights.AxiWeights``) and the input
     image (``act_write``, words of ``rows`` activations; a batch program's images, or its
     input in external activation memory) while the engine is idle, pulses
     ``start``, waits for ``busy`` to fall and reads the result (``act_read`` or
@@ -73,10 +73,10 @@ class NetworkEngine(wiring.Component):
     AXI4 port, ``act_axi`` (read and write; word ``k`` at byte ``act_base + k *
     act_stride``, ``act_base`` 4 KB aligned, else ``error`` at the first load or store):
     load and store steps move a region between it and the activation buffer
-    (``hw.network.activations.AxiActivations``), counted in ``act_bytes_read`` and
+    (``codnn.hw.network.activations.AxiActivations``), counted in ``act_bytes_read`` and
     ``act_bytes_written``. Without it, a load or store is an unknown operation.
 
-    Cycles, exactly ``golden.network_program.step_cycles`` (plus the header's): per step
+    Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
     and cells (the array takes a row a cycle; the next tile's go into the array's other
     weight bank while the current tile's last positions are in the array), and its
@@ -160,12 +160,12 @@ class NetworkEngine(wiring.Component):
     @property
     def latency(self):
         """Cycles from ``start`` to the first step's descriptor: the header's. A run's
-        cycles follow its program (``golden.network_program.step_cycles``)."""
+        cycles follow its program (``codnn.golden.network_program.step_cycles``)."""
         return HEADER_CYCLES
 
     @property
     def config(self):
-        """The ``golden.network_program.EngineConfig`` a program for this engine names."""
+        """The ``codnn.golden.network_program.EngineConfig`` a program for this engine names."""
         p = self._p
         config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
                               act_words=p["act_words"], acc_words=p["acc_words"],
@@ -178,7 +178,7 @@ class NetworkEngine(wiring.Component):
 
     @classmethod
     def for_program(cls, program, weight_port="onchip"):
-        """The engine a ``golden.network_program.Program`` was compiled for, its weight
+        """The engine a ``codnn.golden.network_program.Program`` was compiled for, its weight
         (on-chip) and program memories just large enough, an activation port when the
         program may use external activation memory."""
         e = program.engine

@@ -40,7 +40,7 @@ def connect_axis(m, engine, top, source="s_axis", sink="m_axis"):
 
 
 class AxiStreamTop(wiring.Component):
-    """Wrap an engine with streams ``i``/``o`` of ``hw.nic.layouts.beat_layout`` in
+    """Wrap an engine with streams ``i``/``o`` of ``codnn.hw.nic.layouts.beat_layout`` in
     ``s_axis_*`` (input) and ``m_axis_*`` (output) ports: ``tdata``, ``tkeep``, ``tlast``,
     ``tvalid``, ``tready``. The engine's other ports keep their names.
 

@@ -37,7 +37,7 @@ def compressor_latency(lanes):
 class InceptionnCompressor(StreamEngine):
     """Compress value messages into INCEPTIONN-style messages, ``lanes`` values per beat.
 
-    Input: a descriptor beat with the count ``n`` (``hw.nic.layouts``), then the value
+    Input: a descriptor beat with the count ``n`` (``codnn.hw.nic.layouts``), then the value
     beats, ``last`` on the final one. Output: the compressed message (4-byte count, then
     ``ceil(n/8)`` blocks) as full beats of ``4 * lanes`` bytes, the final one keeping what
     is left, ``last`` set. ``bound_bits`` and ``bypass`` are sampled at the clock edge that
@@ -131,7 +131,7 @@ class InceptionnCompressor(StreamEngine):
         k.packer, k.queue, k.room = packer, queue, room
 
     def _read(self, m, k):
-        """Stage 1: one beat of the message (``hw.nic.reader.MessageReader``), the bad
+        """Stage 1: one beat of the message (``codnn.hw.nic.reader.MessageReader``), the bad
         messages counted, the bound's thresholds loaded with the descriptor."""
         flag = Signal()
         reader = MessageReader(m, self.i, k.room, lanes=self.lanes, flag=flag,

@@ -110,7 +110,7 @@ class InceptionnDecompressor(StreamEngine):
     Input: compressed messages (4-byte count ``n``, then ``ceil(n/8)`` blocks), ``last``
     on each message's final beat. The valid bytes of that beat are its lowest ones; every
     other beat is read whole (its ``keep`` is ignored). Output: a descriptor beat with
-    ``n`` (``hw.nic.layouts``), then ``ceil(n / lanes)`` value beats, ``last`` on the final
+    ``n`` (``codnn.hw.nic.layouts``), then ``ceil(n / lanes)`` value beats, ``last`` on the final
     one. ``bound_bits`` and ``bypass`` are sampled at the clock edge that takes the
     message's first beat (so they may change from the next cycle on); in bypass its beats
     pass through unchanged (``keep`` all ones but on the last).
@@ -123,7 +123,7 @@ class InceptionnDecompressor(StreamEngine):
     ``max_values``, gives no output (dropped up to its ``last``). ``bound_bits`` outside
     7..15 is clamped. The next message is read normally either way.
 
-    Beats are stored in place in a ``hw.nic.ring.ByteRing``. Register tables, written
+    Beats are stored in place in a ``codnn.hw.nic.ring.ByteRing``. Register tables, written
     with each beat, hold the size of a block starting at each byte of the ring and the
     address it ends at, and a register per byte whether that block is all stored, so the
     parse loop (the next group's address) is one table read per block. A parsed group is
@@ -131,7 +131,7 @@ class InceptionnDecompressor(StreamEngine):
     word of its first, U3 its bytes from its first and its tags, U4 the payload bytes
     before each value in its half block, U5 its payload offsets, U6 its payloads) into a
     queue of decoded values; a parse needs room in the queue, counted by a register.
-    ``o`` is driven through a ``hw.common.skid.SkidOutput``, so ``o.ready`` reaches no
+    ``o`` is driven through a ``codnn.hw.common.skid.SkidOutput``, so ``o.ready`` reaches no
     parsing logic.
 
     Latency: ``latency`` cycles from the take of a group's last input beat to its first
@@ -170,7 +170,7 @@ class InceptionnDecompressor(StreamEngine):
     def __init__(self, *, lanes=8, max_values=DEFAULT_MAX_VALUES):
         super().__init__(lanes, self.PORTS, max_values)
         #: High in the cycle the engine is done with a message's bytes, every fault of it
-        #: counted (for a parent such as ``hw.nic.frame_path``; not a port of the top).
+        #: counted (for a parent such as ``codnn.hw.nic.frame_path``; not a port of the top).
         self.message_end = Signal()
         #: High in the cycle a message is counted bad (at or before its ``message_end``).
         self.message_bad = Signal()

@@ -34,7 +34,7 @@ class MacTx(wiring.Component):
     inverted, so the far end drops it (a frame that arrived damaged stays damaged).
 
     A frame's bytes must come one a cycle once its first is taken (a store-and-forward
-    source such as ``hw.nic.FramePath`` does): a missing byte is an *underrun*: the frame
+    source such as ``codnn.hw.nic.FramePath`` does): a missing byte is an *underrun*: the frame
     is cut with ``tx_er`` on its last byte time, the rest of it is taken and dropped, and
     ``underruns`` counts it.
 

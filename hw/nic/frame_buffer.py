@@ -76,7 +76,7 @@ class FrameBuffer(Elaboratable):
 
 
 def range_beat_layout(width):
-    """A ``RangeReader``'s beat: ``hw.nic.layouts.beat_layout`` and the range's ``user``."""
+    """A ``RangeReader``'s beat: ``codnn.hw.nic.layouts.beat_layout`` and the range's ``user``."""
     return data.StructLayout({**beat_layout(width).members, "user": 1})
 
 

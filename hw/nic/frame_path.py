@@ -174,7 +174,7 @@ class FramePath(wiring.Component):
     """Ethernet frames (no FCS) in on ``s_axis``, out on ``m_axis``, ``width`` bytes per
     beat; ``tuser`` on a frame's last beat flags it bad (the MAC's bad FCS). In the
     ``"compress"`` direction gradient frames leave compressed, in ``"decompress"``
-    restored; every case is ``golden.packets.frame_path``'s, byte for byte.
+    restored; every case is ``codnn.golden.packets.frame_path``'s, byte for byte.
 
     Three stages, each with its own buffer (docs/nic.md, "The frame path"): the parser
     writes a frame into buffer A while it reads the header fields, the checksum's sum and

@@ -77,7 +77,7 @@ def value_payload(bits, tag, amount):
 
 
 def clamp_bound_bits(m, requested):
-    """``requested`` clamped into ``golden.inceptionn.BOUND_BITS`` (7..15), and whether it
+    """``requested`` clamped into ``codnn.golden.inceptionn.BOUND_BITS`` (7..15), and whether it
     was outside that range."""
     low, high = BOUND_BITS[0], BOUND_BITS[-1]
     clamped, out_of_range = Signal(4, name="bound_bits_clamped"), Signal(name="bound_bits_bad")

@@ -13,7 +13,7 @@ __all__ = ["MaxAbs"]
 class MaxAbs(StreamEngine):
     """The largest ``|g|`` of each value message, ``lanes`` values per cycle.
 
-    Input: value messages (``hw.nic.layouts``). Output: one beat per message keeping 4
+    Input: value messages (``codnn.hw.nic.layouts``). Output: one beat per message keeping 4
     bytes, the float32 bits of ``max|g|`` (+0.0 for an empty message), ``last`` set. Finite
     non-negative float32 order like their bits as integers, so the reduction compares
     ``bits & 0x7FFFFFFF``.
@@ -26,7 +26,7 @@ class MaxAbs(StreamEngine):
 
     Latency: ``latency`` cycles (``4 + ceil(log2(lanes))``) from a message's last value beat
     to its output beat: the comparisons are a tree with a register stage per level, in a
-    pipeline that never stalls (``hw.common.pipeline.CreditPipeline``), so ``o.ready``
+    pipeline that never stalls (``codnn.hw.common.pipeline.CreditPipeline``), so ``o.ready``
     reaches only its output queue. Throughput: one input beat per cycle while the output
     is not backpressured.
 

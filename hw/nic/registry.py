@@ -29,12 +29,12 @@ class NicEngine:
     name : str
         The command line's and the board tops' name.
     component : type
-        Its ``hw.nic.layouts.StreamEngine`` class (``component.PORTS``: its settings and
+        Its ``codnn.hw.nic.layouts.StreamEngine`` class (``component.PORTS``: its settings and
         reports).
     summary : str
         One line for ``--help`` and reports.
     codec : str
-        The golden model it is held against (``golden.value_frames.NicCodec``):
+        The golden model it is held against (``codnn.golden.value_frames.NicCodec``):
         ``"inceptionn"``, ``"terngrad"``, ``"maxabs"`` or ``"rice"``.
     takes, gives : str
         What its input and output messages are: ``"values"`` (value messages),

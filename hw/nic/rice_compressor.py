@@ -51,9 +51,9 @@ class _Emit(enum.Enum, shape=3):
 
 
 class RiceCompressor(StreamEngine):
-    """Compress value messages into the Rice-coded codec's messages (``golden.rice``).
+    """Compress value messages into the Rice-coded codec's messages (``codnn.golden.rice``).
 
-    Input: a descriptor beat with the count ``n`` (``hw.nic.layouts``), then the value
+    Input: a descriptor beat with the count ``n`` (``codnn.hw.nic.layouts``), then the value
     beats. Output: ``n`` (u32), the settings byte, the bit stream of ``ceil(n / 16)``
     blocks and the CRC-32, as full beats of ``4 * lanes`` bytes, the final one keeping
     what is left, ``last`` set. ``bound_bits`` (``b`` of the bound ``2**-b``),
@@ -176,7 +176,7 @@ class RiceCompressor(StreamEngine):
 
     def _quantizer(self, m, tokens):
         """Each token through the hash and the quantizer: a stream of ``(token, z,
-        escape)``, ``z`` the zigzagged integer (``golden.rice``)."""
+        escape)``, ``z`` the zigzagged integer (``codnn.golden.rice``)."""
         out = SimpleNamespace(valid=Signal(name="quantized_valid"),
                               ready=Signal(name="quantized_ready"))
         pipe = StallPipeline(m, tokens, out, _DEPTH)

@@ -52,15 +52,15 @@ class _Decode(enum.Enum, shape=3):
 
 
 class RiceDecompressor(StreamEngine):
-    """Decode the Rice-coded codec's messages (``golden.rice``) into value messages.
+    """Decode the Rice-coded codec's messages (``codnn.golden.rice``) into value messages.
 
     Input: messages (count ``n``, settings byte, the blocks' bit stream, CRC-32), ``last``
     on each message's final beat (its valid bytes the lowest ``keep`` bits; every other
     beat is taken whole). Output: a descriptor beat with ``n``, then ``ceil(n / lanes)``
-    value beats, each value as ``golden.rice.decompress`` gives it (an escape's 32 bits
+    value beats, each value as ``codnn.golden.rice.decompress`` gives it (an escape's 32 bits
     as they came, NaN payloads included).
 
-    Defined behaviour on any input (``golden.rice.received_values``; a bad message raises
+    Defined behaviour on any input (``codnn.golden.rice.received_values``; a bad message raises
     ``error`` (sticky) and counts once in ``error_count``): the stream is the message
     less its first 5 and its last 4 bytes (the decoder holds 4 bytes back until the
     message ends); its codes decode in order up to the first one the stream cuts or a

@@ -15,7 +15,7 @@ class ByteRing:
 
     A beat taken from ``i`` (the engine drives ``take``) is held in a register for a cycle,
     where the engine sees it (``beat``, ``beat_valid`` and ``beat_bytes``, the bytes it
-    carries: ``hw.nic.layouts.beat_bytes``), then stored in the next slot: the slot's enable
+    carries: ``codnn.hw.nic.layouts.beat_bytes``), then stored in the next slot: the slot's enable
     is a register set at the take (``selected``, one bit per slot, for the engine's own
     per-slot registers). Byte addresses count modulo twice the ring's size, so that a full
     ring differs from an empty one. ``top`` is the address after the message's last byte stored:

@@ -1,7 +1,7 @@
 """The links of a ring of NICs on one chip, for simulation: link ``r`` carries node ``r``'s
 messages to node ``r + 1`` through the sender's compressor and the receiver's
 decompressor (a ``CodecLoopback``), so a testbench can play the ring exchange of
-``golden.exchange`` hop by hop with the engines on every hop."""
+``codnn.golden.exchange`` hop by hop with the engines on every hop."""
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring

@@ -74,7 +74,7 @@ def _survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
 class TernGradEncoder(StreamEngine):
     """Ternarize value messages into TernGrad messages, ``lanes`` values per beat.
 
-    Input: value messages (``hw.nic.layouts``). Output: ``scaler`` (4 bytes), the count (4
+    Input: value messages (``codnn.hw.nic.layouts``). Output: ``scaler`` (4 bytes), the count (4
     bytes), the codes of ``ceil(n/4)`` bytes, as full beats of ``4 * lanes`` bytes, the
     final one keeping what is left. ``scaler``, ``seed`` and ``bypass`` are sampled at the
     clock edge that takes the message's descriptor beat (so they may change from the next
@@ -90,7 +90,7 @@ class TernGradEncoder(StreamEngine):
 
     Latency: ``latency`` cycles from a value beat at the reader's output to its codes at
     the head of a queue in front of the packer (plus the beats per code byte with fewer
-    than 4 lanes). The stages never stall (``hw.common.pipeline.CreditPipeline``), so the
+    than 4 lanes). The stages never stall (``codnn.hw.common.pipeline.CreditPipeline``), so the
     packer's ``ready`` reaches only that queue. Throughput: one input beat per cycle while
     the output is not backpressured; a message end costs the cycles its tail takes to
     leave.
@@ -139,7 +139,7 @@ class TernGradEncoder(StreamEngine):
         return m
 
     def _read(self, m):
-        """The message's beats (``hw.nic.reader.MessageReader``) into a credit pipeline of
+        """The message's beats (``codnn.hw.nic.reader.MessageReader``) into a credit pipeline of
         ``latency - 2`` stages; the scaler and seed taken with the descriptor (a scaler
         that is not finite and non-negative flags the message)."""
         flag, entering = Signal(), Signal()

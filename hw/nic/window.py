@@ -70,7 +70,7 @@ class ByteWindow:
         ``TAIL``: the message's last value has gone out; bytes left before ``last`` are an
         error (``flag``) and go to ``DROP``. ``DROP``: discard up to the input's ``last``.
         ``BYPASS``: send the window's bytes out unchanged as full beats to ``out`` (a
-        ``hw.common.skid.SkidOutput``, when ``out_free``), ``last`` on the message's final
+        ``codnn.hw.common.skid.SkidOutput``, when ``out_free``), ``last`` on the message's final
         one.
         """
         width, i = self._width, self._i

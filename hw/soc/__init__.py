@@ -1,4 +1,4 @@
-"""Board-level tops: the engines behind a UART host link (``hw.soc.protocol``)."""
+"""Board-level tops: the engines behind a UART host link (``codnn.hw.soc.protocol``)."""
 
 from .array_soc import ArraySoc
 from .link import HostLink

@@ -31,7 +31,7 @@ def _nbytes(bits):
 
 
 def status_block(engine, config, values):
-    """The STATUS payload (``hw.soc.protocol.STATUS_FIELDS``) as one value: ``values`` by
+    """The STATUS payload (``codnn.hw.soc.protocol.STATUS_FIELDS``) as one value: ``values`` by
     field name (ints or signals of the field's width; version, max payload and ``config``,
     the engine's parameters by ``CONFIG_FIELDS[engine]``, filled in; the rest zero)."""
     packed, offset = 0, 0
@@ -49,8 +49,8 @@ def status_block(engine, config, values):
 
 
 class ArraySoc(wiring.Component):
-    """A weight-stationary array (``hw.common.ws_array.WeightStationaryArray``: the
-    systolic or the TQ array; or ``hw.soc.nic.NicCore``, a NIC engine with the same
+    """A weight-stationary array (``codnn.hw.common.ws_array.WeightStationaryArray``: the
+    systolic or the TQ array; or ``codnn.hw.soc.nic.NicCore``, a NIC engine with the same
     streams) with memories for one tile, run by requests over a UART.
 
     Memories: the tile's weights (``rows`` rows of ``weight_row_bytes``), ``depth`` data
@@ -58,7 +58,7 @@ class ArraySoc(wiring.Component):
     (``result_vector_bytes``: the ``acc`` field). Rows, vectors and results travel as
     little-endian bytes of the array's own bit layouts.
 
-    Requests (``hw.soc.protocol.Command``): ``WRITE_WEIGHTS`` and ``WRITE_DATA`` copy whole
+    Requests (``codnn.hw.soc.protocol.Command``): ``WRITE_WEIGHTS`` and ``WRITE_DATA`` copy whole
     rows or vectors from the request into the memories (the tile's weights count as loaded
     once every row has been written since power-up or the last ``RESET``); ``RUN`` feeds the
     weights, then ``count`` data vectors with partial sums 0 or, with the accumulate flag,
@@ -72,7 +72,7 @@ class ArraySoc(wiring.Component):
     (or, accumulating, beyond the stored results) or a payload of the wrong size
     ``BAD_ARGUMENT``.
 
-    The status block is ``hw.soc.protocol.STATUS_FIELDS``: the array's configuration,
+    The status block is ``codnn.hw.soc.protocol.STATUS_FIELDS``: the array's configuration,
     whether weights and results are held, the link's frame counters, the stored results
     and the last run's cycles.
 

@@ -8,7 +8,7 @@ __all__ = ["request_states", "response_states"]
 
 
 def request_states(m, link, *, command, length, args, index, then):
-    """IDLE and ARGS: take a request from ``link`` (``hw.soc.HostLink``), keep its
+    """IDLE and ARGS: take a request from ``link`` (``codnn.hw.soc.HostLink``), keep its
     ``command`` and ``length``, shift its first ``len(args) // 8`` payload bytes into
     ``args`` (the first at the bottom; ``index`` counts the buffer's reads), then go to
     state ``then``. Latency: ``len(args) // 8 + 2`` cycles."""

@@ -26,7 +26,8 @@ def check_link(divisor, timeout_bytes):
 
 
 class HostLink(wiring.Component):
-    """Receive request frames (``hw.soc.protocol``) on ``rx``, send response frames on ``tx``.
+    """Receive request frames (``codnn.hw.soc.protocol``) on ``rx``, send response frames
+    on ``tx``.
 
     A frame's payload goes into a ``MAX_PAYLOAD``-byte buffer; only when its CRC matches
     is it offered on ``request``, and the executor reads its payload through

@@ -24,7 +24,8 @@ _INPUT_WORD, _OUTPUT_WORD = HEADER_WORDS - 6, HEADER_WORDS - 3
 
 
 class NetworkSoc(wiring.Component):
-    """A ``hw.network.NetworkEngine`` run by requests over a UART (``hw.soc.protocol``).
+    """A ``codnn.hw.network.NetworkEngine`` run by requests over a UART
+    (``codnn.hw.soc.protocol``).
 
     Requests: ``WRITE_PROGRAM`` (u16 first word, u32 words) and ``WRITE_WEIGHTS`` (u16
     first word, words of ``2 * cols`` bytes) fill the engine's program and weight
@@ -50,7 +51,7 @@ class NetworkSoc(wiring.Component):
     the input region's next word or goes past the region, a lane count outside 1..rows or
     a payload of the wrong size ``BAD_ARGUMENT``.
 
-    Latency of ``RUN``: the engine's (``golden.network_program.step_cycles``), then the
+    Latency of ``RUN``: the engine's (``codnn.golden.network_program.step_cycles``), then the
     output's channels, one a cycle (a cycle more per word, three more in all), to the
     class.
 
@@ -60,7 +61,7 @@ class NetworkSoc(wiring.Component):
         The engine's (``NetworkEngine``); rows and cols at most 255 and 127, the buffers at
         most 65535 words, the program and weight memories at most 65536.
     divisor, timeout_bytes
-        As ``hw.soc.HostLink``.
+        As ``codnn.hw.soc.HostLink``.
 
     Attributes
     ----------

@@ -17,7 +17,7 @@ __all__ = ["NicCore", "NicSoc"]
 
 
 class NicCore(wiring.Component):
-    """A NIC engine (streams ``i``/``o`` of ``hw.nic.layouts.beat_layout``) with the
+    """A NIC engine (streams ``i``/``o`` of ``codnn.hw.nic.layouts.beat_layout``) with the
     streams ``ArraySoc`` drives, so the board top runs it like an array of one row.
 
     - ``weights``: one beat, the engine's input ports (``bound_bits``, ``bypass``, ``seed``,
@@ -99,12 +99,12 @@ class NicSoc(ArraySoc):
     configuration word, ``WRITE_DATA`` input beats (a beat's data, keep and last, from bit
     0), ``RUN`` streams them through the engine and stores its output beats and the
     terminator (``BAD_ARGUMENT`` when they do not fit ``depth``), ``READ_RESULTS`` reads
-    them. The words' fields are ``hw.nic.ENGINES[kind]``'s ``settings`` and ``reports``.
+    them. The words' fields are ``codnn.hw.nic.ENGINES[kind]``'s ``settings`` and ``reports``.
 
     Parameters
     ----------
     kind : str
-        One of ``hw.nic.ENGINES``.
+        One of ``codnn.hw.nic.ENGINES``.
     lanes : int
         Float32 values per beat (a beat's data must hold the engine's report).
     depth, divisor, timeout_bytes

@@ -1,7 +1,7 @@
 """The host link's framed command protocol: byte codes, CRC and frame layout.
 
-Plain Python, shared by the gateware (``hw.soc.link``, ``hw.soc.systolic``) and the host
-driver (``codnn.board``) so both sides agree on every number.
+Plain Python, shared by the gateware (``codnn.hw.soc.link``, ``codnn.hw.soc.systolic``)
+and the host driver (``codnn.board``) so both sides agree on every number.
 
 A frame, host to device and device to host alike::
 
@@ -44,7 +44,7 @@ STATUS_FIELDS = (
     ("last_run_cycles", 32), ("config", 48))
 STATUS_BYTES = sum(bits for _, bits in STATUS_FIELDS) // 8
 #: Each engine's ``config`` fields (48 bits, the rest zero). TQ's ``encoding`` indexes
-#: ``golden.term_quant.ENCODINGS``; a NIC's ``kind`` indexes ``hw.nic.ENGINES``, whose
+#: ``codnn.golden.term_quant.ENCODINGS``; a NIC's ``kind`` indexes ``codnn.hw.nic.ENGINES``, whose
 #: ``settings`` are the fields of its configuration word (``WRITE_WEIGHTS``) and
 #: ``reports`` those of its terminator beat, each packed from bit 0.
 CONFIG_FIELDS = {

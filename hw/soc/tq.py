@@ -14,8 +14,8 @@ __all__ = ["TqSoc"]
 
 class TqSoc(ArraySoc):
     """``ArraySoc`` around a ``TermQuantArray``: a weight row is ``cols`` term queues of
-    ``alpha`` slots (``golden.tq_array.weight_row_word``), a data vector ``cols x g``
-    sign-magnitude values (``golden.tq_array.data_vector_word``).
+    ``alpha`` slots (``codnn.golden.tq_array.weight_row_word``), a data vector ``cols x g``
+    sign-magnitude values (``codnn.golden.tq_array.data_vector_word``).
 
     Parameters
     ----------

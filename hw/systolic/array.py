@@ -27,7 +27,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     cycle and leave at the right edge. Skew and deskew registers at the edges let whole
     vectors go in and come out per beat.
 
-    The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weights
+    The shell (``codnn.hw.common.ws_array.WeightStationaryArray``) double-buffers the weights
     (a ``weights`` beat is one array row, so the next tile loads while the current one
     computes), accepts data beats on credits so that the cells never stall, and puts
     results through an output FIFO per row.
@@ -39,7 +39,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     MAC kinds. ``parallel``: each cell is pipelined so that no path holds more than one
     of the operand multiplexers, half a multiplier and the accumulator adder: register
     the weight and the selected stream of the data's bank, take the product through a
-    three-step pipelined multiplier (``hw.common.multiplier``: on ECP5 a MULT18X18D with
+    three-step pipelined multiplier (``codnn.hw.common.multiplier``: on ECP5 a MULT18X18D with
     its registers, or a pipelined tree in LUTs once the blocks run out), add it to the
     partial sum. ``bitserial`` (the paper's cell): the data go up the columns one bit per
     cycle, LSB first (a beat takes ``data_bits`` cycles), and the rows' sums of products
@@ -59,7 +59,7 @@ class ColumnCombinedArray(WeightStationaryArray):
     the last column over ``word_bits`` cycles, then a step to the whole word and one to
     the sum), ``edge_latency`` 0 or 1 (bitserial: the beat is registered before it loads
     the shift registers), ``beat_cycles`` 1 or ``data_bits``
-    (``golden.systolic.mac_timing``).
+    (``codnn.golden.systolic.mac_timing``).
     Throughput: one data beat (one input vector) per ``beat_cycles`` cycles while the
     result stream is not backpressured. Loading a tile's weights takes ``rows`` cycles and
     overlaps the previous tile.

@@ -45,7 +45,7 @@ class TermQuantArray(WeightStationaryArray):
     order), array column c takes the ``g`` data values of group c.
 
     At the data edge each value is truncated to its top ``beta`` terms in ``encoding``
-    (a table of ``golden.term_quant.truncate`` over every magnitude), then held while the
+    (a table of ``codnn.golden.term_quant.truncate`` over every magnitude), then held while the
     column sends the vector's slots up the column in lockstep: slot ``i`` (``alpha``
     slots, one per cycle) names weight-queue position ``i``; a cell takes its weight term
     ``i``, ``s * 2**e`` of group value ``idx``, selects the truncated value ``idx`` and
@@ -62,7 +62,7 @@ class TermQuantArray(WeightStationaryArray):
     term's exponent, the group sum (a ``2 * mag_bits + 2 + ceil(log2(alpha + 1))``-bit
     adder, a negative term through its carry in).
 
-    The shell (``hw.common.ws_array.WeightStationaryArray``) double-buffers the weight
+    The shell (``codnn.hw.common.ws_array.WeightStationaryArray``) double-buffers the weight
     queues (a ``weights`` beat is one array row, accepted every ``alpha`` cycles: one
     term of each queue a cycle), takes one data beat (one vector) per ``alpha`` cycles on
     credits, keeps the partial sums that wait for the cells in a block-RAM delay line, and
@@ -70,7 +70,7 @@ class TermQuantArray(WeightStationaryArray):
 
     Latency: ``pipeline_depth + 2`` cycles (``rows + cols + 1 + edge_latency + alpha +
     2``, +2 with an output stage, +2 through the FIFO); ``edge_latency = 4``
-    (``golden.tq_array.tq_timing``). Throughput: one vector per ``alpha`` cycles, ``rows *
+    (``codnn.golden.tq_array.tq_timing``). Throughput: one vector per ``alpha`` cycles, ``rows *
     cols`` groups of ``g`` MACs each; a tile's weights load in ``rows * alpha`` cycles,
     overlapping the previous tile.
 
