@@ -1,5 +1,6 @@
 """Simulation of codnn's gateware: the cocotb runner, testbenches that hold the RTL against
-``golden/``, and helpers for Amaranth's own simulator."""
+``codnn.golden``, their kit (stimulus, packet captures) and helpers for Amaranth's own
+simulator. Installed as ``codnn.sim`` (the folder ``sim/``)."""
 
 import os
 from pathlib import Path
