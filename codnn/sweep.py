@@ -34,8 +34,7 @@ class SweepError(RuntimeError):
 #: Columns of a sweep's CSV (parameters come first, one column each).
 COLUMNS = ("engine", "device", "lut", "ff", "dsp", "bram", "logic_cells",
            "logic_cells_available", "fmax_mhz", "clock_mhz", "seed", "rate_per_cycle",
-           "rate_unit",
-           "throughput_per_s", "critical_from", "critical_to", "status")
+           "rate_unit", "throughput_per_s", "critical_from", "critical_to", "status")
 
 
 def parse_grid(engine_name, specs):
@@ -121,7 +120,7 @@ def run_points(points, *, clock_mhz=None, workers=None, scheduler=None, build_ro
     if workers is not None and workers < 1:
         raise ParameterError(f"Worker count must be at least 1, not {workers}")
     build_root = str(Path(build_root or default_build_root()).resolve())
-    tasks = [(e, p, d, clock or clock_mhz, build_root, seed or 1)
+    tasks = [(e, p, d, clock or clock_mhz, build_root, 1 if seed is None else seed)
              for e, p, d, clock, seed in points]
     rows = [None] * len(tasks)
     results = (_on_dask(scheduler, tasks) if scheduler else

@@ -9,8 +9,8 @@ steps themselves are integer only:
 - ``ArrayLayer``: a convolution (im2col, columns ``(c, ky, kx)``) or a dense layer, run on
   the array as a packed layer: ``acc = wrap(F @ X + bias, acc_bits)`` with ``F`` the
   packed layer's (conflict-pruned) integer weights (on the TQ array: ``F`` term-revealed
-  per group and ``X`` truncated to ``beta`` terms per value); with ``shift`` the array's output stage
-  ``clamp(acc >> shift, 0, 2**out_bits - 1)`` gives the next activation (ReLU and
+  per group and ``X`` truncated to ``beta`` terms per value); with ``shift`` the array's
+  output stage ``clamp(acc >> shift, 0, 2**out_bits - 1)`` gives the next activation (ReLU and
   requantization at once), without it the accumulators leave as they are (logits).
 - ``Pool`` (host): max, or average rounded half up (``(sum + n // 2) // n``), over
   ``kernel x kernel`` windows; ``kernel == 0`` is the global average.

@@ -19,9 +19,9 @@ SMALL = dict(model="lenet5", data="digits", epochs=1, batch=64, nodes=2)
 
 def test_rate_limited_ring_passes_nan_raw(tmp_path):
     """INCEPTIONN-style LeNet-5 gradients through 10mbit links (momentum SGD), rank 1
-    feeding NaN at step 3: each iteration's wire time is at least what the rate allows, the interface carries
-    more than the codec's bytes (TCP/IP headers, acks), the NaN gradients cross raw and are
-    reported, and the ranks end equal."""
+    feeding NaN at step 3: each iteration's wire time is at least what the rate allows,
+    the interface carries more than the codec's bytes (TCP/IP headers, acks), the NaN
+    gradients cross raw and are reported, and the ranks end equal."""
     report = launch(Job(**SMALL, codec="inceptionn", link="10mbit", optimizer="sgd",
                         fault={"rank": 1, "step": 3, "kind": "nan"}), tmp_path, progress=print)
     assert report["links"] == "namespaces" and report["ranks_agree"]
