@@ -20,13 +20,13 @@ from codnn.golden.tq_array import (
     term_slot_bits,
     weight_row_word,
 )
-from codnn.hw.nic import ENGINES
+from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.soc.protocol import (
     MAX_PAYLOAD,
     PROTOCOL_VERSION,
     SYNC,
     Command,
-    Engine,
+    EngineKind,
     Status,
     crc16,
     frame,
@@ -54,7 +54,7 @@ class DeviceStatus:
     holds the engine's own parameters (``codnn.hw.soc.protocol.CONFIG_FIELDS``)."""
 
     version: int
-    engine: Engine
+    engine: EngineKind
     rows: int
     cols: int
     acc_bits: int
@@ -186,7 +186,7 @@ class Board:
         (channels x vectors) on the systolic array; return ``(acc, cycles)``: the ``N x T``
         accumulators as ``codnn.golden.systolic.run_layer`` computes them, and the cycles of all
         runs. ``progress(done, total, cycles)`` is called after each run on the device."""
-        st = self._status_of(Engine.SYSTOLIC)
+        st = self._status_of(EngineKind.SYSTOLIC)
         alpha, wb, db = (st.config[k] for k in ("alpha", "weight_bits", "data_bits"))
         check_fits(packed, alpha=alpha, weight_bits=wb)
         X = np.asarray(X, dtype=np.int64)
@@ -214,7 +214,7 @@ class Board:
         cycles)``: the accumulators as ``codnn.golden.tq_array.run_tq_layer`` computes them (with
         the device's g, alpha, beta and encoding), and the cycles of all runs.
         ``progress(done, total, cycles)`` is called after each run on the device."""
-        st = self._status_of(Engine.TQ)
+        st = self._status_of(EngineKind.TQ)
         g, alpha, mb = (st.config[k] for k in ("g", "alpha", "mag_bits"))
         W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)
         if W.ndim != 2 or X.ndim != 2 or X.shape[0] != W.shape[1]:
@@ -262,9 +262,9 @@ class Board:
             For a configuration field the engine does not have or a value too wide, an
             empty frame, or a frame whose input or output does not fit the device's depth.
         """
-        st = self._status_of(Engine.NIC)
-        kind = list(ENGINES)[st.config["kind"]]
-        fields, report_fields = ENGINES[kind].settings, ENGINES[kind].reports
+        st = self._status_of(EngineKind.NIC)
+        kind = list(NIC_ENGINES)[st.config["kind"]]
+        fields, report_fields = NIC_ENGINES[kind].settings, NIC_ENGINES[kind].reports
         unknown = set(config) - {name for name, _, _ in fields}
         if unknown:
             raise ValueError(f"The {kind} has no setting {sorted(unknown)[0]!r}; it has "
@@ -324,7 +324,7 @@ class Board:
             If the device's engine is not the one the program was compiled for, or its
             program or weight memory is too small.
         """
-        st = self._status_of(Engine.NETWORK)
+        st = self._status_of(EngineKind.NETWORK)
         e = program.engine
         device = {"rows": st.rows, "cols": st.cols, "alpha": st.config["alpha"],
                   "mac": "bitserial" if st.config["bitserial"] else "parallel",

@@ -233,8 +233,8 @@ def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_
         As ``run_layer_file``.
     """
     from codnn.golden.inceptionn import check_bound_bits
-    from codnn.hw.nic import ENGINES
-    from codnn.hw.soc.protocol import Engine
+    from codnn.hw.nic import NIC_ENGINES
+    from codnn.hw.soc.protocol import EngineKind
 
     from .engines import BOARD_DESIGNS
     from .gradfile import load_gradients
@@ -248,11 +248,11 @@ def stream_gradient_file(gradients, *, message_values, bound_bits=DEFAULT_BOUND_
     def host(serial):
         board = Board(serial)
         status = board.status()
-        if status.engine != Engine.NIC:
+        if status.engine != EngineKind.NIC:
             raise ParameterError(f"the device runs the {status.engine.name.lower()} array, "
                                  f"not a NIC engine")
-        kind, lanes = list(ENGINES)[status.config["kind"]], status.config["lanes"]
-        engine = ENGINES[kind]
+        kind, lanes = list(NIC_ENGINES)[status.config["kind"]], status.config["lanes"]
+        engine = NIC_ENGINES[kind]
         codec = NicCodec(engine.codec, takes=engine.takes, gives=engine.gives,
                          bound_bits=bound_bits, seed=seed, scaler=scaler, messages=messages)
         frames = [codec.frames(lanes, x) for x in messages]

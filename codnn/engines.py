@@ -24,7 +24,7 @@ from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
 from codnn.hw.bfp import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
-from codnn.hw.nic import ENGINES as NIC_ENGINES
+from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
 from codnn.hw.nic.ethernet_board import CORE_CLOCK_HZ, EthernetBoardTop
 from codnn.hw.nic.ethernet_bump import EthernetBump
@@ -222,7 +222,7 @@ _TERNGRAD_PARAMS = (Param("scaler", float, None, "TernGrad scaler (default 2.5 x
 
 
 def _nic_engine(descriptor):
-    """A NIC engine's entry, from its descriptor (``codnn.hw.nic.NicEngine``): its workload
+    """A NIC engine's entry, from its descriptor (``codnn.hw.nic.NicDescriptor``): its workload
     options follow its codec (the bound for INCEPTIONN, the scaler for an engine that
     ternarizes values)."""
     name = descriptor.name
@@ -260,7 +260,8 @@ def _frame_path_config(dut, sim, beats, idle, backpressure, build_root):
         sim = {**sim, "pcap": str(Path(sim["pcap"]).resolve())}
     if sim["pcap_out"] is not None:
         sim = {**sim, "pcap_out": str(Path(sim["pcap_out"]).resolve())}
-    return {"direction": dut.direction, "width": dut.width, "max_frame": dut.max_frame,
+    path = dut.engine
+    return {"direction": path.direction, "width": path.width, "max_frame": path.max_frame,
             "idle": idle, "backpressure": backpressure, **sim}
 
 
@@ -378,7 +379,7 @@ ENGINES = {engine.name: engine for engine in [
                 Param("width", int, 8, "bytes per beat (1 for 1 GbE, 8 for 10 GbE)"),
                 Param("max_frame", int, DEFAULT_MAX_FRAME, "largest frame in or out, bytes "
                       "without FCS")),
-        build=lambda **p: FramePath(**p),
+        build=lambda **p: AxiStreamTop(FramePath(**p)),
         sim_params=(*_INCEPTIONN_PARAMS,
                     Param("frames", int, 1000, "fuzzed frames to send (without --pcap)"),
                     Param("pcap", str, None, "replay this capture's frames instead"),
@@ -386,9 +387,9 @@ ENGINES = {engine.name: engine for engine in [
                           "capture")),
         testbench="codnn.sim.tb_frame_path",
         tb_config=_frame_path_config,
-        throughput=lambda dut: f"{max(4, dut.width)} bytes/cycle per stage, store and "
-                               f"forward",
-        rate=lambda dut: (dut.width, "byte"),
+        throughput=lambda dut: f"{max(4, dut.engine.width)} bytes/cycle per stage, store "
+                               f"and forward",
+        rate=lambda dut: (dut.engine.width, "byte"),
     ),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
                 (Param("g", int, 8, "values per group"),

@@ -45,8 +45,9 @@ class NicCodec:
     ``"maxabs"``: the largest finite magnitude, as float32 bytes; ``"rice"`` with bound
     ``2**-bound_bits``, ``rounding`` and ``seed``), for an engine that
     ``takes`` values or the codec's messages and ``gives`` values, the codec's messages or
-    the scaler (``codnn.hw.nic.NicEngine``). ``encode(x) -> bytes``, ``decode(bytes) -> float32``,
-    ``frames(lanes, x)``, ``received(message, lanes, max_values)``."""
+    the scaler (``codnn.hw.nic.NicDescriptor``). ``encode(x) -> bytes``,
+    ``decode(bytes) -> float32``, ``frames(lanes, x)``,
+    ``received(message, lanes, max_values)``."""
 
     def __init__(self, codec, *, takes="values", gives="codec", bound_bits=DEFAULT_BOUND_BITS,
                  seed=0, scaler=None, messages=(), rounding="nearest"):

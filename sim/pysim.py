@@ -163,13 +163,13 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
     ``expected_frames`` None: collect for ``max_cycles`` cycles, however many come.
     Frame ``k`` is sent with ``bound_bits`` = ``bounds[k]`` until its first beat is taken,
     then a random other value (out of range included) from the next cycle; ``bad`` sets
-    ``s_axis_tuser`` on its last beat. With ``hold``, the sink refuses every beat for that
+    ``user`` on its last beat. With ``hold``, the sink refuses every beat for that
     many cycles first.
 
     Returns
     -------
     dict
-        ``frames``: the ``(bytes, tuser)`` out; ``counters``: ``passed``, ``changed``,
+        ``frames``: the ``(bytes, user)`` out; ``counters``: ``passed``, ``changed``,
         ``dropped``, ``flagged`` 20 cycles after the last; ``waited``: whether the input
         ever waited; ``ends``: the cycle of each frame's last beat out.
 
@@ -191,17 +191,14 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
                     await ctx.tick()
                 if j == 0:
                     ctx.set(dut.bound_bits, bound)
-                ctx.set(dut.s_axis_tdata, beat["data"])
-                ctx.set(dut.s_axis_tkeep, beat["keep"])
-                ctx.set(dut.s_axis_tlast, beat["last"])
-                ctx.set(dut.s_axis_tuser, bad and beat["last"])
-                ctx.set(dut.s_axis_tvalid, 1)
+                ctx.set(dut.i.payload, {**beat, "user": bad and beat["last"]})
+                ctx.set(dut.i.valid, 1)
                 while True:                 # ready as it was at the edge
-                    _, _, ready = await ctx.tick().sample(dut.s_axis_tready)
+                    _, _, ready = await ctx.tick().sample(dut.i.ready)
                     if ready:
                         break
                     result["waited"] = True
-                ctx.set(dut.s_axis_tvalid, 0)
+                ctx.set(dut.i.valid, 0)
                 ctx.set(dut.bound_bits, rng.choice([0, 6, 7, 12, 15]))
 
     async def sink(ctx):
@@ -216,16 +213,14 @@ def run_frame_path(dut, frames, *, bounds, expected_frames, rng, idle=0.0, backp
                 raise AssertionError(f"no output after {max_cycles} cycles: {len(out)} of "
                                      f"{expected_frames} frames")
             ready = cycles >= hold and rng.random() >= backpressure
-            ctx.set(dut.m_axis_tready, ready)
-            _, _, valid, data, keep, last, user = await ctx.tick().sample(
-                dut.m_axis_tvalid, dut.m_axis_tdata, dut.m_axis_tkeep, dut.m_axis_tlast,
-                dut.m_axis_tuser)
+            ctx.set(dut.o.ready, ready)
+            _, _, valid, beat = await ctx.tick().sample(dut.o.valid, dut.o.payload)
             cycles += 1
             if ready and valid:
-                count = bin(keep).count("1") if last else width
-                current += data.to_bytes(width, "little")[:count]
-                if last:
-                    out.append((current, bool(user)))
+                count = bin(beat.keep).count("1") if beat.last else width
+                current += beat.data.to_bytes(width, "little")[:count]
+                if beat.last:
+                    out.append((current, bool(beat.user)))
                     result["ends"].append(cycles)
                     current = b""
                     assert expected_frames is None or len(out) <= expected_frames, \

@@ -1,6 +1,7 @@
 """cocotb testbench: a NIC engine (AXI4-Stream top, driven by cocotbext-axi) against its
 golden codec. What the engine takes and gives, its settings and counters come from its
-descriptor (``codnn.hw.nic.ENGINES``); the golden model is ``codnn.golden.value_frames.NicCodec``.
+descriptor (``codnn.hw.nic.NIC_ENGINES``); the golden model is
+``codnn.golden.value_frames.NicCodec``.
 
 Configuration (``CODNN_TB_CONFIG``): ``engine`` (its name), ``lanes``, ``bound_bits``
 (INCEPTIONN, Rice), ``rounding`` (Rice: 0 nearest, 1 stochastic; the seed is the run's)
@@ -35,7 +36,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 from codnn.golden import rice, terngrad
 from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, classify, compress
 from codnn.golden.value_frames import NicCodec, value_frame
-from codnn.hw.nic import ENGINES
+from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.sim.stimulus import message_values, pauses
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
@@ -202,7 +203,7 @@ def keep_holes_case(rng, codec, lanes):
 async def nic_engine_matches_golden(dut):
     config = load_config()
     seed, lanes = config["seed"], config["lanes"]
-    engine = ENGINES[config["engine"]]
+    engine = NIC_ENGINES[config["engine"]]
     b = config.get("bound_bits", DEFAULT_BOUND_BITS)
     rng = np.random.default_rng(seed)
     if config.get("gradients"):

@@ -16,9 +16,12 @@ from amaranth.lib.wiring import In, Out
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.proofs import (PROOFS, array_values_top, flat_axis_streams,
-                                    inceptionn_value_top, skid_top, stream_engine_top)
+                                    inceptionn_value_top, settings_edge_top, skid_top,
+                                    stream_engine_top)
 from codnn.hw.formal.streams import no_reset, value_frames
+from codnn.hw.nic import NicDescriptor
 from codnn.hw.nic.axis import axis_ports
+from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.systolic import ColumnCombinedArray
@@ -31,7 +34,7 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "block_dot": "proved", "rice_compressor": "proved", "rice_decompressor": "proved",
             "rice_loopback": "proved", "gather": "proved", "inceptionn_value": "proved",
             "frame_path": "proved", "host_link": "proved", "systolic_values": "bounded",
-            "systolic_latency": "bounded"}
+            "systolic_latency": "bounded", "terngrad_decoder_settings": "bounded"}
 
 
 def test_every_proof_ends_as_documented(tmp_path):
@@ -99,6 +102,46 @@ class LosingSkid(SkidOutput):
         with m.If(~self.o.valid | self.o.ready):
             m.d.sync += [self.o.payload.eq(self.payload), self.o.valid.eq(self.write)]
         return m
+
+
+class AddSetting(NicEngineBase):
+    """A toy NIC engine: each beat's data plus the setting ``k``, one register stage;
+    ``latched`` reads ``k`` at a message's first beat as documented, else at every beat
+    (a setting sampled on the wrong edge)."""
+
+    PORTS = {"k": In(4), "beats": Out(8)}
+
+    def __init__(self, *, lanes, max_values, latched):
+        super().__init__(lanes, self.PORTS, max_values)
+        self._latched = latched
+
+    def elaborate(self, platform):
+        m = Module()
+        first, k = Signal(init=1), Signal(4)
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            add = Mux(first, self.k, k) if self._latched else self.k
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(self.i.payload),
+                         self.o.payload.data.eq(self.i.payload.data + add),
+                         first.eq(self.i.payload.last), k.eq(add),
+                         self.beats.eq(self.beats + 1)]
+        return m
+
+
+@pytest.mark.parametrize("latched, status", [(True, "bounded"), (False, "failed")])
+def test_settings_read_off_their_edge_fail_the_settings_proof(tmp_path, latched, status):
+    """The settings proof on a toy engine: reading its setting at a message's first beat
+    passes; reading it at every beat (a setting sampled on the wrong edge) fails."""
+    class Toy(AddSetting):
+        def __init__(self, *, lanes, max_values):
+            super().__init__(lanes=lanes, max_values=max_values, latched=latched)
+
+    engine = NicDescriptor("add", Toy, "toy", "none", "values", "values", "{lanes} a cycle")
+    proof = run_proof(settings_edge_top(engine, 1, 20), "settings", tmp_path, mode="bmc",
+                      depth=6)
+    assert proof.status == status, proof.summary()
 
 
 def test_a_broken_skid_fails_with_a_counterexample(tmp_path):

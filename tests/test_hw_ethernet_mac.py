@@ -36,12 +36,11 @@ def _transmit(frames, *, gap_at=None):
             for k, byte in enumerate(frame):
                 if gap_at == k:
                     await ctx.tick()
-                ctx.set(dut.s_axis_tdata, byte)
-                ctx.set(dut.s_axis_tlast, k == len(frame) - 1)
-                ctx.set(dut.s_axis_tuser, poison)
-                ctx.set(dut.s_axis_tvalid, 1)
-                await ctx.tick().until(dut.s_axis_tready)
-                ctx.set(dut.s_axis_tvalid, 0)
+                ctx.set(dut.i.payload, {"data": byte, "keep": 1, "last": k == len(frame) - 1,
+                                        "user": poison})
+                ctx.set(dut.i.valid, 1)
+                await ctx.tick().until(dut.i.ready)
+                ctx.set(dut.i.valid, 0)
 
     async def sink(ctx):
         for _ in range(200 * len(frames) + sum(len(f) for f, _ in frames)):
@@ -94,7 +93,7 @@ def test_transmitter_underrun_ends_the_frame_in_an_error():
 
 
 def _receive(wire_bursts, errors=()):
-    """GMII bursts (bytes each, idle between) into a MacRx; the frames (bytes, tuser) out.
+    """GMII bursts (bytes each, idle between) into a MacRx; the frames (bytes, user) out.
     ``errors``: (burst, byte) positions with rx_er."""
     dut = MacRx()
     sim = Simulator(dut)
@@ -115,12 +114,12 @@ def _receive(wire_bursts, errors=()):
     async def sink(ctx):
         current = bytearray()
         for _ in range(sum(len(b) + 12 for b in wire_bursts) + 20):
-            _, _, valid, data, last, user = await ctx.tick().sample(
-                dut.m_axis_tvalid, dut.m_axis_tdata, dut.m_axis_tlast, dut.m_axis_tuser)
+            _, _, valid, beat = await ctx.tick().sample(dut.o.valid, dut.o.payload)
             if valid:
-                current.append(data)
-                if last:
-                    out.append((bytes(current), bool(user)))
+                assert beat.keep == 1
+                current.append(beat.data)
+                if beat.last:
+                    out.append((bytes(current), bool(beat.user)))
                     current = bytearray()
 
     sim.add_testbench(source, background=True)

@@ -13,7 +13,7 @@ import pytest
 from codnn.golden import inceptionn, rice, terngrad
 from codnn.golden.inceptionn import CorruptMessage
 from codnn.golden.value_frames import special_values, value_frame
-from codnn.hw.nic import ENGINES, InceptionnCompressor, TernGradDecoder, TernGradEncoder
+from codnn.hw.nic import NIC_ENGINES, InceptionnCompressor, TernGradDecoder, TernGradEncoder
 from codnn.sim.pysim import run_frames
 
 SEED = 20261125
@@ -122,9 +122,10 @@ def test_settings_are_sampled_at_the_first_beat(engine, lanes):
         frames.append(frame)
         want.append(out)
         settings.append(setting)
-    got, counters = run_frames(ENGINES[engine].component(lanes=lanes), frames, settings=settings,
-                               expected_frames=len(frames), rng=random.Random(seed),
-                               idle=0.2, backpressure=0.2, keep_holes=True)
+    got, counters = run_frames(NIC_ENGINES[engine].component(lanes=lanes), frames,
+                               settings=settings, expected_frames=len(frames),
+                               rng=random.Random(seed), idle=0.2, backpressure=0.2,
+                               keep_holes=True)
     for k, (g, w) in enumerate(zip(got, want)):
         assert g == w, f"message {k} ({settings[k]}): {g.hex()} != golden {w.hex()}"
     assert counters["error_count"] == 0
@@ -213,7 +214,7 @@ def test_encoders_count_a_message_with_two_faults_once(lanes):
     assert counters == {"error_count": 1, "nonfinite": 2}
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("engine", sorted(NIC_ENGINES))
 def test_count_above_the_largest_message_is_dropped(engine):
     """With ``max_values`` 40: a message of exactly 40 values is read; one declaring 41
     and one declaring 2**32 - 1 (a few bytes follow) give no output, count once each, and
@@ -225,7 +226,7 @@ def test_count_above_the_largest_message_is_dropped(engine):
     frame, out = _case("terngrad" if engine == "maxabs" else engine, lanes, x, setting)
     if engine == "maxabs":
         out = np.abs(x).max().tobytes()
-    if ENGINES[engine].takes == "codec":
+    if NIC_ENGINES[engine].takes == "codec":
         at = 4 if engine == "terngrad_decoder" else 0
         huge = [frame[:at] + count.to_bytes(4, "little") + frame[at + 4:at + 20]
                 for count in (41, (1 << 32) - 1)]
@@ -234,7 +235,7 @@ def test_count_above_the_largest_message_is_dropped(engine):
                 for count in (41, (1 << 32) - 1)]
     frames = [frame, huge[0], frame, huge[1], frame]
     settings = [setting if engine == "terngrad" else {}] * len(frames)
-    got, counters = run_frames(ENGINES[engine].component(lanes=lanes, max_values=40), frames,
+    got, counters = run_frames(NIC_ENGINES[engine].component(lanes=lanes, max_values=40), frames,
                                settings=settings, expected_frames=3,
                                rng=random.Random(lanes), backpressure=0.2)
     assert got == [out] * 3
@@ -251,7 +252,7 @@ def test_rice_compressor_clamps_a_bound_out_of_range():
     """``bound_bits`` 3 is clamped to 7: the message is coded with 7 and counts as bad."""
     rng = np.random.default_rng(SEED)
     x = _values(rng, 37)
-    got, counters = run_frames(ENGINES["rice_compressor"].component(lanes=2),
+    got, counters = run_frames(NIC_ENGINES["rice_compressor"].component(lanes=2),
                                [value_frame(x, 2)] * 2,
                                settings=[{"bound_bits": 3}, {"bound_bits": 7}],
                                expected_frames=2, rng=random.Random(SEED))
@@ -265,7 +266,7 @@ def test_rice_compressor_codes_all_zero_blocks_in_one_bit(lanes):
     infinity is not (the escape costs every parameter 47 bits at k = 0)."""
     xs = [np.zeros(40, np.float32), np.full(33, 1e-5, np.float32),
           np.r_[np.zeros(16), np.inf, np.zeros(5)].astype(np.float32)]
-    got, _ = run_frames(ENGINES["rice_compressor"].component(lanes=lanes),
+    got, _ = run_frames(NIC_ENGINES["rice_compressor"].component(lanes=lanes),
                         [value_frame(x, lanes) for x in xs], settings=[{"bound_bits": 10}] * 3,
                         expected_frames=3, rng=random.Random(SEED))
     assert got == [rice.compress(x, 10) for x in xs]
@@ -331,7 +332,7 @@ def test_rice_compressor_after_a_reset_in_flight():
     the next message, with other settings, comes out as golden's and alone."""
     rng = np.random.default_rng(SEED + 3)
     first, second = _values(rng, 45), _values(rng, 21)
-    frames = _frames_after_reset(ENGINES["rice_compressor"].component(lanes=1), 1,
+    frames = _frames_after_reset(NIC_ENGINES["rice_compressor"].component(lanes=1), 1,
                                  value_frame(first, 1), 25, value_frame(second, 1),
                                  before={"bound_bits": 9, "rounding": 1},
                                  after={"bound_bits": 12, "rounding": 0})
@@ -354,7 +355,7 @@ def test_rice_loopback_at_every_lane_count(lanes):
         frames.append(frame)
         want.append(out)
         settings.append(setting)
-    got, counters = run_frames(ENGINES["rice_loopback"].component(lanes=lanes), frames,
+    got, counters = run_frames(NIC_ENGINES["rice_loopback"].component(lanes=lanes), frames,
                                settings=settings, expected_frames=len(frames),
                                rng=random.Random(lanes), idle=0.2, backpressure=0.3)
     for k, (g, w) in enumerate(zip(got, want)):
@@ -368,7 +369,7 @@ def test_rice_loopback_after_a_reset_in_flight():
     golden's round trip, alone."""
     rng = np.random.default_rng(SEED + 5)
     first, second = _values(rng, 70), _values(rng, 33)
-    frames = _frames_after_reset(ENGINES["rice_loopback"].component(lanes=2), 2,
+    frames = _frames_after_reset(NIC_ENGINES["rice_loopback"].component(lanes=2), 2,
                                  value_frame(first, 2), 30, value_frame(second, 2),
                                  before={"bound_bits": 8, "rounding": 1, "seed": 5},
                                  after={"bound_bits": 13, "rounding": 0})
@@ -413,7 +414,7 @@ def test_rice_decompressor_good_bad_and_cut_messages(lanes):
         bad += wrong
         if values is not None:
             expected.append(value_frame(values, lanes))
-    got, counters = run_frames(ENGINES["rice_decompressor"].component(lanes=lanes), messages,
+    got, counters = run_frames(NIC_ENGINES["rice_decompressor"].component(lanes=lanes), messages,
                                settings=[], expected_frames=len(expected),
                                rng=random.Random(SEED + lanes), idle=0.3, backpressure=0.3)
     assert got == expected
@@ -427,7 +428,7 @@ def test_rice_decompressor_takes_a_value_a_cycle():
     rng = np.random.default_rng(SEED)
     x = (rng.standard_normal(4000) * 2.0 ** -8).astype(np.float32)
     message = rice.compress(x, 10)
-    dut = ENGINES["rice_decompressor"].component(lanes=1)
+    dut = NIC_ENGINES["rice_decompressor"].component(lanes=1)
     out, cycles = run_stream_test(dut, frame_beats(message, 4), expected_count=4001,
                                   rng=random.Random(SEED))
     assert [int(beat.data) for beat in out] == [4000, *rice.decompress(message).view(np.uint32)]
@@ -440,6 +441,6 @@ def test_rice_decompressor_after_a_reset_in_flight():
     rng = np.random.default_rng(SEED + 5)
     first = rice.compress(_values(rng, 300), 9, "stochastic", 5)
     second = rice.compress(_values(rng, 40), 14)
-    frames = _frames_after_reset(ENGINES["rice_decompressor"].component(lanes=2), 2,
+    frames = _frames_after_reset(NIC_ENGINES["rice_decompressor"].component(lanes=2), 2,
                                  first, 20, second)
     assert frames == [value_frame(rice.decompress(second), 2)]

@@ -78,13 +78,13 @@ def run_run(args):
 
 
 def add_stream(sub):
-    from codnn.hw.nic import ENGINES
+    from codnn.hw.nic import NIC_ENGINES
     sub.description = ("Send gradients as messages through the NIC engine of a board top "
                        "(hw/soc NicSoc) over the UART host link and check every output byte "
                        "against golden; decoders get the messages golden encodes.")
     sub.add_argument("gradients", metavar="GRADS", help=".npy or .npz of gradients")
     _board_options(sub)
-    sub.add_argument("--kind", choices=list(ENGINES), default="compressor",
+    sub.add_argument("--kind", choices=list(NIC_ENGINES), default="compressor",
                      help="--sim: the engine (default compressor; a board says its own)")
     sub.add_argument("--lanes", type=positive_int, default=2,
                      help="--sim: float32 values per beat (default 2)")

@@ -8,10 +8,10 @@ from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.loopback import CodecLoopback
 from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.packer import BytePacker
-from codnn.hw.nic.registry import ENGINES, NicEngine
+from codnn.hw.nic.registry import NIC_ENGINES, NicDescriptor
 from codnn.hw.nic.ring_links import RingLinks
 from codnn.hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
 __all__ = ["BytePacker", "InceptionnCompressor", "InceptionnDecompressor", "CodecLoopback",
-           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop", "ENGINES",
-           "NicEngine", "RingLinks"]
+           "TernGradEncoder", "TernGradDecoder", "MaxAbs", "AxiStreamTop", "NIC_ENGINES",
+           "NicDescriptor", "RingLinks"]

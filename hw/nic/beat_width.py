@@ -1,11 +1,11 @@
-"""Beat width converters for frame streams (``range_beat_layout``: data, keep, last, user):
+"""Beat width converters for frame streams (``frame_beat_layout``: data, keep, last, user):
 a wide beat out as several narrow ones, narrow beats packed into wide ones."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.hw.nic.frame_buffer import range_beat_layout
+from codnn.hw.nic.layouts import frame_beat_layout
 
 __all__ = ["Narrower", "Widener"]
 
@@ -20,8 +20,8 @@ class Narrower(wiring.Component):
 
     def __init__(self, wide, narrow):
         self._wide, self._narrow = wide, narrow
-        super().__init__({"i": In(stream.Signature(range_beat_layout(wide))),
-                          "o": Out(stream.Signature(range_beat_layout(narrow)))})
+        super().__init__({"i": In(stream.Signature(frame_beat_layout(wide))),
+                          "o": Out(stream.Signature(frame_beat_layout(narrow)))})
 
     def elaborate(self, platform):
         m = Module()
@@ -56,8 +56,8 @@ class Widener(wiring.Component):
 
     def __init__(self, narrow, wide):
         self._wide, self._narrow = wide, narrow
-        super().__init__({"i": In(stream.Signature(range_beat_layout(narrow))),
-                          "o": Out(stream.Signature(range_beat_layout(wide)))})
+        super().__init__({"i": In(stream.Signature(frame_beat_layout(narrow))),
+                          "o": Out(stream.Signature(frame_beat_layout(wide)))})
 
     def elaborate(self, platform):
         m = Module()

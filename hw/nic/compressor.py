@@ -12,10 +12,11 @@ from codnn.golden.inceptionn import BLOCK, DEFAULT_BOUND_BITS, MAX_BLOCK_BYTES
 from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import carry, stage
 from codnn.hw.common.trees import balanced
+from codnn.hw.nic.engine_base import NicEngineBase, count_errors
 from codnn.hw.nic.inceptionn_format import (Thresholds, clamp_bound_bits, classify_value,
                                             half_prefixes, offsets_from_halves,
                                             value_payload)
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.packer import BytePacker, packer_latency
 from codnn.hw.nic.reader import Item, MessageReader
 
@@ -34,7 +35,7 @@ def compressor_latency(lanes):
     return 9 + (lanes >= 8) + (lanes > 8) + packer_latency(4 * lanes)
 
 
-class InceptionnCompressor(StreamEngine):
+class InceptionnCompressor(NicEngineBase):
     """Compress value messages into INCEPTIONN-style messages, ``lanes`` values per beat.
 
     Input: a descriptor beat with the count ``n`` (``codnn.hw.nic.layouts``), then the value

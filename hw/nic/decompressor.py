@@ -20,13 +20,14 @@ from codnn.golden.inceptionn import (
 )
 from codnn.hw.common.counters import counter
 from codnn.hw.common.skid import SkidOutput
+from codnn.hw.nic.engine_base import NicEngineBase, count_errors
 from codnn.hw.nic.inceptionn_format import (
     block_size,
     clamp_bound_bits,
     half_prefixes,
     offsets_from_halves,
 )
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.ring import ByteRing
 
 __all__ = ["DECOMPRESSOR_LATENCY", "InceptionnDecompressor", "decode_value"]
@@ -104,7 +105,7 @@ def _bytes_at(data, position, last, nbytes):
     return data[:8 * (last + nbytes)].bit_select(Cat(Const(0, 3), position), 8 * nbytes)
 
 
-class InceptionnDecompressor(StreamEngine):
+class InceptionnDecompressor(NicEngineBase):
     """Decode INCEPTIONN-style messages into value messages, ``lanes`` values per beat.
 
     Input: compressed messages (4-byte count ``n``, then ``ceil(n/8)`` blocks), ``last``

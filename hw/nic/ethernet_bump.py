@@ -11,9 +11,9 @@ from codnn.golden.packets import DEFAULT_MAX_FRAME
 from codnn.hw.common.async_fifo import RegisteredAsyncFIFO
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.nic.beat_width import Narrower, Widener
-from codnn.hw.nic.frame_buffer import range_beat_layout
-from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.ethernet_mac import MacRx, MacTx
+from codnn.hw.nic.frame_path import FramePath
+from codnn.hw.nic.layouts import frame_beat_layout
 from codnn.hw.nic.rgmii import Rgmii
 from codnn.hw.soc.counter_report import CounterReport
 
@@ -31,10 +31,10 @@ _CORE_WIDTH = 4
 
 
 def _beat_fifo(m, name, source, from_domain, to_domain):
-    """``source`` (a stream of ``range_beat_layout(_CORE_WIDTH)``) through a
+    """``source`` (a stream of ``frame_beat_layout(_CORE_WIDTH)``) through a
     ``RegisteredAsyncFIFO`` and a ``SkidOutput`` into ``to_domain``; returns the stream
     out (the skid keeps the consumer's logic off the FIFO's read pointer)."""
-    layout = range_beat_layout(_CORE_WIDTH)
+    layout = frame_beat_layout(_CORE_WIDTH)
     m.submodules[name] = fifo = RegisteredAsyncFIFO(layout, depth=_CDC_DEPTH,
                                                     w_domain=from_domain, r_domain=to_domain)
     m.submodules[f"{name}_skid"] = skid = DomainRenamer(to_domain)(SkidOutput(layout))
@@ -136,8 +136,7 @@ class EthernetBump(wiring.Component):
                                                      divisor=self._divisor))
         m.submodules.report = report
         m.d.comb += [report.rx.eq(self.rx), self.tx.eq(report.tx),
-                     *(getattr(report, f"counter_{k}").eq(counter)
-                       for k, counter in enumerate(counters))]
+                     report.counters.eq(Cat(counters))]
         return m
 
     def _port(self, m, port):
@@ -165,13 +164,9 @@ class EthernetBump(wiring.Component):
         m.submodules[f"mac_rx{source}"], m.submodules[f"widener{source}"] = mac_rx, widener
         m.d.comb += [mac_rx.rxd.eq(rgmii_in.rxd), mac_rx.rx_dv.eq(rgmii_in.rx_dv),
                      mac_rx.rx_er.eq(rgmii_in.rx_er),
-                     widener.i.payload.data.eq(mac_rx.m_axis_tdata),
-                     widener.i.payload.keep.eq(1),
-                     widener.i.payload.last.eq(mac_rx.m_axis_tlast),
-                     widener.i.payload.user.eq(mac_rx.m_axis_tuser),
-                     widener.i.valid.eq(mac_rx.m_axis_tvalid)]
+                     widener.i.payload.eq(mac_rx.o.payload), widener.i.valid.eq(mac_rx.o.valid)]
         overflow = Signal()
-        m.d[domain] += overflow.eq(overflow | (mac_rx.m_axis_tvalid & ~widener.i.ready))
+        m.d[domain] += overflow.eq(overflow | (mac_rx.o.valid & ~widener.i.ready))
         m.submodules[f"overflow{source}"] = FFSynchronizer(overflow, self.rx_overflow[source])
         return _beat_fifo(m, f"rx_cdc{source}", widener.o, domain, "core")
 
@@ -180,7 +175,7 @@ class EthernetBump(wiring.Component):
         too small for both, restoring off) forwarded as they come. Returns the stream
         that leaves and the path's counters (passed, changed, dropped, flagged)."""
         beat = rx_cdc.payload
-        leaving = stream.Signature(range_beat_layout(_CORE_WIDTH)).create()
+        leaving = stream.Signature(frame_beat_layout(_CORE_WIDTH)).create()
         if direction != "compress" and not self._restore:
             # Forwarded as they come (cut through): passed counts them, flagged the
             # damaged ones.
@@ -193,18 +188,9 @@ class EthernetBump(wiring.Component):
                                                max_frame=self._max_frame,
                                                drop_when_full=True))
         m.submodules[f"path{way}"] = path
-        m.d.comb += [path.s_axis_tdata.eq(beat.data), path.s_axis_tkeep.eq(beat.keep),
-                     path.s_axis_tlast.eq(beat.last), path.s_axis_tuser.eq(beat.user),
-                     path.s_axis_tvalid.eq(rx_cdc.valid),
-                     rx_cdc.ready.eq(path.s_axis_tready),
-                     path.bound_bits.eq(self._bound_bits),
-                     leaving.payload.data.eq(path.m_axis_tdata),
-                     leaving.payload.keep.eq(path.m_axis_tkeep),
-                     leaving.payload.last.eq(path.m_axis_tlast),
-                     leaving.payload.user.eq(path.m_axis_tuser),
-                     leaving.valid.eq(path.m_axis_tvalid),
-                     path.m_axis_tready.eq(leaving.ready)]
-        return leaving, [path.passed, path.changed, path.dropped, path.flagged]
+        wiring.connect(m, rx_cdc, path.i)
+        m.d.comb += path.bound_bits.eq(self._bound_bits)
+        return path.o, [path.passed, path.changed, path.dropped, path.flagged]
 
     def _send(self, m, sink, leaving, rgmii_out):
         """Send on port ``sink``: 4-byte beats into the port's transmit clock, a byte a
@@ -217,12 +203,8 @@ class EthernetBump(wiring.Component):
         m.d.comb += [tx_skid.payload.eq(narrower.o.payload),
                      tx_skid.write.eq(narrower.o.valid & tx_skid.free),
                      narrower.o.ready.eq(tx_skid.free)]
-        byte = tx_skid.o.payload
         m.submodules[f"mac_tx{sink}"] = mac_tx = MacTx()
-        m.d.comb += [mac_tx.s_axis_tdata.eq(byte.data), mac_tx.s_axis_tlast.eq(byte.last),
-                     mac_tx.s_axis_tuser.eq(byte.user),
-                     mac_tx.s_axis_tvalid.eq(tx_skid.o.valid),
-                     tx_skid.o.ready.eq(mac_tx.s_axis_tready),
-                     rgmii_out.txd.eq(mac_tx.txd), rgmii_out.tx_en.eq(mac_tx.tx_en),
+        wiring.connect(m, tx_skid.o, mac_tx.i)
+        m.d.comb += [rgmii_out.txd.eq(mac_tx.txd), rgmii_out.tx_en.eq(mac_tx.tx_en),
                      rgmii_out.tx_er.eq(mac_tx.tx_er)]
         return mac_tx

@@ -3,11 +3,12 @@ frames a stream of bytes (preamble, SFD, padding, FCS, inter-frame gap), the rec
 strips them and checks the FCS."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import enum, wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.packets import MIN_FRAME
 from codnn.hw.common.crc import CRC32_RESIDUE, crc32_update
+from codnn.hw.nic.layouts import frame_beat_layout
 
 __all__ = ["MacTx", "MacRx", "PREAMBLE", "SFD", "IFG"]
 
@@ -28,10 +29,11 @@ class _Tx(enum.Enum, shape=3):
 
 
 class MacTx(wiring.Component):
-    """Send frames (no FCS) from ``s_axis`` (a byte a beat) on GMII: 7 preamble bytes,
-    the SFD, the frame padded with zeros to 60 bytes, its FCS (CRC-32, low byte first),
-    then 12 idle byte times. ``s_axis_tuser`` on a frame's last beat sends its FCS
-    inverted, so the far end drops it (a frame that arrived damaged stays damaged).
+    """Send frames (no FCS) from ``i`` (a byte a beat, ``frame_beat_layout(1)``; ``keep`` is
+    not read) on GMII: 7 preamble bytes, the SFD, the frame padded with zeros to 60 bytes,
+    its FCS (CRC-32, low byte first), then 12 idle byte times. ``user`` on a frame's last
+    beat sends its FCS inverted, so the far end drops it (a frame that arrived damaged
+    stays damaged).
 
     A frame's bytes must come one a cycle once its first is taken (a store-and-forward
     source such as ``codnn.hw.nic.FramePath`` does): a missing byte is an *underrun*: the frame
@@ -43,8 +45,7 @@ class MacTx(wiring.Component):
 
     Attributes
     ----------
-    s_axis_tdata, s_axis_tlast, s_axis_tuser, s_axis_tvalid : In
-    s_axis_tready : Out(1)
+    i : In(stream.Signature(frame_beat_layout(1)))
     txd, tx_en, tx_er : Out
         GMII transmit.
     frames, underruns : Out(32)
@@ -52,8 +53,7 @@ class MacTx(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({"s_axis_tdata": In(8), "s_axis_tlast": In(1), "s_axis_tuser": In(1),
-                          "s_axis_tvalid": In(1), "s_axis_tready": Out(1),
+        super().__init__({"i": In(stream.Signature(frame_beat_layout(1))),
                           "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1),
                           "frames": Out(32), "underruns": Out(32)})
 
@@ -73,7 +73,7 @@ class MacTx(wiring.Component):
         m.d.sync += [self.tx_en.eq(0), self.tx_er.eq(0)]
         with m.Switch(state):
             with m.Case(_Tx.IDLE):
-                with m.If(self.s_axis_tvalid):
+                with m.If(self.i.valid):
                     m.d.sync += [state.eq(_Tx.PREAMBLE), count.eq(0), crc.eq(_ALL_ONES),
                                  self.txd.eq(PREAMBLE), self.tx_en.eq(1)]
             with m.Case(_Tx.PREAMBLE):
@@ -82,12 +82,12 @@ class MacTx(wiring.Component):
                 with m.If(count == _PREAMBLE_BYTES - 1):
                     m.d.sync += [state.eq(_Tx.DATA), count.eq(0)]
             with m.Case(_Tx.DATA):
-                m.d.comb += self.s_axis_tready.eq(1)
-                with m.If(self.s_axis_tvalid):
-                    send(self.s_axis_tdata)
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid):
+                    send(self.i.payload.data)
                     m.d.sync += count.eq(Mux(count == MIN_FRAME, count, count + 1))
-                    with m.If(self.s_axis_tlast):
-                        m.d.sync += [poison.eq(self.s_axis_tuser),
+                    with m.If(self.i.payload.last):
+                        m.d.sync += [poison.eq(self.i.payload.user),
                                      state.eq(Mux(count + 1 < MIN_FRAME, _Tx.PAD, _Tx.FCS))]
                 with m.Else():              # underrun: the frame ends in an error byte
                     m.d.sync += [self.tx_en.eq(1), self.tx_er.eq(1), state.eq(_Tx.DISCARD),
@@ -104,28 +104,28 @@ class MacTx(wiring.Component):
                     m.d.sync += [state.eq(_Tx.GAP), count.eq(0),
                                  self.frames.eq(self.frames + 1)]
             with m.Case(_Tx.DISCARD):
-                m.d.comb += self.s_axis_tready.eq(1)
-                with m.If(self.s_axis_tvalid & self.s_axis_tlast):
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid & self.i.payload.last):
                     m.d.sync += [state.eq(_Tx.GAP), count.eq(0)]
             with m.Case(_Tx.GAP):
                 m.d.sync += count.eq(count + 1)
                 with m.If(count == IFG - 1):        # IFG cycles of tx_en low, then IDLE
                     m.d.sync += state.eq(_Tx.IDLE)
         # A frame ending in DATA goes to FCS with the count of bytes sent; FCS counts 0..3.
-        with m.If((state == _Tx.DATA) & self.s_axis_tvalid & self.s_axis_tlast
+        with m.If((state == _Tx.DATA) & self.i.valid & self.i.payload.last
                   & (count + 1 >= MIN_FRAME)):
             m.d.sync += count.eq(0)
         return m
 
 
 class MacRx(wiring.Component):
-    """Receive frames from GMII into ``m_axis`` (a byte a beat, no FCS), which cannot wait
-    (a MAC's receiver cannot hold the wire): whoever listens takes a byte when
-    ``m_axis_tvalid`` is high.
+    """Receive frames from GMII into ``o`` (a byte a beat, ``frame_beat_layout(1)`` with
+    ``keep`` high, no FCS), which cannot wait (a MAC's receiver cannot hold the wire: ``o``
+    is always ready): whoever listens takes a byte when ``o.valid`` is high.
 
     A frame starts where ``rx_dv`` rises, with preamble bytes (0x55, any number) and the
     SFD; a frame with another byte before its SFD is ignored. Its last 4 bytes are the FCS,
-    checked and not passed on; ``m_axis_tuser`` on the last beat flags a frame that arrived
+    checked and not passed on; ``user`` on the last beat flags a frame that arrived
     damaged: a bad FCS, ``rx_er`` during it, or shorter than 64 bytes with its FCS (a runt).
     A frame of 4 bytes or fewer after the SFD gives no beat at all.
 
@@ -136,13 +136,12 @@ class MacRx(wiring.Component):
     ----------
     rxd, rx_dv, rx_er : In
         GMII receive.
-    m_axis_tdata, m_axis_tlast, m_axis_tuser, m_axis_tvalid : Out
+    o : Out(stream.Signature(frame_beat_layout(1), always_ready=True))
     """
 
     def __init__(self):
         super().__init__({"rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
-                          "m_axis_tdata": Out(8), "m_axis_tlast": Out(1),
-                          "m_axis_tuser": Out(1), "m_axis_tvalid": Out(1)})
+                          "o": Out(stream.Signature(frame_beat_layout(1), always_ready=True))})
 
     def elaborate(self, platform):
         m = Module()
@@ -158,7 +157,9 @@ class MacRx(wiring.Component):
             m.d.sync += [in_frame.eq(1), in_preamble.eq(0), crc.eq(_ALL_ONES), filled.eq(0),
                          held_valid.eq(0), length.eq(0), error.eq(0)]
 
-        m.d.sync += [self.m_axis_tvalid.eq(0), was_valid.eq(self.rx_dv)]
+        beat = self.o.payload
+        m.d.comb += beat.keep.eq(1)
+        m.d.sync += [self.o.valid.eq(0), was_valid.eq(self.rx_dv)]
         with m.If(in_frame & self.rx_dv):
             m.d.sync += [crc.eq(crc32_update(crc, self.rxd)),
                          Cat(delay).eq(Cat(self.rxd, *delay[:3])),
@@ -167,16 +168,15 @@ class MacRx(wiring.Component):
             with m.If(filled == 4):
                 # The oldest byte is data: the one held before it leaves, it is held.
                 m.d.sync += [held.eq(delay[3]), held_valid.eq(1),
-                             self.m_axis_tdata.eq(held), self.m_axis_tlast.eq(0),
-                             self.m_axis_tuser.eq(0), self.m_axis_tvalid.eq(held_valid)]
+                             beat.data.eq(held), beat.last.eq(0), beat.user.eq(0),
+                             self.o.valid.eq(held_valid)]
             with m.Else():
                 m.d.sync += filled.eq(filled + 1)
         with m.Elif(in_frame):
             # The frame ended: the held byte is its last; the four after it were the FCS.
-            m.d.sync += [in_frame.eq(0), self.m_axis_tdata.eq(held), self.m_axis_tlast.eq(1),
-                         self.m_axis_tuser.eq((crc != CRC32_RESIDUE) | error
-                                              | (length < MIN_FRAME + 4)),
-                         self.m_axis_tvalid.eq(held_valid)]
+            m.d.sync += [in_frame.eq(0), beat.data.eq(held), beat.last.eq(1),
+                         beat.user.eq((crc != CRC32_RESIDUE) | error | (length < MIN_FRAME + 4)),
+                         self.o.valid.eq(held_valid)]
         with m.Elif(self.rx_dv & (in_preamble | ~was_valid)):
             with m.If(self.rxd == SFD):
                 start_frame()

@@ -2,13 +2,13 @@
 time from any byte address, and a reader that streams a byte range out of it."""
 
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import Out
 from amaranth.utils import exact_log2
 
-from codnn.hw.nic.layouts import beat_layout
+from codnn.hw.nic.layouts import frame_beat_layout
 
-__all__ = ["FrameBuffer", "RangeReader", "range_beat_layout"]
+__all__ = ["FrameBuffer", "RangeReader"]
 
 
 class FrameBuffer(Elaboratable):
@@ -75,18 +75,14 @@ class FrameBuffer(Elaboratable):
         return m
 
 
-def range_beat_layout(width):
-    """A ``RangeReader``'s beat: ``codnn.hw.nic.layouts.beat_layout`` and the range's ``user``."""
-    return data.StructLayout({**beat_layout(width).members, "user": 1})
-
-
 class RangeReader(wiring.Component):
     """Stream ``length`` bytes of a ``FrameBuffer`` from byte pointer ``start`` as beats of
-    the buffer's width (``o``: ``range_beat_layout``; the last beat keeps the range's final
-    bytes, ``last`` on it; every beat carries the range's ``user`` bit). ``go`` (a cycle
-    while ``idle``) starts a range, even while the previous range's last beat waits on
-    ``o``; ``length`` 0 gives no beat. Pointers count bytes modulo twice the buffer's
-    size; ``position`` is the next byte to read (every byte before it has been read).
+    the buffer's width (``o``: ``codnn.hw.nic.layouts.frame_beat_layout``; the last beat
+    keeps the range's final bytes, ``last`` on it; every beat carries the range's ``user``
+    bit). ``go`` (a cycle while ``idle``) starts a range, even while the previous range's
+    last beat waits on ``o``; ``length`` 0 gives no beat. Pointers count bytes modulo
+    twice the buffer's size; ``position`` is the next byte to read (every byte before it
+    has been read).
 
     Latency: the first beat is valid three cycles after ``go``. Throughput: a beat per cycle
     while ``o`` takes them.
@@ -97,7 +93,7 @@ class RangeReader(wiring.Component):
     idle : Out(1)
         No byte of the range is left to read.
     position : Out
-    o : Out(stream.Signature(range_beat_layout(width)))
+    o : Out(stream.Signature(frame_beat_layout(width)))
     """
 
     def __init__(self, buffer, *, max_length):
@@ -106,7 +102,7 @@ class RangeReader(wiring.Component):
         super().__init__({"start": wiring.In(pointer), "length": wiring.In(range(max_length + 1)),
                           "user": wiring.In(1), "go": wiring.In(1), "idle": Out(1),
                           "position": Out(pointer),
-                          "o": Out(stream.Signature(range_beat_layout(buffer.width)))})
+                          "o": Out(stream.Signature(frame_beat_layout(buffer.width)))})
 
     def elaborate(self, platform):
         m = Module()
@@ -116,7 +112,7 @@ class RangeReader(wiring.Component):
         user = Signal()
         # Beats as read (``read``), then a register stage (``o``), so that the memory's
         # output and its byte rotation reach no logic past the reader in the same cycle.
-        read = stream.Signature(range_beat_layout(width)).create()
+        read = stream.Signature(frame_beat_layout(width)).create()
         advance = Signal()
         m.d.comb += [advance.eq(~read.valid | read.ready),
                      buffer.r_en.eq(advance), buffer.r_addr.eq(address),

@@ -4,7 +4,7 @@ store and forward, with the INCEPTIONN-style engines rewriting gradient frames."
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, enum, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -12,13 +12,12 @@ from amaranth.utils import ceil_log2, exact_log2
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, RAW_EXPONENT, SMALL_BITS
 from codnn.golden.packets import (DEFAULT_MAX_FRAME, DIRECTIONS, ETH_HEADER, ETHERTYPE_IPV4,
                                   GRADIENT_TOS, IPPROTO_UDP, MIN_FRAME, UDP_HEADER)
-from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.beat_width import Narrower
 from codnn.hw.nic.compressor import InceptionnCompressor
 from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.frame_buffer import FrameBuffer, RangeReader
 from codnn.hw.nic.inceptionn_format import clamp_bound_bits
-from codnn.hw.nic.layouts import beat_bytes, beat_layout
+from codnn.hw.nic.layouts import beat_bytes, beat_layout, frame_beat_layout
 
 __all__ = ["FRAME_WIDTHS", "FramePath"]
 
@@ -171,10 +170,12 @@ class _FieldsSnapshot:
 
 
 class FramePath(wiring.Component):
-    """Ethernet frames (no FCS) in on ``s_axis``, out on ``m_axis``, ``width`` bytes per
-    beat; ``tuser`` on a frame's last beat flags it bad (the MAC's bad FCS). In the
-    ``"compress"`` direction gradient frames leave compressed, in ``"decompress"``
-    restored; every case is ``codnn.golden.packets.frame_path``'s, byte for byte.
+    """Ethernet frames (no FCS) in on ``i``, out on ``o`` (streams of
+    ``codnn.hw.nic.layouts.frame_beat_layout(width)``); ``user`` on a frame's last beat
+    flags it bad (the MAC's bad FCS). ``codnn.hw.nic.AxiStreamTop`` gives it AXI4-Stream
+    ports (``s_axis_t*``, ``m_axis_t*``, ``tuser`` included). In the ``"compress"``
+    direction gradient frames leave compressed, in ``"decompress"`` restored; every case
+    is ``codnn.golden.packets.frame_path``'s, byte for byte.
 
     Three stages, each with its own buffer (docs/nic.md, "The frame path"): the parser
     writes a frame into buffer A while it reads the header fields, the checksum's sum and
@@ -186,8 +187,8 @@ class FramePath(wiring.Component):
     lanes), then pads it to 60 bytes; a message the decompressor finds bad is dropped from
     B; a dropped frame's bytes in A are given back. The sender streams B's frames out.
     Each buffer holds ``2 * max_frame`` bytes rounded up to a power of two; a frame longer
-    than ``max_frame`` is taken to its ``tlast`` and dropped, and only a frame being
-    written waits for room (``s_axis_tready`` low), so nothing is lost to a full buffer
+    than ``max_frame`` is taken to its ``last`` and dropped, and only a frame being
+    written waits for room (``i.ready`` low), so nothing is lost to a full buffer
     and no frame corrupts another.
 
     Settings: ``bound_bits`` is sampled with a frame's first beat (clamped to 7..15).
@@ -208,7 +209,7 @@ class FramePath(wiring.Component):
     max_frame : int
         The largest frame in or out, in bytes without FCS (64..16384).
     drop_when_full : bool
-        For an input that cannot wait (a MAC's receiver): ``s_axis_tready`` stays high
+        For an input that cannot wait (a MAC's receiver): ``i.ready`` stays high
         and a frame that finds no room in buffer A (or no place in the queue of frame
         records) is dropped and counted instead.
     """
@@ -226,12 +227,11 @@ class FramePath(wiring.Component):
             raise ValueError(f"Largest frame must be 64..16384 bytes, not {max_frame!r}")
         self._direction, self._width, self._max_frame = direction, width, max_frame
         self._drop_when_full = bool(drop_when_full)
-        members = axis_ports(width)
-        members.update({"s_axis_tuser": In(1), "m_axis_tuser": Out(1),
-                        "bound_bits": In(4, init=DEFAULT_BOUND_BITS),
-                        "passed": Out(32), "changed": Out(32), "dropped": Out(32),
-                        "flagged": Out(32)})
-        super().__init__(members)
+        beats = stream.Signature(frame_beat_layout(width))
+        super().__init__({"i": In(beats), "o": Out(beats),
+                          "bound_bits": In(4, init=DEFAULT_BOUND_BITS),
+                          "passed": Out(32), "changed": Out(32), "dropped": Out(32),
+                          "flagged": Out(32)})
 
     direction = property(lambda self: self._direction, doc="``compress`` or ``decompress``.")
     width = property(lambda self: self._width, doc="Bytes per beat.")
@@ -286,14 +286,14 @@ class FramePath(wiring.Component):
         m.d.comb += [used.eq(top - released),
                      ready.eq(Const(1) if self._drop_when_full
                               else (used + 2 * width <= buffer.size) & queue_room),
-                     self.s_axis_tready.eq(ready)]
-        take = self.s_axis_tvalid & ready
+                     self.i.ready.eq(ready)]
+        beat = self.i.payload
+        take = self.i.valid & ready
         m.d.sync += p1_valid.eq(take)
         with m.If(take):
-            m.d.sync += [p1.data.eq(self.s_axis_tdata), p1.keep.eq(self.s_axis_tkeep),
-                         p1.last.eq(self.s_axis_tlast), p1_user.eq(self.s_axis_tuser),
-                         p1_offset.eq(offset), p1_first.eq(first), first.eq(self.s_axis_tlast),
-                         offset.eq(Mux(self.s_axis_tlast, 0, offset + width))]
+            m.d.sync += [p1.data.eq(beat.data), p1.keep.eq(beat.keep), p1.last.eq(beat.last),
+                         p1_user.eq(beat.user), p1_offset.eq(offset), p1_first.eq(first),
+                         first.eq(beat.last), offset.eq(Mux(beat.last, 0, offset + width))]
         count, masked = beat_bytes(m, p1)
         over = Signal()
         m.d.comb += over.eq(Mux(p1_first, 0, giant) | (p1_offset + count > max_frame))
@@ -601,8 +601,4 @@ class FramePath(wiring.Component):
         # Each beat of the buffer's width leaves as beats of ours.
         m.submodules.narrower = narrower = Narrower(inner, width)
         wiring.connect(m, reader.o, narrower.i)
-        beat = narrower.o.payload
-        m.d.comb += [self.m_axis_tdata.eq(beat.data), self.m_axis_tkeep.eq(beat.keep),
-                     self.m_axis_tlast.eq(beat.last), self.m_axis_tuser.eq(beat.user),
-                     self.m_axis_tvalid.eq(narrower.o.valid),
-                     narrower.o.ready.eq(self.m_axis_tready)]
+        wiring.connect(m, narrower.o, wiring.flipped(self.o))

@@ -15,14 +15,13 @@ lanes)`` bytes (all if that is 0).
 import operator
 
 from amaranth.hdl import Cat, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
 from codnn.hw.common.trees import balanced
 
-__all__ = ["LANES", "DEFAULT_MAX_VALUES", "check_lanes", "beat_layout", "chunk_layout",
-           "beat_bytes", "count_errors", "StreamEngine"]
+__all__ = ["LANES", "DEFAULT_MAX_VALUES", "check_lanes", "beat_layout", "frame_beat_layout",
+           "chunk_layout", "beat_bytes"]
 
 #: Lane counts the engines support (float32 values per beat).
 LANES = (1, 2, 4, 8, 16)
@@ -44,6 +43,13 @@ def beat_layout(nbytes):
                               "last": unsigned(1)})
 
 
+def frame_beat_layout(nbytes):
+    """An Ethernet frame's beat of ``nbytes`` bytes: ``beat_layout`` and ``user``, which
+    flags a bad frame (a MAC's bad FCS) on its last beat, or (a frame buffer's range)
+    every beat of a range sent with the flag."""
+    return data.StructLayout({**beat_layout(nbytes).members, "user": unsigned(1)})
+
+
 def chunk_layout(nbytes):
     """A chunk of at most ``nbytes`` bytes for the byte packer."""
     return data.StructLayout({"data": unsigned(8 * nbytes),
@@ -63,45 +69,3 @@ def beat_bytes(m, beat):
     masked = Cat(beat.data[8 * k:8 * (k + 1)] & (beat.keep[k] | ~beat.last).replicate(8)
                  for k in range(width))
     return count, masked
-
-
-def count_errors(m, flag, error, error_count, *, between):
-    """Count bad messages: set the sticky ``error`` and add one to ``error_count``
-    (saturating) for each message in which ``flag`` is high in one cycle or more.
-
-    ``between`` is high while the engine waits for a message's first beat (its state
-    between messages): a flag then belongs to the message that starts in that cycle, and
-    a message's later flags count no more.
-    """
-    seen = Signal()                   # this message has been counted
-    counted = Signal()
-    m.d.comb += counted.eq(flag & (between | ~seen))
-    with m.If(between):
-        m.d.sync += seen.eq(flag)
-    with m.Elif(flag):
-        m.d.sync += seen.eq(1)
-    with m.If(counted):
-        m.d.sync += error.eq(1)
-        with m.If(error_count != (1 << len(error_count)) - 1):
-            m.d.sync += error_count.eq(error_count + 1)
-    return counted
-
-
-class StreamEngine(wiring.Component):
-    """Base of the NIC engines: streams ``i`` and ``o`` of ``beat_layout(4 * lanes)``, plus
-    the engine's own ``ports``, after checking ``lanes`` and ``max_values`` (the largest
-    value count a message may declare; a larger one is a bad message, dropped whole)."""
-
-    def __init__(self, lanes, ports, max_values=DEFAULT_MAX_VALUES):
-        check_lanes(lanes)
-        if isinstance(max_values, bool) or not isinstance(max_values, int) \
-                or not 1 <= max_values < 1 << 32:
-            raise ValueError(f"Largest message must be 1..2**32-1 values, not {max_values!r}")
-        self._lanes, self._max_values = lanes, max_values
-        beat = beat_layout(4 * lanes)
-        super().__init__({"i": In(stream.Signature(beat)), "o": Out(stream.Signature(beat)),
-                          **ports})
-
-    lanes = property(lambda self: self._lanes, doc="Float32 values per beat.")
-    max_values = property(lambda self: self._max_values,
-                          doc="The largest value count a message may declare.")

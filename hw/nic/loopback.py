@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
 from codnn.hw.nic.compressor import InceptionnCompressor, compressor_latency
 from codnn.hw.nic.decompressor import DECOMPRESSOR_LATENCY, InceptionnDecompressor
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine
+from codnn.hw.nic.engine_base import NicEngineBase
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 
 __all__ = ["CodecLoopback"]
 
@@ -16,7 +17,7 @@ __all__ = ["CodecLoopback"]
 _SETTINGS_DEPTH = 32
 
 
-class CodecLoopback(StreamEngine):
+class CodecLoopback(NicEngineBase):
     """Value messages in, through an ``InceptionnCompressor`` and an
     ``InceptionnDecompressor`` of the same width, value messages out.
 

@@ -4,13 +4,14 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib.wiring import Out
 
 from codnn.hw.common.pipeline import CreditPipeline
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.engine_base import NicEngineBase, count_errors
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.reader import Item, MessageReader
 
 __all__ = ["MaxAbs"]
 
 
-class MaxAbs(StreamEngine):
+class MaxAbs(NicEngineBase):
     """The largest ``|g|`` of each value message, ``lanes`` values per cycle.
 
     Input: value messages (``codnn.hw.nic.layouts``). Output: one beat per message keeping 4

@@ -17,11 +17,11 @@ from codnn.hw.nic.rice_decompressor import RiceDecompressor
 from codnn.hw.nic.rice_loopback import RiceLoopback
 from codnn.hw.nic.terngrad import TernGradDecoder, TernGradEncoder
 
-__all__ = ["NicEngine", "ENGINES"]
+__all__ = ["NicDescriptor", "NIC_ENGINES"]
 
 
 @dataclass(frozen=True)
-class NicEngine:
+class NicDescriptor:
     """A NIC engine as the rest of codnn sees it.
 
     Attributes
@@ -29,7 +29,7 @@ class NicEngine:
     name : str
         The command line's and the board tops' name.
     component : type
-        Its ``codnn.hw.nic.layouts.StreamEngine`` class (``component.PORTS``: its settings and
+        Its ``codnn.hw.nic.engine_base.NicEngineBase`` class (``component.PORTS``: its settings and
         reports).
     summary : str
         One line for ``--help`` and reports.
@@ -71,32 +71,32 @@ class NicEngine:
 
 
 #: The engines by name; the order is the host protocol's ``kind`` index.
-ENGINES = {engine.name: engine for engine in [
-    NicEngine("compressor", InceptionnCompressor,
+NIC_ENGINES = {engine.name: engine for engine in [
+    NicDescriptor("compressor", InceptionnCompressor,
               "INCEPTIONN-style gradient compressor, AXI4-Stream", "inceptionn", "values",
               "codec", "1 beat ({lanes} float32)/cycle while the compressed data fits the "
               "output"),
-    NicEngine("decompressor", InceptionnDecompressor,
+    NicDescriptor("decompressor", InceptionnDecompressor,
               "INCEPTIONN-style gradient decompressor, AXI4-Stream", "inceptionn", "codec",
               "values", "{lanes} float32/cycle while the input keeps up"),
-    NicEngine("loopback", CodecLoopback,
+    NicDescriptor("loopback", CodecLoopback,
               "compressor into decompressor (round trip), AXI4-Stream", "inceptionn",
               "values", "values", "{lanes} float32/cycle"),
-    NicEngine("terngrad", TernGradEncoder,
+    NicDescriptor("terngrad", TernGradEncoder,
               "TernGrad encoder (counter-based random numbers, 2-bit codes), AXI4-Stream",
               "terngrad", "values", "codec", "1 beat ({lanes} float32)/cycle"),
-    NicEngine("terngrad_decoder", TernGradDecoder, "TernGrad decoder, AXI4-Stream",
+    NicDescriptor("terngrad_decoder", TernGradDecoder, "TernGrad decoder, AXI4-Stream",
               "terngrad", "codec", "values", "{lanes} float32/cycle"),
-    NicEngine("maxabs", MaxAbs, "max|g| of each message (the TernGrad scaler), AXI4-Stream",
+    NicDescriptor("maxabs", MaxAbs, "max|g| of each message (the TernGrad scaler), AXI4-Stream",
               "maxabs", "values", "scaler", "1 beat ({lanes} float32)/cycle"),
-    NicEngine("rice_compressor", RiceCompressor,
+    NicDescriptor("rice_compressor", RiceCompressor,
               "Rice-coded error-bounded gradient compressor, AXI4-Stream", "rice", "values",
               "codec", "1 float32/cycle less one per block of 16, while codes average at "
               "most 32 bits a value"),
-    NicEngine("rice_decompressor", RiceDecompressor,
+    NicDescriptor("rice_decompressor", RiceDecompressor,
               "Rice-coded error-bounded gradient decompressor, AXI4-Stream", "rice", "codec",
               "values", "1 float32/cycle while the input keeps up"),
-    NicEngine("rice_loopback", RiceLoopback,
+    NicDescriptor("rice_loopback", RiceLoopback,
               "Rice compressor into decompressor (round trip), AXI4-Stream", "rice",
               "values", "values", "1 float32/cycle at best: the slower of the two engines"),
 ]}

@@ -12,8 +12,9 @@ from codnn.golden.rice import BLOCK, ESCAPE_QUOTIENT, MAX_K, MAX_MAGNITUDE
 from codnn.hw.common.crc import crc32_update, crc32_update_word
 from codnn.hw.common.fmix32 import fmix32_stages
 from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.nic.engine_base import NicEngineBase, count_errors
 from codnn.hw.nic.inceptionn_format import clamp_bound_bits
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.packer import BytePacker
 from codnn.hw.nic.reader import Item, MessageReader
 
@@ -50,7 +51,7 @@ class _Emit(enum.Enum, shape=3):
     END = 4         # the last bytes, then the CRC-32
 
 
-class RiceCompressor(StreamEngine):
+class RiceCompressor(NicEngineBase):
     """Compress value messages into the Rice-coded codec's messages (``codnn.golden.rice``).
 
     Input: a descriptor beat with the count ``n`` (``codnn.hw.nic.layouts``), then the value

@@ -10,7 +10,8 @@ from codnn.golden.rice import BLOCK, ESCAPE_QUOTIENT, HEADER_BYTES, MAX_MAGNITUD
 from codnn.hw.common.crc import CRC32_RESIDUE, crc32_update, crc32_update_word
 from codnn.hw.common.pipeline import StallPipeline
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.engine_base import NicEngineBase, count_errors
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.window import ByteWindow
 
 __all__ = ["RiceDecompressor", "RICE_DECOMPRESSOR_LATENCY"]
@@ -51,7 +52,7 @@ class _Decode(enum.Enum, shape=3):
     DONE = 6
 
 
-class RiceDecompressor(StreamEngine):
+class RiceDecompressor(NicEngineBase):
     """Decode the Rice-coded codec's messages (``codnn.golden.rice``) into value messages.
 
     Input: messages (count ``n``, settings byte, the blocks' bit stream, CRC-32), ``last``

@@ -5,14 +5,15 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine
+from codnn.hw.nic.engine_base import NicEngineBase
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.rice_compressor import RICE_COMPRESSOR_LATENCY, RiceCompressor
 from codnn.hw.nic.rice_decompressor import RICE_DECOMPRESSOR_LATENCY, RiceDecompressor
 
 __all__ = ["RiceLoopback"]
 
 
-class RiceLoopback(StreamEngine):
+class RiceLoopback(NicEngineBase):
     """Value messages in, through a ``RiceCompressor`` and a ``RiceDecompressor`` of the
     same width, value messages out: what a receiving NIC hands its host. The settings
     (``bound_bits``, ``rounding``, ``seed``) are the compressor's, sampled as it samples

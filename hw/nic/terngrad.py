@@ -11,7 +11,8 @@ from codnn.hw.common.counters import counter
 from codnn.hw.common.fmix32 import fmix32_stages
 from codnn.hw.common.pipeline import CreditPipeline
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES, StreamEngine, count_errors
+from codnn.hw.nic.engine_base import NicEngineBase, count_errors
+from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.nic.packer import BytePacker
 from codnn.hw.nic.reader import Item, MessageReader
 from codnn.hw.nic.window import ByteWindow
@@ -71,7 +72,7 @@ def _survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
     return left > right
 
 
-class TernGradEncoder(StreamEngine):
+class TernGradEncoder(NicEngineBase):
     """Ternarize value messages into TernGrad messages, ``lanes`` values per beat.
 
     Input: value messages (``codnn.hw.nic.layouts``). Output: ``scaler`` (4 bytes), the count (4
@@ -233,7 +234,7 @@ class _State(enum.Enum, shape=3):
     BYPASS = 5
 
 
-class TernGradDecoder(StreamEngine):
+class TernGradDecoder(NicEngineBase):
     """Decode TernGrad messages into value messages of ``t_i * scaler``, ``lanes`` values
     per beat.
 

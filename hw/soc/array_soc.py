@@ -19,7 +19,7 @@ from .protocol import (
     STATUS_BYTES,
     STATUS_FIELDS,
     Command,
-    Engine,
+    EngineKind,
     Status,
 )
 
@@ -84,7 +84,7 @@ class ArraySoc(wiring.Component):
     array : WeightStationaryArray or NicCore
         The array (``rows``, ``cols``, ``acc_bits`` at most 255; streams ``weights``,
         ``data`` with ``x``, ``psum``, ``last``, ``result`` with ``acc``, ``last``).
-    engine : hw.soc.protocol.Engine
+    engine : codnn.hw.soc.protocol.EngineKind
         What the STATUS block says the device runs.
     config : dict
         The engine's parameters for the STATUS block (``CONFIG_FIELDS[engine]``).
@@ -110,7 +110,7 @@ class ArraySoc(wiring.Component):
     """
 
     def __init__(self, array, *, engine, config, depth=64, divisor=104, timeout_bytes=2000):
-        self._array, self._engine, self._config = array, Engine(engine), dict(config)
+        self._array, self._engine, self._config = array, EngineKind(engine), dict(config)
         fields = dict(CONFIG_FIELDS[self._engine])
         for value, what, bits in ((array.rows, "Row count", 8), (array.cols, "Column count", 8),
                                   (array.acc_bits, "Accumulator width", 8),

@@ -1,7 +1,7 @@
 """Counters over a UART as a line of text: send any byte, get every counter back."""
 
 from amaranth.hdl import Array, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.hw.soc.uart import UartRx, UartTx
@@ -10,24 +10,24 @@ __all__ = ["CounterReport"]
 
 
 class CounterReport(wiring.Component):
-    """On each byte received on ``rx``, copy the ``count`` 32-bit inputs ``counter_<k>``
-    and send them on ``tx`` as one line: each as 8 upper-case hex digits followed by a
-    space, the line ended by ``\\r\\n`` (8N1 at ``divisor`` clock cycles per bit). A byte
-    received while a line is being sent is ignored.
+    """On each byte received on ``rx``, copy the ``count`` 32-bit ``counters`` and send
+    them on ``tx`` as one line: each as 8 upper-case hex digits followed by a space, the
+    line ended by ``\\r\\n`` (8N1 at ``divisor`` clock cycles per bit). A byte received
+    while a line is being sent is ignored.
 
     Latency: the line starts a byte time after the request's stop bit; it takes
     ``9 * count + 2`` byte times.
 
     Attributes
     ----------
-    counter_<k> : In(32)
+    counters : In(data.ArrayLayout(32, count))
     rx : In(1)
     tx : Out(1)
     """
 
     def __init__(self, *, count, divisor):
         self._count, self._divisor = count, divisor
-        super().__init__({**{f"counter_{k}": In(32) for k in range(count)},
+        super().__init__({"counters": In(data.ArrayLayout(32, count)),
                           "rx": In(1, init=1), "tx": Out(1, init=1)})
 
     def elaborate(self, platform):
@@ -41,8 +41,7 @@ class CounterReport(wiring.Component):
         digit = Signal(range(9))                 # its digit, 8 the space (or '\r', '\n')
         with m.If(uart_rx.data.valid & ~sending):
             m.d.sync += [sending.eq(1), index.eq(0), digit.eq(0),
-                         *(copies[k].eq(getattr(self, f"counter_{k}"))
-                           for k in range(self._count))]
+                         *(copies[k].eq(self.counters[k]) for k in range(self._count))]
         nibble = copies[index].word_select(~digit[:3], 4)        # the highest first
         hex_digit = Mux(nibble < 10, ord("0") + nibble, ord("A") - 10 + nibble)
         at_end = index == self._count

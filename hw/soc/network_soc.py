@@ -15,7 +15,7 @@ from codnn.hw.network import NetworkEngine
 from .array_soc import status_block
 from .executor import request_states, response_states
 from .link import HostLink, check_link
-from .protocol import MAX_PAYLOAD, STATUS_BYTES, Command, Engine, Status
+from .protocol import MAX_PAYLOAD, STATUS_BYTES, Command, EngineKind, Status
 
 __all__ = ["NetworkSoc"]
 
@@ -222,7 +222,7 @@ class NetworkSoc(wiring.Component):
                     reply(m, k, Status.OK)
                 with m.Else():
                     m.d.sync += [k.out_word.eq(status_block(
-                        Engine.NETWORK,
+                        EngineKind.NETWORK,
                         {"alpha": p["alpha"], "bitserial": p["mac"] == "bitserial",
                          "acc_words": p["acc_words"], "psum_words": p["psum_words"]},
                         {"rows": R, "cols": p["cols"], "acc_bits": 32,

@@ -7,11 +7,11 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import Flow, In, Out
 
-from codnn.hw.nic import ENGINES
+from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic.layouts import beat_layout, check_lanes
 
 from .array_soc import ArraySoc
-from .protocol import Engine
+from .protocol import EngineKind
 
 __all__ = ["NicCore", "NicSoc"]
 
@@ -99,12 +99,12 @@ class NicSoc(ArraySoc):
     configuration word, ``WRITE_DATA`` input beats (a beat's data, keep and last, from bit
     0), ``RUN`` streams them through the engine and stores its output beats and the
     terminator (``BAD_ARGUMENT`` when they do not fit ``depth``), ``READ_RESULTS`` reads
-    them. The words' fields are ``codnn.hw.nic.ENGINES[kind]``'s ``settings`` and ``reports``.
+    them. The words' fields are ``codnn.hw.nic.NIC_ENGINES[kind]``'s ``settings`` and ``reports``.
 
     Parameters
     ----------
     kind : str
-        One of ``codnn.hw.nic.ENGINES``.
+        One of ``codnn.hw.nic.NIC_ENGINES``.
     lanes : int
         Float32 values per beat (a beat's data must hold the engine's report).
     depth, divisor, timeout_bytes
@@ -118,14 +118,14 @@ class NicSoc(ArraySoc):
     """
 
     def __init__(self, *, kind, lanes=2, depth=64, divisor=104, timeout_bytes=2000):
-        if kind not in ENGINES:
-            raise ValueError(f"NIC engine must be one of {', '.join(ENGINES)}, not {kind!r}")
+        if kind not in NIC_ENGINES:
+            raise ValueError(f"NIC engine must be one of {', '.join(NIC_ENGINES)}, not {kind!r}")
         check_lanes(lanes)
-        report = ENGINES[kind].reports
+        report = NIC_ENGINES[kind].reports
         if sum(bits for _, bits in report) > 32 * lanes:
             raise ValueError(f"The {kind}'s report takes {sum(b for _, b in report)} bits, "
                              f"more than a beat of {lanes} lanes holds: use more lanes")
-        core = NicCore(ENGINES[kind].component(lanes=lanes))
-        super().__init__(core, engine=Engine.NIC, depth=depth, divisor=divisor,
+        core = NicCore(NIC_ENGINES[kind].component(lanes=lanes))
+        super().__init__(core, engine=EngineKind.NIC, depth=depth, divisor=divisor,
                          timeout_bytes=timeout_bytes,
-                         config={"lanes": lanes, "kind": list(ENGINES).index(kind)})
+                         config={"lanes": lanes, "kind": list(NIC_ENGINES).index(kind)})

@@ -16,7 +16,7 @@ takes the next request; bytes that arrive while it executes a request are droppe
 from enum import IntEnum
 
 __all__ = ["SYNC", "MAX_PAYLOAD", "PROTOCOL_VERSION", "STATUS_FIELDS", "STATUS_BYTES",
-           "CONFIG_FIELDS", "Engine", "Command", "Status", "crc16", "frame",
+           "CONFIG_FIELDS", "EngineKind", "Command", "Status", "crc16", "frame",
            "unpack_status"]
 
 SYNC = 0xA5
@@ -25,7 +25,7 @@ MAX_PAYLOAD = 256
 PROTOCOL_VERSION = 2
 
 
-class Engine(IntEnum):
+class EngineKind(IntEnum):
     """What the device runs (the STATUS block's ``engine``)."""
 
     SYSTOLIC = 1             # column-combined systolic array (hw.systolic)
@@ -44,15 +44,16 @@ STATUS_FIELDS = (
     ("last_run_cycles", 32), ("config", 48))
 STATUS_BYTES = sum(bits for _, bits in STATUS_FIELDS) // 8
 #: Each engine's ``config`` fields (48 bits, the rest zero). TQ's ``encoding`` indexes
-#: ``codnn.golden.term_quant.ENCODINGS``; a NIC's ``kind`` indexes ``codnn.hw.nic.ENGINES``, whose
-#: ``settings`` are the fields of its configuration word (``WRITE_WEIGHTS``) and
-#: ``reports`` those of its terminator beat, each packed from bit 0.
+#: ``codnn.golden.term_quant.ENCODINGS``; a NIC's ``kind`` indexes
+#: ``codnn.hw.nic.NIC_ENGINES``, whose ``settings`` are the fields of its configuration
+#: word (``WRITE_WEIGHTS``) and ``reports`` those of its terminator beat, each packed from
+#: bit 0.
 CONFIG_FIELDS = {
-    Engine.SYSTOLIC: (("alpha", 8), ("weight_bits", 8), ("data_bits", 8),
+    EngineKind.SYSTOLIC: (("alpha", 8), ("weight_bits", 8), ("data_bits", 8),
                       ("data_signed", 1), ("bitserial", 1)),
-    Engine.TQ: (("g", 8), ("alpha", 8), ("beta", 8), ("mag_bits", 8), ("encoding", 8)),
-    Engine.NIC: (("lanes", 8), ("kind", 8)),
-    Engine.NETWORK: (("alpha", 8), ("bitserial", 8), ("acc_words", 16), ("psum_words", 16)),
+    EngineKind.TQ: (("g", 8), ("alpha", 8), ("beta", 8), ("mag_bits", 8), ("encoding", 8)),
+    EngineKind.NIC: (("lanes", 8), ("kind", 8)),
+    EngineKind.NETWORK: (("alpha", 8), ("bitserial", 8), ("acc_words", 16), ("psum_words", 16)),
 }
 
 class Command(IntEnum):
@@ -134,8 +135,8 @@ def unpack_status(block):
     if len(block) != STATUS_BYTES:
         raise ValueError(f"status block has {len(block)} bytes, not {STATUS_BYTES}")
     values = _unpack(int.from_bytes(block, "little"), STATUS_FIELDS)
-    if values["engine"] not in Engine._value2member_map_:
+    if values["engine"] not in EngineKind._value2member_map_:
         raise ValueError(f"status block names unknown engine {values['engine']}")
-    values["engine"] = Engine(values["engine"])
+    values["engine"] = EngineKind(values["engine"])
     values["config"] = _unpack(values["config"], CONFIG_FIELDS[values["engine"]])
     return values

@@ -6,7 +6,7 @@
 from codnn.hw.systolic import ColumnCombinedArray
 
 from .array_soc import ArraySoc
-from .protocol import Engine
+from .protocol import EngineKind
 
 __all__ = ["SystolicSoc"]
 
@@ -33,7 +33,7 @@ class SystolicSoc(ArraySoc):
         array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, weight_bits=weight_bits,
                                     data_bits=data_bits, data_signed=data_signed,
                                     acc_bits=acc_bits, mac=mac)
-        super().__init__(array, engine=Engine.SYSTOLIC, depth=depth, divisor=divisor,
+        super().__init__(array, engine=EngineKind.SYSTOLIC, depth=depth, divisor=divisor,
                          timeout_bytes=timeout_bytes,
                          config={"alpha": alpha, "weight_bits": weight_bits,
                                  "data_bits": data_bits, "data_signed": data_signed,

@@ -7,7 +7,7 @@ from codnn.golden.term_quant import ENCODINGS
 from codnn.hw.tq import TermQuantArray
 
 from .array_soc import ArraySoc
-from .protocol import Engine
+from .protocol import EngineKind
 
 __all__ = ["TqSoc"]
 
@@ -34,7 +34,7 @@ class TqSoc(ArraySoc):
                  acc_bits=32, depth=64, divisor=104, timeout_bytes=2000):
         array = TermQuantArray(rows=rows, cols=cols, g=g, alpha=alpha, beta=beta,
                                mag_bits=mag_bits, encoding=encoding, acc_bits=acc_bits)
-        super().__init__(array, engine=Engine.TQ, depth=depth, divisor=divisor,
+        super().__init__(array, engine=EngineKind.TQ, depth=depth, divisor=divisor,
                          timeout_bytes=timeout_bytes,
                          config={"g": g, "alpha": alpha, "beta": beta, "mag_bits": mag_bits,
                                  "encoding": ENCODINGS.index(encoding)})
