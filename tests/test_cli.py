@@ -128,6 +128,7 @@ def test_help_for_every_command():
         assert result.returncode == 0 and "usage: codnn" in result.stdout, argv
 
 
+@pytest.mark.long
 def test_engines_demo_quick_prints_the_summary(capsys):
     code, out, err = run(capsys, "demo", "--engines", "--quick")
     assert code == 0

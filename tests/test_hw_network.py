@@ -424,6 +424,7 @@ def _engine_equals_network(network, engine, images):
     return compiled
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial")])
 def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     # Adds without a ReLU: accumulators plus activations into signed codes, then two

@@ -386,6 +386,7 @@ def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.long
 def test_codnn_compile_runs_on_the_simulated_board_top(tmp_path, capsys):
     # The same net on the network engine's board top in simulation: the program and the
     # weight image over the simulated UART, then an input, its class and its logits.

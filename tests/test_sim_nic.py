@@ -113,6 +113,7 @@ def test_ring_of_links_equals_golden_ring(icarus):
     assert len(report["step_cycles"]) == 2 * (nodes - 1) and report["cycles"] > 0
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("direction, seed", [("compress", 51), ("decompress", 52)])
 def test_frame_path_fuzzed_frames_equal_golden(direction, seed):
     """400 fuzzed frames each way through the frame path at 8 bytes per beat, with idle
@@ -168,6 +169,7 @@ def test_simulate_framepath_replays_a_capture(tmp_path, capsys, icarus):
     assert read_frames(rtl) == read_frames(golden)
 
 
+@pytest.mark.long
 def test_ethernet_bump_between_two_rgmii_phys():
     """The bump in the wire between cocotbext-eth's RGMII PHY models (sim/tb_ethernet_bump):
     frames in on port 0 leave port 1 as golden compresses them (a frame with a bad FCS or
