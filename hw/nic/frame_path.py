@@ -17,7 +17,7 @@ from codnn.hw.nic.compressor import InceptionnCompressor
 from codnn.hw.nic.decompressor import InceptionnDecompressor
 from codnn.hw.nic.frame_buffer import FrameBuffer, RangeReader
 from codnn.hw.nic.inceptionn_format import clamp_bound_bits
-from codnn.hw.nic.layouts import beat_bytes, beat_layout, frame_beat_layout
+from codnn.hw.nic.layouts import beat_bytes, frame_beat_layout
 
 __all__ = ["FRAME_WIDTHS", "FramePath"]
 
@@ -274,8 +274,7 @@ class FramePath(wiring.Component):
 
         # P1: the beat as taken. It is written into A here, at the frame's start plus its
         # offset; ``top`` is the address after the last byte written.
-        p1, p1_valid = Signal(beat_layout(width)), Signal()
-        p1_user, p1_first = Signal(), Signal()
+        p1, p1_valid, p1_first = Signal(frame_beat_layout(width)), Signal(), Signal()
         p1_offset = Signal(range(max_frame + 2 * width))
         offset = Signal.like(p1_offset)         # the next beat's offset in its frame
         first, giant = Signal(init=1), Signal()
@@ -291,8 +290,7 @@ class FramePath(wiring.Component):
         take = self.i.valid & ready
         m.d.sync += p1_valid.eq(take)
         with m.If(take):
-            m.d.sync += [p1.data.eq(beat.data), p1.keep.eq(beat.keep), p1.last.eq(beat.last),
-                         p1_user.eq(beat.user), p1_offset.eq(offset), p1_first.eq(first),
+            m.d.sync += [p1.eq(beat), p1_offset.eq(offset), p1_first.eq(first),
                          first.eq(beat.last), offset.eq(Mux(beat.last, 0, offset + width))]
         count, masked = beat_bytes(m, p1)
         over = Signal()
@@ -323,7 +321,7 @@ class FramePath(wiring.Component):
         p2_bound = Signal(4)
         p2_high, p2_low, p2_sizes = Signal.like(high), Signal.like(low), Signal.like(sizes)
         m.d.sync += [p2_valid.eq(p1_valid), p2_last.eq(p1_valid & p1.last),
-                     p2_first.eq(p1_first), p2_user.eq(p1_user), p2_giant.eq(over),
+                     p2_first.eq(p1_first), p2_user.eq(p1.user), p2_giant.eq(over),
                      p2_offset.eq(p1_offset), p2_data.eq(masked),
                      p2_length.eq(after - start), p2_start.eq(start),
                      p2_high.eq(high), p2_low.eq(low), p2_sizes.eq(sizes),
