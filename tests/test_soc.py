@@ -3,6 +3,7 @@
 
 import dataclasses
 import random
+import time
 from functools import partial
 
 import numpy as np
@@ -313,6 +314,34 @@ def test_bad_requests_get_error_responses():
     assert len(seen) == 17
 
 
+def test_a_simulator_process_holds_the_device_while_the_host_computes():
+    """On Verilator the device's time passes only while the host waits for it: a STATUS
+    frame written in two parts, the host pausing between them, is one frame; the first
+    part of a WRITE_WEIGHTS frame followed by a read is cut by the device's timeout (time
+    runs during the read); a read the device never answers returns short after
+    ``quiet_cycles``, and the link still works after it."""
+    dut = SystolicSoc(rows=2, cols=2, alpha=1, depth=4, divisor=4, timeout_bytes=16)
+    status = frame(Command.STATUS)
+
+    def host(port):
+        port.write(status[:3])
+        time.sleep(0.5)
+        whole, _ = _raw(port, status[3:])
+        cut, _ = _raw(port, frame(Command.WRITE_WEIGHTS, bytes(4))[:5])
+        silence = port.read(4)
+        return whole, cut, silence, Board(port).status().frames_ok, port.sent, port.received
+
+    whole, cut, silence, frames_ok, sent, received = run_with_port(
+        dut, 4, host, simulator="verilator", quiet_cycles=5000)
+    assert (whole, cut, silence, frames_ok) == (Status.OK, Status.TRUNCATED, b"", 2)
+    assert sent == len(status) * 2 + 5 and received > 0
+
+
+def test_run_with_port_names_its_simulators():
+    with pytest.raises(ValueError, match="Simulator must be one of amaranth, verilator"):
+        run_with_port(None, 4, Board, simulator="xsim")
+
+
 def test_reset_forgets_every_weight_row_and_zeroes_the_data():
     """After RESET the weights count as loaded only once every row has been written again
     (the last row alone is not enough: RUN answers NO_WEIGHTS), and a run over vectors not
@@ -413,7 +442,7 @@ def test_network_through_the_uart_equals_golden(rows, cols, mac):
                     Board.image_link_bytes(compiled.program)
         return runs, board.status()
 
-    runs, status = run_with_port(_network_soc(logits), 4, host)
+    runs, status = run_with_port(_network_soc(logits), 4, host, simulator="verilator")
     for compiled, x, (values, label, cycles) in runs:
         want = run_program(compiled.program, compiled.image, x)
         np.testing.assert_array_equal(values, want)
@@ -498,7 +527,8 @@ def test_network_soc_refuses_what_does_not_fit_or_match():
         assert board.status().last_run_cycles == compiled.cycles // 2
         return board.run_image(program, x)                          # and runs again
 
-    values, _, cycles = run_with_port(_network_soc(compiled), 4, host)
+    values, _, cycles = run_with_port(_network_soc(compiled), 4, host,
+                                      simulator="verilator")
     np.testing.assert_array_equal(values, run_program(program, compiled.image, x))
     assert cycles == compiled.cycles
 
