@@ -1,15 +1,15 @@
 """Flows on a board top through the UART host link, checked against golden: a layer
 (``codnn run``: a packed layer on the systolic array, a term-quantized one on the TQ
 array) and gradient messages through a NIC engine (``codnn stream``). Each runs on a
-board's serial port or, with ``sim``, on the board top in Amaranth's simulator with a
-simulated serial line (the same driver code)."""
+board's serial port or, with ``sim``, on the board top on Verilator with a simulated
+serial line (``codnn.sim.uart_bridge``; the same driver code)."""
 
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
 from codnn.golden.value_frames import NicCodec
 
-from .board import Board, open_serial
+from .board import Board, LinkError, open_serial
 from .flows import ParameterError
 
 __all__ = ["run_compiled_on_device", "run_layer_file", "run_network_on_device",
@@ -17,15 +17,21 @@ __all__ = ["run_compiled_on_device", "run_layer_file", "run_network_on_device",
 
 
 def _on_board(host, sim_design, port, baud):
-    """``host(serial port)`` on the simulated ``sim_design()`` or on ``port``."""
+    """``host(serial port)`` on ``sim_design()`` on Verilator or on ``port``; a simulator
+    that is missing or fails is a ``LinkError``."""
     if sim_design is None:
         return host(open_serial(port, baud))
+    from codnn.sim.runner import SimulationFailure
+    from codnn.sim.simulators import SimulatorMissing
     from codnn.sim.uart_bridge import run_with_port
     try:
         dut = sim_design()
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from None
-    return run_with_port(dut, 4, host)
+    try:
+        return run_with_port(dut, 4, host)
+    except (SimulationFailure, SimulatorMissing) as error:
+        raise LinkError(f"the simulated board top: {error}") from None
 
 
 def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=115200,

@@ -1,20 +1,20 @@
 """A serial port whose other end is a simulated UART line of an Amaranth design.
 
 The port has pyserial's ``write``/``read`` (``read`` returns fewer bytes on a timeout), so
-the host driver (``codnn.board.Board``) runs unchanged against RTL, on one of two
-simulators:
+the host driver (``codnn.board.Board``) runs unchanged against RTL, on one of two kinds
+of simulator:
 
+- ``"verilator"`` (default) or ``"icarus"``: the design built by ``codnn.sim.runner`` and
+  the cocotb bench ``codnn.sim.tb_uart_bridge`` in a simulator process, the host in this
+  one, the two joined by a Unix socket (``SocketPort``). Device time passes only while
+  the device has bytes to receive or the host waits for some; a read the device leaves
+  unanswered for ``quiet_cycles`` cycles returns short. A build first (seconds to tens of
+  seconds, cached), then about ten times the Python simulator's speed on the same top.
 - ``"amaranth"``: Amaranth's Python simulator in this process; the host runs in a thread
   while the simulator bit-bangs the bytes it wrote onto the design's ``rx`` pin and
   decodes the design's ``tx`` pin back into bytes (``SimulatedPort``). Time runs freely;
-  ``read`` waits ``timeout`` seconds. No build, about 10^5 cycles a minute on a network
-  engine's board top.
-- ``"verilator"`` or ``"icarus"``: the design built by ``codnn.sim.runner`` and the cocotb
-  bench ``codnn.sim.tb_uart_bridge`` in a simulator process, the host in this one, the two
-  joined by a Unix socket (``SocketPort``). Device time passes only while the device has
-  bytes to receive or the host waits for some; a read the device leaves unanswered for
-  ``quiet_cycles`` cycles returns short. A build first (tens of seconds, cached), then
-  about a hundred times the Python simulator's speed on the same top.
+  ``read`` waits ``timeout`` seconds. No build; about 1,500 cycles a second on the
+  network engine's board top.
 """
 
 import queue
@@ -29,8 +29,8 @@ from amaranth.sim import Simulator
 
 __all__ = ["BRIDGE_SIMULATORS", "SimulatedPort", "SocketPort", "run_with_port"]
 
-#: Where ``run_with_port`` can run a design, the Python simulator first.
-BRIDGE_SIMULATORS = ("amaranth", "verilator", "icarus")
+#: Where ``run_with_port`` can run a design, the default first.
+BRIDGE_SIMULATORS = ("verilator", "icarus", "amaranth")
 
 
 class SimulatedPort:
@@ -70,7 +70,7 @@ async def _ticks(ctx, count):
         await ctx.tick()
 
 
-def run_with_port(dut, divisor, host, *, timeout=60.0, simulator="amaranth",
+def run_with_port(dut, divisor, host, *, simulator="verilator", timeout=60.0,
                   quiet_cycles=1 << 24):
     """Simulate ``dut`` (ports ``rx``, ``tx``; ``divisor`` clock cycles a bit) on
     ``simulator`` (one of ``BRIDGE_SIMULATORS``) while ``host(port)`` drives it; return what

@@ -338,14 +338,15 @@ def test_a_simulator_process_holds_the_device_while_the_host_computes():
 
 
 def test_run_with_port_names_its_simulators():
-    with pytest.raises(ValueError, match="Simulator must be one of amaranth, verilator"):
+    with pytest.raises(ValueError, match="Simulator must be one of verilator, icarus, amaranth"):
         run_with_port(None, 4, Board, simulator="xsim")
 
 
 def test_reset_forgets_every_weight_row_and_zeroes_the_data():
     """After RESET the weights count as loaded only once every row has been written again
     (the last row alone is not enough: RUN answers NO_WEIGHTS), and a run over vectors not
-    written since the RESET sees zeros, not the data from before it."""
+    written since the RESET sees zeros, not the data from before it. On Amaranth's
+    simulator: the one board-top test of that path of ``run_with_port``."""
     dut = SystolicSoc(rows=2, cols=2, alpha=1, depth=4, divisor=4, timeout_bytes=16)
     row = bytes([3, 0, 5, 0, 0, 0])             # w = 3 and 5 (sel 0), 3 bytes a row
 
@@ -370,7 +371,7 @@ def test_reset_forgets_every_weight_row_and_zeroes_the_data():
                 == Status.NO_WEIGHTS
         return results
 
-    before, after = run_with_port(dut, 4, host)
+    before, after = run_with_port(dut, 4, host, simulator="amaranth")
     assert before.any(), before
     assert not after.any(), after
 
@@ -442,7 +443,7 @@ def test_network_through_the_uart_equals_golden(rows, cols, mac):
                     Board.image_link_bytes(compiled.program)
         return runs, board.status()
 
-    runs, status = run_with_port(_network_soc(logits), 4, host, simulator="verilator")
+    runs, status = run_with_port(_network_soc(logits), 4, host)
     for compiled, x, (values, label, cycles) in runs:
         want = run_program(compiled.program, compiled.image, x)
         np.testing.assert_array_equal(values, want)
@@ -527,8 +528,7 @@ def test_network_soc_refuses_what_does_not_fit_or_match():
         assert board.status().last_run_cycles == compiled.cycles // 2
         return board.run_image(program, x)                          # and runs again
 
-    values, _, cycles = run_with_port(_network_soc(compiled), 4, host,
-                                      simulator="verilator")
+    values, _, cycles = run_with_port(_network_soc(compiled), 4, host)
     np.testing.assert_array_equal(values, run_program(program, compiled.image, x))
     assert cycles == compiled.cycles
 

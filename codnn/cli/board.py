@@ -27,7 +27,7 @@ def _board_options(sub):
     where = sub.add_mutually_exclusive_group(required=True)
     where.add_argument("--port", help="serial port of the board, e.g. /dev/ttyUSB0")
     where.add_argument("--sim", action="store_true",
-                       help="run on the simulated board top (Amaranth simulator)")
+                       help="run on the simulated board top (Verilator)")
     sub.add_argument("--baud", type=positive_int, default=115200,
                      help="baud rate (default 115200)")
 

@@ -332,8 +332,7 @@ def add_compile(sub):
     sub.add_argument("--baud", type=positive_int, default=115200)
     sub.add_argument("--board-sim", action="store_true",
                      help="instead of --port: the network board top in simulation, its "
-                          "memories sized for the program (small networks: Amaranth's "
-                          "simulator)")
+                          "memories sized for the program (Verilator)")
     sub.add_argument("--device-images", type=positive_int, default=1, metavar="N",
                      help="inputs run on the board (default 1)")
     sub.add_argument("--fmax-mhz", type=positive_float, default=None,
