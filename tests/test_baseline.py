@@ -75,6 +75,7 @@ def test_slower_fmax_fails_and_tolerance_holds(build_root, tmp_path, capsys):
     assert tolerated["verdict"] == "same"
 
 
+@pytest.mark.long
 def test_a_configuration_that_no_longer_fits_is_a_regression(build_root, tmp_path, capsys):
     # The 1-lane compressor overflows the UP5K (a quicker synthesis than any design that
     # overflows the HX8K). This is also the suite's test of the synthesis error for a

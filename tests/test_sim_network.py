@@ -80,6 +80,7 @@ def _cycles_into_add(workload, engine, k):
     return HEADER_CYCLES + sum(c.cycles for c in costs[:add]) + FETCH_CYCLES + 10
 
 
+@pytest.mark.long
 def test_linear_bottlenecks_on_icarus_with_a_reset_in_a_signed_add(tmp_path, icarus):
     # Six rows (an output FIFO per row, words of six lanes): adds with signed operands and
     # results and a 3 x 3 padded with the code 128. The first run is reset ten cycles
