@@ -193,10 +193,9 @@ def _run_with_socket(dut, divisor, host, simulator, quiet_cycles):
 
         def run():
             try:
-                outcome["result"] = simulate(
-                    dut, top="uart_soc", testbench="codnn.sim.tb_uart_bridge",
-                    simulator=simulator, config={"socket": path, "divisor": divisor,
-                                                 "quiet_cycles": quiet_cycles})
+                simulate(dut, top="uart_soc", testbench="codnn.sim.tb_uart_bridge",
+                         simulator=simulator, config={"socket": path, "divisor": divisor,
+                                                      "quiet_cycles": quiet_cycles})
             except BaseException as error:   # handed to the caller below
                 outcome["error"] = error
 
