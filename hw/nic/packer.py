@@ -172,10 +172,13 @@ class BytePacker(wiring.Component):
             out.payload.last.eq(out_last),
             out.payload.keep.eq(Mux(out_last, final_keep, (1 << width) - 1)),
         ]
+        # Constant shifts as wiring (``shift_left``/``shift_right``): ``<<`` by a constant
+        # is an operator whose every output bit Amaranth's loop check takes to depend on
+        # every input bit (millions of edges on this window).
         placed = 0
         for i in range(3):
-            placed = placed | ((field & k.joins[i].replicate(len(field))) << (8 * width * i))
-        m.d.sync += window.eq(Mux(k.emit, window >> (8 * width), window) | placed)
+            placed = placed | (field & k.joins[i].replicate(len(field))).shift_left(8 * width * i)
+        m.d.sync += window.eq(Mux(k.emit, window.shift_right(8 * width), window) | placed)
         with m.If(k.take):
             m.d.sync += final_keep.eq(last_stage.final_keep)
 

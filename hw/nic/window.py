@@ -52,7 +52,12 @@ class ByteWindow:
         kept = Mux(self.drop.any(), 0, appended)
         dropped = 0
         for k, amount in enumerate(amounts):
-            kept = kept | Mux(self.drop[k], appended >> Cat(Const(0, 3), amount), 0)
+            # A constant amount is wiring (``shift_right``); ``>>`` by a constant would be an
+            # operator whose every output bit Amaranth's loop check takes to depend on
+            # every input bit.
+            shifted = (appended.shift_right(8 * amount.value) if isinstance(amount, Const)
+                       else appended >> Cat(Const(0, 3), amount))
+            kept = kept | Mux(self.drop[k], shifted, 0)
             dropped = dropped + Mux(self.drop[k], amount, 0)
         m.d.sync += self.data.eq(kept)
         m.d.comb += self.fill_next.eq(Mux(self.clear, 0,
