@@ -22,15 +22,19 @@ def _on_board(host, sim_design, port, baud):
     if sim_design is None:
         return host(open_serial(port, baud))
     from codnn.sim.runner import SimulationFailure
-    from codnn.sim.simulators import SimulatorMissing
+    from codnn.sim.simulators import SimulatorMissing, use_simulator
     from codnn.sim.uart_bridge import run_with_port
+    try:
+        use_simulator("verilator")          # before a design that would go unused
+    except SimulatorMissing as error:
+        raise LinkError(f"the simulated board top: {error}") from None
     try:
         dut = sim_design()
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from None
     try:
         return run_with_port(dut, 4, host)
-    except (SimulationFailure, SimulatorMissing) as error:
+    except SimulationFailure as error:
         raise LinkError(f"the simulated board top: {error}") from None
 
 
