@@ -9,13 +9,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.codnn-installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test setup icarus clean
+.PHONY: demo test test-long setup icarus clean
 
 demo: setup
 	$(BIN)/codnn demo
 
+# `make test` leaves out the tests marked `long` (larger configurations of what it runs,
+# place and route, training runs); `make test-long` runs only those. CI runs both.
 test: setup
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=5
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=5 -m "not long"
+
+test-long: setup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=5 -m long
 
 setup: $(STAMP) icarus
 

@@ -41,6 +41,7 @@ def test_every_engine_has_a_measured_baseline_entry():
     assert any(entry.get("quick") for entry in entries)
 
 
+@pytest.mark.long
 def test_quick_entries_match_the_committed_baseline(build_root, capsys):
     code, report, err = _check(BASELINE_FILE, build_root, capsys, "--quick")
     assert code == 0 and report["regressions"] == 0, (
@@ -49,6 +50,7 @@ def test_quick_entries_match_the_committed_baseline(build_root, capsys):
                                       for r in report["entries"])
 
 
+@pytest.mark.long
 def test_a_worse_configuration_fails_the_check(build_root, tmp_path, capsys):
     # The figures of one lane, the configuration of two: LUTs, FFs and DSPs grow.
     one_lane = _committed("fmix32", "ice40-up5k", lanes=1)
@@ -103,6 +105,7 @@ def test_update_measures_new_entries(build_root, tmp_path, capsys):
     assert code == 0 and report["entries"][0]["verdict"] == "same"
 
 
+@pytest.mark.long
 def test_an_entry_synthesizes_at_its_own_clock_and_seed(build_root):
     # An entry's clock_mhz (where the device's default constraint does not route, the
     # 8 x 8 network engine on the ECP5-85k) is the one its point is placed at, and its

@@ -95,6 +95,7 @@ def test_ethernet_bump_needs_two_ports(build_root, capsys):
         in capsys.readouterr().err
 
 
+@pytest.mark.long
 def test_design_too_big_for_the_board_names_boards_that_have_room(build_root):
     # 16 multipliers: 8 go to the DSP blocks, the rest and the memories overflow the UP5K.
     with pytest.raises(SynthesisError) as failure:

@@ -556,6 +556,7 @@ def test_run_bad_inputs_exit_2(capsys, tmp_path, case, expected):
     assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.long
 def test_run_a_term_quantized_layer_on_the_simulated_tq_board(capsys, tmp_path):
     rng = np.random.default_rng(21)
     np.save(tmp_path / "w.npy", rng.standard_normal((3, 8)))     # 3 filters, 2 groups of 4
@@ -574,8 +575,9 @@ def test_run_a_term_quantized_layer_on_the_simulated_tq_board(capsys, tmp_path):
     assert code == 2 and "Inputs must lie in -127..127 for 7 magnitude bits" in err
 
 
-@pytest.mark.parametrize("kind,dtype", [("compressor", np.float32), ("terngrad", np.float32),
-                                        ("decompressor", np.float64)])
+@pytest.mark.parametrize("kind,dtype", [
+    ("compressor", np.float32), pytest.param("terngrad", np.float32, marks=pytest.mark.long),
+    pytest.param("decompressor", np.float64, marks=pytest.mark.long)])
 def test_stream_gradients_through_a_simulated_nic_board(capsys, tmp_path, kind, dtype):
     """float64 gradients (what NumPy makes by default) are sent as float32."""
     grads = tmp_path / "g.npy"

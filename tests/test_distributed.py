@@ -103,7 +103,8 @@ def _spawn(tmp_path, codec, how, world):
     return ranks
 
 
-@pytest.mark.parametrize("codec", ["terngrad", "inceptionn+feedback"])
+@pytest.mark.parametrize("codec", [
+    "terngrad", pytest.param("inceptionn+feedback", marks=pytest.mark.long)])
 def test_all_gather_sends_golden_messages(tmp_path, codec):
     """TernGrad's per-parameter messages, and the INCEPTIONN-style codec with error
     feedback (its NaN crossing is the ring test's)."""
@@ -127,8 +128,9 @@ def test_all_gather_sends_golden_messages(tmp_path, codec):
     assert [int(saved["sent"]) for saved in ranks] == sent
 
 
-@pytest.mark.parametrize("codec,how", [("inceptionn", "ring"), ("terngrad", "aggregator"),
-                                       ("rice", "ring")])
+@pytest.mark.parametrize("codec,how", [
+    ("inceptionn", "ring"), ("terngrad", "aggregator"),
+    pytest.param("rice", "ring", marks=pytest.mark.long)])
 def test_ring_and_aggregator_equal_golden(tmp_path, codec, how):
     """Three ranks: every step's averaged gradient and every rank's bytes are golden's."""
     ranks = _spawn(tmp_path, codec, how, 3)

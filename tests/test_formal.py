@@ -47,7 +47,14 @@ def test_the_quick_proofs_are_the_documented_ones():
         "ring_links", "tq_array_latency"}
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+#: The quick proofs that take ten seconds or more run in ``make test-long``.
+_LONG_PROOFS = {"terngrad_decoder_settings", "systolic_values", "systolic_latency", "loopback",
+                "rice_loopback", "frame_path"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.long) if name in _LONG_PROOFS else name
+    for name in sorted(EXPECTED)])
 def test_every_quick_proof_ends_as_documented(tmp_path, name):
     # One test a proof, so the workers share them.
     spec = PROOFS[name]

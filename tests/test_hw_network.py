@@ -372,8 +372,8 @@ def _engine_runs(dut, program, image, images, *, loaded_program=None, act_base=0
 
 
 @pytest.mark.parametrize("rows,cols,alpha,mac,packing", [
-    (4, 2, 8, "parallel", 4), (3, 5, 4, "bitserial", 2), (2, 3, 1, "parallel", 1),
-    (5, 2, 2, "parallel", 2)])
+    (4, 2, 8, "parallel", 4), pytest.param(3, 5, 4, "bitserial", 2, marks=pytest.mark.long),
+    (2, 3, 1, "parallel", 1), pytest.param(5, 2, 2, "parallel", 2, marks=pytest.mark.long)])
 def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols, alpha, mac,
                                                                        packing):
     # Every step kind: padded convolutions over several row and column blocks (partial
@@ -395,8 +395,9 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
     _engine_equals(compiled, images, lambda x: run_program(compiled.program, compiled.image, x))
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial"),
-                                                 (6, 2, 2, "parallel")])
+@pytest.mark.parametrize("rows,cols,alpha,mac", [
+    (4, 3, 2, "parallel"), (3, 2, 2, "bitserial"),
+    pytest.param(6, 2, 2, "parallel", marks=pytest.mark.long)])
 def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     # Branches that end in accumulators: a projection block (both operands of its add in
     # the accumulator buffer) and an identity block (one), strides of 2.
@@ -436,7 +437,8 @@ def _engine_equals_network(network, engine, images):
     return compiled
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 3, 2, "parallel"), (3, 2, 2, "bitserial")])
+@pytest.mark.parametrize("rows,cols,alpha,mac", [
+    (4, 3, 2, "parallel"), pytest.param(3, 2, 2, "bitserial", marks=pytest.mark.long)])
 def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     # Adds without a ReLU: accumulators plus activations into signed codes, then two
     # signed operands; layers reading and writing signed codes (offset binary).
@@ -458,9 +460,11 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     ("add", {"signed_a": True},
      "an operand in the accumulator buffer is not an offset-binary activation"),
     ("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)"),
-    ("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1"),
+    pytest.param("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1",
+                 marks=pytest.mark.long),
     ("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1"),
-    ("layer", {"images": 0}, r"0 images; a layer step runs 1..65535")])
+    pytest.param("layer", {"images": 0}, r"0 images; a layer step runs 1..65535",
+                 marks=pytest.mark.long)])
 def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
     # A hand-edited program whose add calls its accumulator operand an offset-binary
     # activation, whose padded layer (the one reading signed codes) pads with a code

@@ -17,6 +17,7 @@ from codnn.train import TrainError
 SMALL = dict(model="lenet5", data="digits", epochs=1, batch=64, nodes=2)
 
 
+@pytest.mark.long
 def test_rate_limited_ring_passes_nan_raw(tmp_path):
     """INCEPTIONN-style LeNet-5 gradients through 10mbit links (momentum SGD), rank 1
     feeding NaN at step 3: each iteration's wire time is at least what the rate allows,
@@ -34,7 +35,8 @@ def test_rate_limited_ring_passes_nan_raw(tmp_path):
 @pytest.mark.parametrize("settings,match", [
     (dict(fault={"rank": 1, "step": 2, "kind": "exit"}), "rank 1 failed"),
     (dict(codec="terngrad", fault={"rank": 0, "step": 2, "kind": "nan"}), "rank 0 .*NaN"),
-    (dict(fault={"rank": 1, "step": 2, "kind": "link"}, timeout=3), "rank [01] failed"),
+    pytest.param(dict(fault={"rank": 1, "step": 2, "kind": "link"}, timeout=3),
+                 "rank [01] failed", marks=pytest.mark.long),
 ])
 def test_failures_end_the_job_in_bounded_time(tmp_path, settings, match):
     began = time.monotonic()

