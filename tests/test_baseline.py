@@ -64,6 +64,7 @@ def test_a_worse_configuration_fails_the_check(build_root, tmp_path, capsys):
     assert "1 configuration(s) regressed" in err
 
 
+@pytest.mark.long
 def test_slower_fmax_fails_and_tolerance_holds(build_root, tmp_path, capsys):
     entry = _committed("fmix32", "ice40-up5k", lanes=1)
     faster_before = {**entry, "fmax_mhz": entry["fmax_mhz"] * 1.10}   # now 9 % slower
@@ -93,6 +94,7 @@ def test_a_configuration_that_no_longer_fits_is_a_regression(build_root, tmp_pat
     assert lut + ff > 5280 and ff > 0                  # they do not pack into its cells
 
 
+@pytest.mark.long
 def test_update_measures_new_entries(build_root, tmp_path, capsys):
     path = _write(tmp_path, [{"engine": "fmix32", "parameters": {"lanes": 1},
                               "device": "ecp5-25k"}])

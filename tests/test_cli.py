@@ -56,6 +56,7 @@ def test_generate_writes_verilog_and_manifest(capsys, tmp_path):
     assert manifest["verilog_sha256"] == hashlib.sha256(verilog.encode()).hexdigest()
 
 
+@pytest.mark.long
 def test_simulate_json(capsys):
     code, out, _ = run(capsys, "simulate", "fmix32", "--beats", "400", "--seed", "9",
                        "--json")
@@ -593,7 +594,8 @@ def test_stream_gradients_through_a_simulated_nic_board(capsys, tmp_path, kind, 
 @pytest.mark.parametrize("extra,expected", [
     (["--bound-bits", "6"], "Error bound bits must be an integer in 7..15"),
     (["--kind", "terngrad", "--lanes", "1"], "report takes 49 bits"),
-    (["--kind", "decompressor", "--depth", "8"], "does not fit the device's 8 beats"),
+    pytest.param(["--kind", "decompressor", "--depth", "8"], "does not fit the device's 8 beats",
+                 marks=pytest.mark.long),
 ])
 def test_stream_bad_arguments_exit_2(capsys, tmp_path, extra, expected):
     grads = tmp_path / "g.npy"

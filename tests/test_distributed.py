@@ -103,8 +103,8 @@ def _spawn(tmp_path, codec, how, world):
     return ranks
 
 
-@pytest.mark.parametrize("codec", [
-    "terngrad", pytest.param("inceptionn+feedback", marks=pytest.mark.long)])
+@pytest.mark.long
+@pytest.mark.parametrize("codec", ["terngrad", "inceptionn+feedback"])
 def test_all_gather_sends_golden_messages(tmp_path, codec):
     """TernGrad's per-parameter messages, and the INCEPTIONN-style codec with error
     feedback (its NaN crossing is the ring test's)."""

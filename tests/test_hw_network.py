@@ -372,7 +372,8 @@ def _engine_runs(dut, program, image, images, *, loaded_program=None, act_base=0
 
 
 @pytest.mark.parametrize("rows,cols,alpha,mac,packing", [
-    (4, 2, 8, "parallel", 4), pytest.param(3, 5, 4, "bitserial", 2, marks=pytest.mark.long),
+    pytest.param(4, 2, 8, "parallel", 4, marks=pytest.mark.long),
+    pytest.param(3, 5, 4, "bitserial", 2, marks=pytest.mark.long),
     (2, 3, 1, "parallel", 1), pytest.param(5, 2, 2, "parallel", 2, marks=pytest.mark.long)])
 def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols, alpha, mac,
                                                                        packing):
@@ -459,10 +460,12 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
 @pytest.mark.parametrize("op,edit,message", [
     ("add", {"signed_a": True},
      "an operand in the accumulator buffer is not an offset-binary activation"),
-    ("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)"),
+    pytest.param("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)",
+                 marks=pytest.mark.long),
     pytest.param("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1",
                  marks=pytest.mark.long),
-    ("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1"),
+    pytest.param("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1",
+                 marks=pytest.mark.long),
     pytest.param("layer", {"images": 0}, r"0 images; a layer step runs 1..65535",
                  marks=pytest.mark.long)])
 def test_engine_refuses_a_step_it_cannot_run(op, edit, message):

@@ -33,7 +33,8 @@ def test_rate_limited_ring_passes_nan_raw(tmp_path):
 
 
 @pytest.mark.parametrize("settings,match", [
-    (dict(fault={"rank": 1, "step": 2, "kind": "exit"}), "rank 1 failed"),
+    pytest.param(dict(fault={"rank": 1, "step": 2, "kind": "exit"}), "rank 1 failed",
+                 marks=pytest.mark.long),
     (dict(codec="terngrad", fault={"rank": 0, "step": 2, "kind": "nan"}), "rank 0 .*NaN"),
     pytest.param(dict(fault={"rank": 1, "step": 2, "kind": "link"}, timeout=3),
                  "rank [01] failed", marks=pytest.mark.long),

@@ -26,11 +26,18 @@ _LANES = (1, 8)
 _NIC = {"compressor", "decompressor", "loopback", "terngrad", "terngrad_decoder", "maxabs"}
 
 
+#: Linted in ``make test-long``: the NIC engines at 8 lanes and the largest designs.
+_LONG = {"framepath", "network", "rice_loopback"}
+
+
 _CONFIGS = [(engine, {"lanes": lanes}) for engine in sorted(_NIC) for lanes in _LANES] + [
     (engine, _SMALL.get(engine, {})) for engine in sorted(set(ENGINES) - _NIC)]
 
 
-@pytest.mark.parametrize("engine,params", _CONFIGS)
+@pytest.mark.parametrize("engine,params", [
+    pytest.param(engine, params, marks=pytest.mark.long)
+    if engine in _LONG or params.get("lanes") == 8 else (engine, params)
+    for engine, params in _CONFIGS])
 def test_verilog_has_no_warning_beyond_the_generators_style(engine, params, tmp_path):
     manifest = generate(engine, params, tmp_path)
     use_simulator("verilator")

@@ -719,6 +719,7 @@ def test_infer_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.long
 def test_infer_on_the_simulated_board_chains_the_devices_results(tmp_path, capsys):
     """The board top in Amaranth's simulator over the simulated UART: each layer's
     accumulators from the device, the next layer fed from them, all equal to golden."""
@@ -771,6 +772,7 @@ def _tiny_mlp(tmp_path, rng):
     np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 6)), y=rng.integers(0, 3, 6))
 
 
+@pytest.mark.long
 def test_infer_on_the_tq_array_rtl_and_board(tmp_path, capsys):
     rng = np.random.default_rng(SEED)
     _tiny_mlp(tmp_path, rng)

@@ -358,6 +358,7 @@ def _small_conv_model(tmp_path, rng):
     np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (6, 2, 6, 6)))
 
 
+@pytest.mark.long
 def test_codnn_compile_runs_the_engine_rtl(tmp_path, capsys, icarus):
     # The small conv net through codnn compile on a small engine, two inputs through the
     # RTL on Icarus.

@@ -1,6 +1,8 @@
 """The wheel's package list: every layer installs under the codnn namespace, and no package
 folder of the repository is left out of it (a forgotten one would install without error
-and fail at the first import on a user's machine)."""
+and fail at the first import on a user's machine); the editable install is one that
+static tools follow."""
+import sys
 import tomllib
 from pathlib import Path
 
@@ -25,10 +27,33 @@ def test_every_package_folder_is_installed_under_codnn():
     assert all(name.startswith("codnn") for name in listed)
 
 
+def _folder(config, name):
+    """The repository folder that holds package ``name``, after pyproject's package-dir."""
+    parts = name.split(".")
+    root = ".".join(parts[:2]) if ".".join(parts[:2]) in config["package-dir"] else "codnn"
+    return ROOT / config["package-dir"][root] / Path(*parts[len(root.split(".")):])
+
+
 def test_package_data_exists():
     config = _setuptools()
     for name, patterns in config["package-data"].items():
-        layer, *sub = name.split(".")[1:]
-        folder = ROOT / config["package-dir"][f"codnn.{layer}"] / Path(*sub)
         for pattern in patterns:
-            assert list(folder.glob(pattern)), f"{name}: nothing matches {pattern}"
+            assert list(_folder(config, name).glob(pattern)), f"{name}: nothing matches {pattern}"
+
+
+def test_every_package_resolves_as_static_tools_resolve_it():
+    """Through the folders on ``sys.path`` alone, without an import hook, as pyright, mypy
+    and jedi look: ``make setup``'s editable install (setuptools' strict mode) puts a tree
+    of links on the path; the default editable install of a package whose folders are
+    renamed is an import hook, and fails here. The first folder that holds each package
+    must be the repository's (no folder named codnn shadows the install); a package of data
+    files alone (``codnn.sim.primitives``) is looked up by its first file."""
+    config = _setuptools()
+    for name in config["packages"]:
+        source = _folder(config, name)
+        file = source / "__init__.py"
+        file = file if file.exists() else min(p for p in source.iterdir() if p.is_file())
+        found = [path for entry in sys.path
+                 if (path := Path(entry or ".", *name.split("."), file.name)).is_file()]
+        assert found, f"{name}: no folder on sys.path holds it"
+        assert found[0].resolve() == file, (name, found[0])

@@ -57,6 +57,7 @@ def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
+@pytest.mark.long
 def test_engine_on_icarus(tmp_path, icarus):
     report, compiled = _run(icarus, tmp_path, rows=3, cols=2, alpha=2, mac="parallel",
                             images=1)
@@ -91,6 +92,7 @@ def test_linear_bottlenecks_on_icarus_with_a_reset_in_a_signed_add(tmp_path, ica
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
+@pytest.mark.long
 def test_engine_with_its_weights_in_external_memory_on_verilator(tmp_path):
     # The weight image in cocotbext-axi's AxiRamRead behind the engine's AXI4 read port:
     # words of 10 bytes at a stride of 16, a run of words across a 4 KB page (two
@@ -138,6 +140,7 @@ def test_activations_spilled_to_external_memory_on_verilator(tmp_path):
     assert report["spill_bytes"] == [traffic["spill_read"], traffic["spill_written"]] != [0, 0]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule):
     # A batch of 6 images through ResNet-style blocks (adds of accumulators), its input

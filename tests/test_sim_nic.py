@@ -46,7 +46,7 @@ def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
 
 @pytest.mark.parametrize("engine,lanes", [
     pytest.param("compressor", 8, marks=LONG), ("compressor", 16),
-    ("decompressor", 8), pytest.param("decompressor", 16, marks=LONG),
+    pytest.param("decompressor", 8, marks=LONG), pytest.param("decompressor", 16, marks=LONG),
 ])
 def test_full_rate_without_stalls(engine, lanes):
     # The testbench asserts no refused input (compressor) and no output gap (decompressor)
@@ -66,7 +66,8 @@ def test_loopback_many_values():
     assert report["values"] == 36_000
 
 
-@pytest.mark.parametrize("engine,lanes", [("compressor", 4), ("decompressor", 2)])
+@pytest.mark.parametrize("engine,lanes", [
+    ("compressor", 4), pytest.param("decompressor", 2, marks=LONG)])
 def test_icarus(engine, lanes, icarus):
     _run(engine, lanes, simulator=icarus, seed=47, counts=EDGE_COUNTS[:6])
 
@@ -89,6 +90,7 @@ def test_terngrad_engines_with_stalls_and_bad_messages(engine, lanes):
     assert fixed + cuts <= report["bad_messages"] <= fixed + 2 * cuts
 
 
+@pytest.mark.long
 def test_terngrad_counter_wraps():
     """The seed an outside testbench found wrong: 0xFFFFFF00 with 600 values, so the
     counter wraps in the middle of a beat of 16 lanes."""
@@ -104,12 +106,14 @@ def test_terngrad_huge_and_tiny_scalers():
 
 
 @pytest.mark.parametrize("engine,lanes", [
-    ("compressor", 4), pytest.param("decompressor", 8, marks=LONG), ("terngrad", 4),
+    ("compressor", 4), pytest.param("decompressor", 8, marks=LONG),
+    pytest.param("terngrad", 4, marks=LONG),
     pytest.param("terngrad_decoder", 8, marks=LONG)])
 def test_bypass_passes_messages_unchanged(engine, lanes):
     _run(engine, lanes, seed=55, counts=[0, 9, 500], bypass=True)
 
 
+@pytest.mark.long
 def test_ring_of_links_equals_golden_ring(icarus):
     """The ring exchange with a compressor and a decompressor on every hop (3 nodes, an
     odd count, so chunks differ in size): every node's averaged gradient is

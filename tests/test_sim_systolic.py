@@ -74,10 +74,11 @@ CONFIGS = {
 
 @pytest.mark.parametrize("name,simulator", [
     ("1x1-dense", "verilator"), ("4x8-a4-signed", "verilator"),
-    ("8x3-a8-layer", "verilator"), ("3x2-a2-narrow", "icarus"), ("1x1-dense", "icarus"),
+    pytest.param("8x3-a8-layer", "verilator", marks=LONG), ("3x2-a2-narrow", "icarus"),
+    pytest.param("1x1-dense", "icarus", marks=LONG),
     pytest.param("4x8-a4-bitserial", "verilator", marks=LONG),
     pytest.param("8x3-a8-bitserial-signed", "verilator", marks=LONG),
-    ("1x1-bitserial-1bit", "verilator"),
+    pytest.param("1x1-bitserial-1bit", "verilator", marks=LONG),
     pytest.param("8x3-a8-bitserial-signed", "icarus", marks=LONG),
     ("3x2-a2-bitserial-narrow", "verilator"),
     pytest.param("4x8-a4-signed-ecp5", "verilator", marks=LONG), ("8x4-a2-ecp5", "icarus"),

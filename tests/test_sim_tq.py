@@ -27,7 +27,7 @@ def _both(dut, unit, simulator, count, **config):
 
 
 @pytest.mark.parametrize("encoding,lanes,mag_bits,simulator", [
-    ("naf", 4, 7, "verilator"), ("binary", 1, 7, "verilator"),
+    ("naf", 4, 7, "verilator"), pytest.param("binary", 1, 7, "verilator", marks=pytest.mark.long),
     pytest.param("booth", 2, 5, "verilator", marks=pytest.mark.long),
     ("naf", 2, 10, "icarus"),
 ])
@@ -40,7 +40,8 @@ def test_term_encoder(encoding, lanes, mag_bits, simulator, request):
 
 
 @pytest.mark.parametrize("lanes,group,budget,encoding,simulator", [
-    (4, 1, 3, "naf", "verilator"),          # data: each value's top beta terms
+    pytest.param(4, 1, 3, "naf", "verilator",  # data: each value's top beta terms
+                 marks=pytest.mark.long),
     (4, 4, 6, "naf", "verilator"),          # a group of 4 under a shared budget
     (3, 3, 4, "binary", "icarus"),
 ])
@@ -61,7 +62,8 @@ def test_term_lister():
 
 
 @pytest.mark.parametrize("alpha,beta,g,acc_bits,encoding", [
-    (12, 3, 8, 32, "naf"), (4, 2, 3, 16, "binary"), (1, 1, 1, 12, "booth"),
+    (12, 3, 8, 32, "naf"), (4, 2, 3, 16, "binary"),
+    pytest.param(1, 1, 1, 12, "booth", marks=pytest.mark.long),
 ])
 def test_tmac(alpha, beta, g, acc_bits, encoding):
     dut = TMac(acc_bits=acc_bits)
@@ -94,8 +96,8 @@ ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc
           layer_cols=13), "icarus"),
     # more columns than a vector's slots: 3 column groups a cycle through the edge, the
     # last step padded; partial sums short enough to wait in registers
-    (dict(rows=2, cols=5, g=2, alpha=2, beta=1, mag_bits=3, layer_rows=3, layer_cols=23),
-     "verilator"),
+    pytest.param(dict(rows=2, cols=5, g=2, alpha=2, beta=1, mag_bits=3, layer_rows=3,
+                      layer_cols=23), "verilator", marks=pytest.mark.long),
     # one weight term a group: a vector a cycle, every data term kept (NAF's most, 4)
     pytest.param(dict(rows=2, cols=3, g=3, alpha=1, beta=4, layer_rows=3, layer_cols=10),
                  "verilator", marks=pytest.mark.long),

@@ -34,6 +34,7 @@ def test_pareto_front_keeps_the_undominated_rows():
         [(50, 1.0), (100, 5.0), (300, 9.0)]
 
 
+@pytest.mark.long
 def test_sweep_on_the_process_pool_writes_csv_json_and_plot(build_root, tmp_path, capsys):
     out = tmp_path / "fmix"
     assert main(["sweep", "fmix32", "--param", "lanes=1,2", "--device", "ice40-up5k",

@@ -50,6 +50,7 @@ def test_ecp5_25k_report_and_cache(build_root):
     assert again == first
 
 
+@pytest.mark.long
 def test_progress_follows_placement_and_routing(tmp_path):
     # A build folder of its own, so that nothing comes from the cache.
     stages = []
