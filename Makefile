@@ -7,9 +7,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.codnn-installed
+# The files the package installs, listed: a file added or removed reinstalls, since the
+# editable install is a tree of links to each file (one that static tools and IDEs follow,
+# as they do not run the import hook of a default editable install).
+PACKAGE_FILES := $(VENV)/.codnn-files
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-long setup icarus clean
+.PHONY: demo test test-long setup icarus clean FORCE
 
 demo: setup
 	$(BIN)/codnn demo
@@ -24,13 +28,19 @@ test-long: setup
 
 setup: $(STAMP) icarus
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PACKAGE_FILES)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "codnn needs Python 3.11 or newer; $(PYTHON) is older (set PYTHON=...)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,train]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	  --config-settings editable_mode=strict -e '.[dev,train]'
 	@touch $(STAMP)
+
+$(PACKAGE_FILES): FORCE
+	@mkdir -p $(VENV)
+	@find app golden hw sim synth -name __pycache__ -prune -o -type f -print | sort > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
 icarus:
 	@if command -v iverilog >/dev/null 2>&1; then :; \
@@ -43,5 +53,6 @@ icarus:
 	       "Icarus runs will be skipped; install the Debian package iverilog to enable them"; \
 	fi
 
+# The editable install's links live in build/: the next make target installs them again.
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build .pytest_cache $(STAMP)

@@ -2,5 +2,5 @@
 bit for bit.
 
 Nothing here imports Amaranth, cocotb or touches files: every function takes and returns
-arrays or bytes.
+arrays or bytes. Installed as ``codnn.golden`` (the folder ``golden/``).
 """

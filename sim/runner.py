@@ -64,7 +64,7 @@ _VERILATOR_ARGS = [*(f"-Wno-{name}" for name in GENERATOR_STYLE_WARNINGS), "-O2"
 
 
 #: Behavioural models of the vendor primitives gateware may instantiate, one file each.
-PRIMITIVE_MODELS = Path(__file__).parent / "primitives"
+PRIMITIVE_MODELS = Path(__file__).resolve().parent / "primitives"
 
 
 def primitives_in(verilog_text):

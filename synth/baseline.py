@@ -18,7 +18,7 @@ from pathlib import Path
 __all__ = ["BASELINE_FILE", "METRICS", "BaselineError", "load_baseline", "save_baseline",
            "compare", "entry_label"]
 
-BASELINE_FILE = Path(__file__).with_name("baselines.json")
+BASELINE_FILE = Path(__file__).resolve().with_name("baselines.json")
 
 #: Figures compared: name -> True where more is worse (resources), False where less is
 #: worse (Fmax).
