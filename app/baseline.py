@@ -30,7 +30,7 @@ def check_baseline(path=BASELINE_FILE, *, quick=False, update=False, **options):
 
     Raises
     ------
-    synth.baseline.BaselineError
+    codnn.synth.baseline.BaselineError
         If the file is missing or malformed.
     ParameterError
         If no entry is selected, or an entry names an unknown engine, parameter or device.

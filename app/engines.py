@@ -471,17 +471,17 @@ def _ethernet_top(design, board):
 BOARD_DESIGNS = {design.name: design for design in [
     BoardDesign(
         name="systolic",
-        summary="the systolic array with memories for one tile (hw.soc.SystolicSoc)",
+        summary="the systolic array with memories for one tile (codnn.hw.soc.SystolicSoc)",
         params=_soc_params("systolic", rows=2, cols=2, alpha=2),
         build=lambda **p: SystolicSoc(**p)),
     BoardDesign(
         name="tq",
-        summary="the TQ array with memories for one tile (hw.soc.TqSoc)",
+        summary="the TQ array with memories for one tile (codnn.hw.soc.TqSoc)",
         params=_soc_params("tq", rows=2, cols=2, g=4, alpha=6, beta=2),
         build=lambda **p: TqSoc(**p)),
     BoardDesign(
         name="nic",
-        summary="a NIC engine with memories for one frame in and out (hw.soc.NicSoc)",
+        summary="a NIC engine with memories for one frame in and out (codnn.hw.soc.NicSoc)",
         params=(Param("kind", str, "compressor", "NIC engine", tuple(NIC_ENGINES)),
                 Param("lanes", int, 2, "float32 values per beat (1, 2, 4, 8, 16)"),
                 Param("depth", int, 64, "beats held in and out")),
@@ -489,14 +489,14 @@ BOARD_DESIGNS = {design.name: design for design in [
     BoardDesign(
         name="network",
         summary="the network engine with its program, weight and activation memories: a "
-                "whole network per image over the link (hw.soc.NetworkSoc)",
+                "whole network per image over the link (codnn.hw.soc.NetworkSoc)",
         params=tuple(p for p in ENGINES["network"].params
                      if p.name not in ("weight_port", "act_port")),
         build=lambda **p: NetworkSoc(**p)),
     BoardDesign(
         name="ethernet_bump",
         summary="a bump in the wire between two Gigabit Ethernet ports: gradient frames "
-                "compressed one way, restored the other (hw.nic.EthernetBump; boards with "
+                "compressed one way, restored the other (codnn.hw.nic.EthernetBump; boards with "
                 "two RGMII ports)",
         params=(Param("bound_bits", int, DEFAULT_BOUND_BITS, "error bound 2**-b"),
                 Param("max_frame", int, DEFAULT_MAX_FRAME, "largest frame, bytes without "

@@ -17,7 +17,7 @@ back with its shape and a damaged byte anywhere in a record is an error, not wro
       u32 LE      terngrad, rice: the record's seed; inceptionn: 0
       ndim u32 LE dimensions
       u32 LE      message length
-      message     the codec's message (golden.inceptionn, golden.terngrad, golden.rice)
+      message     the codec's message (codnn.golden.inceptionn, .terngrad, .rice)
       u32 LE      CRC-32 (zlib) of the record's bytes before it, name length included
 
 TernGrad tensors get scalers of their own (the paper's layer-wise scalers); the seed of

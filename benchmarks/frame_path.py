@@ -12,7 +12,7 @@ frames' last beats out. The receiver gets each gradient frame compressed, as the
 sends it. The wire gives a frame of ``L`` bytes (no FCS) ``(L + 24) / W`` cycles at ``W``
 bytes per cycle (FCS 4, preamble and SFD 8, inter-frame gap 12); the table's ``share`` is
 the wire's cycles over the path's, so 1.0 or more keeps line rate. Every frame out is also
-checked against ``golden.packets.frame_path``.
+checked against ``codnn.golden.packets.frame_path``.
 """
 
 import argparse

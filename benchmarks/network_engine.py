@@ -8,7 +8,7 @@ Usage: python benchmarks/network_engine.py [--rows 16 --cols 16 --alpha 8]
 
 For LeNet-5 (the dense model and the column-combined one in benchmarks/models), on an
 engine of each MAC kind: the engine's cycles per image (its exact model,
-``golden.network_program.step_cycles``, which the RTL equals), images per second at
+``codnn.golden.network_program.step_cycles``, which the RTL equals), images per second at
 ``--fmax-mhz`` (default: the engine's baseline entry on the ECP5-85k in
 synth/baselines.json), the weight image and the on-chip bytes per image, the images per
 second of the engine's board top (``hw.soc.NetworkSoc``: each image's input in and its

@@ -4,7 +4,7 @@ Usage: python benchmarks/systolic_packing.py [--alpha 8] [--gamma 0.5] [--array 
        [--vectors 64] [--seed 1]
 
 For conv-shaped layers (N x C = filters x in_channels*3*3, as in VGG/ResNet) magnitude-
-pruned to 70, 80 and 90 % sparsity (golden.workloads.structured_layer: log-normal row and
+pruned to 70, 80 and 90 % sparsity (codnn.golden.workloads.structured_layer: log-normal row and
 channel scales, so nonzeros cluster as in trained layers), it packs each layer and prints:
 groups, packing efficiency, the share of the remaining weights lost to conflict pruning,
 tiles and cycles on an ``array x array`` column-combined array relative to the dense array

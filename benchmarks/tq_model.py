@@ -17,7 +17,7 @@ lockstep ``alpha * beta`` per group, so the ratio is ``64 g / (alpha beta)``), a
 actually needed by these values (the product of the nonzero binary digits of each UQ8
 weight and data value; of the terms each TQ value keeps). SQNR of the weights (dB): TQ
 against uniform quantization at the bit width whose average number of terms is closest
-to TQ's. Last, the time ``golden.term_quant.reveal`` takes on a random 4096 x 4096
+to TQ's. Last, the time ``codnn.golden.term_quant.reveal`` takes on a random 4096 x 4096
 matrix in groups of ``g``.
 """
 

@@ -133,7 +133,7 @@ def decompress_frame(frame, bound_bits=DEFAULT_BOUND_BITS):
 
     Raises
     ------
-    golden.inceptionn.CorruptMessage
+    codnn.golden.inceptionn.CorruptMessage
         If a ToS 0x28 frame's payload is not a whole compressed message.
     """
     frame = bytes(frame)

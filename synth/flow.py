@@ -176,7 +176,7 @@ def synthesize(component, *, top, device, clock_mhz=None, seed=1, build_root,
         raise ValueError(f"Clock must be a positive frequency in MHz, not {clock_mhz!r}")
     say = progress or (lambda stage: None)
 
-    # Elaborated for the device: gateware may then use its primitives (hw.common.multiplier).
+    # Elaborated for the device: gateware may then use its primitives (codnn.hw.common.multiplier).
     component_v = verilog.convert(component, name=top, platform=dev, emit_src=False)
     harness = IoHarness(component)
     harness_v = verilog.convert(harness, name=f"{top}_harness", ports=harness.ports,

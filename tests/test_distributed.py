@@ -1,7 +1,7 @@
 """The DDP communication hooks (codnn.distributed.hooks) in real processes over gloo: every
 rank ends with the same weights, bit for bit; each step's averaged gradient is golden's:
 for ``allgather`` the mean, in rank order, of what the golden codec decodes from each
-rank's golden message, for ``ring`` and ``aggregator`` what ``golden.exchange`` gives for
+rank's golden message, for ``ring`` and ``aggregator`` what ``codnn.golden.exchange`` gives for
 the ranks' gradients; the bytes sent are the golden messages' bytes; NaN gradients cross
 the INCEPTIONN-style codec raw and are counted; bad settings are refused."""
 

@@ -1,4 +1,4 @@
-"""Block floating point (golden.block_float) against an independent exact reference in
+"""Block floating point (codnn.golden.block_float) against an independent exact reference in
 Python fractions, stochastic rounding against its noise stream, the edges (subnormals,
 -0.0, the largest float32, all-zero and padded blocks, counters that wrap) and the FAST
 precision policy."""

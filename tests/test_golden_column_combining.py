@@ -1,4 +1,5 @@
-"""golden.column_combining and golden.joint_optimization against docs/semantics.md section 1."""
+"""codnn.golden.column_combining and codnn.golden.joint_optimization against
+docs/semantics.md section 1."""
 
 import numpy as np
 import pytest

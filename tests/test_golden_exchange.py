@@ -1,4 +1,4 @@
-"""golden.exchange against a restatement per chunk: the ring's sum of chunk c runs
+"""codnn.golden.exchange against a restatement per chunk: the ring's sum of chunk c runs
 ``dec(enc(...dec(enc(g_c)) + g_{c+1}...)) + g_{c-1}``, then ``dec(enc(sum / N))``; the
 aggregator's is ``g_0 + dec(enc(g_1)) + ...``; every node gets the same values; each node's
 bytes are its messages' bytes. Edges: one node, fewer values than nodes, NaN and -0.0

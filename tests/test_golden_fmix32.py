@@ -1,4 +1,5 @@
-"""golden.fmix32 against docs/semantics.md section 5 and an independent scalar implementation."""
+"""codnn.golden.fmix32 against docs/semantics.md section 5 and an independent scalar
+implementation."""
 
 import numpy as np
 import pytest

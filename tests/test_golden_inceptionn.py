@@ -1,4 +1,4 @@
-"""golden.inceptionn against docs/semantics.md section 4 and a literal, one-value-at-a-time
+"""codnn.golden.inceptionn against docs/semantics.md section 4 and a literal, one-value-at-a-time
 codec."""
 
 import struct

@@ -1,4 +1,4 @@
-"""golden.rice against docs/semantics.md section 10: its worked vectors, a literal
+"""codnn.golden.rice against docs/semantics.md section 10: its worked vectors, a literal
 restatement of the quantizer in exact fractions, the bound on every float32 class, the
 Rice parameter's choice, and corrupt messages."""
 

@@ -1,4 +1,4 @@
-"""golden.systolic: the array's functional model and cycle model."""
+"""codnn.golden.systolic: the array's functional model and cycle model."""
 
 import numpy as np
 import pytest

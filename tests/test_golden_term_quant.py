@@ -1,4 +1,4 @@
-"""golden.term_quant against docs/semantics.md section 3 and a literal, slow
+"""codnn.golden.term_quant against docs/semantics.md section 3 and a literal, slow
 term-revealing loop."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""golden.terngrad against docs/semantics.md section 5 and a literal per-element loop."""
+"""codnn.golden.terngrad against docs/semantics.md section 5 and a literal per-element loop."""
 
 import struct
 from fractions import Fraction

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The streaming fmix32 unit on Amaranth's simulator, against golden.fmix32."""
+"""The streaming fmix32 unit on Amaranth's simulator, against codnn.golden.fmix32."""
 
 import random
 

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The network engine's units on Amaranth's simulator against golden.network_program; whole
+"""The network engine's units on Amaranth's simulator against codnn.golden.network_program; whole
 engines too, the bit-serial ones (eight times the cycles) on Verilator through
 sim/tb_network_engine.py."""
 

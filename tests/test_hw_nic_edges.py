@@ -403,7 +403,7 @@ def _rice_messages(rng, lanes):
 
 @pytest.mark.parametrize("lanes", [1, 4, 8, 16])
 def test_rice_decompressor_good_bad_and_cut_messages(lanes):
-    """Every output frame and the error count are ``golden.rice.received_values``'s, with
+    """Every output frame and the error count are ``codnn.golden.rice.received_values``'s, with
     random idle input and backpressure, at every lane count."""
     rng = np.random.default_rng(SEED + lanes)
     print(f"seed={SEED + lanes}")

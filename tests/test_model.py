@@ -1,5 +1,5 @@
 """Whole networks: ONNX import against onnx's reference evaluator and PyTorch, the integer
-network against golden.systolic's tiled run, quantization accuracy, the schedule, and bad
+network against codnn.golden.systolic's tiled run, quantization accuracy, the schedule, and bad
 models and inputs."""
 
 import dataclasses

@@ -1,5 +1,5 @@
 """The network engine's program: the compiler (codnn.model.compile) and the reference
-interpreter (golden.network_program) against the golden integer network, buffer
+interpreter (codnn.golden.network_program) against the golden integer network, buffer
 allocation, the fit errors, the program file and the command line."""
 
 import dataclasses

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """The block floating point dot-product unit in cocotb on Verilator and Icarus against
-golden.block_float.block_dot (the testbench's own edges: zero and cancelling blocks, the
+codnn.golden.block_float.block_dot (the testbench's own edges: zero and cancelling blocks, the
 largest sums, exponent extremes, wrapping counters, the rounding mode changed per beat),
 and its parameter checks."""
 

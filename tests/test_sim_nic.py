@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """The NIC engines in cocotb (AXI4-Stream tops driven by cocotbext-axi) against
-golden.inceptionn: every output byte, the error count of the bad messages, and the full
+codnn.golden.inceptionn: every output byte, the error count of the bad messages, and the full
 rate on compressible messages (the testbench asserts all three)."""
 
 import pytest
@@ -117,7 +117,7 @@ def test_bypass_passes_messages_unchanged(engine, lanes):
 def test_ring_of_links_equals_golden_ring(icarus):
     """The ring exchange with a compressor and a decompressor on every hop (3 nodes, an
     odd count, so chunks differ in size): every node's averaged gradient is
-    golden.exchange's, bit for bit, under idle cycles and backpressure (sim/tb_ring.py;
+    codnn.golden.exchange's, bit for bit, under idle cycles and backpressure (sim/tb_ring.py;
     Icarus, since Verilator takes minutes to compile three loopbacks)."""
     nodes, lanes, simulator = 3, 2, icarus
     config = {"nodes": nodes, "lanes": lanes, "count": 151, "bound_bits": 7,
@@ -215,6 +215,6 @@ def test_rice_decompressor_with_stalls_bad_and_cut_messages():
     # the decoders (cut, a nonzero value past the count, a parameter of 15, a reserved
     # settings bit, a wrong CRC, bytes past the end, no whole header, a count too large)
     # and 12 messages cut at random bytes and 12 of random bytes after a good header,
-    # each held to golden.rice.received_values.
+    # each held to codnn.golden.rice.received_values.
     report = _run("rice_decompressor", 2, seed=67, bound_bits=12, rounding=1, cuts=12)
     assert report["bad_messages"] >= 8 + 12

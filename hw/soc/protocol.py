@@ -28,10 +28,10 @@ PROTOCOL_VERSION = 2
 class EngineKind(IntEnum):
     """What the device runs (the STATUS block's ``engine``)."""
 
-    SYSTOLIC = 1             # column-combined systolic array (hw.systolic)
+    SYSTOLIC = 1             # column-combined systolic array (codnn.hw.systolic)
     TQ = 2                   # term-quantization array (hw.tq)
-    NIC = 3                  # a NIC engine (hw.nic)
-    NETWORK = 4              # the network engine (hw.network)
+    NIC = 3                  # a NIC engine (codnn.hw.nic)
+    NETWORK = 4              # the network engine (codnn.hw.network)
 
 
 #: The STATUS response's payload: little-endian bit fields in this order, (name, bits);
