@@ -72,6 +72,7 @@ def test_simulate_icarus_with_waves_says_where(capsys, icarus):
     assert "waveform written to" in err and ".fst" in err
 
 
+@pytest.mark.long
 def test_synth_json(capsys, tmp_path):
     code, out, _ = run(capsys, "synth", "fmix32", "--device", "ecp5-25k", "--json")
     report = json.loads(out)
@@ -314,6 +315,7 @@ def test_quantize_bad_arguments_exit_2(capsys, tmp_path, argv, expected):
     assert code == 2 and expected in err and err.count("\n") == 1
 
 
+@pytest.mark.long
 def test_simulate_tq_array(capsys):
     # The demo's array, so the compiled model is shared.
     code, out, _ = run(capsys, "simulate", "tq", "--rows", "2", "--cols", "2", "--g", "4",

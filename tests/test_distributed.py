@@ -129,7 +129,7 @@ def test_all_gather_sends_golden_messages(tmp_path, codec):
 
 
 @pytest.mark.parametrize("codec,how", [
-    ("inceptionn", "ring"), ("terngrad", "aggregator"),
+    pytest.param("inceptionn", "ring", marks=pytest.mark.long), ("terngrad", "aggregator"),
     pytest.param("rice", "ring", marks=pytest.mark.long)])
 def test_ring_and_aggregator_equal_golden(tmp_path, codec, how):
     """Three ranks: every step's averaged gradient and every rank's bytes are golden's."""

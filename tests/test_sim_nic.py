@@ -44,10 +44,9 @@ def test_engine_with_stalls_and_bad_messages(engine, lanes, bound_bits):
     assert report["values"] == sum(EDGE_COUNTS)
 
 
-@pytest.mark.parametrize("engine,lanes", [
-    pytest.param("compressor", 8, marks=LONG), ("compressor", 16),
-    pytest.param("decompressor", 8, marks=LONG), pytest.param("decompressor", 16, marks=LONG),
-])
+@pytest.mark.long
+@pytest.mark.parametrize("engine", ["compressor", "decompressor"])
+@pytest.mark.parametrize("lanes", [8, 16])
 def test_full_rate_without_stalls(engine, lanes):
     # The testbench asserts no refused input (compressor) and no output gap (decompressor)
     # inside compressible messages; check that it saw real traffic.

@@ -368,24 +368,10 @@ def _compiled_on_device(args, compiled, q):
     return report
 
 
-def run_compile(args):
-    import json
-    from dataclasses import asdict
-
-    import numpy as np
-
-    from codnn.golden.network_program import encode_program, run_program
-    from codnn.sim import default_build_root
-
-    from ..model.batch_schedule import compile_batch
-    from ..model.compile import compile_network
-
-    from ..model.infer import load_inputs
-    from ..model.onnx_import import load_onnx
-    from ..model.quantize import quantize_network
-    from ..render import print_json, print_record, print_rows
-    folder = Path(args.output or Path(args.build_dir or default_build_root()) / "compile"
-                  / Path(args.model).stem)
+def _compile_target(args, folder):
+    """The engine ``codnn compile`` compiles for, whether it runs on a device (``--port``
+    or ``--board-sim``) and whether its weights are external (``--weight-port axi``);
+    ``InputError`` for settings that do not go together."""
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
     if args.rtl > args.check:
@@ -412,6 +398,28 @@ def run_compile(args):
             raise InputError("the board top holds its weights on chip: --weight-port axi "
                              "runs with --rtl only")
         engine = replace(engine, weight_bytes=external_weight_bytes(engine))
+    return engine, on_device, external
+
+
+def run_compile(args):
+    import json
+    from dataclasses import asdict
+
+    import numpy as np
+
+    from codnn.golden.network_program import encode_program, run_program
+    from codnn.sim import default_build_root
+
+    from ..model.batch_schedule import compile_batch
+    from ..model.compile import compile_network
+
+    from ..model.infer import load_inputs
+    from ..model.onnx_import import load_onnx
+    from ..model.quantize import quantize_network
+    from ..render import print_json
+    folder = Path(args.output or Path(args.build_dir or default_build_root()) / "compile"
+                  / Path(args.model).stem)
+    engine, on_device, external = _compile_target(args, folder)
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
@@ -463,25 +471,7 @@ def run_compile(args):
         report["latency_us"] = cycles / args.fmax_mhz          # of a run: the batch's
         report["images_per_s"] = args.fmax_mhz * 1e6 * args.batch / cycles
     if args.rtl:
-        from codnn.sim.runner import SimulationFailure
-
-        from ..model.engine_rtl import run_on_engine
-        from ..render import err_console
-        simulator = _simulator(args.simulator)
-        err_console.print(f"{args.rtl} inputs through the engine's RTL on {simulator}",
-                          highlight=False)
-        try:
-            rtl = run_on_engine(compiled, q[:args.rtl], simulator=simulator,
-                                build_root=args.build_dir, weight_port=args.weight_port)
-        except SimulationFailure as error:
-            raise Failure(f"engine RTL FAILED against golden: {error}") from None
-        report["rtl"] = {"images": rtl["images"], "simulator": simulator,
-                         "cycles_equal_model": rtl["cycles"] == [rtl["model_cycles"]]
-                         * rtl["images"]}
-        if external:
-            report["rtl"]["memory_latency"] = rtl["memory_latency"]
-        if args.spill_words:
-            report["rtl"]["activation_latencies"] = rtl["act_latencies"]
+        report["rtl"] = _compiled_on_rtl(args, compiled, q[:args.rtl], external)
     if on_device:
         report["device"] = _compiled_on_device(args, compiled, q[:args.device_images])
     report["per_step"] = [asdict(cost) for cost in compiled.costs]
@@ -489,7 +479,37 @@ def run_compile(args):
     report["folder"] = str(folder)
     if args.json:
         print_json(report)
-        return 0
+    else:
+        _print_compile_report(args, report)
+    return 0
+
+
+def _compiled_on_rtl(args, compiled, images, external):
+    """Run ``images`` through the engine's RTL (``--rtl``), held against golden by its
+    bench; the report's ``rtl`` entry."""
+    from codnn.sim.runner import SimulationFailure
+
+    from ..model.engine_rtl import run_on_engine
+    from ..render import err_console
+    simulator = _simulator(args.simulator)
+    err_console.print(f"{args.rtl} inputs through the engine's RTL on {simulator}",
+                      highlight=False)
+    try:
+        rtl = run_on_engine(compiled, images, simulator=simulator,
+                            build_root=args.build_dir, weight_port=args.weight_port)
+    except SimulationFailure as error:
+        raise Failure(f"engine RTL FAILED against golden: {error}") from None
+    entry = {"images": rtl["images"], "simulator": simulator,
+             "cycles_equal_model": rtl["cycles"] == [rtl["model_cycles"]] * rtl["images"]}
+    if external:
+        entry["memory_latency"] = rtl["memory_latency"]
+    if args.spill_words:
+        entry["activation_latencies"] = rtl["act_latencies"]
+    return entry
+
+
+def _print_compile_report(args, report):
+    from ..render import print_record, print_rows
     print_record(f"{Path(args.model).name} on the network engine: a {args.rows}x{args.cols} "
                  f"array, alpha {args.alpha}, {args.mac} MACs",
                  {k: v for k, v in report.items() if k not in ("per_step", "engine")})
@@ -501,7 +521,6 @@ def run_compile(args):
                 ("acc_writes", "acc words written"), ("acc_reads", "read"),
                 ("psum_words", "psum words"), ("weight_bytes", "weight bytes"),
                 ("external_reads", "ext words read"), ("external_writes", "written")])
-    return 0
 
 
 COMMANDS = {"infer": (add_infer, run_infer), "compile": (add_compile, run_compile),

@@ -354,8 +354,6 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
         For bad settings, a model or data that do not fit, a checkpoint left in ``out``
         without ``resume``, or one that does not belong to ``spec``.
     """
-    import json
-
     spec.check(model_named=model is None, data_named=data is None)
     progress = progress or (lambda text: None)
     out = Path(out)
@@ -363,43 +361,13 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
     if not resume and path.exists():
         raise TrainError(f"{out} holds an unfinished run: --resume to continue it, or "
                          f"choose another folder")
-    try:
-        data = load_dataset(spec.data) if data is None else as_dataset(data, spec.data)
-    except ValueError as error:
-        raise TrainError(str(error)) from None
-    shape = data.train_x.shape[1:]
-    torch.manual_seed(spec.seed)
-    try:
-        model = build_model(spec.model, shape, data.classes) if model is None else \
-            check_module(model, shape, data.classes, spec.model)
-        if spec.tq:                                 # refused now, not after the dense phase
-            folded = copy.deepcopy(model)
-            fold_batch_norm(folded)
-            try:
-                term_quant.imported(folded, shape)
-            except ValueError as error:
-                raise TrainError(f"--tq calibrates on the integer network: {error}") \
-                    from None
-        if spec.prunetrain:
-            channel_spaces(model, shape)
-    except ValueError as error:
-        raise TrainError(f"--tq trains the folded weights: {error}" if spec.tq and
-                         "batch normalization" in str(error) else str(error)) from None
+    model, data, shape = _model_and_data(spec, model, data)
     phases = spec.phases()
     state = {"phase": 0, "epoch": 0, "masks": None, "groups": None, "rows": [],
              "optimizer": None, "reconfigured": [], "epoch_rows": [], "lasso": None}
     dense_flops = training_flops(model, shape) * len(data.train_x)
     if resume:
-        state.update(_load_checkpoint(path, spec))
-        for keep in state["reconfigured"]:            # the smaller networks, replayed
-            shrink(model, channel_spaces(model, shape), keep)
-        if phases[state["phase"]].tq:                 # saved after fine-tuning began
-            fold_batch_norm(model)
-        try:
-            model.load_state_dict(state["model"])
-        except (RuntimeError, KeyError) as error:
-            raise TrainError(f"{path} does not match model {spec.model!r} "
-                             f"({str(error).splitlines()[0]})") from None
+        _resume(path, spec, model, shape, state)
         progress(f"resuming after {phases[state['phase']].name}, epoch {state['epoch']}")
     out.mkdir(parents=True, exist_ok=True)
     x, y, test_x, test_y = _tensors(data)
@@ -470,17 +438,71 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                 "bfp": counter.saved() if counter else None,
                 **{key: state[key] for key in ("reconfigured", "epoch_rows", "lasso")}})
         undo()
+    report = _write_results(out, spec, model, shape, groups, rows, state["epoch_rows"],
+                            (len(x), len(test_x)))
+    path.unlink()
+    return report
+
+
+def _model_and_data(spec, model, data):
+    """The run's data set, its model (the spec's named one, built under the spec's seed, or
+    the caller's, checked against the data) and the shape of an input; refuses now a model
+    that ``--tq`` or PruneTrain could not train, not after a dense phase."""
+    try:
+        data = load_dataset(spec.data) if data is None else as_dataset(data, spec.data)
+    except ValueError as error:
+        raise TrainError(str(error)) from None
+    shape = data.train_x.shape[1:]
+    torch.manual_seed(spec.seed)
+    try:
+        model = build_model(spec.model, shape, data.classes) if model is None else \
+            check_module(model, shape, data.classes, spec.model)
+        if spec.tq:
+            folded = copy.deepcopy(model)
+            fold_batch_norm(folded)
+            try:
+                term_quant.imported(folded, shape)
+            except ValueError as error:
+                raise TrainError(f"--tq calibrates on the integer network: {error}") \
+                    from None
+        if spec.prunetrain:
+            channel_spaces(model, shape)
+    except ValueError as error:
+        raise TrainError(f"--tq trains the folded weights: {error}" if spec.tq and
+                         "batch normalization" in str(error) else str(error)) from None
+    return model, data, shape
+
+
+def _resume(path, spec, model, shape, state):
+    """Load the checkpoint at ``path`` into ``state`` and ``model``: PruneTrain's smaller
+    networks replayed, the batch normalization folded if fine-tuning had begun."""
+    state.update(_load_checkpoint(path, spec))
+    for keep in state["reconfigured"]:
+        shrink(model, channel_spaces(model, shape), keep)
+    if spec.phases()[state["phase"]].tq:
+        fold_batch_norm(model)
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError) as error:
+        raise TrainError(f"{path} does not match model {spec.model!r} "
+                         f"({str(error).splitlines()[0]})") from None
+
+
+def _write_results(out, spec, model, shape, groups, rows, epoch_rows, images):
+    """Export the trained ``model`` to ``out/model.onnx`` and write ``out/report.json``
+    (the phases' ``rows``, the first phase's ``epoch_rows``, the layers, and the
+    (train, test) ``images`` counts); return the report."""
+    import json
+
+    cc = spec.column_combine
     layers = _layer_rows(model, spec, groups)
     for (name, _), row in zip(named_array_layers(model), layers):
         row["name"] = name
     model_path = out / "model.onnx"
-    export_onnx(model, model_path, shape,
-                (cc.alpha, cc.gamma, groups) if cc else None)
+    export_onnx(model, model_path, shape, (cc.alpha, cc.gamma, groups) if cc else None)
     report = {"spec": asdict(spec), "torch": torch.__version__, "phases": rows,
-              "epochs": state["epoch_rows"],                # the first phase's
-              "layers": layers, "accuracy": rows[-1]["accuracy"],
-              "train_images": len(x), "test_images": len(test_x), "model": str(model_path),
+              "epochs": epoch_rows, "layers": layers, "accuracy": rows[-1]["accuracy"],
+              "train_images": images[0], "test_images": images[1], "model": str(model_path),
               "seconds": sum(r["seconds"] for r in rows)}
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
-    path.unlink()
     return report
