@@ -16,10 +16,10 @@ from amaranth.lib.wiring import In, Out
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.proofs import (PROOFS, array_values_top, flat_axis_streams,
-                                    inceptionn_value_top, settings_edge_top, skid_top,
-                                    stream_engine_top)
+                                    inceptionn_value_top, messages_top, settings_edge_top,
+                                    skid_top, stream_engine_top)
 from codnn.hw.formal.streams import no_reset, value_frames
-from codnn.hw.nic import NicDescriptor
+from codnn.hw.nic import NIC_ENGINES, NicDescriptor
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
@@ -44,7 +44,7 @@ def test_the_quick_proofs_are_the_documented_ones():
     decoders = ("decompressor", "loopback", "terngrad_decoder", "rice_decompressor")
     assert set(PROOFS) - quick == {
         *(f"{name}_frames" for name in decoders), "systolic_beats", "tq_array_beats",
-        "ring_links", "tq_array_latency"}
+        "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES)}
 
 
 #: The quick proofs that take ten seconds or more run in ``make test-long``.
@@ -219,6 +219,32 @@ def test_value_frames_property_counts_the_beats(tmp_path, beats, status):
     value_frames(m, maker.o, lanes=1, max_values=4)
     proof = run_proof(m, f"frames_{beats}", tmp_path, mode="bmc", depth=8)
     assert proof.status == status
+
+
+class Passing(wiring.Component):
+    """Beats of one lane through unchanged, or (``split``) each with ``last`` set: every
+    beat of a message made a message of its own."""
+
+    i: In(stream.Signature(beat_layout(4)))
+    o: Out(stream.Signature(beat_layout(4)))
+
+    def __init__(self, split):
+        self._split = split
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
+                     self.o.payload.eq(self.i.payload)]
+        if self._split:
+            m.d.comb += self.o.payload.last.eq(1)
+        return m
+
+
+@pytest.mark.parametrize("split,status", [(False, "bounded"), (True, "failed")])
+def test_messages_property_finds_a_message_split_in_two(tmp_path, split, status):
+    proof = run_proof(messages_top(Passing(split)), "passing", tmp_path, mode="bmc", depth=6)
+    assert proof.status == status, proof.summary()
 
 
 class FlatBlinking(wiring.Component):

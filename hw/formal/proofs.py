@@ -15,7 +15,8 @@ from codnn.golden.inceptionn import BOUND_BITS, RAW_EXPONENT
 from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.streams import Tracker, beats, no_reset, stream_rules, value_frames
+from codnn.hw.formal.streams import (Tracker, beats, messages, no_reset, stream_rules,
+                                    value_frames)
 from codnn.hw.network.gather import Gather
 from codnn.hw.nic.decompressor import decode_value
 from codnn.hw.nic.frame_path import FramePath
@@ -180,6 +181,17 @@ def value_frames_top(engine, lanes, max_values):
     if engine.has("bypass"):
         m.d.comb += Assume(~dut.bypass)
     value_frames(m, dut.o, lanes, max_values)
+    return m
+
+
+def messages_top(dut):
+    """A NIC engine (``codnn.hw.nic.registry``; streams ``i`` and ``o``) under
+    ``stream_engine_top``'s environment, a reset at any cycle: no output message begins
+    before an input message has begun, one out for each in at most
+    (``codnn.hw.formal.streams.messages``), whatever the messages are (good, bad, cut,
+    bypassed) and whenever the sink takes them."""
+    m = stream_engine_top(dut)
+    m.d.comb += Assert(messages(m, dut.o, "o") <= messages(m, dut.i, "i"))
     return m
 
 
@@ -410,6 +422,12 @@ PROOFS = {
             f"only, whatever bytes come in",), quick=False)
        for name, engine in NIC_ENGINES.items()
        if engine.gives == "values" and name not in _FRAMES_OUT_OF_REACH},
+    **{f"{name}_messages": ProofSpec(
+        lambda lanes, e=engine: messages_top(e.component(lanes=lanes)), {"lanes": 1}, "bmc", 12, (
+            f"the {name}: no output message begins before an input message has, one out "
+            f"for each in at most, whatever the messages, the sink and the resets do",),
+        quick=False)
+       for name, engine in NIC_ENGINES.items()},
     **{f"{name}_settings": ProofSpec(
         lambda lanes, max_values, e=NIC_ENGINES[name]: settings_edge_top(e, lanes, max_values),
         {"lanes": 1, "max_values": 20}, "bmc", depth, (

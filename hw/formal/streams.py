@@ -4,7 +4,7 @@ duplicated nor changed. Each helper adds its registers and statements to a modul
 
 from amaranth.hdl import Assert, Assume, Module, ResetSignal, Signal, Value
 
-__all__ = ["no_reset", "stream_rules", "beats", "value_frames", "Tracker"]
+__all__ = ["no_reset", "stream_rules", "beats", "messages", "value_frames", "Tracker"]
 
 
 def no_reset(m: Module):
@@ -31,6 +31,18 @@ def beats(m, s, name, width=8):
     with m.If(s.valid & s.ready & (count != (1 << width) - 1)):
         m.d.sync += count.eq(count + 1)
     return count
+
+
+def messages(m, s, name, width=8):
+    """A counter of the messages ``s`` has begun, saturating: beats taken after a beat with
+    ``last``, or as the first since the reset."""
+    first = Signal(init=1, name=f"{name}_first_next")
+    begun = Signal(width, name=f"{name}_messages")
+    with m.If(s.valid & s.ready):
+        m.d.sync += first.eq(s.payload.last)
+        with m.If(first & (begun != (1 << width) - 1)):
+            m.d.sync += begun.eq(begun + 1)
+    return begun
 
 
 def value_frames(m, o, lanes, max_values):
