@@ -509,6 +509,7 @@ def _compiled_on_rtl(args, compiled, images, external):
 
 
 def _print_compile_report(args, report):
+    """``codnn compile``'s report as a record and a table of its steps."""
     from ..render import print_record, print_rows
     print_record(f"{Path(args.model).name} on the network engine: a {args.rows}x{args.cols} "
                  f"array, alpha {args.alpha}, {args.mac} MACs",
