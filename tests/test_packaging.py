@@ -28,10 +28,11 @@ def test_every_package_folder_is_installed_under_codnn():
 
 
 def _folder(config, name):
-    """The repository folder that holds package ``name``, after pyproject's package-dir."""
-    parts = name.split(".")
-    root = ".".join(parts[:2]) if ".".join(parts[:2]) in config["package-dir"] else "codnn"
-    return ROOT / config["package-dir"][root] / Path(*parts[len(root.split(".")):])
+    """The repository folder that holds package ``name``, after the longest entry of
+    pyproject's package-dir that it lies under."""
+    root = max((key for key in config["package-dir"]
+                if name == key or name.startswith(f"{key}.")), key=len)
+    return ROOT / config["package-dir"][root] / Path(*name[len(root):].split(".")[1:])
 
 
 def test_package_data_exists():
