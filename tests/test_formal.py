@@ -34,7 +34,9 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "block_dot": "proved", "rice_compressor": "proved", "rice_decompressor": "proved",
             "rice_loopback": "proved", "gather": "proved", "inceptionn_value": "proved",
             "frame_path": "proved", "host_link": "proved", "systolic_values": "bounded",
-            "systolic_latency": "bounded", "terngrad_decoder_settings": "bounded"}
+            "systolic_latency": "bounded", "terngrad_decoder_settings": "bounded",
+            "term_encoder": "proved", "term_revealer": "proved", "term_lister": "proved",
+            "tmac": "proved", "pmac": "proved", "nic_core": "proved"}
 
 
 def test_the_quick_proofs_are_the_documented_ones():

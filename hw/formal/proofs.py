@@ -24,8 +24,13 @@ from codnn.hw.nic.inceptionn_format import Thresholds, classify_value, value_pay
 from codnn.hw.nic.registry import NIC_ENGINES
 from codnn.hw.nic.ring_links import RingLinks
 from codnn.hw.soc.link import HostLink
+from codnn.hw.soc.nic import NicCore
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
+from codnn.hw.tq.encoder import TermEncoder
+from codnn.hw.tq.lister import TermLister
+from codnn.hw.tq.mac import PMac, TMac
+from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
            "FlatStream", "flat_axis_streams",
@@ -472,6 +477,20 @@ PROOFS = {
         "class and payload and the decompressor's decode: the value of semantics "
         "section 4's table, and a finite |x| < 1 within 2**-b below |x|, its sign kept",)),
     "block_dot": _streams_proof(lambda g: BlockDot(g=g), {"g": 4}, "the block dot unit"),
+    "term_encoder": _streams_proof(
+        lambda lanes, mag_bits: TermEncoder(lanes=lanes, mag_bits=mag_bits),
+        {"lanes": 2, "mag_bits": 7}, "the TQ term encoder"),
+    "term_revealer": _streams_proof(
+        lambda lanes, group, budget, mag_bits: TermRevealer(
+            lanes=lanes, group=group, budget=budget, mag_bits=mag_bits),
+        {"lanes": 2, "group": 2, "budget": 3, "mag_bits": 7}, "the TQ term revealer"),
+    "term_lister": _streams_proof(
+        lambda lanes, slots, mag_bits: TermLister(lanes=lanes, slots=slots, mag_bits=mag_bits),
+        {"lanes": 2, "slots": 3, "mag_bits": 7}, "the TQ term lister"),
+    "tmac": _streams_proof(lambda mag_bits, acc_bits: TMac(mag_bits=mag_bits, acc_bits=acc_bits),
+                           {"mag_bits": 7, "acc_bits": 16}, "the term-pair MAC"),
+    "pmac": _streams_proof(lambda mag_bits, acc_bits: PMac(mag_bits=mag_bits, acc_bits=acc_bits),
+                           {"mag_bits": 7, "acc_bits": 16}, "the parallel MAC"),
     "gather": _streams_proof(
         lambda cols, alpha, lanes, depth: Gather(cols=cols, alpha=alpha, lanes=lanes,
                                                  depth=depth),
@@ -486,6 +505,12 @@ PROOFS = {
     "ring_links": dataclasses.replace(_streams_proof(
         lambda nodes, lanes: RingLinks(nodes=nodes, lanes=lanes), {"nodes": 2, "lanes": 1},
         "the emulated ring's links (each node's flat AXI4-Stream ports)"), quick=False),
+    "nic_core": _streams_proof(
+        lambda lanes, quiet: NicCore(NIC_ENGINES["terngrad_decoder"].component(lanes=lanes),
+                                     quiet=quiet),
+        {"lanes": 1, "quiet": 64},
+        "the NIC engines' SoC shell (its configuration, data and result streams; the "
+        "TernGrad decoder inside)"),
     "host_link": _streams_proof(
         lambda divisor: HostLink(divisor=divisor), {"divisor": 4},
         "the host link (its request, response and response data streams, the UART line "

@@ -3,7 +3,7 @@
 # top's parameters then drops it with a clear error, which the warning would only repeat)
 """A NIC engine behind the UART host link: frames in, frames out, through ``ArraySoc``."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import Flow, In, Out
 
@@ -27,8 +27,9 @@ class NicCore(wiring.Component):
       unused);
     - ``result``: the engine's output beats, then one *terminator* beat with ``keep`` 0
       whose data are the engine's output ports (``error``, ``error_count``, ... packed from
-      bit 0) and whose ``last`` ends the run. It comes once the run's input is in and the
-      engine has had no output for ``quiet`` cycles.
+      bit 0, as they were in its first cycle on offer) and whose ``last`` ends the run. It
+      comes once the run's input is in and the engine has had no output for ``quiet``
+      cycles.
 
     Latency: the engine's, then ``quiet`` cycles to the terminator. Throughput: the
     engine's.
@@ -77,10 +78,16 @@ class NicCore(wiring.Component):
             m.d.sync += input_done.eq(1)
 
         terminate = input_done & (idle == self._quiet)
+        # The terminator's reports are those of its first cycle on offer: held, they
+        # stay as they were until it is taken (the stream rule), whatever the engine does.
+        report = Cat(*(getattr(engine, name) for name in self._report))
+        offered = Signal(name="terminator_offered")
+        held = Signal.like(report, name="terminator_report")
+        m.d.sync += [offered.eq(terminate & ~self.result.ready),
+                     held.eq(Mux(offered, held, report))]
         with m.If(terminate):
             m.d.comb += [self.result.valid.eq(1), self.result.payload.last.eq(1),
-                         self.result.payload.acc.data.eq(
-                             Cat(*(getattr(engine, name) for name in self._report)))]
+                         self.result.payload.acc.data.eq(Mux(offered, held, report))]
             with m.If(self.result.ready):
                 m.d.sync += [input_done.eq(0), idle.eq(0)]
         with m.Else():
