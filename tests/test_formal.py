@@ -15,15 +15,16 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.proofs import (PROOFS, array_values_top, flat_axis_streams,
+from codnn.hw.formal.proofs import (PROOFS, answers_top, array_values_top, flat_axis_streams,
                                     inceptionn_value_top, messages_top, settings_edge_top,
-                                    skid_top, stream_engine_top)
+                                    skid_top, stream_engine_top, waits_top)
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.nic import NIC_ENGINES, NicDescriptor
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
+from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.sim.formal import ProofError, run_proof
 
@@ -46,7 +47,13 @@ def test_the_quick_proofs_are_the_documented_ones():
     decoders = ("decompressor", "loopback", "terngrad_decoder", "rice_decompressor")
     assert set(PROOFS) - quick == {
         *(f"{name}_frames" for name in decoders), "systolic_beats", "tq_array_beats",
-        "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES)}
+        "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES),
+        *(name for name in PROOFS if name.endswith("_waits")), "maxabs_answers"}
+
+
+def test_every_proof_is_in_the_docs():
+    text = (Path(__file__).parent.parent / "docs" / "formal.md").read_text()
+    assert [name for name in PROOFS if f"`{name}`" not in text] == []
 
 
 #: The quick proofs that take ten seconds or more run in ``make test-long``.
@@ -246,6 +253,83 @@ class Passing(wiring.Component):
 @pytest.mark.parametrize("split,status", [(False, "bounded"), (True, "failed")])
 def test_messages_property_finds_a_message_split_in_two(tmp_path, split, status):
     proof = run_proof(messages_top(Passing(split)), "passing", tmp_path, mode="bmc", depth=6)
+    assert proof.status == status, proof.summary()
+
+
+class Stalling(wiring.Component):
+    """Beats of one lane through unchanged; after a beat with ``last`` the input waits
+    ``hold`` cycles, or for ever (``hold`` None: a hang)."""
+
+    i: In(stream.Signature(beat_layout(4)))
+    o: Out(stream.Signature(beat_layout(4)))
+
+    def __init__(self, hold):
+        self._hold = hold
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        left = Signal(4)
+        open_ = left == 0
+        m.d.comb += [self.o.valid.eq(self.i.valid & open_), self.o.payload.eq(self.i.payload),
+                     self.i.ready.eq(self.o.ready & open_)]
+        with m.If(self.i.valid & self.i.ready & self.i.payload.last):
+            m.d.sync += left.eq(self._hold or 1)
+        if self._hold is not None:                  # a hang never counts down
+            with m.Elif(~open_):
+                m.d.sync += left.eq(left - 1)
+        return m
+
+
+@pytest.mark.parametrize("hold,status", [(3, "bounded"), (4, "failed"), (None, "failed")])
+def test_waits_property_finds_a_longer_wait_and_a_hang(tmp_path, hold, status):
+    # An input held 4 cycles fails a bound of 3 (an off-by-one), and so does one held
+    # for ever (a hang); one held 3 cycles keeps it.
+    proof = run_proof(waits_top(Stalling(hold), wait=3), "stalling", tmp_path, mode="bmc",
+                      depth=10)
+    assert proof.status == status, proof.summary()
+
+
+class Delaying(wiring.Component):
+    """Beats of one lane through ``stages`` registers that move while ``o`` is ready;
+    with ``endless``, none leaves with ``last`` (every message's end lost)."""
+
+    i: In(stream.Signature(beat_layout(4)))
+    o: Out(stream.Signature(beat_layout(4)))
+
+    def __init__(self, stages, endless=False):
+        self._stages, self._endless = stages, endless
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i.ready.eq(self.o.ready)
+        valid, payload = self.i.valid, self.i.payload
+        for k in range(self._stages):
+            stage_valid = Signal(name=f"valid_{k}")
+            stage_payload = Signal.like(self.i.payload, name=f"beat_{k}")
+            with m.If(self.o.ready):
+                m.d.sync += [stage_valid.eq(valid), stage_payload.eq(payload)]
+            valid, payload = stage_valid, stage_payload
+        m.d.comb += [self.o.valid.eq(valid), self.o.payload.eq(payload)]
+        if self._endless:
+            m.d.comb += self.o.payload.last.eq(0)
+        return m
+
+
+def test_max_abs_answers_within_its_documented_latency():
+    dut = MaxAbs(lanes=1)
+    Fragment.get(dut, None)
+    assert PROOFS["maxabs_answers"].params["answer"] == dut.latency
+
+
+@pytest.mark.parametrize("dut,answer,status", [
+    (Delaying(2), 2, "bounded"), (Delaying(2), 1, "failed"),
+    (Delaying(2, endless=True), 4, "failed")])
+def test_answers_property_finds_a_late_answer_and_a_lost_one(tmp_path, dut, answer, status):
+    # Messages through two registers answer 2 cycles after their last beat: a bound of 1
+    # fails, and so does any bound when no answer ends.
+    proof = run_proof(answers_top(dut, 4, answer), "answers", tmp_path, mode="bmc", depth=8)
     assert proof.status == status, proof.summary()
 
 

@@ -21,6 +21,7 @@ from codnn.hw.network.gather import Gather
 from codnn.hw.nic.decompressor import decode_value
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.inceptionn_format import Thresholds, classify_value, value_payload
+from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.registry import NIC_ENGINES
 from codnn.hw.nic.ring_links import RingLinks
 from codnn.hw.soc.link import HostLink
@@ -33,8 +34,9 @@ from codnn.hw.tq.mac import PMac, TMac
 from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
-           "FlatStream", "flat_axis_streams",
-           "value_frames_top", "settings_edge_top", "array_beats_top", "inceptionn_value_top"]
+           "FlatStream", "flat_axis_streams", "value_frames_top", "messages_top", "waits_top",
+           "answers_top", "settings_edge_top", "array_beats_top", "array_values_top",
+           "array_latency_top", "inceptionn_value_top"]
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,65 @@ def messages_top(dut):
     bypassed) and whenever the sink takes them."""
     m = stream_engine_top(dut)
     m.d.comb += Assert(messages(m, dut.o, "o") <= messages(m, dut.i, "i"))
+    return m
+
+
+def waits_top(dut, wait):
+    """A NIC engine (streams ``i`` and ``o``) under ``stream_engine_top``'s environment, its
+    sink always ready and no reset: an input beat on offer is taken within ``wait``
+    cycles (``i.valid`` without ``i.ready`` never lasts more than ``wait`` cycles in a
+    row), whatever the messages and the settings are: the engine never hangs, and the
+    bound is how long its input can be held up. Cover: a beat waits ``wait`` cycles."""
+    m = stream_engine_top(dut)
+    no_reset(m)
+    m.d.comb += Assume(dut.o.ready)
+    waited = Signal(range(wait + 2), name="input_waited")
+    with m.If(dut.i.valid & ~dut.i.ready):
+        with m.If(waited <= wait):
+            m.d.sync += waited.eq(waited + 1)
+    with m.Else():
+        m.d.sync += waited.eq(0)
+    m.d.comb += [Assert(waited <= wait), Cover(waited == wait)]
+    return m
+
+
+def answers_top(dut, max_values, answer):
+    """A NIC engine that takes value messages (streams ``i`` and ``o`` of one lane), its
+    input good value messages of at most ``max_values`` values (``value_frames`` assumed,
+    every last beat keeping its 4 bytes) on offer at any cycles, its settings (every other
+    input port) any constants, its sink always ready, no reset: the k-th output message
+    ends (its beat with ``last`` leaves) at most ``answer`` cycles after the edge that took
+    the k-th input message's last beat, for any k < 16 (an ``AnyConst``). Cover: an answer
+    takes exactly ``answer`` cycles."""
+    m = stream_engine_top(dut)
+    no_reset(m)
+    m.d.comb += Assume(dut.o.ready)
+    for name, member in dut.signature.members.items():
+        if member.is_port and member.flow == Flow.In:
+            port = getattr(dut, name)
+            m.d.comb += Assume(port == AnyConst(len(port)))
+    value_frames(m, dut.i, 1, max_values, assume=True)
+    with m.If(dut.i.valid & dut.i.payload.last):
+        m.d.comb += Assume(dut.i.payload.keep.all())
+    index = AnyConst(4)
+    ended_in = Signal(5, name="messages_ended_in")
+    ended_out = Signal(5, name="messages_ended_out")
+    end_in = dut.i.valid & dut.i.ready & dut.i.payload.last
+    end_out = dut.o.valid & dut.o.ready & dut.o.payload.last
+    with m.If(end_in & (ended_in <= index)):
+        m.d.sync += ended_in.eq(ended_in + 1)
+    with m.If(end_out & (ended_out <= index)):
+        m.d.sync += ended_out.eq(ended_out + 1)
+    # Cycles since the cycle after the edge that took the index-th input message's last
+    # beat, while its answer has not left: an answer in the cycle with age a comes a + 1
+    # cycles after that edge.
+    age = Signal(range(answer + 2), name="answer_age")
+    waiting = (ended_in > index) & (ended_out <= index)
+    with m.If(waiting & (age <= answer)):
+        m.d.sync += age.eq(age + 1)
+    answered = end_out & (ended_out == index)
+    m.d.comb += [Assert(~waiting | answered | (age + 1 < answer)),
+                 Cover(waiting & answered & (age == answer - 1))]
     return m
 
 
@@ -382,6 +443,15 @@ def _streams_proof(factory, params, what):
 _FRAMES_OUT_OF_REACH = {"rice_loopback"}
 
 
+#: Each NIC engine's longest input wait with its output always ready (``waits_top``, one
+#: lane, ``max_values`` 4) and the bmc depth that shows it: a bound one cycle shorter
+#: fails within a few cycles, this one holds to the depth (any settings at any cycle, so
+#: the waits include a message taken in ``bypass`` waiting for the previous message's
+#: values to leave).
+_INPUT_WAITS = {"compressor": (4, 16), "decompressor": (15, 20), "terngrad": (4, 16),
+                "terngrad_decoder": (6, 16), "maxabs": (4, 16)}
+
+
 #: The engines whose settings proof runs, and its depth: past the first output beat. The
 #: two-copy check grows fast with depth (the compressor: 9.6 s at 4, 46 s at 8, over 600 s
 #: at 12, short of its latency of 12 and the first value beat out), so the engines with
@@ -433,6 +503,21 @@ PROOFS = {
             f"for each in at most, whatever the messages, the sink and the resets do",),
         quick=False)
        for name, engine in NIC_ENGINES.items()},
+    **{f"{name}_waits": ProofSpec(
+        lambda lanes, max_values, wait, e=NIC_ENGINES[name]: waits_top(
+            e.component(lanes=lanes, max_values=max_values), wait),
+        {"lanes": 1, "max_values": 4, "wait": wait}, "bmc", depth, (
+            f"the {name} with its output always ready: an input beat on offer is taken "
+            f"within {wait} cycles, whatever the messages and the settings are",),
+        quick=False)
+       for name, (wait, depth) in _INPUT_WAITS.items()},
+    "maxabs_answers": ProofSpec(
+        lambda max_values, answer: answers_top(MaxAbs(lanes=1, max_values=max_values),
+                                               max_values, answer),
+        {"max_values": 4, "answer": 4}, "bmc", 14, (          # MaxAbs.latency at one lane
+            "max-abs with good value messages in, its output always ready: each message's "
+            "maximum leaves at most its latency (4 cycles at one lane) after the message's "
+            "last beat was taken",), quick=False),
     **{f"{name}_settings": ProofSpec(
         lambda lanes, max_values, e=NIC_ENGINES[name]: settings_edge_top(e, lanes, max_values),
         {"lanes": 1, "max_values": 20}, "bmc", depth, (

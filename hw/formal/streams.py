@@ -45,11 +45,13 @@ def messages(m, s, name, width=8):
     return begun
 
 
-def value_frames(m, o, lanes, max_values):
+def value_frames(m, o, lanes, max_values, *, assume=False):
     """``o`` (a NIC engine's output, ``codnn.hw.nic.layouts.beat_layout``) gives value messages
     only: each frame a descriptor beat whose count ``n`` is at most ``max_values``, then
     exactly ``ceil(n / lanes)`` value beats, ``last`` on the final beat and on no other
-    (on the descriptor when ``n`` is 0). Asserted on the beats taken."""
+    (on the descriptor when ``n`` is 0). Asserted on the beats taken, or assumed of the
+    environment driving an engine's input (``assume``)."""
+    check = Assume if assume else Assert
     inside = Signal(name="frame_inside")            # a descriptor went, its last did not
     left = Signal(32, name="frame_beats_left")      # value beats still due
     shift = (lanes - 1).bit_length()
@@ -57,11 +59,11 @@ def value_frames(m, o, lanes, max_values):
     with m.If(o.valid & o.ready):
         with m.If(~inside):
             count = payload.data[:32]
-            m.d.comb += [Assert(count <= max_values),
-                         Assert(payload.last == (count == 0))]
+            m.d.comb += [check(count <= max_values),
+                         check(payload.last == (count == 0))]
             m.d.sync += [left.eq((count + lanes - 1) >> shift), inside.eq(count != 0)]
         with m.Else():
-            m.d.comb += Assert(payload.last == (left == 1))
+            m.d.comb += check(payload.last == (left == 1))
             m.d.sync += left.eq(left - 1)
             with m.If(payload.last):
                 m.d.sync += inside.eq(0)
