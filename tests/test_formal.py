@@ -16,8 +16,8 @@ from amaranth.lib.wiring import In, Out
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.proofs import (PROOFS, answers_top, array_values_top, flat_axis_streams,
-                                    inceptionn_value_top, messages_top, settings_edge_top,
-                                    skid_top, stream_engine_top, waits_top)
+                                    inceptionn_value_top, message_bytes_top, messages_top,
+                                    settings_edge_top, skid_top, stream_engine_top, waits_top)
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.nic import NIC_ENGINES, NicDescriptor
 from codnn.hw.nic.axis import axis_ports
@@ -48,7 +48,8 @@ def test_the_quick_proofs_are_the_documented_ones():
     assert set(PROOFS) - quick == {
         *(f"{name}_frames" for name in decoders), "systolic_beats", "tq_array_beats",
         "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES),
-        *(name for name in PROOFS if name.endswith("_waits")), "maxabs_answers"}
+        *(name for name in PROOFS if name.endswith("_waits")), "maxabs_answers",
+        "terngrad_bytes"}
 
 
 def test_every_proof_is_in_the_docs():
@@ -330,6 +331,15 @@ def test_answers_property_finds_a_late_answer_and_a_lost_one(tmp_path, dut, answ
     # Messages through two registers answer 2 cycles after their last beat: a bound of 1
     # fails, and so does any bound when no answer ends.
     proof = run_proof(answers_top(dut, 4, answer), "answers", tmp_path, mode="bmc", depth=8)
+    assert proof.status == status, proof.summary()
+
+
+@pytest.mark.parametrize("extra,status", [(0, "bounded"), (-1, "failed"), (1, "failed")])
+def test_message_bytes_property_counts_every_byte(tmp_path, extra, status):
+    # A pass-through gives each message's descriptor and values: 4 + 4 n bytes. One byte
+    # more or fewer than it carries fails.
+    proof = run_proof(message_bytes_top(Delaying(1), 4, lambda n: 4 + 4 * n + extra),
+                      "message_bytes", tmp_path, mode="bmc", depth=8)
     assert proof.status == status, proof.summary()
 
 

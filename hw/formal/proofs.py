@@ -12,6 +12,7 @@ from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 
 from codnn.golden.inceptionn import BOUND_BITS, RAW_EXPONENT
+from codnn.golden.terngrad import message_size as terngrad_message_size
 from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
@@ -35,8 +36,8 @@ from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
            "FlatStream", "flat_axis_streams", "value_frames_top", "messages_top", "waits_top",
-           "answers_top", "settings_edge_top", "array_beats_top", "array_values_top",
-           "array_latency_top", "inceptionn_value_top"]
+           "answers_top", "message_bytes_top", "settings_edge_top", "array_beats_top",
+           "array_values_top", "array_latency_top", "inceptionn_value_top"]
 
 
 @dataclass(frozen=True)
@@ -221,17 +222,13 @@ def waits_top(dut, wait):
     return m
 
 
-def answers_top(dut, max_values, answer):
-    """A NIC engine that takes value messages (streams ``i`` and ``o`` of one lane), its
-    input good value messages of at most ``max_values`` values (``value_frames`` assumed,
-    every last beat keeping its 4 bytes) on offer at any cycles, its settings (every other
-    input port) any constants, its sink always ready, no reset: the k-th output message
-    ends (its beat with ``last`` leaves) at most ``answer`` cycles after the edge that took
-    the k-th input message's last beat, for any k < 16 (an ``AnyConst``). Cover: an answer
-    takes exactly ``answer`` cycles."""
+def _good_messages_top(dut, max_values):
+    """``stream_engine_top``'s environment for a one-lane NIC engine that takes value
+    messages, narrowed to good ones: no reset, its input good value messages of at most
+    ``max_values`` values (``value_frames`` assumed, every last beat keeping its 4 bytes)
+    on offer at any cycles, its settings (every other input port) any constants."""
     m = stream_engine_top(dut)
     no_reset(m)
-    m.d.comb += Assume(dut.o.ready)
     for name, member in dut.signature.members.items():
         if member.is_port and member.flow == Flow.In:
             port = getattr(dut, name)
@@ -239,6 +236,64 @@ def answers_top(dut, max_values, answer):
     value_frames(m, dut.i, 1, max_values, assume=True)
     with m.If(dut.i.valid & dut.i.payload.last):
         m.d.comb += Assume(dut.i.payload.keep.all())
+    return m
+
+
+def message_bytes_top(dut, max_values, expected):
+    """A NIC engine under ``_good_messages_top``'s environment (good value messages in,
+    constant settings, ``bypass`` off, no reset), its sink ready at random: the k-th
+    output message (any k < 16, an ``AnyConst``) carries exactly ``expected(n)`` bytes
+    (a function of values: the golden model's size of a message), ``n`` the value count of
+    the k-th input message, its last beat's kept bytes the lowest ones: no byte created or
+    lost through the engine's ratio. Cover: a message of at least one value is checked."""
+    m = _good_messages_top(dut, max_values)
+    if "bypass" in dut.signature.members:           # which passes messages as they are
+        m.d.comb += Assume(~dut.bypass)
+    index = AnyConst(4)
+    i, o = dut.i, dut.o
+    # The index-th input message's count, from its descriptor (its first beat).
+    first_in = Signal(init=1, name="first_in_next")
+    begun_in = Signal(5, name="messages_begun_in")
+    count = Signal(32, name="tracked_count")
+    counted = Signal(name="tracked_count_seen")
+    with m.If(i.valid & i.ready):
+        m.d.sync += first_in.eq(i.payload.last)
+        with m.If(first_in & (begun_in <= index)):
+            m.d.sync += begun_in.eq(begun_in + 1)
+            with m.If(begun_in == index):
+                m.d.sync += [count.eq(i.payload.data[:32]), counted.eq(1)]
+    # The bytes of the index-th output message so far.
+    first_out = Signal(init=1, name="first_out_next")
+    begun_out = Signal(5, name="messages_begun_out")
+    sent = Signal(16, name="tracked_bytes")
+    width = len(o.payload.keep)
+    kept = sum(o.payload.keep[k] for k in range(width))
+    beat_bytes = Mux(o.payload.last, kept, width)
+    tracking = Signal(name="tracked_message_open")        # its first beat went, not its last
+    inside = Mux(first_out, begun_out == index, tracking)
+    with m.If(o.valid & o.ready):
+        m.d.sync += [first_out.eq(o.payload.last), tracking.eq(inside & ~o.payload.last)]
+        with m.If(first_out & (begun_out <= index)):
+            m.d.sync += begun_out.eq(begun_out + 1)
+        with m.If(inside):
+            m.d.sync += sent.eq(sent + beat_bytes)
+            m.d.comb += Assert(counted)
+            with m.If(o.payload.last):
+                m.d.comb += [Assert((o.payload.keep & (o.payload.keep + 1)) == 0),
+                             Assert(sent + beat_bytes == expected(count)),
+                             Cover(count != 0)]
+    return m
+
+
+def answers_top(dut, max_values, answer):
+    """A NIC engine under ``_good_messages_top``'s environment (good value messages of at
+    most ``max_values`` values in, constant settings, no reset), its sink always ready:
+    the k-th output message
+    ends (its beat with ``last`` leaves) at most ``answer`` cycles after the edge that took
+    the k-th input message's last beat, for any k < 16 (an ``AnyConst``). Cover: an answer
+    takes exactly ``answer`` cycles."""
+    m = _good_messages_top(dut, max_values)
+    m.d.comb += Assume(dut.o.ready)
     index = AnyConst(4)
     ended_in = Signal(5, name="messages_ended_in")
     ended_out = Signal(5, name="messages_ended_out")
@@ -511,6 +566,15 @@ PROOFS = {
             f"within {wait} cycles, whatever the messages and the settings are",),
         quick=False)
        for name, (wait, depth) in _INPUT_WAITS.items()},
+    "terngrad_bytes": ProofSpec(
+        lambda max_values: message_bytes_top(
+            NIC_ENGINES["terngrad"].component(lanes=1, max_values=max_values), max_values,
+            terngrad_message_size),
+        {"max_values": 4}, "bmc", 20, (
+            "the TernGrad encoder with good value messages in and its sink at random: each "
+            "message out carries exactly message_size(n) bytes (codnn.golden.terngrad: the "
+            "8-byte header and ceil(n / 4) code bytes) for the n values of its message in",),
+        quick=False),
     "maxabs_answers": ProofSpec(
         lambda max_values, answer: answers_top(MaxAbs(lanes=1, max_values=max_values),
                                                max_values, answer),
