@@ -231,81 +231,26 @@ def test_value_frames_property_counts_the_beats(tmp_path, beats, status):
     assert proof.status == status
 
 
-class Passing(wiring.Component):
-    """Beats of one lane through unchanged, or (``split``) each with ``last`` set: every
-    beat of a message made a message of its own."""
+class PassThrough(wiring.Component):
+    """Beats of one lane through ``stages`` registers that move while ``o`` is ready (0:
+    none), mutated on request: ``split`` sets ``last`` on every beat (each beat of a
+    message made a message of its own), ``endless`` on none (every message's end lost);
+    after a beat with ``last`` is taken, the input waits ``hold`` cycles, or for ever
+    (``hold`` None: a hang)."""
 
     i: In(stream.Signature(beat_layout(4)))
     o: Out(stream.Signature(beat_layout(4)))
 
-    def __init__(self, split):
-        self._split = split
+    def __init__(self, *, stages=0, split=False, endless=False, hold=0):
+        self._stages, self._split, self._endless, self._hold = stages, split, endless, hold
         super().__init__()
 
     def elaborate(self, platform):
         m = Module()
-        m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
-                     self.o.payload.eq(self.i.payload)]
-        if self._split:
-            m.d.comb += self.o.payload.last.eq(1)
-        return m
-
-
-@pytest.mark.parametrize("split,status", [(False, "bounded"), (True, "failed")])
-def test_messages_property_finds_a_message_split_in_two(tmp_path, split, status):
-    proof = run_proof(messages_top(Passing(split)), "passing", tmp_path, mode="bmc", depth=6)
-    assert proof.status == status, proof.summary()
-
-
-class Stalling(wiring.Component):
-    """Beats of one lane through unchanged; after a beat with ``last`` the input waits
-    ``hold`` cycles, or for ever (``hold`` None: a hang)."""
-
-    i: In(stream.Signature(beat_layout(4)))
-    o: Out(stream.Signature(beat_layout(4)))
-
-    def __init__(self, hold):
-        self._hold = hold
-        super().__init__()
-
-    def elaborate(self, platform):
-        m = Module()
-        left = Signal(4)
+        left = Signal(4)                            # cycles the input still waits
         open_ = left == 0
-        m.d.comb += [self.o.valid.eq(self.i.valid & open_), self.o.payload.eq(self.i.payload),
-                     self.i.ready.eq(self.o.ready & open_)]
-        with m.If(self.i.valid & self.i.ready & self.i.payload.last):
-            m.d.sync += left.eq(self._hold or 1)
-        if self._hold is not None:                  # a hang never counts down
-            with m.Elif(~open_):
-                m.d.sync += left.eq(left - 1)
-        return m
-
-
-@pytest.mark.parametrize("hold,status", [(3, "bounded"), (4, "failed"), (None, "failed")])
-def test_waits_property_finds_a_longer_wait_and_a_hang(tmp_path, hold, status):
-    # An input held 4 cycles fails a bound of 3 (an off-by-one), and so does one held
-    # for ever (a hang); one held 3 cycles keeps it.
-    proof = run_proof(waits_top(Stalling(hold), wait=3), "stalling", tmp_path, mode="bmc",
-                      depth=10)
-    assert proof.status == status, proof.summary()
-
-
-class Delaying(wiring.Component):
-    """Beats of one lane through ``stages`` registers that move while ``o`` is ready;
-    with ``endless``, none leaves with ``last`` (every message's end lost)."""
-
-    i: In(stream.Signature(beat_layout(4)))
-    o: Out(stream.Signature(beat_layout(4)))
-
-    def __init__(self, stages, endless=False):
-        self._stages, self._endless = stages, endless
-        super().__init__()
-
-    def elaborate(self, platform):
-        m = Module()
-        m.d.comb += self.i.ready.eq(self.o.ready)
-        valid, payload = self.i.valid, self.i.payload
+        m.d.comb += self.i.ready.eq(self.o.ready & open_)
+        valid, payload = self.i.valid & open_, self.i.payload
         for k in range(self._stages):
             stage_valid = Signal(name=f"valid_{k}")
             stage_payload = Signal.like(self.i.payload, name=f"beat_{k}")
@@ -313,9 +258,30 @@ class Delaying(wiring.Component):
                 m.d.sync += [stage_valid.eq(valid), stage_payload.eq(payload)]
             valid, payload = stage_valid, stage_payload
         m.d.comb += [self.o.valid.eq(valid), self.o.payload.eq(payload)]
-        if self._endless:
-            m.d.comb += self.o.payload.last.eq(0)
+        if self._split or self._endless:
+            m.d.comb += self.o.payload.last.eq(int(self._split))
+        with m.If(self.i.valid & self.i.ready & self.i.payload.last):
+            m.d.sync += left.eq(1 if self._hold is None else self._hold)
+        if self._hold is not None:                  # a hang never counts down
+            with m.Elif(~open_):
+                m.d.sync += left.eq(left - 1)
         return m
+
+
+@pytest.mark.parametrize("split,status", [(False, "bounded"), (True, "failed")])
+def test_messages_property_finds_a_message_split_in_two(tmp_path, split, status):
+    proof = run_proof(messages_top(PassThrough(split=split)), "passing", tmp_path, mode="bmc",
+                      depth=6)
+    assert proof.status == status, proof.summary()
+
+
+@pytest.mark.parametrize("hold,status", [(3, "bounded"), (4, "failed"), (None, "failed")])
+def test_waits_property_finds_a_longer_wait_and_a_hang(tmp_path, hold, status):
+    # An input held 4 cycles fails a bound of 3 (an off-by-one), and so does one held
+    # for ever (a hang); one held 3 cycles keeps it.
+    proof = run_proof(waits_top(PassThrough(hold=hold), wait=3), "holding", tmp_path,
+                      mode="bmc", depth=10)
+    assert proof.status == status, proof.summary()
 
 
 def test_max_abs_answers_within_its_documented_latency():
@@ -324,13 +290,14 @@ def test_max_abs_answers_within_its_documented_latency():
     assert PROOFS["maxabs_answers"].params["answer"] == dut.latency
 
 
-@pytest.mark.parametrize("dut,answer,status", [
-    (Delaying(2), 2, "bounded"), (Delaying(2), 1, "failed"),
-    (Delaying(2, endless=True), 4, "failed")])
-def test_answers_property_finds_a_late_answer_and_a_lost_one(tmp_path, dut, answer, status):
+@pytest.mark.parametrize("endless,answer,status", [
+    (False, 2, "bounded"), (False, 1, "failed"), (True, 4, "failed")])
+def test_answers_property_finds_a_late_answer_and_a_lost_one(tmp_path, endless, answer,
+                                                              status):
     # Messages through two registers answer 2 cycles after their last beat: a bound of 1
     # fails, and so does any bound when no answer ends.
-    proof = run_proof(answers_top(dut, 4, answer), "answers", tmp_path, mode="bmc", depth=8)
+    proof = run_proof(answers_top(PassThrough(stages=2, endless=endless), 4, answer),
+                      "answers", tmp_path, mode="bmc", depth=8)
     assert proof.status == status, proof.summary()
 
 
@@ -338,7 +305,8 @@ def test_answers_property_finds_a_late_answer_and_a_lost_one(tmp_path, dut, answ
 def test_message_bytes_property_counts_every_byte(tmp_path, extra, status):
     # A pass-through gives each message's descriptor and values: 4 + 4 n bytes. One byte
     # more or fewer than it carries fails.
-    proof = run_proof(message_bytes_top(Delaying(1), 4, lambda n: 4 + 4 * n + extra),
+    proof = run_proof(message_bytes_top(PassThrough(stages=1), 4,
+                                        lambda n: 4 + 4 * n + extra),
                       "message_bytes", tmp_path, mode="bmc", depth=8)
     assert proof.status == status, proof.summary()
 
