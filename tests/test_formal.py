@@ -15,10 +15,12 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.proofs import (PROOFS, answers_top, array_values_top, flat_axis_streams,
-                                    inceptionn_value_top, message_bytes_top, messages_top,
-                                    settings_edge_top, skid_top, stream_engine_top, waits_top)
+from codnn.hw.formal.proofs import (PROOFS, answers_top, array_values_top, axi_weights_top,
+                                    flat_axis_streams, inceptionn_value_top, message_bytes_top,
+                                    messages_top, settings_edge_top, skid_top,
+                                    stream_engine_top, waits_top)
 from codnn.hw.formal.streams import no_reset, value_frames
+from codnn.hw.network import weights
 from codnn.hw.nic import NIC_ENGINES, NicDescriptor
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.engine_base import NicEngineBase
@@ -37,7 +39,8 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "frame_path": "proved", "host_link": "proved", "systolic_values": "bounded",
             "systolic_latency": "bounded", "terngrad_decoder_settings": "bounded",
             "term_encoder": "proved", "term_revealer": "proved", "term_lister": "proved",
-            "tmac": "proved", "pmac": "proved", "nic_core": "proved"}
+            "tmac": "proved", "pmac": "proved", "nic_core": "proved",
+            "onchip_weights": "proved", "axi_weights": "proved"}
 
 
 def test_the_quick_proofs_are_the_documented_ones():
@@ -309,6 +312,15 @@ def test_message_bytes_property_counts_every_byte(tmp_path, extra, status):
                                         lambda n: 4 + 4 * n + extra),
                       "message_bytes", tmp_path, mode="bmc", depth=8)
     assert proof.status == status, proof.summary()
+
+
+def test_a_burst_across_a_4k_page_fails(tmp_path, monkeypatch):
+    # The AXI4 weight reader's bursts with the page limit left out (at most 256 words,
+    # wherever they start) cross 4 KB pages, which AXI4 forbids.
+    monkeypatch.setattr(weights, "burst_words",
+                        lambda address, left, stride: Mux(left < 256, left, 256))
+    proof = run_proof(axi_weights_top(32), "pages", tmp_path, depth=3)
+    assert proof.status == "failed" and any("proofs.py" in where for where in proof.failed)
 
 
 class FlatBlinking(wiring.Component):

@@ -10,6 +10,7 @@ from amaranth.hdl import (Assert, Assume, Cat, Cover, Module, Mux, Shape, Signal
                           unsigned)
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
+from amaranth.utils import ceil_log2
 
 from codnn.golden.inceptionn import BOUND_BITS, RAW_EXPONENT
 from codnn.golden.terngrad import message_size as terngrad_message_size
@@ -19,6 +20,7 @@ from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import (Tracker, beats, messages, no_reset, stream_rules,
                                     value_frames)
 from codnn.hw.network.gather import Gather
+from codnn.hw.network.weights import AxiWeights, OnChipWeights
 from codnn.hw.nic.decompressor import decode_value
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.inceptionn_format import Thresholds, classify_value, value_payload
@@ -219,6 +221,59 @@ def waits_top(dut, wait):
     with m.Else():
         m.d.sync += waited.eq(0)
     m.d.comb += [Assert(waited <= wait), Cover(waited == wait)]
+    return m
+
+
+def onchip_weights_top(word_bits, words):
+    """The network engine's on-chip weight reader (``codnn.hw.network.OnChipWeights``)
+    under ``stream_engine_top``'s environment, with the rules the engine keeps: a run
+    starts (``start``, a count of 1 or more, as documented) only while ``o`` offers no
+    word, and the memory is written only then too, not in a run's first cycle. Property:
+    ``o`` keeps the stream rules."""
+    dut = OnChipWeights(word_bits=word_bits, words=words)
+    m = stream_engine_top(dut)
+    m.d.comb += [Assume(~dut.start | ~dut.o.valid),
+                 Assume(~dut.write.en | ~(dut.o.valid | dut.start))]
+    with m.If(dut.start):
+        m.d.comb += Assume(dut.count != 0)
+    return m
+
+
+def axi_weights_top(word_bits):
+    """The network engine's AXI4 weight reader (``codnn.hw.network.AxiWeights``): a run
+    of any count from any word at any cycle, but only once the previous run's bursts have
+    all been asked for (``arvalid`` low, as the engine keeps it), ``base`` any constant
+    aligned to a word, its memory keeping AXI4's rule on the read data channel (``rvalid``
+    held with its data until ``rready``) and ready at random, ``o``'s sink at random, a
+    reset at any cycle. Properties: the read address channel keeps AXI4's rule
+    (``arvalid`` held with the same address and length until ``arready``), every burst
+    is aligned to a word and stays inside its 4 KB page (AXI4 forbids crossing one), and
+    ``o`` keeps the stream rules."""
+    dut = AxiWeights(word_bits=word_bits)
+    m = Module()
+    m.submodules.dut = dut
+    axi = dut.axi
+    base = AnyConst(32)
+    m.d.comb += [dut.start.eq(AnySeq(1)), dut.addr.eq(AnySeq(len(dut.addr))),
+                 dut.count.eq(AnySeq(len(dut.count))), dut.base.eq(base),
+                 Assume(base[:ceil_log2(dut.stride)] == 0),
+                 Assume(~dut.start | ~axi.arvalid),
+                 axi.arready.eq(AnySeq(1)), axi.rvalid.eq(AnySeq(1)),
+                 axi.rdata.eq(AnySeq(len(axi.rdata))), axi.rresp.eq(AnySeq(2)),
+                 axi.rlast.eq(AnySeq(1)), axi.rid.eq(0), dut.o.ready.eq(AnySeq(1))]
+    read_data = FlatStream(axi.rvalid, axi.rready, Cat(axi.rdata, axi.rresp, axi.rlast),
+                           True, [], [])
+    address = FlatStream(axi.arvalid, axi.arready,
+                         Cat(axi.araddr, axi.arlen, axi.arsize, axi.arburst, axi.arid),
+                         False, [], [])
+    stream_rules(m, read_data, "r", assume=True)
+    stream_rules(m, address, "ar")
+    stream_rules(m, dut.o, "o")
+    end = Signal(14, name="burst_end")             # one past the burst's last byte in page
+    m.d.comb += end.eq(axi.araddr[:12] + (axi.arlen + 1) * dut.stride)
+    with m.If(axi.arvalid):
+        m.d.comb += [Assert(end <= 4096),
+                     Assert(axi.araddr[:ceil_log2(dut.stride)] == 0)]
     return m
 
 
@@ -645,6 +700,14 @@ PROOFS = {
                                                  depth=depth),
         {"cols": 2, "alpha": 3, "lanes": 2, "depth": 8},
         "the network engine's gather (its starts, geometry, table and writes at any cycle)"),
+    "onchip_weights": ProofSpec(
+        onchip_weights_top, {"word_bits": 16, "words": 16}, "prove", 3, (
+            "the network engine's on-chip weight reader, its runs started and its memory "
+            "written only while no word is on offer: o keeps the stream rules",)),
+    "axi_weights": ProofSpec(axi_weights_top, {"word_bits": 32}, "prove", 3, (
+        "the network engine's AXI4 weight reader: the read address channel keeps AXI4's "
+        "handshake rule, every burst is word-aligned and inside its 4 KB page, and o "
+        "keeps the stream rules, for any runs from any word",)),
     "frame_path": _streams_proof(
         lambda decompress, width, max_frame: FramePath(
             direction="decompress" if decompress else "compress", width=width,
