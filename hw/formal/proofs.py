@@ -343,10 +343,9 @@ def message_bytes_top(dut, max_values, expected):
 def answers_top(dut, max_values, answer):
     """A NIC engine under ``_good_messages_top``'s environment (good value messages of at
     most ``max_values`` values in, constant settings, no reset), its sink always ready:
-    the k-th output message
-    ends (its beat with ``last`` leaves) at most ``answer`` cycles after the edge that took
-    the k-th input message's last beat, for any k < 16 (an ``AnyConst``). Cover: an answer
-    takes exactly ``answer`` cycles."""
+    the k-th output message ends (its beat with ``last`` leaves) at most ``answer`` cycles
+    after the edge that took the k-th input message's last beat, for any k < 16 (an
+    ``AnyConst``). Cover: an answer takes exactly ``answer`` cycles."""
     m = _good_messages_top(dut, max_values)
     m.d.comb += Assume(dut.o.ready)
     index = AnyConst(4)
