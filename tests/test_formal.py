@@ -405,3 +405,8 @@ def test_command_line(capsys, tmp_path):
     assert main(["prove", "skid", "--set", "lanes=2", "--build-dir", str(tmp_path)]) == 2
     assert "skid has no parameter lanes" in capsys.readouterr().err
     assert main(["prove", "skid", "--set", "width", "--build-dir", str(tmp_path)]) == 2
+    assert main(["prove", "skid", "--timeout", "0", "--build-dir", str(tmp_path)]) == 2
+    capsys.readouterr()
+    assert main(["prove", "decompressor", "--mode", "bmc", "--depth", "40", "--timeout", "1",
+                 "--build-dir", str(tmp_path)]) == 1
+    assert "did not finish in 1 s" in capsys.readouterr().err

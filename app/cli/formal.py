@@ -13,6 +13,8 @@ __all__ = ["COMMANDS", "USAGE_ERRORS", "FAILURES"]
 
 USAGE_ERRORS = ()
 FAILURES = (ProofError, ToolMissing)
+#: Seconds a proof may take by default: the longest ones in docs/formal.md take minutes.
+TIME_LIMIT = 1800
 
 
 def _setting(text):
@@ -37,6 +39,9 @@ def add_prove(sub):
                      help="bmc, prove (k-induction) or cover (default: the proof's)")
     sub.add_argument("--set", type=_setting, action="append", default=[], metavar="NAME=N",
                      help="a parameter of the design (e.g. width=16 for skid)")
+    sub.add_argument("--timeout", type=positive_int, default=TIME_LIMIT, metavar="SECONDS",
+                     help="stop a proof that runs longer and report it as not finished "
+                          f"(default {TIME_LIMIT})")
     build_dir_option(sub)
     json_option(sub)
 
@@ -56,7 +61,8 @@ def run_prove(args):
                              f"{', '.join(spec.params) or 'none'})")
         with err_console.status(f"proving {name} ..."):
             proof = run_proof(spec.build(**settings), name, folder,
-                              mode=args.mode or spec.mode, depth=args.depth or spec.depth)
+                              mode=args.mode or spec.mode, depth=args.depth or spec.depth,
+                              timeout=args.timeout)
         rows.append({"proof": name, "mode": proof.mode, "depth": proof.depth,
                      "status": proof.status, "step": proof.step,
                      "failed": ", ".join(proof.failed) or None,
