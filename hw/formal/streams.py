@@ -35,14 +35,15 @@ def beats(m, s, name, width=8):
 
 def messages(m, s, name, width=8):
     """A counter of the messages ``s`` has begun, saturating: beats taken after a beat with
-    ``last``, or as the first since the reset."""
+    ``last``, or as the first since the reset. Returns the counter and ``first``, high
+    while the next beat taken begins a message."""
     first = Signal(init=1, name=f"{name}_first_next")
     begun = Signal(width, name=f"{name}_messages")
     with m.If(s.valid & s.ready):
         m.d.sync += first.eq(s.payload.last)
         with m.If(first & (begun != (1 << width) - 1)):
             m.d.sync += begun.eq(begun + 1)
-    return begun
+    return begun, first
 
 
 def value_frames(m, o, lanes, max_values, *, assume=False):
