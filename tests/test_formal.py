@@ -15,7 +15,8 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.proofs import (PROOFS, answers_top, array_values_top, axi_weights_top,
+from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_values_top,
+                                    axi_weights_top,
                                     flat_axis_streams, inceptionn_value_top, message_bytes_top,
                                     messages_top, settings_edge_top, skid_top,
                                     stream_engine_top, waits_top)
@@ -40,7 +41,7 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "systolic_latency": "bounded", "terngrad_decoder_settings": "bounded",
             "term_encoder": "proved", "term_revealer": "proved", "term_lister": "proved",
             "tmac": "proved", "pmac": "proved", "nic_core": "proved",
-            "onchip_weights": "proved", "axi_weights": "proved"}
+            "onchip_weights": "proved", "axi_weights": "proved", "systolic_banks": "proved"}
 
 
 def test_the_quick_proofs_are_the_documented_ones():
@@ -62,7 +63,7 @@ def test_every_proof_is_in_the_docs():
 
 #: The quick proofs that take ten seconds or more run in ``make test-long``.
 _LONG_PROOFS = {"terngrad_decoder_settings", "systolic_values", "systolic_latency", "loopback",
-                "rice_loopback", "frame_path"}
+                "rice_loopback", "frame_path", "systolic_banks"}
 
 
 @pytest.mark.parametrize("name", [
@@ -116,6 +117,38 @@ def test_an_array_on_the_wrong_bank_fails_the_value_proof(tmp_path, mac):
                       mode="bmc", depth=16)
     assert proof.status == "failed" and proof.step >= 1, proof.summary()
     assert all("proofs.py" in where for where in proof.failed)
+
+
+class WritesInUse(ColumnCombinedArray):
+    """An array whose weight beats write the bank not being loaded (the one in use)."""
+
+    def _weight_banks(self, m, k):
+        tag = Signal.like(k.tag, name="wrong_tag")
+        m.d.comb += [tag.eq(k.tag), tag.bank.eq(~k.tag.bank)]
+        k.tag = tag
+        return super()._weight_banks(m, k)
+
+
+@pytest.mark.parametrize("broken", [OtherBank, WritesInUse])
+def test_an_array_off_its_banks_fails_the_bank_proof(tmp_path, broken):
+    dut = broken(rows=2, cols=2, alpha=2, weight_bits=2, data_bits=2, acc_bits=4)
+    proof = run_proof(array_banks_top(dut), "off_banks", tmp_path, mode="bmc", depth=12)
+    assert proof.status == "failed", proof.summary()
+    assert all("proofs.py" in where for where in proof.failed)
+
+
+def test_the_bank_proof_reaches_a_bank_used_again(tmp_path):
+    spec = PROOFS["systolic_banks"]
+    proof = run_proof(spec.build(**spec.params), "banks_cover", tmp_path, mode="cover",
+                      depth=20)
+    assert proof.status == "covered", proof.summary()
+
+
+def test_the_bank_proof_takes_parallel_macs_only():
+    dut = ColumnCombinedArray(rows=2, cols=2, mac="bitserial")
+    with pytest.raises(ValueError, match="parallel MACs"):
+        array_banks_top(dut)
+    Fragment.get(dut, None)             # used, so no warning that it never was
 
 
 class LosingSkid(SkidOutput):

@@ -14,11 +14,12 @@ from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import delay, memory_delay, stage
 from codnn.hw.common.params import positive_int
 
-__all__ = ["MAX_CELLS", "WeightStationaryArray", "column_stage", "count_phase", "row_groups",
-           "group_copies"]
+__all__ = ["MAX_CELLS", "BANK_EMPTY", "BANK_FULL", "BANK_BUSY", "WeightStationaryArray",
+           "column_stage", "count_phase", "row_groups", "group_copies"]
 
 
-_EMPTY, _FULL, _BUSY = 0, 1, 2
+#: A weight bank's states: EMPTY -> FULL (loaded) -> BUSY (its tile's last beat taken) -> EMPTY.
+BANK_EMPTY, BANK_FULL, BANK_BUSY = 0, 1, 2
 # Partial sums that wait at least this many cycles wait in block RAM, not in registers.
 _MEMORY_DELAY = 16
 # Arrays of up to this many rows keep one output FIFO and one copy of each control bit at
@@ -127,6 +128,11 @@ class WeightStationaryArray(wiring.Component):
 
     A subclass passes the layouts of a cell's weight and of a column's data, and
     implements ``_cells``.
+
+    Elaborated for the ``"formal"`` platform, the array keeps its control signals in
+    ``formal_state`` (the bank states, the valid pipe, each cell's weight writes and the
+    banks its cells read), for the weight-bank proof
+    (``codnn.hw.formal.proofs.array_banks_top``).
     """
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
@@ -242,6 +248,8 @@ class WeightStationaryArray(wiring.Component):
         row_psum = self._row_psums(m, k)
         self._cells(m, row_psum, weight, k.use_bank, k.data_go, k.phase, k.at_end, platform)
         self._results(m, k, row_psum)
+        if platform == "formal":
+            self.formal_state = k       # read by the weight-bank proof, elaborated next
         return m
 
     def _handshakes(self, m, k):
@@ -273,8 +281,8 @@ class WeightStationaryArray(wiring.Component):
         else:
             k.part, k.part_idle = C(0, 1), C(1, 1)
         m.d.comb += [
-            self.weights.ready.eq((k.bank_state[k.load_bank] == _EMPTY) & k.part_idle),
-            self.data.ready.eq(room & (k.bank_state[k.use_bank] == _FULL) & k.at_end),
+            self.weights.ready.eq((k.bank_state[k.load_bank] == BANK_EMPTY) & k.part_idle),
+            self.data.ready.eq(room & (k.bank_state[k.use_bank] == BANK_FULL) & k.at_end),
         ]
         k.weights_go = self.weights.valid & self.weights.ready
         k.data_go = self.data.valid & self.data.ready
@@ -345,17 +353,18 @@ class WeightStationaryArray(wiring.Component):
         R = self.rows
         # A tile's weights are written in column 0 the edge after its last beat's last
         # part is sent; its bank is FULL from then on.
-        loaded, loaded_bank = Signal(name="loaded"), Signal(name="loaded_bank")
+        k.loaded = loaded = Signal(name="loaded")
+        k.loaded_bank = loaded_bank = Signal(name="loaded_bank")
         m.d.sync += [loaded.eq(k.last_part & (k.last_row == R - 1)),
                      loaded_bank.eq(k.last_bank)]
         last_in = k.data_go & self.data.payload.last
         for b in range(2):
             with m.If(k.tile_done & (k.pipe_bank[-1] == b)):
-                m.d.sync += k.bank_state[b].eq(_EMPTY)
+                m.d.sync += k.bank_state[b].eq(BANK_EMPTY)
             with m.Elif(last_in & (k.use_bank == b)):
-                m.d.sync += k.bank_state[b].eq(_BUSY)
+                m.d.sync += k.bank_state[b].eq(BANK_BUSY)
             with m.Elif(loaded & (loaded_bank == b)):
-                m.d.sync += k.bank_state[b].eq(_FULL)
+                m.d.sync += k.bank_state[b].eq(BANK_FULL)
         with m.If(last_in):
             m.d.sync += k.use_bank.eq(~k.use_bank)
         # Each row's output-stage shift, per bank, taken with the row's weight beat.
@@ -395,10 +404,15 @@ class WeightStationaryArray(wiring.Component):
         # written 1 + c edges after the tile's last part is sent, and no write net spans
         # more than a cell.
         beat, tag = [k.weights_q[c] for c in range(W)], k.tag      # columns c.. of the beat
+        # Each cell's write (enable, bank) and the banks it reads with (each once, in the
+        # order first read), for the weight-bank proof.
+        k.writes = [[None] * W for _ in range(R)]
+        k.reads = [[[] for _ in range(W)] for _ in range(R)]
         for c in range(W):
             value, value_tag = beat[0], tag                 # entering row R-1
             for r in reversed(range(R)):
                 here = value_tag.valid & (value_tag.row == r)
+                k.writes[r][c] = (here, value_tag.bank)
                 if P == 1:
                     for b in range(2):
                         with m.If(here & (value_tag.bank == b)):
@@ -420,6 +434,8 @@ class WeightStationaryArray(wiring.Component):
                 tag = stage(m, tag, f"weights_tag_c{c + 1}")
 
         def weight(r, c, bank, part=None):
+            if not any(bank is read for read in k.reads[r][c]):
+                k.reads[r][c].append(bank)
             if P == 1:
                 raw = Mux(bank, Value.cast(banks[1][r][c]), Value.cast(banks[0][r][c]))
                 return data.View(self._cell_weight, raw)

@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import (Assert, Assume, Cat, Cover, Module, Mux, Shape, Signal, signed,
-                          unsigned)
+from amaranth.hdl import (Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Shape,
+                          Signal, Value, signed, unsigned)
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 from amaranth.utils import ceil_log2
@@ -15,6 +15,8 @@ from amaranth.utils import ceil_log2
 from codnn.golden.inceptionn import BOUND_BITS, RAW_EXPONENT
 from codnn.golden.terngrad import message_size as terngrad_message_size
 from codnn.hw.bfp.dot import BlockDot
+from codnn.hw.common.delays import delay_line
+from codnn.hw.common.ws_array import BANK_BUSY, BANK_EMPTY, BANK_FULL
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.streams import (Tracker, beats, messages, no_reset, stream_rules,
@@ -39,7 +41,7 @@ from codnn.hw.tq.revealer import TermRevealer
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
            "FlatStream", "flat_axis_streams", "value_frames_top", "messages_top", "waits_top",
            "answers_top", "message_bytes_top", "settings_edge_top", "array_beats_top",
-           "array_values_top", "array_latency_top", "inceptionn_value_top"]
+           "array_values_top", "array_banks_top", "array_latency_top", "inceptionn_value_top"]
 
 
 @dataclass(frozen=True)
@@ -472,6 +474,141 @@ def array_values_top(dut, reset=True):
     return m
 
 
+def array_banks_top(dut):
+    """The column-combined array with parallel MACs and its inputs driven anyhow at every
+    cycle (``valid``, ``last``, ``ready``: no stream rule assumed), a reset at any cycle,
+    beside ghost numbers: each tile's number (mod 4) as its weights are taken (``wt``)
+    and as its data are (``dt``), and each cell's number of the tile whose weights it
+    last wrote in each bank, from the cell's own write enable. The property: whenever a
+    cell reads a bank for a beat in flight (its stream select a cycle before its weight),
+    that bank holds the beat's tile's weights in that cell: no tile computes with a bank
+    being written or with another tile's. With it, the invariants that make it
+    inductive: the banks' states and the tiles they hold (``_WeightBanks``)."""
+    if dut.mac != "parallel" or dut.weight_cycles != 1:
+        raise ValueError("The weight-bank proof takes the column-combined array with "
+                         "parallel MACs")
+    m = Module()
+    m.submodules.dut = dut
+    for port in (dut.weights.valid, dut.weights.payload, dut.data.valid, dut.data.payload,
+                 dut.result.ready, *([dut.shift] if dut.out_bits is not None else [])):
+        m.d.comb += port.eq(AnySeq(len(Value.cast(port))))
+    m.submodules.banks = _WeightBanks(dut)
+    return m
+
+
+class _WeightBanks(Elaboratable):
+    """``array_banks_top``'s ghost numbers and properties, built once ``dut`` has been
+    elaborated for the formal platform (its ``formal_state``)."""
+
+    def __init__(self, dut):
+        self.dut = dut
+
+    def elaborate(self, platform):
+        dut, m = self.dut, Module()
+        k, R, C = dut.formal_state, dut.rows, dut.cols
+        wt, dt = Signal(2, name="ghost_weight_tile"), Signal(2, name="ghost_data_tile")
+        with m.If(k.weights_go & (k.load_row == R - 1)):
+            m.d.sync += wt.eq(wt + 1)
+        with m.If(k.data_go & dut.data.payload.last):
+            m.d.sync += dt.eq(dt + 1)
+        # The tile number a weight write carries: a beat's tag reaches cell (r, c) 1 + c +
+        # R-1-r cycles after the beat is taken; a beat in the valid pipe's stage i was
+        # taken i + 1 cycles ago.
+        w_line = delay_line(m, wt, R + C, "ghost_weight_tile")
+        d_line = delay_line(m, dt, dut.pipeline_depth, "ghost_data_tile")
+        ghost = [[[Signal(2, name=f"ghost_b{b}_r{r}_c{c}", reset_less=True)
+                   for c in range(C)] for r in range(R)] for b in range(2)]
+        quiet = [Signal(range(R + C + 1), name=f"ghost_quiet_b{b}") for b in range(2)]
+        for b in range(2):
+            written = 0
+            for r in range(R):
+                for c in range(C):
+                    enable, bank = k.writes[r][c]
+                    number = w_line[1 + c + R - 1 - r]
+                    with m.If(enable & (bank == b)):
+                        m.d.sync += ghost[b][r][c].eq(number)
+                    written = written | (enable & (bank == b))
+                    if b == 0:       # a tile's weights go to the bank of its number
+                        m.d.comb += Assert(~enable | (bank == number[0]))
+            # quiet: cycles since bank b last took a weight beat or wrote one (the last
+            # write of a beat lands R + C - 1 cycles after it is taken).
+            with m.If(written | (k.weights_go & (k.load_bank == b))):
+                m.d.sync += quiet[b].eq(0)
+            with m.Elif(quiet[b] != R + C):
+                m.d.sync += quiet[b].eq(quiet[b] + 1)
+            m.d.comb += Assert(quiet[b] <= R + C)
+        # The property, at every read of a bank for a beat in flight: a parallel cell
+        # reads its weight's bank (the beat's, registered) at the beat's stage
+        # c + R-1-r of the valid pipe, then its select's a cycle ahead (the stage before;
+        # the stage before 0 is the cycle the beat is taken).
+        for r in range(R):
+            for c in range(C):
+                weight = c + R - 1 - r
+                for read, s in zip(k.reads[r][c], (weight, weight - 1), strict=True):
+                    if s < 0:
+                        valid, bank, number = k.data_go, k.use_bank, dt
+                    else:
+                        valid, bank, number = k.pipe_valid[s], k.pipe_bank[s], d_line[s + 1]
+                    held = Mux(read, ghost[1][r][c], ghost[0][r][c])
+                    m.d.comb += Assert(~valid | ((read == bank) & (held == number)))
+        # Cover mode: the last cell reads a bank again, for a beat of the third tile.
+        final = C + R - 2
+        m.d.comb += Cover(k.pipe_valid[final] & (d_line[final + 1] == 2))
+        # The invariants: the banks' states, and the tile each bank holds.
+        ahead = (wt - dt)[:2]
+        m.d.comb += [Assert(k.use_bank == dt[0]), Assert(k.load_bank == wt[0]),
+                     Assert(ahead <= 2)]
+
+        def tile(bank):                 # the number of the tile a FULL or BUSY bank holds
+            full = k.bank_state[bank] == BANK_FULL
+            return Mux(k.use_bank == bank, Mux(full, dt, dt - 2), Mux(full, dt + 1, dt - 1))[:2]
+        for b in range(2):
+            state, mine = k.bank_state[b], k.use_bank == b
+            m.d.comb += [
+                Assert(state != 3),
+                Assert(~(mine & (state == BANK_FULL)) | (ahead != 0)),
+                Assert(~(~mine & (state == BANK_FULL)) | (ahead == 2)),
+                Assert(~(mine & (state == BANK_BUSY)) | (ahead == 0)),
+                Assert(~(~mine & (state == BANK_BUSY)) | (ahead != 2)),
+            ]
+            with m.If(((state == BANK_FULL) | (state == BANK_BUSY)) & (quiet[b] == R + C)):
+                m.d.comb += [Assert(ghost[b][r][c] == tile(b)) for r in range(R)
+                             for c in range(C)]
+        # A tile being loaded: its bank is EMPTY, and its rows taken hold it once written.
+        with m.If(k.load_row != 0):
+            m.d.comb += Assert(k.bank_state[k.load_bank] == BANK_EMPTY)
+            for b in range(2):
+                with m.If((k.load_bank == b) & (quiet[b] == R + C)):
+                    m.d.comb += [Assert((k.load_row <= r) | (ghost[b][r][c] == wt))
+                                 for r in range(R) for c in range(C)]
+        # The tiles taken ahead of the data: each bank FULL, or loaded at the next edge.
+        for bank, taken in ((k.use_bank, ahead != 0), (~k.use_bank, ahead == 2)):
+            with m.If(taken):
+                m.d.comb += Assert((k.bank_state[bank] == BANK_FULL)
+                                   | (k.loaded & (k.loaded_bank == bank)))
+        # A loaded tile's bank is EMPTY until the edge after, and it is the tile before wt.
+        with m.If(k.loaded):
+            m.d.comb += [Assert(k.bank_state[k.loaded_bank] == BANK_EMPTY),
+                         Assert(k.loaded_bank != wt[0]),
+                         Assert(ahead == Mux(k.loaded_bank == k.use_bank, 1, 2))]
+        # A beat in flight: its bank is FULL with its tile (not yet ended) or BUSY.
+        for i in range(dut.pipeline_depth):
+            bank = k.pipe_bank[i]
+            state = k.bank_state[bank]
+            with m.If(k.pipe_valid[i]):
+                m.d.comb += [
+                    Assert((state == BANK_BUSY) | ((state == BANK_FULL) & ~k.pipe_last[i]
+                                                   & (bank == k.use_bank))),
+                    Assert(d_line[i + 1] == tile(bank))]
+        # A weight write into a bank not EMPTY (the tail of its load) is of its tile.
+        for r in range(R):
+            for c in range(C):
+                enable, bank = k.writes[r][c]
+                with m.If(enable & (k.bank_state[bank] != BANK_EMPTY)):
+                    m.d.comb += Assert(w_line[1 + c + R - 1 - r] == tile(bank))
+        return m
+
+
 def _select(index, values):
     """``values[index]`` as a chain of multiplexers (the last one past the end)."""
     chosen = values[-1]
@@ -654,6 +791,15 @@ PROOFS = {
             "result since a reset is the k-th data beat's sum with its own tile's weights: "
             "no tile computes with a bank being written or another tile's, and nothing of "
             "the work before a reset comes out after it",)),
+    "systolic_banks": ProofSpec(
+        lambda rows, cols, alpha: array_banks_top(ColumnCombinedArray(
+            rows=rows, cols=cols, alpha=alpha, weight_bits=2, data_bits=2, acc_bits=4)),
+        {"rows": 2, "cols": 2, "alpha": 2}, "prove", 16, (
+            "the column-combined array (parallel MACs), its inputs anyhow and a reset at "
+            "any cycle: whenever a cell reads a bank for a beat in flight, the bank holds "
+            "that beat's tile's weights in that cell (written by the tile's own weight "
+            "beat, and not since): no tile computes with a bank being written or with "
+            "another tile's",)),
     "systolic_latency": ProofSpec(
         lambda **settings: array_latency_top(_array(**settings)),
         {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0}, "bmc", 20, (
