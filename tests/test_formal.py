@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_values_top,
-                                    axi_weights_top,
+                                    axi_weights_top, header_counts_top,
                                     flat_axis_streams, inceptionn_value_top, message_bytes_top,
                                     messages_top, settings_edge_top, skid_top,
                                     stream_engine_top, waits_top)
@@ -28,6 +28,7 @@ from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.nic.maxabs import MaxAbs
+from codnn.hw.nic.terngrad import TernGradDecoder
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.sim.formal import ProofError, run_proof
 
@@ -53,7 +54,7 @@ def test_the_quick_proofs_are_the_documented_ones():
         *(f"{name}_frames" for name in decoders), "systolic_beats", "tq_array_beats",
         "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES),
         *(name for name in PROOFS if name.endswith("_waits")), "maxabs_answers",
-        "terngrad_bytes"}
+        "terngrad_bytes", "terngrad_decoder_counts"}
 
 
 def test_every_proof_is_in_the_docs():
@@ -117,6 +118,22 @@ def test_an_array_on_the_wrong_bank_fails_the_value_proof(tmp_path, mac):
                       mode="bmc", depth=16)
     assert proof.status == "failed" and proof.step >= 1, proof.summary()
     assert all("proofs.py" in where for where in proof.failed)
+
+
+def test_a_decoder_that_drops_a_message_of_the_largest_count_fails_the_header_count(tmp_path):
+    # Its limit one short: a message of max_values values is dropped, so the next
+    # message's frame answers for it.
+    dut = TernGradDecoder(lanes=1, max_values=3)
+    proof = run_proof(header_counts_top(dut, 4), "limit_short", tmp_path, mode="bmc", depth=10)
+    assert proof.status == "failed", proof.summary()
+    assert all("proofs.py" in where for where in proof.failed)
+
+
+def test_the_header_count_reaches_a_later_message(tmp_path):
+    spec = PROOFS["terngrad_decoder_counts"]
+    proof = run_proof(spec.build(**spec.params), "counts_cover", tmp_path, mode="cover",
+                      depth=10)
+    assert proof.status == "covered", proof.summary()
 
 
 class WritesInUse(ColumnCombinedArray):

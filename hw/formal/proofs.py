@@ -40,8 +40,9 @@ from codnn.hw.tq.revealer import TermRevealer
 
 __all__ = ["ProofSpec", "PROOFS", "skid_top", "fmix32_top", "stream_engine_top",
            "FlatStream", "flat_axis_streams", "value_frames_top", "messages_top", "waits_top",
-           "answers_top", "message_bytes_top", "settings_edge_top", "array_beats_top",
-           "array_values_top", "array_banks_top", "array_latency_top", "inceptionn_value_top"]
+           "answers_top", "message_bytes_top", "header_counts_top", "settings_edge_top",
+           "array_beats_top", "array_values_top", "array_banks_top", "array_latency_top",
+           "inceptionn_value_top"]
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,51 @@ def message_bytes_top(dut, max_values, expected):
     return m
 
 
+def header_counts_top(dut, max_values):
+    """The TernGrad decoder (``codnn.hw.nic.terngrad.TernGradDecoder``) under
+    ``stream_engine_top``'s environment, narrowed: no reset, ``bypass`` off, its input
+    messages of any bytes (cut short, too long, any scaler and codes) except that each
+    holds its 8-byte header with a count of at most ``max_values`` (so none is dropped);
+    a last beat keeps its lowest bytes. Properties: the k-th output frame's descriptor
+    (any k < 16) carries the count of the k-th input message's header, and every frame
+    is that many values (``value_frames``): the decoder never gives more values than the
+    header declares, nor fewer. Cover: a frame of at least one value, past the first, is
+    checked."""
+    m = stream_engine_top(dut)
+    no_reset(m)
+    m.d.comb += Assume(~dut.bypass)
+    i, o, index = dut.i, dut.o, AnyConst(4)
+    width = len(i.payload.keep)                   # bytes a beat
+    header_beats = -(-8 // width)
+    count_beat, count_at = divmod(4, width)       # the count: bytes 4..7
+    position = Signal(range(header_beats + 1), name="in_position")    # saturating
+    with m.If(i.valid & i.ready):
+        m.d.sync += position.eq(Mux(i.payload.last, 0,
+                                    Mux(position == header_beats, position, position + 1)))
+    with m.If(i.valid):
+        keep = i.payload.keep
+        with m.If(i.payload.last):
+            m.d.comb += [Assume((keep & (keep + 1)) == 0),
+                         Assume(position >= header_beats - 1)]
+            with m.If(position == header_beats - 1):
+                m.d.comb += Assume(keep[:8 - width * (header_beats - 1)].all())
+        with m.If(position == count_beat):
+            m.d.comb += Assume(i.payload.data[8 * count_at:8 * count_at + 32] <= max_values)
+    begun_in, first_in = messages(m, i, "in")
+    count = Signal(32, name="tracked_count")
+    counted = Signal(name="tracked_count_seen")
+    this_message = Mux(first_in, begun_in, begun_in - 1)
+    with m.If(i.valid & i.ready & (position == count_beat) & (this_message == index)):
+        m.d.sync += [count.eq(i.payload.data[8 * count_at:8 * count_at + 32]),
+                     counted.eq(1)]
+    begun_out, first_out = messages(m, o, "out")
+    with m.If(o.valid & o.ready & first_out & (begun_out == index)):
+        m.d.comb += [Assert(counted & (o.payload.data[:32] == count)),
+                     Cover((count != 0) & (index != 0))]
+    value_frames(m, o, dut.lanes, max_values)
+    return m
+
+
 def answers_top(dut, max_values, answer):
     """A NIC engine under ``_good_messages_top``'s environment (good value messages of at
     most ``max_values`` values in, constant settings, no reset), its sink always ready:
@@ -518,25 +564,30 @@ class _WeightBanks(Elaboratable):
         d_line = delay_line(m, dt, dut.pipeline_depth, "ghost_data_tile")
         ghost = [[[Signal(2, name=f"ghost_b{b}_r{r}_c{c}", reset_less=True)
                    for c in range(C)] for r in range(R)] for b in range(2)]
-        quiet = [Signal(range(R + C + 1), name=f"ghost_quiet_b{b}") for b in range(2)]
         for b in range(2):
-            written = 0
             for r in range(R):
                 for c in range(C):
                     enable, bank = k.writes[r][c]
                     number = w_line[1 + c + R - 1 - r]
                     with m.If(enable & (bank == b)):
                         m.d.sync += ghost[b][r][c].eq(number)
-                    written = written | (enable & (bank == b))
                     if b == 0:       # a tile's weights go to the bank of its number
                         m.d.comb += Assert(~enable | (bank == number[0]))
-            # quiet: cycles since bank b last took a weight beat or wrote one (the last
-            # write of a beat lands R + C - 1 cycles after it is taken).
-            with m.If(written | (k.weights_go & (k.load_bank == b))):
-                m.d.sync += quiet[b].eq(0)
-            with m.Elif(quiet[b] != R + C):
-                m.d.sync += quiet[b].eq(quiet[b] + 1)
-            m.d.comb += Assert(quiet[b] <= R + C)
+        # age: cycles since row r of bank b was last taken (saturating); the row's write
+        # to cell (r, c) shows once its age is c + R - r.
+        age = [[Signal(range(R + C + 1), name=f"ghost_age_b{b}_r{r}") for r in range(R)]
+               for b in range(2)]
+        for b in range(2):
+            for r in range(R):
+                with m.If(k.weights_go & (k.load_bank == b) & (k.load_row == r)):
+                    m.d.sync += age[b][r].eq(0)
+                with m.Elif(age[b][r] != R + C):
+                    m.d.sync += age[b][r].eq(age[b][r] + 1)
+                m.d.comb += Assert(age[b][r] <= R + C)
+
+        def holds(b, r, number):        # row r of bank b, once written, holds ``number``
+            return [Assert((age[b][r] < c + R - r) | (ghost[b][r][c] == number))
+                    for c in range(C)]
         # The property, at every read of a bank for a beat in flight: a parallel cell
         # reads its weight's bank (the beat's, registered) at the beat's stage
         # c + R-1-r of the valid pipe, then its select's a cycle ahead (the stage before;
@@ -571,16 +622,18 @@ class _WeightBanks(Elaboratable):
                 Assert(~(mine & (state == BANK_BUSY)) | (ahead == 0)),
                 Assert(~(~mine & (state == BANK_BUSY)) | (ahead != 2)),
             ]
-            with m.If(((state == BANK_FULL) | (state == BANK_BUSY)) & (quiet[b] == R + C)):
-                m.d.comb += [Assert(ghost[b][r][c] == tile(b)) for r in range(R)
-                             for c in range(C)]
-        # A tile being loaded: its bank is EMPTY, and its rows taken hold it once written.
+            # Each row of a FULL or BUSY bank, and of a bank loaded at the next edge, holds
+            # its tile once written; so does each row taken of the tile being loaded.
+            with m.If((state == BANK_FULL) | (state == BANK_BUSY)):
+                m.d.comb += [check for r in range(R) for check in holds(b, r, tile(b))]
+            with m.If(k.loaded & (k.loaded_bank == b)):
+                m.d.comb += [check for r in range(R) for check in holds(b, r, (wt - 1)[:2])]
+            for r in range(R):
+                with m.If((k.load_bank == b) & (k.load_row > r)):
+                    m.d.comb += holds(b, r, wt)
+        # A tile being loaded: its bank is EMPTY.
         with m.If(k.load_row != 0):
             m.d.comb += Assert(k.bank_state[k.load_bank] == BANK_EMPTY)
-            for b in range(2):
-                with m.If((k.load_bank == b) & (quiet[b] == R + C)):
-                    m.d.comb += [Assert((k.load_row <= r) | (ghost[b][r][c] == wt))
-                                 for r in range(R) for c in range(C)]
         # The tiles taken ahead of the data: each bank FULL, or loaded at the next edge.
         for bank, taken in ((k.use_bank, ahead != 0), (~k.use_bank, ahead == 2)):
             with m.If(taken):
@@ -600,12 +653,21 @@ class _WeightBanks(Elaboratable):
                     Assert((state == BANK_BUSY) | ((state == BANK_FULL) & ~k.pipe_last[i]
                                                    & (bank == k.use_bank))),
                     Assert(d_line[i + 1] == tile(bank))]
-        # A weight write into a bank not EMPTY (the tail of its load) is of its tile.
+        # A weight write is of the tile its bank holds (the tail of its load: FULL or
+        # BUSY), or of the tile loading, or of the one just loaded (EMPTY); once no beat
+        # taken before a reset can still be writing.
+        settled = Signal(range(R + C + 1), name="ghost_since_reset")
+        with m.If(settled != R + C):
+            m.d.sync += settled.eq(settled + 1)
+        m.d.comb += Assert(settled <= R + C)
         for r in range(R):
             for c in range(C):
                 enable, bank = k.writes[r][c]
+                number = w_line[1 + c + R - 1 - r]
                 with m.If(enable & (k.bank_state[bank] != BANK_EMPTY)):
-                    m.d.comb += Assert(w_line[1 + c + R - 1 - r] == tile(bank))
+                    m.d.comb += Assert(number == tile(bank))
+                with m.If(enable & (k.bank_state[bank] == BANK_EMPTY) & (settled == R + C)):
+                    m.d.comb += Assert(number == Mux(bank == k.load_bank, wt, wt - 1)[:2])
         return m
 
 
@@ -758,6 +820,15 @@ PROOFS = {
             "message out carries exactly message_size(n) bytes (codnn.golden.terngrad: the "
             "8-byte header and ceil(n / 4) code bytes) for the n values of its message in",),
         quick=False),
+    "terngrad_decoder_counts": ProofSpec(
+        lambda lanes, max_values: header_counts_top(
+            NIC_ENGINES["terngrad_decoder"].component(lanes=lanes, max_values=max_values),
+            max_values),
+        {"lanes": 1, "max_values": 4}, "bmc", 12, (
+            "the TernGrad decoder with messages of any bytes past a header whose count is "
+            "at most max_values (cut short, too long, any scaler and codes): each output "
+            "frame's count is its input message's header count, and the frame is that "
+            "many values",), quick=False),
     "maxabs_answers": ProofSpec(
         lambda max_values, answer: answers_top(MaxAbs(lanes=1, max_values=max_values),
                                                max_values, answer),
@@ -794,7 +865,7 @@ PROOFS = {
     "systolic_banks": ProofSpec(
         lambda rows, cols, alpha: array_banks_top(ColumnCombinedArray(
             rows=rows, cols=cols, alpha=alpha, weight_bits=2, data_bits=2, acc_bits=4)),
-        {"rows": 2, "cols": 2, "alpha": 2}, "prove", 16, (
+        {"rows": 2, "cols": 2, "alpha": 2}, "prove", 8, (
             "the column-combined array (parallel MACs), its inputs anyhow and a reset at "
             "any cycle: whenever a cell reads a bank for a beat in flight, the bank holds "
             "that beat's tile's weights in that cell (written by the tile's own weight "
