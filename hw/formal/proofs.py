@@ -664,10 +664,10 @@ class _WeightBanks(Elaboratable):
             for c in range(C):
                 enable, bank = k.writes[r][c]
                 number = w_line[1 + c + R - 1 - r]
-                with m.If(enable & (k.bank_state[bank] != BANK_EMPTY)):
-                    m.d.comb += Assert(number == tile(bank))
-                with m.If(enable & (k.bank_state[bank] == BANK_EMPTY) & (settled == R + C)):
-                    m.d.comb += Assert(number == Mux(bank == k.load_bank, wt, wt - 1)[:2])
+                with m.If(enable & (settled == R + C)):
+                    m.d.comb += Assert(number == Mux(
+                        k.bank_state[bank] != BANK_EMPTY, tile(bank),
+                        Mux(bank == k.load_bank, wt, wt - 1))[:2])
         return m
 
 
