@@ -30,6 +30,7 @@ from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.terngrad import TernGradDecoder
 from codnn.hw.systolic import ColumnCombinedArray
+from codnn.hw.tq.array import TermQuantArray
 from codnn.sim.formal import ProofError, run_proof
 
 EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
@@ -146,9 +147,10 @@ class WritesInUse(ColumnCombinedArray):
         return super()._weight_banks(m, k)
 
 
+@pytest.mark.parametrize("mac", ["parallel", "bitserial"])
 @pytest.mark.parametrize("broken", [OtherBank, WritesInUse])
-def test_an_array_off_its_banks_fails_the_bank_proof(tmp_path, broken):
-    dut = broken(rows=2, cols=2, alpha=2, weight_bits=2, data_bits=2, acc_bits=4)
+def test_an_array_off_its_banks_fails_the_bank_proof(tmp_path, broken, mac):
+    dut = broken(rows=2, cols=2, alpha=2, weight_bits=2, data_bits=2, acc_bits=4, mac=mac)
     proof = run_proof(array_banks_top(dut), "off_banks", tmp_path, mode="bmc", depth=12)
     assert proof.status == "failed", proof.summary()
     assert all("proofs.py" in where for where in proof.failed)
@@ -161,9 +163,9 @@ def test_the_bank_proof_reaches_a_bank_used_again(tmp_path):
     assert proof.status == "covered", proof.summary()
 
 
-def test_the_bank_proof_takes_parallel_macs_only():
-    dut = ColumnCombinedArray(rows=2, cols=2, mac="bitserial")
-    with pytest.raises(ValueError, match="parallel MACs"):
+def test_the_bank_proof_takes_the_column_combined_array_only():
+    dut = TermQuantArray(rows=2, cols=2, g=2, alpha=2, beta=1)
+    with pytest.raises(ValueError, match="column-combined array"):
         array_banks_top(dut)
     Fragment.get(dut, None)             # used, so no warning that it never was
 

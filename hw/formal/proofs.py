@@ -521,18 +521,18 @@ def array_values_top(dut, reset=True):
 
 
 def array_banks_top(dut):
-    """The column-combined array with parallel MACs and its inputs driven anyhow at every
-    cycle (``valid``, ``last``, ``ready``: no stream rule assumed), a reset at any cycle,
-    beside ghost numbers: each tile's number (mod 4) as its weights are taken (``wt``)
-    and as its data are (``dt``), and each cell's number of the tile whose weights it
-    last wrote in each bank, from the cell's own write enable. The property: whenever a
-    cell reads a bank for a beat in flight (its stream select a cycle before its weight),
-    that bank holds the beat's tile's weights in that cell: no tile computes with a bank
-    being written or with another tile's. With it, the invariants that make it
-    inductive: the banks' states and the tiles they hold (``_WeightBanks``)."""
-    if dut.mac != "parallel" or dut.weight_cycles != 1:
-        raise ValueError("The weight-bank proof takes the column-combined array with "
-                         "parallel MACs")
+    """The column-combined array (``codnn.hw.systolic.ColumnCombinedArray``) with its
+    inputs driven anyhow at every cycle (``valid``, ``last``, ``ready``: no stream rule
+    assumed), a reset at any cycle, beside ghost numbers: each tile's number (mod 4) as
+    its weights are taken (``wt``) and as its data are (``dt``), and each cell's number of
+    the tile whose weights it last wrote in each bank, from the cell's own write enable.
+    The property: whenever a cell reads a bank for a beat in flight (``_read_stages``),
+    it reads the beat's bank, and that bank holds the beat's tile's weights in that cell:
+    no tile computes with a bank being written or with another tile's. With it, the
+    invariants that make it inductive: the banks' states and the tiles they hold
+    (``_WeightBanks``)."""
+    if not isinstance(dut, ColumnCombinedArray):
+        raise ValueError("The weight-bank proof takes the column-combined array")
     m = Module()
     m.submodules.dut = dut
     for port in (dut.weights.valid, dut.weights.payload, dut.data.valid, dut.data.payload,
@@ -540,6 +540,19 @@ def array_banks_top(dut):
         m.d.comb += port.eq(AnySeq(len(Value.cast(port))))
     m.submodules.banks = _WeightBanks(dut)
     return m
+
+
+def _read_stages(dut, r, c):
+    """For each bank cell (r, c) of ``dut`` reads with (``formal_state.reads``, in the
+    order first read), the stages of the valid pipe whose beat it reads for: stage i
+    holds the beat taken i + 1 cycles ago, stage -1 the beat being taken. A parallel cell
+    reads its weight for the beat at stage ``c + rows-1 - r`` and its stream select a
+    cycle ahead; a bit-serial cell reads its weight for each of a beat's ``data_bits``
+    bits, the first at stage ``c + rows - r`` (the edge registers the beat first)."""
+    if dut.mac == "parallel":
+        weight = c + dut.rows - 1 - r
+        return [[weight], [weight - 1]]
+    return [[c + dut.rows - r + bit for bit in range(dut.data_bits)]]
 
 
 class _WeightBanks(Elaboratable):
@@ -588,22 +601,20 @@ class _WeightBanks(Elaboratable):
         def holds(b, r, number):        # row r of bank b, once written, holds ``number``
             return [Assert((age[b][r] < c + R - r) | (ghost[b][r][c] == number))
                     for c in range(C)]
-        # The property, at every read of a bank for a beat in flight: a parallel cell
-        # reads its weight's bank (the beat's, registered) at the beat's stage
-        # c + R-1-r of the valid pipe, then its select's a cycle ahead (the stage before;
-        # the stage before 0 is the cycle the beat is taken).
+        # The property, at every read of a bank for a beat in flight.
         for r in range(R):
             for c in range(C):
-                weight = c + R - 1 - r
-                for read, s in zip(k.reads[r][c], (weight, weight - 1), strict=True):
-                    if s < 0:
-                        valid, bank, number = k.data_go, k.use_bank, dt
-                    else:
-                        valid, bank, number = k.pipe_valid[s], k.pipe_bank[s], d_line[s + 1]
-                    held = Mux(read, ghost[1][r][c], ghost[0][r][c])
-                    m.d.comb += Assert(~valid | ((read == bank) & (held == number)))
+                for read, stages in zip(k.reads[r][c], _read_stages(dut, r, c), strict=True):
+                    for s in stages:
+                        if s < 0:
+                            valid, bank, number = k.data_go, k.use_bank, dt
+                        else:
+                            valid, bank = k.pipe_valid[s], k.pipe_bank[s]
+                            number = d_line[s + 1]
+                        held = Mux(read, ghost[1][r][c], ghost[0][r][c])
+                        m.d.comb += Assert(~valid | ((read == bank) & (held == number)))
         # Cover mode: the last cell reads a bank again, for a beat of the third tile.
-        final = C + R - 2
+        final = max(max(stages) for stages in _read_stages(dut, 0, C - 1))
         m.d.comb += Cover(k.pipe_valid[final] & (d_line[final + 1] == 2))
         # The invariants: the banks' states, and the tile each bank holds.
         ahead = (wt - dt)[:2]
@@ -863,10 +874,11 @@ PROOFS = {
             "no tile computes with a bank being written or another tile's, and nothing of "
             "the work before a reset comes out after it",)),
     "systolic_banks": ProofSpec(
-        lambda rows, cols, alpha: array_banks_top(ColumnCombinedArray(
-            rows=rows, cols=cols, alpha=alpha, weight_bits=2, data_bits=2, acc_bits=4)),
-        {"rows": 2, "cols": 2, "alpha": 2}, "prove", 8, (
-            "the column-combined array (parallel MACs), its inputs anyhow and a reset at "
+        lambda rows, cols, alpha, bitserial: array_banks_top(ColumnCombinedArray(
+            rows=rows, cols=cols, alpha=alpha, weight_bits=2, data_bits=2, acc_bits=4,
+            mac="bitserial" if bitserial else "parallel")),
+        {"rows": 2, "cols": 2, "alpha": 2, "bitserial": 0}, "prove", 8, (
+            "the column-combined array, its inputs anyhow and a reset at "
             "any cycle: whenever a cell reads a bank for a beat in flight, the bank holds "
             "that beat's tile's weights in that cell (written by the tile's own weight "
             "beat, and not since): no tile computes with a bank being written or with "
