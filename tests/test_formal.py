@@ -156,6 +156,14 @@ def test_an_array_off_its_banks_fails_the_bank_proof(tmp_path, broken, mac):
     assert all("proofs.py" in where for where in proof.failed)
 
 
+@pytest.mark.long
+def test_the_bit_serial_banks_prove(tmp_path):
+    spec = PROOFS["systolic_banks"]
+    proof = run_proof(spec.build(**{**spec.params, "bitserial": 1}), "serial_banks", tmp_path,
+                      mode="prove", depth=12)
+    assert proof.status == "proved", proof.summary()
+
+
 def test_the_bank_proof_reaches_a_bank_used_again(tmp_path):
     spec = PROOFS["systolic_banks"]
     proof = run_proof(spec.build(**spec.params), "banks_cover", tmp_path, mode="cover",
