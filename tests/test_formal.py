@@ -130,6 +130,7 @@ def test_a_decoder_that_drops_a_message_of_the_largest_count_fails_the_header_co
     assert all("proofs.py" in where for where in proof.failed)
 
 
+@pytest.mark.long
 def test_the_header_count_reaches_a_later_message(tmp_path):
     spec = PROOFS["terngrad_decoder_counts"]
     proof = run_proof(spec.build(**spec.params), "counts_cover", tmp_path, mode="cover",
@@ -147,7 +148,7 @@ class WritesInUse(ColumnCombinedArray):
         return super()._weight_banks(m, k)
 
 
-@pytest.mark.parametrize("mac", ["parallel", "bitserial"])
+@pytest.mark.parametrize("mac", ["parallel", pytest.param("bitserial", marks=pytest.mark.long)])
 @pytest.mark.parametrize("broken", [OtherBank, WritesInUse])
 def test_an_array_off_its_banks_fails_the_bank_proof(tmp_path, broken, mac):
     dut = broken(rows=2, cols=2, alpha=2, weight_bits=2, data_bits=2, acc_bits=4, mac=mac)
@@ -164,6 +165,7 @@ def test_the_bit_serial_banks_prove(tmp_path):
     assert proof.status == "proved", proof.summary()
 
 
+@pytest.mark.long
 def test_the_bank_proof_reaches_a_bank_used_again(tmp_path):
     spec = PROOFS["systolic_banks"]
     proof = run_proof(spec.build(**spec.params), "banks_cover", tmp_path, mode="cover",
