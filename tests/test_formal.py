@@ -130,14 +130,6 @@ def test_a_decoder_that_drops_a_message_of_the_largest_count_fails_the_header_co
     assert all("proofs.py" in where for where in proof.failed)
 
 
-@pytest.mark.long
-def test_the_header_count_reaches_a_later_message(tmp_path):
-    spec = PROOFS["terngrad_decoder_counts"]
-    proof = run_proof(spec.build(**spec.params), "counts_cover", tmp_path, mode="cover",
-                      depth=10)
-    assert proof.status == "covered", proof.summary()
-
-
 class WritesInUse(ColumnCombinedArray):
     """An array whose weight beats write the bank not being loaded (the one in use)."""
 
@@ -166,10 +158,13 @@ def test_the_bit_serial_banks_prove(tmp_path):
 
 
 @pytest.mark.long
-def test_the_bank_proof_reaches_a_bank_used_again(tmp_path):
-    spec = PROOFS["systolic_banks"]
-    proof = run_proof(spec.build(**spec.params), "banks_cover", tmp_path, mode="cover",
-                      depth=20)
+@pytest.mark.parametrize("name, depth", [
+    ("terngrad_decoder_counts", 10),    # a later message's frame, of one value or more
+    ("systolic_banks", 20),             # the last cell reading a bank again, third tile
+])
+def test_a_proof_reaches_its_cover(tmp_path, name, depth):
+    spec = PROOFS[name]
+    proof = run_proof(spec.build(**spec.params), name, tmp_path, mode="cover", depth=depth)
     assert proof.status == "covered", proof.summary()
 
 
