@@ -29,7 +29,7 @@ def _run(engine, lanes, *, simulator="verilator", seed, counts=EDGE_COUNTS, idle
 @pytest.mark.parametrize("engine,lanes,bound_bits", [
     ("compressor", 1, 7), ("compressor", 4, 15), pytest.param("compressor", 16, 9, marks=LONG),
     ("decompressor", 1, 7), pytest.param("decompressor", 2, 12, marks=LONG),
-    ("decompressor", 4, 15),
+    pytest.param("decompressor", 4, 15, marks=LONG),
     pytest.param("decompressor", 8, 10, marks=LONG),
     pytest.param("decompressor", 16, 9, marks=LONG),
 ])

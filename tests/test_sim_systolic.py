@@ -99,7 +99,8 @@ def test_array_equals_golden(name, simulator, request):
 
 @pytest.mark.parametrize("name", [pytest.param("4x8-a4-bitserial", marks=LONG),
                                   pytest.param("8x3-a8-bitserial-signed", marks=LONG),
-                                  "8x3-a8-layer", "3x2-a2-bitserial-narrow"])
+                                  pytest.param("8x3-a8-layer", marks=LONG),
+                                  "3x2-a2-bitserial-narrow"])
 def test_reset_in_flight_then_a_fresh_layer(name):
     # A reset (the host link's RESET, a board's button) with the beats of three tiles in
     # the array, results held in the FIFOs, and later tiles' weights loading; then the

@@ -27,7 +27,8 @@ def _both(dut, unit, simulator, count, **config):
 
 
 @pytest.mark.parametrize("encoding,lanes,mag_bits,simulator", [
-    ("naf", 4, 7, "verilator"), pytest.param("binary", 1, 7, "verilator", marks=pytest.mark.long),
+    pytest.param("naf", 4, 7, "verilator", marks=pytest.mark.long),
+    pytest.param("binary", 1, 7, "verilator", marks=pytest.mark.long),
     pytest.param("booth", 2, 5, "verilator", marks=pytest.mark.long),
     ("naf", 2, 10, "icarus"),
 ])
@@ -42,8 +43,9 @@ def test_term_encoder(encoding, lanes, mag_bits, simulator, request):
 @pytest.mark.parametrize("lanes,group,budget,encoding,simulator", [
     pytest.param(4, 1, 3, "naf", "verilator",  # data: each value's top beta terms
                  marks=pytest.mark.long),
-    (4, 4, 6, "naf", "verilator"),          # a group of 4 under a shared budget
-    (3, 3, 4, "binary", "icarus"),
+    pytest.param(4, 4, 6, "naf", "verilator",  # a group of 4 under a shared budget
+                 marks=pytest.mark.long),
+    (3, 3, 4, "binary", "icarus"),          # a group of 3 under a shared budget
 ])
 def test_term_revealer(lanes, group, budget, encoding, simulator, request):
     if simulator == "icarus":
