@@ -543,8 +543,8 @@ def array_banks_top(dut):
 
 
 def _read_stages(dut, r, c):
-    """For each bank cell (r, c) of ``dut`` reads with (``formal_state.reads``, in the
-    order first read), the stages of the valid pipe whose beat it reads for: stage i
+    """For each bank that cell (r, c) of ``dut`` reads with (``formal_state.reads``, in
+    the order first read), the stages of the valid pipe whose beat it reads for: stage i
     holds the beat taken i + 1 cycles ago, stage -1 the beat being taken. A parallel cell
     reads its weight for the beat at stage ``c + rows-1 - r`` and its stream select a
     cycle ahead; a bit-serial cell reads its weight for each of a beat's ``data_bits``
@@ -574,6 +574,7 @@ class _WeightBanks(Elaboratable):
         # R-1-r cycles after the beat is taken; a beat in the valid pipe's stage i was
         # taken i + 1 cycles ago.
         w_line = delay_line(m, wt, R + C, "ghost_weight_tile")
+        carried = [[w_line[c + R - r] for c in range(C)] for r in range(R)]
         d_line = delay_line(m, dt, dut.pipeline_depth, "ghost_data_tile")
         ghost = [[[Signal(2, name=f"ghost_b{b}_r{r}_c{c}", reset_less=True)
                    for c in range(C)] for r in range(R)] for b in range(2)]
@@ -581,7 +582,7 @@ class _WeightBanks(Elaboratable):
             for r in range(R):
                 for c in range(C):
                     enable, bank = k.writes[r][c]
-                    number = w_line[1 + c + R - 1 - r]
+                    number = carried[r][c]
                     with m.If(enable & (bank == b)):
                         m.d.sync += ghost[b][r][c].eq(number)
                     if b == 0:       # a tile's weights go to the bank of its number
@@ -674,9 +675,8 @@ class _WeightBanks(Elaboratable):
         for r in range(R):
             for c in range(C):
                 enable, bank = k.writes[r][c]
-                number = w_line[1 + c + R - 1 - r]
                 with m.If(enable & (settled == R + C)):
-                    m.d.comb += Assert(number == Mux(
+                    m.d.comb += Assert(carried[r][c] == Mux(
                         k.bank_state[bank] != BANK_EMPTY, tile(bank),
                         Mux(bank == k.load_bank, wt, wt - 1))[:2])
         return m
