@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import (Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Shape,
-                          Signal, Value, signed, unsigned)
+from amaranth.hdl import (Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux,
+                          Shape, Signal, Value, signed, unsigned)
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 from amaranth.utils import ceil_log2
@@ -352,6 +352,7 @@ def header_counts_top(dut, max_values):
     width = len(i.payload.keep)                   # bytes a beat
     header_beats = -(-8 // width)
     count_beat, count_at = divmod(4, width)       # the count: bytes 4..7
+    header_count = i.payload.data[8 * count_at:8 * count_at + 32]   # on its count beat
     position = Signal(range(header_beats + 1), name="in_position")    # saturating
     with m.If(i.valid & i.ready):
         m.d.sync += position.eq(Mux(i.payload.last, 0,
@@ -364,14 +365,13 @@ def header_counts_top(dut, max_values):
             with m.If(position == header_beats - 1):
                 m.d.comb += Assume(keep[:8 - width * (header_beats - 1)].all())
         with m.If(position == count_beat):
-            m.d.comb += Assume(i.payload.data[8 * count_at:8 * count_at + 32] <= max_values)
+            m.d.comb += Assume(header_count <= max_values)
     begun_in, first_in = messages(m, i, "in")
     count = Signal(32, name="tracked_count")
     counted = Signal(name="tracked_count_seen")
     this_message = Mux(first_in, begun_in, begun_in - 1)
     with m.If(i.valid & i.ready & (position == count_beat) & (this_message == index)):
-        m.d.sync += [count.eq(i.payload.data[8 * count_at:8 * count_at + 32]),
-                     counted.eq(1)]
+        m.d.sync += [count.eq(header_count), counted.eq(1)]
     begun_out, first_out = messages(m, o, "out")
     with m.If(o.valid & o.ready & first_out & (begun_out == index)):
         m.d.comb += [Assert(counted & (o.payload.data[:32] == count)),
@@ -578,15 +578,14 @@ class _WeightBanks(Elaboratable):
         d_line = delay_line(m, dt, dut.pipeline_depth, "ghost_data_tile")
         ghost = [[[Signal(2, name=f"ghost_b{b}_r{r}_c{c}", reset_less=True)
                    for c in range(C)] for r in range(R)] for b in range(2)]
-        for b in range(2):
-            for r in range(R):
-                for c in range(C):
-                    enable, bank = k.writes[r][c]
-                    number = carried[r][c]
-                    with m.If(enable & (bank == b)):
-                        m.d.sync += ghost[b][r][c].eq(number)
-                    if b == 0:       # a tile's weights go to the bank of its number
-                        m.d.comb += Assert(~enable | (bank == number[0]))
+        for r in range(R):
+            for c in range(C):
+                enable, bank = k.writes[r][c]
+                with m.If(enable):
+                    banks = Array([ghost[0][r][c], ghost[1][r][c]])
+                    m.d.sync += banks[bank].eq(carried[r][c])
+                    # A tile's weights go to the bank of its number.
+                    m.d.comb += Assert(bank == carried[r][c][0])
         # age: cycles since row r of bank b was last taken (saturating); the row's write
         # to cell (r, c) shows once its age is c + R - r.
         age = [[Signal(range(R + C + 1), name=f"ghost_age_b{b}_r{r}") for r in range(R)]
