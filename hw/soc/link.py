@@ -1,19 +1,16 @@
-"""The device end of the host link: UART, frames, CRC, request buffer, responses."""
+"""The device end of the host link: a UART each way around the link's frames."""
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.hw.common.params import positive_int
 
-from codnn.hw.common.crc import crc16_update
-from .protocol import MAX_PAYLOAD, SYNC, Status
+from .link_frames import REQUEST, RESPONSE, LinkFrames
+from .protocol import MAX_PAYLOAD
 from .uart import UartRx, UartTx, check_divisor
 
 __all__ = ["HostLink", "check_link"]
-
-REQUEST = data.StructLayout({"command": 8, "length": 16})
-RESPONSE = data.StructLayout({"status": 8, "length": 16})
 
 
 def check_link(divisor, timeout_bytes):
@@ -26,19 +23,10 @@ def check_link(divisor, timeout_bytes):
 
 
 class HostLink(wiring.Component):
-    """Receive request frames (``codnn.hw.soc.protocol``) on ``rx``, send response frames
-    on ``tx``.
-
-    A frame's payload goes into a ``MAX_PAYLOAD``-byte buffer; only when its CRC matches
-    is it offered on ``request``, and the executor reads its payload through
-    ``buffer_addr``/``buffer_data`` (one cycle from address to data). The executor then
-    answers with one ``response`` header and exactly ``length`` bytes on
-    ``response_data``; the link adds SYNC and CRC. The link answers by itself, with an
-    empty payload, a bad CRC (``BAD_CRC``), a length above ``MAX_PAYLOAD`` (``BAD_LENGTH``;
-    the frame's remaining ``length + 2`` bytes are dropped) and a frame cut short
-    (``TRUNCATED``: the line quiet for ``timeout_bytes`` byte times in the middle of a
-    frame). Bytes before a SYNC, and bytes that arrive while a request executes, are
-    dropped. The link takes the next frame once the response has been sent.
+    """Receive request frames (``codnn.hw.soc.protocol``) on the serial line ``rx``, send
+    response frames on ``tx``: ``UartRx`` and ``UartTx`` around ``LinkFrames``
+    (``codnn.hw.soc.link_frames``), whose executor-side ports and counters these are, with
+    a timeout of ``timeout_bytes`` byte times (``timeout_bytes * 10 * divisor`` cycles).
 
     Throughput: the UART's, one byte per ``10 * divisor`` cycles each way.
 
@@ -47,28 +35,23 @@ class HostLink(wiring.Component):
     divisor : int
         Clock cycles per UART bit (>= 4).
     timeout_bytes : int
-        Quiet byte times that end a frame cut short.
+        Quiet byte times that end a frame cut short (at least 16: longer than the link's
+        own error answer).
 
     Attributes
     ----------
     rx : In(1)
     tx : Out(1)
-    request : Out(stream.Signature(StructLayout({"command": 8, "length": 16})))
-    buffer_addr : In(range(MAX_PAYLOAD))
-    buffer_data : Out(8)
-    response : In(stream.Signature(StructLayout({"status": 8, "length": 16})))
-    response_data : In(stream.Signature(8))
-    clear : In(1)
-        Zero the counters.
-    frames_ok, frames_bad : Out(16)
-        Requests received with a good CRC; frames answered with an error by the link.
+    request, buffer_addr, buffer_data, response, response_data, clear, frames_ok,
+    frames_bad
+        As ``LinkFrames``.
     """
 
     def __init__(self, *, divisor, timeout_bytes=2000):
         check_link(divisor, timeout_bytes)
         self._rx = UartRx(divisor=divisor)
         self._tx = UartTx(divisor=divisor)
-        self._timeout = timeout_bytes * 10 * divisor
+        self._frames = LinkFrames(timeout=timeout_bytes * 10 * divisor)
         super().__init__({
             "rx": In(1, init=1), "tx": Out(1, init=1),
             "request": Out(stream.Signature(REQUEST)),
@@ -81,161 +64,13 @@ class HostLink(wiring.Component):
         m = Module()
         m.submodules.uart_rx = rx = self._rx
         m.submodules.uart_tx = tx = self._tx
+        m.submodules.frames = frames = self._frames
         m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx)]
-        # Between the receiver and the sender: an error response the link owes (its
-        # status), and the response's last byte sent.
-        error_pending, error_status = Signal(name="error_pending"), Signal(8, name="error_status")
-        sent = Signal(name="sent")
-        self._receiver(m, error_pending, error_status, sent)
-        self._sender(m, error_pending, error_status, sent)
+        wiring.connect(m, rx.data, frames.rx)
+        wiring.connect(m, frames.tx, tx.data)
+        for name in ("request", "response", "response_data"):
+            wiring.connect(m, getattr(frames, name), wiring.flipped(getattr(self, name)))
+        m.d.comb += [frames.buffer_addr.eq(self.buffer_addr), frames.clear.eq(self.clear),
+                     self.buffer_data.eq(frames.buffer_data),
+                     self.frames_ok.eq(frames.frames_ok), self.frames_bad.eq(frames.frames_bad)]
         return m
-
-    def _receiver(self, m, error_pending, error_status, sent):
-        """Request frames from the UART: SYNC, command, length, the payload into the
-        buffer, the CRC; a good frame offered on ``request``, a bad one answered through
-        ``error_pending``; the next frame taken once the response is ``sent``."""
-        rx = self._rx
-        m.submodules.buffer = buffer = memory.Memory(shape=8, depth=MAX_PAYLOAD, init=[])
-        write = buffer.write_port()
-        read = buffer.read_port(transparent_for=())
-        m.d.comb += [read.addr.eq(self.buffer_addr), self.buffer_data.eq(read.data)]
-        byte = rx.data.payload
-        got = rx.data.valid
-        crc = Signal(16)
-        index = Signal(17)                      # payload bytes (and CRC bytes discarded)
-        quiet = Signal(range(self._timeout + 1))
-        timed_out = quiet == self._timeout
-        received_crc = Signal(8)
-        with m.If(got):
-            m.d.sync += [quiet.eq(0), crc.eq(crc16_update(crc, byte))]
-        with m.Elif(~timed_out):
-            m.d.sync += quiet.eq(quiet + 1)
-
-        def fail(status, then):
-            m.d.sync += [error_pending.eq(1), error_status.eq(status),
-                         self.frames_bad.eq(self.frames_bad + 1)]
-            m.next = then
-
-        with m.FSM():
-            with m.State("HUNT"):
-                with m.If(got & (byte == SYNC)):
-                    m.d.sync += crc.eq(0xFFFF)
-                    m.next = "CODE"
-            with m.State("CODE"):
-                with m.If(got):
-                    m.d.sync += self.request.payload.command.eq(byte)
-                    m.next = "LEN0"
-                with m.Elif(timed_out):
-                    fail(Status.TRUNCATED, "RESPOND")
-            with m.State("LEN0"):
-                with m.If(got):
-                    m.d.sync += self.request.payload.length[:8].eq(byte)
-                    m.next = "LEN1"
-                with m.Elif(timed_out):
-                    fail(Status.TRUNCATED, "RESPOND")
-            with m.State("LEN1"):
-                length = byte << 8 | self.request.payload.length[:8]
-                with m.If(got):
-                    m.d.sync += [self.request.payload.length[8:].eq(byte), index.eq(0)]
-                    with m.If(length > MAX_PAYLOAD):
-                        fail(Status.BAD_LENGTH, "DISCARD")
-                    with m.Elif(length == 0):
-                        m.next = "CRC0"
-                    with m.Else():
-                        m.next = "PAYLOAD"
-                with m.Elif(timed_out):
-                    fail(Status.TRUNCATED, "RESPOND")
-            with m.State("PAYLOAD"):
-                m.d.comb += [write.addr.eq(index), write.data.eq(byte), write.en.eq(got)]
-                with m.If(got):
-                    m.d.sync += index.eq(index + 1)
-                    with m.If(index + 1 == self.request.payload.length):
-                        m.next = "CRC0"
-                with m.Elif(timed_out):
-                    fail(Status.TRUNCATED, "RESPOND")
-            with m.State("CRC0"):
-                with m.If(got):
-                    m.d.sync += [received_crc.eq(byte), crc.eq(crc)]     # hold the CRC
-                    m.next = "CRC1"
-                with m.Elif(timed_out):
-                    fail(Status.TRUNCATED, "RESPOND")
-            with m.State("CRC1"):
-                with m.If(got):
-                    m.d.sync += crc.eq(crc)
-                    with m.If((byte << 8 | received_crc) == crc):
-                        m.d.sync += self.frames_ok.eq(self.frames_ok + 1)
-                        m.next = "REQUEST"
-                    with m.Else():
-                        fail(Status.BAD_CRC, "RESPOND")
-                with m.Elif(timed_out):
-                    fail(Status.TRUNCATED, "RESPOND")
-            with m.State("REQUEST"):
-                m.d.comb += self.request.valid.eq(1)
-                with m.If(self.request.ready):
-                    m.next = "RESPOND"
-            with m.State("RESPOND"):
-                with m.If(sent):
-                    m.next = "HUNT"
-            with m.State("DISCARD"):
-                with m.If(got):
-                    m.d.sync += index.eq(index + 1)
-                    with m.If(index + 1 == self.request.payload.length + 2):
-                        m.next = "HUNT"
-                with m.Elif(timed_out):
-                    m.next = "HUNT"
-        with m.If(self.clear):
-            m.d.sync += [self.frames_ok.eq(0), self.frames_bad.eq(0)]
-
-    def _sender(self, m, error_pending, error_status, sent):
-        """Response frames to the UART: SYNC, the status and length (the executor's, or
-        the link's own error), the executor's bytes, the CRC; ``sent`` on the last."""
-        out_crc = Signal(16)
-        status = Signal(8)
-        length = Signal(16)
-        left = Signal(16)
-        out = self._tx.data
-        taken = out.valid & out.ready
-
-        def send(value, then, checked=True):
-            m.d.comb += [out.payload.eq(value), out.valid.eq(1)]
-            with m.If(out.ready):
-                if checked:
-                    m.d.sync += out_crc.eq(crc16_update(out_crc, value))
-                m.next = then
-
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(error_pending):
-                    m.d.sync += [error_pending.eq(0), status.eq(error_status), length.eq(0)]
-                    m.next = "SYNC"
-                with m.Else():
-                    m.d.comb += self.response.ready.eq(1)
-                    with m.If(self.response.valid):
-                        m.d.sync += [status.eq(self.response.payload.status),
-                                     length.eq(self.response.payload.length)]
-                        m.next = "SYNC"
-            with m.State("SYNC"):
-                send(SYNC, "CODE", checked=False)
-                m.d.sync += [out_crc.eq(0xFFFF), left.eq(length)]
-            with m.State("CODE"):
-                send(status, "LEN0")
-            with m.State("LEN0"):
-                send(length[:8], "LEN1")
-            with m.State("LEN1"):
-                send(length[8:], "DATA")
-                with m.If(out.ready & (length == 0)):
-                    m.next = "CRC0"
-            with m.State("DATA"):
-                m.d.comb += [out.payload.eq(self.response_data.payload),
-                             out.valid.eq(self.response_data.valid),
-                             self.response_data.ready.eq(out.ready)]
-                with m.If(taken):
-                    m.d.sync += [left.eq(left - 1), out_crc.eq(crc16_update(out_crc, out.payload))]
-                    with m.If(left == 1):
-                        m.next = "CRC0"
-            with m.State("CRC0"):
-                send(out_crc[:8], "CRC1", checked=False)
-            with m.State("CRC1"):
-                send(out_crc[8:], "IDLE", checked=False)
-                with m.If(out.ready):
-                    m.d.comb += sent.eq(1)
