@@ -20,6 +20,7 @@ from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_
                                     flat_axis_streams, inceptionn_value_top, message_bytes_top,
                                     messages_top, settings_edge_top, skid_top,
                                     stream_engine_top, waits_top)
+from codnn.hw.formal.link_answers import link_answers_top
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.network import weights
 from codnn.hw.nic import NIC_ENGINES, NicDescriptor
@@ -28,6 +29,7 @@ from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.nic.maxabs import MaxAbs
+from codnn.hw.soc import HostLink, LinkFrames
 from codnn.hw.nic.terngrad import TernGradDecoder
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
@@ -43,7 +45,8 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "systolic_latency": "bounded", "terngrad_decoder_settings": "bounded",
             "term_encoder": "proved", "term_revealer": "proved", "term_lister": "proved",
             "tmac": "proved", "pmac": "proved", "nic_core": "proved",
-            "onchip_weights": "proved", "axi_weights": "proved", "systolic_banks": "proved"}
+            "onchip_weights": "proved", "axi_weights": "proved", "systolic_banks": "proved",
+            "host_link_answers": "proved"}
 
 
 def test_the_quick_proofs_are_the_documented_ones():
@@ -161,6 +164,7 @@ def test_the_bit_serial_banks_prove(tmp_path):
 @pytest.mark.parametrize("name, depth", [
     ("terngrad_decoder_counts", 10),    # a later message's frame, of one value or more
     ("systolic_banks", 20),             # the last cell reading a bank again, third tile
+    ("host_link_answers", 18),          # an error answered in exactly its bound (cycle 16)
 ])
 def test_a_proof_reaches_its_cover(tmp_path, name, depth):
     spec = PROOFS[name]
@@ -172,6 +176,32 @@ def test_the_bank_proof_takes_the_column_combined_array_only():
     dut = TermQuantArray(rows=2, cols=2, g=2, alpha=2, beta=1)
     with pytest.raises(ValueError, match="column-combined array"):
         array_banks_top(dut)
+    Fragment.get(dut, None)             # used, so no warning that it never was
+
+
+class LateTimeout(LinkFrames):
+    """The link's frames ending a frame cut short one quiet cycle later than their
+    ``timeout`` says."""
+
+    timeout = property(lambda self: self._timeout - 1)
+
+
+def test_a_link_that_times_out_late_fails_the_answer_proof(tmp_path):
+    dut = LateTimeout(timeout=8)
+    proof = run_proof(link_answers_top(dut, stall=0, answer=6), "late", tmp_path,
+                      mode="bmc", depth=12)
+    assert proof.status == "failed", proof.summary()
+    assert all("link_answers.py" in where for where in proof.failed)
+
+
+@pytest.mark.parametrize("dut, message", [
+    (lambda: LinkFrames(timeout=12), "must outlast its error answer"),
+    (lambda: HostLink(divisor=4, timeout_bytes=16), "takes the link's frames"),
+])
+def test_the_answer_proof_takes_the_link_frames_with_a_long_timeout(dut, message):
+    dut = dut()
+    with pytest.raises(ValueError, match=message):
+        link_answers_top(dut, stall=1, answer=12)
     Fragment.get(dut, None)             # used, so no warning that it never was
 
 

@@ -19,6 +19,7 @@ from codnn.hw.common.delays import delay_line
 from codnn.hw.common.ws_array import BANK_BUSY, BANK_EMPTY, BANK_FULL
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
+from codnn.hw.formal.link_answers import link_answers_top
 from codnn.hw.formal.streams import (Tracker, beats, messages, no_reset, stream_rules,
                                     value_frames)
 from codnn.hw.network.gather import Gather
@@ -30,6 +31,7 @@ from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.registry import NIC_ENGINES
 from codnn.hw.nic.ring_links import RingLinks
 from codnn.hw.soc.link import HostLink
+from codnn.hw.soc.link_frames import LinkFrames
 from codnn.hw.soc.nic import NicCore
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
@@ -946,4 +948,17 @@ PROOFS = {
         lambda divisor: HostLink(divisor=divisor), {"divisor": 4},
         "the host link (its request, response and response data streams, the UART line "
         "any bits)"),
+    "host_link_answers": ProofSpec(
+        lambda timeout, stall, answer: link_answers_top(LinkFrames(timeout=timeout), stall,
+                                                        answer),
+        {"timeout": 14, "stall": 1, "answer": 12}, "prove", 4, (
+            "the host link's frames, any bytes in at any cycles, the sink ready once in "
+            "every stall + 1 cycles, the executor anyhow but answering only a request it "
+            "took: every frame sent is whole (SYNC, status, length, the bytes, their "
+            "CRC), an error answer when no request is served",
+            "a frame received is decided by its MAX_PAYLOAD + 6-th byte, one too long "
+            "dropped by its length + 6-th, neither outlives timeout quiet cycles; an "
+            "error found is answered within answer cycles; the line quiet for timeout + "
+            "answer + 2 cycles with no request on offer or served, the link waits for a "
+            "SYNC")),
 }

@@ -18,6 +18,12 @@ REQUEST = data.StructLayout({"command": 8, "length": 16})
 RESPONSE = data.StructLayout({"status": 8, "length": 16})
 
 
+def _state_flags(fsm):
+    """A flag for each state of ``fsm`` (taken inside its ``with`` block, so that each
+    is driven), high while the state is: by name."""
+    return SimpleNamespace(**{name: fsm.ongoing(name) for name in list(fsm.encoding)})
+
+
 class LinkFrames(wiring.Component):
     """Receive request frames (``codnn.hw.soc.protocol``) from the bytes on ``rx``, send
     response frames as the bytes of ``tx``.
@@ -116,7 +122,7 @@ class LinkFrames(wiring.Component):
                          self.frames_bad.eq(self.frames_bad + 1)]
             m.next = then
 
-        with m.FSM() as k.receiver:
+        with m.FSM() as fsm:
             with m.State("HUNT"):
                 with m.If(got & (byte == SYNC)):
                     m.d.sync += crc.eq(0xFFFF)
@@ -183,6 +189,7 @@ class LinkFrames(wiring.Component):
                         m.next = "HUNT"
                 with m.Elif(timed_out):
                     m.next = "HUNT"
+            k.receiver = _state_flags(fsm)
         with m.If(self.clear):
             m.d.sync += [self.frames_ok.eq(0), self.frames_bad.eq(0)]
 
@@ -203,7 +210,7 @@ class LinkFrames(wiring.Component):
                     m.d.sync += out_crc.eq(crc16_update(out_crc, value))
                 m.next = then
 
-        with m.FSM() as k.sender:
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(k.error_pending):
                     m.d.sync += [k.error_pending.eq(0), status.eq(k.error_status),
@@ -240,3 +247,4 @@ class LinkFrames(wiring.Component):
                 send(out_crc[8:], "IDLE", checked=False)
                 with m.If(out.ready):
                     m.d.comb += k.sent.eq(1)
+            k.sender = _state_flags(fsm)
