@@ -21,6 +21,7 @@ from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_
                                     messages_top, settings_edge_top, skid_top,
                                     stream_engine_top, waits_top)
 from codnn.hw.formal.link_answers import link_answers_top
+from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.network import weights
 from codnn.hw.nic import NIC_ENGINES, NicDescriptor
@@ -29,7 +30,8 @@ from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.nic.maxabs import MaxAbs
-from codnn.hw.soc import HostLink, LinkFrames
+from codnn.hw.soc import ArraySoc, HostLink, LinkFrames, SystolicSoc
+from codnn.hw.soc.protocol import Command, EngineKind
 from codnn.hw.nic.terngrad import TernGradDecoder
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
@@ -46,7 +48,7 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "term_encoder": "proved", "term_revealer": "proved", "term_lister": "proved",
             "tmac": "proved", "pmac": "proved", "nic_core": "proved",
             "onchip_weights": "proved", "axi_weights": "proved", "systolic_banks": "proved",
-            "host_link_answers": "proved"}
+            "host_link_answers": "proved", "soc_reset": "proved"}
 
 
 def test_the_quick_proofs_are_the_documented_ones():
@@ -203,6 +205,35 @@ def test_the_answer_proof_takes_the_link_frames_with_a_long_timeout(dut, message
     with pytest.raises(ValueError, match=message):
         link_answers_top(dut, stall=1, answer=12)
     Fragment.get(dut, None)             # used, so no warning that it never was
+
+
+class KeepsRows(ArraySoc):
+    """A board top whose RESET forgets none of the weight rows."""
+
+    def _decode(self, m, k):
+        super()._decode(m, k)
+        with m.If(k.command == Command.RESET):
+            m.d.sync += k.written.eq(k.written)
+
+
+def _top_keeping_rows(rows):
+    array = ColumnCombinedArray(rows=rows, cols=2, weight_bits=2, data_bits=2, acc_bits=4)
+    return KeepsRows(array, engine=EngineKind.SYSTOLIC, depth=1, link=LinkPorts(),
+                     config={"alpha": 1, "weight_bits": 2, "data_bits": 2, "data_signed": 0,
+                             "bitserial": 0})
+
+
+def test_a_reset_that_keeps_the_rows_does_not_prove(tmp_path):
+    # The invariant that ties the rows written to the answers fails in the induction.
+    proof = run_proof(soc_reset_top(_top_keeping_rows(2)), "keeps", tmp_path, depth=4)
+    assert proof.status == "unknown", proof.summary()
+
+
+def test_the_reset_proof_takes_a_board_top_with_link_ports():
+    soc = SystolicSoc(rows=2, cols=2, depth=1)
+    with pytest.raises(ValueError, match="link=LinkPorts"):
+        soc_reset_top(soc)
+    Fragment.get(soc, None)             # used, so no warning that it never was
 
 
 class LosingSkid(SkidOutput):

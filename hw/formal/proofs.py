@@ -20,6 +20,7 @@ from codnn.hw.common.ws_array import BANK_BUSY, BANK_EMPTY, BANK_FULL
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal.link_answers import link_answers_top
+from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import (Tracker, beats, messages, no_reset, stream_rules,
                                     value_frames)
 from codnn.hw.network.gather import Gather
@@ -31,7 +32,9 @@ from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.registry import NIC_ENGINES
 from codnn.hw.nic.ring_links import RingLinks
 from codnn.hw.soc.link import HostLink
+from codnn.hw.soc.array_soc import ArraySoc
 from codnn.hw.soc.link_frames import LinkFrames
+from codnn.hw.soc.protocol import EngineKind
 from codnn.hw.soc.nic import NicCore
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
@@ -780,6 +783,15 @@ def _tq_array(rows, cols, g, alpha, beta):
     return TermQuantArray(rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)
 
 
+def _systolic_soc(rows, cols, depth):
+    """The systolic array's board top (as ``SystolicSoc``: 2-bit weights and data, 4-bit
+    sums) with ``LinkPorts`` in its link's place."""
+    array = ColumnCombinedArray(rows=rows, cols=cols, weight_bits=2, data_bits=2, acc_bits=4)
+    return ArraySoc(array, engine=EngineKind.SYSTOLIC, depth=depth, link=LinkPorts(),
+                    config={"alpha": 1, "weight_bits": 2, "data_bits": 2, "data_signed": 0,
+                            "bitserial": 0})
+
+
 #: The TQ array the proofs take by default.
 _TQ_PARAMS = {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}
 
@@ -948,6 +960,14 @@ PROOFS = {
         lambda divisor: HostLink(divisor=divisor), {"divisor": 4},
         "the host link (its request, response and response data streams, the UART line "
         "any bits)"),
+    "soc_reset": ProofSpec(
+        lambda rows, cols, depth: soc_reset_top(_systolic_soc(rows, cols, depth)),
+        {"rows": 2, "cols": 2, "depth": 1}, "prove", 4, (
+            "the systolic array's board top, its requests any at any cycle as the link "
+            "gives them and a reset at any cycle: RUN and WRITE_DATA are answered OK only "
+            "when every weight row has been written since the last RESET (RESET forgets "
+            "every row), NO_WEIGHTS only when one has not, and a response header comes "
+            "only for a request taken",)),
     "host_link_answers": ProofSpec(
         lambda timeout, stall, answer: link_answers_top(LinkFrames(timeout=timeout), stall,
                                                         answer),

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from amaranth.utils import ceil_log2
 
+from codnn.hw.common.fsm_flags import state_flags
 from codnn.hw.common.params import positive_int
 
 from .executor import request_states, response_states
@@ -76,6 +77,9 @@ class ArraySoc(wiring.Component):
     whether weights and results are held, the link's frame counters, the stored results
     and the last run's cycles.
 
+    Elaborated for the ``"formal"`` platform, the top keeps its registers and a flag for
+    each state of its executor in ``formal_state`` (``codnn.hw.formal.soc_reset``).
+
     Latency of ``RUN``: ``rows`` cycles of weights, then the array's (its latency plus one
     beat per vector, ``ColumnCombinedArray``), plus a few cycles of memory reads.
 
@@ -94,6 +98,11 @@ class ArraySoc(wiring.Component):
         Clock cycles per UART bit.
     timeout_bytes : int
         Quiet byte times that end a frame cut short (``HostLink``).
+    link : wiring.Component, optional
+        What the requests come through: ``HostLink(divisor=divisor,
+        timeout_bytes=timeout_bytes)`` if not given; else a component with its signature
+        (``rx``, ``tx`` and ``codnn.hw.soc.link_frames.executor_ports``), such as the
+        ports a proof drives (``codnn.hw.formal.soc_reset``).
 
     Attributes
     ----------
@@ -109,7 +118,8 @@ class ArraySoc(wiring.Component):
         1..65535, or a weight row or data vector too wide for one request.
     """
 
-    def __init__(self, array, *, engine, config, depth=64, divisor=104, timeout_bytes=2000):
+    def __init__(self, array, *, engine, config, depth=64, divisor=104, timeout_bytes=2000,
+                 link=None):
         self._array, self._engine, self._config = array, EngineKind(engine), dict(config)
         fields = dict(CONFIG_FIELDS[self._engine])
         for value, what, bits in ((array.rows, "Row count", 8), (array.cols, "Column count", 8),
@@ -130,10 +140,13 @@ class ArraySoc(wiring.Component):
                 raise ValueError(f"{what} takes {_nbytes(bits)} bytes, more than one request "
                                  f"carries ({MAX_PAYLOAD - 2}); use a smaller array")
         check_link(divisor, timeout_bytes)
-        self._link = HostLink(divisor=divisor, timeout_bytes=timeout_bytes)
+        if link is None:
+            link = HostLink(divisor=divisor, timeout_bytes=timeout_bytes)
+        self._link = link
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1)})
 
     array = property(lambda self: self._array, doc="The array.")
+    link = property(lambda self: self._link, doc="The host link, or what is in its place.")
     depth = property(lambda self: self._depth, doc="Data vectors and results held.")
     weight_row_bytes = property(lambda self: _nbytes(self._row_bits))
     data_vector_bytes = property(lambda self: _nbytes(self._vector_bits))
@@ -156,7 +169,7 @@ class ArraySoc(wiring.Component):
                      self.busy.eq(link.request.ready == 0)]
         self._memories(m, k)
         self._registers(m, k)
-        with m.FSM():
+        with m.FSM() as fsm:
             request_states(m, link, command=k.command, length=k.length, args=k.args,
                            index=k.index, then="DECODE")
             with m.State("DECODE"):
@@ -177,7 +190,10 @@ class ArraySoc(wiring.Component):
                             words=k.results_follow, address=k.address, end=k.end,
                             fetch=lambda at: result_r.addr.eq(at),
                             load=lambda: (result_r.data, self.result_vector_bytes))
+            k.states = state_flags(fsm)
         self._store_results(m, k)
+        if platform == "formal":
+            self.formal_state = k       # read by the RESET proof, elaborated next
         return m
 
     def _memories(self, m, k):

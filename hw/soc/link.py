@@ -1,13 +1,12 @@
 """The device end of the host link: a UART each way around the link's frames."""
 
 from amaranth.hdl import Module
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.hw.common.params import positive_int
 
-from .link_frames import REQUEST, RESPONSE, LinkFrames
-from .protocol import MAX_PAYLOAD
+from .link_frames import LinkFrames, executor_ports
 from .uart import UartRx, UartTx, check_divisor
 
 __all__ = ["HostLink", "check_link"]
@@ -52,13 +51,7 @@ class HostLink(wiring.Component):
         self._rx = UartRx(divisor=divisor)
         self._tx = UartTx(divisor=divisor)
         self._frames = LinkFrames(timeout=timeout_bytes * 10 * divisor)
-        super().__init__({
-            "rx": In(1, init=1), "tx": Out(1, init=1),
-            "request": Out(stream.Signature(REQUEST)),
-            "buffer_addr": In(range(MAX_PAYLOAD)), "buffer_data": Out(8),
-            "response": In(stream.Signature(RESPONSE)),
-            "response_data": In(stream.Signature(8)),
-            "clear": In(1), "frames_ok": Out(16), "frames_bad": Out(16)})
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), **executor_ports()})
 
     def elaborate(self, platform):
         m = Module()

@@ -8,20 +8,25 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.hw.common.crc import crc16_update
+from codnn.hw.common.fsm_flags import state_flags
 from codnn.hw.common.params import positive_int
 
 from .protocol import MAX_PAYLOAD, SYNC, Status
 
-__all__ = ["LinkFrames", "REQUEST", "RESPONSE"]
+__all__ = ["LinkFrames", "REQUEST", "RESPONSE", "executor_ports"]
 
 REQUEST = data.StructLayout({"command": 8, "length": 16})
 RESPONSE = data.StructLayout({"status": 8, "length": 16})
 
 
-def _state_flags(fsm):
-    """A flag for each state of ``fsm`` (taken inside its ``with`` block, so that each
-    is driven), high while the state is: by name."""
-    return SimpleNamespace(**{name: fsm.ongoing(name) for name in list(fsm.encoding)})
+def executor_ports():
+    """The link's ports on the executor's side (``LinkFrames``' and ``HostLink``'s), by
+    name: a fresh dict for a component's signature."""
+    return {"request": Out(stream.Signature(REQUEST)),
+            "buffer_addr": In(range(MAX_PAYLOAD)), "buffer_data": Out(8),
+            "response": In(stream.Signature(RESPONSE)),
+            "response_data": In(stream.Signature(8)),
+            "clear": In(1), "frames_ok": Out(16), "frames_bad": Out(16)}
 
 
 class LinkFrames(wiring.Component):
@@ -73,12 +78,7 @@ class LinkFrames(wiring.Component):
         self._timeout = timeout
         super().__init__({
             "rx": In(stream.Signature(8, always_ready=True)),
-            "tx": Out(stream.Signature(8)),
-            "request": Out(stream.Signature(REQUEST)),
-            "buffer_addr": In(range(MAX_PAYLOAD)), "buffer_data": Out(8),
-            "response": In(stream.Signature(RESPONSE)),
-            "response_data": In(stream.Signature(8)),
-            "clear": In(1), "frames_ok": Out(16), "frames_bad": Out(16)})
+            "tx": Out(stream.Signature(8)), **executor_ports()})
 
     timeout = property(lambda self: self._timeout,
                        doc="Cycles without a byte that end a frame cut short.")
@@ -189,7 +189,7 @@ class LinkFrames(wiring.Component):
                         m.next = "HUNT"
                 with m.Elif(timed_out):
                     m.next = "HUNT"
-            k.receiver = _state_flags(fsm)
+            k.receiver = state_flags(fsm)
         with m.If(self.clear):
             m.d.sync += [self.frames_ok.eq(0), self.frames_bad.eq(0)]
 
@@ -247,4 +247,4 @@ class LinkFrames(wiring.Component):
                 send(out_crc[8:], "IDLE", checked=False)
                 with m.If(out.ready):
                     m.d.comb += k.sent.eq(1)
-            k.sender = _state_flags(fsm)
+            k.sender = state_flags(fsm)
