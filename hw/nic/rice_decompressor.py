@@ -3,7 +3,7 @@ value messages out, one value per cycle."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from codnn.golden.inceptionn import BOUND_BITS
 from codnn.golden.rice import BLOCK, ESCAPE_QUOTIENT, HEADER_BYTES, MAX_MAGNITUDE
