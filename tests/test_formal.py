@@ -525,6 +525,10 @@ def test_command_line(capsys, tmp_path):
     assert main(["prove", "skid", "--set", "width", "--build-dir", str(tmp_path)]) == 2
     assert main(["prove", "skid", "--timeout", "0", "--build-dir", str(tmp_path)]) == 2
     capsys.readouterr()
+    # A design's own parameter check: one line, exit 2.
+    assert main(["prove", "host_link_answers", "--set", "timeout=5",
+                 "--build-dir", str(tmp_path)]) == 2
+    assert "must outlast its error answer" in capsys.readouterr().err
     assert main(["prove", "decompressor", "--mode", "bmc", "--depth", "40", "--timeout", "1",
                  "--build-dir", str(tmp_path)]) == 1
     assert "did not finish in 1 s" in capsys.readouterr().err

@@ -59,8 +59,12 @@ def run_prove(args):
         if unknown:
             raise UsageError(f"{name} has no parameter {', '.join(sorted(unknown))} (it has "
                              f"{', '.join(spec.params) or 'none'})")
+        try:
+            top = spec.build(**settings)
+        except (TypeError, ValueError) as error:    # a design's own parameter checks
+            raise UsageError(f"{name}: {error}") from None
         with err_console.status(f"proving {name} ..."):
-            proof = run_proof(spec.build(**settings), name, folder,
+            proof = run_proof(top, name, folder,
                               mode=args.mode or spec.mode, depth=args.depth or spec.depth,
                               timeout=args.timeout)
         rows.append({"proof": name, "mode": proof.mode, "depth": proof.depth,

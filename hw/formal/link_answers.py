@@ -34,6 +34,9 @@ def link_answers_top(frames, stall, answer):
     """
     if not isinstance(frames, LinkFrames):
         raise ValueError("The link's answer proof takes the link's frames (LinkFrames)")
+    if stall < 0 or answer < 1:
+        raise ValueError(f"The sink's stall must be 0 or more and the answer's bound 1 or "
+                         f"more cycles, not {stall} and {answer}")
     if frames.timeout <= answer:
         raise ValueError(f"The link's timeout ({frames.timeout} cycles) must outlast its "
                          f"error answer ({answer} cycles), as HostLink's does")
@@ -103,7 +106,7 @@ class _LinkAnswers(Elaboratable):
     def _frames_sent(self, m, f, k, serving):
         """A parser of the frames on ``tx``: each must be whole; one sent while no request
         is served must be an error answer with no payload. Returns ``ended``, high as a
-        frame's last byte is taken."""
+        frame's last byte is taken, and ``at``, the parser's position in the frame."""
         o, snd = f.tx, k.sender
         taken, byte = o.valid & o.ready, o.payload
         at = Signal(range(7), name="ghost_out_at")    # SYNC, status, length 0, 1, data, CRC

@@ -53,7 +53,9 @@ class LinkFrames(wiring.Component):
     ----------
     timeout : int
         Cycles without a byte that end a frame cut short (and the dropping of a frame too
-        long).
+        long). Longer than the link's error answer takes to leave at ``tx``'s pace, so
+        that a frame too long is still being dropped when its answer has gone
+        (``HostLink``'s 16 byte times or more are).
 
     Attributes
     ----------
@@ -70,7 +72,7 @@ class LinkFrames(wiring.Component):
         Requests received with a good CRC; frames answered with an error by the link.
 
     Elaborated for the ``"formal"`` platform, the link keeps its receiver's and sender's
-    states in ``formal_state`` (read by ``codnn.hw.formal.proofs.link_answers_top``).
+    states in ``formal_state`` (read by ``codnn.hw.formal.link_answers``).
     """
 
     def __init__(self, *, timeout):
