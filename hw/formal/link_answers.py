@@ -8,10 +8,21 @@ from codnn.hw.common.crc import crc16_update
 from codnn.hw.soc.link_frames import LinkFrames
 from codnn.hw.soc.protocol import MAX_PAYLOAD, SYNC, Status
 
-__all__ = ["link_answers_top"]
+__all__ = ["check_answer_bounds", "link_answers_top"]
 
 #: The statuses the link answers with by itself.
 LINK_ERRORS = (Status.BAD_CRC, Status.BAD_LENGTH, Status.TRUNCATED)
+
+
+def check_answer_bounds(timeout, stall, answer):
+    """Raise ``ValueError`` unless ``link_answers_top`` takes these: a sink's ``stall``
+    of 0 or more, a bound ``answer`` of 1 or more, and a link ``timeout`` past it."""
+    if stall < 0 or answer < 1:
+        raise ValueError(f"The sink's stall must be 0 or more and the answer's bound 1 or "
+                         f"more cycles, not {stall} and {answer}")
+    if timeout <= answer:
+        raise ValueError(f"The link's timeout ({timeout} cycles) must outlast its error "
+                         f"answer ({answer} cycles), as HostLink's does")
 
 
 def link_answers_top(frames, stall, answer):
@@ -34,12 +45,7 @@ def link_answers_top(frames, stall, answer):
     """
     if not isinstance(frames, LinkFrames):
         raise ValueError("The link's answer proof takes the link's frames (LinkFrames)")
-    if stall < 0 or answer < 1:
-        raise ValueError(f"The sink's stall must be 0 or more and the answer's bound 1 or "
-                         f"more cycles, not {stall} and {answer}")
-    if frames.timeout <= answer:
-        raise ValueError(f"The link's timeout ({frames.timeout} cycles) must outlast its "
-                         f"error answer ({answer} cycles), as HostLink's does")
+    check_answer_bounds(frames.timeout, stall, answer)
     m = Module()
     m.submodules.dut = frames
     for port in (frames.rx.valid, frames.rx.payload, frames.tx.ready, frames.request.ready,

@@ -19,7 +19,7 @@ from codnn.hw.common.delays import delay_line
 from codnn.hw.common.ws_array import BANK_BUSY, BANK_EMPTY, BANK_FULL
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal.link_answers import link_answers_top
+from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import (Tracker, beats, messages, no_reset, stream_rules,
                                     value_frames)
@@ -792,6 +792,13 @@ def _systolic_soc(rows, cols, depth):
                             "bitserial": 0})
 
 
+def _link_answers(timeout, stall, answer):
+    """``link_answers_top`` on the link's frames, its bounds checked before they are
+    built."""
+    check_answer_bounds(timeout, stall, answer)
+    return link_answers_top(LinkFrames(timeout=timeout), stall, answer)
+
+
 #: The TQ array the proofs take by default.
 _TQ_PARAMS = {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1}
 
@@ -969,8 +976,7 @@ PROOFS = {
             "every row), NO_WEIGHTS only when one has not, and a response header comes "
             "only for a request taken",)),
     "host_link_answers": ProofSpec(
-        lambda timeout, stall, answer: link_answers_top(LinkFrames(timeout=timeout), stall,
-                                                        answer),
+        lambda timeout, stall, answer: _link_answers(timeout, stall, answer),
         {"timeout": 14, "stall": 1, "answer": 12}, "prove", 4, (
             "the host link's frames, any bytes in at any cycles, the sink ready once in "
             "every stall + 1 cycles, the executor anyhow but answering only a request it "
