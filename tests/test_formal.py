@@ -20,7 +20,7 @@ from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_
                                     flat_axis_streams, inceptionn_value_top, message_bytes_top,
                                     messages_top, settings_edge_top, skid_top,
                                     stream_engine_top, waits_top)
-from codnn.hw.formal.link_answers import link_answers_top
+from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.network import weights
@@ -205,6 +205,15 @@ def test_the_answer_proof_takes_the_link_frames_with_a_long_timeout(dut, message
     with pytest.raises(ValueError, match=message):
         link_answers_top(dut, stall=1, answer=12)
     Fragment.get(dut, None)             # used, so no warning that it never was
+
+
+@pytest.mark.parametrize("timeout, stall, answer, message", [
+    (14, -1, 12, "stall must be 0 or more"), (14, 1, 0, "bound 1 or more"),
+    (12, 1, 12, "must outlast"), (3000, 99, 600, "at most 256 cycles"),
+])
+def test_the_answer_proof_checks_its_bounds(timeout, stall, answer, message):
+    with pytest.raises(ValueError, match=message):
+        check_answer_bounds(timeout, stall, answer)
 
 
 class KeepsRows(ArraySoc):

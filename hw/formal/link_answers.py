@@ -16,13 +16,20 @@ LINK_ERRORS = (Status.BAD_CRC, Status.BAD_LENGTH, Status.TRUNCATED)
 
 def check_answer_bounds(timeout, stall, answer):
     """Raise ``ValueError`` unless ``link_answers_top`` takes these: a sink's ``stall``
-    of 0 or more, a bound ``answer`` of 1 or more, and a link ``timeout`` past it."""
+    of 0 or more, a bound ``answer`` of 1 to ``MAX_PAYLOAD``, and a link ``timeout``
+    past it."""
     if stall < 0 or answer < 1:
         raise ValueError(f"The sink's stall must be 0 or more and the answer's bound 1 or "
                          f"more cycles, not {stall} and {answer}")
     if timeout <= answer:
         raise ValueError(f"The link's timeout ({timeout} cycles) must outlast its error "
                          f"answer ({answer} cycles), as HostLink's does")
+    if answer > MAX_PAYLOAD:
+        # A frame too long is dropped after MAX_PAYLOAD + 3 bytes or more, here a cycle
+        # apart at the fastest: the answer must end before (through the UART, both take
+        # byte times, so it does).
+        raise ValueError(f"The answer's bound must be at most {MAX_PAYLOAD} cycles with "
+                         f"bytes a cycle apart, not {answer}")
 
 
 def link_answers_top(frames, stall, answer):
@@ -76,6 +83,7 @@ class _LinkAnswers(Elaboratable):
         stalled = Signal(range(self.stall + 1), name="ghost_stalled")
         m.d.sync += stalled.eq(Mux(f.tx.ready, 0, stalled + 1))
         m.d.comb += Assume(f.tx.ready | (stalled < self.stall))
+        m.d.comb += Assert(stalled <= self.stall)
         # The executor: a response header only for a request taken, once.
         serving, answered = Signal(name="ghost_serving"), Signal(name="ghost_answered")
         with m.If(f.request.valid & f.request.ready):
@@ -178,6 +186,7 @@ class _LinkAnswers(Elaboratable):
         with m.Elif(owed):
             m.d.sync += age.eq(age + 1)
             m.d.comb += Assert(age < self.answer - 1)
+        m.d.comb += Assert(age <= self.answer)
         after = Mux(at <= 3, 5 - at, 6 - at)         # answer bytes after the one at ``at``
         m.d.comb += [Assert(~owed | ~k.sender.IDLE & (at != 4) & (k.out_length == 0)
                             & _link_error(k.out_status)),
@@ -197,6 +206,7 @@ class _LinkAnswers(Elaboratable):
             m.d.sync += since.eq(0)
         with m.Elif(since != limit):
             m.d.sync += since.eq(since + 1)
+        m.d.comb += Assert(since <= limit)
         count = Signal(17, name="ghost_frame_bytes")     # from the SYNC, the SYNC included
         with m.If(rcv.HUNT):
             m.d.sync += count.eq(1)
