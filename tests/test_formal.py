@@ -48,7 +48,7 @@ EXPECTED = {"skid": "proved", "skid_order": "bounded", "fmix32": "bounded",
             "term_encoder": "proved", "term_revealer": "proved", "term_lister": "proved",
             "tmac": "proved", "pmac": "proved", "nic_core": "proved",
             "onchip_weights": "proved", "axi_weights": "proved", "systolic_banks": "proved",
-            "host_link_answers": "proved", "soc_reset": "proved"}
+            "host_link_answers": "proved", "soc_reset": "proved", "link_frames": "proved"}
 
 
 def test_the_quick_proofs_are_the_documented_ones():

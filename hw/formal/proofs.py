@@ -967,6 +967,10 @@ PROOFS = {
         lambda divisor: HostLink(divisor=divisor), {"divisor": 4},
         "the host link (its request, response and response data streams, the UART line "
         "any bits)"),
+    "link_frames": _streams_proof(
+        lambda timeout: LinkFrames(timeout=timeout), {"timeout": 14},
+        "the host link's frames (the bytes they send and the requests they offer, any "
+        "bytes in)"),
     "soc_reset": ProofSpec(
         lambda rows, cols, depth: soc_reset_top(_systolic_soc(rows, cols, depth)),
         {"rows": 2, "cols": 2, "depth": 1}, "prove", 4, (
