@@ -32,10 +32,10 @@ from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.registry import NIC_ENGINES
 from codnn.hw.nic.ring_links import RingLinks
 from codnn.hw.soc.link import HostLink
-from codnn.hw.soc.array_soc import ArraySoc
 from codnn.hw.soc.link_frames import LinkFrames
-from codnn.hw.soc.protocol import EngineKind
-from codnn.hw.soc.nic import NicCore
+from codnn.hw.soc.nic import NicCore, NicSoc
+from codnn.hw.soc.systolic import SystolicSoc
+from codnn.hw.soc.tq import TqSoc
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 from codnn.hw.tq.encoder import TermEncoder
@@ -783,15 +783,6 @@ def _tq_array(rows, cols, g, alpha, beta):
     return TermQuantArray(rows=rows, cols=cols, g=g, alpha=alpha, beta=beta)
 
 
-def _systolic_soc(rows, cols, depth):
-    """The systolic array's board top (as ``SystolicSoc``: 2-bit weights and data, 4-bit
-    sums) with ``LinkPorts`` in its link's place."""
-    array = ColumnCombinedArray(rows=rows, cols=cols, weight_bits=2, data_bits=2, acc_bits=4)
-    return ArraySoc(array, engine=EngineKind.SYSTOLIC, depth=depth, link=LinkPorts(),
-                    config={"alpha": 1, "weight_bits": 2, "data_bits": 2, "data_signed": 0,
-                            "bitserial": 0})
-
-
 def _link_answers(timeout, stall, answer):
     """``link_answers_top`` on the link's frames, its bounds checked before they are
     built."""
@@ -972,13 +963,29 @@ PROOFS = {
         "the host link's frames (the bytes they send and the requests they offer, any "
         "bytes in)"),
     "soc_reset": ProofSpec(
-        lambda rows, cols, depth: soc_reset_top(_systolic_soc(rows, cols, depth)),
+        lambda rows, cols, depth: soc_reset_top(SystolicSoc(
+            rows=rows, cols=cols, weight_bits=2, data_bits=2, acc_bits=4, depth=depth,
+            link=LinkPorts())),
         {"rows": 2, "cols": 2, "depth": 1}, "prove", 4, (
             "the systolic array's board top, its requests any at any cycle as the link "
             "gives them and a reset at any cycle: RUN and WRITE_DATA are answered OK only "
             "when every weight row has been written since the last RESET (RESET forgets "
             "every row), NO_WEIGHTS only when one has not, and a response header comes "
             "only for a request taken",)),
+    "tq_soc_reset": ProofSpec(
+        lambda rows, cols, depth: soc_reset_top(TqSoc(
+            rows=rows, cols=cols, g=2, alpha=2, beta=1, mag_bits=3, acc_bits=8, depth=depth,
+            link=LinkPorts())),
+        {"rows": 2, "cols": 2, "depth": 1}, "prove", 4, (
+            "the TQ array's board top, as soc_reset: RUN and WRITE_DATA answered OK only "
+            "with every weight row written since the last RESET, NO_WEIGHTS only without",)),
+    "nic_soc_reset": ProofSpec(
+        lambda lanes, depth: soc_reset_top(NicSoc(kind="terngrad_decoder", lanes=lanes,
+                                                  depth=depth, link=LinkPorts())),
+        {"lanes": 2, "depth": 2}, "prove", 4, (
+            "a NIC engine's board top (the TernGrad decoder), as soc_reset: RUN and "
+            "WRITE_DATA answered OK only with the configuration word written since the "
+            "last RESET, NO_WEIGHTS only without",)),
     "host_link_answers": ProofSpec(
         lambda timeout, stall, answer: _link_answers(timeout, stall, answer),
         {"timeout": 14, "stall": 1, "answer": 12}, "prove", 4, (

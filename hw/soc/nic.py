@@ -114,7 +114,7 @@ class NicSoc(ArraySoc):
         One of ``codnn.hw.nic.NIC_ENGINES``.
     lanes : int
         Float32 values per beat (a beat's data must hold the engine's report).
-    depth, divisor, timeout_bytes
+    depth, divisor, timeout_bytes, link
         As ``ArraySoc``.
 
     Raises
@@ -124,7 +124,8 @@ class NicSoc(ArraySoc):
         ``ArraySoc``.
     """
 
-    def __init__(self, *, kind, lanes=2, depth=64, divisor=104, timeout_bytes=2000):
+    def __init__(self, *, kind, lanes=2, depth=64, divisor=104, timeout_bytes=2000,
+                 link=None):
         if kind not in NIC_ENGINES:
             raise ValueError(f"NIC engine must be one of {', '.join(NIC_ENGINES)}, not {kind!r}")
         check_lanes(lanes)
@@ -134,5 +135,5 @@ class NicSoc(ArraySoc):
                              f"more than a beat of {lanes} lanes holds: use more lanes")
         core = NicCore(NIC_ENGINES[kind].component(lanes=lanes))
         super().__init__(core, engine=EngineKind.NIC, depth=depth, divisor=divisor,
-                         timeout_bytes=timeout_bytes,
+                         timeout_bytes=timeout_bytes, link=link,
                          config={"lanes": lanes, "kind": list(NIC_ENGINES).index(kind)})

@@ -19,7 +19,7 @@ class SystolicSoc(ArraySoc):
     ----------
     rows, cols, alpha, weight_bits, data_bits, data_signed, acc_bits, mac
         The array's (``ColumnCombinedArray``); sizes and widths at most 255.
-    depth, divisor, timeout_bytes
+    depth, divisor, timeout_bytes, link
         As ``ArraySoc``.
 
     Raises
@@ -29,12 +29,13 @@ class SystolicSoc(ArraySoc):
     """
 
     def __init__(self, *, rows, cols, alpha=1, weight_bits=8, data_bits=8, data_signed=False,
-                 acc_bits=32, mac="parallel", depth=64, divisor=104, timeout_bytes=2000):
+                 acc_bits=32, mac="parallel", depth=64, divisor=104, timeout_bytes=2000,
+                 link=None):
         array = ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, weight_bits=weight_bits,
                                     data_bits=data_bits, data_signed=data_signed,
                                     acc_bits=acc_bits, mac=mac)
         super().__init__(array, engine=EngineKind.SYSTOLIC, depth=depth, divisor=divisor,
-                         timeout_bytes=timeout_bytes,
+                         timeout_bytes=timeout_bytes, link=link,
                          config={"alpha": alpha, "weight_bits": weight_bits,
                                  "data_bits": data_bits, "data_signed": data_signed,
                                  "bitserial": mac == "bitserial"})

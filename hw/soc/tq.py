@@ -21,7 +21,7 @@ class TqSoc(ArraySoc):
     ----------
     rows, cols, g, alpha, beta, mag_bits, encoding, acc_bits
         The array's (``TermQuantArray``); sizes at most 255.
-    depth, divisor, timeout_bytes
+    depth, divisor, timeout_bytes, link
         As ``ArraySoc``.
 
     Raises
@@ -31,10 +31,11 @@ class TqSoc(ArraySoc):
     """
 
     def __init__(self, *, rows, cols, g=8, alpha=12, beta=3, mag_bits=7, encoding="naf",
-                 acc_bits=32, depth=64, divisor=104, timeout_bytes=2000):
+                 acc_bits=32, depth=64, divisor=104, timeout_bytes=2000,
+                 link=None):
         array = TermQuantArray(rows=rows, cols=cols, g=g, alpha=alpha, beta=beta,
                                mag_bits=mag_bits, encoding=encoding, acc_bits=acc_bits)
         super().__init__(array, engine=EngineKind.TQ, depth=depth, divisor=divisor,
-                         timeout_bytes=timeout_bytes,
+                         timeout_bytes=timeout_bytes, link=link,
                          config={"g": g, "alpha": alpha, "beta": beta, "mag_bits": mag_bits,
                                  "encoding": ENCODINGS.index(encoding)})
