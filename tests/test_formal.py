@@ -61,7 +61,7 @@ def test_the_quick_proofs_are_the_documented_ones():
         *(f"{name}_frames" for name in decoders), "systolic_beats", "tq_array_beats",
         "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES),
         *(name for name in PROOFS if name.endswith("_waits")), "maxabs_answers",
-        "terngrad_bytes", "terngrad_decoder_counts"}
+        "terngrad_bytes", "terngrad_decoder_counts", "tq_array_values"}
 
 
 def test_every_proof_is_in_the_docs():
@@ -112,12 +112,16 @@ def test_a_wrong_bound_compare_fails_the_value_proof(tmp_path, thresholds):
     assert proof.vcd.exists()
 
 
-class OtherBank(ColumnCombinedArray):
-    """An array whose cells compute with the weight bank that is not in use (the one
+def on_the_other_bank(array_class):
+    """``array_class`` with cells that compute with the weight bank not in use (the one
     being loaded)."""
+    class OtherBank(array_class):
+        def _cells(self, m, row_psum, weight, use_bank, *rest):
+            super()._cells(m, row_psum, weight, ~use_bank, *rest)
+    return OtherBank
 
-    def _cells(self, m, row_psum, weight, use_bank, *rest):
-        super()._cells(m, row_psum, weight, ~use_bank, *rest)
+
+OtherBank = on_the_other_bank(ColumnCombinedArray)
 
 
 @pytest.mark.parametrize("mac", ["parallel", "bitserial"])
@@ -125,6 +129,16 @@ def test_an_array_on_the_wrong_bank_fails_the_value_proof(tmp_path, mac):
     dut = OtherBank(rows=1, cols=1, alpha=2, weight_bits=2, data_bits=2, acc_bits=4, mac=mac)
     proof = run_proof(array_values_top(dut, reset=False), "other_bank", tmp_path,
                       mode="bmc", depth=16)
+    assert proof.status == "failed" and proof.step >= 1, proof.summary()
+    assert all("proofs.py" in where for where in proof.failed)
+
+
+@pytest.mark.long
+def test_a_tq_array_on_the_wrong_bank_fails_the_value_proof(tmp_path):
+    dut = on_the_other_bank(TermQuantArray)(rows=1, cols=1, g=2, alpha=2, beta=1, mag_bits=2,
+                                            acc_bits=6)
+    proof = run_proof(array_values_top(dut, reset=False), "tq_other_bank", tmp_path,
+                      mode="bmc", depth=20)
     assert proof.status == "failed" and proof.step >= 1, proof.summary()
     assert all("proofs.py" in where for where in proof.failed)
 

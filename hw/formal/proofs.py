@@ -5,14 +5,16 @@ properties (docs/formal.md). ``PROOFS`` maps a name to a ``ProofSpec``."""
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import (Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux,
+from amaranth.hdl import (C, Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux,
                           Shape, Signal, Value, signed, unsigned)
 from amaranth.lib import stream
 from amaranth.lib.wiring import Flow
 from amaranth.utils import ceil_log2
 
 from codnn.golden.inceptionn import BOUND_BITS, RAW_EXPONENT
+from codnn.golden.term_quant import truncate
 from codnn.golden.terngrad import message_size as terngrad_message_size
 from codnn.hw.bfp.dot import BlockDot
 from codnn.hw.common.delays import delay_line
@@ -39,6 +41,7 @@ from codnn.hw.soc.tq import TqSoc
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 from codnn.hw.tq.encoder import TermEncoder
+from codnn.hw.tq.layouts import sign_magnitude
 from codnn.hw.tq.lister import TermLister
 from codnn.hw.tq.mac import PMac, TMac
 from codnn.hw.tq.revealer import TermRevealer
@@ -474,21 +477,24 @@ def array_beats_top(dut):
 
 
 def array_values_top(dut, reset=True):
-    """A column-combined array (``codnn.hw.systolic.ColumnCombinedArray`` without an output
-    stage) under ``stream_engine_top``'s environment, a reset at any cycle unless
-    ``reset`` is False, against a model of its tiles: the weight beats since the reset,
-    ``rows`` to a tile, and the data beats, a tile ending at ``last``. The property: the
-    k-th result since the reset (any k < 16, an ``AnyConst``) is the k-th data beat's
-    ``wrap(psum + sum_g w[r, g] * x[g][sel[r, g]])`` with the weights of that beat's tile
-    and its ``last``: no beat computes with another tile's bank (nor a bank being
-    written), and after a reset nothing of the aborted work comes out."""
+    """A weight-stationary array without an output stage (the column-combined array,
+    ``codnn.hw.systolic.ColumnCombinedArray``, or the TQ array,
+    ``codnn.hw.tq.array.TermQuantArray``) under ``stream_engine_top``'s environment, a
+    reset at any cycle unless ``reset`` is False, against a model of its tiles: the weight
+    beats since the reset, ``rows`` to a tile, and the data beats, a tile ending at
+    ``last``. The property: the k-th result since the reset (any k < 16, an ``AnyConst``)
+    is the k-th data beat's ``wrap(psum + sum of the row's products)`` (``_products``)
+    with the weights of that beat's tile and its ``last``: no beat computes with another
+    tile's bank (nor a bank being written), and after a reset nothing of the aborted work
+    comes out."""
     m = stream_engine_top(dut)
     if not reset:
         no_reset(m)
-    R, W = dut.rows, dut.cols
+    R = dut.rows
     tiles = 4                       # the shell holds at most 2 tiles ahead of the data
-    rows = [[Signal(dut.weights.payload.shape(), name=f"model_w{t}_r{r}")
-             for r in range(R)] for t in range(tiles)]
+    row_layout = dut.weights.payload.shape()
+    rows = [[Signal(row_layout, name=f"model_w{t}_r{r}") for r in range(R)]
+            for t in range(tiles)]
     weight_count = Signal(range(tiles * R), name="model_weight_beats")
     data_tile = Signal(range(tiles), name="model_data_tile")
     weights, beat = dut.weights, dut.data
@@ -505,13 +511,8 @@ def array_values_top(dut, reset=True):
     acc = [Signal(signed(len(dut.result.payload.acc[r])), name=f"model_acc_r{r}")
            for r in range(R)]
     for r in range(R):
-        products = []
-        for g in range(W):
-            w = _select(data_tile, [rows[t][r][g].w for t in range(tiles)])
-            sel = _select(data_tile, [rows[t][r][g].sel for t in range(tiles)])
-            x = _select(sel, [beat.payload.x[g][a] for a in range(dut.alpha)])
-            products.append(w * x)
-        m.d.comb += acc[r].eq(sum(products, beat.payload.psum[r]))
+        row = row_layout(_select(data_tile, [Value.cast(rows[t][r]) for t in range(tiles)]))
+        m.d.comb += acc[r].eq(sum(_products(dut, row, beat.payload.x), beat.payload.psum[r]))
     expected = stream.Signature(unsigned(len(Cat(*acc)) + 1)).create(path=("expected",))
     m.d.comb += [expected.valid.eq(beat.valid), expected.ready.eq(beat.ready),
                  expected.payload.eq(Cat(*acc, beat.payload.last))]
@@ -523,6 +524,30 @@ def array_values_top(dut, reset=True):
     # Cover mode: a result of a beat past the second tile's first is checked.
     m.d.comb += Cover(tracked.at_out & (data_tile >= 2))
     return m
+
+
+def _products(dut, row, x):
+    """The products one array row adds to its partial sum for the data ``x`` (semantics
+    sections 2 and 3): the column-combined array's ``w[g] * x[g][sel[g]]``; the TQ
+    array's, for each weight term of each queue, ``(-1)**neg * 2**exp`` times the data
+    value it names, truncated to its top ``beta`` terms (a table, as
+    ``codnn.golden.term_quant.truncate``)."""
+    if isinstance(dut, ColumnCombinedArray):
+        return [row[g].w * _select(row[g].sel, [x[g][a] for a in range(dut.alpha)])
+                for g in range(dut.cols)]
+    mb = dut.mag_bits
+    table = Array(C(int(v), mb + 1)
+                  for v in truncate(np.arange(1 << mb), dut.beta, dut.encoding, mb))
+    products = []
+    for c in range(dut.cols):
+        for i in range(dut.alpha):
+            term = row[c][i]
+            value = sign_magnitude(mb)(_select(term.idx, [Value.cast(x[c][j])
+                                                          for j in range(dut.g)]))
+            magnitude = table[value.mag] << term.exp
+            negative = term.neg ^ value.neg
+            products.append(Mux(term.valid, Mux(negative, -magnitude, magnitude), 0))
+    return products
 
 
 def array_banks_top(dut):
@@ -884,6 +909,15 @@ PROOFS = {
             "result since a reset is the k-th data beat's sum with its own tile's weights: "
             "no tile computes with a bank being written or another tile's, and nothing of "
             "the work before a reset comes out after it",)),
+    "tq_array_values": ProofSpec(
+        lambda rows, cols, g, alpha, beta, reset: array_values_top(TermQuantArray(
+            rows=rows, cols=cols, g=g, alpha=alpha, beta=beta, mag_bits=2, acc_bits=6),
+            reset=bool(reset)),
+        {"rows": 2, "cols": 2, "g": 2, "alpha": 2, "beta": 1, "reset": 1}, "bmc", 22, (
+            "the TQ array (2-bit magnitudes, 6-bit sums): the k-th result since a reset is "
+            "the k-th data beat's sum of its weight terms times the data values they name, "
+            "truncated to beta terms, with its own tile's weights; nothing of the work "
+            "before a reset comes out after it",), quick=False),
     "systolic_banks": ProofSpec(
         lambda rows, cols, alpha, bitserial: array_banks_top(ColumnCombinedArray(
             rows=rows, cols=cols, alpha=alpha, weight_bits=2, data_bits=2, acc_bits=4,
