@@ -15,12 +15,12 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
+from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_values_top,
                                     axi_weights_top, header_counts_top,
                                     flat_axis_streams, inceptionn_value_top, message_bytes_top,
                                     messages_top, settings_edge_top, skid_top,
                                     stream_engine_top, waits_top)
-from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.network import weights
@@ -30,9 +30,9 @@ from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.nic.maxabs import MaxAbs
+from codnn.hw.nic.terngrad import TernGradDecoder
 from codnn.hw.soc import ArraySoc, HostLink, LinkFrames, SystolicSoc
 from codnn.hw.soc.protocol import Command, EngineKind
-from codnn.hw.nic.terngrad import TernGradDecoder
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
 from codnn.sim.formal import ProofError, run_proof
