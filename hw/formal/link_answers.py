@@ -68,12 +68,18 @@ def _link_error(status):
     return sum(status == code for code in LINK_ERRORS) == 1
 
 
+def _parsing(rcv):
+    """High while the link's receiver (its state flags) is inside a frame it parses."""
+    return rcv.CODE | rcv.LEN0 | rcv.LEN1 | rcv.PAYLOAD | rcv.CRC0 | rcv.CRC1
+
+
 class _LinkAnswers(Elaboratable):
     """``link_answers_top``'s environment rules, ghosts and properties, built once the
     link's frames have been elaborated for the formal platform (``formal_state``)."""
 
     def __init__(self, frames, stall, answer):
         self.frames, self.stall, self.answer = frames, stall, answer
+        self.quiet_limit = frames.timeout + answer + 2      # quiet cycles that end all
 
     def elaborate(self, platform):
         m, f = Module(), self.frames
@@ -97,12 +103,12 @@ class _LinkAnswers(Elaboratable):
         owed, age = self._errors_answered(m, k, ended, serving, at, stalled)
         since = self._frames_received(m, f, k)
         # The line quiet long enough, nothing requested: the link hunts for a SYNC.
-        limit = timeout + self.answer + 2
-        m.d.comb += Assert(~((since == limit) & ~serving & ~f.request.valid) | rcv.HUNT)
+        m.d.comb += Assert(~((since == self.quiet_limit) & ~serving & ~f.request.valid)
+                           | rcv.HUNT)
         # The invariants that tie the ghosts to the link: a request served, an error owed
         # or nothing; a frame too long is still dropped while its error is answered.
         owing = owed | k.error_pending
-        free = rcv.HUNT | rcv.CODE | rcv.LEN0 | rcv.LEN1 | rcv.PAYLOAD | rcv.CRC0 | rcv.CRC1
+        free = rcv.HUNT | _parsing(rcv)
         m.d.comb += [*(Assert(sum(vars(fsm).values()) == 1) for fsm in (rcv, snd)),
                      Assert(~serving | rcv.RESPOND & ~owing), Assert(~answered | serving),
                      Assert(~(serving & ~answered) | snd.IDLE),
@@ -200,7 +206,7 @@ class _LinkAnswers(Elaboratable):
         (``since``, saturating at ``timeout + answer + 2``)."""
         rcv, timeout = k.receiver, f.timeout
         got = f.rx.valid
-        limit = timeout + self.answer + 2
+        limit = self.quiet_limit
         since = Signal(range(limit + 1), name="ghost_since_byte")
         with m.If(got):
             m.d.sync += since.eq(0)
@@ -213,7 +219,7 @@ class _LinkAnswers(Elaboratable):
         with m.Elif(got & (count != (1 << 17) - 1)):
             m.d.sync += count.eq(count + 1)
         length = f.request.payload.length
-        parsing = rcv.CODE | rcv.LEN0 | rcv.LEN1 | rcv.PAYLOAD | rcv.CRC0 | rcv.CRC1
+        parsing = _parsing(rcv)
         m.d.comb += [
             Assert(~(parsing | rcv.DISCARD) | (since <= timeout)),
             Assert(~parsing | (count <= MAX_PAYLOAD + 5)),
