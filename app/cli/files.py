@@ -129,11 +129,11 @@ def add_compress(sub):
                        "self-describing file; report the ratio and the error.")
     sub.add_argument("gradients", metavar="GRADS.npy|GRADS.npz")
     sub.add_argument("--codec", choices=CODECS, required=True)
-    bound_bits_option(sub, type=int, what="inceptionn, rice: ")
-    sub.add_argument("--rounding", choices=ROUNDINGS, default="nearest",
+    bound_bits_option(sub, type=int, what="inceptionn, rice: ", unset=True)
+    sub.add_argument("--rounding", choices=ROUNDINGS, default=None,
                      help="rice: round to the nearest step of twice the bound, or "
                           "stochastically to a step of the bound (default nearest)")
-    sub.add_argument("--seed", type=int, default=0,
+    sub.add_argument("--seed", type=int, default=None,
                      help="terngrad, stochastic rice: random seed, 0..2**32-1 (default 0)")
     sub.add_argument("--clip", type=positive_float, default=None,
                      help="terngrad: scaler CLIP * std instead of max|g| (the paper uses 2.5)")
@@ -141,9 +141,24 @@ def add_compress(sub):
     json_option(sub)
 
 
+#: The options of ``compress`` each codec uses; giving another is an error.
+_CODEC_OPTIONS = {"inceptionn": ("bound_bits",), "terngrad": ("seed", "clip"),
+                  "rice": ("bound_bits", "rounding", "seed")}
+
+
 def run_compress(args):
+    from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
+
     from ..gradfile import compress_file
     from ..render import err_console
+    unused = [name for name in ("bound_bits", "rounding", "seed", "clip")
+              if getattr(args, name) is not None and name not in _CODEC_OPTIONS[args.codec]]
+    if unused:
+        raise UsageError(f"--codec {args.codec} does not use "
+                         f"{', '.join('--' + name.replace('_', '-') for name in unused)}")
+    args.bound_bits = DEFAULT_BOUND_BITS if args.bound_bits is None else args.bound_bits
+    args.rounding = args.rounding or "nearest"
+    args.seed = args.seed or 0
     try:
         with err_console.status(f"compressing {args.gradients} ({args.codec})..."):
             report = compress_file(args.gradients, args.output, codec=args.codec,

@@ -97,6 +97,8 @@ def run_doctor(args):
                    ("role", "role")]
         if not all(row["found"] for row in rows):
             columns.append(("fix", "how to get it"))
+        if any(row.get("note") for row in rows):
+            columns.append(("note", "note"))
         print_rows("codnn toolchain", rows, columns)
     return 0 if all(row["found"] for row in rows if row["required"]) else 1
 

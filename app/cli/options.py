@@ -90,11 +90,12 @@ def add_param(parser, param, prefix, default_text=None):
         parser.add_argument(option, type=param.type, choices=param.choices, **common)
 
 
-def bound_bits_option(parser, *, type, what=""):
+def bound_bits_option(parser, *, type, what="", unset=False):
     """``--bound-bits``: ``b`` of the INCEPTIONN error bound ``2**-b`` (``what`` prefixes
-    the help, e.g. the codec it applies to)."""
+    the help, e.g. the codec it applies to); with ``unset`` its value is None unless
+    given (the command fills in the default where it applies)."""
     from codnn.golden.inceptionn import BOUND_BITS, DEFAULT_BOUND_BITS
-    parser.add_argument("--bound-bits", type=type, default=DEFAULT_BOUND_BITS,
+    parser.add_argument("--bound-bits", type=type, default=None if unset else DEFAULT_BOUND_BITS,
                         help=f"{what}error bound 2**-b, b in {BOUND_BITS[0]}.."
                              f"{BOUND_BITS[-1]} (default {DEFAULT_BOUND_BITS})")
 
