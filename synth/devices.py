@@ -2,7 +2,20 @@
 
 from dataclasses import dataclass, replace
 
-__all__ = ["Device", "DEVICES", "get_device"]
+__all__ = ["Device", "DEVICES", "bram_blocks", "get_device"]
+
+#: Block RAM shapes per family, (depth, width) each: an ECP5 DP16KD (18 kbit) as 16384 x 1
+#: to 512 x 36, an iCE40 EBR (4 kbit) as 2048 x 2 to 256 x 16.
+_BRAM_SHAPES = {"ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+                "ice40": ((2048, 2), (1024, 4), (512, 8), (256, 16))}
+
+
+def bram_blocks(family, width, depth):
+    """Block RAMs a memory of ``depth`` words of ``width`` bits takes on ``family``
+    (``"ecp5"``, ``"ice40"``) when each is one shape side by side and stacked, the
+    fewest over the shapes: an estimate of yosys's mapping, which may put a small memory
+    in LUTs instead."""
+    return min(-(-width // w) * -(-depth // d) for d, w in _BRAM_SHAPES[family])
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineCon
 from codnn.golden.systolic import Tile
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
                                     random_layer, residual_network)
-from codnn.model.compile import CompileError, compile_network
+from codnn.model.compile import CompileError, compile_network, fit_buffers, largest_buffers
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
 from codnn.model.quantize import quantize_network
@@ -191,6 +191,106 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     assert error.startswith("codnn: error: /features/features.0/Conv: its output (6 x 28 x "
                             "28: 784 words of 16) does not fit") and "\n" not in error
     assert not (tmp_path / "small").exists()
+
+
+def _plain_torch_network(torch, kind):
+    """A network as a user writes it in plain torch, batch norm left in: ``resnet`` (a
+    stride-2 block with a 1 x 1 projection shortcut, ``adaptive_avg_pool2d``, a Linear
+    head) or ``mobilenet`` (a stride-2 stem, an inverted residual block: a 1 x 1
+    expansion, a depthwise 3 x 3, ReLU6, a linear bottleneck added without a ReLU after
+    it, ``x.mean((2, 3))``, a Linear head)."""
+    nn = torch.nn
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8),
+                                      nn.ReLU())
+            self.body = nn.Sequential(
+                nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8))
+            self.shortcut = nn.Sequential(nn.Conv2d(8, 8, 1, stride=2), nn.BatchNorm2d(8))
+            self.head = nn.Linear(8, 10)
+
+        def forward(self, x):
+            x = self.stem(x)
+            x = torch.relu(self.body(x) + self.shortcut(x))
+            return self.head(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+    class MobileNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2, padding=1),
+                                      nn.BatchNorm2d(8), nn.ReLU6())
+            self.block = nn.Sequential(
+                nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), nn.ReLU6(),
+                nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.BatchNorm2d(16), nn.ReLU6(),
+                nn.Conv2d(16, 8, 1), nn.BatchNorm2d(8))
+            self.head = nn.Linear(8, 10)
+
+        def forward(self, x):
+            x = self.stem(x)
+            return self.head((x + self.block(x)).mean((2, 3)))
+
+    torch.manual_seed(SEED)
+    model = (ResNet if kind == "resnet" else MobileNet)()
+    with torch.no_grad():                   # batch norm statistics that are not the identity
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind", ["resnet", "mobilenet"])
+def test_compile_sizes_the_buffers_of_plain_torch_networks(tmp_path, capsys, kind):
+    """With no buffer flags, compile sizes each buffer to what the program needs (every
+    check input through the program equal to golden); a buffer one word smaller does
+    not compile or takes more cycles; a limit too small is refused naming the size."""
+    import warnings
+    torch = pytest.importorskip("torch")
+    model = _plain_torch_network(torch, kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 1, 28, 28),), str(tmp_path / "net.onnx"))
+    capsys.readouterr()                     # what the exporter printed
+    x = np.random.default_rng(SEED).uniform(0, 1, (40, 1, 28, 28)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    common = ["compile", str(tmp_path / "net.onnx"), "--data", str(tmp_path / "data.npz"),
+              "--calibration", "30", "--rows", "8", "--cols", "8", "--alpha", "4"]
+    assert main([*common, "--check", "10", "-o", str(tmp_path / "out"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    chosen = report["buffers"]["chosen"]
+    assert report["checked_inputs"] == 10
+    assert chosen == {name: report["engine"][name] for name in chosen}
+    program = Program.from_dict(json.loads((tmp_path / "out/program.json").read_text()))
+    assert program.engine.act_words == chosen["act_words"]
+    assert report["buffers"]["memory_bits"]["activations"] == 8 * 8 * 8 * chosen["act_words"]
+    network = load_onnx(tmp_path / "net.onnx")
+    integer = quantize_network(network, x[:30], alpha=4, gamma=0.5)
+    for name in ("act_words", "acc_words"):
+        smaller = dataclasses.replace(program.engine, **{name: chosen[name] - 1})
+        try:
+            assert compile_network(integer, smaller).cycles > report["cycles_per_image"]
+        except CompileError:
+            pass
+    assert main([*common, "--acc-words", "2", "-o", str(tmp_path / "small")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(f"does not fit the accumulator buffer of 2 words; it needs an "
+                          f"accumulator buffer of {chosen['acc_words']} words"), error
+    assert "\n" not in error and not (tmp_path / "small").exists()
+
+
+def test_fit_buffers_keeps_the_limits_it_is_not_asked_to_size():
+    network = residual_network(np.random.default_rng(SEED))
+    limits = largest_buffers(EngineConfig(rows=4, cols=4, alpha=2))
+    compiled, engine = fit_buffers(lambda e: compile_network(network, e), limits,
+                                   sized=("act_words",))
+    assert (engine.acc_words, engine.psum_words, engine.weight_bytes) == (
+        limits.acc_words, limits.psum_words, limits.weight_bytes)
+    assert engine.act_words < limits.act_words == 1 << 16
+    assert compiled.program.engine == engine
+    _check(compiled, network, np.random.default_rng(SEED).integers(0, 256, (2, 3, 8, 8)))
 
 
 def test_weight_image_worked_example():

@@ -13,7 +13,7 @@ from codnn.golden.systolic import MAC_KINDS
 from codnn.golden.term_quant import ENCODINGS
 
 from ..model.batch_schedule import SCHEDULES
-from ..model.compile import CompileError
+from ..model.compile import BUFFERS, CompileError, largest_buffers
 from ..model.infer import InputError
 from ..model.onnx_import import ModelError
 from .options import (
@@ -293,14 +293,14 @@ def add_compile(sub):
                      help="mnist, digits, or an .npz with inputs x (and labels y): "
                           "calibration and --check inputs (default mnist)")
     _packing_options(sub, mac_default="bitserial")
-    defaults = EngineConfig(rows=1, cols=1, alpha=1)
     for name, unit in (("act_words", "words of ROWS activations"),
                        ("acc_words", "words of ROWS accumulators"),
                        ("psum_words", "words of ROWS accumulators"), ("weight_bytes", "bytes")):
-        sub.add_argument(f"--{name.replace('_', '-')}", type=positive_int,
-                         default=getattr(defaults, name),
-                         help=f"engine buffer size in {unit} (default "
-                              f"{getattr(defaults, name)})")
+        sub.add_argument(f"--{name.replace('_', '-')}", type=positive_int, default=None,
+                         metavar="N",
+                         help=f"the most the engine's buffer may hold, in {unit} (default: "
+                              f"the largest the engine can have); compile sizes it to what "
+                              f"the program needs")
     sub.add_argument("--weight-port", choices=WEIGHT_PORTS, default="onchip",
                      help="where the weight image is: on-chip (--weight-bytes of it) or in "
                           "external memory on the engine's AXI4 read port (default onchip)")
@@ -369,8 +369,9 @@ def _compiled_on_device(args, compiled, q):
 
 
 def _compile_target(args, folder):
-    """The engine ``codnn compile`` compiles for, whether it runs on a device (``--port``
-    or ``--board-sim``) and whether its weights are external (``--weight-port axi``);
+    """The engine ``codnn compile`` sizes its buffers within (each at its flag, or the
+    largest the engine can have), whether it runs on a device (``--port`` or
+    ``--board-sim``) and whether its weights are external (``--weight-port axi``);
     ``InputError`` for settings that do not go together."""
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} exists and is not a folder")
@@ -382,10 +383,10 @@ def _compile_target(args, folder):
     if on_device and args.device_images > args.check:
         raise InputError(f"--device-images {args.device_images} needs as many --check "
                          f"inputs, not {args.check}")
-    engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=args.mac,
-                          act_words=args.act_words, acc_words=args.acc_words,
-                          psum_words=args.psum_words, weight_bytes=args.weight_bytes,
-                          spill_words=args.spill_words)
+    engine = largest_buffers(EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha,
+                                          mac=args.mac, spill_words=args.spill_words))
+    engine = replace(engine, **{name: getattr(args, name) for name in BUFFERS
+                                if getattr(args, name) is not None})
     if on_device and args.spill_words:
         raise InputError("the board top has no external activation memory: --spill-words "
                          "runs with --rtl only")
@@ -411,7 +412,7 @@ def run_compile(args):
     from codnn.sim import default_build_root
 
     from ..model.batch_schedule import compile_batch
-    from ..model.compile import compile_network
+    from ..model.compile import compile_network, fit_buffers
 
     from ..model.infer import load_inputs
     from ..model.onnx_import import load_onnx
@@ -419,20 +420,24 @@ def run_compile(args):
     from ..render import print_json
     folder = Path(args.output or Path(args.build_dir or default_build_root()) / "compile"
                   / Path(args.model).stem)
-    engine, on_device, external = _compile_target(args, folder)
+    limits, on_device, external = _compile_target(args, folder)
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
                                per_channel=args.per_channel)
     q = integer.quantize_input(x[:args.check])
     plan = None
+    sized = [name for name in BUFFERS if name != "weight_bytes" or not external]
     if args.batch > 1:
-        plan = compile_batch(integer, engine, args.batch, args.schedule)
+        plan, engine = fit_buffers(
+            lambda e: compile_batch(integer, e, args.batch, args.schedule), limits,
+            sized=sized)
         compiled = plan.compiled
         # The batch is the check inputs, repeated as often as it takes.
         q = q[np.arange(args.batch) % len(q)][None] if len(q) else q
     else:
-        compiled = compile_network(integer, engine)
+        compiled, engine = fit_buffers(lambda e: compile_network(integer, e), limits,
+                                       sized=sized)
     golden = [integer.run(x) for x in q] if plan else (integer.run(q) if len(q) else q)
     for k, image in enumerate(q):
         got = run_program(compiled.program, compiled.image, image)
@@ -453,6 +458,7 @@ def run_compile(args):
         stride = word_stride(image_word(engine))
         traffic["external_weights"] = traffic.pop("weights") * stride // image_word(engine)
     report = {"model": str(args.model), "engine": asdict(engine),
+              "buffers": _buffer_report(engine, limits, compiled, args.weight_port),
               "weight_port": args.weight_port, "steps": len(compiled.costs),
               "weight_image_bytes": len(compiled.image),
               "cycles_per_image": cycles if args.batch == 1 else round(cycles / args.batch, 1),
@@ -484,6 +490,21 @@ def run_compile(args):
     return 0
 
 
+def _buffer_report(engine, limits, compiled, weight_port):
+    """The buffers ``compile`` chose (up to ``limits``), and the on-chip memory the engine
+    built for the program takes (``codnn.hw.network.NetworkEngine.memories``, its ECP5
+    block RAMs estimated)."""
+    from codnn.hw.network import NetworkEngine
+    from codnn.synth.devices import bram_blocks
+    memories = NetworkEngine.for_program(compiled.program, weight_port=weight_port).memories
+    bits = {name: width * depth * copies for name, (width, depth, copies) in memories.items()}
+    return {"chosen": {name: getattr(engine, name) for name in BUFFERS},
+            "limits": {name: getattr(limits, name) for name in BUFFERS},
+            "memory_bits": bits, "memory_kbit": round(sum(bits.values()) / 1024, 1),
+            "ecp5_bram_blocks": sum(copies * bram_blocks("ecp5", width, depth)
+                                    for width, depth, copies in memories.values())}
+
+
 def _compiled_on_rtl(args, compiled, images, external):
     """Run ``images`` through the engine's RTL (``--rtl``), held against golden by its
     bench; the report's ``rtl`` entry."""
@@ -513,7 +534,19 @@ def _print_compile_report(args, report):
     from ..render import print_record, print_rows
     print_record(f"{Path(args.model).name} on the network engine: a {args.rows}x{args.cols} "
                  f"array, alpha {args.alpha}, {args.mac} MACs",
-                 {k: v for k, v in report.items() if k not in ("per_step", "engine")})
+                 {k: v for k, v in report.items() if k not in ("per_step", "engine",
+                                                                "buffers")})
+    buffers = report["buffers"]
+    memory = {"act_words": "activations", "acc_words": "accumulators",
+              "psum_words": "partial_sums", "weight_bytes": "weights"}
+    print_rows(f"buffers, sized to the program (on-chip memory {buffers['memory_kbit']} "
+               f"kbit, about {buffers['ecp5_bram_blocks']} ECP5 block RAMs)",
+               [{"buffer": name, "chosen": buffers["chosen"][name],
+                 "limit": buffers["limits"][name],
+                 "kbit": round(buffers["memory_bits"].get(memory[name], 0) / 1024, 1)}
+                for name in buffers["chosen"]],
+               [("buffer", "buffer"), ("chosen", "chosen"), ("limit", "limit"),
+                ("kbit", "on-chip kbit")])
     print_rows("per step (cycles and bytes per image)" if args.batch == 1 else
                f"per step (cycles and bytes, each step over its sub-batch of the "
                f"{args.batch} images)", report["per_step"],

@@ -38,13 +38,24 @@ from codnn.golden.network_program import (GATHER_PORTS, HEADER_CYCLES, MAX_KERNE
                                           MULTIPLIER_BITS, AddStep,
                                           LayerStep, LoadStep, PoolStep, Program, ProgramError,
                                           Region, StoreStep, act_stride, bias_bytes,
-                                          gather_entries, layer_block, step_cycles,
-                                          tile_bytes, words)
+                                          gather_entries, image_word, layer_block,
+                                          step_cycles, tile_bytes, words)
 from codnn.golden.systolic import make_tiles
 
-__all__ = ["BufferAllocator", "CompileError", "StepCost", "CompiledNetwork", "check_network",
-           "choose_packings", "compile_network", "last_uses", "layer_step", "network_shapes",
-           "post_steps", "step_reads"]
+__all__ = ["BUFFERS", "BufferAllocator", "CompileError", "StepCost", "CompiledNetwork",
+           "check_network", "choose_packings", "compile_network", "fit_buffers",
+           "largest_buffers", "last_uses", "layer_step", "network_shapes", "post_steps",
+           "step_reads"]
+
+#: The engine's on-chip buffers that ``fit_buffers`` sizes (``EngineConfig`` fields).
+BUFFERS = ("act_words", "acc_words", "psum_words", "weight_bytes")
+_BUFFER_TEXT = {"act_words": "an activation buffer of {} words",
+                "acc_words": "an accumulator buffer of {} words",
+                "psum_words": "a partial-sum buffer of {} words",
+                "weight_bytes": "a weight memory of {} bytes"}
+#: The most words a buffer or memory of the engine holds: its gather offsets and the
+#: board top's addresses are 16 bits.
+_MAX_WORDS = 1 << 16
 
 
 class CompileError(ValueError):
@@ -73,9 +84,14 @@ class StepCost:
 
 @dataclass(frozen=True)
 class CompiledNetwork:
+    """A program, its weight image and its steps' costs; ``peak_words``: the most words
+    the activation and accumulator buffers' tensors held at once (``act_words``,
+    ``acc_words``), where the compiler tracked them."""
+
     program: Program
     image: bytes
     costs: tuple
+    peak_words: dict = None
 
     @property
     def cycles(self):
@@ -113,6 +129,7 @@ class BufferAllocator:
     def __init__(self, memory, size, lanes):
         self.memory, self.size, self.lanes = memory, size, lanes
         self.held = {}                                  # tensor -> (addr, end, last use)
+        self.peak = 0                                   # the most words held at once
 
     def free_after(self, index):
         self.held = {t: r for t, r in self.held.items() if r[2] > index}
@@ -141,6 +158,7 @@ class BufferAllocator:
                 f"words{held}")
         addr = gaps[-1][1] - need if high else gaps[0][0]
         self.held[tensor] = (addr, addr + need, last)
+        self.peak = max(self.peak, sum(end - start for start, end, _ in self.held.values()))
         return Region("act" if self.memory == "activation" else "acc", addr, tuple(shape))
 
 
@@ -338,7 +356,10 @@ def _fastest_packing(step, src_shape, dst_shape, engine):
     src, dst = Region("act", 0, tuple(src_shape)), Region("act", 0, tuple(dst_shape))
 
     def cycles(option):
-        layer, block, _ = layer_step(option, src, dst, 0, engine)
+        try:
+            layer, block, _ = layer_step(option, src, dst, 0, engine)
+        except CompileError:                # its partial sums do not fit: not an option
+            return float("inf")
         return step_cycles(Program(engine, (layer,), src, dst, len(block)))[0]
     return min(options, key=cycles)
 
@@ -466,4 +487,101 @@ def compile_network(network, engine):
     program = Program(engine, tuple(steps), entry, regions[network.output], len(image))
     costs = tuple(StepCost(step.name, step.op, cycles, *moves)
                   for step, cycles, moves in zip(steps, step_cycles(program), moved))
-    return CompiledNetwork(program, image, costs)
+    return CompiledNetwork(program, image, costs,
+                           {"act_words": act.peak, "acc_words": acc.peak})
+
+
+def largest_buffers(engine):
+    """``engine`` with every buffer at the largest the engine (and its board top) can
+    have: 65536 activation words, 65535 accumulator and partial-sum words, 65536 weight
+    words of ``2 * cols`` bytes."""
+    return dataclasses.replace(engine, act_words=_MAX_WORDS, acc_words=_MAX_WORDS - 1,
+                               psum_words=_MAX_WORDS - 1,
+                               weight_bytes=_MAX_WORDS * image_word(engine))
+
+
+def _smallest(compile, engine, name, low, same):
+    """The smallest size of buffer ``name`` from ``low`` up to ``engine``'s at which
+    ``compile`` succeeds and ``same(compiled)`` holds, and that program: sizes from
+    ``low`` up by steps that double until one works, then halving back between it and the
+    last that did not (placement is nearly, not strictly, monotone in the size)."""
+    top = getattr(engine, name)
+
+    def attempt(size):
+        try:
+            compiled = compile(dataclasses.replace(engine, **{name: size}))
+        except CompileError:
+            return None
+        return compiled if same(compiled) else None
+    failed, step, size = low - 1, 1, min(low, top)
+    while (found := attempt(size)) is None:
+        if size == top:
+            raise CompileError(f"no {name} up to {top} compiles")   # the limit itself did
+        failed, size, step = size, min(top, size + step), step * 2
+    while size - failed > 1:
+        middle = (failed + size) // 2
+        smaller = attempt(middle)
+        if smaller is None:
+            failed = middle
+        else:
+            size, found = middle, smaller
+    return size, found
+
+
+def fit_buffers(compile, limits, *, sized=BUFFERS):
+    """Compile with ``compile(engine)`` on the smallest buffers, each up to its size in
+    ``limits`` (an ``EngineConfig``), at which the program runs in as many cycles and
+    steps as on the limits themselves (no more loads and stores, the same packings);
+    the buffers not in ``sized`` stay as ``limits`` gives them. Returns the
+    ``CompiledNetwork`` (or what ``compile`` returns: an object with ``.compiled``
+    also works) and its engine.
+
+    The weight memory is the weight image's size, the partial-sum buffer the most
+    positions a layer of several column blocks keeps; the activation and accumulator
+    buffers are searched upwards from the most words their tensors hold at once.
+
+    Raises
+    ------
+    CompileError
+        When the network does not compile within ``limits``; if it would with larger
+        buffers, the message ends with the sizes it needs.
+    """
+    def program(result):
+        return getattr(result, "compiled", result)
+
+    try:
+        result = compile(limits)
+    except CompileError as error:
+        larger = largest_buffers(limits)
+        larger = dataclasses.replace(larger, **{n: getattr(limits, n) for n in BUFFERS
+                                                if n not in sized})
+        if larger == limits:
+            raise
+        try:
+            _, needed = fit_buffers(compile, larger, sized=sized)
+        except CompileError:
+            raise error from None
+        over = [_BUFFER_TEXT[n].format(getattr(needed, n)) for n in BUFFERS
+                if getattr(needed, n) > getattr(limits, n)]
+        raise CompileError(f"{error}; it needs {' and '.join(over)}") from None
+    goal = program(result)
+    target = (goal.cycles, len(goal.program.steps))
+
+    def same(candidate):
+        c = program(candidate)
+        return (c.cycles, len(c.program.steps)) == target
+    engine = limits
+    exact = {"weight_bytes": max(image_word(limits), len(goal.image)),
+             "psum_words": max([s.positions * s.images for s in goal.program.steps
+                                if isinstance(s, LayerStep) and s.col_blocks > 1],
+                               default=1)}
+    for name in BUFFERS:
+        if name not in sized:
+            continue
+        low = exact.get(name, 1)
+        if name in ("act_words", "acc_words"):
+            low = max(1, goal.peak_words.get(name, 1) if goal.peak_words else 1)
+        low = min(low, getattr(engine, name))
+        size, result = _smallest(compile, engine, name, low, same)
+        engine = dataclasses.replace(engine, **{name: size})
+    return result, engine

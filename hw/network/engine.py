@@ -158,6 +158,21 @@ class NetworkEngine(wiring.Component):
     params = property(lambda self: dict(self._p), doc="The engine's parameters.")
 
     @property
+    def memories(self):
+        """The on-chip memories it is built with: ``{name: (width in bits, depth,
+        copies)}``; the activation buffer has a copy per array column (each column's
+        gather reads its own), the weight memory none behind the AXI4 port."""
+        p = self._p
+        R, W = p["rows"], p["cols"]
+        found = {"activations": (R * _DATA_BITS, p["act_words"], W),
+                 "accumulators": (R * _ACC_BITS, p["acc_words"], 1),
+                 "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
+                 "program": (32, p["program_words"], 1)}
+        if p["weight_port"] == "onchip":
+            found["weights"] = (16 * W, p["weight_words"], 1)
+        return found
+
+    @property
     def latency(self):
         """Cycles from ``start`` to the first step's descriptor: the header's. A run's
         cycles follow its program (``codnn.golden.network_program.step_cycles``)."""
