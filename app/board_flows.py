@@ -100,9 +100,8 @@ def run_compiled_on_device(compiled, q, *, port=None, baud=115200, sim=False, pr
     codnn.board.DeviceError, codnn.board.LinkError, OSError
         As ``run_layer_file``.
     """
-    from codnn.golden.network_program import encode_program, image_word, run_program
-
-    from .engines import BOARD_DESIGNS
+    from codnn.golden.network_program import run_program
+    from codnn.hw.soc import NetworkSoc
     program, image = compiled.program, compiled.image
 
     def host(serial):
@@ -119,12 +118,7 @@ def run_compiled_on_device(compiled, q, *, port=None, baud=115200, sim=False, pr
         return runs
 
     def design():
-        e = program.engine
-        return BOARD_DESIGNS["network"].build(
-            rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac, act_words=e.act_words,
-            acc_words=e.acc_words, psum_words=e.psum_words,
-            weight_words=max(1, len(image) // image_word(e)),
-            program_words=len(encode_program(program)) // 4, divisor=4, timeout_bytes=16)
+        return NetworkSoc.for_program(program, divisor=4, timeout_bytes=16)
 
     runs = _on_board(host, design if sim else None, port, baud)
     images = []

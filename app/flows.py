@@ -30,7 +30,7 @@ from . import __version__
 from .engines import BOARD_DESIGNS, get_engine
 
 __all__ = ["ParameterError", "build_component", "generate", "run_simulation", "run_synthesis",
-           "run_bitstream", "ports_of"]
+           "run_bitstream", "run_program_bitstream", "ports_of"]
 
 
 class ParameterError(ValueError):
@@ -235,3 +235,80 @@ def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, p
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from error
     return {"design": design_name, "parameters": full, **report.to_dict()}
+
+
+def _compiled_folder(folder):
+    """The program and weight image ``codnn compile`` wrote into ``folder``
+    (``program.json``, ``weights.bin``); ``ParameterError`` for a folder that does not
+    hold them, or holds a program whose image is not its size."""
+    from codnn.golden.network_program import Program, ProgramError
+    folder = Path(folder)
+    files = [folder / "program.json", folder / "weights.bin"]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ParameterError(f"{folder} has no {' or '.join(missing)}: give the folder "
+                             f"codnn compile wrote (-o DIR)")
+    try:
+        program = Program.from_dict(json.loads(files[0].read_text()))
+    except (ValueError, ProgramError) as error:
+        raise ParameterError(f"{files[0]} is not a codnn program: {error}") from None
+    image = files[1].read_bytes()
+    if len(image) != program.weight_image_bytes:
+        raise ParameterError(f"{files[1]} holds {len(image)} bytes; its program's weight "
+                             f"image is {program.weight_image_bytes}")
+    return program, image
+
+
+def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progress=None):
+    """Build the bitstream of the network engine's board top sized for the program that
+    ``codnn compile`` wrote into ``folder`` (``NetworkSoc.for_program``: its array and
+    buffers the program's, its weights on chip), so that the two cannot differ; return
+    the report: the board's resources and Fmax, the engine's parameters, its cycles per
+    image (the program's cycle model) and images per second at the board's clock.
+
+    Raises
+    ------
+    ParameterError
+        For a folder without a program, an unknown board, a program that uses external
+        activation memory (the board top has none), or an engine whose memories (its
+        block RAMs estimated) exceed the board's.
+    """
+    from codnn.golden.network_program import HEADER_CYCLES, step_cycles
+    from codnn.hw.soc import NetworkSoc
+    from codnn.synth.devices import bram_blocks
+    program, _ = _compiled_folder(folder)
+    if board not in BOARDS:
+        raise ParameterError(f"Board must be one of {', '.join(BOARDS)}, not {board!r}")
+    spec = BOARDS[board]
+    if program.engine.spill_words:
+        raise ParameterError("the program uses external activation memory (compiled with "
+                             "--spill-words); the board top has none")
+    try:
+        soc = NetworkSoc.for_program(program)
+    except ValueError as error:
+        raise ParameterError(str(error)) from None
+    family = get_device(spec.device).family
+    memories = soc.engine.memories
+    blocks = {name: copies * bram_blocks(family, width, depth)
+              for name, (width, depth, copies) in memories.items()}
+    if sum(blocks.values()) > spec.brams:
+        biggest = max(blocks, key=blocks.get)
+        raise ParameterError(
+            f"the engine for this program needs about {sum(blocks.values())} block RAMs "
+            f"({biggest} {blocks[biggest]}), {spec.title} has {spec.brams}: compile for a "
+            f"smaller array (--rows, --cols) or a board with more")
+    cycles = HEADER_CYCLES + sum(step_cycles(program))
+    try:
+        report = build_bitstream(
+            lambda divisor: NetworkSoc.for_program(program, divisor=divisor), board=board,
+            baud=baud, build_root=build_root or default_build_root(), progress=progress)
+    except ValueError as error:                 # a baud rate the board's clock cannot make
+        raise ParameterError(str(error)) from error
+    return {"design": "network", "program": str(Path(folder) / "program.json"),
+            "parameters": {name: soc.engine.params[name] for name in (
+                "rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words",
+                "weight_words", "program_words")},
+            "bram_estimate": sum(blocks.values()), "cycles_per_image": cycles,
+            "images_per_s": round(report.clock_mhz * 1e6 / cycles, 1),
+            "images_per_s_at_fmax": round(report.fmax_mhz * 1e6 / cycles, 1),
+            **report.to_dict()}

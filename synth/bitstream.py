@@ -62,7 +62,8 @@ class Board:
     """A board ``codnn bitstream`` builds for.
 
     ``device`` is the codnn device whose synthesis options the build uses; ``capacity`` the
-    FPGA's logic cells (LUT4s); ``led`` a resource, index and subsignal for ``BoardTop``
+    FPGA's logic cells (LUT4s), ``brams`` its block RAMs (iCE40 EBRs of 4 kbit, ECP5
+    DP16KDs of 18 kbit); ``led`` a resource, index and subsignal for ``BoardTop``
     (None: the board's LED shares a pin with its UART); ``extra_resources`` what the board
     file lacks (a UART on header pins); ``notes`` where the UART is and how to program the
     board; ``ethernet`` the numbers of its ``eth_rgmii`` ports; ``default_design`` what
@@ -75,6 +76,7 @@ class Board:
     platform: type
     device: str
     capacity: int
+    brams: int
     led: tuple
     notes: str
     extra_resources: tuple = ()
@@ -87,17 +89,17 @@ class Board:
         return dict(dict(self.design_defaults).get(design, ()))
 
 
-def _ulx3s(size, platform, device, capacity):
+def _ulx3s(size, platform, device, capacity, brams):
     return Board(f"ulx3s-{size}", f"ULX3S {size.upper()} (ECP5 LFE5U-{size.upper()})",
-                 platform, device, capacity, ("led", 0, None),
+                 platform, device, capacity, brams, ("led", 0, None),
                  "UART through the FTDI USB port; program with openFPGALoader -b ulx3s or "
                  "fujprog")
 
 
-def _orangecrab(size, platform, device, capacity):
+def _orangecrab(size, platform, device, capacity, brams):
     return Board(f"orangecrab-{size}", f"OrangeCrab r0.2 {size.upper()} (ECP5 "
                  f"LFE5U-{size.upper()})", _without_dfu_suffix(platform), device, capacity,
-                 ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
+                 brams, ("rgb_led", 0, "g"), "UART on header pins 0 (rx) and 1 (tx): attach a 3.3 V "
                  "USB-serial adapter; program with dfu-suffix -v 1209 -p 5af0 -a top.bit, "
                  "then dfu-util -a 0 -D top.bit",
                  (UARTResource(0, rx="0", tx="1", conn=("io", 0),
@@ -105,17 +107,17 @@ def _orangecrab(size, platform, device, capacity):
 
 
 BOARDS = {board.name: board for board in [
-    Board("icebreaker", "iCEBreaker (iCE40 UP5K)", ICEBreakerPlatform, "ice40-up5k", 5280,
+    Board("icebreaker", "iCEBreaker (iCE40 UP5K)", ICEBreakerPlatform, "ice40-up5k", 5280, 30,
           ("led", 0, None), "UART on the FTDI's second channel; program with iceprog or "
           "openFPGALoader -b ice40_generic"),
     Board("ice40-hx8k-evn", "iCE40-HX8K Breakout Board", ICE40HX8KBEVNPlatform, "ice40-hx8k",
-          7680, ("led", 0, None), "UART on the FTDI's second channel; program with iceprog"),
-    _ulx3s("25f", ULX3S_25F_Platform, "ecp5-25k", 24288),
-    _ulx3s("85f", ULX3S_85F_Platform, "ecp5-85k", 83640),
-    _orangecrab("25f", OrangeCrabR0_2_25FPlatform, "ecp5-25k", 24288),
-    _orangecrab("85f", OrangeCrabR0_2_85FPlatform, "ecp5-85k", 83640),
+          7680, 32, ("led", 0, None), "UART on the FTDI's second channel; program with iceprog"),
+    _ulx3s("25f", ULX3S_25F_Platform, "ecp5-25k", 24288, 56),
+    _ulx3s("85f", ULX3S_85F_Platform, "ecp5-85k", 83640, 208),
+    _orangecrab("25f", OrangeCrabR0_2_25FPlatform, "ecp5-25k", 24288, 56),
+    _orangecrab("85f", OrangeCrabR0_2_85FPlatform, "ecp5-85k", 83640, 208),
     Board("colorlight-5a-75b", "Colorlight 5A-75B r7.0 (ECP5 LFE5U-25F, two Gigabit RGMII "
-          "ports)", Colorlight_5A75B_R70Platform, "ecp5-25k", 24288, None,
+          "ports)", Colorlight_5A75B_R70Platform, "ecp5-25k", 24288, 56, None,
           "UART on J19 (the LED's pin is tx, the button's rx): attach a 3.3 V USB-serial "
           "adapter; program over JTAG (J27) with openFPGALoader -c <your cable>",
           ethernet=(0, 1), default_design="ethernet_bump",
@@ -123,7 +125,7 @@ BOARDS = {board.name: board for board in [
           design_defaults=(("ethernet_bump", (("restore", False),)),)),
     # Synthesis options as for the 25k (the same ECP5 fabric; its 72 DSP blocks count as 28).
     Board("versa-ecp5", "Lattice ECP5 Versa (LFE5UM-45F, two Gigabit RGMII ports)",
-          VersaECP5Platform, "ecp5-25k", 43848, ("led", 0, None),
+          VersaECP5Platform, "ecp5-25k", 43848, 108, ("led", 0, None),
           "UART through the FTDI's second channel; program with openFPGALoader -b "
           "ecp5_evn (its FT2232 JTAG)", ethernet=(0, 1), default_design="ethernet_bump"),
 ]}

@@ -4,6 +4,7 @@ the errors for boards, baud rates and designs that do not fit."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from codnn.flows import ParameterError, run_bitstream
 from codnn.hw.soc.board_top import uart_divisor
 from codnn.synth.bitstream import BOARDS, board_plan
 from codnn.synth.tools import SynthesisError
+
+MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
 
 @pytest.mark.long
@@ -93,6 +96,66 @@ def test_ethernet_bump_needs_two_ports(build_root, capsys):
                  "--build-dir", str(build_root)]) == 2
     assert "needs a board with 2 Ethernet ports, which icebreaker lacks" \
         in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def lenet_4x4(tmp_path_factory):
+    """The column-combined LeNet-5 compiled for a 4 x 4 array, alpha 4 (its buffers sized
+    to the program)."""
+    folder = tmp_path_factory.mktemp("lenet") / "program"
+    assert main(["compile", str(MODELS / "lenet5_mnist_cc.onnx"), "--rows", "4", "--cols",
+                 "4", "--alpha", "4", "--calibration", "100", "--check", "2", "-o",
+                 str(folder)]) == 0
+    return folder
+
+
+@pytest.mark.long
+def test_bitstream_of_a_compiled_program(lenet_4x4, build_root, capsys):
+    """The network engine's board top for a compiled LeNet-5 on the ULX3S 85F: its
+    parameters are the program's, the report gives cycles and images per second."""
+    capsys.readouterr()
+    code = main(["bitstream", "--board", "ulx3s-85f", "--program", str(lenet_4x4),
+                 "--build-dir", str(build_root), "--json"])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0
+    report = json.loads(out)
+    program = json.loads((lenet_4x4 / "program.json").read_text())
+    compiled = json.loads((lenet_4x4 / "report.json").read_text())
+    for name in ("rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words"):
+        assert report["parameters"][name] == program["engine"][name], name
+    assert report["parameters"]["weight_words"] * 8 == program["weight_image_bytes"]
+    assert report["cycles_per_image"] == compiled["cycles_per_image"]
+    assert report["images_per_s"] == pytest.approx(25e6 / report["cycles_per_image"], 0.01)
+    assert report["part"] == "LFE5U-85F-CABGA381" and 0 < report["bram"] <= 208
+    with open(report["bitstream"], "rb") as bitstream:
+        assert bitstream.read(2) == b"\xff\x00"
+
+
+def test_program_bitstream_refuses_what_does_not_match(lenet_4x4, tmp_path, capsys,
+                                                       build_root):
+    """Engine parameters beside --program, a folder without a program, a weight image of
+    another size, and an engine whose memories exceed the board's block RAMs are each
+    refused in one line before anything is built."""
+    cases = [(["--program", str(lenet_4x4), "--rows", "8"], "drop --rows"),
+             (["--program", str(lenet_4x4), "--design", "nic"], "drop --design nic"),
+             (["--program", str(tmp_path)], "has no program.json or weights.bin"),
+             (["--program", str(lenet_4x4), "--board", "nosuch"], "Board must be one of")]
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "program.json").write_text((lenet_4x4 / "program.json").read_text())
+    (broken / "weights.bin").write_bytes((lenet_4x4 / "weights.bin").read_bytes()[:-1])
+    cases.append((["--program", str(broken)], "its program's weight image is"))
+    for argv, message in cases:
+        board = [] if "--board" in argv else ["--board", "icebreaker"]
+        capsys.readouterr()
+        assert main(["bitstream", *board, *argv, "--build-dir", str(build_root)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert main(["bitstream", "--board", "icebreaker", "--program", str(lenet_4x4),
+                 "--build-dir", str(build_root)]) == 2
+    err = capsys.readouterr().err
+    assert "block RAMs" in err and "iCEBreaker (iCE40 UP5K) has 30" in err, err
 
 
 @pytest.mark.long

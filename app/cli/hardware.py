@@ -14,7 +14,14 @@ from codnn.synth.flow import SynthesisError
 from codnn.synth.tools import ToolMissing
 
 from ..engines import BOARD_DESIGNS, ENGINES
-from ..flows import ParameterError, generate, run_bitstream, run_simulation, run_synthesis
+from ..flows import (
+    ParameterError,
+    generate,
+    run_bitstream,
+    run_program_bitstream,
+    run_simulation,
+    run_synthesis,
+)
 from ..packfile import WeightFileError
 from ..render import err_console, print_json, print_record, print_rows
 from ..sweep import COLUMNS, SweepError
@@ -351,6 +358,10 @@ def add_bitstream(sub):
     for param, texts in defaults.values():     # unset: the chosen design's default
         add_param(sub, dataclasses.replace(param, default=None), "param_",
                   default_text=", ".join(texts))
+    sub.add_argument("--program", metavar="DIR", default=None,
+                     help="the network engine sized for the program codnn compile wrote "
+                          "into DIR (its array and buffers, the weights on chip), instead "
+                          "of parameters given by hand")
     sub.add_argument("--baud", type=positive_int, default=115200,
                      help="UART baud rate (default 115200)")
     build_dir_option(sub)
@@ -358,15 +369,33 @@ def add_bitstream(sub):
 
 
 def run_bitstream_command(args):
+    given = {k: v for k, v in params(args).items() if v is not None}
+    if args.program is not None:
+        if args.design not in (None, "network") or given:
+            extra = [f"--design {args.design}"] if args.design not in (None, "network") else []
+            extra += [f"--{name.replace('_', '-')}" for name in given]
+            raise ParameterError(f"--program sets the network engine's parameters from the "
+                                 f"program; drop {', '.join(extra)}")
+        return program_bitstream(args, args.program, args.board)
     if args.design is None:                 # an unknown board is run_bitstream's error
         args.design = BOARDS[args.board].default_design if args.board in BOARDS \
             else "systolic"
     with err_console.status(f"building {args.design} for {args.board}...") as status:
-        given = {k: v for k, v in params(args).items() if v is not None}
         report = run_bitstream(args.design, given, board=args.board, baud=args.baud,
                                build_root=args.build_dir,
                                progress=lambda stage: status.update(stage + "..."))
     return show(args, f"codnn bitstream --board {args.board} --design {args.design}", report)
+
+
+def program_bitstream(args, folder, board):
+    """``codnn bitstream --program DIR`` (and ``codnn compile --board``): the network
+    engine's board top for a compiled program, built and reported."""
+    with err_console.status(f"building the network engine for {folder} on {board}...") \
+            as status:
+        report = run_program_bitstream(folder, board=board, baud=args.baud,
+                                       build_root=args.build_dir,
+                                       progress=lambda stage: status.update(stage + "..."))
+    return show(args, f"codnn bitstream --board {board} --program {folder}", report)
 
 
 COMMANDS = {"doctor": (add_doctor, run_doctor), "generate": (add_generate, run_generate),

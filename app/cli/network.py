@@ -264,17 +264,83 @@ def run_demo(args):
                      "tile_ratio": report["tile_ratio"], "cycles": report["cycles_per_image"],
                      "cycle_ratio": report["cycle_ratio"],
                      "rtl": "pass" if report["rtl"] else "-"})
+    engine = _demo_engine(args, reports[-1])
     if args.json:
-        print_json(reports)
+        print_json({"infer": reports, "engine": engine})
         return 0
     print_rows("codnn demo: LeNet-5 on MNIST, dense model vs column-combined model "
                "(ratios: against a dense array running the same model)", rows,
                [("model", "model"), ("float", "float acc"), ("integer", "int acc"),
                 ("tiles", "tiles"), ("tile_ratio", "vs dense"), ("cycles", "cycles/img"),
                 ("cycle_ratio", "vs dense"), ("rtl", "RTL = golden")])
+    _print_demo_engine(engine)
     console.print("plots and report.json: " + ", ".join(
         str(Path(r["report"]).parent) for r in reports), highlight=False)
     return 0
+
+
+def _baseline_engine():
+    """The network engine's largest entry in ``synth/baselines.json``: its parameters,
+    device and Fmax (the clock the demo quotes images per second at)."""
+    from codnn.synth.baseline import load_baseline
+    entries = [e for e in load_baseline()["entries"] if e["engine"] == "network"]
+    return max(entries, key=lambda e: e["parameters"]["rows"] * e["parameters"]["cols"])
+
+
+def _demo_engine(args, cc_report):
+    """The demo's last step: the column-combined LeNet-5 compiled for the network engine
+    on the demo's array (``compile_model``), ``args.rtl`` inputs (at most one) through
+    the engine's RTL; the figures against the host-driven array (``cc_report``, infer's)."""
+    import argparse
+    from codnn.sim import default_build_root
+    baseline = _baseline_engine()
+    fmax = baseline["fmax_mhz"]
+    parser = argparse.ArgumentParser()
+    add_compile(parser)
+    output = (Path(args.output) / "lenet5_mnist_cc-engine" if args.output else
+              Path(args.build_dir or default_build_root()) / "compile" / "lenet5_mnist_cc")
+    argv = [str(MODELS / "lenet5_mnist_cc.onnx"), "--rows", str(args.rows), "--cols",
+            str(args.cols), "--alpha", str(args.alpha), "--gamma", str(args.gamma),
+            "--mac", args.mac, "--calibration", str(args.calibration), "--check", "10",
+            "--rtl", str(min(args.rtl, 1)), "--simulator", args.simulator, "--fmax-mhz",
+            str(fmax), "-o", str(output)]
+    if args.per_channel:
+        argv.append("--per-channel")
+    if args.build_dir:
+        argv += ["--build-dir", args.build_dir]
+    from ..render import err_console
+    err_console.print(f"lenet5_mnist_cc compiled for the network engine (a {args.rows}x"
+                      f"{args.cols} array, alpha {args.alpha})", highlight=False)
+    report = compile_model(parser.parse_args(argv))
+    p = baseline["parameters"]
+    report["array_cycles_per_image"] = cc_report["cycles_per_image"]
+    report["engine_over_array"] = round(report["cycles_per_image"]
+                                        / cc_report["cycles_per_image"], 2)
+    report["fmax_mhz"] = fmax
+    report["fmax_source"] = (f"the network engine's baseline ({p['rows']}x{p['cols']}, alpha "
+                             f"{p['alpha']}, {p['mac']}, {baseline['device']}: "
+                             f"synth/baselines.json)")
+    return report
+
+
+def _print_demo_engine(report):
+    from ..render import console, print_rows
+    rtl = report.get("rtl")
+    print_rows("the column-combined LeNet-5 on the network engine (the whole network on the "
+               "device) against the array driven layer by layer (codnn infer)",
+               [{"model": "lenet5_mnist_cc", "engine": report["cycles_per_image"],
+                 "array": report["array_cycles_per_image"],
+                 "ratio": report["engine_over_array"],
+                 "ips": round(report["images_per_s"]),
+                 "checked": report["checked_inputs"],
+                 "rtl": ("-" if not rtl else "pass" if rtl["cycles_equal_model"]
+                         else "cycles differ")}],
+               [("model", "model"), ("engine", "engine cycles/img"),
+                ("array", "array alone"), ("ratio", "engine / array"),
+                ("ips", f"images/s at {report['fmax_mhz']} MHz"),
+                ("checked", "program = golden"), ("rtl", "RTL = golden, cycles = model")])
+    console.print(f"images per second at the Fmax of {report['fmax_source']}; program, "
+                  f"weights and report in {report['folder']}", highlight=False)
 
 
 def add_compile(sub):
@@ -340,6 +406,9 @@ def add_compile(sub):
     sub.add_argument("-o", "--output", metavar="DIR", default=None,
                      help="folder for program.json, weights.bin and report.json (default "
                           "BUILD_DIR/compile/MODEL)")
+    sub.add_argument("--board", metavar="BOARD", default=None,
+                     help="then build the bitstream of the engine sized for the program "
+                          "on BOARD (codnn bitstream --board BOARD --program DIR)")
     build_dir_option(sub)
     json_option(sub)
 
@@ -403,6 +472,33 @@ def _compile_target(args, folder):
 
 
 def run_compile(args):
+    from ..render import print_json
+    if args.board is not None:
+        from ..flows import ParameterError
+        from codnn.synth.bitstream import BOARDS
+        if args.board not in BOARDS:
+            raise ParameterError(f"Board must be one of {', '.join(BOARDS)}, not "
+                                 f"{args.board!r}")
+        if args.weight_port == "axi" or args.spill_words:
+            raise InputError("--board builds the board top, which holds its weights and "
+                             "activations on chip: drop --weight-port axi and --spill-words")
+    report = compile_model(args)
+    if args.json and args.board is None:
+        print_json(report)
+    elif args.board is None:
+        _print_compile_report(args, report)
+    else:
+        from .hardware import program_bitstream
+        if not args.json:
+            _print_compile_report(args, report)
+        return program_bitstream(args, report["folder"], args.board)
+    return 0
+
+
+def compile_model(args):
+    """``codnn compile`` without its printing: compile, check, write the folder and run
+    the RTL or the device as ``args`` asks; return the report (``folder`` where it is).
+    The demo runs it too."""
     import json
     from dataclasses import asdict
 
@@ -417,7 +513,6 @@ def run_compile(args):
     from ..model.infer import load_inputs
     from ..model.onnx_import import load_onnx
     from ..model.quantize import quantize_network
-    from ..render import print_json
     folder = Path(args.output or Path(args.build_dir or default_build_root()) / "compile"
                   / Path(args.model).stem)
     limits, on_device, external = _compile_target(args, folder)
@@ -483,11 +578,7 @@ def run_compile(args):
     report["per_step"] = [asdict(cost) for cost in compiled.costs]
     (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     report["folder"] = str(folder)
-    if args.json:
-        print_json(report)
-    else:
-        _print_compile_report(args, report)
-    return 0
+    return report
 
 
 def _buffer_report(engine, limits, compiled, weight_port):

@@ -98,6 +98,16 @@ class NetworkSoc(wiring.Component):
 
     engine = property(lambda self: self._engine, doc="The network engine.")
 
+    @classmethod
+    def for_program(cls, program, *, divisor=104, timeout_bytes=2000):
+        """The board top of the engine a ``codnn.golden.network_program.Program`` was
+        compiled for (``NetworkEngine.for_program``: its buffers the program's, its weight
+        memory on chip and, with the program memory, just large enough)."""
+        p = NetworkEngine.for_program(program).params
+        return cls(**{name: p[name] for name in (
+            "rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words",
+            "weight_words", "program_words")}, divisor=divisor, timeout_bytes=timeout_bytes)
+
     def elaborate(self, platform):
         m = Module()
         k = SimpleNamespace()
