@@ -274,6 +274,7 @@ def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progre
         block RAMs estimated) exceed the board's.
     """
     from codnn.golden.network_program import HEADER_CYCLES, step_cycles
+    from codnn.hw.network import NetworkEngine
     from codnn.hw.soc import NetworkSoc
     from codnn.synth.devices import bram_blocks
     program, _ = _compiled_folder(folder)
@@ -283,12 +284,9 @@ def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progre
     if program.engine.spill_words:
         raise ParameterError("the program uses external activation memory (compiled with "
                              "--spill-words); the board top has none")
-    try:
-        soc = NetworkSoc.for_program(program)
-    except ValueError as error:
-        raise ParameterError(str(error)) from None
     family = get_device(spec.device).family
-    memories = soc.engine.memories
+    params = NetworkEngine.program_params(program)
+    memories = NetworkEngine.program_memories(program)
     blocks = {name: copies * bram_blocks(family, width, depth)
               for name, (width, depth, copies) in memories.items()}
     if sum(blocks.values()) > spec.brams:
@@ -305,7 +303,7 @@ def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progre
     except ValueError as error:                 # a baud rate the board's clock cannot make
         raise ParameterError(str(error)) from error
     return {"design": "network", "program": str(Path(folder) / "program.json"),
-            "parameters": {name: soc.engine.params[name] for name in (
+            "parameters": {name: params[name] for name in (
                 "rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words",
                 "weight_words", "program_words")},
             "bram_estimate": sum(blocks.values()), "cycles_per_image": cycles,

@@ -127,7 +127,7 @@ def test_bitstream_of_a_compiled_program(lenet_4x4, build_root, capsys):
     assert report["parameters"]["weight_words"] * 8 == program["weight_image_bytes"]
     assert report["cycles_per_image"] == compiled["cycles_per_image"]
     assert report["images_per_s"] == pytest.approx(25e6 / report["cycles_per_image"], 0.01)
-    assert report["part"] == "LFE5U-85F-CABGA381" and 0 < report["bram"] <= 208
+    assert report["part"].startswith("LFE5U-85F") and 0 < report["bram"] <= 208
     with open(report["bitstream"], "rb") as bitstream:
         assert bitstream.read(2) == b"\xff\x00"
 

@@ -281,6 +281,18 @@ def test_compile_sizes_the_buffers_of_plain_torch_networks(tmp_path, capsys, kin
     assert "\n" not in error and not (tmp_path / "small").exists()
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--board", "nosuch"], "Board must be one of icebreaker"),
+    (["--board", "ulx3s-85f", "--weight-port", "axi"], "drop --weight-port axi"),
+    (["--board", "ulx3s-85f", "--spill-words", "4096"], "and --spill-words")])
+def test_compile_board_refuses_in_one_line(tmp_path, capsys, argv, message):
+    assert main(["compile", str(MODELS / "lenet5_mnist_cc.onnx"), *argv, "-o",
+                 str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1, error
+    assert not (tmp_path / "out").exists()
+
+
 def test_fit_buffers_keeps_the_limits_it_is_not_asked_to_size():
     network = residual_network(np.random.default_rng(SEED))
     limits = largest_buffers(EngineConfig(rows=4, cols=4, alpha=2))

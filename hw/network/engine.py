@@ -160,17 +160,8 @@ class NetworkEngine(wiring.Component):
     @property
     def memories(self):
         """The on-chip memories it is built with: ``{name: (width in bits, depth,
-        copies)}``; the activation buffer has a copy per array column (each column's
-        gather reads its own), the weight memory none behind the AXI4 port."""
-        p = self._p
-        R, W = p["rows"], p["cols"]
-        found = {"activations": (R * _DATA_BITS, p["act_words"], W),
-                 "accumulators": (R * _ACC_BITS, p["acc_words"], 1),
-                 "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
-                 "program": (32, p["program_words"], 1)}
-        if p["weight_port"] == "onchip":
-            found["weights"] = (16 * W, p["weight_words"], 1)
-        return found
+        copies)}`` (``program_memories``)."""
+        return _memories(self._p)
 
     @property
     def latency(self):
@@ -196,12 +187,25 @@ class NetworkEngine(wiring.Component):
         """The engine a ``codnn.golden.network_program.Program`` was compiled for, its weight
         (on-chip) and program memories just large enough, an activation port when the
         program may use external activation memory."""
+        return cls(**cls.program_params(program, weight_port))
+
+    @staticmethod
+    def program_params(program, weight_port="onchip"):
+        """The parameters of ``for_program``'s engine, without building it."""
         e = program.engine
-        return cls(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac, act_words=e.act_words,
-                   acc_words=e.acc_words, psum_words=e.psum_words,
-                   weight_words=max(1, program.weight_image_bytes // image_word(e)),
-                   program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
-                   weight_port=weight_port, act_port="axi" if e.spill_words else "none")
+        return dict(rows=e.rows, cols=e.cols, alpha=e.alpha, mac=e.mac,
+                    act_words=e.act_words, acc_words=e.acc_words, psum_words=e.psum_words,
+                    weight_words=max(1, program.weight_image_bytes // image_word(e)),
+                    program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
+                    weight_port=weight_port, act_port="axi" if e.spill_words else "none")
+
+    @classmethod
+    def program_memories(cls, program, weight_port="onchip"):
+        """The on-chip memories of ``for_program``'s engine, without building it: ``{name:
+        (width in bits, depth, copies)}``; the activation buffer has a copy per array
+        column (each column's gather reads its own), the weight memory none behind the
+        AXI4 port."""
+        return _memories(cls.program_params(program, weight_port))
 
     def elaborate(self, platform):
         m = Module()
@@ -604,6 +608,18 @@ class NetworkEngine(wiring.Component):
             m.d.sync += k.started.eq(1)
         with m.Elif(~busy):
             m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
+
+
+def _memories(p):
+    """The on-chip memories of an engine of parameters ``p`` (``NetworkEngine.memories``)."""
+    R, W = p["rows"], p["cols"]
+    found = {"activations": (R * _DATA_BITS, p["act_words"], W),
+             "accumulators": (R * _ACC_BITS, p["acc_words"], 1),
+             "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
+             "program": (32, p["program_words"], 1)}
+    if p["weight_port"] == "onchip":
+        found["weights"] = (16 * W, p["weight_words"], 1)
+    return found
 
 
 def _word(bits, k):

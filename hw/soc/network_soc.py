@@ -103,7 +103,7 @@ class NetworkSoc(wiring.Component):
         """The board top of the engine a ``codnn.golden.network_program.Program`` was
         compiled for (``NetworkEngine.for_program``: its buffers the program's, its weight
         memory on chip and, with the program memory, just large enough)."""
-        p = NetworkEngine.for_program(program).params
+        p = NetworkEngine.program_params(program)
         return cls(**{name: p[name] for name in (
             "rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words",
             "weight_words", "program_words")}, divisor=divisor, timeout_bytes=timeout_bytes)
