@@ -71,7 +71,7 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
            "gather_values", "image_word", "word_stride", "external_weight_bytes",
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
-           "read_tile", "read_region", "write_region", "check_step", "run_program",
+           "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
            "step_cycles", "weight_words_read", "host_words", "output_values"]
 
@@ -425,7 +425,8 @@ def gather_values(act, src, map_shape, kernel, stride, padding, gather, pad=0):
     alpha)``: ``act`` the activation buffer (``words x lanes``), ``src`` the source's first
     word, ``map_shape`` its ``(C, H, W)``, ``gather`` a tile's ``(offset, lane, ky, kx)``
     (``read_tile``); ``kernel == 0``: a dense layer (one position). A stream with an
-    input carries ``pad`` where its window lies outside the map; one without, 0."""
+    input carries ``pad`` where its window lies outside the map; one without, 0. None
+    when a read inside the map falls outside ``act``."""
     offset, lane, ky, kx = gather
     _, h, w = map_shape
     window = (kernel, stride, padding)
@@ -437,6 +438,8 @@ def gather_values(act, src, map_shape, kernel, stride, padding, gather, pad=0):
     y, x = oy.reshape(-1, 1, 1) + ky, ox.reshape(-1, 1, 1) + kx
     inside = (lane != NO_LANE) & (y >= 0) & (y < h) & (x >= 0) & (x < w)
     address = src + (oy * w + ox).reshape(-1, 1, 1) + offset
+    if np.any(inside & ((address < 0) | (address >= len(act)))):
+        return None
     values = act[np.where(inside, address, 0), np.where(inside, lane, 0)]
     return np.where(inside, values, np.where(lane != NO_LANE, pad, 0))
 
@@ -463,16 +466,22 @@ def _run_image(step, src, dst, image, memories, engine):
         shifts.append(np.frombuffer(image, np.uint8, R, at + 4 * R).astype(np.int64))
         at += bias_bytes(engine)
         psum = np.broadcast_to(bias, (step.positions, R))
-        for _ in range(step.col_blocks):
+        for j in range(step.col_blocks):
             tile, (offset, lane, ky, kx) = read_tile(image, at, engine)
+            where = f"{step.name}: tile {len(blocks)}, {j} of its weight image"
+            if np.any((lane >= R) & (lane != NO_LANE)):
+                raise ProgramError(f"{where} has a gather lane past the engine's {R}")
+            if np.any(tile.selects >= engine.alpha):
+                raise ProgramError(f"{where} has a stream select past its {engine.alpha} "
+                                   f"streams")
             at += tile_bytes(engine)
             read = np.arange(engine.alpha) < GATHER_PORTS * layer_rounds(step, engine)
             gather = (offset, np.where(read, lane, NO_LANE), ky, kx)
             beats = gather_values(memories["act"], src.addr, src.map_shape,
                                   step.kernel, step.stride, step.padding, gather, step.pad)
-            if len(beats) != step.positions:
-                raise ProgramError(f"{step.name}: its source gives {len(beats)} output "
-                                   f"positions, the step says {step.positions}")
+            if beats is None:
+                raise ProgramError(f"{where} reads a word outside the activation buffer's "
+                                   f"{len(memories['act'])}")
             psum = run_tile(tile, beats, psum, engine.acc_bits)
         blocks.append(psum.T)
     acc = np.concatenate(blocks)[:step.filters]                     # N x T
@@ -498,59 +507,158 @@ def external_reach(program):
     return max(spill_reach(program.steps, R), inputs)
 
 
-def check_step(step, engine):
-    """Raise ``ProgramError`` for a step that reads or writes the accumulator buffer where
-    the engine cannot: a layer's or pooling's source, pooling's or an add's destination,
-    or an add that calls an accumulator operand signed; a layer whose pad code is not
-    an activation of ``engine``; a load or store past its external activation memory."""
-    fixed = {LayerStep: ("src",), PoolStep: ("src", "dst"), AddStep: ("dst",),
-             LoadStep: ("dst",), StoreStep: ("src",)}[type(step)]
-    wrong = [name for name in fixed if getattr(step, name).memory != "act"]
-    if wrong:
-        raise ProgramError(f"{step.name}: its {' and '.join(wrong)} must be in the activation "
-                           f"buffer")
-    if isinstance(step, AddStep) and any(getattr(step, f"signed_{name}")
-                                         and getattr(step, name).memory == "acc"
-                                         for name in "ab"):
-        raise ProgramError(f"{step.name}: an operand in the accumulator buffer is not an "
-                           f"offset-binary activation (no signed flag)")
-    if isinstance(step, (LoadStep, StoreStep)):
-        region = step.dst if isinstance(step, LoadStep) else step.src
-        if step.addr < 0 or step.addr + region.words(engine.rows) > engine.spill_words:
-            raise ProgramError(f"{step.name}: external words {step.addr}.."
-                               f"{step.addr + region.words(engine.rows) - 1} lie past the "
-                               f"engine's external activation memory of "
-                               f"{engine.spill_words} words")
-    if isinstance(step, LayerStep) and not 0 <= step.pad < 1 << engine.out_bits:
-        raise ProgramError(f"{step.name}: pad code {step.pad} is not an activation "
-                           f"(0..{(1 << engine.out_bits) - 1})")
-    if isinstance(step, LayerStep) and not 1 <= layer_rounds(step, engine) \
-            <= gather_rounds(engine):
-        raise ProgramError(f"{step.name}: {step.rounds} rounds of gather reads; the engine "
-                           f"reads 1..{gather_rounds(engine)} per position")
-    if isinstance(step, LayerStep) and not 1 <= step.images <= MAX_STEP_IMAGES:
-        raise ProgramError(f"{step.name}: {step.images} images; a layer step runs "
-                           f"1..{MAX_STEP_IMAGES}")
-    if isinstance(step, LayerStep) and step.images > 1 and max(
-            step.src.words(engine.rows), step.dst.words(engine.rows)) >= 1 << 16:
-        raise ProgramError(f"{step.name}: an image of its source or result takes 65536 "
-                           f"words or more; a step of several images strides by less")
+#: The largest channel count, map side and layer or pooling stride and padding a program
+#: may name (the engine's registers: 16-bit sizes, 4-bit strides and paddings).
+MAX_SIDE, MAX_STRIDE = 0xFFFF, 15
+#: Region addresses are 29 bits (bits 29-31 of the binary word are flags).
+MAX_ADDR = (1 << 29) - 1
 
 
-def _check_ends(program):
-    """Raise ``ProgramError`` when a program's images or its input and output regions
-    (``images`` of them) are not what its engine can hold."""
-    engine, B, R = program.engine, program.images, program.engine.rows
+def _fail(where, text):
+    raise ProgramError(f"{where}: {text}")
+
+
+def _check_region(where, name, region, sizes, lanes, images=1, memories=("act",)):
+    """A region's memory, shape and bounds: ``images`` of it from its address inside
+    ``sizes[memory]`` words."""
+    if region.memory not in memories:
+        _fail(where, f"its {name} must be in the " + " or ".join(
+            {"act": "activation buffer", "acc": "accumulator buffer",
+             "ext": "external activation memory"}[m] for m in memories))
+    if len(region.shape) not in (1, 3) or not all(
+            isinstance(n, int) and 1 <= n <= MAX_SIDE for n in region.shape):
+        _fail(where, f"its {name}'s shape {region.shape} is not C x H x W or F, each "
+                     f"1..{MAX_SIDE}")
+    end = region.addr + images * region.words(lanes)
+    if not 0 <= region.addr <= MAX_ADDR or end > sizes[region.memory]:
+        _fail(where, f"its {name} (words {region.addr}..{end - 1}) lies past the "
+                     f"{region.memory} memory's {sizes[region.memory]} words")
+
+
+def _check_window(where, kernel, stride, padding, src, dst, *, pool):
+    """A window's kernel, stride and padding, and the output map it gives ``dst``."""
+    c, h, w = src.map_shape
+    if kernel == 0:
+        if stride != 1 or padding != 0 or dst.map_shape[1:] != (1, 1):
+            _fail(where, "kernel 0 (dense, or a global average) takes stride 1, padding 0 "
+                         "and gives one position")
+        return
+    if not 1 <= kernel <= MAX_KERNEL or not 1 <= stride <= MAX_STRIDE \
+            or not 0 <= padding <= (kernel - 1 if pool else MAX_STRIDE):
+        _fail(where, f"kernel {kernel}, stride {stride}, padding {padding}: the engine takes "
+                     f"kernels 1..{MAX_KERNEL}, strides 1..{MAX_STRIDE}, paddings 0.."
+                     f"{'kernel - 1' if pool else MAX_STRIDE}")
+    if h + 2 * padding < kernel or w + 2 * padding < kernel:
+        _fail(where, f"a {kernel} x {kernel} window does not fit its {h} x {w} source "
+                     f"with padding {padding}")
+    out = (output_size(h, kernel, stride, padding), output_size(w, kernel, stride, padding))
+    if dst.map_shape[1:] != out:
+        _fail(where, f"its dst map is {dst.map_shape[1]} x {dst.map_shape[2]}; the window "
+                     f"gives {out[0]} x {out[1]}")
+
+
+def _check_layer(where, step, engine, sizes, image_bytes):
+    R = engine.rows
+    n = step.images
+    if not 1 <= n <= MAX_STEP_IMAGES:
+        _fail(where, f"{n} images; a layer step runs 1..{MAX_STEP_IMAGES}")
+    _check_region(where, "src", step.src, sizes, R, n)
+    _check_region(where, "dst", step.dst, sizes, R, n, ("act", "acc"))
+    if step.output_stage != (step.dst.memory == "act"):
+        _fail(where, "a layer with an output stage writes the activation buffer, one "
+                     "without writes the accumulator buffer")
+    _check_window(where, step.kernel, step.stride, step.padding, step.src, step.dst,
+                  pool=False)
+    c, h, w = step.dst.map_shape
+    if step.positions != h * w:
+        _fail(where, f"positions {step.positions}; its dst map has {h * w}")
+    if step.filters != c or step.row_blocks != -(-c // R):
+        _fail(where, f"filters {step.filters} and row blocks {step.row_blocks}; its dst "
+                     f"has {c} channels, {-(-c // R)} blocks of {R}")
+    if not 1 <= step.col_blocks <= 0xFFFF:
+        _fail(where, f"column blocks {step.col_blocks}, not 1..65535")
+    if not 0 <= step.pad < 1 << engine.out_bits:
+        _fail(where, f"pad code {step.pad} is not an activation "
+                     f"(0..{(1 << engine.out_bits) - 1})")
+    if not 1 <= layer_rounds(step, engine) <= gather_rounds(engine):
+        _fail(where, f"{step.rounds} rounds of gather reads; the engine reads "
+                     f"1..{gather_rounds(engine)} per position")
+    end = step.weights + step.row_blocks * (bias_bytes(engine)
+                                            + step.col_blocks * tile_bytes(engine))
+    if step.weights < 0 or step.weights % image_word(engine) or end > image_bytes:
+        _fail(where, f"its weights (bytes {step.weights}..{end - 1}) are not whole words "
+                     f"inside the weight image's {image_bytes} bytes")
+    if n > 1 and max(step.src.words(R), step.dst.words(R)) >= 1 << 16:
+        _fail(where, "an image of its source or result takes 65536 words or more; a step "
+                     "of several images strides by less")
+    if step.col_blocks > 1 and step.positions * n > engine.psum_words:
+        _fail(where, f"its partial sums ({step.positions * n} words) do not fit the "
+                     f"partial-sum buffer's {engine.psum_words} words")
+
+
+def _check_step(where, step, engine, sizes, image_bytes):
+    R = engine.rows
+    if isinstance(step, LayerStep):
+        _check_layer(where, step, engine, sizes, image_bytes)
+    elif isinstance(step, PoolStep):
+        _check_region(where, "src", step.src, sizes, R)
+        _check_region(where, "dst", step.dst, sizes, R)
+        if step.kind not in ("max", "avg") or step.dst.map_shape[0] != step.src.map_shape[0]:
+            _fail(where, f"{step.kind} pooling from {step.src.map_shape[0]} channels to "
+                         f"{step.dst.map_shape[0]}; max or avg, channels kept")
+        _check_window(where, step.kernel, step.stride, step.padding, step.src, step.dst,
+                      pool=True)
+    elif isinstance(step, AddStep):
+        for name in ("a", "b"):
+            _check_region(where, name, getattr(step, name), sizes, R, 1, ("act", "acc"))
+            if getattr(step, f"signed_{name}") and getattr(step, name).memory == "acc":
+                _fail(where, "an operand in the accumulator buffer is not an offset-binary "
+                             "activation (no signed flag)")
+        _check_region(where, "dst", step.dst, sizes, R)
+        if not step.a.map_shape == step.b.map_shape == step.dst.map_shape:
+            _fail(where, f"operands {step.a.map_shape} and {step.b.map_shape} and result "
+                         f"{step.dst.map_shape} differ")
+        if not (0 <= step.ma < 1 << MULTIPLIER_BITS and 0 <= step.mb < 1 << MULTIPLIER_BITS):
+            _fail(where, f"multipliers {step.ma} and {step.mb} outside "
+                         f"{MULTIPLIER_BITS} unsigned bits")
+    else:
+        store = isinstance(step, StoreStep)
+        region = step.src if store else step.dst
+        _check_region(where, "src" if store else "dst", region, sizes, R)
+        if step.addr < 0 or step.addr + region.words(R) > engine.spill_words:
+            _fail(where, f"external words {step.addr}..{step.addr + region.words(R) - 1} "
+                         f"lie past the engine's external activation memory of "
+                         f"{engine.spill_words} words")
+
+
+def check_program(program):
+    """Raise ``ProgramError``, naming the step and the field, for a program its engine
+    does not run (docs/semantics.md section 9, "What the engine refuses"): an engine it
+    cannot be, images outside 1..256, a weight image that is not whole words or exceeds
+    the weight memory, an input or output region outside its memory, and per step a
+    region outside its memory or of another shape than the step gives it, a window that
+    gives another output map, counts that do not match (positions, filters, row
+    blocks), column blocks 0, weights past the image, a pad code or rounds the engine
+    does not have, images outside 1..65535, partial sums past their buffer,
+    multipliers past 24 bits, a transfer past the external memory."""
+    engine = program.engine
+    try:
+        engine.check()
+    except ProgramError as error:
+        _fail("the header", str(error))
+    B, R = program.images, engine.rows
     if not 1 <= B <= MAX_PROGRAM_IMAGES:
-        raise ProgramError(f"a program runs 1..{MAX_PROGRAM_IMAGES} images, not {B}")
+        _fail("the header", f"a program runs 1..{MAX_PROGRAM_IMAGES} images, not {B}")
+    image_bytes = program.weight_image_bytes
+    if image_bytes < 0 or image_bytes % image_word(engine) or image_bytes > engine.weight_bytes:
+        _fail("the header", f"a weight image of {image_bytes} bytes; the engine reads whole "
+                            f"words of {image_word(engine)} bytes, at most "
+                            f"{engine.weight_bytes}")
     sizes = {"act": engine.act_words, "acc": engine.acc_words, "ext": engine.spill_words}
-    for what, region in (("input", program.input), ("output", program.output)):
-        end = region.addr + B * region.words(R)
-        if what == "output" and region.memory == "ext":
-            raise ProgramError("the output lies in the activation or accumulator buffer")
-        if end > sizes[region.memory]:
-            raise ProgramError(f"the {what} of {B} image(s) ends at word {end}, past the "
-                               f"{region.memory} memory's {sizes[region.memory]} words")
+    _check_region("the header", "input", program.input, sizes, R, B, ("act", "ext"))
+    _check_region("the header", "output", program.output, sizes, R, B, ("act", "acc"))
+    for k, step in enumerate(program.steps):
+        _check_step(f"step {k} ({step.name})", step, engine, sizes, image_bytes)
 
 
 def run_program(program, image, x):
@@ -567,10 +675,10 @@ def run_program(program, image, x):
         regions of the program's images do not fit their memories.
     """
     engine = program.engine
+    check_program(program)
     if len(image) != program.weight_image_bytes:
         raise ProgramError(f"the weight image has {len(image)} bytes, the program reads "
                            f"{program.weight_image_bytes}")
-    _check_ends(program)
     x = np.asarray(x)
     batch = program.images > 1
     shape = (program.images, *program.input.shape) if batch else program.input.shape
@@ -578,8 +686,6 @@ def run_program(program, image, x):
         raise ProgramError(f"the image has shape {x.shape}, the program takes {shape}")
     if x.size and (x.min() < 0 or x.max() >= 1 << engine.out_bits):
         raise ProgramError(f"image values must lie in 0..{(1 << engine.out_bits) - 1}")
-    for step in program.steps:
-        check_step(step, engine)
     R = engine.rows
     memories = {"act": np.zeros((engine.act_words, R), np.int64),
                 "acc": np.zeros((engine.acc_words, R), np.int64),
@@ -616,10 +722,13 @@ def run_program(program, image, x):
 #: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
 #: ``STEP_WORDS`` per step (docs/semantics.md section 9).
 MAGIC = 0x6E646F63                              # "codn"
-VERSION = 4
+VERSION = 5
 HEADER_WORDS, STEP_WORDS = 18, 16
 _OPS = ("layer", "pool", "add", "load", "store")
 _MACS = ("parallel", "bitserial")
+#: Per operation: the flag bits it has, and the descriptor words it uses (the rest 0).
+_FLAGS = {"layer": 1, "pool": 3, "add": 7, "load": 0, "store": 0}
+_USED_WORDS = {"layer": 16, "pool": 9, "add": 13, "load": 6, "store": 6}
 
 
 def _region_words(region):
@@ -628,11 +737,19 @@ def _region_words(region):
             | (region.memory == "ext") << 29, c, h | w << 16]
 
 
-def _region(words):
+def _region(words, where, name, ext=False):
+    """The region of three binary words; ``ProgramError`` for one that is in two memories,
+    outside the external memory where it cannot be (``ext``), a vector of more than one
+    position, or of more than 65535 channels."""
     first, c, hw = (int(v) for v in words)
-    shape = (c,) if first >> 30 & 1 else (c, hw & 0xFFFF, hw >> 16)
-    memory = "acc" if first >> 31 else "ext" if first >> 29 & 1 else "act"
-    return Region(memory, first & 0x1FFF_FFFF, shape)
+    acc, vector, external = first >> 31, first >> 30 & 1, first >> 29 & 1
+    if (acc and external) or (external and not ext) or (vector and hw != 1 | 1 << 16) \
+            or not 1 <= c <= MAX_SIDE:
+        raise ProgramError(f"{where}: its {name} words {first:#x}, {c}, {hw:#x} are not a "
+                           f"region (one memory, a vector of 1 x 1, 1..{MAX_SIDE} channels)")
+    shape = (c,) if vector else (c, hw & 0xFFFF, hw >> 16)
+    memory = "acc" if acc else "ext" if external else "act"
+    return Region(memory, first & MAX_ADDR, shape)
 
 
 def _strides(step, lanes):
@@ -649,18 +766,21 @@ def _window_word(kernel, stride, padding, rounds=0):
 
 def encode_program(program):
     """The program as the engine's sequencer reads it: a header (magic, version, step
-    count, the engine's parameters, the input and output regions) and a fixed-size
-    descriptor per step (names are the JSON form's only)."""
+    count and images, the input and output regions, the engine's parameters, the weight
+    image's words) and a fixed-size descriptor per step (names are the JSON form's
+    only)."""
     e = program.engine
-    if len(program.steps) >= 1 << 24 or not 1 <= program.images <= MAX_PROGRAM_IMAGES:
-        raise ProgramError(f"a binary program has fewer than 2**24 steps and 1.."
-                           f"{MAX_PROGRAM_IMAGES} images, not {len(program.steps)} and "
-                           f"{program.images}")
-    words = [MAGIC, VERSION, len(program.steps) | (program.images - 1) << 24, e.rows,
-             e.cols, e.alpha,
-             e.weight_bits | e.out_bits << 8 | e.acc_bits << 16, _MACS.index(e.mac),
-             e.act_words, e.acc_words, e.psum_words, program.weight_image_bytes,
-             *_region_words(program.input), *_region_words(program.output)]
+    if len(program.steps) >= 1 << 24 or not 1 <= program.images <= MAX_PROGRAM_IMAGES \
+            or program.weight_image_bytes % image_word(e):
+        raise ProgramError(f"a binary program has fewer than 2**24 steps, 1.."
+                           f"{MAX_PROGRAM_IMAGES} images and a weight image of whole words, "
+                           f"not {len(program.steps)}, {program.images} and "
+                           f"{program.weight_image_bytes} bytes")
+    words = [MAGIC, VERSION, len(program.steps) | (program.images - 1) << 24,
+             *_region_words(program.input), *_region_words(program.output), e.rows,
+             e.cols, e.alpha, e.weight_bits | e.out_bits << 8 | e.acc_bits << 16,
+             _MACS.index(e.mac), e.act_words, e.acc_words, e.psum_words,
+             program.weight_image_bytes // image_word(e)]
     for step in program.steps:
         if isinstance(step, LayerStep):
             body = [_OPS.index("layer") | step.output_stage << 8,
@@ -689,16 +809,70 @@ def encode_program(program):
     return np.array(words, "<u4").tobytes()
 
 
+def _decode_step(s, k, engine):
+    """Step ``k`` of a binary program (its descriptor words ``s``); ``ProgramError`` for an
+    unknown operation, flags it does not have, a used word out of its range, an unused
+    word that is not 0, or a count that its regions do not give (a pooling's lane
+    blocks, an add's words, a transfer's words, a layer's image strides)."""
+    op, flags, where = int(s[0] & 0xFF), int(s[0] >> 8), f"step {k}"
+    if op >= len(_OPS):
+        raise ProgramError(f"{where}: unknown operation {op}")
+    kind = _OPS[op]
+    if flags & ~_FLAGS[kind] or np.any(s[_USED_WORDS[kind]:]):
+        raise ProgramError(f"{where}: a {kind} step with flags {flags:#x} or words past its "
+                           f"{_USED_WORDS[kind]} that are not 0")
+    name, R = f"step{k}", engine.rows
+
+    def region(at, field):
+        return _region(s[at:at + 3], where, field)
+
+    def count(value, region, what):
+        if value != region.words(R):
+            raise ProgramError(f"{where}: {what} {int(value)}; its region takes "
+                               f"{region.words(R)}")
+    if kind == "layer":
+        window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16 & 0xFF))
+        layer = LayerStep(name, region(1, "src"), region(4, "dst"), int(s[7]), int(s[8]),
+                          int(s[9]), int(s[10]), int(s[11]) * image_word(engine),
+                          bool(flags & 1), *window, int(s[12]), int(s[13] >> 24),
+                          int(s[14]))
+        wide = layer.images > 1 and max(layer.src.words(R), layer.dst.words(R)) >= 1 << 16
+        if s[15] != _strides(layer, R) and not wide:        # wide: check_program refuses
+            raise ProgramError(f"{where}: image strides {int(s[15]):#x}, its regions give "
+                               f"{_strides(layer, R):#x}")
+        return layer
+    if kind in ("load", "store"):
+        buffer = region(1, "dst" if kind == "load" else "src")
+        count(s[5], buffer, "words")
+        return (LoadStep if kind == "load" else StoreStep)(name, buffer, int(s[4]))
+    if kind == "pool":
+        if s[7] >> 24:
+            raise ProgramError(f"{where}: window word {int(s[7]):#x} has bits past 24")
+        src = region(1, "src")
+        if s[8] != -(-src.map_shape[0] // R):
+            raise ProgramError(f"{where}: lane blocks {int(s[8])}; its source has "
+                               f"{-(-src.map_shape[0] // R)}")
+        return PoolStep(name, src, region(4, "dst"), "avg" if flags & 1 else "max",
+                        int(s[7] & 0xFF), int(s[7] >> 8 & 0xFF), int(s[7] >> 16 & 0xFF),
+                        bool(flags & 2))
+    add = AddStep(name, region(1, "a"), region(4, "b"), region(7, "dst"), int(s[10]),
+                  int(s[11]), bool(flags & 1), bool(flags & 2), bool(flags & 4))
+    count(s[12], add.dst, "words")
+    return add
+
+
 def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
     """The ``Program`` of ``encode_program``'s bytes (steps named ``step0``, ``step1``...;
     ``weight_bytes``, the on-chip weight memory, is not in the binary form, nor is the
     external activation memory: ``spill_words`` is what the loads, the stores and the
-    input reach, ``external_reach``).
+    input reach, ``external_reach``). ``check_program`` decides whether an engine runs
+    it.
 
     Raises
     ------
     ProgramError
-        If ``data`` is not a whole program of this version.
+        If ``data`` is not a whole program of this version, or a step's binary words are
+        not one (``_decode_step``).
     """
     if len(data) < 4 * HEADER_WORDS or len(data) % 4:
         raise ProgramError(f"a program has a {4 * HEADER_WORDS}-byte header and whole "
@@ -711,44 +885,21 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
     if len(w) != HEADER_WORDS + count * STEP_WORDS:
         raise ProgramError(f"a program of {count} steps has "
                            f"{4 * (HEADER_WORDS + count * STEP_WORDS)} bytes, not {len(data)}")
-    if w[7] >= len(_MACS):
-        raise ProgramError(f"unknown MAC kind {int(w[7])}")
-    engine = EngineConfig(rows=int(w[3]), cols=int(w[4]), alpha=int(w[5]),
-                          mac=_MACS[w[7]], weight_bits=int(w[6] & 0xFF),
-                          out_bits=int(w[6] >> 8 & 0xFF), acc_bits=int(w[6] >> 16),
-                          act_words=int(w[8]), acc_words=int(w[9]), psum_words=int(w[10]),
+    if w[13] >= len(_MACS):
+        raise ProgramError(f"the header: unknown MAC kind {int(w[13])}")
+    engine = EngineConfig(rows=int(w[9]), cols=int(w[10]), alpha=int(w[11]),
+                          mac=_MACS[w[13]], weight_bits=int(w[12] & 0xFF),
+                          out_bits=int(w[12] >> 8 & 0xFF), acc_bits=int(w[12] >> 16),
+                          act_words=int(w[14]), acc_words=int(w[15]), psum_words=int(w[16]),
                           weight_bytes=weight_bytes)
-    steps = []
-    for k in range(count):
-        s = w[HEADER_WORDS + k * STEP_WORDS:HEADER_WORDS + (k + 1) * STEP_WORDS]
-        op, flags, name = int(s[0] & 0xFF), int(s[0] >> 8), f"step{k}"
-        if op >= len(_OPS):
-            raise ProgramError(f"step {k}: unknown operation {op}")
-        if _OPS[op] == "layer":
-            window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16 & 0xFF))
-            layer = LayerStep(name, _region(s[1:4]), _region(s[4:7]), int(s[7]), int(s[8]),
-                              int(s[9]), int(s[10]), int(s[11]) * image_word(engine),
-                              bool(flags & 1), *window, int(s[12]), int(s[13] >> 24),
-                              int(s[14]))
-            if s[15] != _strides(layer, engine.rows):
-                raise ProgramError(f"step {k}: image strides {int(s[15]):#x}, its regions "
-                                   f"give {_strides(layer, engine.rows):#x}")
-            steps.append(layer)
-        elif _OPS[op] in ("load", "store"):
-            kind = LoadStep if _OPS[op] == "load" else StoreStep
-            steps.append(kind(name, _region(s[1:4]), int(s[4])))
-        elif _OPS[op] == "pool":
-            steps.append(PoolStep(name, _region(s[1:4]), _region(s[4:7]),
-                                  "avg" if flags & 1 else "max", int(s[7] & 0xFF),
-                                  int(s[7] >> 8 & 0xFF), int(s[7] >> 16), bool(flags & 2)))
-        else:
-            steps.append(AddStep(name, _region(s[1:4]), _region(s[4:7]), _region(s[7:10]),
-                                 int(s[10]), int(s[11]), bool(flags & 1), bool(flags & 2),
-                                 bool(flags & 4)))
+    steps = tuple(_decode_step(w[HEADER_WORDS + k * STEP_WORDS:
+                                 HEADER_WORDS + (k + 1) * STEP_WORDS], k, engine)
+                  for k in range(count))
     # The external activation memory is not in the binary form: as large as the loads,
     # the stores and the input reach.
-    program = Program(engine, tuple(steps), _region(w[12:15]), _region(w[15:18]), int(w[11]),
-                      images)
+    program = Program(engine, steps, _region(w[3:6], "the header", "input", ext=True),
+                      _region(w[6:9], "the header", "output"),
+                      int(w[17]) * image_word(engine), images)
     return dataclasses.replace(program, engine=dataclasses.replace(
         engine, spill_words=external_reach(program)))
 

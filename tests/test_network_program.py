@@ -377,7 +377,7 @@ def test_binary_program_round_trip_and_bad_programs():
                           run_program(compiled.program, compiled.image, image))
     with pytest.raises(ProgramError, match="a 72-byte header and whole words, not 70 bytes"):
         decode_program(data[:70])
-    with pytest.raises(ProgramError, match="not a network engine program of version 4"):
+    with pytest.raises(ProgramError, match="not a network engine program of version 5"):
         decode_program(b"\0" * 4 + data[4:])
     with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
         decode_program(data[:-64])
