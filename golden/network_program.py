@@ -861,19 +861,44 @@ def _decode_step(s, k, engine):
     return add
 
 
-def decode_program(data, weight_bytes=EngineConfig.weight_bytes):
+def decode_program(data, weight_bytes=EngineConfig.weight_bytes, engine=None):
     """The ``Program`` of ``encode_program``'s bytes (steps named ``step0``, ``step1``...;
     ``weight_bytes``, the on-chip weight memory, is not in the binary form, nor is the
     external activation memory: ``spill_words`` is what the loads, the stores and the
-    input reach, ``external_reach``). ``check_program`` decides whether an engine runs
-    it.
+    input reach, ``external_reach``).
+
+    With ``engine`` (an ``EngineConfig``), whether that engine runs it, as the engine
+    decides (docs/semantics.md section 9, "What the engine refuses"): the header's array,
+    widths and MAC kind are the engine's, its buffers at most the engine's (a program
+    for a smaller engine runs on a larger one), and the program, on the engine's weight
+    memory and external activation memory, passes ``check_program``.
 
     Raises
     ------
     ProgramError
-        If ``data`` is not a whole program of this version, or a step's binary words are
-        not one (``_decode_step``).
+        If ``data`` is not a whole program of this version, a step's binary words are
+        not one (``_decode_step``), or (with ``engine``) that engine does not run it.
     """
+    program = _decode(data, weight_bytes if engine is None else engine.weight_bytes)
+    if engine is None:
+        return program
+    header = program.engine
+    same = ("rows", "cols", "alpha", "mac", "weight_bits", "out_bits", "acc_bits")
+    wrong = [name for name in same if getattr(header, name) != getattr(engine, name)]
+    wrong += [name for name in ("act_words", "acc_words", "psum_words")
+              if not 1 <= getattr(header, name) <= getattr(engine, name)]
+    if wrong:
+        raise ProgramError(f"the header: {', '.join(wrong)} "
+                           f"{', '.join(str(getattr(header, n)) for n in wrong)}; the engine "
+                           f"has {', '.join(str(getattr(engine, n)) for n in wrong)}")
+    program = dataclasses.replace(program, engine=dataclasses.replace(
+        header, spill_words=engine.spill_words))
+    check_program(program)
+    return program
+
+
+def _decode(data, weight_bytes):
+    """``decode_program`` without an engine."""
     if len(data) < 4 * HEADER_WORDS or len(data) % 4:
         raise ProgramError(f"a program has a {4 * HEADER_WORDS}-byte header and whole "
                            f"words, not {len(data)} bytes")

@@ -8,8 +8,8 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, HEADER_WORDS, MAGIC,
-                                          STEP_WORDS, VERSION, WEIGHT_PORTS, EngineConfig,
+from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, HEADER_WORDS,
+                                          STEP_WORDS, WEIGHT_PORTS, EngineConfig,
                                           act_stride, bias_bytes, external_weight_bytes,
                                           image_word, word_stride)
 from codnn.golden.systolic import MAC_KINDS, select_bits
@@ -18,6 +18,7 @@ from codnn.hw.common.params import positive_int
 from codnn.hw.network.activations import AxiActivations, axi_signature
 from codnn.hw.network.gather import Gather
 from codnn.hw.network.postprocess import PostOp, PostProcess
+from codnn.hw.network.program_check import ProgramCheck
 from codnn.hw.network.results import ResultWriter
 
 from codnn.hw.network.weights import AxiWeights, OnChipWeights, axi_read_signature
@@ -275,6 +276,14 @@ class NetworkEngine(wiring.Component):
         k.header = Signal(32 * HEADER_WORDS, name="header")
         k.desc = Signal(32 * STEP_WORDS, name="desc")
         k.step = _Step(k.desc)
+        config = self.config
+        k.check = check = ProgramCheck(
+            rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
+            act_words=p["act_words"], acc_words=p["acc_words"], psum_words=p["psum_words"],
+            weight_limit=config.weight_bytes // image_word(config),
+            ext_limit=config.spill_words, program_words=p["program_words"])
+        m.submodules.check = check
+        m.d.comb += [check.header.eq(k.header), check.desc.eq(k.desc)]
         k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + 2, name="fetched")
         k.steps_left = Signal(32, name="steps_left")
         k.started = Signal(name="started")
@@ -443,27 +452,6 @@ class NetworkEngine(wiring.Component):
         with m.If(xfer.error):
             m.d.sync += k.error.eq(1)
 
-    def _invalid(self, k):
-        """What no step can be: an unknown operation, a layer or pooling reading the
-        accumulator buffer, pooling or an add writing it, an add calling accumulators
-        signed activations, a layer padding with more than an activation, reading in no
-        rounds or more than the gather has, or naming no images or more than 65535; a
-        load or store without an activation port, on the accumulator buffer or with a
-        base not 4 KB aligned."""
-        step, layer = k.step, k.step.layer
-        signed_acc = (step.flags[0] & step.first_acc) | (step.flags[1] & step.second_acc)
-        wide_pad = layer.pad[_DATA_BITS:] != 0
-        if k.xfer is None:
-            bad_transfer, last_op = 1, 2
-        else:
-            bad_transfer, last_op = step.first_acc | (self.act_base[:12] != 0), 4
-        bad_rounds = (layer.rounds == 0) | (layer.rounds > k.gather.rounds)
-        bad_images = (layer.images == 0) | (layer.images[16:] != 0)
-        return (step.op > last_op) | Mux(
-            step.op == 0, step.first_acc | wide_pad | bad_rounds | bad_images,
-            Mux(step.is_add, step.add.dst_acc | signed_acc,
-                Mux(step.is_transfer, bad_transfer, step.first_acc | step.second_acc)))
-
     def _buffer_writes(self, m, k):
         """Who writes the activation buffer, the later taking precedence: the result
         writer, the transfer unit, the post-processing unit, the host while idle."""
@@ -487,10 +475,8 @@ class NetworkEngine(wiring.Component):
         R, A = p["rows"], p["alpha"]
         state, step, layer = k.state, k.step, k.step.layer
         word, weights, array = k.word, k.weights, k.array
-        invalid = self._invalid(k)
-        expected = [MAGIC, VERSION, None, R, p["cols"], A,
-                    _WEIGHT_BITS | _DATA_BITS << 8 | _ACC_BITS << 16, MAC_KINDS.index(p["mac"]),
-                    p["act_words"], p["acc_words"], p["psum_words"]]
+        invalid = k.check.step_bad | (step.is_transfer & (self.act_base[:12] != 0)
+                                      if k.xfer is not None else k.check.step_bad)
         with m.Switch(state):
             with m.Case(_State.IDLE, _State.ERROR):
                 with m.If(self.start):
@@ -499,20 +485,21 @@ class NetworkEngine(wiring.Component):
             with m.Case(_State.HEADER, _State.FETCH):
                 # Word pc is read; the one before it arrives (from the second cycle on).
                 size = Mux(state == _State.HEADER, HEADER_WORDS, STEP_WORDS)
-                with m.If(k.fetched != 0):
-                    with m.If(state == _State.HEADER):
-                        m.d.sync += k.header.eq(Cat(k.header[32:], k.prog_r.data))
-                    with m.Else():
-                        m.d.sync += k.desc.eq(Cat(k.desc[32:], k.prog_r.data))
+                for j in range(max(HEADER_WORDS, STEP_WORDS)):
+                    with m.If(k.fetched == j + 1):
+                        if j < HEADER_WORDS:
+                            with m.If(state == _State.HEADER):
+                                m.d.sync += _word(k.header, j).eq(k.prog_r.data)
+                        if j < STEP_WORDS:
+                            with m.If(state == _State.FETCH):
+                                m.d.sync += _word(k.desc, j).eq(k.prog_r.data)
                 with m.If(k.fetched != size):
                     m.d.sync += [k.pc.eq(k.pc + 1), k.fetched.eq(k.fetched + 1)]
                 with m.Else():
                     m.d.sync += [k.fetched.eq(0), state.eq(Mux(state == _State.HEADER,
                                                                _State.CHECK, _State.DISPATCH))]
             with m.Case(_State.CHECK):
-                fits = Cat(_word(k.header, i) == v
-                           for i, v in enumerate(expected) if v is not None).all()
-                with m.If(~fits):
+                with m.If(k.check.header_bad):
                     m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
                 with m.Elif(_word(k.header, 2)[:24] == 0):
                     m.d.sync += state.eq(_State.IDLE)

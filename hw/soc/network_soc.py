@@ -9,7 +9,6 @@ from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import HEADER_WORDS
 from codnn.hw.network import NetworkEngine
 
 from .array_soc import status_block
@@ -20,7 +19,7 @@ from .protocol import MAX_PAYLOAD, STATUS_BYTES, Command, EngineKind, Status
 __all__ = ["NetworkSoc"]
 
 #: Program words whose writes the top keeps: the header's input and output regions.
-_INPUT_WORD, _OUTPUT_WORD = HEADER_WORDS - 6, HEADER_WORDS - 3
+_INPUT_WORD, _OUTPUT_WORD = 3, 6
 
 
 class NetworkSoc(wiring.Component):
