@@ -321,8 +321,8 @@ class Board:
         Raises
         ------
         ValueError
-            If the device's engine is not the one the program was compiled for, or its
-            program or weight memory is too small.
+            If the device's engine has another array than the program was compiled for,
+            smaller buffers, or too small a program or weight memory.
         """
         st = self._status_of(EngineKind.NETWORK)
         e = program.engine
@@ -331,9 +331,11 @@ class Board:
                   "act_words": st.depth, "acc_words": st.config["acc_words"],
                   "psum_words": st.config["psum_words"]}
         wanted = {name: getattr(e, name) for name in device}
-        if device != wanted:
+        sizes = ("act_words", "acc_words", "psum_words")
+        if any(device[n] != wanted[n] for n in device if n not in sizes) or any(
+                wanted[n] > device[n] for n in sizes):
             raise ValueError(f"the device's engine has {device}; the program was compiled "
-                             f"for {wanted}")
+                             f"for {wanted} (the same array, buffers at most the device's)")
         binary, word = encode_program(program), image_word(e)
         image = bytes(image)
         for command, data, nbytes, what in (

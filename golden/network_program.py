@@ -917,6 +917,10 @@ def _decode(data, weight_bytes):
                           out_bits=int(w[12] >> 8 & 0xFF), acc_bits=int(w[12] >> 16),
                           act_words=int(w[14]), acc_words=int(w[15]), psum_words=int(w[16]),
                           weight_bytes=weight_bytes)
+    try:
+        engine.check()
+    except ProgramError as error:
+        raise ProgramError(f"the header: {error}") from None
     steps = tuple(_decode_step(w[HEADER_WORDS + k * STEP_WORDS:
                                  HEADER_WORDS + (k + 1) * STEP_WORDS], k, engine)
                   for k in range(count))

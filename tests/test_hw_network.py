@@ -788,3 +788,123 @@ def test_engine_refuses_a_misaligned_external_activation_memory():
                                        act_base=0x1010)
     assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
                                                    for j in range(k)) + FETCH_CYCLES
+
+
+def _run_with_memories(compiled, x, bad):
+    """One run of ``x`` on the engine for ``compiled`` with its weights and its spilled
+    activations in AXI4 memories (Python models: always ready, the first word the cycle
+    after a burst's address); ``bad`` names one answer that is SLVERR: ``("weights", n)``
+    the ``n``-th weight word, ``("load", n)`` the ``n``-th activation word read,
+    ``("store", n)`` the ``n``-th write response, or None. Returns ``(output, cycles,
+    error)``."""
+    from codnn.golden.network_program import act_stride, word_stride
+    program, image = compiled.program, compiled.image
+    dut = NetworkEngine.for_program(program, weight_port="axi")
+    e = program.engine
+    word, stride = image_word(e), word_stride(image_word(e))
+    weights = {4096 + k * stride: int.from_bytes(image[k * word:(k + 1) * word], "little")
+               for k in range(len(image) // word)}
+    acts, result = {}, []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def reads(ctx, axi, memory, kind, step):
+        pending, beat = [], 0
+        while True:
+            ctx.set(axi.arready, 1)
+            ctx.set(axi.rvalid, bool(pending))
+            if pending:
+                ctx.set(axi.rdata, memory.get(pending[0][0], 0))
+                ctx.set(axi.rlast, pending[0][1] == 1)
+                ctx.set(axi.rresp, 2 if bad == (kind, beat) else 0)
+            _, _, arv, ara, arl, rv, rr = await ctx.tick().sample(
+                axi.arvalid, axi.araddr, axi.arlen, axi.rvalid, axi.rready)
+            if rv and rr:
+                beat += 1
+                addr, left = pending[0]
+                pending[0] = (addr + step, left - 1)
+                if left == 1:
+                    pending.pop(0)
+            if arv:
+                pending.append((ara, arl + 1))
+
+    async def writes(ctx, axi, memory, step):
+        pending, responses, answered = [], 0, 0
+        while True:
+            ctx.set(axi.awready, 1)
+            ctx.set(axi.wready, 1)
+            ctx.set(axi.bvalid, responses > 0)
+            ctx.set(axi.bresp, 2 if bad == ("store", answered) else 0)
+            _, _, awv, awa, wv, wd, wl, bv, br = await ctx.tick().sample(
+                axi.awvalid, axi.awaddr, axi.wvalid, axi.wdata, axi.wlast, axi.bvalid,
+                axi.bready)
+            if bv and br:
+                responses, answered = responses - 1, answered + 1
+            if awv:
+                pending.append(awa)
+            if wv:
+                memory[pending[0]] = wd
+                pending[0] += step
+                if wl:
+                    pending.pop(0)
+                    responses += 1
+
+    async def bench(ctx):
+        ctx.set(dut.weight_base, 4096)
+        ctx.set(dut.act_base, 1 << 16)
+        program_words, _, act = host_words(program, image, x)
+        for port, words in ((dut.program_write, program_words), (dut.act_write, act)):
+            for addr, value in words:
+                ctx.set(port, {"addr": addr, "data": value, "en": 1})
+                await ctx.tick()
+            ctx.set(port.en, 0)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(200_000):
+            await ctx.tick()
+            if not ctx.get(dut.busy):
+                break
+        assert not ctx.get(dut.busy), "the engine never finished"
+        out, words = program.output, []
+        for addr in range(out.addr, out.addr + out.words(e.rows)):
+            ctx.set(dut.acc_read if out.memory == "acc" else dut.act_read, addr)
+            await ctx.tick()
+            words.append(ctx.get(dut.acc_read_data if out.memory == "acc"
+                                 else dut.act_read_data))
+        result.append((output_values(program, words), ctx.get(dut.cycles),
+                       ctx.get(dut.error)))
+
+    async def weight_reads(ctx):
+        await reads(ctx, dut.axi, weights, "weights", stride)
+
+    async def act_reads(ctx):
+        await reads(ctx, dut.act_axi, acts, "load", act_stride(e))
+
+    async def act_writes(ctx):
+        await writes(ctx, dut.act_axi, acts, act_stride(e))
+
+    for process in (weight_reads, act_reads, act_writes):
+        sim.add_process(process)
+    sim.add_testbench(bench)
+    sim.run()
+    return result[0]
+
+
+@pytest.mark.parametrize("bad", [("store", 0), pytest.param(("weights", 40), marks=pytest.mark.long),
+                                 pytest.param(("load", 3), marks=pytest.mark.long)])
+def test_memory_errors_flag_the_run_and_let_it_finish(bad):
+    # An AXI4 SLVERR on a weight read, an activation read (a load) or a store's write
+    # response sets ``error``; the run goes on to its end as it would have (the same
+    # cycles; the data came with the error, so the same outputs), and ``error`` stays
+    # high until the next start (docs/networks.md, "Driving the engine").
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
+                          psum_words=64, spill_words=1024)
+    compiled = compile_network(bottleneck_network(rng), engine)
+    x = rng.integers(0, 256, (3, 6, 6))
+    clean = _run_with_memories(compiled, x, None)
+    faulty = _run_with_memories(compiled, x, bad)
+    assert not clean[2] and faulty[2]
+    assert np.array_equal(clean[0], run_program(compiled.program, compiled.image, x))
+    assert faulty[1] == clean[1] and np.array_equal(faulty[0], clean[0])

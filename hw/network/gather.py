@@ -52,7 +52,10 @@ class Gather(wiring.Component):
     padding + ky, ox * stride - padding + kx)`` lies inside the map and
     ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input); the streams
     past the geometry's ``rounds * ports`` are not read and carry 0. ``write`` writes a
-    word into every copy (not while a pass reads what it writes).
+    word into every copy (not while a pass reads what it writes). ``fault`` goes high
+    when a read inside the map is of a word below 0 or at ``limit`` or past it (the
+    program's buffer; the word read is then not the one named) and stays high until the
+    next pass starts.
 
     Latency: ``rounds + 5`` cycles from the edge that takes ``start`` to the first beat
     valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and lane
@@ -77,6 +80,9 @@ class Gather(wiring.Component):
     table : In(ArrayLayout(ArrayLayout(GatherEntry, alpha), cols))
     start : In(1)
     busy : Out(1)
+    limit : In(range(depth + 1))
+        The program's activation buffer words (reads at it or past it are faults).
+    fault : Out(1)
     o : Out(stream.Signature(ArrayLayout(ArrayLayout(unsigned(data_bits), alpha), cols)))
     aux, aux_data : In(ArrayLayout(range(depth), ports)), Out(ArrayLayout(word, ports))
         The read ports of column 0's copy for others (the post-processing unit, the host)
@@ -109,6 +115,8 @@ class Gather(wiring.Component):
             "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, alpha), cols)),
             "start": In(1),
             "busy": Out(1),
+            "limit": In(range(depth + 1)),
+            "fault": Out(1),
             "aux": In(data.ArrayLayout(range(depth), ports)),
             "aux_data": Out(data.ArrayLayout(unsigned(lanes * data_bits), ports)),
             "o": Out(stream.Signature(data.ArrayLayout(
@@ -181,7 +189,7 @@ class Gather(wiring.Component):
         k.beat = Signal.like(self.o.payload, name="beat")   # the streams of a position
         k.first = Signal(name="first")                 # a cycle to set up from the inputs
         with m.If(self.start & ~self.busy):
-            m.d.sync += [k.first.eq(1), k.issuing.eq(1)]
+            m.d.sync += [k.first.eq(1), k.issuing.eq(1), self.fault.eq(0)]
         with m.If(k.first):
             top_left = g.src - corner
             m.d.sync += [k.first.eq(0), k.geo.eq(g), k.table.eq(self.table), k.beat.eq(0),
@@ -251,7 +259,11 @@ class Gather(wiring.Component):
                          self.aux_data[p].eq(read.data)]
         else:
             m.d.comb += read.addr.eq(address)
-        m.d.sync += [address.eq(Mux(inside, k.base + slot.offset, 0)),
+        named = Signal(signed(26), name=f"read_c{g}_p{p}_named")
+        m.d.comb += named.eq(k.base + slot.offset)
+        with m.If(k.go & inside & ((named < 0) | (named >= self.limit))):
+            m.d.sync += self.fault.eq(1)
+        m.d.sync += [address.eq(Mux(inside, named, 0)),
                      valid.eq(k.go & inside), padded.eq(has_input & ~inside),
                      lane.eq(slot.lane), stream_index.eq(k.rnd * P + p)]
         wanted = Signal(name=f"read_c{g}_p{p}_wanted")
