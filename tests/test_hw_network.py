@@ -908,3 +908,24 @@ def test_memory_errors_flag_the_run_and_let_it_finish(bad):
     assert not clean[2] and faulty[2]
     assert np.array_equal(clean[0], run_program(compiled.program, compiled.image, x))
     assert faulty[1] == clean[1] and np.array_equal(faulty[0], clean[0])
+
+
+def test_a_program_for_smaller_buffers_runs_on_a_larger_engine():
+    # Compiled for buffers smaller than the engine's (as codnn compile sizes them), the
+    # program runs, equal to golden in the model's cycles; one for larger buffers than
+    # the engine has is refused at its header.
+    rng = np.random.default_rng(SEED)
+    network = residual_network(rng)
+    small = EngineConfig(rows=4, cols=4, alpha=2, act_words=300, acc_words=3,
+                         psum_words=64)
+    compiled = compile_network(network, small)
+    dut = NetworkEngine(rows=4, cols=4, alpha=2, mac="parallel", act_words=512,
+                        acc_words=16, psum_words=128, weight_words=4096, program_words=512)
+    x = rng.integers(0, 256, (2, 3, 8, 8))
+    for image, (got, cycles, error) in zip(x, _engine_runs(dut, compiled.program,
+                                                            compiled.image, x)):
+        assert not error and cycles == compiled.cycles
+        assert np.array_equal(got, run_program(compiled.program, compiled.image, image))
+    large = compile_network(network, dataclasses.replace(small, act_words=600))
+    (_, cycles, error), = _engine_runs(dut, large.program, large.image, x[:1])
+    assert error and cycles == HEADER_CYCLES

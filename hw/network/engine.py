@@ -61,14 +61,17 @@ class NetworkEngine(wiring.Component):
     input in external activation memory) while the engine is idle, pulses
     ``start``, waits for ``busy`` to fall and reads the result (``act_read`` or
     ``acc_read``, data a cycle after the address). ``error`` is set (until the next
-    ``start``) when the program's header does not match the engine, a step's operation is
-    unknown or it reads or writes the accumulator buffer where it cannot (a layer's or
-    pooling's source, pooling's or an add's destination, an add's operand flagged
-    signed), a layer's pad code is not an activation (256 or more), a layer step names no
-    images or more than 65535, a row block of a layer with an output stage has a shift of
-    32 or more (before its first tile), or an external memory answered with an error;
+    ``start``) when the engine refuses the program (``ProgramCheck``: the header when a
+    run starts, each step's descriptor when it is reached; the same decisions as
+    ``codnn.golden.network_program.decode_program`` with the engine), and the run stops;
+    when a tile's part of the weight image names a gather lane past the rows or a
+    stream select past alpha, or its gather reads a word outside the program's
+    activation buffer (the run stops before the next tile, the array, gather and result
+    writer reset); when a row block's shift is 32 or more (before its first tile); and
+    when an external memory answers with an error (the run goes on to its end).
     ``cycles`` counts the cycles of the last run, ``weight_bytes_read`` the bytes the
-    weight memory has moved since reset.
+    weight memory has moved since reset. A program compiled for smaller buffers runs
+    (its header names them). docs/networks.md, "Driving the engine", has every port.
 
     With ``act_port="axi"`` the engine has an external activation memory behind a second
     AXI4 port, ``act_axi`` (read and write; word ``k`` at byte ``act_base + k *
