@@ -815,3 +815,56 @@ def test_demo_compares_the_two_lenet_models(tmp_path, capsys):
                for name in ("lenet5_mnist", "lenet5_mnist_cc")}
     assert reports["lenet5_mnist_cc"]["tile_ratio"] <= 0.35
     assert reports["lenet5_mnist"]["tile_ratio"] == 1
+
+
+def _onnx_layer_cases():
+    """ONNX's own test cases (shipped with the installed ``onnx``) of the operators that
+    are array layers on their own: Conv, Gemm, MatMul."""
+    import warnings as _warnings
+    from onnx.backend.test.case.node import collect_testcases
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")
+        cases = collect_testcases()
+    found = {}
+    for case in cases:
+        if case.kind == "node" and case.model.graph.node[0].op_type in ("Conv", "Gemm",
+                                                                       "MatMul"):
+            found.setdefault(case.name, case)
+    return list(found.values())
+
+
+def test_onnx_operator_cases_run_or_are_refused_in_one_line(tmp_path, capsys):
+    # Every input after the first becomes an initializer (the layer's weights and bias).
+    # Each case is equal to ONNX's expected output (float path, 1e-4) or refused with a
+    # ModelError naming the node; a Gemm bias of shape (1, N), (N,), a scalar or none,
+    # transB and alpha/beta are equal (they crashed with a ValueError before), and the
+    # command line refuses a refused one in one line.
+    cases = _onnx_layer_cases()
+    results = {}
+    for case in cases:
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)
+        inputs, outputs = case.data_sets[0]
+        for name, value in zip([i.name for i in model.graph.input][1:], inputs[1:]):
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        del model.graph.input[1:]
+        path = tmp_path / f"{case.name}.onnx"
+        onnx.save(model, str(path))
+        try:
+            got = load_onnx(path).run(np.asarray(inputs[0], np.float64))
+        except ModelError as error:
+            assert "\n" not in str(error), error
+            results[case.name] = "refused"
+            continue
+        np.testing.assert_allclose(got, outputs[0], rtol=1e-4, atol=1e-4, err_msg=case.name)
+        results[case.name] = "equal"
+    print(results)
+    for name in ("test_gemm_default_zero_bias", "test_gemm_default_vector_bias",
+                 "test_gemm_transposeB", "test_gemm_alpha", "test_gemm_beta",
+                 "test_conv_with_strides_padding", "test_matmul_2d"):
+        assert results[name] == "equal", name
+    assert results["test_gemm_default_matrix_bias"] == "refused"
+    code = main(["infer", str(tmp_path / "test_gemm_default_matrix_bias.onnx"), "--data",
+                 "digits"])
+    err = capsys.readouterr().err
+    assert code == 2 and "a bias C of shape (3, 4)" in err and err.count("\n") == 1, err

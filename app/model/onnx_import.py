@@ -133,9 +133,25 @@ def _gemm(b, node, attrs):
         weights = weights.T
     weights = weights * attrs.get("alpha", 1.0)
     bias = b.constant(node, 2, "bias") if node.op_type == "Gemm" else None
-    bias = np.zeros(weights.shape[0]) if bias is None else \
-        np.broadcast_to(bias * attrs.get("beta", 1.0), (weights.shape[0],)).copy()
-    b.add(Layer(node.name, b.name(node.input[0]), node.output[0], weights, bias, None))
+    b.add(Layer(node.name, b.name(node.input[0]), node.output[0], weights,
+                _gemm_bias(node, bias, attrs.get("beta", 1.0), weights.shape[0]), None))
+
+
+def _gemm_bias(node, bias, beta, outputs):
+    """Gemm's ``C`` times ``beta`` as a bias per output: none, a scalar, ``(N,)``,
+    ``(1, N)``, or ``(M, N)`` whose rows are equal; a bias that differs by batch row
+    is no layer's bias (``ModelError``)."""
+    if bias is None:
+        return np.zeros(outputs)
+    c = np.asarray(bias, np.float64) * beta
+    if c.ndim == 2 and np.all(c == c[:1]):
+        c = c[0]
+    try:
+        return np.broadcast_to(c, (outputs,)).copy()
+    except ValueError:
+        raise ModelError(f"{_where(node)}: a bias C of shape {tuple(np.shape(bias))}; a layer "
+                         f"takes one per output: a scalar, ({outputs},) or (1, {outputs}), or "
+                         f"rows that are all equal") from None
 
 
 def _batch_norm(b, node, attrs):
@@ -311,7 +327,8 @@ OPERATORS = {
     "Conv": "an array layer: a square kernel, equal strides, the same padding on every "
             "side, no dilation; grouped and depthwise ones as a convolution over all "
             "input channels, zero outside each filter's group",
-    "Gemm": "an array layer (transB either way, alpha and beta folded)",
+    "Gemm": "an array layer (transB either way, alpha and beta folded; a bias C of one "
+            "value per output: a scalar, (N,), (1, N) or equal rows; no transA)",
     "MatMul": "an array layer by a constant matrix; an Add of a constant after it is its "
               "bias",
     "BatchNormalization": "folded into the Conv or Gemm before it",
