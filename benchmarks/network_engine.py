@@ -44,19 +44,11 @@ from codnn.model.quantize import quantize_network
 from codnn.model.schedule import schedule_network
 from codnn.render import print_rows
 from codnn.sim.runner import default_build_root
-from codnn.synth.baseline import BASELINE_FILE, load_baseline
+from codnn.synth.baseline import largest_entry
 from codnn.train.run import ColumnCombine
 from reproduction import write_csv
 
 MODELS = Path(__file__).resolve().parent / "models"
-
-
-def engine_fmax():
-    """The engine's Fmax on the ECP5-85k from the committed baseline (the largest one
-    measured), or None."""
-    entries = [e for e in load_baseline(BASELINE_FILE)["entries"]
-               if e["engine"] == "network" and e["device"] == "ecp5-85k"]
-    return max(entries, key=lambda e: e["parameters"]["rows"])["fmax_mhz"] if entries else None
 
 
 def _with_link(compiled, mhz, baud):
@@ -161,7 +153,8 @@ def main():
     parser.add_argument("--memory-latency", type=int, default=20)
     parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
     args = parser.parse_args()
-    fmax = args.fmax_mhz or engine_fmax()
+    baseline = largest_entry("network", "ecp5-85k")
+    fmax = args.fmax_mhz or (baseline["fmax_mhz"] if baseline else None)
     data = load_dataset("mnist")
     rows = []
     for name in ("lenet5_mnist", "lenet5_mnist_cc"):

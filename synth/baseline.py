@@ -15,7 +15,8 @@ update the file with ``codnn synth --update-baseline``).
 import json
 from pathlib import Path
 
-__all__ = ["BASELINE_FILE", "METRICS", "BaselineError", "load_baseline", "save_baseline",
+__all__ = ["BASELINE_FILE", "METRICS", "BaselineError", "largest_entry", "load_baseline",
+           "save_baseline",
            "compare", "entry_label"]
 
 BASELINE_FILE = Path(__file__).resolve().with_name("baselines.json")
@@ -57,6 +58,16 @@ def load_baseline(path=BASELINE_FILE):
         if missing:
             raise BaselineError(f"{path}: entry {number} has no {', '.join(missing)}")
     return data
+
+
+def largest_entry(engine, device=None, path=BASELINE_FILE):
+    """The baseline entry of ``engine`` (on ``device``, if given) with the largest array
+    (``rows * cols``), or None: the figures a report quotes for an engine it cannot
+    synthesize itself."""
+    entries = [e for e in load_baseline(path)["entries"] if e["engine"] == engine
+               and device in (None, e["device"])]
+    return max(entries, key=lambda e: e["parameters"]["rows"] * e["parameters"]["cols"],
+               default=None)
 
 
 def save_baseline(data, path=BASELINE_FILE):

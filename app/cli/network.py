@@ -256,9 +256,11 @@ def run_demo(args):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from codnn.synth.baseline import largest_entry
+
     from ..render import err_console
     rows, reports = [], []
-    baseline = _baseline_engine()
+    baseline = largest_entry("network")
     err_console.print(f"compiling lenet5_mnist_cc for the network engine (a {args.rows}x"
                       f"{args.cols} array, alpha {args.alpha}) beside the infer runs",
                       highlight=False)
@@ -288,14 +290,6 @@ def run_demo(args):
     console.print("plots and report.json: " + ", ".join(
         str(Path(r["report"]).parent) for r in reports), highlight=False)
     return 0
-
-
-def _baseline_engine():
-    """The network engine's largest entry in ``synth/baselines.json``: its parameters,
-    device and Fmax (the clock the demo quotes images per second at)."""
-    from codnn.synth.baseline import load_baseline
-    entries = [e for e in load_baseline()["entries"] if e["engine"] == "network"]
-    return max(entries, key=lambda e: e["parameters"]["rows"] * e["parameters"]["cols"])
 
 
 def _demo_engine_argv(args, fmax):
