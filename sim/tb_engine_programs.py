@@ -5,8 +5,9 @@ Configuration (``CODNN_TB_CONFIG``): ``engine`` (the engine's ``EngineConfig`` a
 dict, its weight memory's bytes and external memory's words included), ``image`` (the
 weight image, an ``.npy`` of its bytes, written once), ``programs`` (binary programs of
 one length, an ``.npy`` of u32 words, a program a row), ``program_words`` (the engine's
-program memory), ``limit`` (the most cycles a run may take) and ``patches`` (weight image edits, each ``[program index,
-byte offset, byte]``: the run of that program with that byte changed).
+program memory), ``limit`` (the most cycles a run may take) and ``patches`` (weight
+image edits, each ``[program index, byte offset, byte]``: the run of that program with
+that byte changed).
 
 For each program (and each patch) the testbench writes the program memory in full (the
 program, zeros after it), an input for the input region the program names, pulses

@@ -136,9 +136,9 @@ class ProgramCheck(wiring.Component):
         fixed = [(0, MAGIC), (1, VERSION), (9, R), (10, p["cols"]), (11, p["alpha"]),
                  (12, 8 | 8 << 8 | 32 << 16), (13, MAC_KINDS.index(p["mac"]))]
         steps_room = max(0, p["program_words"] - HEADER_WORDS) // STEP_WORDS
-        sizes_ok = ((w[2][:24] <= steps_room) & (w[14] != 0) & (w[14] <= p["act_words"]) & (w[15] != 0)
-                    & (w[15] <= p["acc_words"]) & (w[16] != 0) & (w[16] <= p["psum_words"])
-                    & (w[17] <= p["weight_limit"]))
+        sizes_ok = ((w[2][:24] <= steps_room) & (w[14] != 0) & (w[14] <= p["act_words"])
+                    & (w[15] != 0) & (w[15] <= p["acc_words"]) & (w[16] != 0)
+                    & (w[16] <= p["psum_words"]) & (w[17] <= p["weight_limit"]))
         ends = []
         for at, name, memories in ((3, "input", ("act", "ext")),
                                    (6, "output", ("act", "acc"))):
