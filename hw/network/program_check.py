@@ -38,14 +38,12 @@ _WORDS_BITS = 18
 
 def ceil_div_constant(n_bits, divisor):
     """``(multiplier, shift)`` such that ``ceil(n / divisor) == ((n + divisor - 1) *
-    multiplier) >> shift`` for every ``n`` below ``2**n_bits`` (checked here)."""
+    multiplier) >> shift`` whenever ``n + divisor - 1`` is below ``2**n_bits``: the
+    rounded-up reciprocal's error ``multiplier * divisor - 2**shift`` is below
+    ``2**(shift - n_bits)`` (Granlund and Montgomery's condition for an exact quotient)."""
     shift = n_bits + divisor.bit_length()
     multiplier = -(-(1 << shift) // divisor)
-    top = (1 << n_bits) - 1 + divisor - 1
-    # The error of a rounded-up reciprocal stays below one step for numerators this small.
-    assert multiplier * divisor - (1 << shift) < (1 << shift) // (top + 1) + 1
-    for n in (0, 1, divisor - 1, divisor, divisor + 1, (1 << n_bits) - 1):
-        assert ((n + divisor - 1) * multiplier) >> shift == -(-n // divisor)
+    assert multiplier * divisor - (1 << shift) < 1 << (shift - n_bits)
     return multiplier, shift
 
 
@@ -66,7 +64,7 @@ class _Region:
         self.height, self.width = hw[:16], hw[16:]
         self.ok = (~(self.acc & self.ext) & ~(self.vector & (hw != (1 | 1 << 16)))
                    & (c != 0) & (c <= MAX_SIDE) & (self.height != 0) & (self.width != 0))
-        multiplier, shift = ceil_div_constant(16, rows)
+        multiplier, shift = ceil_div_constant(17, rows)       # C + rows - 1 < 2**17
         blocks = Signal(17, name=f"{name}_blocks")
         partial = Signal(34, name=f"{name}_blocks_h")
         full = Signal(50, name=f"{name}_words_full")
