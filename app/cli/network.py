@@ -527,6 +527,7 @@ def compile_model(args):
     from ..model.infer import load_inputs
     from ..model.onnx_import import load_onnx
     from ..model.quantize import quantize_network
+    from ..render import err_console
     folder = Path(args.output or Path(args.build_dir or default_build_root()) / "compile"
                   / Path(args.model).stem)
     limits, on_device, external = _compile_target(args, folder)
@@ -537,16 +538,18 @@ def compile_model(args):
     q = integer.quantize_input(x[:args.check])
     plan = None
     sized = [name for name in BUFFERS if name != "weight_bytes" or not external]
-    if args.batch > 1:
-        plan, engine = fit_buffers(
-            lambda e: compile_batch(integer, e, args.batch, args.schedule), limits,
-            sized=sized)
-        compiled = plan.compiled
-        # The batch is the check inputs, repeated as often as it takes.
-        q = q[np.arange(args.batch) % len(q)][None] if len(q) else q
-    else:
-        compiled, engine = fit_buffers(lambda e: compile_network(integer, e), limits,
-                                       sized=sized)
+    # A program per size tried: seconds for LeNet-5, half a minute for ResNet-20.
+    with err_console.status("compiling, the engine's buffers sized to the program..."):
+        if args.batch > 1:
+            plan, engine = fit_buffers(
+                lambda e: compile_batch(integer, e, args.batch, args.schedule), limits,
+                sized=sized)
+            compiled = plan.compiled
+            # The batch is the check inputs, repeated as often as it takes.
+            q = q[np.arange(args.batch) % len(q)][None] if len(q) else q
+        else:
+            compiled, engine = fit_buffers(lambda e: compile_network(integer, e), limits,
+                                           sized=sized)
     golden = [integer.run(x) for x in q] if plan else (integer.run(q) if len(q) else q)
     for k, image in enumerate(q):
         got = run_program(compiled.program, compiled.image, image)
