@@ -14,7 +14,8 @@ program, zeros after it), an input for the input region the program names, pulse
 ``start`` and waits for ``busy`` to fall. Golden's decision is the engine's view: the
 header and the step descriptors its count names, on this engine
 (``decode_program(..., engine=...)``), then ``run_program`` (which refuses what a tile's
-part of the image may not hold). A program golden refuses must end with ``error`` high;
+part of the image may not hold; the engine flags those and runs on). A program golden
+refuses must end with ``error`` high;
 one it runs must end with ``error`` low in the model's cycles (the first program, the
 unchanged one, with every output value equal: a changed one may read words no step
 wrote, which golden takes as 0 and the engine as what the last run left). No run may

@@ -4,7 +4,7 @@ between layers (docs/semantics.md section 9)."""
 import dataclasses
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -64,11 +64,11 @@ class NetworkEngine(wiring.Component):
     ``start``) when the engine refuses the program (``ProgramCheck``: the header when a
     run starts, each step's descriptor when it is reached; the same decisions as
     ``codnn.golden.network_program.decode_program`` with the engine), and the run stops;
-    when a tile's part of the weight image names a gather lane past the rows or a
-    stream select past alpha, or its gather reads a word outside the program's
-    activation buffer (the run stops before the next tile, the array, gather and result
-    writer reset); when a row block's shift is 32 or more (before its first tile); and
-    when an external memory answers with an error (the run goes on to its end).
+    when a row block's shift is 32 or more (the run stops before its first tile); and,
+    the run going on to its end with results that mean nothing, when a tile's part of
+    the weight image names a gather lane past the rows or a stream select past alpha,
+    its gather reads a word outside the program's activation buffer, or an external
+    memory answers with an error.
     ``cycles`` counts the cycles of the last run, ``weight_bytes_read`` the bytes the
     weight memory has moved since reset. A program compiled for smaller buffers runs
     (its header names them). docs/networks.md, "Driving the engine", has every port.
@@ -235,12 +235,7 @@ class NetworkEngine(wiring.Component):
                                       out_bits=_DATA_BITS)
         k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
         k.post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
-        # A run stopped inside a layer (a tile the image refuses) leaves the array, the
-        # gather and the result writer as they were: ``flush`` resets them as it stops.
-        k.flush = Signal(name="flush")
-        m.submodules.array = ResetInserter(k.flush)(k.array)
-        m.submodules.gather = ResetInserter(k.flush)(k.gather)
-        m.submodules.post = k.post
+        m.submodules.array, m.submodules.gather, m.submodules.post = k.array, k.gather, k.post
 
         def store(name, shape, depth):
             """A memory: its write port and a read port (data a cycle after the address)."""
@@ -361,15 +356,13 @@ class NetworkEngine(wiring.Component):
         # gather lane past the rows (but 0xFF, none), a stream select past alpha.
         W, A = p["cols"], p["alpha"]
         table = data.View(data.ArrayLayout(data.ArrayLayout(GatherEntry, A), W), k.table)
+        # They set ``error`` and the run goes on to its end (as a memory error does).
         k.bad_selects = Cat(k.word.payload.word_select(c, 16)[8:] >= A for c in range(W)).any()
-        k.fault = Signal(name="tile_fault")             # a select seen as the cells went in
-        bad_lanes = Cat((table[c][a].lane >= R) & (table[c][a].lane != NO_LANE)
-                        for c in range(W) for a in range(A)).any()
-        # The gather's fault is the last pass's: one of this step's once a tile launched.
-        k.passed = Signal(name="step_passed")
-        k.stop = Signal(name="tile_stop")
-        m.d.comb += [k.stop.eq(bad_lanes | k.fault | (gather.fault & k.passed)),
-                     gather.limit.eq(k.check.act_size)]
+        k.bad_lanes = Cat((table[c][a].lane >= R) & (table[c][a].lane != NO_LANE)
+                          for c in range(W) for a in range(A)).any()
+        m.d.comb += gather.limit.eq(k.check.act_size)
+        with m.If(gather.fault):
+            m.d.sync += k.error.eq(1)
 
         # Data beats: the gather's vectors with the partial sums of this position (the
         # bias, or the previous column block's sums from the partial-sum buffer, read a
@@ -395,7 +388,7 @@ class NetworkEngine(wiring.Component):
         k.results = results = ResultWriter(
             result_layout=array.result.payload.shape(), act_depth=p["act_words"],
             acc_depth=p["acc_words"], psum_depth=p["psum_words"])
-        m.submodules.results = ResetInserter(k.flush)(results)
+        m.submodules.results = results
         wiring.connect(m, array.result, results.result)
         k.block_base = Signal(32, name="block_base")    # row_block * positions, a running sum
         k.launch = Signal(name="launch")                # the gather starts the loaded tile
@@ -532,7 +525,7 @@ class NetworkEngine(wiring.Component):
                              k.col_block.eq(0), k.block_base.eq(0),
                              k.total.eq(layer.positions[:17] * layer.images[:16]),
                              k.wptr.eq(layer.weights), k.loaded.eq(0), k.started.eq(0),
-                             k.requested.eq(0), k.fault.eq(0), k.passed.eq(0)]
+                             k.requested.eq(0)]
                 m.d.sync += state.eq(Mux(step.op == 0, _State.BIAS,
                                          Mux(step.is_transfer, _State.TRANSFER, _State.POST)))
                 with m.If(invalid):
@@ -550,20 +543,13 @@ class NetworkEngine(wiring.Component):
                 with m.Elif(weights_go):
                     m.d.sync += k.loaded.eq(k.loaded + 1)
                     with m.If(k.bad_selects):
-                        m.d.sync += k.fault.eq(1)
+                        m.d.sync += k.error.eq(1)
                     with m.If(k.loaded == R - 1):
                         m.d.sync += [k.requested.eq(0), k.loaded.eq(0), k.wptr.eq(k.wptr + R),
                                      state.eq(_State.LAUNCH)]
-                        m.d.comb += k.launch.eq(k.free & ~k.bad_selects & ~k.stop)
+                        m.d.comb += k.launch.eq(k.free)
             with m.Case(_State.LAUNCH):
-                # A tile with a bad table or select, or a pass that read outside the
-                # program's buffer, stops the run once the results before it are out.
-                with m.If(k.stop):
-                    with m.If(~k.results.pending):
-                        m.d.comb += k.flush.eq(1)
-                        m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
-                with m.Else():
-                    m.d.comb += k.launch.eq(k.free)
+                m.d.comb += k.launch.eq(k.free)
             with m.Case(_State.DATA):
                 # Once the tile's last position is in the array, the next tile loads while
                 # its results come out (the next one starts after them: it may read them).
@@ -577,16 +563,15 @@ class NetworkEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += state.eq(_State.DRAIN)
             with m.Case(_State.DRAIN):
-                with m.If(k.free & k.gather.fault):
-                    m.d.comb += k.flush.eq(1)
-                    m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
-                with m.Elif(k.free):
+                with m.If(k.free):
                     m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
             with m.Case(_State.POST, _State.TRANSFER):
                 self._unit_step(m, k)
         with m.If(k.launch):         # after the sequencer, so that this state wins
             m.d.comb += k.gather.start.eq(1)
-            m.d.sync += [k.position.eq(0), k.passed.eq(1), state.eq(_State.DATA)]
+            m.d.sync += [k.position.eq(0), state.eq(_State.DATA)]
+            with m.If(k.bad_lanes):                 # the tile's table is whole by now
+                m.d.sync += k.error.eq(1)
 
     def _load_run(self, m, k):
         """BIAS and TABLE: a run of words into the bias or the table register (the table

@@ -52,10 +52,9 @@ class Gather(wiring.Component):
     padding + ky, ox * stride - padding + kx)`` lies inside the map and
     ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input); the streams
     past the geometry's ``rounds * ports`` are not read and carry 0. ``write`` writes a
-    word into every copy (not while a pass reads what it writes). ``fault`` goes high
-    when a read inside the map is of a word below 0 or at ``limit`` or past it (the
-    program's buffer; the word read is then not the one named) and stays high until the
-    next pass starts.
+    word into every copy (not while a pass reads what it writes). ``fault`` is high for
+    a cycle after a read inside the map named a word below 0 or at ``limit`` or past it
+    (the program's buffer; the word read is then not the one named).
 
     Latency: ``rounds + 5`` cycles from the edge that takes ``start`` to the first beat
     valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and lane
@@ -189,7 +188,8 @@ class Gather(wiring.Component):
         k.beat = Signal.like(self.o.payload, name="beat")   # the streams of a position
         k.first = Signal(name="first")                 # a cycle to set up from the inputs
         with m.If(self.start & ~self.busy):
-            m.d.sync += [k.first.eq(1), k.issuing.eq(1), self.fault.eq(0)]
+            m.d.sync += [k.first.eq(1), k.issuing.eq(1)]
+        m.d.sync += self.fault.eq(0)                    # a read below may set it
         with m.If(k.first):
             top_left = g.src - corner
             m.d.sync += [k.first.eq(0), k.geo.eq(g), k.table.eq(self.table), k.beat.eq(0),
