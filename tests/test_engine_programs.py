@@ -15,7 +15,7 @@ import pytest
 from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, STEP_WORDS,
                                           EngineConfig, ProgramError, bias_bytes,
                                           decode_program, encode_program, run_program,
-                                          step_cycles, tile_bytes)
+                                          step_cycles)
 from codnn.golden.workloads import residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network

@@ -485,8 +485,7 @@ class NetworkEngine(wiring.Component):
         """The state machine: the header fetched and checked, then each step's descriptor
         fetched and dispatched, a layer's tiles loaded and run, pooling, adds, loads and
         stores started and awaited."""
-        p = self._p
-        R, A = p["rows"], p["alpha"]
+        R = self._p["rows"]
         state, step, layer = k.state, k.step, k.step.layer
         word, weights, array = k.word, k.weights, k.array
         invalid = k.check.step_bad | (step.is_transfer & (self.act_base[:12] != 0)
