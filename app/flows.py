@@ -22,7 +22,7 @@ from codnn.sim.runner import (
     simulate,
     write_verilog,
 )
-from codnn.synth.bitstream import BOARDS, build_bitstream
+from codnn.synth.bitstream import BOARDS, build_bitstream, get_board
 from codnn.synth.devices import get_device
 from codnn.synth.flow import synthesize
 
@@ -276,19 +276,18 @@ def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progre
     from codnn.golden.network_program import HEADER_CYCLES, step_cycles
     from codnn.hw.network import NetworkEngine
     from codnn.hw.soc import NetworkSoc
-    from codnn.synth.devices import bram_blocks
+    from codnn.synth.devices import memory_blocks
     program, _ = _compiled_folder(folder)
-    if board not in BOARDS:
-        raise ParameterError(f"Board must be one of {', '.join(BOARDS)}, not {board!r}")
-    spec = BOARDS[board]
+    try:
+        spec = get_board(board)
+    except ValueError as error:
+        raise ParameterError(str(error)) from None
     if program.engine.spill_words:
         raise ParameterError("the program uses external activation memory (compiled with "
                              "--spill-words); the board top has none")
-    family = get_device(spec.device).family
     params = NetworkEngine.program_params(program)
-    memories = NetworkEngine.program_memories(program)
-    blocks = {name: copies * bram_blocks(family, width, depth)
-              for name, (width, depth, copies) in memories.items()}
+    blocks = memory_blocks(get_device(spec.device).family,
+                           NetworkEngine.program_memories(program))
     if sum(blocks.values()) > spec.brams:
         biggest = max(blocks, key=blocks.get)
         raise ParameterError(

@@ -24,23 +24,14 @@ take more than ``limit`` cycles.
 
 import cocotb
 import numpy as np
-from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
 from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, STEP_WORDS,
                                           EngineConfig, ProgramError, decode_program,
-                                          host_words, image_word, output_values, run_program,
-                                          step_cycles)
+                                          host_words, image_word, run_program, step_cycles)
 
+from codnn.sim.tb_network_engine import read_output, write_words
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
-
-
-async def _write(dut, port, data_bits, words):
-    handle = getattr(dut, port)
-    addr_bits = len(handle) - data_bits - 1
-    for addr, word in words:
-        handle.value = addr | word << addr_bits | 1 << (addr_bits + data_bits)
-        await RisingEdge(dut.clk)
-    handle.value = 0
 
 
 def golden_view(words, engine, image, program_words, rng):
@@ -61,19 +52,6 @@ def golden_view(words, engine, image, program_words, rng):
         return None
 
 
-async def _read(dut, program):
-    out = program.output
-    port = "acc_read" if out.memory == "acc" else "act_read"
-    words = []
-    for addr in range(out.addr, out.addr + program.images * out.words(program.engine.rows)):
-        getattr(dut, port).value = addr
-        await RisingEdge(dut.clk)
-        await ReadOnly()
-        words.append(int(getattr(dut, f"{port}_data").value))
-        await RisingEdge(dut.clk)
-    return output_values(program, words)
-
-
 @cocotb.test()
 async def engine_decides_as_golden(dut):
     config = load_config()
@@ -90,7 +68,7 @@ async def engine_decides_as_golden(dut):
     word = image_word(engine)
     weights = [(k, int.from_bytes(image[k * word:(k + 1) * word], "little"))
                for k in range(len(image) // word)]
-    await _write(dut, "weight_write", widths["weight_write"], weights)
+    await write_words(dut, "weight_write", widths["weight_write"], weights)
     programs = np.load(config["programs"]).astype(np.int64).tolist()
     runs = [(k, words, None) for k, words in enumerate(programs)]
     runs += [(k, programs[k], (offset, value)) for k, offset, value in config["patches"]]
@@ -101,13 +79,13 @@ async def engine_decides_as_golden(dut):
         if patch:
             edited[patch[0]] = patch[1]
             at = patch[0] // word
-            await _write(dut, "weight_write", widths["weight_write"],
+            await write_words(dut, "weight_write", widths["weight_write"],
                          [(at, int.from_bytes(edited[at * word:(at + 1) * word], "little"))])
         view = golden_view(words, engine, bytes(edited), program_words, rng)
-        await _write(dut, "program_write", 32, list(enumerate(words)))
+        await write_words(dut, "program_write", 32, list(enumerate(words)))
         if view:                            # golden takes the input in the activations
             program, x, want, model = view
-            await _write(dut, "act_write", widths["act_write"],
+            await write_words(dut, "act_write", widths["act_write"],
                          host_words(program, bytes(edited), x)[2])
         dut.start.value = 1
         await RisingEdge(dut.clk)
@@ -125,13 +103,13 @@ async def engine_decides_as_golden(dut):
         else:
             assert not int(dut.error.value), f"{what}: golden runs it, the engine refused it"
             if k == 0 and not patch:        # a mutant may read what no step wrote
-                got = await _read(dut, program)
+                got = await read_output(dut, program)
                 assert np.array_equal(got, want), f"{what}: the output differs from golden"
             assert int(dut.cycles.value) == model, (f"{what}: {int(dut.cycles.value)} cycles, "
                                                     f"the model {model}")
             ran += 1
         if patch:
             at = patch[0] // word
-            await _write(dut, "weight_write", widths["weight_write"],
+            await write_words(dut, "weight_write", widths["weight_write"],
                          [(at, int.from_bytes(image[at * word:(at + 1) * word], "little"))])
     write_report(config, {"programs": len(runs), "refused": refused, "ran": ran})

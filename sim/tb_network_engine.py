@@ -35,7 +35,7 @@ from codnn.golden.network_program import (HEADER_CYCLES, LoadStep, Program, Stor
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report
 
 
-async def _write(dut, port, data_bits, words):
+async def write_words(dut, port, data_bits, words):
     """Write ``words`` through a write port (one vector: address, data, enable, from the
     least significant bit) of ``data_bits``-bit data, a word an edge."""
     handle = getattr(dut, port)
@@ -60,7 +60,7 @@ async def _run(dut, limit):
     raise AssertionError(f"the engine was still busy after {limit} cycles")
 
 
-async def _read_output(dut, program):
+async def read_output(dut, program):
     out = program.output
     port = "acc_read" if out.memory == "acc" else "act_read"
     words = []
@@ -106,7 +106,7 @@ async def _write_input(dut, program, words, memory, data_bits):
     """The input's words (``host_words``) into the activation buffer, or into the
     external activation memory for a program whose input waits there."""
     if program.input.memory != "ext":
-        await _write(dut, "act_write", data_bits, words)
+        await write_words(dut, "act_write", data_bits, words)
         return
     stride = act_stride(program.engine)
     for addr, word in words:
@@ -159,9 +159,9 @@ async def engine_matches_golden(dut):
                        if isinstance(s, LoadStep)) * act_stride(engine),
                    sum(s.src.words(engine.rows) for s in program.steps
                        if isinstance(s, StoreStep)) * act_stride(engine)]
-    await _write(dut, "program_write", widths["program_write"], program_words)
+    await write_words(dut, "program_write", widths["program_write"], program_words)
     if not external:
-        await _write(dut, "weight_write", widths["weight_write"], weights)
+        await write_words(dut, "weight_write", widths["weight_write"], weights)
     bytes_per_image = weight_words_read(program) * (stride if external else word)
     resets = 0
     if config.get("reset_after"):
@@ -194,7 +194,7 @@ async def engine_matches_golden(dut):
             moved = (int(getattr(dut, name).value) - was) % (1 << 32)
             assert moved == want, f"image {k}: {name} moved {moved} bytes, the model {want}"
         assert not int(dut.error.value), f"image {k}: the engine refused the program"
-        got = await _read_output(dut, program)
+        got = await read_output(dut, program)
         want = run_program(program, image, x)
         if not np.array_equal(got, want):
             first = tuple(np.argwhere(got != want)[0])

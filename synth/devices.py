@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, replace
 
-__all__ = ["Device", "DEVICES", "bram_blocks", "get_device"]
+__all__ = ["Device", "DEVICES", "bram_blocks", "get_device", "memory_blocks"]
 
 #: Block RAM shapes per family, (depth, width) each: an ECP5 DP16KD (18 kbit) as 16384 x 1
 #: to 512 x 36, an iCE40 EBR (4 kbit) as 2048 x 2 to 256 x 16.
@@ -16,6 +16,14 @@ def bram_blocks(family, width, depth):
     fewest over the shapes: an estimate of yosys's mapping, which may put a small memory
     in LUTs instead."""
     return min(-(-width // w) * -(-depth // d) for d, w in _BRAM_SHAPES[family])
+
+
+def memory_blocks(family, memories):
+    """Block RAMs each of ``memories`` (``{name: (width, depth, copies)}``, as
+    ``codnn.hw.network.NetworkEngine.program_memories`` gives them) takes on ``family``
+    (``bram_blocks``, per copy)."""
+    return {name: copies * bram_blocks(family, width, depth)
+            for name, (width, depth, copies) in memories.items()}
 
 
 @dataclass(frozen=True)

@@ -411,19 +411,20 @@ def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     assert {"acc"} <= {s.a.memory for s in compiled.program.steps if s.op == "add"}
 
 
-def _engine_equals(compiled, images, want):
-    """Run ``images`` on the engine ``compiled`` was built for: every output equals
-    ``want(image)``, every run's cycles the program's. A bit-serial engine runs on
-    Verilator, whose bench holds each output against ``run_program`` (and here
-    ``run_program`` against ``want``); a parallel one on Amaranth's simulator."""
+def _engine_equals(compiled, images, want, dut=None):
+    """Run ``images`` on the engine ``compiled`` was built for (or, parallel only, on
+    ``dut``): every output equals ``want(image)``, every run's cycles the program's. A
+    bit-serial engine runs on Verilator, whose bench holds each output against
+    ``run_program`` (and here ``run_program`` against ``want``); a parallel one on
+    Amaranth's simulator."""
     if compiled.program.engine.mac == "bitserial":
         report = run_on_engine(compiled, images, simulator="verilator", seed=SEED)
         assert report["cycles"] == [compiled.cycles] * len(images)
         for x in images:
             assert np.array_equal(run_program(compiled.program, compiled.image, x), want(x))
         return
-    runs = _engine_runs(NetworkEngine.for_program(compiled.program), compiled.program,
-                        compiled.image, images)
+    runs = _engine_runs(dut or NetworkEngine.for_program(compiled.program),
+                        compiled.program, compiled.image, images)
     for x, (got, cycles, error) in zip(images, runs):
         assert not error and np.array_equal(got, want(x)), f"{got} != {want(x)} (seed {SEED})"
         assert cycles == compiled.cycles
@@ -922,10 +923,8 @@ def test_a_program_for_smaller_buffers_runs_on_a_larger_engine():
     dut = NetworkEngine(rows=4, cols=4, alpha=2, mac="parallel", act_words=512,
                         acc_words=16, psum_words=128, weight_words=4096, program_words=512)
     x = rng.integers(0, 256, (2, 3, 8, 8))
-    for image, (got, cycles, error) in zip(x, _engine_runs(dut, compiled.program,
-                                                            compiled.image, x)):
-        assert not error and cycles == compiled.cycles
-        assert np.array_equal(got, run_program(compiled.program, compiled.image, image))
+    _engine_equals(compiled, x, lambda image: run_program(compiled.program, compiled.image,
+                                                          image), dut=dut)
     large = compile_network(network, dataclasses.replace(small, act_words=600))
     (_, cycles, error), = _engine_runs(dut, large.program, large.image, x[:1])
     assert error and cycles == HEADER_CYCLES

@@ -484,9 +484,11 @@ def _compile_target(args, folder):
 def run_compile(args):
     from ..render import print_json
     if args.board is not None:
-        from codnn.synth.bitstream import BOARDS
-        if args.board not in BOARDS:
-            raise InputError(f"Board must be one of {', '.join(BOARDS)}, not {args.board!r}")
+        from codnn.synth.bitstream import get_board
+        try:
+            get_board(args.board)
+        except ValueError as error:
+            raise InputError(str(error)) from None
         if args.weight_port == "axi" or args.spill_words:
             raise InputError("--board builds the board top, which holds its weights and "
                              "activations on chip: drop --weight-port axi and --spill-words")
@@ -603,14 +605,13 @@ def _buffer_report(engine, limits, compiled, weight_port):
     built for the program takes (``codnn.hw.network.NetworkEngine.memories``, its ECP5
     block RAMs estimated)."""
     from codnn.hw.network import NetworkEngine
-    from codnn.synth.devices import bram_blocks
+    from codnn.synth.devices import memory_blocks
     memories = NetworkEngine.program_memories(compiled.program, weight_port)
     bits = {name: width * depth * copies for name, (width, depth, copies) in memories.items()}
     return {"chosen": {name: getattr(engine, name) for name in BUFFERS},
             "limits": {name: getattr(limits, name) for name in BUFFERS},
             "memory_bits": bits, "memory_kbit": round(sum(bits.values()) / 1024, 1),
-            "ecp5_bram_blocks": sum(copies * bram_blocks("ecp5", width, depth)
-                                    for width, depth, copies in memories.values())}
+            "ecp5_bram_blocks": sum(memory_blocks("ecp5", memories).values())}
 
 
 def _compiled_on_rtl(args, compiled, images, external):
