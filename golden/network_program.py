@@ -61,7 +61,8 @@ import numpy as np
 
 from .column_combining import output_size
 from .network import pool, residual_add
-from .systolic import Tile, latency, mac_timing, output_stage, run_tile, select_bits
+from .systolic import (Tile, latency, mac_timing, output_stage, pipeline_depth, run_tile,
+                       select_bits)
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
@@ -73,7 +74,7 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
-           "step_cycles", "weight_words_read", "host_words", "output_values"]
+           "step_cycles", "layer_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``codnn.hw.network.weights``).
@@ -943,6 +944,9 @@ GATHER_START = 5
 #: Cycles per word of an add with an accumulator operand, beyond a cycle per lane: its
 #: operands' two reads, the second's arrival, the last lane's sum, the write.
 ACC_ADD_WORD = 4
+#: Cycles from a result taken by the engine's result writer to its write: the partial
+#: sum's read, the add, the output stage's two steps.
+RESULT_WRITE_STEPS = 4
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
 #: Read ports of each array column's copy of the activation buffer.
@@ -970,29 +974,18 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
     cycles from its address taken to its first word, each store burst ``write_latency``
     from its last word taken to its response.
 
-    A layer's tiles (row blocks in turn, column blocks within) each load (``L``: a row
-    block's first tile its bias, then every tile its table and cells), then stream their
-    positions into the array (``D`` cycles from the gather's start to the last one, a
-    position every ``max(beat_cycles, rounds)``, ``rounds`` the layer's) and
-    wait the array's latency (``AL``) for the last result. The next tile loads once the
-    last position is in, and starts once the last result is out, so the layer takes
-    ``L_0 + D + AL + sum over later tiles of (D + max(L_k, AL))``."""
+    A layer's tiles (row blocks in turn, column blocks within) each load (a row block's
+    first tile its bias, then every tile its table and cells; the cells once the array
+    has a free weight bank), then stream their positions into the array (``D`` cycles
+    from the gather's start to the last one, a position every ``max(beat_cycles,
+    rounds)``, ``rounds`` the layer's), one tile after the other (``layer_cycles``)."""
     e = program.engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
-    array_latency = latency(e.rows, e.cols, True, **timing)
-    bias_load = bias_bytes(e) // image_word(e) + 1 + memory_latency
-    tile_load = 2 * e.alpha + 1 + e.rows + 1 + 2 * memory_latency
     cycles = []
     for step in program.steps:
         if isinstance(step, LayerStep):
-            rounds = layer_rounds(step, e)
-            period = max(timing["beat_cycles"], rounds)
-            stream = rounds + GATHER_START + (step.images * step.positions - 1) * period
-            loads = [bias_load * (j == 0) + tile_load
-                     for _ in range(step.row_blocks) for j in range(step.col_blocks)]
-            work = (loads[0] + stream + array_latency
-                    + sum(stream + max(load, array_latency) for load in loads[1:]))
+            work = layer_cycles(step, e, memory_latency)
         elif isinstance(step, PoolStep):
             c, h, w = step.src.map_shape
             window = step.kernel ** 2 if step.kernel else h * w
@@ -1010,6 +1003,40 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
             work = step.dst.words(e.rows) + 4 + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
+
+
+def layer_cycles(step, engine, memory_latency=0):
+    """A layer step's cycles after its descriptor (``step_cycles``).
+
+    Tile ``k``'s loading starts the cycle after the previous tile's last position went
+    into the array: a row block's first tile reads its bias words (``n + 1`` cycles),
+    every tile its gather table (``2 * alpha + 1``) and then its cells (``rows + 1``),
+    each run of words waiting ``memory_latency`` more. The cells are asked for once the
+    array's weight bank is free: tile ``k - 2``'s (the same bank's) last position has
+    left the cells, ``pipeline_depth + 1`` cycles after it went in. The tile starts in
+    the cycle its last cell is taken, its last position goes in ``D`` cycles later (the
+    gather's ``rounds + GATHER_START``, then a position every ``max(beat_cycles,
+    rounds)``), and the layer ends when its last result is written (the array's latency
+    and the result writer's ``WRITE_STEPS``) and the writer is idle a cycle later."""
+    e = engine
+    timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
+                        acc_bits=e.acc_bits)
+    depth = pipeline_depth(e.rows, e.cols, False, **timing)
+    bias_load = bias_bytes(e) // image_word(e) + 1 + memory_latency
+    table_load = 2 * e.alpha + 1 + memory_latency
+    rounds = layer_rounds(step, e)
+    period = max(timing["beat_cycles"], rounds)
+    stream = rounds + GATHER_START + (step.images * step.positions - 1) * period
+    last_in = -1                # the cycle the previous tile's last position went in
+    bank_free = []              # when each tile's weight bank may take the next cells
+    for k in range(step.row_blocks * step.col_blocks):
+        cells = last_in + 1 + bias_load * (k % step.col_blocks == 0) + table_load
+        if k >= 2:
+            cells = max(cells, bank_free[k - 2])
+        last_in = cells + e.rows + memory_latency + stream
+        bank_free.append(last_in + depth + 1)
+    return (last_in + 1 + latency(e.rows, e.cols, False, **timing) + RESULT_WRITE_STEPS
+            + 1)
 
 
 def weight_words_read(program):

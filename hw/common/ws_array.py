@@ -12,6 +12,7 @@ from amaranth.utils import ceil_log2
 from codnn.golden.systolic import MAX_CELLS
 from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import delay, memory_delay, stage
+from codnn.hw.common.output_stage import output_stage, over_mask
 from codnn.hw.common.params import positive_int
 
 __all__ = ["MAX_CELLS", "BANK_EMPTY", "BANK_FULL", "BANK_BUSY", "WeightStationaryArray",
@@ -216,26 +217,6 @@ class WeightStationaryArray(wiring.Component):
         ``pipeline_depth - 1`` cycles after its acceptance (``- 3`` with an output stage),
         and every row's result is due a cycle later."""
         raise NotImplementedError
-
-    def _output_stage(self, m, acc, shift, mask, r):
-        """``clamp(acc >> shift, 0, 2**out_bits - 1)`` two register steps after ``acc``
-        (``shift`` and its ``mask`` are registers a cycle ahead of step 1).
-
-        No step holds a full barrel shifter or a comparison: step 1 shifts by the multiple
-        of 4 in ``shift`` (keeping the ``out_bits + 3`` bits the rest can use) and tests
-        for a negative value and for bits at or above ``out_bits + shift``; step 2 shifts
-        by the remaining 0..3 and clamps.
-        """
-        ob, ab = self.out_bits, self.acc_bits
-        wide = Cat(acc, acc[-1].replicate(ob + 3))          # room for the 3 fine bits
-        coarse = stage(m, (wide.as_signed() >> Cat(C(0, 2), shift[2:]))[:ob + 3],
-                       f"coarse_r{r}")
-        negative = stage(m, acc[-1], f"negative_r{r}")
-        over = stage(m, (acc[ob:ab - 1] & mask[ob:ab - 1]).any(), f"over_r{r}")
-        fine = stage(m, shift[:2], f"fine_shift_r{r}")
-        top = (1 << ob) - 1
-        return stage(m, Mux(negative, 0, Mux(over, top, (coarse >> fine)[:ob])),
-                     f"out_y_r{r}")
 
     def elaborate(self, platform):
         m = Module()
@@ -484,9 +465,8 @@ class WeightStationaryArray(wiring.Component):
                 own = Mux(k.pipe_bank[depth - 4 - skew[r]], k.row_shift[1][r],
                           k.row_shift[0][r])
                 shift = stage(m, own, f"shift_r{r}")
-                mask = stage(m, Cat(own <= i - self.out_bits if i >= self.out_bits else C(0)
-                                    for i in range(self.acc_bits)), f"over_mask_r{r}")
-                y = self._output_stage(m, row_psum[r], shift, mask, r)
+                mask = stage(m, over_mask(own, self.out_bits, self.acc_bits), f"over_mask_r{r}")
+                y = output_stage(m, row_psum[r], shift, mask, self.out_bits, f"r{r}")
                 m.d.comb += [
                     result.acc[r].eq(delay(m, row_psum[r], skew[r] + 2, f"deskew_r{r}")),
                     result.y[r].eq(delay(m, y, skew[r], f"deskew_y_r{r}"))]

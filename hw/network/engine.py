@@ -4,7 +4,7 @@ between layers (docs/semantics.md section 9)."""
 import dataclasses
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,7 +42,7 @@ class _State(enum.Enum, shape=4):
     POST = 8            # pooling or an add on the post-processing unit
     ERROR = 9
     CHECK = 10          # the header against the engine
-    LAUNCH = 11         # a loaded tile waits for the previous tile's last result
+    LAUNCH = 11         # a loaded tile waits for room in the result writer
     DRAIN = 12          # a layer's last results
     TRANSFER = 13       # a load or store with external activation memory
 
@@ -231,8 +231,7 @@ class NetworkEngine(wiring.Component):
         R, W, A = p["rows"], p["cols"], p["alpha"]
         k.word_bits = 16 * W
         k.array = ColumnCombinedArray(rows=R, cols=W, alpha=A, weight_bits=_WEIGHT_BITS,
-                                      data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"],
-                                      out_bits=_DATA_BITS)
+                                      data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"])
         k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
         k.post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
         m.submodules.array, m.submodules.gather, m.submodules.post = k.array, k.gather, k.post
@@ -347,10 +346,10 @@ class NetworkEngine(wiring.Component):
             gather.geometry.image_words.eq(layer.src_stride),
             gather.table.eq(k.table),
         ]
-        # Each row's shift, from the row block's bias words, goes with its weight beat. A
-        # shift past the output stage's stops the run before the block's first tile.
+        # Each row's shift, from the row block's bias words, goes with a tile to the result
+        # writer. A shift past the output stage's stops the run before the block's first
+        # tile.
         row_shifts = [k.bias.word_select(4 * R + r, 8) for r in range(R)]
-        m.d.comb += array.shift.eq(Array(row_shifts)[k.loaded])
         k.bad_shift = k.step.flags[0] & Cat(v[5:] != 0 for v in row_shifts).any()
         # What a tile's part of the weight image may not hold (semantics section 9): a
         # gather lane past the rows (but 0xFF, none), a stream select past alpha.
@@ -364,9 +363,8 @@ class NetworkEngine(wiring.Component):
         with m.If(gather.fault):
             m.d.sync += k.error.eq(1)
 
-        # Data beats: the gather's vectors with the partial sums of this position (the
-        # bias, or the previous column block's sums from the partial-sum buffer, read a
-        # cycle ahead).
+        # Data beats: the gather's vectors with the row block's bias in its first column
+        # block (the result writer adds the others' partial sums).
         k.taking = taking = array.data.valid & array.data.ready
         in_data = k.state == _State.DATA
         m.d.comb += [
@@ -374,30 +372,31 @@ class NetworkEngine(wiring.Component):
             gather.o.ready.eq(in_data & array.data.ready),
             array.data.payload.x.eq(gather.o.payload),
             array.data.payload.last.eq(k.position == k.total - 1),
-            k.psum_r.addr.eq(k.position + taking),
         ]
         for r in range(R):
             m.d.comb += array.data.payload.psum[r].eq(
-                Mux(k.col_block == 0, k.bias.word_select(r, 32),
-                    k.psum_r.data.word_select(r, 32)))
+                Mux(k.col_block == 0, k.bias.word_select(r, 32), 0))
         with m.If(taking):
             m.d.sync += k.position.eq(k.position + 1)
 
-        # Results: the partial sums of a column block, or the layer's output. They come
-        # while the next tile loads, so where they go is taken when their tile starts.
+        # Results: plus the previous column blocks' partial sums, to the partial-sum
+        # buffer or through the output stage to the layer's output. They come while later
+        # tiles load and run, so where they go is queued when their tile starts.
         k.results = results = ResultWriter(
-            result_layout=array.result.payload.shape(), act_depth=p["act_words"],
+            rows=R, acc_bits=_ACC_BITS, out_bits=_DATA_BITS, act_depth=p["act_words"],
             acc_depth=p["acc_words"], psum_depth=p["psum_words"])
         m.submodules.results = results
         wiring.connect(m, array.result, results.result)
         k.block_base = Signal(32, name="block_base")    # row_block * positions, a running sum
         k.launch = Signal(name="launch")                # the gather starts the loaded tile
-        k.free = results.free               # the started tile's results are out after this
+        m.d.comb += [results.shifts[r].eq(row_shifts[r]) for r in range(R)]
         m.d.comb += [
             results.launch.eq(k.launch), results.to_psums.eq(~k.last_col),
+            results.add_psum.eq(k.col_block != 0),
             results.to_acc.eq(layer.dst_acc), results.base.eq(layer.dst + k.block_base),
             results.stride.eq(layer.dst_stride), results.positions.eq(layer.positions),
             results.total.eq(k.total),
+            k.psum_r.addr.eq(results.psum_read), results.psum_read_data.eq(k.psum_r.data),
             k.psum_w.addr.eq(results.psum_write.addr),
             k.psum_w.data.eq(results.psum_write.data), k.psum_w.en.eq(results.psum_write.en),
             k.acc_w.addr.eq(results.acc_write.addr), k.acc_w.data.eq(results.acc_write.data),
@@ -537,8 +536,10 @@ class NetworkEngine(wiring.Component):
                 m.d.comb += [weights.count.eq(R),
                              word.ready.eq(k.requested & array.weights.ready)]
                 with m.If(~k.requested):
-                    m.d.comb += weights.start.eq(1)
-                    m.d.sync += k.requested.eq(1)
+                    # Once the array has a free bank: the words are not held up on the way.
+                    with m.If(array.weights.ready):
+                        m.d.comb += weights.start.eq(1)
+                        m.d.sync += k.requested.eq(1)
                 with m.Elif(weights_go):
                     m.d.sync += k.loaded.eq(k.loaded + 1)
                     with m.If(k.bad_selects):
@@ -546,9 +547,9 @@ class NetworkEngine(wiring.Component):
                     with m.If(k.loaded == R - 1):
                         m.d.sync += [k.requested.eq(0), k.loaded.eq(0), k.wptr.eq(k.wptr + R),
                                      state.eq(_State.LAUNCH)]
-                        m.d.comb += k.launch.eq(k.free)
+                        m.d.comb += k.launch.eq(k.results.room)
             with m.Case(_State.LAUNCH):
-                m.d.comb += k.launch.eq(k.free)
+                m.d.comb += k.launch.eq(k.results.room)
             with m.Case(_State.DATA):
                 # Once the tile's last position is in the array, the next tile loads while
                 # its results come out (the next one starts after them: it may read them).
@@ -562,7 +563,7 @@ class NetworkEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += state.eq(_State.DRAIN)
             with m.Case(_State.DRAIN):
-                with m.If(k.free):
+                with m.If(k.results.idle):
                     m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
             with m.Case(_State.POST, _State.TRANSFER):
                 self._unit_step(m, k)
@@ -580,7 +581,7 @@ class NetworkEngine(wiring.Component):
         size = Mux(state == _State.BIAS, k.bias_words, 2 * A)
         m.d.comb += weights.count.eq(size)
         with m.If((state == _State.TABLE) & k.bad_shift):
-            with m.If(~k.results.pending):
+            with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
         with m.Elif(~k.requested):
             m.d.comb += weights.start.eq(1)

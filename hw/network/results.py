@@ -1,14 +1,21 @@
-"""The network engine's result writer: where each result of the array goes (the
-partial-sum buffer between column blocks, or a layer's destination, image by image;
-docs/semantics.md section 9)."""
+"""The network engine's result writer: each result of the array plus its partial sum,
+through the output stage, to where it goes (the partial-sum buffer between column blocks,
+or a layer's destination, image by image; docs/semantics.md section 9)."""
 
-from amaranth.hdl import Module, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from codnn.golden.network_program import RESULT_WRITE_STEPS as WRITE_STEPS
+from codnn.hw.common.delays import delay, stage
+from codnn.hw.common.output_stage import output_stage, over_mask
 from codnn.hw.common.params import positive_int
 
-__all__ = ["ResultWriter"]
+__all__ = ["ResultWriter", "QUEUED_TILES"]
+
+#: Tiles launched and not yet begun that the writer keeps (a tile's cells wait for a free
+#: weight bank, so no more than three are ever between launch and last result).
+QUEUED_TILES = 4
 
 
 def _write_port(depth, bits):
@@ -16,63 +23,87 @@ def _write_port(depth, bits):
 
 
 class ResultWriter(wiring.Component):
-    """Takes a tile's results from the array and writes each where it goes.
+    """Takes the array's results tile after tile, adds each position's partial sum and
+    writes the sum where it goes.
 
-    A pulse on ``launch`` starts a tile, sampling its settings on that edge: its ``total``
-    results go to the partial-sum buffer (``to_psums``; result ``k`` to word ``k``), or,
-    from word ``base`` of the destination (the accumulator buffer with ``to_acc``, else
-    the activation buffer), in blocks of ``positions``, each ``stride`` words after the
-    one before (an image's block, for a layer step of several images). A ``launch`` in
-    the cycle that takes the previous tile's last result wins over it. ``pending`` is high
-    while results of the started tile are to come, ``free`` when none is left after this
-    cycle (a new tile may start).
+    A pulse on ``launch`` (while ``room``) queues a tile with its settings: its ``total``
+    results (``total`` and the step's ``to_acc``, ``stride`` and ``positions`` are held
+    while any tile is queued or in progress) plus, with ``add_psum``, partial sum ``k``
+    of the buffer, go to the partial-sum buffer (``to_psums``; result ``k`` to word
+    ``k``), or, from word ``base`` of the destination, in blocks of ``positions``, each
+    ``stride`` words after the one before (an image's block): the accumulator buffer
+    with ``to_acc``, else the activation buffer through the output stage, row ``r`` with
+    ``shifts[r]`` (``clamp(sum >> shift, 0, 255)``). The tiles' results arrive in launch
+    order. ``idle`` is high when no tile is queued, in progress or being written.
 
-    Latency: a result is written (its port's ``en``) in the cycle ``result`` takes it.
-    Throughput: a result a cycle; ``result`` is ready while the tile's results are not all
-    out.
+    A result's partial sum is read as the result is taken, so a tile's result for a
+    position must be taken more than ``RESULT_WRITE_STEPS`` cycles after the previous tile's
+    (which the array's weight banks ensure: a tile's cells take ``rows`` cycles).
+
+    Latency: a result is written ``RESULT_WRITE_STEPS`` cycles after ``result`` takes it.
+    Throughput: a result a cycle; ``result`` is ready while a tile's results are due.
 
     Parameters
     ----------
-    result_layout : Layout
-        The array's result payload (``acc`` and ``y`` members).
+    rows, acc_bits, out_bits : int
+        Rows of a result, accumulator and activation widths.
     act_depth, acc_depth, psum_depth : int
         Words of the activation, accumulator and partial-sum buffers.
 
     Attributes
     ----------
-    result : In(stream.Signature(result_layout))
-    launch, to_psums, to_acc : In(1)
+    result : In(stream.Signature(StructLayout({"acc": ArrayLayout(signed(acc_bits), rows),
+             "last": 1})))
+    launch, to_psums, add_psum, to_acc : In(1)
     base : In(32)
+    shifts : In(ArrayLayout(range(acc_bits), rows))
     stride : In(16)
     positions : In(17)
     total : In(33)
-    pending, free : Out(1)
+    room, idle : Out(1)
+    psum_read : Out(range(psum_depth))
+    psum_read_data : In(rows * acc_bits)
+        The partial-sum buffer's read port (data a cycle after the address).
     act_write, acc_write, psum_write : Out(StructLayout({"addr", "data", "en"}))
-        ``y`` into the activation buffer, ``acc`` into the other two.
     """
 
-    def __init__(self, *, result_layout, act_depth, acc_depth, psum_depth):
-        for value, what in ((act_depth, "Activation words"), (acc_depth, "Accumulator words"),
-                            (psum_depth, "Partial-sum words")):
+    def __init__(self, *, rows, acc_bits, out_bits, act_depth, acc_depth, psum_depth):
+        for value, what in ((rows, "Row count"), (acc_bits, "Accumulator width"),
+                            (out_bits, "Output width"), (act_depth, "Activation words"),
+                            (acc_depth, "Accumulator words"), (psum_depth, "Partial-sum words")):
             positive_int(value, what)
-        layout = data.Layout.cast(result_layout)
-        acc_bits = len(Signal(layout).acc.as_value())
-        y_bits = len(Signal(layout).y.as_value())
+        self._rows, self._acc_bits, self._out_bits = rows, acc_bits, out_bits
         super().__init__({
-            "result": In(stream.Signature(layout)),
-            "launch": In(1), "to_psums": In(1), "to_acc": In(1), "base": In(32),
+            "result": In(stream.Signature(data.StructLayout({
+                "acc": data.ArrayLayout(signed(acc_bits), rows), "last": 1}))),
+            "launch": In(1), "to_psums": In(1), "add_psum": In(1), "to_acc": In(1),
+            "base": In(32), "shifts": In(data.ArrayLayout(range(acc_bits), rows)),
             "stride": In(16), "positions": In(17), "total": In(33),
-            "pending": Out(1), "free": Out(1),
-            "act_write": _write_port(act_depth, y_bits),
-            "acc_write": _write_port(acc_depth, acc_bits),
-            "psum_write": _write_port(psum_depth, acc_bits),
+            "room": Out(1), "idle": Out(1),
+            "psum_read": Out(range(psum_depth)),
+            "psum_read_data": In(rows * acc_bits),
+            "act_write": _write_port(act_depth, rows * out_bits),
+            "acc_write": _write_port(acc_depth, rows * acc_bits),
+            "psum_write": _write_port(psum_depth, rows * acc_bits),
         })
 
     def elaborate(self, platform):
         m = Module()
-        pending = Signal()                  # the started tile's results are not all out
-        to_psums, to_acc = Signal(), Signal()
-        positions, stride, total = Signal(17), Signal(16), Signal(33)
+        R, AB = self._rows, self._acc_bits
+        tile_layout = data.StructLayout({
+            "to_psums": 1, "add_psum": 1, "base": 32,
+            "shifts": data.ArrayLayout(range(AB), R)})
+        m.submodules.queue = queue = fifo.SyncFIFO(width=tile_layout.size, depth=QUEUED_TILES)
+        m.d.comb += [queue.w_en.eq(self.launch), self.room.eq(queue.w_rdy)]
+        launched = data.View(tile_layout, queue.w_data)
+        m.d.comb += [launched.to_psums.eq(self.to_psums), launched.add_psum.eq(self.add_psum),
+                     launched.base.eq(self.base), launched.shifts.eq(self.shifts)]
+        head = data.View(tile_layout, queue.r_data)
+
+        # The tile in progress, begun from the queue's head when the previous one's last
+        # result is taken (or none is in progress).
+        pending = Signal()
+        tile = Signal(tile_layout)
         count = Signal(33)                  # results taken of the tile
         out_addr = Signal(32)               # where the next one goes,
         image_addr = Signal(32)             # ... in the block of the image from here,
@@ -80,32 +111,53 @@ class ResultWriter(wiring.Component):
         at_last = Signal()                  # the next result is the tile's last
         taken = self.result.valid & self.result.ready
         last = taken & at_last
-        m.d.comb += [self.result.ready.eq(pending), self.pending.eq(pending),
-                     self.free.eq(~pending | last)]
-        acc = self.result.payload.acc.as_value()
+        m.d.comb += [self.result.ready.eq(pending), self.psum_read.eq(count)]
         with m.If(taken):
-            m.d.sync += [count.eq(count + 1), at_last.eq(count == total - 2),
+            m.d.sync += [count.eq(count + 1), at_last.eq(count == self.total - 2),
                          image_position.eq(image_position + 1), out_addr.eq(out_addr + 1)]
-            with m.If(image_position == positions - 1):
+            with m.If(image_position == self.positions - 1):
                 # The image's block is whole: the next image's is a stride further.
-                m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + stride),
-                             out_addr.eq(image_addr + stride)]
-            with m.If(last):
-                m.d.sync += pending.eq(0)
-            with m.If(to_psums):
-                m.d.comb += [self.psum_write.addr.eq(count), self.psum_write.data.eq(acc),
-                             self.psum_write.en.eq(1)]
-            with m.Elif(to_acc):
-                m.d.comb += [self.acc_write.addr.eq(out_addr), self.acc_write.data.eq(acc),
-                             self.acc_write.en.eq(1)]
-            with m.Else():
-                m.d.comb += [self.act_write.addr.eq(out_addr),
-                             self.act_write.data.eq(self.result.payload.y.as_value()),
-                             self.act_write.en.eq(1)]
-        with m.If(self.launch):
-            m.d.sync += [pending.eq(1), count.eq(0), at_last.eq(self.total == 1),
-                         image_position.eq(0), out_addr.eq(self.base),
-                         image_addr.eq(self.base), to_psums.eq(self.to_psums),
-                         to_acc.eq(self.to_acc), positions.eq(self.positions),
-                         stride.eq(self.stride), total.eq(self.total)]
+                m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + self.stride),
+                             out_addr.eq(image_addr + self.stride)]
+        with m.If(last):
+            m.d.sync += pending.eq(0)
+        m.d.comb += queue.r_en.eq(~pending | last)
+        with m.If(queue.r_en & queue.r_rdy):
+            m.d.sync += [pending.eq(1), tile.eq(head), count.eq(0),
+                         at_last.eq(self.total == 1), image_position.eq(0),
+                         out_addr.eq(head.base), image_addr.eq(head.base)]
+
+        # WRITE_STEPS (4) steps: the result and where it goes, the partial sum read; the
+        # sum; the output stage's two steps; then the write (the partial-sum and
+        # accumulator writes go with the activations').
+        where = Signal(range(3))            # 0 activations, 1 accumulators, 2 partial sums
+        m.d.comb += where.eq(Mux(tile.to_psums, 2, Mux(self.to_acc, 1, 0)))
+        valid1 = stage(m, taken, "result_valid1", reset_less=False)
+        acc1 = stage(m, self.result.payload.acc, "result_acc1")
+        add1 = stage(m, tile.add_psum, "result_add1")
+        where1 = stage(m, where, "result_where1")
+        addr1 = stage(m, Mux(tile.to_psums, count, out_addr), "result_addr1")
+        shifts1 = stage(m, tile.shifts, "result_shifts1")
+        psum = data.View(data.ArrayLayout(unsigned(AB), R), self.psum_read_data)
+        sums = [stage(m, (acc1[r].as_unsigned() + Mux(add1, psum[r], 0))[:AB],
+                      f"result_sum_r{r}")
+                for r in range(R)]
+        shifts = [stage(m, shifts1[r], f"result_shift_r{r}") for r in range(R)]
+        masks = [stage(m, over_mask(shifts1[r], self._out_bits, AB), f"result_mask_r{r}")
+                 for r in range(R)]
+        ys = [output_stage(m, sums[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
+              for r in range(R)]
+        valid = [valid1]
+        for i in range(WRITE_STEPS - 1):
+            valid.append(stage(m, valid[-1], f"result_valid{i + 2}", reset_less=False))
+        where_w = delay(m, where1, WRITE_STEPS - 1, "result_where")
+        addr_w = delay(m, addr1, WRITE_STEPS - 1, "result_addr")
+        sums_w = [delay(m, s, WRITE_STEPS - 2, f"result_sum_w_r{r}") for r, s in enumerate(sums)]
+        write = valid[-1]
+        for port, kind, value in ((self.act_write, 0, ys), (self.acc_write, 1, sums_w),
+                                  (self.psum_write, 2, sums_w)):
+            m.d.comb += [port.addr.eq(addr_w), port.en.eq(write & (where_w == kind))]
+            for r, v in enumerate(value):
+                m.d.comb += port.data.word_select(r, len(v)).eq(v)
+        m.d.comb += self.idle.eq(~pending & ~queue.r_rdy & ~Cat(*valid).any())
         return m
