@@ -978,7 +978,8 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
     first tile its bias, then every tile its table and cells; the cells once the array
     has a free weight bank), then stream their positions into the array (``D`` cycles
     from the gather's start to the last one, a position every ``max(beat_cycles,
-    rounds)``, ``rounds`` the layer's), one tile after the other (``layer_cycles``)."""
+    rounds)``, ``rounds`` the layer's), each tile loading while the one before streams
+    (``layer_cycles``)."""
     e = program.engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
@@ -1008,16 +1009,20 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
 def layer_cycles(step, engine, memory_latency=0):
     """A layer step's cycles after its descriptor (``step_cycles``).
 
-    Tile ``k``'s loading starts the cycle after the previous tile's last position went
-    into the array: a row block's first tile reads its bias words (``n + 1`` cycles),
-    every tile its gather table (``2 * alpha + 1``) and then its cells (``rows + 1``),
-    each run of words waiting ``memory_latency`` more. The cells are asked for once the
-    array's weight bank is free: tile ``k - 2``'s (the same bank's) last position has
-    left the cells, ``pipeline_depth + 1`` cycles after it went in. The tile starts in
-    the cycle its last cell is taken, its last position goes in ``D`` cycles later (the
-    gather's ``rounds + GATHER_START``, then a position every ``max(beat_cycles,
-    rounds)``), and the layer ends when its last result is written (the array's latency
-    and the result writer's ``WRITE_STEPS``) and the writer is idle a cycle later."""
+    A tile loads while the tile before it streams: tile ``k``'s loading starts the cycle
+    after tile ``k - 1`` starts. A row block's first tile reads its bias words (``n + 1``
+    cycles, from the cycle after the previous tile's last position went into the array,
+    since that tile's data take the bias), every tile its gather table (``2 * alpha +
+    1``) and then its cells (``rows + 1``), each run of words waiting ``memory_latency``
+    more. The cells are asked for once the array's weight bank is free: tile ``k - 2``'s
+    (the same bank's) last position has left the cells, ``pipeline_depth + 1`` cycles
+    after it went in. A tile starts in the cycle its last cell is taken, or the cycle
+    after the previous tile's last position went in if that is later; its first position
+    goes in the gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles``
+    after the previous tile's last), then a position every ``max(beat_cycles, rounds)``.
+    The layer ends when its last result is
+    written (the array's latency and the result writer's ``RESULT_WRITE_STEPS``) and the
+    writer is idle a cycle later."""
     e = engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
@@ -1026,18 +1031,21 @@ def layer_cycles(step, engine, memory_latency=0):
     table_load = 2 * e.alpha + 1 + memory_latency
     rounds = layer_rounds(step, e)
     period = max(timing["beat_cycles"], rounds)
-    stream = rounds + GATHER_START + (step.images * step.positions - 1) * period
-    last_in = -1                # the cycle the previous tile's last position went in
+    first, rest = rounds + GATHER_START, (step.images * step.positions - 1) * period
+    started = last_in = -1      # the previous tile's start, and its last position's cycle
     bank_free = []              # when each tile's weight bank may take the next cells
     for k in range(step.row_blocks * step.col_blocks):
-        cells = last_in + 1 + bias_load * (k % step.col_blocks == 0) + table_load
+        load = started + 1
+        if k % step.col_blocks == 0:
+            load = max(load, last_in + 1) + bias_load
+        cells = load + table_load
         if k >= 2:
             cells = max(cells, bank_free[k - 2])
-        last_in = cells + e.rows + memory_latency + stream
+        started = max(cells + e.rows + memory_latency, last_in + 1)
+        last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)
     return (last_in + 1 + latency(e.rows, e.cols, False, **timing) + RESULT_WRITE_STEPS
             + 1)
-
 
 def weight_words_read(program):
     """Weight image words the engine reads per image: per layer and row block its bias

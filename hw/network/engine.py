@@ -38,11 +38,10 @@ class _State(enum.Enum, shape=4):
     BIAS = 4            # a row block's bias words
     TABLE = 5           # a tile's gather table words
     WEIGHTS = 6         # a tile's cell words, into the array
-    DATA = 7            # the tile's positions into the array
     POST = 8            # pooling or an add on the post-processing unit
     ERROR = 9
     CHECK = 10          # the header against the engine
-    LAUNCH = 11         # a loaded tile waits for room in the result writer
+    LAUNCH = 11         # a loaded tile waits for the previous one's last position
     DRAIN = 12          # a layer's last results
     TRANSFER = 13       # a load or store with external activation memory
 
@@ -366,7 +365,9 @@ class NetworkEngine(wiring.Component):
         # Data beats: the gather's vectors with the row block's bias in its first column
         # block (the result writer adds the others' partial sums).
         k.taking = taking = array.data.valid & array.data.ready
-        in_data = k.state == _State.DATA
+        # A tile streams from its launch to its last position, while the next one loads.
+        k.streaming = in_data = Signal(name="streaming")
+        k.first_col = Signal(name="stream_first_col")   # the streaming tile adds the bias
         m.d.comb += [
             array.data.valid.eq(in_data & gather.o.valid),
             gather.o.ready.eq(in_data & array.data.ready),
@@ -375,9 +376,11 @@ class NetworkEngine(wiring.Component):
         ]
         for r in range(R):
             m.d.comb += array.data.payload.psum[r].eq(
-                Mux(k.col_block == 0, k.bias.word_select(r, 32), 0))
+                Mux(k.first_col, k.bias.word_select(r, 32), 0))
         with m.If(taking):
             m.d.sync += k.position.eq(k.position + 1)
+            with m.If(k.position == k.total - 1):
+                m.d.sync += k.streaming.eq(0)
 
         # Results: plus the previous column blocks' partial sums, to the partial-sum
         # buffer or through the output stage to the layer's output. They come while later
@@ -487,13 +490,15 @@ class NetworkEngine(wiring.Component):
         R = self._p["rows"]
         state, step, layer = k.state, k.step, k.step.layer
         word, weights, array = k.word, k.weights, k.array
+        # A loaded tile starts once the previous one's last position is in the array.
+        can_launch = ~k.streaming & k.results.room
         invalid = k.check.step_bad | (step.is_transfer & (self.act_base[:12] != 0)
                                       if k.xfer is not None else k.check.step_bad)
         with m.Switch(state):
             with m.Case(_State.IDLE, _State.ERROR):
                 with m.If(self.start):
                     m.d.sync += [state.eq(_State.HEADER), k.pc.eq(0), k.fetched.eq(0),
-                                 k.cycles.eq(0), k.error.eq(0)]
+                                 k.cycles.eq(0), k.error.eq(0), k.streaming.eq(0)]
             with m.Case(_State.HEADER, _State.FETCH):
                 # Word pc is read; the one before it arrives (from the second cycle on).
                 size = Mux(state == _State.HEADER, HEADER_WORDS, STEP_WORDS)
@@ -547,35 +552,35 @@ class NetworkEngine(wiring.Component):
                     with m.If(k.loaded == R - 1):
                         m.d.sync += [k.requested.eq(0), k.loaded.eq(0), k.wptr.eq(k.wptr + R),
                                      state.eq(_State.LAUNCH)]
-                        m.d.comb += k.launch.eq(k.results.room)
+                        m.d.comb += k.launch.eq(can_launch)
             with m.Case(_State.LAUNCH):
-                m.d.comb += k.launch.eq(k.results.room)
-            with m.Case(_State.DATA):
-                # Once the tile's last position is in the array, the next tile loads while
-                # its results come out (the next one starts after them: it may read them).
-                with m.If(k.taking & (k.position == k.total - 1)):
-                    with m.If(~k.last_col):
-                        m.d.sync += [k.col_block.eq(k.col_block + 1), state.eq(_State.TABLE)]
-                    with m.Elif(k.row_block != layer.row_blocks - 1):
-                        m.d.sync += [k.row_block.eq(k.row_block + 1), k.col_block.eq(0),
-                                     k.block_base.eq(k.block_base + layer.positions),
-                                     state.eq(_State.BIAS)]
-                    with m.Else():
-                        m.d.sync += state.eq(_State.DRAIN)
+                m.d.comb += k.launch.eq(can_launch)
             with m.Case(_State.DRAIN):
-                with m.If(k.results.idle):
+                with m.If(~k.streaming & k.results.idle):
                     m.d.sync += state.eq(Mux(k.steps_left == 0, _State.IDLE, _State.FETCH))
             with m.Case(_State.POST, _State.TRANSFER):
                 self._unit_step(m, k)
         with m.If(k.launch):         # after the sequencer, so that this state wins
+            # The tile streams; the next one loads (its table once the gather has taken
+            # this one's, a cycle from now; its cells once the array has a free bank).
             m.d.comb += k.gather.start.eq(1)
-            m.d.sync += [k.position.eq(0), state.eq(_State.DATA)]
+            m.d.sync += [k.position.eq(0), k.streaming.eq(1),
+                         k.first_col.eq(k.col_block == 0)]
             with m.If(k.bad_lanes):                 # the tile's table is whole by now
                 m.d.sync += k.error.eq(1)
+            with m.If(~k.last_col):
+                m.d.sync += [k.col_block.eq(k.col_block + 1), state.eq(_State.TABLE)]
+            with m.Elif(k.row_block != layer.row_blocks - 1):
+                m.d.sync += [k.row_block.eq(k.row_block + 1), k.col_block.eq(0),
+                             k.block_base.eq(k.block_base + layer.positions),
+                             state.eq(_State.BIAS)]
+            with m.Else():
+                m.d.sync += state.eq(_State.DRAIN)
 
     def _load_run(self, m, k):
-        """BIAS and TABLE: a run of words into the bias or the table register (the table
-        waits, and a bad shift stops the run, once the previous tile's results are out)."""
+        """BIAS and TABLE: a run of words into the bias or the table register (the bias
+        once the previous tile's last position is in, since its data take the bias; a bad
+        shift stops the run once the earlier tiles' results are written)."""
         A = self._p["alpha"]
         state, word, weights = k.state, k.word, k.weights
         size = Mux(state == _State.BIAS, k.bias_words, 2 * A)
@@ -584,8 +589,9 @@ class NetworkEngine(wiring.Component):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
         with m.Elif(~k.requested):
-            m.d.comb += weights.start.eq(1)
-            m.d.sync += k.requested.eq(1)
+            with m.If((state == _State.TABLE) | ~k.streaming):
+                m.d.comb += weights.start.eq(1)
+                m.d.sync += k.requested.eq(1)
         with m.Else():
             m.d.comb += word.ready.eq(1)
             with m.If(word.valid):
