@@ -963,12 +963,14 @@ def layer_rounds(step, engine):
     return gather_rounds(engine) if step.rounds is None else step.rounds
 
 
-def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
+def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
     """The engine's cycles for each step of ``program``, its descriptor's included
     (``codnn.hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
-    image in external memory, ``memory_latency`` is the cycles from a burst's address
-    taken to its first word (then a word a cycle): each run of weight words (a row
-    block's bias, a tile's table, its cells) waits that much more. Loads and stores of
+    image on chip (``memory_latency`` None) a tile's table and cells load together,
+    through the memory's two ports. With the weight image in external memory,
+    ``memory_latency`` is the cycles from a burst's address taken to its first word (then
+    a word a cycle): the runs of weight words (a row block's bias, a tile's table, its
+    cells) go one after another, each waiting that much more. Loads and stores of
     external activations take their bursts one after another
     (``codnn.hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
     cycles from its address taken to its first word, each store burst ``write_latency``
@@ -1006,18 +1008,22 @@ def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
     return cycles
 
 
-def layer_cycles(step, engine, memory_latency=0):
+def layer_cycles(step, engine, memory_latency=None):
     """A layer step's cycles after its descriptor (``step_cycles``).
 
     A tile loads while the tile before it streams: tile ``k``'s loading starts the cycle
     after tile ``k - 1`` starts. A row block's first tile reads its bias words (``n + 1``
     cycles, from the cycle after the previous tile's last position went into the array,
-    since that tile's data take the bias), every tile its gather table (``2 * alpha +
-    1``) and then its cells (``rows + 1``), each run of words waiting ``memory_latency``
-    more. The cells are asked for once the array's weight bank is free: tile ``k - 2``'s
-    (the same bank's) last position has left the cells, ``pipeline_depth + 1`` cycles
-    after it went in. A tile starts in the cycle its last cell is taken, or the cycle
-    after the previous tile's last position went in if that is later; its first position
+    since that tile's data take the bias), then every tile its gather table and its
+    cells: on chip (``memory_latency`` None) together, the table's ``2 * alpha`` words
+    whole in the register ``2 * alpha + 2`` cycles after they are asked for, the cells'
+    ``rows`` words taken by the array ``rows`` cycles after; in external memory the table
+    (``2 * alpha + 1`` cycles) and then the cells (``rows + 1``), each run waiting
+    ``memory_latency`` more. The cells are asked for once the array's weight bank is
+    free: tile ``k - 2``'s (the same bank's) last position has left the cells,
+    ``pipeline_depth + 1`` cycles after it went in. A tile starts when its table and
+    cells are in, or the cycle after the previous tile's last position went in if that
+    is later; its first position
     goes in the gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles``
     after the previous tile's last), then a position every ``max(beat_cycles, rounds)``.
     The layer ends when its last result is
@@ -1027,8 +1033,10 @@ def layer_cycles(step, engine, memory_latency=0):
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
     depth = pipeline_depth(e.rows, e.cols, False, **timing)
-    bias_load = bias_bytes(e) // image_word(e) + 1 + memory_latency
-    table_load = 2 * e.alpha + 1 + memory_latency
+    on_chip = memory_latency is None
+    latency_each = 0 if on_chip else memory_latency
+    bias_load = bias_bytes(e) // image_word(e) + 1 + latency_each
+    table_load = 2 * e.alpha + 1 + latency_each
     rounds = layer_rounds(step, e)
     period = max(timing["beat_cycles"], rounds)
     first, rest = rounds + GATHER_START, (step.images * step.positions - 1) * period
@@ -1038,10 +1046,13 @@ def layer_cycles(step, engine, memory_latency=0):
         load = started + 1
         if k % step.col_blocks == 0:
             load = max(load, last_in + 1) + bias_load
-        cells = load + table_load
+        cells = load if on_chip else load + table_load
         if k >= 2:
             cells = max(cells, bank_free[k - 2])
-        started = max(cells + e.rows + memory_latency, last_in + 1)
+        loaded = cells + e.rows + latency_each
+        if on_chip:
+            loaded = max(loaded, load + 2 * e.alpha + 2)
+        started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)
     return (last_in + 1 + latency(e.rows, e.cols, False, **timing) + RESULT_WRITE_STEPS
