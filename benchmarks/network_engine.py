@@ -1,42 +1,44 @@
-"""A whole network on the network engine against the host-driven flow: cycles and images
-per second per image, bytes each memory moves, and what the host-driven flow would send
-over its link.
+"""The network engine at its array's speed: a whole network on the engine against the bare
+array it wraps and against onnxruntime on one CPU core, and against the host-driven flow
+over a link.
 
 Usage: python benchmarks/network_engine.py [--rows 16 --cols 16 --alpha 8]
-       [--act-words 2048] [--fmax-mhz F] [--baud 1000000] [--memory-latency 20]
-       [-o PREFIX]
+       [--act-words 8192] [--fmax-mhz F] [--baud 1000000] [--memory-latency 20]
+       [--models lenet5,lenet5_cc,resnet20,resnet20_cc,vgg6,mobilenet_v2] [-o PREFIX]
 
-For LeNet-5 (the dense model and the column-combined one in benchmarks/models), on an
-engine of each MAC kind: the engine's cycles per image (its exact model,
-``codnn.golden.network_program.step_cycles``, which the RTL equals), images per second at
-``--fmax-mhz`` (default: the engine's baseline entry on the ECP5-85k in
-synth/baselines.json), the weight image and the on-chip bytes per image, the images per
-second of the engine's board top (``hw.soc.NetworkSoc``: each image's input in and its
-outputs back over the link at ``--baud``, then its cycles); and for the
+First table, per network and MAC kind, weights on chip and in external memory of
+``--memory-latency`` (AXI4): the engine's cycles per image (its exact model,
+``codnn.golden.network_program.step_cycles``, which the RTL equals; of them the adds), the
+bare array's cycles for the same model and array (``codnn infer``'s schedule: its layers'
+tiles back to back, pooling and adds left to the host), their ratio, images per second
+at ``--fmax-mhz`` (default: the engine's largest baseline entry on the ECP5-85k in
+synth/baselines.json), and, measured in the same run, onnxruntime's images per second
+on one core of this machine for the same ONNX file (batch 1, float). The networks:
+LeNet-5 dense and column-combined (benchmarks/models), ResNet-20 dense and
+column-combined as ``codnn train`` builds them (``RESNET_RUNS``: trained on the first run,
+about two minutes, and kept beside PREFIX; integer accuracy on the 1,000 test images),
+VGG-6 and the MobileNet-v2 of ``benchmarks/mobile_networks.py`` untrained (their weights
+drawn by torch with seed 0: their shapes' figures, no accuracy). Each program is checked
+against the golden integer network on two test images.
+
+Second table, LeNet-5 only: the engine's board top (``hw.soc.NetworkSoc``: each image's
+input in and its outputs back over the link at ``--baud``, then its cycles) against the
 host-driven flow (``codnn infer --port``, a layer at a time over the UART link, the host
-pooling and adding) the bytes a layer's tiles, inputs and results take over the link
-(``codnn.model.schedule``), and the images per second the link alone allows at ``--baud``
-(10 bits a byte). Then the deeper networks ``codnn train`` builds
-(``codnn.train.models``, on MNIST's 1 x 28 x 28 input): ResNet-20 trained dense and
-column-combined (``RESNET_RUNS``; trained on the first run, about two minutes, and kept
-beside PREFIX), with their integer accuracy on the 1,000 test images, and VGG-6
-untrained (its weights drawn by torch with seed 0: its shapes' figures, no accuracy), on
-the same engine with the weight image in external memory of ``--memory-latency`` cycles:
-cycles per image (and those of the adds), the external bytes per image and images per
-second, each program checked against the golden integer network on three test images.
-Needs the ``train`` extra (PyTorch CPU). Writes PREFIX.json and PREFIX.csv.
+pooling and adding: the bytes a layer's tiles, inputs and results take, ``codnn.model.
+schedule``), 10 bits a byte.
+
+Needs the ``train`` extra (PyTorch CPU) and onnxruntime. Writes PREFIX.json and
+PREFIX.csv.
 """
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from codnn.board import Board
-from codnn.golden.network_program import (EngineConfig, external_weight_bytes, image_word,
-                                          run_program, word_stride)
+from codnn.golden.network_program import EngineConfig, run_program
 from codnn.model.compile import CompileError, compile_network
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
@@ -102,60 +104,112 @@ def _untrained_vgg6(folder):
     return path
 
 
-def _deep_networks(args, data, fmax):
-    """ResNet-20 (trained, dense and column-combined) and VGG-6 (untrained) compiled for
-    the engine with external weights: a row per model and MAC kind, each program checked
-    against the golden integer network on three test images."""
+def _untrained_mobilenet(folder):
+    """The MobileNet-v2 of ``benchmarks/mobile_networks.py``, untrained (torch seed 0),
+    its batch norms folded, as ONNX."""
+    import torch
+
+    from codnn.train.export import export_onnx
+    from codnn.train.models import fold_batch_norm
+    from mobile_networks import MobileNetV2
+    path = Path(folder) / "mobilenet_v2_untrained.onnx"
+    torch.manual_seed(0)
+    model = MobileNetV2().eval()
+    fold_batch_norm(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    export_onnx(model, path, (1, 28, 28))
+    return path
+
+
+def onnxruntime_rate(path, x, runs=300):
+    """Images per second of onnxruntime on one core for the float model at ``path``,
+    batch 1, over ``runs`` of the inputs ``x`` (after 30 to warm up)."""
+    import time
+
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(path), options,
+                                           providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    images = [x[k % len(x)][None].astype(np.float32) for k in range(runs + 30)]
+    for image in images[:30]:
+        session.run(None, {name: image})
+    start = time.perf_counter()
+    for image in images[30:]:
+        session.run(None, {name: image})
+    return runs / (time.perf_counter() - start)
+
+
+def _models(args):
+    """``{name: (path, trained)}`` of the networks ``--models`` names."""
     folder = Path(args.output).parent
-    models = {**resnet_models(folder), "vgg6 (untrained)": _untrained_vgg6(folder)}
+    found = {}
+    for key in args.models.split(","):
+        if key in ("lenet5", "lenet5_cc"):
+            found[key] = (MODELS / f"{key.replace('lenet5', 'lenet5_mnist')}.onnx", True)
+        elif key in ("resnet20", "resnet20_cc"):
+            name = key.replace("resnet20", "resnet20_mnist")
+            found[key] = (resnet_models(folder)[name], True)
+        elif key == "vgg6":
+            found[key] = (_untrained_vgg6(folder), False)
+        elif key == "mobilenet_v2":
+            found[key] = (_untrained_mobilenet(folder), False)
+        else:
+            raise SystemExit(f"unknown model {key!r}")
+    return found
+
+
+def _engine_rows(args, data, fmax):
+    """A row per network, MAC kind and weight port: the engine's cycles against the bare
+    array's and onnxruntime's images per second (the module docstring)."""
     rows = []
-    for name, path in models.items():
+    for name, (path, trained) in _models(args).items():
         network = quantize_network(load_onnx(path), data.train_x[:500], alpha=args.alpha,
                                    gamma=0.5)
         q = network.quantize_input(data.test_x)
-        accuracy = (float(np.mean(network.run(q).argmax(axis=1) == data.test_y))
-                    if "untrained" not in name else None)
+        accuracy = (round(100 * float(np.mean(network.run(q).argmax(axis=1) == data.test_y)),
+                          1) if trained else None)
+        ort = onnxruntime_rate(path, data.test_x[:100])
+        print(f"{name}: onnxruntime {ort:.0f} images/s on one core", flush=True)
         for mac in ("bitserial", "parallel"):
+            layers, _ = schedule_network(network, rows=args.rows, cols=args.cols,
+                                         alpha=args.alpha, mac=mac)
+            array = sum(layer.cycles for layer in layers)
             engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
-                                  act_words=8192, acc_words=1024, psum_words=1024)
-            engine = replace(engine, weight_bytes=external_weight_bytes(engine))
+                                  act_words=args.act_words, acc_words=1024, psum_words=1024,
+                                  weight_bytes=1 << 22)
             try:
                 compiled = compile_network(network, engine)
             except CompileError as error:
-                rows.append({"model": name, "mac": mac, "steps": f"refused: {error}"})
+                rows.append({"model": name, "mac": mac, "weights": "-",
+                             "cycles": f"refused: {error}"})
                 continue
-            for image in q[:3]:
-                got = run_program(compiled.program, compiled.image, image)
-                if not np.array_equal(got, network.run(image[None])[0]):
+            for image in q[:2]:
+                if not np.array_equal(run_program(compiled.program, compiled.image, image),
+                                      network.run(image[None])[0]):
                     raise SystemExit(f"{name}: the program differs from golden")
-            cycles = compiled.external_cycles(args.memory_latency)
-            traffic = compiled.traffic()
-            stride = word_stride(image_word(engine))
-            external = traffic.pop("weights") * stride // image_word(engine)
             adds = sum(c.cycles for c in compiled.costs if c.op == "add")
-            rows.append({"model": name, "mac": mac, "steps": len(compiled.program.steps),
-                         "integer_accuracy": accuracy, "cycles": cycles, "add_cycles": adds,
-                         "images_per_s": round(fmax * 1e6 / cycles, 1) if fmax else None,
-                         "weight_image": len(compiled.image), "external_bytes": external,
-                         "on_chip_bytes": sum(traffic.values())})
+            for port in ("onchip", "axi"):
+                cycles = (compiled.cycles if port == "onchip"
+                          else compiled.external_cycles(args.memory_latency))
+                per_s = fmax * 1e6 / cycles if fmax else None
+                rows.append({
+                    "model": name, "mac": mac, "accuracy": accuracy,
+                    "weights": "on chip" if port == "onchip" else
+                    f"AXI, latency {args.memory_latency}",
+                    "weight_image": len(compiled.image), "cycles": cycles,
+                    "add_cycles": adds, "array_cycles": array,
+                    "vs_array": round(cycles / array, 2),
+                    "images_per_s": round(per_s, 1) if per_s else None,
+                    "onnxruntime_per_s": round(ort, 1),
+                    "vs_onnxruntime": round(per_s / ort, 3) if per_s else None})
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--cols", type=int, default=16)
-    parser.add_argument("--alpha", type=int, default=8)
-    parser.add_argument("--fmax-mhz", type=float, default=None)
-    parser.add_argument("--baud", type=int, default=1_000_000)
-    parser.add_argument("--act-words", type=int, default=EngineConfig.act_words,
-                        help="LeNet-5's activation buffer (four rows need 2400)")
-    parser.add_argument("--memory-latency", type=int, default=20)
-    parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
-    args = parser.parse_args()
-    baseline = largest_entry("network", "ecp5-85k")
-    fmax = args.fmax_mhz or (baseline["fmax_mhz"] if baseline else None)
-    data = load_dataset("mnist")
+def _link_rows(args, data, fmax):
+    """LeNet-5's rows for the second table: the engine's board top against the
+    host-driven flow over the link."""
     rows = []
     for name in ("lenet5_mnist", "lenet5_mnist_cc"):
         network = quantize_network(load_onnx(MODELS / f"{name}.onnx"), data.train_x[:500],
@@ -168,39 +222,53 @@ def main():
             engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
                                   act_words=args.act_words, weight_bytes=1 << 20)
             compiled = compile_network(network, engine)
-            traffic = compiled.traffic()
-            per_s = fmax * 1e6 / compiled.cycles if fmax else None
             with_link = _with_link(compiled, fmax, args.baud)
             rows.append({
                 "model": name, "mac": mac, "cycles": compiled.cycles,
-                "images_per_s": round(per_s, 1) if per_s else None,
-                "latency_us": round(compiled.cycles / fmax, 1) if fmax else None,
-                "weight_image": len(compiled.image),
-                "on_chip_bytes": sum(traffic.values()),
                 "engine_link_images_per_s": round(with_link, 1) if with_link else None,
                 "link_bytes": link_bytes, "link_images_per_s": round(link_images, 3),
                 "vs_link": round(with_link / link_images) if with_link else None})
-    print_rows(f"LeNet-5 on a {args.rows}x{args.cols} network engine, alpha {args.alpha} "
-               f"({f'{fmax} MHz' if fmax else 'no Fmax given'}), against the host-driven "
-               f"flow over a {args.baud} baud link",
-               rows, [("model", "model"), ("mac", "MACs"), ("cycles", "cycles/img"),
-                      ("images_per_s", "img/s"), ("latency_us", "latency us"),
-                      ("weight_image", "weights B"), ("on_chip_bytes", "on-chip B/img"),
-                      ("engine_link_images_per_s", "img/s with link"),
-                      ("link_bytes", "host-driven link B/img"),
-                      ("link_images_per_s", "host-driven img/s"), ("vs_link", "x")])
-    deep = _deep_networks(args, data, fmax)
-    print_rows(f"ResNet-20 and VGG-6 on the same engine, weights in external memory of "
-               f"latency {args.memory_latency}", deep,
-               [("model", "model"), ("mac", "MACs"), ("steps", "steps"),
-                ("integer_accuracy", "accuracy"), ("cycles", "cycles/img"),
-                ("add_cycles", "of them adds"), ("images_per_s", "img/s"),
-                ("weight_image", "weights B"), ("external_bytes", "external B/img"),
-                ("on_chip_bytes", "on-chip B/img")])
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--cols", type=int, default=16)
+    parser.add_argument("--alpha", type=int, default=8)
+    parser.add_argument("--fmax-mhz", type=float, default=None)
+    parser.add_argument("--baud", type=int, default=1_000_000)
+    parser.add_argument("--act-words", type=int, default=8192,
+                        help="the activation buffer (LeNet-5 on four rows needs 2400)")
+    parser.add_argument("--memory-latency", type=int, default=20)
+    parser.add_argument("--models", default="lenet5,lenet5_cc,resnet20,resnet20_cc,vgg6,"
+                                            "mobilenet_v2")
+    parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
+    args = parser.parse_args()
+    baseline = largest_entry("network", "ecp5-85k")
+    fmax = args.fmax_mhz or (baseline["fmax_mhz"] if baseline else None)
+    data = load_dataset("mnist")
+    rows = _engine_rows(args, data, fmax)
+    print_rows(f"Networks on a {args.rows}x{args.cols} network engine, alpha {args.alpha} "
+               f"({f'{fmax} MHz' if fmax else 'no Fmax given'}), against the bare array "
+               f"and onnxruntime on one core",
+               rows, [("model", "model"), ("accuracy", "int. acc. %"), ("mac", "MACs"),
+                      ("weights", "weights"), ("weight_image", "weights B"),
+                      ("cycles", "cycles/img"), ("add_cycles", "of them adds"),
+                      ("array_cycles", "bare array"), ("vs_array", "x array"),
+                      ("images_per_s", "img/s"), ("onnxruntime_per_s", "onnxruntime img/s"),
+                      ("vs_onnxruntime", "x onnxruntime")])
+    link = _link_rows(args, data, fmax)
+    print_rows(f"LeNet-5's board top over a {args.baud} baud link against the host-driven "
+               f"flow", link,
+               [("model", "model"), ("mac", "MACs"), ("cycles", "cycles/img"),
+                ("engine_link_images_per_s", "img/s with link"),
+                ("link_bytes", "host-driven link B/img"),
+                ("link_images_per_s", "host-driven img/s"), ("vs_link", "x")])
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"fmax_mhz": fmax, "rows": rows,
-                                                    "deep": deep}, indent=1) + "\n")
+                                                    "link": link}, indent=1) + "\n")
     write_csv(out.with_suffix(".csv"), rows)
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.csv')}")
 

@@ -74,7 +74,7 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
-           "step_cycles", "layer_cycles", "weight_words_read", "host_words", "output_values"]
+           "step_cycles", "layer_cycles", "pool_unit_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``codnn.hw.network.weights``).
@@ -990,10 +990,10 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
         if isinstance(step, LayerStep):
             work = layer_cycles(step, e, memory_latency)
         elif isinstance(step, PoolStep):
-            c, h, w = step.src.map_shape
-            window = step.kernel ** 2 if step.kernel else h * w
-            finish = 2 if step.kind == "max" else e.out_bits + 3
-            work = 1 + step.dst.words(e.rows) * (window + finish) + 2
+            _, h, w = step.src.map_shape
+            kernel_h, kernel_w = (step.kernel, step.kernel) if step.kernel else (h, w)
+            work = pool_unit_cycles(step.kind, kernel_h, kernel_w, step.dst.words(e.rows),
+                                    e.out_bits) + 2
         elif isinstance(step, (LoadStep, StoreStep)):
             store = isinstance(step, StoreStep)
             region = step.src if store else step.dst
@@ -1006,6 +1006,19 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
             work = step.dst.words(e.rows) + 4 + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
+
+
+def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):
+    """The post-processing unit's cycles for a pooling step of ``words`` output words and
+    a ``kernel_h x kernel_w`` window (``codnn.hw.network.PostProcess``): a cycle to set
+    up, then per window ``v = kernel_w * ceil(kernel_h / 2)`` cycles of reads (two window
+    rows at a time); max windows follow one another and the last word is written 2
+    cycles after its reads; an average takes, per window, 2 more cycles for its sum,
+    ``out_bits`` for the quotient's bits and one to write."""
+    reads = kernel_w * -(-kernel_h // 2)
+    if kind == "max":
+        return 1 + words * reads + 2
+    return 1 + words * (reads + out_bits + 3)
 
 
 def layer_cycles(step, engine, memory_latency=None):

@@ -18,6 +18,7 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WO
                                           STEP_WORDS, EngineConfig, LoadStep, ProgramError,
                                           Region, bias_bytes, bursts, decode_program,
                                           encode_program, gather_entries, gather_values,
+                                          pool_unit_cycles,
                                           host_words, image_word, output_values,
                                           read_region, run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
@@ -247,8 +248,7 @@ def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
     outside = np.ones(len(words), bool)
     outside[dst.addr:dst.addr + dst.words(lanes)] = False
     assert np.array_equal(after[outside], words[outside])       # nothing else written
-    per_word = kh * kw + (2 if kind == "max" else 8 + 3)
-    assert cycles == 1 + dst.words(lanes) * per_word
+    assert cycles == pool_unit_cycles(kind, kh, kw, dst.words(lanes), 8)
 
 
 @pytest.mark.parametrize("in_place,signs,lanes", [

@@ -91,11 +91,14 @@ class PostProcess(wiring.Component):
     A pulse on ``start`` (while not ``busy``) samples ``step`` and runs it:
 
     - max or average pooling: for each lane block, output row and column, the window's
-      positions are visited one a cycle, the words inside the map read, and each lane
-      takes the max, or the sum ``s`` and then ``(s + n // 2) // n`` (``n`` the window's
-      size with ``count_pad``, else its positions inside the map), a quotient bit a cycle;
-      the result word is written at ``dst + (block * out_height + oy) * out_width + ox``.
-      Global average pooling is the ``height x width`` window.
+      positions are visited two rows at a time (a position of each, one through each
+      read port, a cycle), the words inside the map read, and each lane takes the max, or
+      the sum ``s`` and then ``(s + n // 2) // n`` (``n`` the window's size with
+      ``count_pad``, else its positions inside the map), a quotient bit a cycle; the
+      result word is written at ``dst + (block * out_height + oy) * out_width + ox``.
+      A max window's reads follow the previous window's without a gap (its word is
+      written two cycles after its last reads). Global average pooling is the ``height x
+      width`` window.
     - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
       * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written four cycles later to
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``); signed operands and a signed
@@ -104,9 +107,11 @@ class PostProcess(wiring.Component):
       two's complement lanes, read through ``acc_read``): the same sum, word ``k`` of each
       operand read one after the other, then a lane a cycle through one pair of products.
 
-    Cycles per step (``busy`` high from the edge that takes ``start``): pooling, 1, then
-    ``kernel_h * kernel_w + 2`` per output word (max) or ``kernel_h * kernel_w + data_bits
-    + 3`` (average); add, ``words + 4``; add of accumulators, ``words * (lanes + 4) + 1``.
+    Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
+    ``codnn.golden.network_program.pool_unit_cycles``: with ``v = kernel_w *
+    ceil(kernel_h / 2)`` cycles of reads a window, max takes ``1 + words * v + 2`` and
+    average ``1 + words * (v + data_bits + 3)``; add, ``words + 4``; add of accumulators,
+    ``words * (lanes + 4) + 1``.
 
     Parameters
     ----------
@@ -162,18 +167,18 @@ class PostProcess(wiring.Component):
                         g = self.step
                         m.d.sync += [pool.plane_step.eq(g.height * g.width),
                                      pool.row_step.eq(g.stride * g.width),
+                                     pool.pair_jump.eq((g.width << 1) - g.kernel_w + 1),
                                      pool.corner.eq(g.padding * g.width + g.padding),
                                      pool.window_size.eq(g.kernel_h * g.kernel_w),
                                      state.eq(_State.SETUP)]
             self._pool_states(m, step, state, pool)
-            with m.Case(_State.WRITE):
-                self._pool_write(m, step, state, pool)
             with m.Case(_State.ADD):
                 m.d.comb += [self.read[0].eq(step.src + index),
                              self.read[1].eq(step.src_b + index)]
                 with m.If(index == step.words - 1):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
+        self._pool_write(m, step, state, pool)
         self._wide_add(m, step, state, index)
         self._add_pipeline(m, step, state, index)
         return m
@@ -197,22 +202,35 @@ class PostProcess(wiring.Component):
         k.row_step = Signal(24, name="row_step")            # stride * width
         k.corner = Signal(24, name="corner")                # padding * width + padding
         k.window_size = Signal(32, name="window_size")      # kernel_h * kernel_w
-        k.cursor = Signal(span, name="cursor")
+        k.pair_jump = Signal(24, name="pair_jump")          # 2 * width - kernel_w + 1
+        # The words read: a window position (``cursor``) and the one a row below it.
+        k.cursor, k.cursor_b = Signal(span, name="cursor"), Signal(span, name="cursor_b")
         k.out_addr = Signal(range(self._depth), name="out_addr")
         k.inside_count = Signal(16, name="inside_count")
         y, x = k.wy + k.ky, k.wx + k.kx
-        k.inside = (y >= 0) & (y < step.height) & (x >= 0) & (x < step.width)
-        k.arrived = Signal(name="arrived")                # a window word lands this cycle
-        # The window's word is read whether or not it lies inside the map (a word outside
-        # is not taken: ``arrived``), so no comparison stands in front of the read port.
-        m.d.comb += self.read[0].eq(k.cursor)
+        in_row = (x >= 0) & (x < step.width)
+        k.inside = (y >= 0) & (y < step.height) & in_row
+        k.inside_b = (y + 1 >= 0) & (y + 1 < step.height) & in_row & (k.ky + 1 < step.kernel_h)
+        # Each read's word lands a cycle later (``issued``), taken where it lies inside the
+        # map (``arrived``); the window's first reads start its lanes afresh (``first``).
+        k.issued, k.first = Signal(name="issued"), Signal(name="first_reads")
+        k.arrived = [Signal(name="arrived"), Signal(name="arrived_b")]
+        # The words are read whether or not they lie inside the map, so no comparison
+        # stands in front of the read ports.
+        m.d.comb += [self.read[0].eq(k.cursor), self.read[1].eq(k.cursor_b)]
         k.acc = [Signal(D + 16, name=f"acc_l{i}") for i in range(R)]
-        lanes_in = [self.read_data[0].word_select(i, D) for i in range(R)]
-        with m.If(k.arrived):
-            for a, lane in zip(k.acc, lanes_in):
-                m.d.sync += a.eq(Mux(step.op == PostOp.MAX_POOL, Mux(lane > a, lane, a),
-                                     a + lane))
-        m.d.sync += k.arrived.eq(0)
+        with m.If(k.issued):
+            for i, a in enumerate(k.acc):
+                start = Mux(k.first, 0, a)
+                l0, l1 = (Mux(arrived, self.read_data[p].word_select(i, D), 0)
+                          for p, arrived in enumerate(k.arrived))
+                high = Mux(l0 > l1, l0, l1)
+                m.d.sync += a.eq(Mux(step.op == PostOp.MAX_POOL, Mux(high > start, high, start),
+                                     start + l0 + l1))
+        m.d.sync += [k.issued.eq(0), k.arrived[0].eq(0), k.arrived[1].eq(0)]
+        # A max window's word is written two cycles after its last reads.
+        k.ends = [Signal(name="max_ends"), Signal(name="max_ends_q")]
+        m.d.sync += [k.ends[0].eq(0), k.ends[1].eq(k.ends[0])]
         # Average: the quotient of (sum + n // 2) by n, a bit a cycle from the top.
         k.divisor = Signal(16, name="divisor")
         k.bit = Signal(range(D), name="quotient_bit")
@@ -220,28 +238,35 @@ class PostProcess(wiring.Component):
         return k
 
     def _pool_states(self, m, step, state, k):
-        """SETUP, then per output position WINDOW (a word a cycle), SETTLE, and for an
-        average ROUND and DIVIDE (a quotient bit a cycle); cases of ``elaborate``'s
+        """SETUP, then per output position WINDOW (two words a cycle: a window row and
+        the row below), SETTLE, and for an average ROUND and DIVIDE (a quotient bit a
+        cycle); a max window's last reads go straight on to the next window's (its word is
+        written from ``ends``), the last one's to SETTLE. Cases of ``elaborate``'s
         switch."""
         D = self._data_bits
         with m.Case(_State.SETUP):
             top_left = step.src - k.corner
             m.d.sync += [k.block.eq(0), k.oy.eq(0), k.ox.eq(0), k.wy.eq(-step.padding),
-                         k.wx.eq(-step.padding), k.plane.eq(step.src), k.window.eq(top_left),
-                         k.cursor.eq(top_left), k.row_window.eq(top_left), k.ky.eq(0),
-                         k.kx.eq(0), k.inside_count.eq(0), k.out_addr.eq(step.dst),
-                         state.eq(_State.WINDOW)]
-            m.d.sync += [a.eq(0) for a in k.acc]
+                         k.wx.eq(-step.padding), k.plane.eq(step.src), k.row_window.eq(top_left),
+                         k.out_addr.eq(step.dst)]
+            self._start_window(m, step, state, k, top_left)
         with m.Case(_State.WINDOW):
-            m.d.sync += k.arrived.eq(k.inside)
-            m.d.sync += k.inside_count.eq(k.inside_count + k.inside)
+            m.d.sync += [k.issued.eq(1), k.first.eq((k.ky == 0) & (k.kx == 0)),
+                         k.arrived[0].eq(k.inside), k.arrived[1].eq(k.inside_b),
+                         k.inside_count.eq(k.inside_count + k.inside + k.inside_b)]
             with m.If(k.kx == step.kernel_w - 1):
-                m.d.sync += [k.kx.eq(0), k.ky.eq(k.ky + 1),
-                             k.cursor.eq(k.cursor + step.width - step.kernel_w + 1)]
-                with m.If(k.ky == step.kernel_h - 1):
-                    m.d.sync += state.eq(_State.SETTLE)
+                m.d.sync += [k.kx.eq(0), k.ky.eq(k.ky + 2),
+                             k.cursor.eq(k.cursor + k.pair_jump),
+                             k.cursor_b.eq(k.cursor_b + k.pair_jump)]
+                with m.If(k.ky + 2 >= step.kernel_h):
+                    with m.If(step.op == PostOp.MAX_POOL):
+                        m.d.sync += k.ends[0].eq(1)
+                        self._next_window(m, step, state, k, _State.SETTLE)
+                    with m.Else():
+                        m.d.sync += state.eq(_State.SETTLE)
             with m.Else():
-                m.d.sync += [k.kx.eq(k.kx + 1), k.cursor.eq(k.cursor + 1)]
+                m.d.sync += [k.kx.eq(k.kx + 1), k.cursor.eq(k.cursor + 1),
+                             k.cursor_b.eq(k.cursor_b + 1)]
         with m.Case(_State.SETTLE):
             m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
                                      _State.ROUND))
@@ -261,44 +286,54 @@ class PostProcess(wiring.Component):
             with m.Else():
                 m.d.sync += k.bit.eq(k.bit - 1)
 
-    def _pool_write(self, m, step, state, k):
-        """WRITE: an output word (the maxima, or the quotients), then the next output
-        position, row or block, each starting its window; or the end."""
-        R, D = self._lanes, self._data_bits
-        result = Signal(R * D, name="result")
-        average = step.op == PostOp.AVG_POOL
-        for i in range(R):
-            m.d.comb += result.word_select(i, D).eq(
-                Mux(average, k.quotient[i], k.acc[i][:D]))
-        m.d.comb += [self.write.addr.eq(k.out_addr), self.write.data.eq(result),
-                     self.write.en.eq(1)]
-        m.d.sync += [q.eq(0) for q in k.quotient]
-        m.d.sync += k.out_addr.eq(k.out_addr + 1)
+    def _start_window(self, m, step, state, k, window):
+        """A window from word ``window`` (its top-left) starts reading."""
+        m.d.sync += [k.window.eq(window), k.cursor.eq(window),
+                     k.cursor_b.eq(window + step.width), k.ky.eq(0), k.kx.eq(0),
+                     k.inside_count.eq(0), state.eq(_State.WINDOW)]
 
-        def start_window():
-            m.d.sync += [k.ky.eq(0), k.kx.eq(0), k.cursor.eq(k.window), k.inside_count.eq(0),
-                         state.eq(_State.WINDOW)]
-            m.d.sync += [a.eq(0) for a in k.acc]
+    def _next_window(self, m, step, state, k, end):
+        """The next output position, row or block, its window started; after the last
+        block, state ``end`` instead."""
         with m.If(k.ox == step.out_width - 1):
             row_start = k.row_window + k.row_step
             m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-step.padding),
                          k.wy.eq(k.wy + step.stride), k.row_window.eq(row_start)]
-            m.d.sync += k.window.eq(row_start)
-            start_window()
-            m.d.sync += k.cursor.eq(row_start)
             with m.If(k.oy == step.out_height - 1):
                 next_plane = k.plane + k.plane_step
                 first = next_plane - k.corner
                 m.d.sync += [k.oy.eq(0), k.wy.eq(-step.padding), k.block.eq(k.block + 1),
-                             k.plane.eq(next_plane), k.window.eq(first),
-                             k.cursor.eq(first), k.row_window.eq(first)]
+                             k.plane.eq(next_plane), k.row_window.eq(first)]
+                self._start_window(m, step, state, k, first)
                 with m.If(k.block == step.blocks - 1):
-                    m.d.sync += state.eq(_State.IDLE)
+                    m.d.sync += state.eq(end)
+            with m.Else():
+                self._start_window(m, step, state, k, row_start)
         with m.Else():
-            m.d.sync += [k.ox.eq(k.ox + 1), k.wx.eq(k.wx + step.stride),
-                         k.window.eq(k.window + step.stride)]
-            start_window()
-            m.d.sync += k.cursor.eq(k.window + step.stride)
+            m.d.sync += [k.ox.eq(k.ox + 1), k.wx.eq(k.wx + step.stride)]
+            self._start_window(m, step, state, k, k.window + step.stride)
+
+    def _pool_write(self, m, step, state, k):
+        """An output word: a max window's maxima two cycles after its last reads, an
+        average's quotients in WRITE (then the next window, or the end); WRITE ends a max
+        step (its last word is written then)."""
+        R, D = self._lanes, self._data_bits
+        average = step.op == PostOp.AVG_POOL
+        result = Signal(R * D, name="result")
+        for i in range(R):
+            m.d.comb += result.word_select(i, D).eq(
+                Mux(average, k.quotient[i], k.acc[i][:D]))
+        in_write = state == _State.WRITE
+        with m.If(k.ends[1] | (in_write & average)):
+            m.d.comb += [self.write.addr.eq(k.out_addr), self.write.data.eq(result),
+                         self.write.en.eq(1)]
+            m.d.sync += k.out_addr.eq(k.out_addr + 1)
+        with m.If(in_write):
+            m.d.sync += [q.eq(0) for q in k.quotient]
+            with m.If(average):
+                self._next_window(m, step, state, k, _State.IDLE)
+            with m.Else():
+                m.d.sync += state.eq(_State.IDLE)
 
     def _add_pipeline(self, m, step, state, index):
         """The add's pipeline runs on after its last read (the state is IDLE by then; a new
