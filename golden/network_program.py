@@ -74,7 +74,8 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
-           "step_cycles", "layer_cycles", "pool_unit_cycles", "weight_words_read", "host_words", "output_values"]
+           "step_cycles", "layer_cycles", "pool_unit_cycles", "acc_add_lanes",
+           "acc_add_cycles", "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``codnn.hw.network.weights``).
@@ -941,8 +942,8 @@ HEADER_CYCLES = HEADER_WORDS + 2
 FETCH_CYCLES = STEP_WORDS + 2
 #: Cycles from a gather pass's start to its first beat, beyond its rounds of reads.
 GATHER_START = 5
-#: Cycles per word of an add with an accumulator operand, beyond a cycle per lane: its
-#: operands' two reads, the second's arrival, the last lane's sum, the write.
+#: Cycles an add with an accumulator operand takes per word at least: its operands' two
+#: reads, the second's arrival, the move into the products' registers.
 ACC_ADD_WORD = 4
 #: Cycles from a result taken by the engine's result writer to its write: the partial
 #: sum's read, the add, the output stage's two steps.
@@ -983,8 +984,6 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
     rounds)``, ``rounds`` the layer's), each tile loading while the one before streams
     (``layer_cycles``)."""
     e = program.engine
-    timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
-                        acc_bits=e.acc_bits)
     cycles = []
     for step in program.steps:
         if isinstance(step, LayerStep):
@@ -1001,11 +1000,29 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
             work = TRANSFER_START + sum(each + n for _, n in bursts(
                 step.addr, region.words(e.rows), act_stride(e))) + 1
         elif "acc" in (step.a.memory, step.b.memory):
-            work = step.dst.words(e.rows) * (e.rows + ACC_ADD_WORD) + 1 + 2
+            work = acc_add_cycles(step.dst.words(e.rows), e.rows) + 2
         else:
             work = step.dst.words(e.rows) + 4 + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
+
+
+def acc_add_lanes(rows):
+    """Lanes a cycle the post-processing unit adds when an operand is accumulators (as
+    many pairs of 32 x 24-bit products): ``ceil(rows / 4)``, so that a word takes at most
+    four cycles of products."""
+    return -(-rows // 4)
+
+
+def acc_add_cycles(words, rows):
+    """The post-processing unit's cycles for an add of ``words`` words with an operand in
+    the accumulator buffer: a word's operands are read (two cycles, the second landing
+    a cycle later) while the word before goes through the products, ``g =
+    ceil(rows / acc_add_lanes(rows))`` cycles of lane groups; so a word every ``max(g,
+    ACC_ADD_WORD)`` cycles after the first's five, the last one's groups, and its write
+    two cycles after them."""
+    groups = -(-rows // acc_add_lanes(rows))
+    return (words - 1) * max(groups, ACC_ADD_WORD) + groups + 6
 
 
 def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):

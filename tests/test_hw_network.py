@@ -18,7 +18,7 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WO
                                           STEP_WORDS, EngineConfig, LoadStep, ProgramError,
                                           Region, bias_bytes, bursts, decode_program,
                                           encode_program, gather_entries, gather_values,
-                                          pool_unit_cycles,
+                                          pool_unit_cycles, acc_add_cycles,
                                           host_words, image_word, output_values,
                                           read_region, run_program, write_region)
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
@@ -285,7 +285,8 @@ def test_residual_add_equals_golden(in_place, signs, lanes):
     (True, False, 4, 300, 40_000, False), (True, True, 3, 2 ** 24 - 1, 250, False),
     (False, True, 1, 65_000, 120, False), (True, False, 2, 2 ** 24 - 1, 100, False),
     (True, False, 4, 300, 40_000, True), (False, True, 3, 65_000, 2 ** 24 - 1, True),
-    (True, False, 6, 300, 40_000, True)])
+    (True, False, 6, 300, 40_000, True), (True, True, 5, 2 ** 24 - 1, 77, True),
+    (True, False, 16, 300, 40_000, False)])
 def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb, signed):
     # A residual branch that ends without an output stage: 32-bit accumulators (their
     # extremes included) times a multiplier (up to the largest), plus the other operand,
@@ -320,7 +321,7 @@ def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb, signed):
     assert np.array_equal(read_region(after, out, lanes), want)
     assert want.min() == 0 and want.max() == 255          # both clamps reached
     assert ((want > 0) & (want < 255)).any() or 2 ** 24 - 1 in (ma, mb)
-    assert cycles == ra.words(lanes) * (lanes + 4) + 1
+    assert cycles == acc_add_cycles(ra.words(lanes), lanes)
 
 
 def _engine_runs(dut, program, image, images, *, loaded_program=None, act_base=0):

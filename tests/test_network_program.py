@@ -12,7 +12,7 @@ import pytest
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig,
-                                          NO_LANE, LayerStep, Program, ProgramError,
+                                          NO_LANE, acc_add_cycles, LayerStep, Program, ProgramError,
                                           bias_bytes, bursts, decode_program, encode_program,
                                           gather_entries, image_word, layer_block,
                                           read_tile, run_program, step_cycles, tile_bytes)
@@ -86,7 +86,7 @@ def test_branches_of_accumulators_compile_to_adds_that_read_them(rows):
     assert sum(cost.acc_writes for cost in compiled.costs) == \
         sum(cost.acc_reads for cost in compiled.costs) + steps["fc"].dst.words(rows)
     assert costs["join_a"].acc_reads == 2 * words and costs["join_a"].act_reads == 0
-    assert costs["join_a"].cycles == FETCH_CYCLES + words * (rows + 4) + 3
+    assert costs["join_a"].cycles == FETCH_CYCLES + acc_add_cycles(words, rows) + 2
     with pytest.raises(CompileError, match=r"body_a: its output \(6 x 4 x 4: \d+ words of "
                                            r"\d+\) does not fit the accumulator buffer of "
                                            r"4 words"):

@@ -36,8 +36,8 @@ class _State(enum.Enum, shape=4):
     FETCH = 2           # a step's descriptor
     DISPATCH = 3
     BIAS = 4            # a row block's bias words
-    TABLE = 5           # a tile's gather table words
-    WEIGHTS = 6         # a tile's cell words, into the array
+    TABLE = 5           # a tile's gather table words (on-chip weights: and its cells)
+    WEIGHTS = 6         # a tile's cell words, into the array (weights on the AXI4 port)
     POST = 8            # pooling or an add on the post-processing unit
     ERROR = 9
     CHECK = 10          # the header against the engine
@@ -81,11 +81,12 @@ class NetworkEngine(wiring.Component):
 
     Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
-    and cells (the array takes a row a cycle; the next tile's go into the array's other
-    weight bank while the current tile's last positions are in the array), and its
-    positions (every image's, for a step of several) through the gather and the array;
-    a tile starts once the previous tile's last result is out (its partial sums are the
-    next one's input); pooling and the add take the post-processing unit's cycles and 2.
+    and cells (together from on-chip weights; the array takes a row a cycle into its
+    other weight bank, once that bank is free), and its positions (every image's, for a
+    step of several) through the gather and the array; the next tile loads while a tile
+    streams and starts once the tile's last position is in (the result writer adds the
+    partial sums behind the array); the layer ends with its last result written
+    (``layer_cycles``); pooling and the add take the post-processing unit's cycles and 2.
     External weights add the memory's latency to each run of words (a row block's bias, a
     tile's table, its cells) when it answers a burst's address after that latency and then
     a word a cycle.
@@ -314,15 +315,16 @@ class NetworkEngine(wiring.Component):
             table_src = word
         # The table's run, beside the cells' (on-chip): asked for, its words counted, all
         # taken (``table_done``), all in the register (``table_whole``, a cycle later).
-        k.table_requested, k.table_done = Signal(name="table_requested"), Signal(name="table_done")
-        k.table_whole, k.cells_done = Signal(name="table_whole"), Signal(name="cells_done")
+        k.table_requested = Signal(name="table_requested")
+        k.table_done, k.table_whole = Signal(name="table_done"), Signal(name="table_whole")
+        k.cells_done = Signal(name="cells_done")
         k.table_loaded = counter(2 * A, name="table_loaded")
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
         k.bias = Signal(k.bias_words * word_bits, name="bias")
         k.table = Signal(2 * A * word_bits, name="table")
         # A table word shifts in a cycle after it is taken, from a register, so that no
-        # sequencer decision drives the enable of every table bit (WEIGHTS follows TABLE
-        # for at least a cycle: the table is whole before the tile launches).
+        # sequencer decision drives the enable of every table bit (the tile launches after
+        # it: WEIGHTS follows TABLE for at least a cycle, or, on chip, ``table_whole``).
         table_word, k.table_we = Signal(word_bits, name="table_word"), Signal(name="table_we")
         m.d.sync += [table_word.eq(table_src.payload[:word_bits]), k.table_we.eq(0)]
         with m.If(k.table_we):
@@ -506,7 +508,6 @@ class NetworkEngine(wiring.Component):
         stores started and awaited."""
         R = self._p["rows"]
         state, step, layer = k.state, k.step, k.step.layer
-        word, weights, array = k.word, k.weights, k.array
         # A loaded tile starts once the previous one's last position is in the array.
         can_launch = ~k.streaming & k.results.room
         invalid = k.check.step_bad | (step.is_transfer & (self.act_base[:12] != 0)
@@ -588,7 +589,7 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += state.eq(_State.DRAIN)
 
     def _load_run(self, m, k):
-        """BIAS and TABLE: a run of words into the bias or the table register (the bias
+        """BIAS, and TABLE behind the AXI4 port: a run of words into the bias or the table register (the bias
         once the previous tile's last position is in, since its data take the bias; a bad
         shift stops the run once the earlier tiles' results are written)."""
         A = self._p["alpha"]

@@ -1,15 +1,15 @@
 """The network engine's post-processing unit: pooling and the residual add on words of the
-activation buffer, every lane at once; an add of a layer's raw accumulators a lane at a
-time (docs/semantics.md sections 7 and 9)."""
+activation buffer, every lane at once; an add of a layer's raw accumulators a group of
+lanes at a time (docs/semantics.md sections 7 and 9)."""
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network import FRACTION
-from codnn.golden.network_program import MULTIPLIER_BITS
+from codnn.golden.network_program import MULTIPLIER_BITS, acc_add_lanes
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import stage
 
@@ -73,14 +73,7 @@ class _State(enum.Enum, shape=4):
     WRITE = 5
     ADD = 6
     SETUP = 7           # a pooling step's first window, from the products of its sizes
-    # The add of accumulators, a word at a time: its first operand's address, the
-    # second's, the second arrives, a lane a cycle, the last lane's sum, the write.
-    WIDE_A = 8
-    WIDE_B = 9
-    WIDE_LATCH = 10
-    WIDE_LANES = 11
-    WIDE_DRAIN = 12
-    WIDE_WRITE = 13
+    WIDE = 8            # the add of accumulators (``_wide_add``)
 
 
 class PostProcess(wiring.Component):
@@ -105,13 +98,15 @@ class PostProcess(wiring.Component):
       result are offset binary (``codnn.golden.network.residual_add``).
     - an add with an operand in the accumulator buffer (``a_acc`` or ``b_acc``: 32-bit
       two's complement lanes, read through ``acc_read``): the same sum, word ``k`` of each
-      operand read one after the other, then a lane a cycle through one pair of products.
+      operand read one after the other (while the word before goes through the
+      products), then ``acc_add_lanes(lanes)`` lanes a cycle through as many pairs of
+      products.
 
     Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
     ``codnn.golden.network_program.pool_unit_cycles``: with ``v = kernel_w *
     ceil(kernel_h / 2)`` cycles of reads a window, max takes ``1 + words * v + 2`` and
     average ``1 + words * (v + data_bits + 3)``; add, ``words + 4``; add of accumulators,
-    ``words * (lanes + 4) + 1``.
+    ``codnn.golden.network_program.acc_add_cycles``.
 
     Parameters
     ----------
@@ -162,7 +157,7 @@ class PostProcess(wiring.Component):
                     m.d.sync += step.eq(self.step)
                     with m.If(self.step.op == PostOp.ADD):
                         m.d.sync += [index.eq(0), state.eq(Mux(
-                            self.step.a_acc | self.step.b_acc, _State.WIDE_A, _State.ADD))]
+                            self.step.a_acc | self.step.b_acc, _State.WIDE, _State.ADD))]
                     with m.Else():
                         g = self.step
                         m.d.sync += [pool.plane_step.eq(g.height * g.width),
@@ -179,7 +174,7 @@ class PostProcess(wiring.Component):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
         self._pool_write(m, step, state, pool)
-        self._wide_add(m, step, state, index)
+        self._wide_add(m, step, state)
         self._add_pipeline(m, step, state, index)
         return m
 
@@ -247,8 +242,8 @@ class PostProcess(wiring.Component):
         with m.Case(_State.SETUP):
             top_left = step.src - k.corner
             m.d.sync += [k.block.eq(0), k.oy.eq(0), k.ox.eq(0), k.wy.eq(-step.padding),
-                         k.wx.eq(-step.padding), k.plane.eq(step.src), k.row_window.eq(top_left),
-                         k.out_addr.eq(step.dst)]
+                         k.wx.eq(-step.padding), k.plane.eq(step.src),
+                         k.row_window.eq(top_left), k.out_addr.eq(step.dst)]
             self._start_window(m, step, state, k, top_left)
         with m.Case(_State.WINDOW):
             m.d.sync += [k.issued.eq(1), k.first.eq((k.ky == 0) & (k.kx == 0)),
@@ -361,19 +356,26 @@ class PostProcess(wiring.Component):
         with m.If(add_valid.any()):
             m.d.comb += self.busy.eq(1)
 
-    def _wide_add(self, m, step, state, index):
-        """The add with an operand in the accumulator buffer: per word, each operand read
-        (through ``read[0]``, or ``acc_read``) into a register of 32-bit lanes, then a lane
-        a cycle through one pair of 32 x 24-bit products, its clamped sum shifted into the
-        result word, which is written as the next word's first operand is read."""
+    def _wide_add(self, m, step, state):
+        """The add with an operand in the accumulator buffer, ``acc_add_lanes(lanes)``
+        lanes a cycle through as many pairs of 32 x 24-bit products: a word's operands
+        are read one after the other (through ``read[0]``, or ``acc_read``) into the next
+        word's registers (32-bit lanes; activations as their values) while the current
+        word's lanes go through the products, a group of lanes a cycle; each group's
+        clamped sums shift into the result word, written two cycles after its last group.
+        """
         R, D = self._lanes, self._data_bits
+        P = acc_add_lanes(R)
+        G = -(-R // P)                  # groups of lanes a word
 
         def operand(is_acc, signed):
-            """The word just read, as 32-bit lanes (activations as their values)."""
+            """The word just read, as 32-bit lanes (activations as their values), with
+            ``G * P`` lanes (the last group's spare lanes 0)."""
             act = self.read_data[0]
             lanes = [signed_lane(act.word_select(k, D), signed) for k in range(R)]
-            return Mux(is_acc, self.acc_read_data,
+            word = Mux(is_acc, self.acc_read_data,
                        Cat(Cat(v, v[-1].replicate(_ACC_BITS - D - 1)) for v in lanes))
+            return Cat(word, C(0, (G * P - R) * _ACC_BITS))
 
         def read(address, is_acc):
             with m.If(is_acc):
@@ -381,43 +383,60 @@ class PostProcess(wiring.Component):
             with m.Else():
                 m.d.comb += self.read[0].eq(address)
 
-        a_word = Signal(R * _ACC_BITS, name="wide_a")
-        b_word = Signal(R * _ACC_BITS, name="wide_b")
-        result = Signal(R * D, name="wide_result")
-        lane = Signal(range(R), name="wide_lane")
-        lane_a, lane_b = a_word[:_ACC_BITS].as_signed(), b_word[:_ACC_BITS].as_signed()
-        pa = stage(m, lane_a * step.ma, "wide_pa")
-        pb = stage(m, lane_b * step.mb, "wide_pb")
-        product_valid = stage(m, state == _State.WIDE_LANES, "wide_product_valid",
-                              reset_less=False)
-        total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
-        clamped = clamp_lane(total, step.out_signed, D)
+        width = G * P * _ACC_BITS
+        a_word, b_word = Signal(width, name="wide_a"), Signal(width, name="wide_b")
+        a_next, b_next = Signal(width, name="wide_a_next"), Signal(width, name="wide_b_next")
+        full, next_full = Signal(name="wide_full"), Signal(name="wide_next_full")
+        group = Signal(range(G), name="wide_group")
+        phase = Signal(range(3), name="wide_read_phase")   # a's read, b's read, b lands
+        read_word = Signal(17, name="wide_read_word")      # the next word to read
+        write_word = Signal(17, name="wide_write_word")    # the next word to write
+        result = Signal(G * P * D, name="wide_result")
+        # The products of the current group, a cycle after it is taken; its clamped sums
+        # shift into the result a cycle later.
+        issuing = full & (state == _State.WIDE)
+        last_group = issuing & (group == G - 1)
+        clamped = []
+        for j in range(P):
+            lane_a = a_word.word_select(j, _ACC_BITS).as_signed()
+            lane_b = b_word.word_select(j, _ACC_BITS).as_signed()
+            pa = stage(m, lane_a * step.ma, f"wide_pa_{j}")
+            pb = stage(m, lane_b * step.mb, f"wide_pb_{j}")
+            total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
+            clamped.append(clamp_lane(total, step.out_signed, D))
+        product_valid = stage(m, issuing, "wide_product_valid", reset_less=False)
         with m.If(product_valid):
-            m.d.sync += result.eq(Cat(result[D:], clamped))
-        with m.Switch(state):
-            with m.Case(_State.WIDE_A):
-                read(step.src + index, step.a_acc)
-                m.d.sync += state.eq(_State.WIDE_B)
-            with m.Case(_State.WIDE_B):
-                read(step.src_b + index, step.b_acc)
-                m.d.sync += [a_word.eq(operand(step.a_acc, step.a_signed)),
-                             state.eq(_State.WIDE_LATCH)]
-            with m.Case(_State.WIDE_LATCH):
-                m.d.sync += [b_word.eq(operand(step.b_acc, step.b_signed)), lane.eq(0),
-                             state.eq(_State.WIDE_LANES)]
-            with m.Case(_State.WIDE_LANES):
-                m.d.sync += [a_word.eq(a_word >> _ACC_BITS), b_word.eq(b_word >> _ACC_BITS),
-                             lane.eq(lane + 1)]
-                with m.If(lane == R - 1):
-                    m.d.sync += state.eq(_State.WIDE_DRAIN)
-            with m.Case(_State.WIDE_DRAIN):
-                m.d.sync += state.eq(_State.WIDE_WRITE)
-            with m.Case(_State.WIDE_WRITE):
-                m.d.comb += [self.write.addr.eq(step.dst + index), self.write.data.eq(result),
-                             self.write.en.eq(1)]
-                m.d.sync += index.eq(index + 1)
-                with m.If(index == step.words - 1):
-                    m.d.sync += state.eq(_State.IDLE)
-                with m.Else():
-                    read(step.src + index + 1, step.a_acc)
-                    m.d.sync += state.eq(_State.WIDE_B)
+            m.d.sync += result.eq(Cat(result[P * D:], *clamped))
+        # A word is whole a cycle after its last group's products: written then.
+        done = [stage(m, last_group, "wide_done_0", reset_less=False)]
+        done.append(stage(m, done[0], "wide_done_1", reset_less=False))
+        with m.If(done[1]):
+            m.d.comb += [self.write.addr.eq(step.dst + write_word),
+                         self.write.data.eq(result[:R * D]), self.write.en.eq(1)]
+            m.d.sync += write_word.eq(write_word + 1)
+        with m.If(issuing):
+            m.d.sync += [a_word.eq(a_word >> (P * _ACC_BITS)),
+                         b_word.eq(b_word >> (P * _ACC_BITS)), group.eq(group + 1)]
+            with m.If(group == G - 1):
+                m.d.sync += [full.eq(0), group.eq(0)]
+        # The next word's operands, read once its registers are free.
+        with m.If(state == _State.WIDE):
+            with m.Switch(phase):
+                with m.Case(0):
+                    with m.If(~next_full & (read_word != step.words)):
+                        read(step.src + read_word, step.a_acc)
+                        m.d.sync += phase.eq(1)
+                with m.Case(1):
+                    read(step.src_b + read_word, step.b_acc)
+                    m.d.sync += [a_next.eq(operand(step.a_acc, step.a_signed)), phase.eq(2)]
+                with m.Case(2):
+                    m.d.sync += [b_next.eq(operand(step.b_acc, step.b_signed)),
+                                 next_full.eq(1), read_word.eq(read_word + 1), phase.eq(0)]
+            with m.If(next_full & (~full | last_group)):
+                m.d.sync += [a_word.eq(a_next), b_word.eq(b_next), full.eq(1),
+                             next_full.eq(0), group.eq(0)]
+            with m.If(done[1] & (write_word == step.words - 1)):
+                m.d.sync += state.eq(_State.IDLE)
+        with m.If(state == _State.IDLE):
+            m.d.sync += [phase.eq(0), read_word.eq(0), write_word.eq(0), full.eq(0),
+                         next_full.eq(0), group.eq(0)]

@@ -70,7 +70,8 @@ class ResultWriter(wiring.Component):
     def __init__(self, *, rows, acc_bits, out_bits, act_depth, acc_depth, psum_depth):
         for value, what in ((rows, "Row count"), (acc_bits, "Accumulator width"),
                             (out_bits, "Output width"), (act_depth, "Activation words"),
-                            (acc_depth, "Accumulator words"), (psum_depth, "Partial-sum words")):
+                            (acc_depth, "Accumulator words"),
+                            (psum_depth, "Partial-sum words")):
             positive_int(value, what)
         self._rows, self._acc_bits, self._out_bits = rows, acc_bits, out_bits
         super().__init__({
@@ -152,7 +153,8 @@ class ResultWriter(wiring.Component):
             valid.append(stage(m, valid[-1], f"result_valid{i + 2}", reset_less=False))
         where_w = delay(m, where1, WRITE_STEPS - 1, "result_where")
         addr_w = delay(m, addr1, WRITE_STEPS - 1, "result_addr")
-        sums_w = [delay(m, s, WRITE_STEPS - 2, f"result_sum_w_r{r}") for r, s in enumerate(sums)]
+        sums_w = [delay(m, value, WRITE_STEPS - 2, f"result_sum_w_r{r}")
+                  for r, value in enumerate(sums)]
         write = valid[-1]
         for port, kind, value in ((self.act_write, 0, ys), (self.acc_write, 1, sums_w),
                                   (self.psum_write, 2, sums_w)):
