@@ -196,8 +196,7 @@ def _engine_rows(args, data, fmax):
                 per_s = fmax * 1e6 / cycles if fmax else None
                 rows.append({
                     "model": name, "mac": mac, "accuracy": accuracy,
-                    "weights": "on chip" if port == "onchip" else
-                    f"AXI, latency {args.memory_latency}",
+                    "weights": "on chip" if port == "onchip" else "AXI",
                     "weight_image": len(compiled.image), "cycles": cycles,
                     "add_cycles": adds, "array_cycles": array,
                     "vs_array": round(cycles / array, 2),
@@ -250,14 +249,13 @@ def main():
     data = load_dataset("mnist")
     rows = _engine_rows(args, data, fmax)
     print_rows(f"Networks on a {args.rows}x{args.cols} network engine, alpha {args.alpha} "
-               f"({f'{fmax} MHz' if fmax else 'no Fmax given'}), against the bare array "
-               f"and onnxruntime on one core",
-               rows, [("model", "model"), ("accuracy", "int. acc. %"), ("mac", "MACs"),
-                      ("weights", "weights"), ("weight_image", "weights B"),
-                      ("cycles", "cycles/img"), ("add_cycles", "of them adds"),
-                      ("array_cycles", "bare array"), ("vs_array", "x array"),
-                      ("images_per_s", "img/s"), ("onnxruntime_per_s", "onnxruntime img/s"),
-                      ("vs_onnxruntime", "x onnxruntime")])
+               f"({f'{fmax} MHz' if fmax else 'no Fmax given'}; AXI weights: latency "
+               f"{args.memory_latency}), against the bare array and onnxruntime on one core",
+               rows, [("model", "model"), ("accuracy", "acc %"), ("mac", "MACs"),
+                      ("weights", "weights"), ("cycles", "cycles"), ("add_cycles", "adds"),
+                      ("array_cycles", "array"), ("vs_array", "x array"),
+                      ("images_per_s", "img/s"), ("onnxruntime_per_s", "ORT img/s"),
+                      ("vs_onnxruntime", "x ORT")])
     link = _link_rows(args, data, fmax)
     print_rows(f"LeNet-5's board top over a {args.baud} baud link against the host-driven "
                f"flow", link,

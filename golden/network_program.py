@@ -970,8 +970,8 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
     image on chip (``memory_latency`` None) a tile's table and cells load together,
     through the memory's two ports. With the weight image in external memory,
     ``memory_latency`` is the cycles from a burst's address taken to its first word (then
-    a word a cycle): the runs of weight words (a row block's bias, a tile's table, its
-    cells) go one after another, each waiting that much more. Loads and stores of
+    a word a cycle): the runs of weight words (a row block's bias, a tile's table and
+    cells as one) go one after another, each waiting that much more. Loads and stores of
     external activations take their bursts one after another
     (``codnn.hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
     cycles from its address taken to its first word, each store burst ``write_latency``
@@ -1045,13 +1045,13 @@ def layer_cycles(step, engine, memory_latency=None):
     after tile ``k - 1`` starts. A row block's first tile reads its bias words (``n + 1``
     cycles, from the cycle after the previous tile's last position went into the array,
     since that tile's data take the bias), then every tile its gather table and its
-    cells: on chip (``memory_latency`` None) together, the table's ``2 * alpha`` words
-    whole in the register ``2 * alpha + 2`` cycles after they are asked for, the cells'
-    ``rows`` words taken by the array ``rows`` cycles after; in external memory the table
-    (``2 * alpha + 1`` cycles) and then the cells (``rows + 1``), each run waiting
-    ``memory_latency`` more. The cells are asked for once the array's weight bank is
-    free: tile ``k - 2``'s (the same bank's) last position has left the cells,
-    ``pipeline_depth + 1`` cycles after it went in. A tile starts when its table and
+    cells, once the array's weight bank is free for the cells: tile ``k - 2``'s (the
+    same bank's) last position has left the cells, ``pipeline_depth + 1`` cycles after it
+    went in. On chip (``memory_latency`` None) the two come together, the table (asked
+    for at once) whole in its register ``2 * alpha + 2`` cycles after it is asked for,
+    the cells taken by the array ``rows`` cycles after they are; in external memory they
+    are one run, its last cell taken ``memory_latency + 2 * alpha + rows`` cycles after
+    it is asked for (the bias's run waits ``memory_latency`` more too). A tile starts when its table and
     cells are in, or the cycle after the previous tile's last position went in if that
     is later; its first position
     goes in the gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles``
@@ -1066,7 +1066,6 @@ def layer_cycles(step, engine, memory_latency=None):
     on_chip = memory_latency is None
     latency_each = 0 if on_chip else memory_latency
     bias_load = bias_bytes(e) // image_word(e) + 1 + latency_each
-    table_load = 2 * e.alpha + 1 + latency_each
     rounds = layer_rounds(step, e)
     period = max(timing["beat_cycles"], rounds)
     first, rest = rounds + GATHER_START, (step.images * step.positions - 1) * period
@@ -1076,12 +1075,13 @@ def layer_cycles(step, engine, memory_latency=None):
         load = started + 1
         if k % step.col_blocks == 0:
             load = max(load, last_in + 1) + bias_load
-        cells = load if on_chip else load + table_load
+        cells = load
         if k >= 2:
             cells = max(cells, bank_free[k - 2])
-        loaded = cells + e.rows + latency_each
         if on_chip:
-            loaded = max(loaded, load + 2 * e.alpha + 2)
+            loaded = max(cells + e.rows, load + 2 * e.alpha + 2)
+        else:
+            loaded = cells + latency_each + 2 * e.alpha + e.rows
         started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)

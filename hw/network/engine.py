@@ -87,9 +87,9 @@ class NetworkEngine(wiring.Component):
     streams and starts once the tile's last position is in (the result writer adds the
     partial sums behind the array); the layer ends with its last result written
     (``layer_cycles``); pooling and the add take the post-processing unit's cycles and 2.
-    External weights add the memory's latency to each run of words (a row block's bias, a
-    tile's table, its cells) when it answers a burst's address after that latency and then
-    a word a cycle.
+    External weights come in runs (a row block's bias; a tile's table and cells, one run
+    asked for once the array's bank is free), each waiting the memory's latency when it
+    answers a burst's address after that latency and then a word a cycle.
 
     Raises
     ------
@@ -506,10 +506,16 @@ class NetworkEngine(wiring.Component):
         """The state machine: the header fetched and checked, then each step's descriptor
         fetched and dispatched, a layer's tiles loaded and run, pooling, adds, loads and
         stores started and awaited."""
-        R = self._p["rows"]
+        A, R = self._p["alpha"], self._p["rows"]
         state, step, layer = k.state, k.step, k.step.layer
         # A loaded tile starts once the previous one's last position is in the array.
         can_launch = ~k.streaming & k.results.room
+        # Its table is whole (its last word in the register) a cycle after it starts,
+        # and stays until the next tile's table words come, two cycles later at least.
+        launched = Signal(name="launched")
+        m.d.sync += launched.eq(0)
+        with m.If(launched & k.bad_lanes):
+            m.d.sync += k.error.eq(1)
         invalid = k.check.step_bad | (step.is_transfer & (self.act_base[:12] != 0)
                                       if k.xfer is not None else k.check.step_bad)
         with m.Switch(state):
@@ -562,7 +568,7 @@ class NetworkEngine(wiring.Component):
                     self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
                 with m.If(self._cells_run(m, k)):
-                    m.d.sync += [k.wptr.eq(k.wptr + R), state.eq(_State.LAUNCH)]
+                    m.d.sync += [k.wptr.eq(k.wptr + 2 * A + R), state.eq(_State.LAUNCH)]
                     m.d.comb += k.launch.eq(can_launch)
             with m.Case(_State.LAUNCH):
                 m.d.comb += k.launch.eq(can_launch)
@@ -577,8 +583,7 @@ class NetworkEngine(wiring.Component):
             m.d.comb += k.gather.start.eq(1)
             m.d.sync += [k.position.eq(0), k.streaming.eq(1),
                          k.first_col.eq(k.col_block == 0)]
-            with m.If(k.bad_lanes):                 # the tile's table is whole by now
-                m.d.sync += k.error.eq(1)
+            m.d.sync += launched.eq(1)
             with m.If(~k.last_col):
                 m.d.sync += [k.col_block.eq(k.col_block + 1), state.eq(_State.TABLE)]
             with m.Elif(k.row_block != layer.row_blocks - 1):
@@ -589,33 +594,38 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += state.eq(_State.DRAIN)
 
     def _load_run(self, m, k):
-        """BIAS, and TABLE behind the AXI4 port: a run of words into the bias or the table register (the bias
-        once the previous tile's last position is in, since its data take the bias; a bad
-        shift stops the run once the earlier tiles' results are written)."""
-        A = self._p["alpha"]
+        """BIAS, and TABLE behind the AXI4 port: a run of words into the bias or the table
+        register. The bias is asked for once the previous tile's last position is in
+        (its data take the bias). Behind the AXI4 port the table and the cells are one
+        run, asked for once the array has a free weight bank (so that no cell waits on
+        the way), its cells taken in WEIGHTS. A bad shift stops the run once the earlier
+        tiles' results are written."""
+        A, R = self._p["alpha"], self._p["rows"]
         state, word, weights = k.state, k.word, k.weights
-        size = Mux(state == _State.BIAS, k.bias_words, 2 * A)
-        m.d.comb += weights.count.eq(size)
+        in_bias = state == _State.BIAS
+        size = Mux(in_bias, k.bias_words, 2 * A)
+        m.d.comb += weights.count.eq(Mux(in_bias, k.bias_words, 2 * A + R))
         with m.If((state == _State.TABLE) & k.bad_shift):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
         with m.Elif(~k.requested):
-            with m.If((state == _State.TABLE) | ~k.streaming):
+            with m.If(Mux(in_bias, ~k.streaming, k.array.weights.ready)):
                 m.d.comb += weights.start.eq(1)
                 m.d.sync += k.requested.eq(1)
         with m.Else():
             m.d.comb += word.ready.eq(1)
             with m.If(word.valid):
-                with m.If(state == _State.BIAS):
+                with m.If(in_bias):
                     m.d.sync += k.bias.eq(Cat(k.bias[k.word_bits:],
                                               word.payload[:k.word_bits]))
                 with m.Else():
                     m.d.sync += k.table_we.eq(1)
                 m.d.sync += k.loaded.eq(k.loaded + 1)
                 with m.If(k.loaded == size - 1):
-                    m.d.sync += [k.loaded.eq(0), k.requested.eq(0), k.wptr.eq(k.wptr + size),
-                                 state.eq(Mux(state == _State.BIAS, _State.TABLE,
-                                              _State.WEIGHTS))]
+                    m.d.sync += [k.loaded.eq(0), state.eq(Mux(in_bias, _State.TABLE,
+                                                              _State.WEIGHTS))]
+                    with m.If(in_bias):
+                        m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + k.bias_words)]
 
     def _cells_run(self, m, k):
         """A tile's cell words to the array as it takes them, asked for once the array
