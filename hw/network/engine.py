@@ -36,8 +36,8 @@ class _State(enum.Enum, shape=4):
     FETCH = 2           # a step's descriptor
     DISPATCH = 3
     BIAS = 4            # a row block's bias words
-    TABLE = 5           # a tile's gather table words (on-chip weights: and its cells)
-    WEIGHTS = 6         # a tile's cell words, into the array (weights on the AXI4 port)
+    TABLE = 5           # a tile's gather table words (one run with its cells)
+    WEIGHTS = 6         # a tile's cell words, into the array
     POST = 8            # pooling or an add on the post-processing unit
     ERROR = 9
     CHECK = 10          # the header against the engine
@@ -81,15 +81,15 @@ class NetworkEngine(wiring.Component):
 
     Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
-    and cells (together from on-chip weights; the array takes a row a cycle into its
-    other weight bank, once that bank is free), and its positions (every image's, for a
+    and cells (one run, asked for once the array's other weight bank is free; the array
+    takes a row a cycle), and its positions (every image's, for a
     step of several) through the gather and the array; the next tile loads while a tile
     streams and starts once the tile's last position is in (the result writer adds the
     partial sums behind the array); the layer ends with its last result written
     (``layer_cycles``); pooling and the add take the post-processing unit's cycles and 2.
-    External weights come in runs (a row block's bias; a tile's table and cells, one run
-    asked for once the array's bank is free), each waiting the memory's latency when it
-    answers a burst's address after that latency and then a word a cycle.
+    External weights add the memory's latency to each run (a row block's bias; a tile's
+    table and cells) when it answers a burst's address after that latency and then a
+    word a cycle.
 
     Raises
     ------
@@ -301,39 +301,21 @@ class NetworkEngine(wiring.Component):
         k.wptr = Signal(32, name="wptr")
         k.requested = Signal(name="requested")
         k.word = word = k.weights.o
-        # With on-chip weights a tile's table comes on the memory's second port while its
-        # cells come on the first (2 * alpha words further); through the AXI4 port, one
-        # run after the other.
-        k.dual = p["weight_port"] == "onchip"
-        if k.dual:
-            m.d.comb += k.weights.addr.eq(Mux(k.state == _State.TABLE, k.wptr + 2 * A,
-                                              k.wptr))
-            m.d.comb += [k.weights.table_addr.eq(k.wptr), k.weights.table_count.eq(2 * A)]
-            table_src = k.weights.table_o
-        else:
-            m.d.comb += k.weights.addr.eq(k.wptr)
-            table_src = word
-        # The table's run, beside the cells' (on-chip): asked for, its words counted, all
-        # taken (``table_done``), all in the register (``table_whole``, a cycle later).
-        k.table_requested = Signal(name="table_requested")
-        k.table_done, k.table_whole = Signal(name="table_done"), Signal(name="table_whole")
-        k.cells_done = Signal(name="cells_done")
-        k.table_loaded = counter(2 * A, name="table_loaded")
+        m.d.comb += k.weights.addr.eq(k.wptr)
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
         k.bias = Signal(k.bias_words * word_bits, name="bias")
         k.table = Signal(2 * A * word_bits, name="table")
         # A table word shifts in a cycle after it is taken, from a register, so that no
-        # sequencer decision drives the enable of every table bit (the tile launches after
-        # it: WEIGHTS follows TABLE for at least a cycle, or, on chip, ``table_whole``).
+        # sequencer decision drives the enable of every table bit (the gather takes the
+        # table, and its lanes are checked, a cycle after the tile launches in WEIGHTS).
         table_word, k.table_we = Signal(word_bits, name="table_word"), Signal(name="table_we")
-        m.d.sync += [table_word.eq(table_src.payload[:word_bits]), k.table_we.eq(0)]
+        m.d.sync += [table_word.eq(word.payload[:word_bits]), k.table_we.eq(0)]
         with m.If(k.table_we):
             m.d.sync += k.table.eq(Cat(k.table[word_bits:], table_word))
         k.loaded = counter(max(k.bias_words, 2 * A, R) + 2, name="loaded")
         # Weight beats: a cell word a cycle as the array takes them.
         array = k.array
-        cells_state = _State.TABLE if k.dual else _State.WEIGHTS
-        m.d.comb += array.weights.valid.eq((k.state == cells_state) & k.requested
+        m.d.comb += array.weights.valid.eq((k.state == _State.WEIGHTS) & k.requested
                                            & word.valid)
         sel_bits = select_bits(A)
         for c in range(W):
@@ -552,20 +534,13 @@ class NetworkEngine(wiring.Component):
                              k.col_block.eq(0), k.block_base.eq(0),
                              k.total.eq(layer.positions[:17] * layer.images[:16]),
                              k.wptr.eq(layer.weights), k.loaded.eq(0), k.started.eq(0),
-                             k.requested.eq(0), k.table_requested.eq(0),
-                             k.table_loaded.eq(0), k.table_done.eq(0), k.table_whole.eq(0),
-                             k.cells_done.eq(0)]
+                             k.requested.eq(0)]
                 m.d.sync += state.eq(Mux(step.op == 0, _State.BIAS,
                                          Mux(step.is_transfer, _State.TRANSFER, _State.POST)))
                 with m.If(invalid):
                     m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
-            with m.Case(_State.BIAS):
+            with m.Case(_State.BIAS, _State.TABLE):
                 self._load_run(m, k)
-            with m.Case(_State.TABLE):
-                if k.dual:
-                    self._tile_run(m, k, can_launch)
-                else:
-                    self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
                 with m.If(self._cells_run(m, k)):
                     m.d.sync += [k.wptr.eq(k.wptr + 2 * A + R), state.eq(_State.LAUNCH)]
@@ -594,12 +569,12 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += state.eq(_State.DRAIN)
 
     def _load_run(self, m, k):
-        """BIAS, and TABLE behind the AXI4 port: a run of words into the bias or the table
-        register. The bias is asked for once the previous tile's last position is in
-        (its data take the bias). Behind the AXI4 port the table and the cells are one
-        run, asked for once the array has a free weight bank (so that no cell waits on
-        the way), its cells taken in WEIGHTS. A bad shift stops the run once the earlier
-        tiles' results are written."""
+        """BIAS and TABLE: a run of words into the bias or the table register. The bias is
+        asked for once the previous tile's last position is in (its data take the bias).
+        A tile's table and cells are one run (consecutive in the image), asked for once
+        the array has a free weight bank (so that no cell waits on the way), its cells
+        taken in WEIGHTS. A bad shift stops the run once the earlier tiles' results are
+        written."""
         A, R = self._p["alpha"], self._p["rows"]
         state, word, weights = k.state, k.word, k.weights
         in_bias = state == _State.BIAS
@@ -628,19 +603,14 @@ class NetworkEngine(wiring.Component):
                         m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + k.bias_words)]
 
     def _cells_run(self, m, k):
-        """A tile's cell words to the array as it takes them, asked for once the array
-        has a free weight bank (so that no word waits on the way); the run's last word
-        taken is the returned condition."""
+        """WEIGHTS: the tile's cell words (the rest of its table's run) to the array as it
+        takes them; the run's last word taken is the returned condition."""
         R = self._p["rows"]
-        word, weights, array = k.word, k.weights, k.array
+        word, array = k.word, k.array
         weights_go = array.weights.valid & array.weights.ready
         last = Signal(name="cells_last")
-        m.d.comb += [weights.count.eq(R), word.ready.eq(k.requested & array.weights.ready)]
-        with m.If(~k.requested):
-            with m.If(array.weights.ready):
-                m.d.comb += weights.start.eq(1)
-                m.d.sync += k.requested.eq(1)
-        with m.Elif(weights_go):
+        m.d.comb += word.ready.eq(array.weights.ready)
+        with m.If(weights_go):
             m.d.sync += k.loaded.eq(k.loaded + 1)
             with m.If(k.bad_selects):
                 m.d.sync += k.error.eq(1)
@@ -648,40 +618,6 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += [k.requested.eq(0), k.loaded.eq(0)]
                 m.d.comb += last.eq(1)
         return last
-
-    def _tile_run(self, m, k, can_launch):
-        """TABLE with on-chip weights: the table's words on the memory's second port into
-        the table register and the cells' on the first into the array, together; the tile
-        starts (or waits in LAUNCH) once both are in. A bad shift stops the run first, as
-        in ``_load_run``."""
-        A, R = self._p["alpha"], self._p["rows"]
-        state, table_o = k.state, k.weights.table_o
-        with m.If(k.bad_shift):
-            with m.If(k.results.idle):
-                m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
-        with m.Else():
-            with m.If(~k.table_requested):
-                m.d.comb += k.weights.table_start.eq(1)
-                m.d.sync += k.table_requested.eq(1)
-            with m.Elif(~k.table_done):
-                m.d.comb += table_o.ready.eq(1)
-                with m.If(table_o.valid):
-                    m.d.sync += [k.table_we.eq(1), k.table_loaded.eq(k.table_loaded + 1)]
-                    with m.If(k.table_loaded == 2 * A - 1):
-                        m.d.sync += [k.table_done.eq(1), k.table_loaded.eq(0)]
-            with m.If(k.table_done):
-                m.d.sync += k.table_whole.eq(1)
-            cells_in = Signal(name="cells_in")
-            m.d.comb += cells_in.eq(k.cells_done)
-            with m.If(~k.cells_done):
-                with m.If(self._cells_run(m, k)):
-                    m.d.sync += k.cells_done.eq(1)
-                    m.d.comb += cells_in.eq(1)
-            with m.If(cells_in & k.table_whole):
-                m.d.sync += [k.wptr.eq(k.wptr + 2 * A + R), k.table_requested.eq(0),
-                             k.table_done.eq(0), k.table_whole.eq(0), k.cells_done.eq(0),
-                             state.eq(_State.LAUNCH)]
-                m.d.comb += k.launch.eq(can_launch)
 
     def _unit_step(self, m, k):
         """POST and TRANSFER: pooling and adds on the post-processing unit, loads and

@@ -1,7 +1,7 @@
 """Where the network engine reads its weight image from: on-chip memory, or external memory
 through an AXI4 read port. Both stream a run of consecutive words on request."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -52,63 +52,41 @@ class _Reader(wiring.Component):
 
 class OnChipWeights(_Reader):
     """The weight image in on-chip memory (``words`` words of ``word_bits``), written
-    through ``write`` (address, data, enable; while no run is on), read by two runs at
-    once: ``start``/``addr``/``count``/``o`` (sharing the memory's port with ``write``)
-    and ``table_start``/``table_addr``/``table_count``/``table_o`` (the second port), so
-    that a tile's gather table and its cells load together. ``bytes_read`` counts both.
+    through ``write`` (address, data, enable).
 
-    Latency: a run's first word is on its stream the cycle after its start; then a word
-    a cycle while the stream is taken."""
+    Latency: a run's first word is on ``o`` the cycle after ``start``; then a word a cycle
+    while ``o`` is taken."""
 
     def __init__(self, *, word_bits, words):
-        super().__init__(word_bits, words, {
-            "write": In(data.StructLayout({"addr": range(words), "data": word_bits, "en": 1})),
-            "table_start": In(1), "table_addr": In(range(words)),
-            "table_count": In(range(MAX_RUN + 1)),
-            "table_o": Out(stream.Signature(word_bits))})
+        super().__init__(word_bits, words, {"write": In(data.StructLayout({
+            "addr": range(words), "data": word_bits, "en": 1}))})
         self.words = words
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.memory = mem = memory.Memory(shape=self.word_bits, depth=self.words,
                                                   init=[])
-        # The host's writes and the first run share a port (one address: a read-write
-        # port of a dual-port block RAM); the table's run has the other.
         write, read = mem.write_port(), mem.read_port(transparent_for=())
-        address = Signal(range(self.words))
-        m.d.comb += [write.addr.eq(address), read.addr.eq(address),
-                     write.data.eq(self.write.data), write.en.eq(self.write.en)]
-        run_address = _run(m, read.data, self.start, self.addr, self.count, self.o, self.words)
-        m.d.comb += address.eq(Mux(self.write.en, self.write.addr, run_address))
-        table = mem.read_port(transparent_for=())
-        m.d.comb += table.addr.eq(_run(m, table.data, self.table_start, self.table_addr,
-                                       self.table_count, self.table_o, self.words))
-        taken = Cat(self.o.valid & self.o.ready, self.table_o.valid & self.table_o.ready)
-        with m.If(taken.any()):
-            m.d.sync += self.bytes_read.eq(self.bytes_read + Mux(taken.all(), 2, 1)
-                                           * (self.word_bits // 8))
+        m.d.comb += [write.addr.eq(self.write.addr), write.data.eq(self.write.data),
+                     write.en.eq(self.write.en)]
+        following = Signal(range(self.words + 1))       # the next word to read
+        left = Signal(range(MAX_RUN + 1))               # words of the run not yet read
+        valid = Signal()
+        m.d.comb += [self.o.valid.eq(valid), self.o.payload.eq(read.data)]
+        with m.If(self.start):
+            m.d.comb += read.addr.eq(self.addr)
+            m.d.sync += [following.eq(self.addr + 1), left.eq(self.count - 1),
+                         valid.eq(self.count != 0)]
+        with m.Elif(~valid | self.o.ready):
+            m.d.comb += read.addr.eq(following)
+            m.d.sync += valid.eq(left != 0)
+            with m.If(left != 0):
+                m.d.sync += [following.eq(following + 1), left.eq(left - 1)]
+        with m.Else():
+            m.d.comb += read.addr.eq(following - 1)     # hold the word on offer
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.bytes_read.eq(self.bytes_read + self.word_bits // 8)
         return m
-
-
-def _run(m, read_data, start, addr, count, o, words):
-    """A run of ``count`` words from ``addr`` on ``o``, from a memory read port whose data
-    (``read_data``) come a cycle after its address: returns the address to read."""
-    following = Signal(range(words + 1))        # the next word to read
-    left = Signal(range(MAX_RUN + 1))           # words of the run not yet read
-    valid = Signal()
-    read_addr = Signal(range(words))
-    m.d.comb += [o.valid.eq(valid), o.payload.eq(read_data)]
-    with m.If(start):
-        m.d.comb += read_addr.eq(addr)
-        m.d.sync += [following.eq(addr + 1), left.eq(count - 1), valid.eq(count != 0)]
-    with m.Elif(~valid | o.ready):
-        m.d.comb += read_addr.eq(following)
-        m.d.sync += valid.eq(left != 0)
-        with m.If(left != 0):
-            m.d.sync += [following.eq(following + 1), left.eq(left - 1)]
-    with m.Else():
-        m.d.comb += read_addr.eq(following - 1)         # hold the word on offer
-    return read_addr
 
 
 class AxiWeights(_Reader):
