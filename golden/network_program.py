@@ -964,12 +964,13 @@ def layer_rounds(step, engine):
     return gather_rounds(engine) if step.rounds is None else step.rounds
 
 
-def step_cycles(program, memory_latency=0, act_latency=0, write_latency=0):
+def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
     """The engine's cycles for each step of ``program``, its descriptor's included
-    (``codnn.hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more. With the weight
-    image in external memory, ``memory_latency`` is the cycles from a burst's address
-    taken to its first word (then a word a cycle): each run of weight words (a row
-    block's bias, a tile's table and cells) waits that much more. Loads and stores of
+    (``codnn.hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more.
+    ``memory_latency`` is None for a weight image on chip; with the weight image in
+    external memory, the cycles from a burst's address taken to its first word (then a
+    word a cycle): each run of weight words (a row block's bias, a tile's table and
+    cells) waits that much more. Loads and stores of
     external activations take their bursts one after another
     (``codnn.hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
     cycles from its address taken to its first word, each store burst ``write_latency``
@@ -1036,18 +1037,21 @@ def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):
     return 1 + words * (reads + out_bits + 3)
 
 
-def layer_cycles(step, engine, memory_latency=0):
+def layer_cycles(step, engine, memory_latency=None):
     """A layer step's cycles after its descriptor (``step_cycles``).
 
     A tile loads while the tile before it streams: tile ``k``'s loading starts the cycle
     after tile ``k - 1`` starts. A row block's first tile reads its bias words (``n + 1``
     cycles, from the cycle after the previous tile's last position went into the array,
     since that tile's data take the bias), then every tile its gather table and its
-    cells as one run (they are consecutive in the image), asked for once the array's
-    weight bank is free for the cells: tile ``k - 2``'s (the same bank's) last position
-    has left the cells, ``pipeline_depth + 1`` cycles after it went in. Its last cell is
-    taken ``memory_latency + 2 * alpha + rows`` cycles after it is asked for (the bias's
-    run waits ``memory_latency`` more too; on chip it is 0). A tile starts in the cycle
+    cells as one run (they are consecutive in the image). The array takes the cells once
+    its weight bank is free: tile ``k - 2``'s (the same bank's) last position has left
+    the cells, ``pipeline_depth + 1`` cycles after it went in. On chip (``memory_latency``
+    None) the run is asked for at once, its last cell taken ``2 * alpha + rows`` cycles
+    later or ``rows - 1`` after the bank is free if that is later (the cells wait in the
+    memory's read register); in external memory the run is asked for once the bank is
+    free, its last cell taken ``memory_latency + 2 * alpha + rows`` cycles later (the
+    bias's run waits ``memory_latency`` more too). A tile starts in the cycle
     its last cell is taken, or the cycle after the previous tile's last position went in
     if that is later; its first position goes in the gather's ``rounds + GATHER_START``
     cycles later (at least ``beat_cycles`` after the previous tile's last), then a
@@ -1058,7 +1062,9 @@ def layer_cycles(step, engine, memory_latency=0):
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
     depth = pipeline_depth(e.rows, e.cols, False, **timing)
-    bias_load = bias_bytes(e) // image_word(e) + 1 + memory_latency
+    on_chip = memory_latency is None
+    wait = 0 if on_chip else memory_latency
+    bias_load = bias_bytes(e) // image_word(e) + 1 + wait
     rounds = layer_rounds(step, e)
     period = max(timing["beat_cycles"], rounds)
     first, rest = rounds + GATHER_START, (step.images * step.positions - 1) * period
@@ -1068,10 +1074,11 @@ def layer_cycles(step, engine, memory_latency=0):
         load = started + 1
         if k % step.col_blocks == 0:
             load = max(load, last_in + 1) + bias_load
-        cells = load
-        if k >= 2:
-            cells = max(cells, bank_free[k - 2])
-        loaded = cells + memory_latency + 2 * e.alpha + e.rows
+        free = bank_free[k - 2] if k >= 2 else load
+        if on_chip:
+            loaded = max(load + 2 * e.alpha + e.rows, free + e.rows - 1)
+        else:
+            loaded = max(load, free) + wait + 2 * e.alpha + e.rows
         started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)

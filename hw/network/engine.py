@@ -81,8 +81,8 @@ class NetworkEngine(wiring.Component):
 
     Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
-    and cells (one run, asked for once the array's other weight bank is free; the array
-    takes a row a cycle), and its positions (every image's, for a
+    and cells (one run; the array takes a row a cycle into its other weight bank once
+    that bank is free), and its positions (every image's, for a
     step of several) through the gather and the array; the next tile loads while a tile
     streams and starts once the tile's last position is in (the result writer adds the
     partial sums behind the array); the layer ends with its last result written
@@ -571,9 +571,9 @@ class NetworkEngine(wiring.Component):
     def _load_run(self, m, k):
         """BIAS and TABLE: a run of words into the bias or the table register. The bias is
         asked for once the previous tile's last position is in (its data take the bias).
-        A tile's table and cells are one run (consecutive in the image), asked for once
-        the array has a free weight bank (so that no cell waits on the way), its cells
-        taken in WEIGHTS. A bad shift stops the run once the earlier tiles' results are
+        A tile's table and cells are one run (consecutive in the image), its cells taken
+        in WEIGHTS as the array's weight bank takes them; behind the AXI4 port the run is
+        asked for only once that bank is free (no cell waits on the way). A bad shift stops the run once the earlier tiles' results are
         written."""
         A, R = self._p["alpha"], self._p["rows"]
         state, word, weights = k.state, k.word, k.weights
@@ -584,7 +584,11 @@ class NetworkEngine(wiring.Component):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
         with m.Elif(~k.requested):
-            with m.If(Mux(in_bias, ~k.streaming, k.array.weights.ready)):
+            # On chip the table's words come at once and the cells wait in the memory's
+            # read register for the bank; an AXI4 memory is not held up (its timing
+            # would change), so there the run waits for the bank.
+            ready = k.array.weights.ready if self._p["weight_port"] == "axi" else 1
+            with m.If(Mux(in_bias, ~k.streaming, ready)):
                 m.d.comb += weights.start.eq(1)
                 m.d.sync += k.requested.eq(1)
         with m.Else():
