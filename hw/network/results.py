@@ -13,8 +13,9 @@ from codnn.hw.common.params import positive_int
 
 __all__ = ["ResultWriter", "QUEUED_TILES"]
 
-#: Tiles launched and not yet begun that the writer keeps (a tile's cells wait for a free
-#: weight bank, so no more than three are ever between launch and last result).
+#: Tiles launched and not yet begun that the writer keeps (a tile's cells wait for its
+#: weight bank, free once the tile two before has left the cells, so no more than three
+#: are ever between launch and last result).
 QUEUED_TILES = 4
 
 
@@ -37,8 +38,9 @@ class ResultWriter(wiring.Component):
     order. ``idle`` is high when no tile is queued, in progress or being written.
 
     A result's partial sum is read as the result is taken, so a tile's result for a
-    position must be taken more than ``RESULT_WRITE_STEPS`` cycles after the previous tile's
-    (which the array's weight banks ensure: a tile's cells take ``rows`` cycles).
+    position must be taken more than ``RESULT_WRITE_STEPS`` cycles after the previous
+    tile's (which the engine ensures: a tile's first position goes into the array at
+    least the gather's start, 6 cycles, after the previous tile's last).
 
     Latency: a result is written ``RESULT_WRITE_STEPS`` cycles after ``result`` takes it.
     Throughput: a result a cycle; ``result`` is ready while a tile's results are due.
