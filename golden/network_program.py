@@ -1085,6 +1085,7 @@ def layer_cycles(step, engine, memory_latency=None):
     return (last_in + 1 + latency(e.rows, e.cols, False, **timing) + RESULT_WRITE_STEPS
             + 1)
 
+
 def weight_words_read(program):
     """Weight image words the engine reads per image: per layer and row block its bias
     words, and per tile its table and cells."""
