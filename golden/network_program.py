@@ -75,7 +75,8 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
            "step_cycles", "layer_cycles", "pool_unit_cycles", "acc_add_lanes",
-           "acc_add_cycles", "weight_words_read", "host_words", "output_values"]
+           "acc_add_groups", "acc_add_cycles", "weight_words_read", "host_words",
+           "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``codnn.hw.network.weights``).
@@ -970,11 +971,10 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
     ``memory_latency`` is None for a weight image on chip; with the weight image in
     external memory, the cycles from a burst's address taken to its first word (then a
     word a cycle): each run of weight words (a row block's bias, a tile's table and
-    cells) waits that much more. Loads and stores of
-    external activations take their bursts one after another
-    (``codnn.hw.network.activations.AxiActivations``), each load burst waiting ``act_latency``
-    cycles from its address taken to its first word, each store burst ``write_latency``
-    from its last word taken to its response.
+    cells) waits that much more. Loads and stores of external activations take their
+    bursts one after another (``codnn.hw.network.activations.AxiActivations``), each
+    load burst waiting ``act_latency`` cycles from its address taken to its first word,
+    each store burst ``write_latency`` from its last word taken to its response.
 
     A layer's tiles (row blocks in turn, column blocks within) each load (a row block's
     first tile its bias, then every tile its table and cells; the cells once the array
@@ -1013,14 +1013,20 @@ def acc_add_lanes(rows):
     return -(-rows // 4)
 
 
+def acc_add_groups(rows):
+    """Groups of ``acc_add_lanes(rows)`` lanes a word of ``rows`` lanes takes through the
+    accumulator add's products, a cycle each (the last group padded)."""
+    return -(-rows // acc_add_lanes(rows))
+
+
 def acc_add_cycles(words, rows):
     """The post-processing unit's cycles for an add of ``words`` words with an operand in
     the accumulator buffer: a word's operands are read (two cycles, the second landing
     a cycle later) while the word before goes through the products, ``g =
-    ceil(rows / acc_add_lanes(rows))`` cycles of lane groups; so a word every ``max(g,
+    acc_add_groups(rows)`` cycles of lane groups; so a word every ``max(g,
     ACC_ADD_WORD)`` cycles after the first's five, the last one's groups, and its write
     two cycles after them."""
-    groups = -(-rows // acc_add_lanes(rows))
+    groups = acc_add_groups(rows)
     return (words - 1) * max(groups, ACC_ADD_WORD) + groups + 6
 
 
@@ -1051,9 +1057,9 @@ def layer_cycles(step, engine, memory_latency=None):
     later or ``rows - 1`` after the bank is free if that is later (the cells wait in the
     memory's read register); in external memory the run is asked for once the bank is
     free, its last cell taken ``memory_latency + 2 * alpha + rows`` cycles later (the
-    bias's run waits ``memory_latency`` more too). A tile starts in the cycle
-    its last cell is taken, or the cycle after the previous tile's last position went in
-    if that is later; its first position goes in the gather's ``rounds + GATHER_START``
+    bias's run waits ``memory_latency`` more too). A tile starts in the cycle its last
+    cell is taken, or the cycle after the previous tile's last position went in if that
+    is later; its first position goes in the gather's ``rounds + GATHER_START``
     cycles later (at least ``beat_cycles`` after the previous tile's last), then a
     position every ``max(beat_cycles, rounds)``. The layer ends when its last result is
     written (the array's latency and the result writer's ``RESULT_WRITE_STEPS``) and the

@@ -82,9 +82,9 @@ class NetworkEngine(wiring.Component):
     Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
     and cells (one run; the array takes a row a cycle into its other weight bank once
-    that bank is free), and its positions (every image's, for a
-    step of several) through the gather and the array; the next tile loads while a tile
-    streams and starts once the tile's last position is in (the result writer adds the
+    that bank is free), and its positions (every image's, for a step of several) through
+    the gather and the array; the next tile loads while a tile streams and starts once
+    the tile's last position is in (the result writer adds the
     partial sums behind the array); the layer ends with its last result written
     (``layer_cycles``); pooling and the add take the post-processing unit's cycles and 2.
     External weights add the memory's latency to each run (a row block's bias; a tile's
@@ -573,8 +573,8 @@ class NetworkEngine(wiring.Component):
         asked for once the previous tile's last position is in (its data take the bias).
         A tile's table and cells are one run (consecutive in the image), its cells taken
         in WEIGHTS as the array's weight bank takes them; behind the AXI4 port the run is
-        asked for only once that bank is free (no cell waits on the way). A bad shift stops the run once the earlier tiles' results are
-        written."""
+        asked for only once that bank is free (no cell waits on the way). A bad shift
+        stops the run once the earlier tiles' results are written."""
         A, R = self._p["alpha"], self._p["rows"]
         state, word, weights = k.state, k.word, k.weights
         in_bias = state == _State.BIAS

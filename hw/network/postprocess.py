@@ -9,7 +9,7 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network import FRACTION
-from codnn.golden.network_program import MULTIPLIER_BITS, acc_add_lanes
+from codnn.golden.network_program import MULTIPLIER_BITS, acc_add_groups, acc_add_lanes
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import stage
 
@@ -365,8 +365,7 @@ class PostProcess(wiring.Component):
         clamped sums shift into the result word, written two cycles after its last group.
         """
         R, D = self._lanes, self._data_bits
-        P = acc_add_lanes(R)
-        G = -(-R // P)                  # groups of lanes a word
+        P, G = acc_add_lanes(R), acc_add_groups(R)      # lanes a group, groups a word
 
         def operand(is_acc, signed):
             """The word just read, as 32-bit lanes (activations as their values), with
