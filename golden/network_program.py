@@ -24,7 +24,8 @@ select).
 
 The binary program (``encode_program``) is little-endian u32 words: a header (magic,
 version, step count, the engine's parameters, the input and output regions) and a
-descriptor of ``STEP_WORDS`` per step.
+descriptor of ``STEP_WORDS`` per step, their fields those of
+``codnn.golden.program_format``.
 
 Steps, in program order:
 
@@ -61,8 +62,10 @@ import numpy as np
 
 from .column_combining import output_size
 from .network import pool, residual_add
-from .systolic import (Tile, latency, mac_timing, output_stage, pipeline_depth, run_tile,
-                       select_bits)
+from .program_format import (HEADER, HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION, Op,
+                             pack, unpack, unused_bits)
+from .systolic import (MAC_KINDS, Tile, latency, mac_timing, output_stage, pipeline_depth,
+                       run_tile, select_bits)
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
@@ -722,56 +725,77 @@ def run_program(program, image, x):
     return np.stack(out) if batch else out[0]
 
 
-#: The binary program: a header of ``HEADER_WORDS`` little-endian u32, then
-#: ``STEP_WORDS`` per step (docs/semantics.md section 9).
-MAGIC = 0x6E646F63                              # "codn"
-VERSION = 5
-HEADER_WORDS, STEP_WORDS = 18, 16
-_OPS = ("layer", "pool", "add", "load", "store")
-_MACS = ("parallel", "bitserial")
-#: Per operation: the flag bits it has, and the descriptor words it uses (the rest 0).
-_FLAGS = {"layer": 1, "pool": 3, "add": 7, "load": 0, "store": 0}
-_USED_WORDS = {"layer": 16, "pool": 9, "add": 13, "load": 6, "store": 6}
+#: The binary program (``codnn.golden.program_format``): a header of ``HEADER_WORDS``
+#: little-endian u32, then ``STEP_WORDS`` per step (docs/semantics.md section 9).
+_OPS = {Op.LAYER: "layer", Op.POOL: "pool", Op.ADD: "add", Op.LOAD: "load",
+        Op.STORE: "store"}
 
 
-def _region_words(region):
+def _region_values(region):
     c, h, w = region.map_shape
-    return [region.addr | (region.memory == "acc") << 31 | (len(region.shape) == 1) << 30
-            | (region.memory == "ext") << 29, c, h | w << 16]
+    return {"addr": region.addr, "acc": int(region.memory == "acc"),
+            "vector": int(len(region.shape) == 1), "ext": int(region.memory == "ext"),
+            "channels": c, "height": h, "width": w}
 
 
-def _region(words, where, name, ext=False):
-    """The region of three binary words; ``ProgramError`` for one that is in two memories,
-    outside the external memory where it cannot be (``ext``), a vector of more than one
-    position, or of more than 65535 channels."""
-    first, c, hw = (int(v) for v in words)
-    acc, vector, external = first >> 31, first >> 30 & 1, first >> 29 & 1
-    if (acc and external) or (external and not ext) or (vector and hw != 1 | 1 << 16) \
+def _region(v, where, name, ext=False):
+    """The region of a format's region fields ``v``; ``ProgramError`` for one that is in
+    two memories, outside the external memory where it cannot be (``ext``), a vector of
+    more than one position, or of more than 65535 channels."""
+    c, h, w = v["channels"], v["height"], v["width"]
+    if (v["acc"] and v["ext"]) or (v["ext"] and not ext) or (v["vector"] and (h, w) != (1, 1)) \
             or not 1 <= c <= MAX_SIDE:
-        raise ProgramError(f"{where}: its {name} words {first:#x}, {c}, {hw:#x} are not a "
-                           f"region (one memory, a vector of 1 x 1, 1..{MAX_SIDE} channels)")
-    shape = (c,) if vector else (c, hw & 0xFFFF, hw >> 16)
-    memory = "acc" if acc else "ext" if external else "act"
-    return Region(memory, first & MAX_ADDR, shape)
+        raise ProgramError(f"{where}: its {name} region (address {v['addr']:#x}, flags acc "
+                           f"{v['acc']} vector {v['vector']} ext {v['ext']}, {c} x {h} x "
+                           f"{w}) is not one (one memory, a vector of 1 x 1, 1..{MAX_SIDE} "
+                           f"channels)")
+    shape = (c,) if v["vector"] else (c, h, w)
+    memory = "acc" if v["acc"] else "ext" if v["ext"] else "act"
+    return Region(memory, v["addr"], shape)
 
 
 def _strides(step, lanes):
-    """A layer step's image strides word: ``words(src) | words(dst) << 16``, or 0 for one
-    image."""
+    """A layer step's image strides ``(words(src), words(dst))``, or 0s for one image."""
     if step.images == 1:
-        return 0
-    return step.src.words(lanes) | step.dst.words(lanes) << 16
+        return 0, 0
+    return step.src.words(lanes), step.dst.words(lanes)
 
 
-def _window_word(kernel, stride, padding, rounds=0):
-    return kernel | stride << 8 | padding << 16 | rounds << 24
+def _step_values(step, e):
+    """A step's descriptor fields (``STEPS``), the format's nested dict."""
+    if isinstance(step, LayerStep):
+        src_stride, dst_stride = _strides(step, e.rows)
+        return Op.LAYER, {
+            "output_stage": int(step.output_stage), "src": _region_values(step.src),
+            "dst": _region_values(step.dst), "filters": step.filters,
+            "row_blocks": step.row_blocks, "col_blocks": step.col_blocks,
+            "positions": step.positions, "weights": step.weights // image_word(e),
+            "pad": step.pad, "kernel": step.kernel, "stride": step.stride,
+            "padding": step.padding, "rounds": layer_rounds(step, e),
+            "images": step.images, "src_stride": src_stride, "dst_stride": dst_stride}
+    if isinstance(step, PoolStep):
+        return Op.POOL, {
+            "avg": int(step.kind == "avg"), "count_pad": int(step.count_pad),
+            "src": _region_values(step.src), "dst": _region_values(step.dst),
+            "kernel": step.kernel, "stride": step.stride, "padding": step.padding,
+            "blocks": -(-step.src.map_shape[0] // e.rows)}
+    if isinstance(step, (LoadStep, StoreStep)):
+        region = step.dst if isinstance(step, LoadStep) else step.src
+        return Op.LOAD if isinstance(step, LoadStep) else Op.STORE, {
+            "buffer": _region_values(region), "ext_addr": step.addr,
+            "words": region.words(e.rows)}
+    return Op.ADD, {
+        "signed_a": int(step.signed_a), "signed_b": int(step.signed_b),
+        "signed_out": int(step.signed_out), "a": _region_values(step.a),
+        "b": _region_values(step.b), "dst": _region_values(step.dst), "ma": step.ma,
+        "mb": step.mb, "words": step.dst.words(e.rows)}
 
 
 def encode_program(program):
     """The program as the engine's sequencer reads it: a header (magic, version, step
     count and images, the input and output regions, the engine's parameters, the weight
     image's words) and a fixed-size descriptor per step (names are the JSON form's
-    only)."""
+    only); ``ProgramError`` for a program the format cannot hold."""
     e = program.engine
     if len(program.steps) >= 1 << 24 or not 1 <= program.images <= MAX_PROGRAM_IMAGES \
             or program.weight_image_bytes % image_word(e):
@@ -779,88 +803,75 @@ def encode_program(program):
                            f"{MAX_PROGRAM_IMAGES} images and a weight image of whole words, "
                            f"not {len(program.steps)}, {program.images} and "
                            f"{program.weight_image_bytes} bytes")
-    words = [MAGIC, VERSION, len(program.steps) | (program.images - 1) << 24,
-             *_region_words(program.input), *_region_words(program.output), e.rows,
-             e.cols, e.alpha, e.weight_bits | e.out_bits << 8 | e.acc_bits << 16,
-             _MACS.index(e.mac), e.act_words, e.acc_words, e.psum_words,
-             program.weight_image_bytes // image_word(e)]
-    for step in program.steps:
-        if isinstance(step, LayerStep):
-            body = [_OPS.index("layer") | step.output_stage << 8,
-                    *_region_words(step.src), *_region_words(step.dst), step.filters,
-                    step.row_blocks, step.col_blocks, step.positions,
-                    step.weights // image_word(e), step.pad,
-                    _window_word(step.kernel, step.stride, step.padding,
-                                 layer_rounds(step, e)),
-                    step.images, _strides(step, e.rows)]
-        elif isinstance(step, PoolStep):
-            body = [_OPS.index("pool") | (step.kind == "avg") << 8 | step.count_pad << 9,
-                    *_region_words(step.src), *_region_words(step.dst),
-                    _window_word(step.kernel, step.stride, step.padding),
-                    -(-step.src.map_shape[0] // e.rows)]
-        elif isinstance(step, LoadStep):
-            body = [_OPS.index("load"), *_region_words(step.dst), step.addr,
-                    step.dst.words(e.rows)]
-        elif isinstance(step, StoreStep):
-            body = [_OPS.index("store"), *_region_words(step.src), step.addr,
-                    step.src.words(e.rows)]
-        else:
-            body = [_OPS.index("add") | step.signed_a << 8 | step.signed_b << 9
-                    | step.signed_out << 10, *_region_words(step.a), *_region_words(step.b),
-                    *_region_words(step.dst), step.ma, step.mb, step.dst.words(e.rows)]
-        words += body + [0] * (STEP_WORDS - len(body))
+    header = {
+        "magic": MAGIC, "version": VERSION, "steps": len(program.steps),
+        "images_less_one": program.images - 1, "input": _region_values(program.input),
+        "output": _region_values(program.output), "rows": e.rows, "cols": e.cols,
+        "alpha": e.alpha, "weight_bits": e.weight_bits, "out_bits": e.out_bits,
+        "acc_bits": e.acc_bits, "mac": MAC_KINDS.index(e.mac), "act_words": e.act_words,
+        "acc_words": e.acc_words, "psum_words": e.psum_words,
+        "image_words": program.weight_image_bytes // image_word(e)}
+    try:
+        words = pack(HEADER, header, HEADER_WORDS)
+        for k, step in enumerate(program.steps):
+            op, values = _step_values(step, e)
+            words += pack(STEPS[op], {"op": op, **values}, STEP_WORDS)
+    except ValueError as error:
+        raise ProgramError(f"the binary program cannot hold it: {error}") from None
     return np.array(words, "<u4").tobytes()
 
 
 def _decode_step(s, k, engine):
     """Step ``k`` of a binary program (its descriptor words ``s``); ``ProgramError`` for an
-    unknown operation, flags it does not have, a used word out of its range, an unused
-    word that is not 0, or a count that its regions do not give (a pooling's lane
-    blocks, an add's words, a transfer's words, a layer's image strides)."""
-    op, flags, where = int(s[0] & 0xFF), int(s[0] >> 8), f"step {k}"
-    if op >= len(_OPS):
+    unknown operation, a bit set outside the operation's fields (its flags, its unused
+    words), a used word out of its range, or a count that its regions do not give (a
+    pooling's lane blocks, an add's words, a transfer's words, a layer's image
+    strides)."""
+    op, where = int(s[0] & 0xFF), f"step {k}"
+    if op not in _OPS:
         raise ProgramError(f"{where}: unknown operation {op}")
-    kind = _OPS[op]
-    if flags & ~_FLAGS[kind] or np.any(s[_USED_WORDS[kind]:]):
-        raise ProgramError(f"{where}: a {kind} step with flags {flags:#x} or words past its "
-                           f"{_USED_WORDS[kind]} that are not 0")
+    kind, layout = _OPS[op], STEPS[op]
+    stray = [(j, int(s[j]) & mask) for j, mask in enumerate(unused_bits(layout, STEP_WORDS))
+             if int(s[j]) & mask]
+    if stray:
+        j, bits = stray[0]
+        raise ProgramError(f"{where}: a {kind} step with bits {bits:#x} of word {j} set, "
+                           f"outside its fields")
+    v = unpack(layout, s)
     name, R = f"step{k}", engine.rows
 
-    def region(at, field):
-        return _region(s[at:at + 3], where, field)
+    def region(field):
+        return _region(v[field], where, field)
 
     def count(value, region, what):
         if value != region.words(R):
-            raise ProgramError(f"{where}: {what} {int(value)}; its region takes "
+            raise ProgramError(f"{where}: {what} {value}; its region takes "
                                f"{region.words(R)}")
-    if kind == "layer":
-        window = (int(s[13] & 0xFF), int(s[13] >> 8 & 0xFF), int(s[13] >> 16 & 0xFF))
-        layer = LayerStep(name, region(1, "src"), region(4, "dst"), int(s[7]), int(s[8]),
-                          int(s[9]), int(s[10]), int(s[11]) * image_word(engine),
-                          bool(flags & 1), *window, int(s[12]), int(s[13] >> 24),
-                          int(s[14]))
+    if op == Op.LAYER:
+        layer = LayerStep(name, region("src"), region("dst"), v["filters"], v["row_blocks"],
+                          v["col_blocks"], v["positions"], v["weights"] * image_word(engine),
+                          bool(v["output_stage"]), v["kernel"], v["stride"], v["padding"],
+                          v["pad"], v["rounds"], v["images"])
         wide = layer.images > 1 and max(layer.src.words(R), layer.dst.words(R)) >= 1 << 16
-        if s[15] != _strides(layer, R) and not wide:        # wide: check_program refuses
-            raise ProgramError(f"{where}: image strides {int(s[15]):#x}, its regions give "
-                               f"{_strides(layer, R):#x}")
+        strides = (v["src_stride"], v["dst_stride"])
+        if strides != _strides(layer, R) and not wide:      # wide: check_program refuses
+            raise ProgramError(f"{where}: image strides {strides}, its regions give "
+                               f"{_strides(layer, R)}")
         return layer
-    if kind in ("load", "store"):
-        buffer = region(1, "dst" if kind == "load" else "src")
-        count(s[5], buffer, "words")
-        return (LoadStep if kind == "load" else StoreStep)(name, buffer, int(s[4]))
-    if kind == "pool":
-        if s[7] >> 24:
-            raise ProgramError(f"{where}: window word {int(s[7]):#x} has bits past 24")
-        src = region(1, "src")
-        if s[8] != -(-src.map_shape[0] // R):
-            raise ProgramError(f"{where}: lane blocks {int(s[8])}; its source has "
+    if op in (Op.LOAD, Op.STORE):
+        buffer = region("buffer")
+        count(v["words"], buffer, "words")
+        return (LoadStep if op == Op.LOAD else StoreStep)(name, buffer, v["ext_addr"])
+    if op == Op.POOL:
+        src = region("src")
+        if v["blocks"] != -(-src.map_shape[0] // R):
+            raise ProgramError(f"{where}: lane blocks {v['blocks']}; its source has "
                                f"{-(-src.map_shape[0] // R)}")
-        return PoolStep(name, src, region(4, "dst"), "avg" if flags & 1 else "max",
-                        int(s[7] & 0xFF), int(s[7] >> 8 & 0xFF), int(s[7] >> 16 & 0xFF),
-                        bool(flags & 2))
-    add = AddStep(name, region(1, "a"), region(4, "b"), region(7, "dst"), int(s[10]),
-                  int(s[11]), bool(flags & 1), bool(flags & 2), bool(flags & 4))
-    count(s[12], add.dst, "words")
+        return PoolStep(name, src, region("dst"), "avg" if v["avg"] else "max", v["kernel"],
+                        v["stride"], v["padding"], bool(v["count_pad"]))
+    add = AddStep(name, region("a"), region("b"), region("dst"), v["ma"], v["mb"],
+                  bool(v["signed_a"]), bool(v["signed_b"]), bool(v["signed_out"]))
+    count(v["words"], add.dst, "words")
     return add
 
 
@@ -906,20 +917,21 @@ def _decode(data, weight_bytes):
         raise ProgramError(f"a program has a {4 * HEADER_WORDS}-byte header and whole "
                            f"words, not {len(data)} bytes")
     w = np.frombuffer(data, "<u4").astype(np.int64)
-    if w[0] != MAGIC or w[1] != VERSION:
+    h = unpack(HEADER, w[:HEADER_WORDS])
+    if h["magic"] != MAGIC or h["version"] != VERSION:
         raise ProgramError(f"not a network engine program of version {VERSION} (magic "
-                           f"{int(w[0]):#010x}, version {int(w[1])})")
-    count, images = int(w[2] & 0xFF_FFFF), int(w[2] >> 24) + 1
+                           f"{h['magic']:#010x}, version {h['version']})")
+    count, images = h["steps"], h["images_less_one"] + 1
     if len(w) != HEADER_WORDS + count * STEP_WORDS:
         raise ProgramError(f"a program of {count} steps has "
                            f"{4 * (HEADER_WORDS + count * STEP_WORDS)} bytes, not {len(data)}")
-    if w[13] >= len(_MACS):
-        raise ProgramError(f"the header: unknown MAC kind {int(w[13])}")
-    engine = EngineConfig(rows=int(w[9]), cols=int(w[10]), alpha=int(w[11]),
-                          mac=_MACS[w[13]], weight_bits=int(w[12] & 0xFF),
-                          out_bits=int(w[12] >> 8 & 0xFF), acc_bits=int(w[12] >> 16),
-                          act_words=int(w[14]), acc_words=int(w[15]), psum_words=int(w[16]),
-                          weight_bytes=weight_bytes)
+    if h["mac"] >= len(MAC_KINDS):
+        raise ProgramError(f"the header: unknown MAC kind {h['mac']}")
+    engine = EngineConfig(rows=h["rows"], cols=h["cols"], alpha=h["alpha"],
+                          mac=MAC_KINDS[h["mac"]], weight_bits=h["weight_bits"],
+                          out_bits=h["out_bits"], acc_bits=h["acc_bits"],
+                          act_words=h["act_words"], acc_words=h["acc_words"],
+                          psum_words=h["psum_words"], weight_bytes=weight_bytes)
     try:
         engine.check()
     except ProgramError as error:
@@ -929,12 +941,11 @@ def _decode(data, weight_bytes):
                   for k in range(count))
     # The external activation memory is not in the binary form: as large as the loads,
     # the stores and the input reach.
-    program = Program(engine, steps, _region(w[3:6], "the header", "input", ext=True),
-                      _region(w[6:9], "the header", "output"),
-                      int(w[17]) * image_word(engine), images)
+    program = Program(engine, steps, _region(h["input"], "the header", "input", ext=True),
+                      _region(h["output"], "the header", "output"),
+                      h["image_words"] * image_word(engine), images)
     return dataclasses.replace(program, engine=dataclasses.replace(
         engine, spill_words=external_reach(program)))
-
 
 
 #: Cycles of the engine's sequencer: the header (read, then checked), a step's

@@ -26,9 +26,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
-from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, STEP_WORDS,
-                                          EngineConfig, ProgramError, decode_program,
-                                          host_words, image_word, run_program, step_cycles)
+from codnn.golden.network_program import (HEADER_CYCLES, EngineConfig, ProgramError,
+                                          decode_program, host_words, image_word,
+                                          run_program, step_cycles)
+from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 
 from codnn.sim.tb_network_engine import read_output, write_words
 from codnn.sim.testbench import load_config, start_clock_and_reset, write_report

@@ -12,10 +12,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from codnn.golden.network_program import (HEADER_CYCLES, HEADER_WORDS, STEP_WORDS,
-                                          EngineConfig, ProgramError, bias_bytes,
-                                          decode_program, encode_program, run_program,
-                                          step_cycles)
+from codnn.golden.network_program import (HEADER_CYCLES, EngineConfig, ProgramError,
+                                          bias_bytes, decode_program, encode_program,
+                                          run_program, step_cycles)
+from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 from codnn.golden.workloads import residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network

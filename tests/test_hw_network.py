@@ -14,13 +14,14 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_size
 from codnn.golden.network import Add, pool, residual_add
-from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, HEADER_WORDS, NO_LANE,
-                                          STEP_WORDS, EngineConfig, LoadStep, ProgramError,
+from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, NO_LANE,
+                                          EngineConfig, LoadStep, ProgramError,
                                           Region, bias_bytes, bursts, decode_program,
                                           encode_program, gather_entries, gather_values,
                                           pool_unit_cycles, acc_add_cycles,
                                           host_words, image_word, output_values,
                                           read_region, run_program, write_region)
+from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.hw.network.activations import AxiActivations
 from codnn.hw.network.weights import AxiWeights

@@ -16,6 +16,8 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineCon
                                           bias_bytes, bursts, decode_program, encode_program,
                                           gather_entries, image_word, layer_block,
                                           read_tile, run_program, step_cycles, tile_bytes)
+from codnn.golden.program_format import (HEADER, HEADER_WORDS, STEP_WORDS, STEPS, Op,
+                                         format_table, pack, unpack, unused_bits)
 from codnn.golden.systolic import Tile
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
                                     random_layer, residual_network)
@@ -385,6 +387,39 @@ def test_binary_program_round_trip_and_bad_programs():
     bad_op[72] = 9
     with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
         decode_program(bytes(bad_op))
+    # A bit outside the step's fields: a pooling's flag past its two, a layer's unused
+    # window byte of a pooling, an add's unused word.
+    for op, word, bit in ((Op.POOL, 0, 10), (Op.POOL, 7, 24), (Op.ADD, 13, 0)):
+        k = next(k for k, s in enumerate(compiled.program.steps) if s.op == op.name.lower())
+        stray = bytearray(data)
+        at = 4 * (HEADER_WORDS + k * STEP_WORDS + word) + bit // 8
+        stray[at] |= 1 << bit % 8
+        with pytest.raises(ProgramError, match=f"step {k}: a {op.name.lower()} step with "
+                                               f"bits {1 << bit:#x} of word {word} set"):
+            decode_program(bytes(stray))
+    # What a field cannot hold is refused where it is encoded, not wrapped.
+    far = dataclasses.replace(compiled.program, output=dataclasses.replace(
+        compiled.program.output, addr=1 << 29))
+    with pytest.raises(ProgramError, match="output.addr is 536870912, which does not fit "
+                                           "29 bits"):
+        encode_program(far)
+
+
+def test_the_format_table_in_the_docs_is_the_code_s():
+    """docs/semantics.md prints the binary program's fields as the one table defines them,
+    and every operation's first region is at word 1 and its second at word 4 (the
+    engine's checks share them)."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "semantics.md").read_text()
+    assert format_table() in docs
+    for layout in STEPS.values():
+        regions = [item[0] for item in layout.values() if isinstance(item, tuple)]
+        assert regions[:2] == [1, 4][:len(regions)]
+    # Unpacking then packing keeps exactly the bits of the fields.
+    rng = np.random.default_rng(SEED)
+    for layout, count in ((HEADER, HEADER_WORDS), *((f, STEP_WORDS) for f in STEPS.values())):
+        words = [int(w) for w in rng.integers(0, 1 << 32, count)]
+        kept = [w & ~u for w, u in zip(words, unused_bits(layout, count))]
+        assert pack(layout, unpack(layout, words), count) == kept
 
 
 def _widest_streams(program, image):

@@ -8,14 +8,15 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, HEADER_WORDS, NO_LANE,
-                                          STEP_WORDS, WEIGHT_PORTS, EngineConfig,
-                                          act_stride, bias_bytes, external_weight_bytes,
-                                          image_word, word_stride)
+from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, NO_LANE, WEIGHT_PORTS,
+                                          EngineConfig, act_stride, bias_bytes,
+                                          external_weight_bytes, image_word, word_stride)
+from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
 from codnn.hw.network.activations import AxiActivations, axi_signature
+from codnn.hw.network.descriptor import HeaderLayout, StepLayout
 from codnn.hw.network.gather import Gather, GatherEntry
 from codnn.hw.network.postprocess import PostOp, PostProcess
 from codnn.hw.network.program_check import ProgramCheck
@@ -265,7 +266,8 @@ class NetworkEngine(wiring.Component):
     def _run_state(self, m, k):
         """The sequencer's state, ``busy``, ``error``, the run's cycle count, and the
         program words: in HEADER and FETCH word ``pc`` is read each cycle and arrives the
-        next, shifted into the header or the step's descriptor (``k.step``)."""
+        next, shifted into the header or the step's descriptor (``k.desc``, a
+        ``StepLayout``)."""
         p = self._p
         k.state = Signal(_State, name="state")
         m.d.comb += self.busy.eq((k.state != _State.IDLE) & (k.state != _State.ERROR))
@@ -275,9 +277,8 @@ class NetworkEngine(wiring.Component):
         with m.If(self.busy):
             m.d.sync += k.cycles.eq(k.cycles + 1)
         k.pc = Signal(range(p["program_words"] + 1), name="pc")
-        k.header = Signal(32 * HEADER_WORDS, name="header")
-        k.desc = Signal(32 * STEP_WORDS, name="desc")
-        k.step = _Step(k.desc)
+        k.header = Signal(HeaderLayout, name="header")
+        k.desc = Signal(StepLayout, name="desc")
         config = self.config
         k.check = check = ProgramCheck(
             rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
@@ -329,15 +330,16 @@ class NetworkEngine(wiring.Component):
         writer. Positions count over the step's images (``total`` of them)."""
         p = self._p
         R = p["rows"]
-        array, gather, layer = k.array, k.gather, k.step.layer
+        array, gather, layer = k.array, k.gather, k.desc.layer
         k.row_block, k.col_block = Signal(16, name="row_block"), Signal(16, name="col_block")
         k.position, k.total = Signal(33, name="position"), Signal(33, name="total")
         k.last_col = k.col_block == layer.col_blocks - 1
         m.d.comb += [
-            gather.geometry.src.eq(layer.src), gather.geometry.height.eq(layer.height),
-            gather.geometry.width.eq(layer.width),
-            gather.geometry.out_height.eq(layer.out_height),
-            gather.geometry.out_width.eq(layer.out_width),
+            gather.geometry.src.eq(layer.src.addr),
+            gather.geometry.height.eq(layer.src.height),
+            gather.geometry.width.eq(layer.src.width),
+            gather.geometry.out_height.eq(layer.dst.height),
+            gather.geometry.out_width.eq(layer.dst.width),
             gather.geometry.stride.eq(Mux(layer.kernel == 0, 1, layer.stride)),
             gather.geometry.padding.eq(Mux(layer.kernel == 0, 0, layer.padding)),
             gather.geometry.pad.eq(layer.pad),
@@ -350,7 +352,7 @@ class NetworkEngine(wiring.Component):
         # writer. A shift past the output stage's stops the run before the block's first
         # tile.
         row_shifts = [k.bias.word_select(4 * R + r, 8) for r in range(R)]
-        k.bad_shift = k.step.flags[0] & Cat(v[5:] != 0 for v in row_shifts).any()
+        k.bad_shift = layer.output_stage & Cat(v[5:] != 0 for v in row_shifts).any()
         # What a tile's part of the weight image may not hold (semantics section 9): a
         # gather lane past the rows (but 0xFF, none), a stream select past alpha.
         W, A = p["cols"], p["alpha"]
@@ -397,7 +399,7 @@ class NetworkEngine(wiring.Component):
         m.d.comb += [
             results.launch.eq(k.launch), results.to_psums.eq(~k.last_col),
             results.add_psum.eq(k.col_block != 0),
-            results.to_acc.eq(layer.dst_acc), results.base.eq(layer.dst + k.block_base),
+            results.to_acc.eq(layer.dst.acc), results.base.eq(layer.dst.addr + k.block_base),
             results.stride.eq(layer.dst_stride), results.positions.eq(layer.positions),
             results.total.eq(k.total),
             k.psum_r.addr.eq(results.psum_read), results.psum_read_data.eq(k.psum_r.data),
@@ -411,8 +413,9 @@ class NetworkEngine(wiring.Component):
         """Pooling and adds: the post-processing unit's step from the descriptor; it
         reads through the gather's spare ports and writes the activation buffer."""
         p = self._p
-        post, gather, step = k.post, k.gather, k.step
-        pool, add = step.pool, step.add
+        post, gather = k.post, k.gather
+        pool, add = k.desc.pool, k.desc.add
+        is_add = k.desc.op == Op.ADD
         # A store's buffer reads.
         k.transfer_read = Signal(range(p["act_words"]), name="transfer_read")
         # Who reads column 0's copy of the buffer through the gather's other port: the
@@ -423,19 +426,20 @@ class NetworkEngine(wiring.Component):
                      reads_transfer.eq(k.state == _State.TRANSFER)]
         global_pool = pool.kernel == 0
         m.d.comb += [
-            post.step.op.eq(Mux(step.is_add, PostOp.ADD,
-                                Mux(step.flags[0], PostOp.AVG_POOL, PostOp.MAX_POOL))),
-            post.step.count_pad.eq(step.flags[1]),
-            post.step.a_acc.eq(step.first_acc), post.step.b_acc.eq(step.second_acc),
-            post.step.a_signed.eq(step.flags[0]), post.step.b_signed.eq(step.flags[1]),
-            post.step.out_signed.eq(step.flags[2]),
-            post.step.src.eq(step.first), post.step.src_b.eq(step.second),
-            post.step.dst.eq(Mux(step.is_add, add.dst, step.second)),
-            post.step.blocks.eq(add.blocks), post.step.words.eq(add.words),
-            post.step.height.eq(pool.height), post.step.width.eq(pool.width),
-            post.step.out_height.eq(pool.out_height), post.step.out_width.eq(pool.out_width),
-            post.step.kernel_h.eq(Mux(global_pool, pool.height, pool.kernel)),
-            post.step.kernel_w.eq(Mux(global_pool, pool.width, pool.kernel)),
+            post.step.op.eq(Mux(is_add, PostOp.ADD,
+                                Mux(pool.avg, PostOp.AVG_POOL, PostOp.MAX_POOL))),
+            post.step.count_pad.eq(pool.count_pad),
+            post.step.a_acc.eq(add.a.acc), post.step.b_acc.eq(add.b.acc),
+            post.step.a_signed.eq(add.signed_a), post.step.b_signed.eq(add.signed_b),
+            post.step.out_signed.eq(add.signed_out),
+            post.step.src.eq(Mux(is_add, add.a.addr, pool.src.addr)),
+            post.step.src_b.eq(add.b.addr),
+            post.step.dst.eq(Mux(is_add, add.dst.addr, pool.dst.addr)),
+            post.step.blocks.eq(pool.blocks), post.step.words.eq(add.words),
+            post.step.height.eq(pool.src.height), post.step.width.eq(pool.src.width),
+            post.step.out_height.eq(pool.dst.height), post.step.out_width.eq(pool.dst.width),
+            post.step.kernel_h.eq(Mux(global_pool, pool.src.height, pool.kernel)),
+            post.step.kernel_w.eq(Mux(global_pool, pool.src.width, pool.kernel)),
             post.step.stride.eq(Mux(global_pool, 1, pool.stride)),
             post.step.padding.eq(Mux(global_pool, 0, pool.padding)),
             post.step.ma.eq(add.ma), post.step.mb.eq(add.mb),
@@ -450,19 +454,19 @@ class NetworkEngine(wiring.Component):
 
     def _transfers(self, m, k):
         """Loads and stores: with an activation port, a region of the activation buffer
-        (the step's first) and external words from ``step.ext_addr``, ``step.ext_count``
+        (its ``buffer``) and external words from its ``ext_addr``, ``words`` of them
         of them; without one, no transfer unit (``k.xfer`` None)."""
         p = self._p
-        step = k.step
+        transfer = k.desc.load                  # a store's fields are a load's
         if p["act_port"] != "axi":
             k.xfer = None
             return
         k.xfer = xfer = AxiActivations(word_bits=p["rows"] * _DATA_BITS, depth=p["act_words"])
         m.submodules.activations = xfer
         wiring.connect(m, wiring.flipped(self.act_axi), xfer.axi)
-        m.d.comb += [xfer.base.eq(self.act_base), xfer.store.eq(step.op == 4),
-                     xfer.addr.eq(step.ext_addr), xfer.buf.eq(step.first),
-                     xfer.count.eq(step.ext_count), xfer.read_data.eq(k.gather.aux_data[0]),
+        m.d.comb += [xfer.base.eq(self.act_base), xfer.store.eq(k.desc.op == Op.STORE),
+                     xfer.addr.eq(transfer.ext_addr), xfer.buf.eq(transfer.buffer.addr),
+                     xfer.count.eq(transfer.words), xfer.read_data.eq(k.gather.aux_data[0]),
                      k.transfer_read.eq(xfer.read),
                      self.act_bytes_read.eq(xfer.bytes_read),
                      self.act_bytes_written.eq(xfer.bytes_written)]
@@ -489,7 +493,8 @@ class NetworkEngine(wiring.Component):
         fetched and dispatched, a layer's tiles loaded and run, pooling, adds, loads and
         stores started and awaited."""
         A, R = self._p["alpha"], self._p["rows"]
-        state, step, layer = k.state, k.step, k.step.layer
+        state, desc, layer = k.state, k.desc, k.desc.layer
+        is_transfer = (desc.op == Op.LOAD) | (desc.op == Op.STORE)
         # A loaded tile starts once the previous one's last position is in the array.
         can_launch = ~k.streaming & k.results.room
         # Its table is whole (its last word in the register) a cycle after it starts,
@@ -498,7 +503,7 @@ class NetworkEngine(wiring.Component):
         m.d.sync += launched.eq(0)
         with m.If(launched & k.bad_lanes):
             m.d.sync += k.error.eq(1)
-        invalid = k.check.step_bad | (step.is_transfer & (self.act_base[:12] != 0)
+        invalid = k.check.step_bad | (is_transfer & (self.act_base[:12] != 0)
                                       if k.xfer is not None else k.check.step_bad)
         with m.Switch(state):
             with m.Case(_State.IDLE, _State.ERROR):
@@ -524,10 +529,10 @@ class NetworkEngine(wiring.Component):
             with m.Case(_State.CHECK):
                 with m.If(k.check.header_bad):
                     m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
-                with m.Elif(_word(k.header, 2)[:24] == 0):
+                with m.Elif(k.header.steps == 0):
                     m.d.sync += state.eq(_State.IDLE)
                 with m.Else():
-                    m.d.sync += [k.steps_left.eq(_word(k.header, 2)[:24]),
+                    m.d.sync += [k.steps_left.eq(k.header.steps),
                                  state.eq(_State.FETCH)]
             with m.Case(_State.DISPATCH):
                 m.d.sync += [k.steps_left.eq(k.steps_left - 1), k.row_block.eq(0),
@@ -535,8 +540,8 @@ class NetworkEngine(wiring.Component):
                              k.total.eq(layer.positions[:17] * layer.images[:16]),
                              k.wptr.eq(layer.weights), k.loaded.eq(0), k.started.eq(0),
                              k.requested.eq(0)]
-                m.d.sync += state.eq(Mux(step.op == 0, _State.BIAS,
-                                         Mux(step.is_transfer, _State.TRANSFER, _State.POST)))
+                m.d.sync += state.eq(Mux(desc.op == Op.LAYER, _State.BIAS,
+                                         Mux(is_transfer, _State.TRANSFER, _State.POST)))
                 with m.If(invalid):
                     m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
             with m.Case(_State.BIAS, _State.TABLE):
@@ -650,71 +655,6 @@ def _memories(p):
     return found
 
 
-def _word(bits, k):
-    """32-bit word ``k`` of a header or descriptor."""
-    return bits.word_select(k, 32)
-
-
-class _Region:
-    """A region of a step descriptor (three words from word ``k``): its first word's
-    address, whether it is the accumulator buffer, its channels and its map size."""
-
-    def __init__(self, desc, k):
-        first, size = _word(desc, k), _word(desc, k + 2)
-        self.addr, self.acc = first[:30], first[31]
-        self.channels, self.height, self.width = _word(desc, k + 1), size[:16], size[16:]
-
-
-class _Layer:
-    """A layer step's fields (docs/semantics.md section 9)."""
-
-    def __init__(self, desc):
-        src, dst = _Region(desc, 1), _Region(desc, 4)
-        self.src, self.height, self.width = src.addr, src.height, src.width
-        self.dst, self.dst_acc = dst.addr, dst.acc
-        self.out_height, self.out_width = dst.height, dst.width
-        self.row_blocks, self.col_blocks = _word(desc, 8), _word(desc, 9)
-        self.positions, self.weights = _word(desc, 10), _word(desc, 11)
-        self.pad = _word(desc, 12)
-        window = _word(desc, 13)
-        self.kernel, self.stride, self.padding = window[:8], window[8:16], window[16:24]
-        self.rounds = window[24:32]
-        self.images, strides = _word(desc, 14), _word(desc, 15)
-        self.src_stride, self.dst_stride = strides[:16], strides[16:]
-
-
-class _Pool:
-    """A pooling step's fields: its source map and output sizes, its window."""
-
-    def __init__(self, desc):
-        src, dst = _Region(desc, 1), _Region(desc, 4)
-        self.height, self.width = src.height, src.width
-        self.out_height, self.out_width = dst.height, dst.width
-        window = _word(desc, 7)
-        self.kernel, self.stride, self.padding = window[:8], window[8:16], window[16:24]
-
-
-class _Add:
-    """An add step's fields: its destination, blocks, words and the operands' scales."""
-
-    def __init__(self, desc):
-        dst = _Region(desc, 7)
-        self.dst, self.dst_acc = dst.addr, dst.acc
-        self.blocks, self.words = _word(desc, 8), _word(desc, 12)
-        self.ma, self.mb = _word(desc, 10), _word(desc, 11)
-
-
-class _Step:
-    """A step descriptor's fields, named for each operation: its op and flags, its first
-    and second regions (a pooling's source and destination, an add's operands, a
-    transfer's buffer region), ``layer``, ``pool``, ``add``, and a transfer's external
-    address and word count."""
-
-    def __init__(self, desc):
-        self.op, self.flags = desc[:8], desc[8:16]
-        first, second = _Region(desc, 1), _Region(desc, 4)
-        self.first, self.first_acc = first.addr, first.acc
-        self.second, self.second_acc = second.addr, second.acc
-        self.is_add, self.is_transfer = self.op == 2, self.op >= 3
-        self.ext_addr, self.ext_count = _word(desc, 4), _word(desc, 5)
-        self.layer, self.pool, self.add = _Layer(desc), _Pool(desc), _Add(desc)
+def _word(view, k):
+    """32-bit word ``k`` of a header or descriptor register, to be written."""
+    return view.as_value().word_select(k, 32)
