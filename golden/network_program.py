@@ -5,7 +5,8 @@ program and a weight image alone, in the order and with the memory layout of the
 Memories hold words of ``lanes = rows`` lanes, one per array row, so that one result of
 the array (a value of each of its rows) is one word. The activation buffer's lanes are
 ``out_bits``-bit activations: a tensor of shape ``C x H x W`` at word ``a`` has value
-``(c, y, x)`` in lane ``c mod lanes`` of word ``a + ((c // lanes) * H + y) * W + x``; a
+``(c, y, x)`` in lane ``c mod lanes`` of word ``a + ((c // lanes) * H + y) * W + x`` (and,
+with fewer channels than lanes, in every lane ``l`` with ``l mod C == c``); a
 vector of ``F`` values is the shape ``F x 1 x 1``, and a flatten leaves the map where it is
 (the layer that reads it names each value's word and lane). The accumulator buffer's
 lanes are ``acc_bits``-bit words, laid out the same (the logits, and the maps of layers
@@ -17,10 +18,12 @@ It holds, per array layer from its ``weights`` offset (a whole word), for each r
 its bias (``rows`` little-endian int32, zeros past the layer's filters) and the output
 stage's shift of each row (``rows`` bytes; zeros past the filters, and for a layer without
 an output stage), padded with zeros to whole words, then its tiles, column blocks in
-order, each its gather table (``cols x alpha`` entries of 4 bytes: the word offset from
-the output position's window, u16 LE; the lane, ``0xFF`` for no input; ``ky << 4 | kx``),
-then its cells (``rows x cols`` byte pairs: the weight, two's complement, and the stream
-select).
+order, each its gather table (``alpha x max(cols, rows)`` entries of 4 bytes, stream slot
+by slot: entry ``(a, i)`` holds lane bank ``i``'s read in slot ``a``, the word offset from
+the output position's window, u16 LE, and ``ky << 4 | kx`` in its fourth byte, and in its
+third byte the lane column ``i``'s stream ``a`` carries, ``0xFF`` for none; padded to
+whole words), then its cells (``rows x cols`` byte pairs: the weight, two's complement,
+and the stream select).
 
 The binary program (``encode_program``) is little-endian u32 words: a header (magic,
 version, step count, the engine's parameters, the input and output regions) and a
@@ -29,11 +32,13 @@ descriptor of ``STEP_WORDS`` per step, their fields those of
 
 Steps, in program order:
 
-- ``LayerStep``: the array runs the layer's tiles; at output position ``(oy, ox)`` stream
-  ``a`` of array column ``g`` carries lane ``lane`` of word ``src + (oy * s - p) * W +
+- ``LayerStep``: the array runs the layer's tiles; at output position ``(oy, ox)`` lane
+  bank ``i`` reads, in stream slot ``a``, lane ``i`` of word ``src + (oy * s - p) * W +
   (ox * s - p) + offset`` when ``0 <= oy * s - p + ky < H`` and ``0 <= ox * s - p + kx <
-  W`` (``H``, ``W`` the source's), else the layer's ``pad`` code (padding) or 0 (no
-  input); tile ``(i, j)`` adds to
+  W`` (``H``, ``W`` the source's; its entry's ``offset``, ``ky``, ``kx``), else carries
+  the layer's ``pad`` code (padding); stream ``a`` of array column ``g`` carries the
+  read of the bank its entry names, or 0 (no input; ``gather_values``); tile ``(i, j)``
+  adds to
   the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``codnn.golden.systolic``
   defines; the last column block's sums of row block ``i`` go through the output stage
   (each row with its shift from the image) into word block ``i`` of ``dst``, or stay
@@ -69,14 +74,13 @@ from .systolic import (MAC_KINDS, Tile, latency, mac_timing, output_stage, pipel
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
-
-
            "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
            "gather_values", "image_word", "word_stride", "external_weight_bytes",
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
+           "GatherTable", "lane_choices", "table_entries", "table_words",
            "step_cycles", "layer_cycles", "pool_unit_cycles", "acc_add_lanes",
            "acc_add_groups", "acc_add_cycles", "weight_words_read", "host_words",
            "output_values"]
@@ -298,10 +302,10 @@ class Program:
 
 
 def gather_entries(columns, src_shape, kernel, lanes):
-    """The gather entry (word offset, lane, ``ky << 4 | kx``) of each of a layer's
-    ``columns`` input columns: im2col rows ``(c, ky, kx)`` of a ``kernel x kernel``
-    convolution, or the input index of a dense layer, over a source stored as
-    ``src_shape``."""
+    """The read (word offset, channel, ``ky << 4 | kx``) of each of a layer's ``columns``
+    input columns: im2col rows ``(c, ky, kx)`` of a ``kernel x kernel`` convolution, or
+    the input index of a dense layer, over a source stored as ``src_shape``; the channel
+    lies in the lanes ``lane_choices`` names."""
     c_in, h, w = src_shape if len(src_shape) == 3 else (src_shape[0], 1, 1)
     j = np.arange(columns)
     if kernel:
@@ -311,13 +315,33 @@ def gather_entries(columns, src_shape, kernel, lanes):
         c, y, x = np.unravel_index(j, (c_in, h, w))
         ky = kx = np.zeros_like(j)
         offset = ((c // lanes) * h + y) * w + x
-    return np.stack([offset, c % lanes, ky << 4 | kx], axis=1)
+    return np.stack([offset, c, ky << 4 | kx], axis=1)
+
+
+def lane_choices(channel, channels, lanes):
+    """The lanes that hold ``channel`` of a map of ``channels`` channels: lane ``channel %
+    lanes`` of its lane block, or, in a map of fewer channels than lanes, every lane
+    ``l`` with ``l % channels == channel`` (``write_region``)."""
+    if channels >= lanes:
+        return [channel % lanes]
+    return list(range(channel, lanes, channels))
 
 
 def image_word(engine):
     """Bytes of a word of the weight memory: an array row of cells (2 bytes each). A
-    tile's gather table is ``2 * alpha`` words, its cells ``rows`` words."""
+    tile's gather table is ``table_words`` words, its cells ``rows`` words."""
     return 2 * engine.cols
+
+
+def table_entries(engine):
+    """Gather entries per stream slot of a tile's table: ``max(cols, rows)``."""
+    return max(engine.cols, engine.rows)
+
+
+def table_words(engine):
+    """Weight words of a tile's gather table: ``alpha * table_entries`` entries of 4
+    bytes, padded with zeros to whole words."""
+    return -(-4 * engine.alpha * table_entries(engine) // image_word(engine))
 
 
 def word_stride(word_bytes):
@@ -360,50 +384,68 @@ def bias_bytes(engine):
 
 def tile_bytes(engine):
     """Bytes of one tile in the weight image: its gather table and its cells."""
-    return 4 * engine.cols * engine.alpha + 2 * engine.rows * engine.cols
+    return (table_words(engine) + engine.rows) * image_word(engine)
 
 
-def layer_block(tiles, bias, shift, entries, engine):
+@dataclass(frozen=True)
+class GatherTable:
+    """A tile's gather table (docs/semantics.md section 9): per stream slot ``a`` and lane
+    bank ``i``, the read of bank ``i`` (word ``offset``, window position ``ky``, ``kx``),
+    ``alpha x rows`` each; per slot and array column ``g``, the ``lane`` whose read the
+    column's stream ``a`` carries (``NO_LANE``: none), ``alpha x cols``."""
+
+    offset: np.ndarray
+    ky: np.ndarray
+    kx: np.ndarray
+    lane: np.ndarray
+
+
+def layer_block(tiles, tables, bias, shift, engine):
     """A layer's block of the weight image: per row block its ``bias`` and ``shift`` (one,
     one per filter, or None: no output stage) then its ``tiles``
-    (``codnn.golden.systolic.make_tiles``, in order), their streams' inputs given by
-    ``entries`` (``gather_entries``)."""
-    R = engine.rows
+    (``codnn.golden.systolic.make_tiles``, in order), each with its ``GatherTable`` from
+    ``tables``."""
+    R, T, A = engine.rows, table_entries(engine), engine.alpha
     filters = len(bias)
     shift = np.broadcast_to(np.asarray(0 if shift is None else shift, np.int64), filters)
     pad = np.zeros(-filters % R, np.int64)
     bias, shift = np.concatenate([np.asarray(bias), pad]), np.concatenate([shift, pad])
     parts = []
     mask = (1 << engine.weight_bits) - 1
-    none = np.array([0, NO_LANE, 0])
-    for tile in tiles:
+    for tile, table in zip(tiles, tables, strict=True):
         if tile.col_block == 0:
             rows = slice(tile.row_block * R, (tile.row_block + 1) * R)
             block = bias[rows].astype("<i4").tobytes() + shift[rows].astype("u1").tobytes()
             parts.append(block + bytes(bias_bytes(engine) - len(block)))
-        table = np.where(tile.channels[..., None] >= 0, entries[tile.channels], none)
-        gather = np.zeros(tile.channels.shape, np.dtype([("offset", "<u2"), ("lane", "u1"),
-                                                          ("kyx", "u1")]))
-        gather["offset"], gather["lane"], gather["kyx"] = table.transpose(2, 0, 1)
+        entries = np.zeros((A, T), np.dtype([("offset", "<u2"), ("lane", "u1"),
+                                             ("kyx", "u1")]))
+        entries["lane"] = NO_LANE
+        entries["offset"][:, :R] = table.offset
+        entries["kyx"][:, :R] = table.ky << 4 | table.kx
+        entries["lane"][:, :engine.cols] = table.lane
+        gather = entries.tobytes()
         cells = np.stack([tile.weights & mask, tile.selects], axis=-1)
-        parts += [gather.tobytes(), cells.astype(np.uint8).tobytes()]
+        parts += [gather + bytes(table_words(engine) * image_word(engine) - len(gather)),
+                  cells.astype(np.uint8).tobytes()]
     return b"".join(parts)
 
 
 def read_tile(image, offset, engine):
-    """The tile whose bytes start at ``offset`` of ``image``: ``(tile, gather)``, ``tile`` a
-    ``codnn.golden.systolic.Tile`` (its ``channels`` the index of each stream's gather entry, -1
-    for none) and ``gather`` its ``(offset, lane, ky, kx)``, each ``cols x alpha``."""
-    R, W, A = engine.rows, engine.cols, engine.alpha
-    raw = np.frombuffer(image, np.uint8, 4 * W * A, offset).reshape(W, A, 4).astype(np.int64)
-    cells = np.frombuffer(image, np.uint8, 2 * R * W, offset + 4 * W * A).reshape(R, W, 2)
+    """The tile whose bytes start at ``offset`` of ``image``: ``(tile, table)``, ``tile`` a
+    ``codnn.golden.systolic.Tile`` (its ``channels`` the stream's slot, -1 where the
+    column's stream has no lane) and ``table`` its ``GatherTable``."""
+    R, W, A, T = engine.rows, engine.cols, engine.alpha, table_entries(engine)
+    raw = np.frombuffer(image, np.uint8, 4 * A * T, offset).reshape(A, T, 4).astype(np.int64)
+    cells = np.frombuffer(image, np.uint8, 2 * R * W,
+                          offset + table_words(engine) * image_word(engine)).reshape(R, W, 2)
     weights = cells[..., 0].astype(np.int64)
     top = 1 << (engine.weight_bits - 1)
     weights = np.where(weights >= top, weights - 2 * top, weights)
-    lane = raw[..., 2]
-    streams = np.where(lane == NO_LANE, -1, np.arange(W * A).reshape(W, A))
-    gather = (raw[..., 0] | raw[..., 1] << 8, lane, raw[..., 3] >> 4, raw[..., 3] & 15)
-    return Tile(0, 0, weights, cells[..., 1].astype(np.int64), streams), gather
+    lane = raw[:, :W, 2]
+    streams = np.where(lane.T == NO_LANE, -1, np.arange(A)[None, :].repeat(W, 0))
+    table = GatherTable(raw[:, :R, 0] | raw[:, :R, 1] << 8, raw[:, :R, 3] >> 4,
+                        raw[:, :R, 3] & 15, lane)
+    return Tile(0, 0, weights, cells[..., 1].astype(np.int64), streams), table
 
 
 def read_region(words, region, lanes):
@@ -417,37 +459,52 @@ def read_region(words, region, lanes):
 
 
 def write_region(words, region, values, lanes):
-    """Store ``values`` (the region's shape) into ``words`` (lanes past ``C`` as 0)."""
+    """Store ``values`` (the region's shape) into ``words``: a map of fewer channels
+    than lanes holds channel ``l % C`` in every lane ``l``, a larger one 0 in the lanes
+    past ``C`` of its last block."""
     c, h, w = region.map_shape
     blocks = -(-c // lanes)
+    values = np.asarray(values).reshape(c, h, w)
     padded = np.zeros((blocks * lanes, h, w), np.int64)
-    padded[:c] = np.asarray(values).reshape(c, h, w)
+    padded[:c] = values
+    if c < lanes:
+        padded = values[np.arange(lanes) % c]
     words[region.addr:region.addr + blocks * h * w] = \
         padded.reshape(blocks, lanes, h, w).transpose(0, 2, 3, 1).reshape(-1, lanes)
 
 
-def gather_values(act, src, map_shape, kernel, stride, padding, gather, pad=0):
+def gather_values(act, src, map_shape, kernel, stride, padding, table, pad=0, slots=None):
     """The values the streams carry at every output position of a layer, ``(T, cols,
     alpha)``: ``act`` the activation buffer (``words x lanes``), ``src`` the source's first
-    word, ``map_shape`` its ``(C, H, W)``, ``gather`` a tile's ``(offset, lane, ky, kx)``
-    (``read_tile``); ``kernel == 0``: a dense layer (one position). A stream with an
-    input carries ``pad`` where its window lies outside the map; one without, 0. None
-    when a read inside the map falls outside ``act``."""
-    offset, lane, ky, kx = gather
+    word, ``map_shape`` its ``(C, H, W)``, ``table`` a tile's ``GatherTable``; ``kernel ==
+    0``: a dense layer (one position); ``slots``: the stream slots read (default all),
+    the others carry 0. Lane bank ``i`` reads, in slot ``a``, lane ``i`` of word ``src +
+    (oy * s - p) * W + (ox * s - p) + offset[a, i]`` when the window position ``(oy * s
+    - p + ky[a, i], ox * s - p + kx[a, i])`` lies inside the map, else carries ``pad``;
+    column ``g``'s stream ``a`` carries bank ``lane[a, g]``'s value, or 0 for
+    ``NO_LANE``. None when a bank's read inside the map falls outside ``act``."""
     _, h, w = map_shape
     window = (kernel, stride, padding)
     h_out = output_size(h, *window) if kernel else 1
     w_out = output_size(w, *window) if kernel else 1
     stride, padding = (stride, padding) if kernel else (1, 0)
+    A, W = table.lane.shape
+    slots = A if slots is None else slots
     oy, ox = np.meshgrid(np.arange(h_out) * stride - padding,
                          np.arange(w_out) * stride - padding, indexing="ij")
-    y, x = oy.reshape(-1, 1, 1) + ky, ox.reshape(-1, 1, 1) + kx
-    inside = (lane != NO_LANE) & (y >= 0) & (y < h) & (x >= 0) & (x < w)
-    address = src + (oy * w + ox).reshape(-1, 1, 1) + offset
+    oy, ox = oy.reshape(-1, 1, 1), ox.reshape(-1, 1, 1)
+    y, x = oy + table.ky[:slots], ox + table.kx[:slots]           # positions x slots x banks
+    inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
+    address = src + oy * w + ox + table.offset[:slots]
     if np.any(inside & ((address < 0) | (address >= len(act)))):
         return None
-    values = act[np.where(inside, address, 0), np.where(inside, lane, 0)]
-    return np.where(inside, values, np.where(lane != NO_LANE, pad, 0))
+    banks = np.arange(table.offset.shape[1])
+    read = np.where(inside, act[np.where(inside, address, 0), banks], pad)
+    lane = table.lane[:slots]                                       # slots x cols
+    carried = np.take_along_axis(read, np.where(lane == NO_LANE, 0, lane)[None], axis=2)
+    beats = np.zeros((len(read), W, A), np.int64)
+    beats[:, :, :slots] = np.where(lane == NO_LANE, 0, carried).transpose(0, 2, 1)
+    return beats
 
 
 def image_region(region, m, lanes):
@@ -473,18 +530,17 @@ def _run_image(step, src, dst, image, memories, engine):
         at += bias_bytes(engine)
         psum = np.broadcast_to(bias, (step.positions, R))
         for j in range(step.col_blocks):
-            tile, (offset, lane, ky, kx) = read_tile(image, at, engine)
+            tile, table = read_tile(image, at, engine)
             where = f"{step.name}: tile {len(blocks)}, {j} of its weight image"
-            if np.any((lane >= R) & (lane != NO_LANE)):
+            if np.any((table.lane >= R) & (table.lane != NO_LANE)):
                 raise ProgramError(f"{where} has a gather lane past the engine's {R}")
             if np.any(tile.selects >= engine.alpha):
                 raise ProgramError(f"{where} has a stream select past its {engine.alpha} "
                                    f"streams")
             at += tile_bytes(engine)
-            read = np.arange(engine.alpha) < GATHER_PORTS * layer_rounds(step, engine)
-            gather = (offset, np.where(read, lane, NO_LANE), ky, kx)
-            beats = gather_values(memories["act"], src.addr, src.map_shape,
-                                  step.kernel, step.stride, step.padding, gather, step.pad)
+            slots = min(engine.alpha, GATHER_PORTS * layer_rounds(step, engine))
+            beats = gather_values(memories["act"], src.addr, src.map_shape, step.kernel,
+                                  step.stride, step.padding, table, step.pad, slots)
             if beats is None:
                 raise ProgramError(f"{where} reads a word outside the activation buffer's "
                                    f"{len(memories['act'])}")
@@ -962,7 +1018,8 @@ ACC_ADD_WORD = 4
 RESULT_WRITE_STEPS = 4
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
-#: Read ports of each array column's copy of the activation buffer.
+#: Read ports of each lane's bank of the activation buffer: a bank reads a word per
+#: stream slot, ``GATHER_PORTS`` slots a cycle.
 GATHER_PORTS = 2
 
 
@@ -1064,11 +1121,11 @@ def layer_cycles(step, engine, memory_latency=None):
     cells as one run (they are consecutive in the image). The array takes the cells once
     its weight bank is free: tile ``k - 2``'s (the same bank's) last position has left
     the cells, ``pipeline_depth + 1`` cycles after it went in. On chip (``memory_latency``
-    None) the run is asked for at once, its last cell taken ``2 * alpha + rows`` cycles
-    later or ``rows - 1`` after the bank is free if that is later (the cells wait in the
-    memory's read register); in external memory the run is asked for once the bank is
-    free, its last cell taken ``memory_latency + 2 * alpha + rows`` cycles later (the
-    bias's run waits ``memory_latency`` more too). A tile starts in the cycle its last
+    None) the run is asked for at once, its last cell taken ``t + rows`` cycles later
+    (``t`` the ``table_words``) or ``rows - 1`` after the bank is free if that is later
+    (the cells wait in the memory's read register); in external memory the run is asked
+    for once the bank is free, its last cell taken ``memory_latency + t + rows`` cycles
+    later (the bias's run waits ``memory_latency`` more too). A tile starts in the cycle its last
     cell is taken, or the cycle after the previous tile's last position went in if that
     is later; its first position goes in the gather's ``rounds + GATHER_START``
     cycles later (at least ``beat_cycles`` after the previous tile's last), then a
@@ -1093,9 +1150,9 @@ def layer_cycles(step, engine, memory_latency=None):
             load = max(load, last_in + 1) + bias_load
         free = bank_free[k - 2] if k >= 2 else load
         if on_chip:
-            loaded = max(load + 2 * e.alpha + e.rows, free + e.rows - 1)
+            loaded = max(load + table_words(e) + e.rows, free + e.rows - 1)
         else:
-            loaded = max(load, free) + wait + 2 * e.alpha + e.rows
+            loaded = max(load, free) + wait + table_words(e) + e.rows
         started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)
@@ -1108,7 +1165,7 @@ def weight_words_read(program):
     words, and per tile its table and cells."""
     e = program.engine
     bias_words = bias_bytes(e) // image_word(e)
-    return sum(step.row_blocks * (bias_words + step.col_blocks * (2 * e.alpha + e.rows))
+    return sum(step.row_blocks * (bias_words + step.col_blocks * (table_words(e) + e.rows))
                for step in program.steps if isinstance(step, LayerStep))
 
 

@@ -12,6 +12,7 @@ import pytest
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig,
+                                          GatherTable,
                                           NO_LANE, acc_add_cycles, LayerStep, Program, ProgramError,
                                           bias_bytes, bursts, decode_program, encode_program,
                                           gather_entries, image_word, layer_block,
@@ -267,7 +268,8 @@ def test_compile_sizes_the_buffers_of_plain_torch_networks(tmp_path, capsys, kin
     assert chosen == {name: report["engine"][name] for name in chosen}
     program = Program.from_dict(json.loads((tmp_path / "out/program.json").read_text()))
     assert program.engine.act_words == chosen["act_words"]
-    assert report["buffers"]["memory_bits"]["activations"] == 8 * 8 * 8 * chosen["act_words"]
+    # A bank of 8-bit lanes per row, copied for each of its two read ports.
+    assert report["buffers"]["memory_bits"]["activations"] == 8 * 8 * 2 * chosen["act_words"]
     network = load_onnx(tmp_path / "net.onnx")
     integer = quantize_network(network, x[:30], alpha=4, gamma=0.5)
     for name in ("act_words", "acc_words"):
@@ -311,14 +313,20 @@ def test_weight_image_worked_example():
     # docs/semantics.md section 9: a 1 x 1 array (one lane), alpha 2, bias 5, shift 9, a
     # 3 x 3 convolution over a 2 x 4 x 4 map whose column carries im2col rows 14 (c 1,
     # ky 1, kx 2: word offset 16 + 4 + 2) and 0 on its two streams, weight -2 on stream 1.
+    # Its one lane bank reads row 14's word in slot 0 and row 0's in slot 1, and the
+    # column's streams carry lane 0 in both.
     engine = EngineConfig(rows=1, cols=1, alpha=2)
     tile = Tile(0, 0, np.array([[-2]]), np.array([[1]]), np.array([[14, 0]]))
     entries = gather_entries(18, (2, 4, 4), 3, 1)
-    block = layer_block([tile], [5], 9, entries, engine)
+    offset, _, kyx = entries[[14, 0]].T
+    table = GatherTable(offset[:, None], kyx[:, None] >> 4, kyx[:, None] & 15,
+                        np.zeros((2, 1), np.int64))
+    block = layer_block([tile], [table], [5], 9, engine)
     assert block.hex(" ") == "05 00 00 00 09 00 16 00 00 12 00 00 00 00 fe 01"
-    back, gather = read_tile(block, 6, engine)
+    back, read = read_tile(block, 6, engine)
     assert (back.weights.tolist(), back.selects.tolist()) == ([[-2]], [[1]])
-    assert [g.tolist() for g in gather] == [[[22, 0]], [[0, 0]], [[1, 0]], [[2, 0]]]
+    assert [v.tolist() for v in (read.offset, read.ky, read.kx, read.lane)] == [
+        [[22], [0]], [[1], [0]], [[2], [0]], [[0], [0]]]
 
 
 def test_concat_compiles_to_adds_into_whole_words():
@@ -423,7 +431,8 @@ def test_the_format_table_in_the_docs_is_the_code_s():
 
 
 def _widest_streams(program, image):
-    """Per layer step, the most streams a column of its tiles reads (from the image)."""
+    """Per layer step, the most stream slots a column of its tiles reads (from the
+    image)."""
     e = program.engine
     widest = []
     for step in program.steps:
@@ -433,19 +442,19 @@ def _widest_streams(program, image):
         for _ in range(step.row_blocks):
             at += bias_bytes(e)
             for _ in range(step.col_blocks):
-                lane = read_tile(image, at, e)[1][1]
+                lane = read_tile(image, at, e)[1].lane
                 at += tile_bytes(e)
-                used = [np.flatnonzero(row != NO_LANE) for row in lane]
+                used = [np.flatnonzero(column != NO_LANE) for column in lane.T]
                 most = max([most] + [int(u[-1]) + 1 for u in used if u.size])
         widest.append(most)
     return widest
 
 
 def test_a_layer_reads_the_rounds_its_widest_group_needs():
-    # docs/semantics.md section 9: a layer's gather takes ceil(widest group / 2) rounds of
-    # reads per position (streams past them carry 0), at one round a cycle with parallel
-    # MACs; the compiler packs a layer more narrowly (every weight kept) where that takes
-    # fewer cycles. A layer given fewer rounds loses its wider groups' streams, and 0
+    # docs/semantics.md section 9: a layer's gather takes ceil(slots / 2) rounds of reads
+    # per position, its tiles' columns reading streams in ``slots`` slots (those past
+    # them carry 0), at one round a cycle with parallel MACs; the compiler packs a layer
+    # more narrowly (every weight kept) where that takes fewer cycles. A layer given fewer rounds loses its wider groups' streams, and 0
     # rounds or more than the engine's ceil(alpha / 2) are refused.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
@@ -471,18 +480,21 @@ def test_a_layer_reads_the_rounds_its_widest_group_needs():
         if isinstance(step, LayerStep):
             tiles = step.row_blocks * step.col_blocks
             assert saved == tiles * ((4 - step.rounds) * step.positions), step.name
-    wide = next(s for s in layers if s.rounds > 1)
+    # With bit-serial MACs (a beat every 8 cycles) the wide groups stay.
+    serial = compile_network(network, dataclasses.replace(engine, mac="bitserial"))
+    wide = next(s for s in serial.program.steps if isinstance(s, LayerStep) and s.rounds > 1)
+    assert np.array_equal(run_program(serial.program, serial.image, image), want)
     short = [dataclasses.replace(s, rounds=1) if s is wide else s
-             for s in compiled.program.steps]
-    cut = dataclasses.replace(compiled.program, steps=tuple(short))
-    assert not np.array_equal(run_program(cut, compiled.image, image), want)
+             for s in serial.program.steps]
+    cut = dataclasses.replace(serial.program, steps=tuple(short))
+    assert not np.array_equal(run_program(cut, serial.image, image), want)
     for rounds in (0, 5):
         bad = [dataclasses.replace(s, rounds=rounds) if s is wide else s
-               for s in compiled.program.steps]
+               for s in serial.program.steps]
         with pytest.raises(ProgramError, match=f"{rounds} rounds of gather reads; the "
                                                f"engine reads 1..4 per position"):
-            run_program(dataclasses.replace(compiled.program, steps=tuple(bad)),
-                        compiled.image, image)
+            run_program(dataclasses.replace(serial.program, steps=tuple(bad)),
+                        serial.image, image)
 
 
 def _small_conv_model(tmp_path, rng):

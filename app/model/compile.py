@@ -34,13 +34,12 @@ import numpy as np
 
 from codnn.golden.column_combining import im2col, pack
 from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
-from codnn.golden.network_program import (GATHER_PORTS, HEADER_CYCLES, MAX_KERNEL,
-                                          MULTIPLIER_BITS, AddStep,
-                                          LayerStep, LoadStep, PoolStep, Program, ProgramError,
-                                          Region, StoreStep, act_stride, bias_bytes,
-                                          gather_entries, image_word, layer_block,
-                                          step_cycles, tile_bytes, words)
-from codnn.golden.systolic import make_tiles
+from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS,
+                                          AddStep, LayerStep, LoadStep, PoolStep, Program,
+                                          ProgramError, Region, StoreStep, act_stride,
+                                          bias_bytes, image_word, layer_block, step_cycles,
+                                          tile_bytes, words)
+from codnn.model.gather_plan import plan_layer
 
 __all__ = ["BUFFERS", "BufferAllocator", "CompileError", "StepCost", "CompiledNetwork",
            "check_network", "choose_packings", "compile_network", "fit_buffers",
@@ -301,14 +300,17 @@ def layer_step(step, src, dst, offset, engine):
     """The ``LayerStep`` of array layer ``step`` (its packing) from ``src`` to ``dst``
     with its weights at byte ``offset``, its block of the weight image and what it moves
     (``StepCost``'s word and byte counts)."""
-    tiles = make_tiles(step.packed, engine.rows, engine.cols, engine.alpha)
-    entries = gather_entries(step.packed.columns, src.shape, step.kernel, engine.rows)
-    block = layer_block(tiles, step.bias, step.shift, entries, engine)
-    col_blocks = 1 + max(t.col_block for t in tiles)
-    row_blocks = len(tiles) // col_blocks
     inside = _in_bounds(src.map_shape if step.kernel else src.shape, step.kernel,
                         step.stride, step.padding)
     positions = inside.shape[1]
+    plan = plan_layer(step.packed, src.shape, step.kernel, engine, positions)
+    tiles = plan.tiles
+    # A layer of fewer filters than rows computes them again in the rows past them.
+    again = np.arange(max(engine.rows, len(step.bias))) % len(step.bias)
+    shift = None if step.shift is None else np.broadcast_to(step.shift, len(step.bias))[again]
+    block = layer_block(tiles, plan.tables, np.asarray(step.bias)[again], shift, engine)
+    col_blocks = 1 + max(t.col_block for t in tiles)
+    row_blocks = len(tiles) // col_blocks
     if col_blocks > 1 and positions > engine.psum_words:
         raise CompileError(f"{step.name}: its partial sums ({positions} positions, a word "
                            f"each) do not fit the partial-sum buffer of {engine.psum_words} "
@@ -320,7 +322,7 @@ def layer_step(step, src, dst, offset, engine):
                       weights=offset, output_stage=step.shift is not None,
                       kernel=step.kernel, pad=step.pad,
                       stride=step.stride, padding=step.padding,
-                      rounds=-(-max(map(len, step.packed.groups), default=1) // GATHER_PORTS))
+                      rounds=plan.rounds)
     written = row_blocks * positions
     moved = (act_reads, written if dst.memory == "act" else 0,
              written if dst.memory == "acc" else 0, 0,
@@ -328,11 +330,15 @@ def layer_step(step, src, dst, offset, engine):
     return layer, block, moved
 
 
-def _image_bytes(layers, engine):
-    """Bytes of the weight image of ``layers`` (``ArrayLayer``) on ``engine``."""
+def _image_bytes(layers, src_shapes, engine):
+    """Bytes of the weight image of ``layers`` (``ArrayLayer``; their sources stored as
+    ``src_shapes``, by name) on ``engine``."""
     total = 0
     for layer in layers:
-        tiles = make_tiles(layer.packed, engine.rows, engine.cols, engine.alpha)
+        src = src_shapes[layer.name]
+        positions = _in_bounds(src if layer.kernel else (int(np.prod(src)),), layer.kernel,
+                               layer.stride, layer.padding).shape[1]
+        tiles = plan_layer(layer.packed, src, layer.kernel, engine, positions).tiles
         row_blocks = 1 + max(t.row_block for t in tiles)
         total += row_blocks * bias_bytes(engine) + len(tiles) * tile_bytes(engine)
     return total
@@ -397,12 +403,15 @@ def network_shapes(network):
 def choose_packings(network, engine, shapes):
     """Each array layer's packing, by name (``_fastest_packing``, or the model's where the faster
     ones' weight image would not fit); ``CompileError`` if neither fits."""
-    packings = {step.name: _fastest_packing(step, shapes[step.source], shapes[step.output],
-                                            engine)
+    storage, _ = last_uses(network)
+    src_shapes = {step.name: shapes[storage.get(step.source, step.source)]
+                  for step in network.array_layers}         # a flatten's: the map it reads
+    packings = {step.name: _fastest_packing(step, src_shapes[step.name],
+                                            shapes[step.output], engine)
                 for step in network.array_layers}
-    if _image_bytes(packings.values(), engine) > engine.weight_bytes:
+    if _image_bytes(packings.values(), src_shapes, engine) > engine.weight_bytes:
         packings = {step.name: step for step in network.array_layers}   # as packed
-    image_bytes = _image_bytes(packings.values(), engine)
+    image_bytes = _image_bytes(packings.values(), src_shapes, engine)
     if image_bytes > engine.weight_bytes:
         raise CompileError(f"the weight image ({image_bytes} bytes) does not fit the engine's "
                            f"on-chip weight memory of {engine.weight_bytes} bytes (give a "

@@ -8,16 +8,17 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, NO_LANE, WEIGHT_PORTS,
-                                          EngineConfig, act_stride, bias_bytes,
-                                          external_weight_bytes, image_word, word_stride)
+from codnn.golden.network_program import (ACT_PORTS, GATHER_PORTS, HEADER_CYCLES, NO_LANE,
+                                          WEIGHT_PORTS, EngineConfig, act_stride,
+                                          bias_bytes, external_weight_bytes, image_word,
+                                          table_words, word_stride)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.params import positive_int
 from codnn.hw.network.activations import AxiActivations, axi_signature
 from codnn.hw.network.descriptor import HeaderLayout, StepLayout
-from codnn.hw.network.gather import Gather, GatherEntry
+from codnn.hw.network.gather import Gather
 from codnn.hw.network.postprocess import PostOp, PostProcess
 from codnn.hw.network.program_check import ProgramCheck
 from codnn.hw.network.results import ResultWriter
@@ -207,9 +208,9 @@ class NetworkEngine(wiring.Component):
     @classmethod
     def program_memories(cls, program, weight_port="onchip"):
         """The on-chip memories of ``for_program``'s engine, without building it: ``{name:
-        (width in bits, depth, copies)}``; the activation buffer has a copy per array
-        column (each column's gather reads its own), the weight memory none behind the
-        AXI4 port."""
+        (width in bits, depth, copies)}``; the activation buffer is a bank per lane, which
+        yosys copies for each of the gather's ``GATHER_PORTS`` read ports, the weight
+        memory none behind the AXI4 port."""
         return _memories(cls.program_params(program, weight_port))
 
     def elaborate(self, platform):
@@ -233,7 +234,8 @@ class NetworkEngine(wiring.Component):
         k.word_bits = 16 * W
         k.array = ColumnCombinedArray(rows=R, cols=W, alpha=A, weight_bits=_WEIGHT_BITS,
                                       data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"])
-        k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"], ports=2)
+        k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"],
+                          ports=GATHER_PORTS)
         k.post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
         m.submodules.array, m.submodules.gather, m.submodules.post = k.array, k.gather, k.post
 
@@ -305,7 +307,8 @@ class NetworkEngine(wiring.Component):
         m.d.comb += k.weights.addr.eq(k.wptr)
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
         k.bias = Signal(k.bias_words * word_bits, name="bias")
-        k.table = Signal(2 * A * word_bits, name="table")
+        k.table_words = table_words(self.config)
+        k.table = Signal(k.table_words * word_bits, name="table")
         # A table word shifts in a cycle after it is taken, from a register, so that no
         # sequencer decision drives the enable of every table bit (the gather takes the
         # table, and its lanes are checked, a cycle after the tile launches in WEIGHTS).
@@ -313,7 +316,7 @@ class NetworkEngine(wiring.Component):
         m.d.sync += [table_word.eq(word.payload[:word_bits]), k.table_we.eq(0)]
         with m.If(k.table_we):
             m.d.sync += k.table.eq(Cat(k.table[word_bits:], table_word))
-        k.loaded = counter(max(k.bias_words, 2 * A, R) + 2, name="loaded")
+        k.loaded = counter(max(k.bias_words, k.table_words, R) + 2, name="loaded")
         # Weight beats: a cell word a cycle as the array takes them.
         array = k.array
         m.d.comb += array.weights.valid.eq((k.state == _State.WEIGHTS) & k.requested
@@ -346,7 +349,7 @@ class NetworkEngine(wiring.Component):
             gather.geometry.rounds.eq(layer.rounds),
             gather.geometry.images.eq(layer.images),
             gather.geometry.image_words.eq(layer.src_stride),
-            gather.table.eq(k.table),
+            gather.table.eq(k.table[:len(gather.table.as_value())]),
         ]
         # Each row's shift, from the row block's bias words, goes with a tile to the result
         # writer. A shift past the output stage's stops the run before the block's first
@@ -356,10 +359,10 @@ class NetworkEngine(wiring.Component):
         # What a tile's part of the weight image may not hold (semantics section 9): a
         # gather lane past the rows (but 0xFF, none), a stream select past alpha.
         W, A = p["cols"], p["alpha"]
-        table = data.View(data.ArrayLayout(data.ArrayLayout(GatherEntry, A), W), k.table)
+        table = gather.table
         # They set ``error`` and the run goes on to its end (as a memory error does).
         k.bad_selects = Cat(k.word.payload.word_select(c, 16)[8:] >= A for c in range(W)).any()
-        k.bad_lanes = Cat((table[c][a].lane >= R) & (table[c][a].lane != NO_LANE)
+        k.bad_lanes = Cat((table[a][c].lane >= R) & (table[a][c].lane != NO_LANE)
                           for c in range(W) for a in range(A)).any()
         m.d.comb += gather.limit.eq(k.check.act_size)
         with m.If(gather.fault):
@@ -492,7 +495,7 @@ class NetworkEngine(wiring.Component):
         """The state machine: the header fetched and checked, then each step's descriptor
         fetched and dispatched, a layer's tiles loaded and run, pooling, adds, loads and
         stores started and awaited."""
-        A, R = self._p["alpha"], self._p["rows"]
+        R = self._p["rows"]
         state, desc, layer = k.state, k.desc, k.desc.layer
         is_transfer = (desc.op == Op.LOAD) | (desc.op == Op.STORE)
         # A loaded tile starts once the previous one's last position is in the array.
@@ -548,7 +551,8 @@ class NetworkEngine(wiring.Component):
                 self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
                 with m.If(self._cells_run(m, k)):
-                    m.d.sync += [k.wptr.eq(k.wptr + 2 * A + R), state.eq(_State.LAUNCH)]
+                    m.d.sync += [k.wptr.eq(k.wptr + k.table_words + R),
+                                 state.eq(_State.LAUNCH)]
                     m.d.comb += k.launch.eq(can_launch)
             with m.Case(_State.LAUNCH):
                 m.d.comb += k.launch.eq(can_launch)
@@ -580,11 +584,11 @@ class NetworkEngine(wiring.Component):
         in WEIGHTS as the array's weight bank takes them; behind the AXI4 port the run is
         asked for only once that bank is free (no cell waits on the way). A bad shift
         stops the run once the earlier tiles' results are written."""
-        A, R = self._p["alpha"], self._p["rows"]
+        R = self._p["rows"]
         state, word, weights = k.state, k.word, k.weights
         in_bias = state == _State.BIAS
-        size = Mux(in_bias, k.bias_words, 2 * A)
-        m.d.comb += weights.count.eq(Mux(in_bias, k.bias_words, 2 * A + R))
+        size = Mux(in_bias, k.bias_words, k.table_words)
+        m.d.comb += weights.count.eq(Mux(in_bias, k.bias_words, k.table_words + R))
         with m.If((state == _State.TABLE) & k.bad_shift):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
@@ -646,7 +650,7 @@ class NetworkEngine(wiring.Component):
 def _memories(p):
     """The on-chip memories of an engine of parameters ``p`` (``NetworkEngine.memories``)."""
     R, W = p["rows"], p["cols"]
-    found = {"activations": (R * _DATA_BITS, p["act_words"], W),
+    found = {"activations": (_DATA_BITS, p["act_words"], R * GATHER_PORTS),
              "accumulators": (R * _ACC_BITS, p["acc_words"], 1),
              "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
              "program": (32, p["program_words"], 1)}

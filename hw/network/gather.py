@@ -1,10 +1,10 @@
-"""The network engine's gather: the activation buffer, a copy per array column, and the
-address generator that builds the array's data beats from the stored map (im2col by
-addresses, docs/semantics.md section 9)."""
+"""The network engine's gather: the activation buffer, a memory per lane, and the address
+generator that builds the array's data beats from the stored map (im2col by addresses,
+docs/semantics.md section 9)."""
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -14,7 +14,9 @@ from codnn.hw.common.params import positive_int
 
 __all__ = ["GatherEntry", "Geometry", "Gather"]
 
-#: One stream's gather entry (semantics section 9).
+#: A gather table entry (semantics section 9): entry ``(a, i)`` holds lane bank ``i``'s read
+#: in stream slot ``a`` (``offset``, ``ky``, ``kx``) and the ``lane`` array column ``i``'s
+#: stream ``a`` carries.
 GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
                                  "kx": unsigned(4), "ky": unsigned(4)})
 
@@ -39,22 +41,24 @@ def Geometry(depth, data_bits=8, rounds=8):
 
 
 class Gather(wiring.Component):
-    """The activation buffer (``depth`` words of ``lanes`` ``data_bits``-bit lanes, one copy
-    per array column, each with ``ports`` read ports) and the address generator that reads
-    a layer's data beats from it.
+    """The activation buffer (``depth`` words of ``lanes`` ``data_bits``-bit lanes, a memory
+    per lane, each with ``ports`` read ports: its block RAMs do not grow with the array's
+    columns) and the address generator that reads a layer's data beats from it.
 
     A pulse on ``start`` (while not ``busy``) starts a pass over ``geometry`` and ``table``
-    (each array column's ``alpha`` gather entries), both sampled on the edge after the one
-    that takes ``start`` (hold them for that cycle), and sends one beat on ``o`` per output
-    position, row-major, image after image: stream ``a`` of column ``g`` carries lane
-    ``lane`` of word ``src + m * image_words + (oy * stride - padding) * width + (ox *
-    stride - padding) + offset`` in image ``m`` when the window position ``(oy * stride -
-    padding + ky, ox * stride - padding + kx)`` lies inside the map and
-    ``lane`` is not ``0xFF``, else ``pad`` (outside the map) or 0 (no input); the streams
-    past the geometry's ``rounds * ports`` are not read and carry 0. ``write`` writes a
-    word into every copy (not while a pass reads what it writes). ``fault`` is high for
-    a cycle after a read inside the map named a word below 0 or at ``limit`` or past it
-    (the program's buffer; the word read is then not the one named).
+    (``alpha`` stream slots of ``max(cols, lanes)`` gather entries), both sampled on the
+    edge after the one that takes ``start`` (hold them for that cycle), and sends one beat
+    on ``o`` per output position, row-major, image after image. In slot ``a`` lane bank
+    ``i`` reads lane ``i`` of word ``src + m * image_words + (oy * stride - padding) *
+    width + (ox * stride - padding) + offset`` in image ``m`` (entry ``(a, i)``'s offset)
+    when the window position ``(oy * stride - padding + ky, ox * stride - padding + kx)``
+    lies inside the map, else carries ``pad``; stream ``a`` of column ``g`` carries the
+    read of bank ``lane`` (entry ``(a, g)``'s), or 0 where that is ``0xFF``; the slots
+    past the geometry's ``rounds * ports`` are not read and carry 0.
+    ``write`` writes a word, a lane into each bank (not while a pass reads what it
+    writes). ``fault`` is high for a cycle after a bank's read inside the map named a
+    word below 0 or at ``limit`` or past it (the program's buffer; the word read is
+    then not the one named).
 
     Latency: ``rounds + 5`` cycles from the edge that takes ``start`` to the first beat
     valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and lane
@@ -70,13 +74,13 @@ class Gather(wiring.Component):
     data_bits : int
         Lane width.
     ports : int
-        Read ports of each column's copy.
+        Read ports of each lane's bank.
 
     Attributes
     ----------
     write : In(StructLayout({"addr", "data", "en"}))
     geometry : In(Geometry(depth, data_bits))
-    table : In(ArrayLayout(ArrayLayout(GatherEntry, alpha), cols))
+    table : In(ArrayLayout(ArrayLayout(GatherEntry, max(cols, lanes)), alpha))
     start : In(1)
     busy : Out(1)
     limit : In(range(depth + 1))
@@ -84,7 +88,7 @@ class Gather(wiring.Component):
     fault : Out(1)
     o : Out(stream.Signature(ArrayLayout(ArrayLayout(unsigned(data_bits), alpha), cols)))
     aux, aux_data : In(ArrayLayout(range(depth), ports)), Out(ArrayLayout(word, ports))
-        The read ports of column 0's copy for others (the post-processing unit, the host)
+        The banks' read ports for others (the post-processing unit, the host), a word each,
         from the cycle after ``busy`` falls until the cycle after a ``start``: data a cycle
         after the address.
 
@@ -111,7 +115,8 @@ class Gather(wiring.Component):
             "write": In(data.StructLayout({"addr": range(depth),
                                            "data": unsigned(lanes * data_bits), "en": 1})),
             "geometry": In(Geometry(depth, data_bits, -(-alpha // ports))),
-            "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, alpha), cols)),
+            "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, max(cols, lanes)),
+                                         alpha)),
             "start": In(1),
             "busy": Out(1),
             "limit": In(range(depth + 1)),
@@ -156,7 +161,7 @@ class Gather(wiring.Component):
         """The pass's registers: the geometry and table (sampled a cycle after ``start``,
         from ``first``), the products it needs, the window's top-left (``oy * s - p``, ``ox
         * s - p``) and its word, the row's and the image's first windows, the round;
-        ``busy`` and who reads column 0's ports."""
+        ``busy`` and who reads the banks' ports."""
         k.geo = Signal.like(self.geometry, name="geo")
         k.table = Signal.like(self.table, name="gather_table")
         # The products the pass needs, registered as it starts: no multiplier is in front
@@ -181,7 +186,7 @@ class Gather(wiring.Component):
         k.issuing = Signal(name="issuing")
         k.pending = Signal(range(_FIFO_DEPTH + 1), name="pending")  # in flight or queued
         m.d.comb += self.busy.eq(k.issuing | (k.pending != 0))
-        # Column 0's read ports serve ``aux`` unless a pass was busy a cycle ago (its first
+        # The banks' read ports serve ``aux`` unless a pass was busy a cycle ago (its first
         # read address comes two cycles after ``start``, its last while still busy).
         k.passing = Signal(name="passing")
         m.d.sync += k.passing.eq(self.busy)
@@ -226,56 +231,66 @@ class Gather(wiring.Component):
         m.d.sync += k.pending.eq(k.pending + begin - (fifo_out.r_en & fifo_out.r_rdy))
 
     def _reads(self, m, k):
-        """The buffer's copies, one per array column, each written by ``write`` and read
-        through ``ports`` ports (column 0's also serve ``aux``); each port's reads
-        (``_read_port``)."""
-        copies = [memory.Memory(shape=unsigned(self._lanes * self._data_bits),
-                                depth=self._depth, init=[]) for _ in range(self._cols)]
-        for g, copy in enumerate(copies):
-            m.submodules[f"act_c{g}"] = copy
-            write = copy.write_port()
-            m.d.comb += [write.addr.eq(self.write.addr), write.data.eq(self.write.data),
+        """The banks, one per lane, each written by ``write`` and read through ``ports``
+        ports (which also serve ``aux``); each bank port's reads (``_bank_port``), and
+        each column's streams from them (``_column_port``)."""
+        D, P = self._data_bits, self._ports
+        reads = [[None] * P for _ in range(self._lanes)]
+        for i in range(self._lanes):
+            bank = memory.Memory(shape=unsigned(D), depth=self._depth, init=[])
+            m.submodules[f"act_lane{i}"] = bank
+            write = bank.write_port()
+            m.d.comb += [write.addr.eq(self.write.addr),
+                         write.data.eq(self.write.data.word_select(i, D)),
                          write.en.eq(self.write.en)]
-            for p in range(self._ports):
-                read = copy.read_port()
-                self._read_port(m, k, g, p, read)
+            for p in range(P):
+                reads[i][p] = self._bank_port(m, k, i, p, bank.read_port())
+        for p in range(P):
+            m.d.comb += self.aux_data[p].eq(Cat(reads[i][p][0] for i in range(self._lanes)))
+        for g in range(self._cols):
+            for p in range(P):
+                self._column_port(m, k, g, p, [reads[i][p] for i in range(self._lanes)])
 
-    def _read_port(self, m, k, g, p, read):
-        """Read port ``p`` of column ``g``'s copy: step 1, the port's address, whether its
-        value is inside the map, its lane; step 2, the memory's read; step 3, the lane,
-        into the beat being built (stream ``r * ports + p`` in round ``r``)."""
-        A, P, D, rounds, geo = self._alpha, self._ports, self._data_bits, self.rounds, k.geo
-        slot = Array(k.table[g][min(r * P + p, A - 1)] for r in range(rounds))[k.rnd]
+    def _slot(self, k, p, i):
+        """Entry ``(a, i)`` of the slot ``a`` port ``p`` reads in the current round."""
+        A, P = self._alpha, self._ports
+        return Array(k.table[min(r * P + p, A - 1)][i] for r in range(self.rounds))[k.rnd]
+
+    def _bank_port(self, m, k, i, p, read):
+        """Read port ``p`` of lane ``i``'s bank: step 1, its address from its entry and
+        whether it lies inside the map; step 2, the memory's read. Returns the read's
+        data and whether it was inside, in step 3."""
+        geo, slot = k.geo, self._slot(k, p, i)
         y, x = k.wy + slot.ky, k.wx + slot.kx
-        has_input = slot.lane != NO_LANE
-        inside = has_input & (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
-        valid = Signal(name=f"read_c{g}_p{p}_valid")
-        padded = Signal(name=f"read_c{g}_p{p}_padded")
-        lane = Signal(8, name=f"read_c{g}_p{p}_lane")
-        stream_index = Signal(range(max(2, rounds * P)), name=f"read_c{g}_p{p}_slot")
-        address = Signal(range(self._depth), name=f"read_c{g}_p{p}_addr")
-        if g == 0:
-            m.d.comb += [read.addr.eq(Mux(k.passing, address, self.aux[p])),
-                         self.aux_data[p].eq(read.data)]
-        else:
-            m.d.comb += read.addr.eq(address)
-        named = Signal(signed(26), name=f"read_c{g}_p{p}_named")
+        inside = (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
+        address = Signal(range(self._depth), name=f"read_l{i}_p{p}_addr")
+        m.d.comb += read.addr.eq(Mux(k.passing, address, self.aux[p]))
+        named = Signal(signed(26), name=f"read_l{i}_p{p}_named")
         m.d.comb += named.eq(k.base + slot.offset)
         with m.If(k.go & inside & ((named < 0) | (named >= self.limit))):
             m.d.sync += self.fault.eq(1)
-        m.d.sync += [address.eq(Mux(inside, named, 0)),
-                     valid.eq(k.go & inside), padded.eq(has_input & ~inside),
-                     lane.eq(slot.lane), stream_index.eq(k.rnd * P + p)]
-        wanted = Signal(name=f"read_c{g}_p{p}_wanted")
-        m.d.sync += wanted.eq(k.go)
-        valid_q, padded_q, lane_q, index_q, wanted_q = (
-            Signal.like(s, name=f"{s.name}_q")
-            for s in (valid, padded, lane, stream_index, wanted))
-        m.d.sync += [valid_q.eq(valid), padded_q.eq(padded), lane_q.eq(lane),
-                     index_q.eq(stream_index), wanted_q.eq(wanted)]
+        valid = Signal(name=f"read_l{i}_p{p}_inside")
+        valid_q = Signal(name=f"read_l{i}_p{p}_inside_q")
+        m.d.sync += [address.eq(Mux(inside, named, 0)), valid.eq(inside), valid_q.eq(valid)]
+        return read.data, valid_q
+
+    def _column_port(self, m, k, g, p, reads):
+        """Column ``g``'s streams through port ``p``: step 1, the lane its entry names
+        (stream ``r * ports + p`` in round ``r``); step 3, that bank's read (``pad`` where
+        it lay outside the map, 0 for no lane) into the beat being built."""
+        A, P, rounds = self._alpha, self._ports, self.rounds
+        lane = Signal(8, name=f"stream_c{g}_p{p}_lane")
+        stream_index = Signal(range(max(2, rounds * P)), name=f"stream_c{g}_p{p}_slot")
+        wanted = Signal(name=f"stream_c{g}_p{p}_wanted")
+        m.d.sync += [lane.eq(self._slot(k, p, g).lane), stream_index.eq(k.rnd * P + p),
+                     wanted.eq(k.go)]
+        lane_q, index_q, wanted_q = (Signal.like(s, name=f"{s.name}_q")
+                                     for s in (lane, stream_index, wanted))
+        m.d.sync += [lane_q.eq(lane), index_q.eq(stream_index), wanted_q.eq(wanted)]
         lane_bits = max(1, (self._lanes - 1).bit_length())
-        value = Mux(valid_q, read.data.word_select(lane_q[:lane_bits], D),
-                    Mux(padded_q, geo.pad, 0))
+        data = Array(d for d, _ in reads)[lane_q[:lane_bits]]
+        inside = Array(v for _, v in reads)[lane_q[:lane_bits]]
+        value = Mux(lane_q == NO_LANE, 0, Mux(inside, data, k.geo.pad))
         with m.If(wanted_q):
             for a in range(A):
                 if a % P == p:

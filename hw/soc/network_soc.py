@@ -5,7 +5,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -29,7 +29,8 @@ class NetworkSoc(wiring.Component):
     Requests: ``WRITE_PROGRAM`` (u16 first word, u32 words) and ``WRITE_WEIGHTS`` (u16
     first word, words of ``2 * cols`` bytes) fill the engine's program and weight
     memories; ``WRITE_DATA`` (u16 first word, u8 lanes ``L``, then words of ``L`` bytes,
-    the word's other lanes zero) writes the input: the program's input region's words in
+    lane ``l`` of a word the byte ``l % L``: a map of fewer channels than lanes holds
+    each channel in every lane that ``write_region`` says) writes the input: the program's input region's words in
     order, from its first (each request goes on where the last one stopped); ``RUN`` (no
     payload) runs the program and answers with its cycles (u32) and the class (u16): the
     first largest value of the output region's channels at its first position (signed
@@ -329,10 +330,16 @@ class NetworkSoc(wiring.Component):
                 memories = {Command.WRITE_PROGRAM: engine.program_write,
                             Command.WRITE_WEIGHTS: engine.weight_write,
                             Command.WRITE_DATA: engine.act_write}
+                # An input word of ``L`` lanes holds lane ``l % L`` in every lane ``l``, as
+                # the engine's maps of fewer channels than lanes hold them.
+                R = engine.params["rows"]
+                copies = Cat(Array(whole.word_select(lane % n, 8) for n in range(1, R + 1))
+                             [k.unit - 1] for lane in range(R))
                 with m.Switch(k.command):
                     for command, write in memories.items():
+                        data = copies if command == Command.WRITE_DATA else whole
                         with m.Case(command):
-                            m.d.comb += [write.addr.eq(k.address), write.data.eq(whole),
+                            m.d.comb += [write.addr.eq(k.address), write.data.eq(data),
                                          write.en.eq(1)]
                             m.d.sync += {
                                 Command.WRITE_PROGRAM: [k.program_in.eq(1),
