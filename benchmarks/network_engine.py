@@ -3,10 +3,12 @@ array it wraps and against onnxruntime on one CPU core, and against the host-dri
 over a link.
 
 Usage: python benchmarks/network_engine.py [--rows 16 --cols 16 --alpha 8]
-       [--act-words 8192] [--fmax-mhz F] [--baud 1000000] [--memory-latency 20]
+       [--act-words 8192] [--gather-ports 2,4] [--fmax-mhz F] [--baud 1000000]
+       [--memory-latency 20]
        [--models lenet5,lenet5_cc,resnet20,resnet20_cc,vgg6,mobilenet_v2] [-o PREFIX]
 
-First table, per network and MAC kind, weights on chip and in external memory of
+First table, per network, MAC kind and gather ports (each lane bank's read ports, of
+``--gather-ports``), weights on chip and in external memory of
 ``--memory-latency`` (AXI4): the engine's cycles per image (its exact model,
 ``codnn.golden.network_program.step_cycles``, which the RTL equals; of them the adds), the
 bare array's cycles for the same model and array (``codnn infer``'s schedule: its layers'
@@ -177,17 +179,18 @@ def _engine_rows(args, data, fmax):
                           1) if trained else None)
         ort = onnxruntime_rate(path, data.test_x[:100])
         print(f"{name}: onnxruntime {ort:.0f} images/s on one core", flush=True)
-        for mac in ("bitserial", "parallel"):
+        for mac, ports in ((mac, ports) for mac in ("bitserial", "parallel")
+                           for ports in args.gather_ports):
             layers, _ = schedule_network(network, rows=args.rows, cols=args.cols,
                                          alpha=args.alpha, mac=mac)
             array = sum(layer.cycles for layer in layers)
             engine = EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha, mac=mac,
                                   act_words=args.act_words, acc_words=1024, psum_words=1024,
-                                  weight_bytes=1 << 22)
+                                  weight_bytes=1 << 22, gather_ports=ports)
             try:
                 compiled = compile_network(network, engine)
             except CompileError as error:
-                rows.append({"model": name, "mac": mac, "weights": "-",
+                rows.append({"model": name, "mac": mac, "ports": ports, "weights": "-",
                              "cycles": f"refused: {error}"})
                 continue
             for image in q[:2]:
@@ -200,7 +203,7 @@ def _engine_rows(args, data, fmax):
                           else compiled.external_cycles(args.memory_latency))
                 per_s = fmax * 1e6 / cycles if fmax else None
                 rows.append({
-                    "model": name, "mac": mac, "accuracy": accuracy,
+                    "model": name, "mac": mac, "ports": ports, "accuracy": accuracy,
                     "weights": "on chip" if port == "onchip" else "AXI",
                     "weight_image": len(compiled.image), "cycles": cycles,
                     "add_cycles": adds, "array_cycles": array,
@@ -245,6 +248,9 @@ def main():
     parser.add_argument("--act-words", type=int, default=8192,
                         help="the activation buffer (LeNet-5 on four rows needs 2400)")
     parser.add_argument("--memory-latency", type=int, default=20)
+    parser.add_argument("--gather-ports", default="2,4",
+                        type=lambda text: [int(p) for p in text.split(",")],
+                        help="the engines' read ports per lane bank, a row each")
     parser.add_argument("--models", default="lenet5,lenet5_cc,resnet20,resnet20_cc,vgg6,"
                                             "mobilenet_v2")
     parser.add_argument("-o", "--output", default=str(default_build_root() / "network_engine"))
@@ -257,7 +263,7 @@ def main():
                f"({f'{fmax} MHz' if fmax else 'no Fmax given'}; AXI weights: latency "
                f"{args.memory_latency}), against the bare array and onnxruntime on one core",
                rows, [("model", "model"), ("accuracy", "acc %"), ("mac", "MACs"),
-                      ("weights", "weights"), ("cycles", "cycles"), ("add_cycles", "adds"),
+                      ("ports", "ports"), ("weights", "weights"), ("cycles", "cycles"), ("add_cycles", "adds"),
                       ("array_cycles", "array"), ("vs_array", "x array"),
                       ("images_per_s", "img/s"), ("onnxruntime_per_s", "ORT img/s"),
                       ("vs_onnxruntime", "x ORT")])

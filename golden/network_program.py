@@ -73,6 +73,7 @@ from .systolic import (MAC_KINDS, Tile, latency, mac_timing, output_stage, pipel
                        run_tile, select_bits)
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
+           "MAX_GATHER_PORTS",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
            "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
@@ -99,6 +100,8 @@ MAX_KERNEL = 15
 MULTIPLIER_BITS = 24
 #: The most images a layer step runs through its tiles, and a program per start.
 MAX_STEP_IMAGES, MAX_PROGRAM_IMAGES = 0xFFFF, 256
+#: The most read ports a lane bank of the activation buffer may have.
+MAX_GATHER_PORTS = 8
 
 
 class ProgramError(ValueError):
@@ -115,7 +118,9 @@ class EngineConfig:
     ``psum_words``: the partial sums a layer of several column blocks keeps between them
     (a word per output position); ``weight_bytes``: on-chip weight memory (a larger weight
     image is read through the external memory port); ``spill_words``: the external
-    activation memory a program may use (0: the engine has no activation port)."""
+    activation memory a program may use (0: the engine has no activation port);
+    ``gather_ports``: the read ports of each of the activation buffer's lane banks (the
+    gather reads that many stream slots a cycle)."""
 
     rows: int
     cols: int
@@ -129,11 +134,12 @@ class EngineConfig:
     psum_words: int = 1024
     weight_bytes: int = 131072
     spill_words: int = 0
+    gather_ports: int = 2
 
     def check(self):
         """Raise ``ProgramError`` for a configuration the engine cannot be."""
         for name in ("rows", "cols", "alpha", "act_words", "acc_words", "psum_words",
-                     "weight_bytes"):
+                     "weight_bytes", "gather_ports"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ProgramError(f"engine {name} must be a positive integer, not {value!r}")
@@ -147,6 +153,9 @@ class EngineConfig:
                 or self.spill_words < 0:
             raise ProgramError(f"engine spill_words must be a non-negative integer, not "
                                f"{self.spill_words!r}")
+        if self.gather_ports > MAX_GATHER_PORTS:
+            raise ProgramError(f"an engine's lane banks have 1..{MAX_GATHER_PORTS} read "
+                               f"ports, not {self.gather_ports}")
         if self.act_words > 1 << 16:
             raise ProgramError(f"the activation buffer holds at most 65536 words (gather "
                                f"offsets are 16 bits), not {self.act_words}")
@@ -183,7 +192,7 @@ class LayerStep:
     ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
     ``output_stage``: its results go through the output stage (else accumulators); ``pad``
     the code a padded position carries; ``rounds``: the gather's rounds of reads per
-    position, which read streams ``0 .. GATHER_PORTS * rounds - 1`` (the others carry 0;
+    position, which read stream slots ``0 .. gather_ports * rounds - 1`` (the others carry 0;
     ``None``: all of the engine's, ``gather_rounds``); ``images``: the images it runs
     through each tile, image ``m`` of ``src`` and ``dst`` ``m`` times their words past
     them."""
@@ -538,7 +547,7 @@ def _run_image(step, src, dst, image, memories, engine):
                 raise ProgramError(f"{where} has a stream select past its {engine.alpha} "
                                    f"streams")
             at += tile_bytes(engine)
-            slots = min(engine.alpha, GATHER_PORTS * layer_rounds(step, engine))
+            slots = min(engine.alpha, engine.gather_ports * layer_rounds(step, engine))
             beats = gather_values(memories["act"], src.addr, src.map_shape, step.kernel,
                                   step.stride, step.padding, table, step.pad, slots)
             if beats is None:
@@ -864,7 +873,8 @@ def encode_program(program):
         "images_less_one": program.images - 1, "input": _region_values(program.input),
         "output": _region_values(program.output), "rows": e.rows, "cols": e.cols,
         "alpha": e.alpha, "weight_bits": e.weight_bits, "out_bits": e.out_bits,
-        "acc_bits": e.acc_bits, "mac": MAC_KINDS.index(e.mac), "act_words": e.act_words,
+        "acc_bits": e.acc_bits, "gather_ports": e.gather_ports,
+        "mac": MAC_KINDS.index(e.mac), "act_words": e.act_words,
         "acc_words": e.acc_words, "psum_words": e.psum_words,
         "image_words": program.weight_image_bytes // image_word(e)}
     try:
@@ -953,7 +963,8 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes, engine=None):
     if engine is None:
         return program
     header = program.engine
-    same = ("rows", "cols", "alpha", "mac", "weight_bits", "out_bits", "acc_bits")
+    same = ("rows", "cols", "alpha", "mac", "weight_bits", "out_bits", "acc_bits",
+            "gather_ports")
     wrong = [name for name in same if getattr(header, name) != getattr(engine, name)]
     wrong += [name for name in ("act_words", "acc_words", "psum_words")
               if not 1 <= getattr(header, name) <= getattr(engine, name)]
@@ -986,6 +997,7 @@ def _decode(data, weight_bytes):
     engine = EngineConfig(rows=h["rows"], cols=h["cols"], alpha=h["alpha"],
                           mac=MAC_KINDS[h["mac"]], weight_bits=h["weight_bits"],
                           out_bits=h["out_bits"], acc_bits=h["acc_bits"],
+                          gather_ports=h["gather_ports"],
                           act_words=h["act_words"], acc_words=h["acc_words"],
                           psum_words=h["psum_words"], weight_bytes=weight_bytes)
     try:
@@ -1018,14 +1030,10 @@ ACC_ADD_WORD = 4
 RESULT_WRITE_STEPS = 4
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
-#: Read ports of each lane's bank of the activation buffer: a bank reads a word per
-#: stream slot, ``GATHER_PORTS`` slots a cycle.
-GATHER_PORTS = 2
-
-
 def gather_rounds(engine):
-    """The most cycles of reads per data beat: ``ceil(alpha / GATHER_PORTS)``."""
-    return -(-engine.alpha // GATHER_PORTS)
+    """The most cycles of reads per data beat: ``ceil(alpha / gather_ports)`` (a lane bank
+    reads a word per stream slot, ``gather_ports`` slots a cycle)."""
+    return -(-engine.alpha // engine.gather_ports)
 
 
 def layer_rounds(step, engine):

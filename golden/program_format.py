@@ -18,7 +18,8 @@ __all__ = ["MAGIC", "VERSION", "HEADER_WORDS", "STEP_WORDS", "Op", "Field", "REG
            "HEADER", "STEPS", "fields", "pack", "unpack", "unused_bits", "format_table"]
 
 MAGIC = 0x6E646F63                              # "codn"
-VERSION = 5
+#: 6: the gather table is per stream slot and lane bank (5: per array column).
+VERSION = 6
 #: Little-endian u32 words of the header and of each step's descriptor.
 HEADER_WORDS, STEP_WORDS = 18, 16
 
@@ -58,7 +59,8 @@ HEADER = {
     "magic": Field(0), "version": Field(1), "steps": Field(2, 0, 24),
     "images_less_one": Field(2, 24, 8), "input": (3, REGION), "output": (6, REGION),
     "rows": Field(9), "cols": Field(10), "alpha": Field(11), "weight_bits": Field(12, 0, 8),
-    "out_bits": Field(12, 8, 8), "acc_bits": Field(12, 16, 16), "mac": Field(13),
+    "out_bits": Field(12, 8, 8), "acc_bits": Field(12, 16, 8),
+    "gather_ports": Field(12, 24, 8), "mac": Field(13),
     "act_words": Field(14), "acc_words": Field(15), "psum_words": Field(16),
     "image_words": Field(17)}
 

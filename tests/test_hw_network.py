@@ -102,6 +102,7 @@ async def _gather_pass(ctx, dut, geometry, table, rng, backpressure, got, times)
     (2, 3, 1, 2, 2, 2, 0, 2),         # one lane, alpha not a multiple of the ports
     (4, 1, 8, 1, 1, 1, 0, 5),         # 1 x 1, alpha 1, one port
     (2, 5, 4, 2, 5, 2, 2, 3),         # LeNet-like 5 x 5, stride 2, padding 2
+    (3, 8, 4, 3, 4, 1, 2, 4),         # three ports a bank, alpha 8
     (3, 2, 4, 2, 0, 1, 0, 7),         # a dense layer over a flattened 7 x 3 x 2 map
 ])
 def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding, channels):
@@ -377,13 +378,15 @@ def _engine_runs(dut, program, image, images, *, loaded_program=None, act_base=0
     return runs
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac,packing,layer_rounds", [
-    pytest.param(4, 2, 8, "parallel", 4, {1, 2}, marks=pytest.mark.long),
-    pytest.param(3, 5, 4, "bitserial", 2, {1, 2}, marks=pytest.mark.long),
-    (2, 3, 1, "parallel", 1, {1}),
-    pytest.param(5, 2, 2, "parallel", 2, {1}, marks=pytest.mark.long)])
+@pytest.mark.parametrize("rows,cols,alpha,mac,packing,ports,layer_rounds", [
+    pytest.param(4, 2, 8, "parallel", 4, 2, {1, 2}, marks=pytest.mark.long),
+    pytest.param(3, 5, 4, "bitserial", 2, 2, {1, 2}, marks=pytest.mark.long),
+    (2, 3, 1, "parallel", 1, 2, {1}),
+    pytest.param(5, 2, 2, "parallel", 2, 2, {1}, marks=pytest.mark.long),
+    (4, 3, 8, "parallel", 4, 3, {1, 2}), (4, 3, 8, "parallel", 4, 4, {1})])
 def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols, alpha, mac,
-                                                                       packing, layer_rounds):
+                                                                       packing, ports,
+                                                                       layer_rounds):
     # Every step kind: padded convolutions over several row and column blocks (partial
     # sums through the buffer), a residual add in place, max and global average pooling,
     # a flatten and dense logits; two images one after the other. Five rows: the array's
@@ -391,11 +394,13 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
     # convolutions are packed narrowly (a round of reads a position), the dense logits
     # keep groups of 3-4 (two rounds); with bit-serial MACs two rounds cost nothing (a
     # beat takes 8 cycles), and five columns' inputs over three lane banks take them.
+    # Banks of three or four read ports read more slots a round: four take the groups of
+    # four in one.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     network = residual_network(rng, alpha=packing)
     engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
-                          acc_words=16, psum_words=64)
+                          acc_words=16, psum_words=64, gather_ports=ports)
     compiled = compile_network(network, engine)
     rounds = {s.rounds for s in compiled.program.steps if s.op == "layer"}
     assert rounds == layer_rounds, rounds

@@ -134,6 +134,8 @@ def test_lenet_programs_equal_golden_and_packing_pays(lenets):
     ({"out_bits": 6}, r"the network has 8-bit activations and 32-bit accumulators, the "
                       r"engine 6 and 32"),
     ({"rows": 0}, r"engine rows must be a positive integer, not 0"),
+    ({"gather_ports": 9}, r"an engine's lane banks have 1..8 read ports, not 9"),
+    ({"gather_ports": 0}, r"engine gather_ports must be a positive integer, not 0"),
 ])
 def test_what_does_not_fit_is_refused_in_one_line(change, message):
     network = residual_network(np.random.default_rng(SEED))
@@ -387,7 +389,7 @@ def test_binary_program_round_trip_and_bad_programs():
                           run_program(compiled.program, compiled.image, image))
     with pytest.raises(ProgramError, match="a 72-byte header and whole words, not 70 bytes"):
         decode_program(data[:70])
-    with pytest.raises(ProgramError, match="not a network engine program of version 5"):
+    with pytest.raises(ProgramError, match="not a network engine program of version 6"):
         decode_program(b"\0" * 4 + data[4:])
     with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
         decode_program(data[:-64])

@@ -377,6 +377,10 @@ def add_compile(sub):
                          help=f"the most the engine's buffer may hold, in {unit} (default: "
                               f"the largest the engine can have); compile sizes it to what "
                               f"the program needs")
+    sub.add_argument("--gather-ports", type=positive_int, default=2, metavar="P",
+                     help="read ports of each of the activation buffer's lane banks: the "
+                          "gather reads P stream slots a cycle, for P copies of the "
+                          "buffer's block RAMs (default 2)")
     sub.add_argument("--weight-port", choices=WEIGHT_PORTS, default="onchip",
                      help="where the weight image is: on-chip (--weight-bytes of it) or in "
                           "external memory on the engine's AXI4 read port (default onchip)")
@@ -463,7 +467,8 @@ def _compile_target(args, folder):
         raise InputError(f"--device-images {args.device_images} needs as many --check "
                          f"inputs, not {args.check}")
     engine = largest_buffers(EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha,
-                                          mac=args.mac, spill_words=args.spill_words))
+                                          mac=args.mac, spill_words=args.spill_words,
+                                          gather_ports=args.gather_ports))
     engine = replace(engine, **{name: getattr(args, name) for name in BUFFERS
                                 if getattr(args, name) is not None})
     if on_device and args.spill_words:

@@ -22,8 +22,8 @@ import dataclasses
 import numpy as np
 
 from codnn.golden.column_combining import PackedLayer
-from codnn.golden.network_program import (GATHER_PORTS, NO_LANE, GatherTable,
-                                          gather_entries, lane_choices, table_words)
+from codnn.golden.network_program import (NO_LANE, GatherTable, gather_entries,
+                                          lane_choices, table_words)
 from codnn.golden.systolic import mac_timing, make_tiles
 
 __all__ = ["LayerPlan", "plan_layer"]
@@ -45,10 +45,10 @@ class LayerPlan:
 def plan_layer(packed, src_shape, kernel, engine, positions):
     """The ``LayerPlan`` of ``packed`` (a ``PackedLayer``) reading a source stored as
     ``src_shape`` on ``engine`` at ``positions`` output positions: of the groupings whose
-    tiles need 1, 2 ... ``ceil(alpha / GATHER_PORTS)`` rounds, the one whose tiles take
+    tiles need 1, 2 ... ``ceil(alpha / gather_ports)`` rounds, the one whose tiles take
     the fewest cycles (a tile takes its positions, ``max(beat_cycles, rounds)`` each, or
     the loading of the next tile's table and cells if that is longer)."""
-    R, W, A = engine.rows, engine.cols, engine.alpha
+    R, W, A, P = engine.rows, engine.cols, engine.alpha, engine.gather_ports
     entries = gather_entries(packed.columns, src_shape, kernel, R)
     channels = src_shape[0]
     choices = [[lane_choices(int(entries[c, 1]), channels, R) for c in group]
@@ -57,8 +57,8 @@ def plan_layer(packed, src_shape, kernel, engine, positions):
                       cols=W, acc_bits=engine.acc_bits)["beat_cycles"]
     widest = max(map(len, packed.groups), default=1)
     best = None
-    for rounds in range(-(-widest // GATHER_PORTS), -(-A // GATHER_PORTS) + 1):
-        cap = min(A, GATHER_PORTS * rounds)
+    for rounds in range(-(-widest // P), -(-A // P) + 1):
+        cap = min(A, P * rounds)
         tiles = _group_tiles(choices, W, R, cap)
         cost = len(tiles) * max(positions * max(beat, rounds),
                                 table_words(engine) + engine.rows)
@@ -82,7 +82,7 @@ def plan_layer(packed, src_shape, kernel, engine, positions):
                                        selects=tile.selects[again])
         planned.append(tile)
         tables.append(table)
-        rounds = max(rounds, -(-slots // GATHER_PORTS))
+        rounds = max(rounds, -(-slots // P))
     return LayerPlan(tuple(planned), tuple(tables), rounds, entries)
 
 

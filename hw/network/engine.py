@@ -8,8 +8,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (ACT_PORTS, GATHER_PORTS, HEADER_CYCLES, NO_LANE,
-                                          WEIGHT_PORTS, EngineConfig, act_stride,
+from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, MAX_GATHER_PORTS,
+                                          NO_LANE, WEIGHT_PORTS, EngineConfig, act_stride,
                                           bias_bytes, external_weight_bytes, image_word,
                                           table_words, word_stride)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
@@ -115,12 +115,15 @@ class NetworkEngine(wiring.Component):
 
     def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
                  psum_words=1024, weight_words=4096, program_words=1024,
-                 weight_port="onchip", act_port="none"):
+                 weight_port="onchip", act_port="none", gather_ports=2):
         for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
                             (act_words, "Activation words"), (acc_words, "Accumulator words"),
                             (psum_words, "Partial-sum words"), (weight_words, "Weight words"),
-                            (program_words, "Program words")):
+                            (program_words, "Program words"), (gather_ports, "Gather ports")):
             positive_int(value, what)
+        if gather_ports > MAX_GATHER_PORTS:
+            raise ValueError(f"Gather ports must be at most {MAX_GATHER_PORTS}, not "
+                             f"{gather_ports}")
         if mac not in MAC_KINDS:
             raise ValueError(f"MAC kind must be one of {', '.join(MAC_KINDS)}, not {mac!r}")
         if weight_port not in WEIGHT_PORTS:
@@ -132,7 +135,7 @@ class NetworkEngine(wiring.Component):
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
                        acc_words=acc_words, psum_words=psum_words, weight_words=weight_words,
                        program_words=program_words, weight_port=weight_port,
-                       act_port=act_port)
+                       act_port=act_port, gather_ports=gather_ports)
         if weight_port == "onchip":
             memory_ports = {"weight_write": In(data.StructLayout({
                 "addr": range(weight_words), "data": 16 * cols, "en": 1}))}
@@ -181,7 +184,7 @@ class NetworkEngine(wiring.Component):
         p = self._p
         config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
                               act_words=p["act_words"], acc_words=p["acc_words"],
-                              psum_words=p["psum_words"])
+                              psum_words=p["psum_words"], gather_ports=p["gather_ports"])
         if p["act_port"] == "axi":
             config = dataclasses.replace(config, spill_words=(1 << 32) // act_stride(config))
         if p["weight_port"] == "axi":
@@ -203,13 +206,14 @@ class NetworkEngine(wiring.Component):
                     act_words=e.act_words, acc_words=e.acc_words, psum_words=e.psum_words,
                     weight_words=max(1, program.weight_image_bytes // image_word(e)),
                     program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
-                    weight_port=weight_port, act_port="axi" if e.spill_words else "none")
+                    weight_port=weight_port, act_port="axi" if e.spill_words else "none",
+                    gather_ports=e.gather_ports)
 
     @classmethod
     def program_memories(cls, program, weight_port="onchip"):
         """The on-chip memories of ``for_program``'s engine, without building it: ``{name:
         (width in bits, depth, copies)}``; the activation buffer is a bank per lane, which
-        yosys copies for each of the gather's ``GATHER_PORTS`` read ports, the weight
+        yosys copies for each of the gather's ``gather_ports`` read ports, the weight
         memory none behind the AXI4 port."""
         return _memories(cls.program_params(program, weight_port))
 
@@ -235,7 +239,7 @@ class NetworkEngine(wiring.Component):
         k.array = ColumnCombinedArray(rows=R, cols=W, alpha=A, weight_bits=_WEIGHT_BITS,
                                       data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"])
         k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"],
-                          ports=GATHER_PORTS)
+                          ports=p["gather_ports"])
         k.post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
         m.submodules.array, m.submodules.gather, m.submodules.post = k.array, k.gather, k.post
 
@@ -285,6 +289,7 @@ class NetworkEngine(wiring.Component):
         k.check = check = ProgramCheck(
             rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
             act_words=p["act_words"], acc_words=p["acc_words"], psum_words=p["psum_words"],
+            gather_ports=p["gather_ports"],
             weight_limit=config.weight_bytes // image_word(config),
             ext_limit=config.spill_words, program_words=p["program_words"])
         m.submodules.check = check
@@ -650,7 +655,7 @@ class NetworkEngine(wiring.Component):
 def _memories(p):
     """The on-chip memories of an engine of parameters ``p`` (``NetworkEngine.memories``)."""
     R, W = p["rows"], p["cols"]
-    found = {"activations": (_DATA_BITS, p["act_words"], R * GATHER_PORTS),
+    found = {"activations": (_DATA_BITS, p["act_words"], R * p["gather_ports"]),
              "accumulators": (R * _ACC_BITS, p["acc_words"], 1),
              "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
              "program": (32, p["program_words"], 1)}

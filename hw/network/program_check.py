@@ -24,7 +24,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (GATHER_PORTS, MAX_KERNEL, MAX_SIDE,
+from codnn.golden.network_program import (MAX_KERNEL, MAX_SIDE,
                                           MAX_STEP_IMAGES, MAX_STRIDE, MULTIPLIER_BITS,
                                           EngineConfig, bias_bytes, image_word, tile_bytes)
 from codnn.golden.program_format import (HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION,
@@ -86,7 +86,7 @@ class ProgramCheck(wiring.Component):
 
     Parameters
     ----------
-    rows, cols, alpha, mac, act_words, acc_words, psum_words : the engine's
+    rows, cols, alpha, mac, act_words, acc_words, psum_words, gather_ports : the engine's
     weight_limit : int
         The most weight image words the engine reaches (its on-chip memory's, or what its
         AXI4 port addresses).
@@ -99,9 +99,9 @@ class ProgramCheck(wiring.Component):
     """
 
     def __init__(self, *, rows, cols, alpha, mac, act_words, acc_words, psum_words,
-                 weight_limit, ext_limit, program_words):
+                 gather_ports, weight_limit, ext_limit, program_words):
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
-                       acc_words=acc_words, psum_words=psum_words,
+                       acc_words=acc_words, psum_words=psum_words, gather_ports=gather_ports,
                        weight_limit=weight_limit, ext_limit=ext_limit,
                        program_words=program_words)
         super().__init__({
@@ -130,7 +130,8 @@ class ProgramCheck(wiring.Component):
                      self.psum_size.eq(h.psum_words), self.image_words.eq(h.image_words)]
         fixed = [(h.magic, MAGIC), (h.version, VERSION), (h.rows, R), (h.cols, p["cols"]),
                  (h.alpha, p["alpha"]), (h.weight_bits, 8), (h.out_bits, 8),
-                 (h.acc_bits, 32), (h.mac, MAC_KINDS.index(p["mac"]))]
+                 (h.acc_bits, 32), (h.gather_ports, p["gather_ports"]),
+                 (h.mac, MAC_KINDS.index(p["mac"]))]
         steps_room = max(0, p["program_words"] - HEADER_WORDS) // STEP_WORDS
         sizes_ok = ((h.steps <= steps_room) & (h.act_words != 0)
                     & (h.act_words <= p["act_words"]) & (h.acc_words != 0)
@@ -202,7 +203,7 @@ class ProgramCheck(wiring.Component):
         psum_span = Signal(48, name="psum_span")
         m.d.sync += psum_span.eq(layer.positions * layer.images[:16])
 
-        gather_rounds = -(-A // GATHER_PORTS)
+        gather_rounds = -(-A // p["gather_ports"])
         layer_ok = (
             first.ok & ~first.acc & ~first.ext & second.ok & ~second.ext
             & (first.addr + spans[0] <= act) & (second.addr + spans[1] <= size_of(second))
