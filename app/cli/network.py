@@ -599,7 +599,8 @@ def compile_model(args):
         report["rtl"] = _compiled_on_rtl(args, compiled, q[:args.rtl], external)
     if on_device:
         report["device"] = _compiled_on_device(args, compiled, q[:args.device_images])
-    report["per_step"] = [asdict(cost) for cost in compiled.costs]
+    report["per_step"] = [{"name": cost.name, "op": cost.op, "cycles": cost.cycles,
+                           **asdict(cost)} for cost in compiled.costs]
     (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     report["folder"] = str(folder)
     return report

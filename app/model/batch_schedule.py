@@ -33,12 +33,11 @@ import dataclasses
 
 from codnn.golden.network import ArrayLayer, Flatten
 from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LoadStep, Program,
-                                          Region, StoreStep, act_stride, image_region,
-                                          step_cycles)
+                                          Region, StoreStep, act_stride, image_region)
 
-from .compile import (BufferAllocator, CompiledNetwork, CompileError, StepCost, check_network,
+from .compile import (BufferAllocator, CompiledNetwork, CompileError, Moves, check_network,
                       choose_packings, last_uses, layer_step, network_shapes, post_steps,
-                      step_reads)
+                      step_costs, step_reads)
 from .training_traffic import Group
 
 __all__ = ["SCHEDULES", "BatchPlan", "compile_batch"]
@@ -121,9 +120,7 @@ def _allocate(net, first, last, n, output_region):
     act = BufferAllocator("activation", engine.act_words, R)
     acc = BufferAllocator("accumulator", engine.acc_words, R)
     keep = act if output_region.memory == "act" else acc
-    keep.held[net.output] = (output_region.addr,
-                             output_region.addr + net.images * net.words(net.output),
-                             last + 1)
+    keep.reserve(net.output, output_region.addr, net.images * net.words(net.output), last + 1)
     stored = set(net.outputs(first, last))
     regions = {}
 
@@ -279,7 +276,7 @@ def compile_batch(network, engine, images, schedule="mbs"):
                 steps.append(LoadStep(f"{head}/load {tensor}",
                                       _batch_region(regions[tensor], n, R),
                                       external[tensor] + start * net.words(tensor)))
-                moved.append((0, words, 0, 0, 0, 0, words, 0))
+                moved.append(Moves(act_writes=words, external_reads=words))
             for k in range(g.first, g.last + 1):
                 step = net.steps[k]
                 dst = regions[net.makes[k]]
@@ -290,7 +287,8 @@ def compile_batch(network, engine, images, schedule="mbs"):
                     layer, block_bytes, moves = net.layers[step.name]
                     steps.append(dataclasses.replace(layer, src=sources[0], dst=dst,
                                                      images=n))
-                    moved.append((*(n * v for v in moves[:5]), block_bytes))
+                    moved.append(dataclasses.replace(moves.for_images(n),
+                                                     weight_bytes=block_bytes))
                     continue
                 for m in range(n):
                     for post, moves in post_steps(
@@ -303,12 +301,11 @@ def compile_batch(network, engine, images, schedule="mbs"):
                 steps.append(StoreStep(f"{net.steps[g.last].name}/store {tensor}",
                                        _batch_region(regions[tensor], n, R),
                                        external[tensor] + start * net.words(tensor)))
-                moved.append((words, 0, 0, 0, 0, 0, 0, words))
+                moved.append(Moves(act_reads=words, external_writes=words))
     program = Program(engine, tuple(steps),
                       Region("ext", 0, tuple(net.shapes[net.root(network.input)])),
                       output_region, len(net.image), images)
-    costs = tuple(StepCost(step.name, step.op, cycles, *moves)
-                  for step, cycles, moves in zip(steps, step_cycles(program), moved))
+    costs = step_costs(program, moved)
     names = tuple(tuple(net.steps[k].name for k in range(g.first, g.last + 1))
                   for g in groups)
     return BatchPlan(CompiledNetwork(program, net.image, costs), tuple(groups), names)

@@ -41,7 +41,8 @@ from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_
                                           tile_bytes, words)
 from codnn.model.gather_plan import plan_layer
 
-__all__ = ["BUFFERS", "BufferAllocator", "CompileError", "StepCost", "CompiledNetwork",
+__all__ = ["BUFFERS", "BufferAllocator", "CompileError", "Moves", "StepCost", "step_costs",
+           "CompiledNetwork",
            "check_network", "choose_packings", "compile_network", "fit_buffers",
            "largest_buffers", "last_uses", "layer_step", "network_shapes", "post_steps",
            "step_reads"]
@@ -62,23 +63,46 @@ class CompileError(ValueError):
 
 
 @dataclass(frozen=True)
-class StepCost:
-    """One step's cycles (its descriptor's included) and what it moves per run: words of
-    the activation buffer read (gathers, window reads) and written, accumulator words
-    written and read, partial-sum words written and read, weight image bytes read, and
-    words of external activation memory read (loads) and written (stores)."""
+class Moves:
+    """What a step moves per run: words of the activation buffer read (gathers, window
+    reads) and written, accumulator words written and read, partial-sum words written
+    and read, weight image bytes read, and words of external activation memory read
+    (loads) and written (stores)."""
 
-    name: str
-    op: str
-    cycles: int
-    act_reads: int
-    act_writes: int
-    acc_writes: int
-    acc_reads: int
-    psum_words: int
-    weight_bytes: int
+    act_reads: int = 0
+    act_writes: int = 0
+    acc_writes: int = 0
+    acc_reads: int = 0
+    psum_words: int = 0
+    weight_bytes: int = 0
     external_reads: int = 0
     external_writes: int = 0
+
+    def for_images(self, n):
+        """A layer's moves over ``n`` images: its buffer words ``n`` times, its weight
+        bytes once."""
+        return dataclasses.replace(self, **{
+            name: n * getattr(self, name) for name in
+            ("act_reads", "act_writes", "acc_writes", "acc_reads", "psum_words")})
+
+
+@dataclass(frozen=True)
+class StepCost(Moves):
+    """One step's cycles (its descriptor's included) and what it moves per run
+    (``Moves``)."""
+
+    name: str = ""
+    op: str = ""
+    cycles: int = 0
+
+
+def step_costs(program, moved):
+    """The ``StepCost`` of each of ``program``'s steps, from its cycles and ``moved`` (a
+    ``Moves`` per step)."""
+    return tuple(StepCost(name=step.name, op=step.op, cycles=cycles,
+                          **dataclasses.asdict(moves))
+                 for step, cycles, moves in zip(program.steps, step_cycles(program), moved,
+                                                strict=True))
 
 
 @dataclass(frozen=True)
@@ -132,6 +156,10 @@ class BufferAllocator:
 
     def free_after(self, index):
         self.held = {t: r for t, r in self.held.items() if r[2] > index}
+
+    def reserve(self, tensor, addr, need, last):
+        """Hold words ``addr .. addr + need - 1`` for ``tensor`` until step ``last``."""
+        self.held[tensor] = (addr, addr + need, last)
 
     def fits(self, shape):
         """True when a region of ``shape`` finds room."""
@@ -268,7 +296,7 @@ class _Spill:
             self.top += end - start
             region = Region("act", start, self.regions[victim].shape)
             steps.append(StoreStep(f"{name}/store {victim}", region, self.at[victim]))
-            moved.append((end - start, 0, 0, 0, 0, 0, 0, end - start))
+            moved.append(Moves(act_reads=end - start, external_writes=end - start))
 
     def bring_back(self, reads, k, last, name, steps, moved):
         """Load the tensors step ``k`` reads that wait outside."""
@@ -285,7 +313,7 @@ class _Spill:
                     self.regions[alias] = Region("act", region.addr, old.shape)
             n = region.words(self.act.lanes)
             steps.append(LoadStep(f"{name}/load {tensor}", region, self.at[tensor]))
-            moved.append((0, n, 0, 0, 0, 0, n, 0))
+            moved.append(Moves(act_writes=n, external_reads=n))
 
 
 def _in_bounds(shape, kernel, stride, padding):
@@ -324,9 +352,10 @@ def layer_step(step, src, dst, offset, engine):
                       stride=step.stride, padding=step.padding,
                       rounds=plan.rounds)
     written = row_blocks * positions
-    moved = (act_reads, written if dst.memory == "act" else 0,
-             written if dst.memory == "acc" else 0, 0,
-             2 * positions * row_blocks * (col_blocks - 1), len(block))
+    moved = Moves(act_reads=act_reads, act_writes=written if dst.memory == "act" else 0,
+                  acc_writes=written if dst.memory == "acc" else 0,
+                  psum_words=2 * positions * row_blocks * (col_blocks - 1),
+                  weight_bytes=len(block))
     return layer, block, moved
 
 
@@ -383,15 +412,16 @@ def post_steps(step, sources, dst, lanes):
                   if step.kernel else h * w)
         return [(PoolStep(step.name, src, dst, step.kind, step.kernel, step.stride,
                           step.padding, step.count_pad),
-                 (-(-c // R) * int(inside), dst.words(R), 0, 0, 0, 0))]
+                 Moves(act_reads=-(-c // R) * int(inside), act_writes=dst.words(R)))]
     if isinstance(step, Concat):
-        return [(add, (2 * add.dst.words(R), add.dst.words(R), 0, 0, 0, 0))
+        return [(add, Moves(act_reads=2 * add.dst.words(R), act_writes=add.dst.words(R)))
                 for add in _concat_steps(step, sources, dst, R)]
     a, b = sources
     from_acc = [a.memory, b.memory].count("acc")
     return [(AddStep(step.name, a, b, dst, step.ma, step.mb, step.signed_a, step.signed_b,
                      step.signed_out),
-             ((2 - from_acc) * dst.words(R), dst.words(R), 0, from_acc * dst.words(R), 0, 0))]
+             Moves(act_reads=(2 - from_acc) * dst.words(R), act_writes=dst.words(R),
+                   acc_reads=from_acc * dst.words(R)))]
 
 
 def network_shapes(network):
@@ -494,9 +524,7 @@ def compile_network(network, engine):
                 moved.append(moves)
     image = b"".join(blocks)
     program = Program(engine, tuple(steps), entry, regions[network.output], len(image))
-    costs = tuple(StepCost(step.name, step.op, cycles, *moves)
-                  for step, cycles, moves in zip(steps, step_cycles(program), moved))
-    return CompiledNetwork(program, image, costs,
+    return CompiledNetwork(program, image, step_costs(program, moved),
                            {"act_words": act.peak, "acc_words": acc.peak})
 
 
