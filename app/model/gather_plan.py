@@ -13,8 +13,8 @@ colours as the largest degree: Konig's theorem). A layer of fewer filters than r
 computes each filter again in the rows past them, so that its map holds every channel
 in every lane that ``write_region`` says.
 
-Time: the grouping is greedy, each tile a pass over the groups left; the colouring swaps
-one alternating path per input.
+Time: the grouping is greedy, each tile a pass over the groups left, in two orders for
+each number of rounds; the colouring swaps one alternating path per input.
 """
 
 import dataclasses
@@ -57,13 +57,15 @@ def plan_layer(packed, src_shape, kernel, engine, positions):
                       cols=W, acc_bits=engine.acc_bits)["beat_cycles"]
     widest = max(map(len, packed.groups), default=1)
     best = None
+    orders = (_interleaved(choices), _heaviest_first(choices, _interleaved(choices)))
     for rounds in range(-(-widest // P), -(-A // P) + 1):
         cap = min(A, P * rounds)
-        tiles = _group_tiles(choices, W, R, cap)
-        cost = len(tiles) * max(positions * max(beat, rounds),
-                                table_words(engine) + engine.rows)
-        if best is None or cost < best[0]:
-            best = (cost, tiles)
+        for order in orders:
+            tiles = _group_tiles(choices, order, W, R, cap)
+            cost = len(tiles) * max(positions * max(beat, rounds),
+                                    table_words(engine) + engine.rows)
+            if best is None or cost < best[0]:
+                best = (cost, tiles)
     order, lanes = [], {}
     for tile in best[1]:
         order += list(tile) + [None] * (W - len(tile))
@@ -86,12 +88,12 @@ def plan_layer(packed, src_shape, kernel, engine, positions):
     return LayerPlan(tuple(planned), tuple(tables), rounds, entries)
 
 
-def _group_tiles(choices, cols, lanes, cap):
+def _group_tiles(choices, order, cols, lanes, cap):
     """Groups into tiles, greedily: a tile takes each group left whose inputs fit beside
     those it holds (each input on the least used of its lanes, no lane past ``cap``
-    inputs), up to ``cols`` groups, the groups taken in ``_interleaved`` order. A list of
-    ``{group: lane of each input}``."""
-    left = _interleaved(choices)
+    inputs), up to ``cols`` groups, the groups taken in ``order``. A list of ``{group:
+    lane of each input}``."""
+    left = list(order)
     tiles = []
     while left:
         load = np.zeros(lanes, np.int64)
@@ -120,6 +122,15 @@ def _interleaved(choices):
     for k in range(max(map(len, queues), default=0)):
         order += [queue[k] for queue in queues if k < len(queue)]
     return order
+
+
+def _heaviest_first(choices, order):
+    """``order`` with the groups that put the most inputs on one lane first (first fit
+    decreasing: the groups hardest to place open the tiles)."""
+    def heaviest(g):
+        fixed = [c[0] for c in choices[g] if len(c) == 1]
+        return max(map(fixed.count, set(fixed)), default=0)
+    return sorted(order, key=lambda g: -heaviest(g))
 
 
 def _fit(choices, load, cap):
