@@ -360,7 +360,9 @@ ENGINES = {engine.name: engine for engine in [
                 Param("weight_port", str, "onchip", "the weight image on chip, or in external "
                       "memory on an AXI4 read port", WEIGHT_PORTS),
                 Param("act_port", str, "none", "external activation memory on an AXI4 port "
-                      "(load and store steps), or none", ACT_PORTS)),
+                      "(load and store steps), or none", ACT_PORTS),
+                Param("gather_ports", int, 2, "read ports of each lane bank of the "
+                      "activation buffer (stream slots the gather reads a cycle)")),
         build=lambda **p: NetworkEngine(**p),
         sim_params=(Param("workload_seed", int, 1, "seed of the random network and "
                           "images"),),

@@ -304,7 +304,7 @@ def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progre
     return {"design": "network", "program": str(Path(folder) / "program.json"),
             "parameters": {name: params[name] for name in (
                 "rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words",
-                "weight_words", "program_words")},
+                "weight_words", "program_words", "gather_ports")},
             "bram_estimate": sum(blocks.values()), "cycles_per_image": cycles,
             "images_per_s": round(report.clock_mhz * 1e6 / cycles, 1),
             "images_per_s_at_fmax": round(report.fmax_mhz * 1e6 / cycles, 1),

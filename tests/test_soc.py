@@ -22,7 +22,8 @@ from codnn.golden.network_program import (EngineConfig, encode_program, image_wo
 from codnn.golden.systolic import run_layer
 from codnn.golden.tq_array import run_tq_layer
 from codnn.golden.value_frames import special_values, value_frame
-from codnn.golden.workloads import quantize_symmetric, random_layer, structured_layer
+from codnn.golden.workloads import (quantize_symmetric, random_layer, residual_network,
+                                    structured_layer)
 from codnn.hw.common.crc import crc16_update
 from codnn.hw.soc.link import HostLink
 from codnn.hw.soc.network_soc import NetworkSoc
@@ -411,7 +412,7 @@ def _network_soc(compiled, **overrides):
     return NetworkSoc(**{
         "rows": e.rows, "cols": e.cols, "alpha": e.alpha, "mac": e.mac,
         "act_words": e.act_words, "acc_words": e.acc_words, "psum_words": e.psum_words,
-        "weight_words": len(compiled.image) // image_word(e),
+        "gather_ports": e.gather_ports, "weight_words": len(compiled.image) // image_word(e),
         "program_words": len(encode_program(compiled.program)) // 4, "divisor": 4,
         "timeout_bytes": 16, **overrides})
 
@@ -540,3 +541,10 @@ def test_network_soc_parameters():
         NetworkSoc(rows=2, cols=2, alpha=1, act_words=65536)
     with pytest.raises(TypeError, match="Row count must be a positive integer"):
         NetworkSoc(rows=0, cols=2, alpha=1)
+    with pytest.raises(ValueError, match="Gather ports must be at most 8, not 9"):
+        NetworkSoc(rows=2, cols=2, alpha=1, gather_ports=9)
+    # The board top for a program is built with the program's gather ports.
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=16,
+                          psum_words=64, gather_ports=3)
+    compiled = compile_network(residual_network(np.random.default_rng(SEED)), engine)
+    assert NetworkSoc.for_program(compiled.program).engine.params["gather_ports"] == 3
