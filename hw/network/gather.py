@@ -2,7 +2,7 @@
 generator that builds the array's data beats from the stored map (im2col by addresses,
 docs/semantics.md section 9)."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
@@ -23,6 +23,39 @@ GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
 #: Vectors the output FIFO holds (those in the read pipeline count against it): enough
 #: for a beat a cycle, since a position's credit comes back 6 cycles after it is taken.
 _FIFO_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What a pass's stages share: the geometry and table it samples (``geo``,
+    ``table``), the window's top-left (``wy``, ``wx``) and its word (``base``), the
+    row's and the image's first windows' words, the output position and image, the
+    round, ``stride * width`` (``row_step``), whether positions are still issued and how
+    many beats are in flight or queued (``pending``), whether a pass was busy a cycle
+    ago (``passing``: the banks' ports are then the gather's), the beat being built, the
+    set-up cycle after ``start`` (``first``), a round's reads (``go``, ``last_round``)
+    and the output FIFO."""
+
+    geo: Signal
+    table: Signal
+    row_step: Signal
+    wy: Signal
+    wx: Signal
+    base: Signal
+    row_base: Signal
+    image_top: Signal
+    oy: Signal
+    ox: Signal
+    image: Signal
+    rnd: Signal
+    issuing: Signal
+    pending: Signal
+    passing: Signal
+    beat: Signal
+    first: Signal
+    go: Signal
+    last_round: Signal
+    fifo_out: fifo.SyncFIFO
 
 
 def Geometry(depth, data_bits=8, rounds=8):
@@ -140,11 +173,24 @@ class Gather(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()           # the registers the stages share
+        span = signed(24)           # window positions: signed, padding starts them negative
+        k = _Pass(
+            geo=Signal.like(self.geometry, name="geo"),
+            table=Signal.like(self.table, name="gather_table"),
+            row_step=Signal(24, name="row_step"),
+            wy=Signal(span, name="window_y"), wx=Signal(span, name="window_x"),
+            base=Signal(span, name="base"), row_base=Signal(span, name="row_base"),
+            image_top=Signal(span, name="image_top"),
+            oy=Signal(16, name="oy"), ox=Signal(16, name="ox"), image=Signal(16, name="image"),
+            rnd=counter(self.rounds, name="round"), issuing=Signal(name="issuing"),
+            pending=Signal(range(_FIFO_DEPTH + 1), name="pending"),
+            passing=Signal(name="passing"), beat=Signal.like(self.o.payload, name="beat"),
+            first=Signal(name="first"), go=Signal(name="go"),
+            last_round=Signal(name="last_round"),
+            # A position starts only with room for its vector in the FIFO.
+            fifo_out=fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH))
+        m.submodules.fifo = k.fifo_out
         self._positions(m, k)
-        # A position starts only with room for its vector in the FIFO.
-        m.submodules.fifo = k.fifo_out = fifo.SyncFIFO(
-            width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH)
         self._rounds(m, k)
         self._reads(m, k)
         # The beat is whole a cycle after its last round's lanes land.
@@ -158,15 +204,12 @@ class Gather(wiring.Component):
         return m
 
     def _positions(self, m, k):
-        """The pass's registers: the geometry and table (sampled a cycle after ``start``,
-        from ``first``), the products it needs, the window's top-left (``oy * s - p``, ``ox
-        * s - p``) and its word, the row's and the image's first windows, the round;
-        ``busy`` and who reads the banks' ports."""
-        k.geo = Signal.like(self.geometry, name="geo")
-        k.table = Signal.like(self.table, name="gather_table")
+        """A pass's start: the geometry and table (sampled a cycle after ``start``, from
+        ``first``), the products it needs, the window's top-left (``oy * s - p``, ``ox * s
+        - p``) and its word, the row's and the image's first windows, the round; ``busy``
+        and who reads the banks' ports."""
         # The products the pass needs, registered as it starts: no multiplier is in front
         # of the position registers.
-        k.row_step = Signal(24, name="row_step")            # stride * width
         corner = Signal(24, name="corner")                  # padding * width + padding
         # ``start`` loads a few registers; the wide table and the geometry are sampled from
         # a register a cycle later (``first``), so that the start decision does not drive
@@ -175,23 +218,10 @@ class Gather(wiring.Component):
         with m.If(self.start & ~self.busy):
             m.d.sync += [k.row_step.eq(g.stride * g.width),
                          corner.eq(g.padding * g.width + g.padding)]
-        # Position registers: signed, since padding starts them negative.
-        span = signed(24)
-        k.wy, k.wx = Signal(span, name="window_y"), Signal(span, name="window_x")
-        k.base, k.row_base = Signal(span, name="base"), Signal(span, name="row_base")
-        k.image_top = Signal(span, name="image_top")    # the image's first window
-        k.oy, k.ox = Signal(16, name="oy"), Signal(16, name="ox")
-        k.image = Signal(16, name="image")
-        k.rnd = counter(self.rounds, name="round")
-        k.issuing = Signal(name="issuing")
-        k.pending = Signal(range(_FIFO_DEPTH + 1), name="pending")  # in flight or queued
         m.d.comb += self.busy.eq(k.issuing | (k.pending != 0))
         # The banks' read ports serve ``aux`` unless a pass was busy a cycle ago (its first
         # read address comes two cycles after ``start``, its last while still busy).
-        k.passing = Signal(name="passing")
         m.d.sync += k.passing.eq(self.busy)
-        k.beat = Signal.like(self.o.payload, name="beat")   # the streams of a position
-        k.first = Signal(name="first")                 # a cycle to set up from the inputs
         with m.If(self.start & ~self.busy):
             m.d.sync += [k.first.eq(1), k.issuing.eq(1)]
         m.d.sync += self.fault.eq(0)                    # a read below may set it
@@ -207,8 +237,8 @@ class Gather(wiring.Component):
         last round the next position, row or image, or the pass's end."""
         geo, pad = k.geo, k.geo.padding
         begin = k.issuing & ~k.first & (k.rnd == 0) & (k.pending < _FIFO_DEPTH)
-        k.go = k.issuing & ~k.first & ((k.rnd != 0) | begin)
-        k.last_round = k.rnd == geo.rounds - 1
+        m.d.comb += [k.go.eq(k.issuing & ~k.first & ((k.rnd != 0) | begin)),
+                     k.last_round.eq(k.rnd == geo.rounds - 1)]
         with m.If(k.go):
             m.d.sync += k.rnd.eq(Mux(k.last_round, 0, k.rnd + 1))
             with m.If(k.last_round):
