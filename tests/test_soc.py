@@ -8,7 +8,7 @@ from functools import partial
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Fragment, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
@@ -543,8 +543,11 @@ def test_network_soc_parameters():
         NetworkSoc(rows=0, cols=2, alpha=1)
     with pytest.raises(ValueError, match="Gather ports must be at most 8, not 9"):
         NetworkSoc(rows=2, cols=2, alpha=1, gather_ports=9)
-    # The board top for a program is built with the program's gather ports.
+    # The board top for a program is built with the program's gather ports (elaborated,
+    # as a built top is).
     engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=16,
                           psum_words=64, gather_ports=3)
     compiled = compile_network(residual_network(np.random.default_rng(SEED)), engine)
-    assert NetworkSoc.for_program(compiled.program).engine.params["gather_ports"] == 3
+    soc = NetworkSoc.for_program(compiled.program)
+    Fragment.get(soc, None)
+    assert soc.engine.params["gather_ports"] == 3
