@@ -32,14 +32,12 @@ __all__ = ["LayerPlan", "plan_layer"]
 @dataclasses.dataclass(frozen=True)
 class LayerPlan:
     """A layer's tiles (row blocks outer, as ``make_tiles`` cuts them; each tile's
-    ``channels`` the gather entry of each stream slot), each with its ``GatherTable``,
-    the gather's ``rounds`` of reads per position, and the entries
-    (``gather_entries``)."""
+    ``channels`` the gather entry, ``gather_entries``, of each stream slot), each with its
+    ``GatherTable``, and the gather's ``rounds`` of reads per position."""
 
     tiles: tuple
     tables: tuple
     rounds: int
-    entries: np.ndarray
 
 
 def plan_layer(packed, src_shape, kernel, engine, positions):
@@ -57,7 +55,8 @@ def plan_layer(packed, src_shape, kernel, engine, positions):
                       cols=W, acc_bits=engine.acc_bits)["beat_cycles"]
     widest = max(map(len, packed.groups), default=1)
     best = None
-    orders = (_interleaved(choices), _heaviest_first(choices, _interleaved(choices)))
+    interleaved = _interleaved(choices)
+    orders = (interleaved, _heaviest_first(choices, interleaved))
     for rounds in range(-(-widest // P), -(-A // P) + 1):
         cap = min(A, P * rounds)
         for order in orders:
@@ -85,7 +84,7 @@ def plan_layer(packed, src_shape, kernel, engine, positions):
         planned.append(tile)
         tables.append(table)
         rounds = max(rounds, -(-slots // P))
-    return LayerPlan(tuple(planned), tuple(tables), rounds, entries)
+    return LayerPlan(tuple(planned), tuple(tables), rounds)
 
 
 def _group_tiles(choices, order, cols, lanes, cap):
