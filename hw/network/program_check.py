@@ -57,7 +57,7 @@ class _Region:
 
     def __init__(self, m, view, rows, name):
         self.addr, self.ext, self.vector, self.acc = view.addr, view.ext, view.vector, view.acc
-        self.channels, c = view.channels, view.channels
+        c = self.channels = view.channels
         self.height, self.width = view.height, view.width
         self.ok = (~(self.acc & self.ext)
                    & ~(self.vector & ((self.height != 1) | (self.width != 1)))
