@@ -648,7 +648,8 @@ def _print_compile_report(args, report):
     """``codnn compile``'s report as a record and a table of its steps."""
     from ..render import print_record, print_rows
     print_record(f"{Path(args.model).name} on the network engine: a {args.rows}x{args.cols} "
-                 f"array, alpha {args.alpha}, {args.mac} MACs",
+                 f"array, alpha {args.alpha}, {args.mac} MACs, {args.gather_ports} read "
+                 f"ports a lane bank",
                  {k: v for k, v in report.items() if k not in ("per_step", "engine",
                                                                 "buffers")})
     buffers = report["buffers"]
