@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["SECTION", "PackedLayer", "group_columns", "pack", "tiles", "dense_tiles",
-           "conv_weight_matrix", "expand_groups", "collapse_groups", "im2col"]
+           "conv_weight_matrix", "expand_groups", "collapse_groups", "im2col",
+           "output_size", "padding_sides"]
 
 #: Columns per independently grouped section.
 SECTION = 256
@@ -319,10 +320,29 @@ def collapse_groups(full, groups):
                                 g * per_group:(g + 1) * per_group] for g in range(groups)])
 
 
+def padding_sides(padding):
+    """A window's padding as ``(before, after)``: one integer pads both sides of each
+    axis alike; a pair pads ``before`` rows (columns) above (left of) the map and
+    ``after`` below (right of) it, as an exporter's asymmetric or SAME padding does.
+
+    Raises
+    ------
+    ValueError
+        If a side is not an integer >= 0.
+    """
+    sides = tuple(padding) if isinstance(padding, (tuple, list)) else (padding, padding)
+    if len(sides) != 2 or not all(isinstance(v, (int, np.integer)) and v >= 0
+                                  for v in sides):
+        raise ValueError(f"Padding must be an integer >= 0 or a pair of them, not "
+                         f"{padding!r}")
+    return int(sides[0]), int(sides[1])
+
+
 def output_size(size, k, stride=1, padding=0):
     """Output positions along one axis of ``size`` for a ``k``-wide window:
-    ``(size + 2*padding - k) // stride + 1``."""
-    return (size + 2 * padding - k) // stride + 1
+    ``(size + before + after - k) // stride + 1`` (``padding_sides(padding)``)."""
+    before, after = padding_sides(padding)
+    return (size + before + after - k) // stride + 1
 
 
 def im2col(x, k, stride=1, padding=0):
@@ -330,7 +350,8 @@ def im2col(x, k, stride=1, padding=0):
     batch ``(B, C_in, H, W)`` into ``(C_in*k*k, B*H_out*W_out)`` (image-major, then row-major
     positions). Rows are ordered ``(c, ky, kx)``, as ``conv_weight_matrix`` orders columns.
 
-    ``H_out = output_size(H, k, stride, padding)`` (likewise ``W_out``); zero padding.
+    ``H_out = output_size(H, k, stride, padding)`` (likewise ``W_out``); zero padding,
+    ``padding`` one integer or a ``(before, after)`` pair (``padding_sides``).
 
     Raises
     ------
@@ -341,16 +362,16 @@ def im2col(x, k, stride=1, padding=0):
     if x.ndim not in (3, 4):
         raise ValueError(f"Feature map must have shape (C_in, H, W) or (B, C_in, H, W), "
                          f"not {x.shape}")
-    for name, value, low in (("Kernel size", k, 1), ("Stride", stride, 1),
-                             ("Padding", padding, 0)):
-        if not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+    for name, value in (("Kernel size", k), ("Stride", stride)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
+    before, after = padding_sides(padding)
     batch = x if x.ndim == 4 else x[None]
     b, c, h, w = batch.shape
     h_out, w_out = output_size(h, k, stride, padding), output_size(w, k, stride, padding)
     if h_out < 1 or w_out < 1:
         raise ValueError(f"A {k}x{k} kernel does not fit a {h}x{w} map with padding {padding}")
-    padded = np.pad(batch, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    padded = np.pad(batch, ((0, 0), (0, 0), (before, after), (before, after)))
     ky, kx = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
     oy, ox = np.meshgrid(np.arange(h_out) * stride, np.arange(w_out) * stride, indexing="ij")
     rows = (ky.reshape(-1, 1) + oy.reshape(1, -1))               # k*k x positions

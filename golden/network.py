@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .column_combining import PackedLayer, im2col, output_size
+from .column_combining import PackedLayer, im2col, output_size, padding_sides
 from .systolic import output_stage, wrap
 from .tq_array import tq_products
 
@@ -238,7 +238,7 @@ def pool(x, kind, kernel, stride, padding, count_pad, *, integer):
     if kind == "max":
         out = cols.max(axis=0)
     else:
-        if count_pad or padding == 0:
+        if count_pad or padding_sides(padding) == (0, 0):
             n = np.full(cols.shape[1], kernel * kernel)
         else:
             n = im2col(np.ones((1, 1, h, w)), kernel, stride, padding).sum(axis=0)

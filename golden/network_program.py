@@ -65,7 +65,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .column_combining import output_size
+from .column_combining import output_size, padding_sides
 from .network import pool, residual_add
 from .program_format import (HEADER, HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION, Op,
                              pack, unpack, unused_bits)
@@ -190,7 +190,8 @@ class Region:
 class LayerStep:
     """An array layer: a convolution (``kernel >= 1``) or dense layer (``kernel == 0``) from
     ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
-    ``output_stage``: its results go through the output stage (else accumulators); ``pad``
+    ``padding`` one integer, or ``(before, after)`` when the rows and columns padded after
+    the map differ from those before it (``padding_sides``); ``output_stage``: its results go through the output stage (else accumulators); ``pad``
     the code a padded position carries; ``rounds``: the gather's rounds of reads per
     position, which read stream slots ``0 .. gather_ports * rounds - 1`` (the others carry 0;
     ``None``: all of the engine's, ``gather_rounds``); ``images``: the images it runs
@@ -208,7 +209,7 @@ class LayerStep:
     output_stage: bool
     kernel: int = 0
     stride: int = 1
-    padding: int = 0
+    padding: int | tuple = 0
     pad: int = 0
     rounds: int | None = None
     images: int = 1
@@ -217,7 +218,8 @@ class LayerStep:
 
 @dataclass(frozen=True)
 class PoolStep:
-    """Max or average pooling (``kernel == 0``: global average) from ``src`` to ``dst``."""
+    """Max or average pooling (``kernel == 0``: global average) from ``src`` to ``dst``;
+    ``padding`` as a ``LayerStep``'s."""
 
     name: str
     src: Region
@@ -225,7 +227,7 @@ class PoolStep:
     kind: str
     kernel: int
     stride: int = 1
-    padding: int = 0
+    padding: int | tuple = 0
     count_pad: bool = False
     op: str = field(default="pool", init=False)
 
@@ -485,7 +487,8 @@ def write_region(words, region, values, lanes):
 def gather_values(act, src, map_shape, kernel, stride, padding, table, pad=0, slots=None):
     """The values the streams carry at every output position of a layer, ``(T, cols,
     alpha)``: ``act`` the activation buffer (``words x lanes``), ``src`` the source's first
-    word, ``map_shape`` its ``(C, H, W)``, ``table`` a tile's ``GatherTable``; ``kernel ==
+    word, ``map_shape`` its ``(C, H, W)``, ``padding`` one integer or ``(p, after)``
+    (``padding_sides``), ``table`` a tile's ``GatherTable``; ``kernel ==
     0``: a dense layer (one position); ``slots``: the stream slots read (default all),
     the others carry 0. Lane bank ``i`` reads, in slot ``a``, lane ``i`` of word ``src +
     (oy * s - p) * W + (ox * s - p) + offset[a, i]`` when the window position ``(oy * s
@@ -496,11 +499,11 @@ def gather_values(act, src, map_shape, kernel, stride, padding, table, pad=0, sl
     window = (kernel, stride, padding)
     h_out = output_size(h, *window) if kernel else 1
     w_out = output_size(w, *window) if kernel else 1
-    stride, padding = (stride, padding) if kernel else (1, 0)
+    stride, before = (stride, padding_sides(padding)[0]) if kernel else (1, 0)
     A, W = table.lane.shape
     slots = A if slots is None else slots
-    oy, ox = np.meshgrid(np.arange(h_out) * stride - padding,
-                         np.arange(w_out) * stride - padding, indexing="ij")
+    oy, ox = np.meshgrid(np.arange(h_out) * stride - before,
+                         np.arange(w_out) * stride - before, indexing="ij")
     oy, ox = oy.reshape(-1, 1, 1), ox.reshape(-1, 1, 1)
     y, x = oy + table.ky[:slots], ox + table.kx[:slots]           # positions x slots x banks
     inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
@@ -607,19 +610,25 @@ def _check_region(where, name, region, sizes, lanes, images=1, memories=("act",)
 
 
 def _check_window(where, kernel, stride, padding, src, dst, *, pool):
-    """A window's kernel, stride and padding, and the output map it gives ``dst``."""
+    """A window's kernel, stride and padding (each side), and the output map it gives
+    ``dst``."""
     c, h, w = src.map_shape
+    try:
+        before, after = padding_sides(padding)
+    except ValueError as error:
+        _fail(where, str(error))
     if kernel == 0:
-        if stride != 1 or padding != 0 or dst.map_shape[1:] != (1, 1):
+        if stride != 1 or (before, after) != (0, 0) or dst.map_shape[1:] != (1, 1):
             _fail(where, "kernel 0 (dense, or a global average) takes stride 1, padding 0 "
                          "and gives one position")
         return
+    most = kernel - 1 if pool else MAX_STRIDE
     if not 1 <= kernel <= MAX_KERNEL or not 1 <= stride <= MAX_STRIDE \
-            or not 0 <= padding <= (kernel - 1 if pool else MAX_STRIDE):
+            or not (0 <= before <= most and 0 <= after <= most):
         _fail(where, f"kernel {kernel}, stride {stride}, padding {padding}: the engine takes "
                      f"kernels 1..{MAX_KERNEL}, strides 1..{MAX_STRIDE}, paddings 0.."
-                     f"{'kernel - 1' if pool else MAX_STRIDE}")
-    if h + 2 * padding < kernel or w + 2 * padding < kernel:
+                     f"{'kernel - 1' if pool else MAX_STRIDE} on each side")
+    if h + before + after < kernel or w + before + after < kernel:
         _fail(where, f"a {kernel} x {kernel} window does not fit its {h} x {w} source "
                      f"with padding {padding}")
     out = (output_size(h, kernel, stride, padding), output_size(w, kernel, stride, padding))
@@ -826,6 +835,20 @@ def _strides(step, lanes):
     return step.src.words(lanes), step.dst.words(lanes)
 
 
+def _padding_values(padding):
+    """A window's padding as the descriptor's ``padding`` (before the map) and
+    ``padding_after`` fields."""
+    before, after = padding_sides(padding)
+    return {"padding": before, "padding_after": after}
+
+
+def _padding(values):
+    """A descriptor's padding as a step holds it: one integer when both sides are equal,
+    else ``(before, after)``."""
+    before, after = values["padding"], values["padding_after"]
+    return before if before == after else (before, after)
+
+
 def _step_values(step, e):
     """A step's descriptor fields (``STEPS``), the format's nested dict."""
     if isinstance(step, LayerStep):
@@ -836,13 +859,13 @@ def _step_values(step, e):
             "row_blocks": step.row_blocks, "col_blocks": step.col_blocks,
             "positions": step.positions, "weights": step.weights // image_word(e),
             "pad": step.pad, "kernel": step.kernel, "stride": step.stride,
-            "padding": step.padding, "rounds": layer_rounds(step, e),
+            **_padding_values(step.padding), "rounds": layer_rounds(step, e),
             "images": step.images, "src_stride": src_stride, "dst_stride": dst_stride}
     if isinstance(step, PoolStep):
         return Op.POOL, {
             "avg": int(step.kind == "avg"), "count_pad": int(step.count_pad),
             "src": _region_values(step.src), "dst": _region_values(step.dst),
-            "kernel": step.kernel, "stride": step.stride, "padding": step.padding,
+            "kernel": step.kernel, "stride": step.stride, **_padding_values(step.padding),
             "blocks": -(-step.src.map_shape[0] // e.rows)}
     if isinstance(step, (LoadStep, StoreStep)):
         region = step.dst if isinstance(step, LoadStep) else step.src
@@ -916,7 +939,7 @@ def _decode_step(s, k, engine):
     if op == Op.LAYER:
         layer = LayerStep(name, region("src"), region("dst"), v["filters"], v["row_blocks"],
                           v["col_blocks"], v["positions"], v["weights"] * image_word(engine),
-                          bool(v["output_stage"]), v["kernel"], v["stride"], v["padding"],
+                          bool(v["output_stage"]), v["kernel"], v["stride"], _padding(v),
                           v["pad"], v["rounds"], v["images"])
         wide = layer.images > 1 and max(layer.src.words(R), layer.dst.words(R)) >= 1 << 16
         strides = (v["src_stride"], v["dst_stride"])
@@ -934,7 +957,7 @@ def _decode_step(s, k, engine):
             raise ProgramError(f"{where}: lane blocks {v['blocks']}; its source has "
                                f"{-(-src.map_shape[0] // R)}")
         return PoolStep(name, src, region("dst"), "avg" if v["avg"] else "max", v["kernel"],
-                        v["stride"], v["padding"], bool(v["count_pad"]))
+                        v["stride"], _padding(v), bool(v["count_pad"]))
     add = AddStep(name, region("a"), region("b"), region("dst"), v["ma"], v["mb"],
                   bool(v["signed_a"]), bool(v["signed_b"]), bool(v["signed_out"]))
     count(v["words"], add.dst, "words")

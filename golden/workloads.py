@@ -16,7 +16,7 @@ from .joint_optimization import magnitude_prune
 from .network import Add, ArrayLayer, Concat, Flatten, IntegerNetwork, Pool
 
 __all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network",
-           "projection_network", "bottleneck_network", "concat_network"]
+           "padded_network", "projection_network", "bottleneck_network", "concat_network"]
 
 
 def structured_layer(rng, rows, cols, sparsity, spread=0.8):
@@ -71,6 +71,25 @@ def residual_network(rng, *, alpha=2, tq=None):
         layer("fc", "f", "y", 10, 6, shift=None),
     )
     return IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0)
+
+
+def padded_network(rng, *, alpha=2):
+    """Windows padded differently before and after the map, as other exporters write them
+    (TensorFlow's SAME padding, ``ceil_mode`` pooling): 3 x 10 x 10 -> 3 x 3 conv, stride
+    2, padding (0, 1) -> 2 x 2 max pool, stride 2, padding (0, 1) -> 3 x 3 conv, padding
+    (1, 0) -> 2 x 2 average pool, padding (1, 0) -> global average -> flatten -> dense
+    logits."""
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=alpha, **kwargs)
+    return IntegerNetwork((
+        layer("same", "x", "a", 6, 3 * 9, shift=9, kernel=3, stride=2, padding=(0, 1)),
+        Pool("ceil_max", "a", "m", "max", kernel=2, stride=2, padding=(0, 1)),
+        layer("lower", "m", "b", 5, 6 * 9, shift=10, kernel=3, padding=(1, 0)),
+        Pool("ceil_avg", "b", "v", "avg", kernel=2, stride=1, padding=(1, 0)),
+        Pool("gap", "v", "g", "avg", kernel=0),
+        Flatten("flat", "g", "f"),
+        layer("fc", "f", "y", 10, 5, shift=None)),
+        "x", "y", (3, 10, 10), 1.0, 1.0)
 
 
 def projection_network(rng, *, alpha=2):

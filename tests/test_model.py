@@ -817,53 +817,80 @@ def test_demo_compares_the_two_lenet_models(tmp_path, capsys):
     assert reports["lenet5_mnist"]["tile_ratio"] == 1
 
 
-def _onnx_layer_cases():
-    """ONNX's own test cases (shipped with the installed ``onnx``) of the operators that
-    are array layers on their own: Conv, Gemm, MatMul."""
-    import warnings as _warnings
+def _onnx_operator_cases():
+    """ONNX's own test cases (shipped with the installed ``onnx``) of every operator the
+    importer maps, each as a model file's ``(name, model, input, expected output)``: every
+    input after the first an initializer, and, where the operator is no array layer, a
+    1 x 1 identity convolution (a 2-D input: an identity MatMul) in front of it so that
+    the model has a layer and the operator under test is reached."""
     from onnx.backend.test.case.node import collect_testcases
-    with _warnings.catch_warnings():
-        _warnings.simplefilter("ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         cases = collect_testcases()
+    mapped = set(OPERATORS) - {"Identity", "Dropout", "Constant"}
     found = {}
     for case in cases:
-        if case.kind == "node" and case.model.graph.node[0].op_type in ("Conv", "Gemm",
-                                                                       "MatMul"):
-            found.setdefault(case.name, case)
-    return list(found.values())
+        node = case.model.graph.node[0] if case.kind == "node" else None
+        if node is None or node.op_type not in mapped or case.name in found:
+            continue
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)
+        graph = model.graph
+        inputs, outputs = case.data_sets[0]
+        x = np.asarray(inputs[0])
+        for name, value in zip([i.name for i in graph.input][1:], inputs[1:]):
+            graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        del graph.input[1:]
+        if node.op_type not in ("Conv", "Gemm", "MatMul") and x.ndim in (2, 4) \
+                and x.dtype == np.float32:
+            first, c = graph.input[0].name, x.shape[1]
+            eye = np.eye(c, dtype=np.float32)
+            graph.initializer.append(numpy_helper.from_array(
+                eye.reshape(c, c, 1, 1) if x.ndim == 4 else eye, "identity_weights"))
+            for reader in graph.node:
+                reader.input[:] = ["identity_out" if n == first else n for n in reader.input]
+            graph.node.insert(0, helper.make_node("Conv" if x.ndim == 4 else "MatMul",
+                                                  [first, "identity_weights"],
+                                                  ["identity_out"], name="identity"))
+        found[case.name] = (model, x, outputs[0])
+    return found
 
 
 def test_onnx_operator_cases_run_or_are_refused_in_one_line(tmp_path, capsys):
-    # Every input after the first becomes an initializer (the layer's weights and bias).
-    # Each case is equal to ONNX's expected output (float path, 1e-4) or refused with a
-    # ModelError naming the node; a Gemm bias of shape (1, N), (N,), a scalar or none,
-    # transB and alpha/beta are equal (they crashed with a ValueError before), and the
-    # command line refuses a refused one in one line.
-    cases = _onnx_layer_cases()
+    # Each case of each mapped operator is equal to ONNX's expected output (float path,
+    # 1e-4) or refused with a ModelError in one line; none crashes. The forms other
+    # exporters write run: a Gemm bias of shape (1, N), (N,), a scalar or none, transB and
+    # alpha/beta (they crashed with a ValueError before), auto_pad SAME_UPPER and
+    # SAME_LOWER, pads that differ before and after the map, ceil_mode pooling, Flatten
+    # by a negative axis; the command line refuses a refused one in one line.
     results = {}
-    for case in cases:
-        model = onnx.ModelProto()
-        model.CopyFrom(case.model)
-        inputs, outputs = case.data_sets[0]
-        for name, value in zip([i.name for i in model.graph.input][1:], inputs[1:]):
-            model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
-        del model.graph.input[1:]
-        path = tmp_path / f"{case.name}.onnx"
+    for name, (model, x, expected) in _onnx_operator_cases().items():
+        path = tmp_path / f"{name}.onnx"
         onnx.save(model, str(path))
         try:
-            got = load_onnx(path).run(np.asarray(inputs[0], np.float64))
+            got = load_onnx(path).run(x.astype(np.float64))
         except ModelError as error:
             assert "\n" not in str(error), error
-            results[case.name] = "refused"
+            results[name] = "refused"
             continue
-        np.testing.assert_allclose(got, outputs[0], rtol=1e-4, atol=1e-4, err_msg=case.name)
-        results[case.name] = "equal"
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=name)
+        results[name] = "equal"
     print(results)
+    assert len(results) >= 120
     for name in ("test_gemm_default_zero_bias", "test_gemm_default_vector_bias",
                  "test_gemm_transposeB", "test_gemm_alpha", "test_gemm_beta",
-                 "test_conv_with_strides_padding", "test_matmul_2d"):
+                 "test_conv_with_strides_padding", "test_matmul_2d",
+                 "test_conv_with_autopad_same", "test_averagepool_2d_same_upper",
+                 "test_averagepool_2d_same_lower", "test_averagepool_2d_precomputed_same_upper",
+                 "test_averagepool_2d_ceil", "test_averagepool_2d_ceil_last_window_starts_on_pad",
+                 "test_maxpool_2d_ceil_output_size_reduce_by_one",
+                 "test_averagepool_2d_pads_count_include_pad", "test_flatten_negative_axis3",
+                 "test_batchnorm_example", "test_globalaveragepool"):
         assert results[name] == "equal", name
-    assert results["test_gemm_default_matrix_bias"] == "refused"
+    for name in ("test_gemm_default_matrix_bias", "test_gemm_transposeA",
+                 "test_conv_with_strides_and_asymmetric_padding", "test_flatten_axis2",
+                 "test_maxpool_2d_same_upper", "test_averagepool_2d_dilations"):
+        assert results[name] == "refused", name
     code = main(["infer", str(tmp_path / "test_gemm_default_matrix_bias.onnx"), "--data",
                  "digits"])
     err = capsys.readouterr().err

@@ -17,8 +17,8 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineCon
                                           bias_bytes, bursts, decode_program, encode_program,
                                           gather_entries, image_word, layer_block,
                                           read_tile, run_program, step_cycles, tile_bytes)
-from codnn.golden.program_format import (HEADER, HEADER_WORDS, STEP_WORDS, STEPS, Op,
-                                         format_table, pack, unpack, unused_bits)
+from codnn.golden.program_format import (HEADER, HEADER_WORDS, STEP_WORDS, STEPS, VERSION,
+                                         Op, format_table, pack, unpack, unused_bits)
 from codnn.golden.systolic import Tile
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
                                     random_layer, residual_network)
@@ -389,7 +389,7 @@ def test_binary_program_round_trip_and_bad_programs():
                           run_program(compiled.program, compiled.image, image))
     with pytest.raises(ProgramError, match="a 72-byte header and whole words, not 70 bytes"):
         decode_program(data[:70])
-    with pytest.raises(ProgramError, match="not a network engine program of version 6"):
+    with pytest.raises(ProgramError, match=f"not a network engine program of version {VERSION}"):
         decode_program(b"\0" * 4 + data[4:])
     with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
         decode_program(data[:-64])
@@ -397,9 +397,10 @@ def test_binary_program_round_trip_and_bad_programs():
     bad_op[72] = 9
     with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
         decode_program(bytes(bad_op))
-    # A bit outside the step's fields: a pooling's flag past its two, a layer's unused
-    # window byte of a pooling, an add's unused word.
-    for op, word, bit in ((Op.POOL, 0, 10), (Op.POOL, 7, 24), (Op.ADD, 13, 0)):
+    # A bit outside the step's fields: a pooling's flag past its two, a layer's bit past
+    # its pad code and padding after the map, a pooling's unused word, an add's.
+    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 12, 16), (Op.POOL, 9, 3),
+                          (Op.ADD, 13, 0)):
         k = next(k for k, s in enumerate(compiled.program.steps) if s.op == op.name.lower())
         stray = bytearray(data)
         at = 4 * (HEADER_WORDS + k * STEP_WORDS + word) + bit // 8

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from codnn.golden.network_program import FETCH_CYCLES, HEADER_CYCLES, EngineConfig
-from codnn.golden.workloads import bottleneck_network, projection_network, residual_network
+from codnn.golden.workloads import (bottleneck_network, padded_network, projection_network,
+                                    residual_network)
 from codnn.hw.network import NetworkEngine
 from codnn.model.batch_schedule import SCHEDULES, compile_batch
 from codnn.model.compile import compile_network
@@ -55,6 +56,17 @@ def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):
     report, compiled = _run("verilator", tmp_path, rows=4, cols=4, alpha=2, mac="bitserial",
                             reset_after=700)
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
+
+
+def test_windows_padded_unequally_before_and_after_on_verilator(tmp_path):
+    # A stride-2 convolution padded (0, 1) (TensorFlow's SAME), ceil-mode max and average
+    # pooling, a convolution padded (1, 0): every output equal to golden, cycles to the
+    # model.
+    report, compiled = _run("verilator", tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
+                            workload=padded_network)
+    paddings = [s.padding for s in compiled.program.steps if s.op in ("layer", "pool")]
+    assert paddings[:4] == [(0, 1), (0, 1), (1, 0), (1, 0)]
+    assert report["cycles"] == [compiled.cycles] * 2
 
 
 @pytest.mark.long

@@ -32,28 +32,68 @@ def _where(node):
     return f"{node.op_type} node {node.name or '(unnamed)'!r}"
 
 
-def _window(node, attrs, what):
-    """The square kernel, stride and symmetric padding of a Conv or pooling node."""
-    kernel = list(attrs.get("kernel_shape", []))
-    strides = list(attrs.get("strides", [1] * len(kernel)))
-    pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
-    dilations = list(attrs.get("dilations", [1] * len(kernel)))
-    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise ModelError(f"{_where(node)}: auto_pad is not supported (give explicit pads)")
+def _window(node, attrs, what, shape):
+    """The square kernel, the stride and the padding of a Conv or pooling node: one
+    integer, or ``(before, after)`` when the rows and columns padded after the map differ
+    from those before it (asymmetric pads, ``auto_pad`` SAME, ``ceil_mode``; these need
+    the input's ``shape``, ``(C, H, W)`` or None when the model does not give it)."""
+    kernel = [int(v) for v in attrs.get("kernel_shape", [])]
+    strides = [int(v) for v in attrs.get("strides", [1] * len(kernel))]
+    dilations = [int(v) for v in attrs.get("dilations", [1] * len(kernel))]
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     if len(kernel) != 2 or kernel[0] != kernel[1]:
         raise ModelError(f"{_where(node)}: {what} needs a square 2-D kernel, not {kernel}")
-    if len(set(strides)) != 1 or len(set(pads)) != 1 or set(dilations) != {1}:
-        raise ModelError(f"{_where(node)}: {what} needs equal strides, equal pads on every "
-                         f"side and no dilation (strides {strides}, pads {pads}, dilations "
-                         f"{dilations})")
-    if attrs.get("ceil_mode", 0):
-        raise ModelError(f"{_where(node)}: ceil_mode is not supported")
-    return int(kernel[0]), int(strides[0]), int(pads[0])
+    if len(set(strides)) != 1 or set(dilations) != {1}:
+        raise ModelError(f"{_where(node)}: {what} needs equal strides and no dilation "
+                         f"(strides {strides}, dilations {dilations})")
+    k, s = kernel[0], strides[0]
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    if (auto_pad.startswith("SAME") or ceil_mode) and shape is None:
+        raise ModelError(f"{_where(node)}: auto_pad {auto_pad} or ceil_mode needs its "
+                         f"input's shape, which the model does not give")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [], []
+        for n in shape[1:]:
+            total = max((-(-n // s) - 1) * s + k - n, 0)
+            before = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            pads[0].append(before)
+            pads[1].append(total - before)
+        pads = pads[0] + pads[1]
+    elif auto_pad in ("NOTSET", "VALID"):
+        pads = [int(v) for v in attrs.get("pads", [0] * 4)] if auto_pad == "NOTSET" \
+            else [0] * 4
+    else:
+        raise ModelError(f"{_where(node)}: auto_pad {auto_pad!r} is not one of NOTSET, "
+                         f"SAME_UPPER, SAME_LOWER, VALID")
+    if pads[0] != pads[1] or pads[2] != pads[3]:
+        raise ModelError(f"{_where(node)}: {what} needs the same padding along both axes "
+                         f"(pads {pads}: top, left, bottom, right)")
+    before, after = pads[0], pads[2]
+    if ceil_mode:
+        # The last window may run past the padding when it starts inside the map or the
+        # padding before it (ONNX's and torch's rule): more padding after, never read.
+        extra = set()
+        for n in shape[1:]:
+            out = -(-(n + before + after - k) // s) + 1
+            if (out - 1) * s >= n + before:
+                out -= 1
+            extra.add(max((out - 1) * s + k - (n + before + after), 0))
+        if len(extra) != 1:
+            raise ModelError(f"{_where(node)}: ceil_mode on a map of unequal sides "
+                             f"{shape[1:]} pads its axes differently: not supported")
+        extra = extra.pop()
+        if extra and attrs.get("count_include_pad", 0) and (before or after):
+            raise ModelError(f"{_where(node)}: ceil_mode with count_include_pad and pads: "
+                             f"the windows past the padding are not supported")
+        after += extra
+    return k, s, (before if before == after else (before, after))
 
 
 class _Builder:
-    def __init__(self, graph):
+    def __init__(self, graph, shapes):
         from onnx import numpy_helper
+        self.shapes = shapes        # tensor name -> shape after the batch, where known
         self.constants = {t.name: numpy_helper.to_array(t).astype(np.float64)
                           for t in graph.initializer}
         self.steps = []             # in order; a Layer may be replaced as ops fold into it
@@ -66,6 +106,11 @@ class _Builder:
                 self.consumers[name] = self.consumers.get(name, 0) + 1
         for out in graph.output:
             self.consumers[out.name] = self.consumers.get(out.name, 0) + 1
+
+    def shape(self, tensor):
+        """``tensor``'s shape after the batch axis, or None when the model does not give
+        it."""
+        return self.shapes.get(tensor)
 
     def name(self, tensor):
         while tensor in self.alias:
@@ -115,7 +160,7 @@ def _conv(b, node, attrs):
                              f"{len(weights)} filters")
         weights = expand_groups(weights, groups)
     attrs.setdefault("kernel_shape", list(weights.shape[2:]))
-    kernel, stride, padding = _window(node, attrs, "Conv")
+    kernel, stride, padding = _window(node, attrs, "Conv", b.shape(node.input[0]))
     bias = b.constant(node, 2, "bias")
     b.add(Layer(node.name, b.name(node.input[0]), node.output[0],
                 weights.reshape(weights.shape[0], -1),
@@ -125,7 +170,8 @@ def _conv(b, node, attrs):
 
 def _gemm(b, node, attrs):
     if attrs.get("transA", 0):
-        raise ModelError(f"{_where(node)}: transA is not supported")
+        raise ModelError(f"{_where(node)}: transA is not supported (the input's batch "
+                         f"axis would be its features)")
     weights = b.constant(node, 1, "weight")
     if weights is None or weights.ndim != 2:
         raise ModelError(f"{_where(node)}: needs a 2-D weight matrix")
@@ -194,7 +240,8 @@ def _pool(b, node, attrs):
     if node.op_type == "GlobalAveragePool":
         step = Pool(node.name, source, node.output[0], "avg")
     else:
-        kernel, stride, padding = _window(node, attrs, node.op_type)
+        kernel, stride, padding = _window(node, attrs, node.op_type,
+                                          b.shape(node.input[0]))
         kind = "max" if node.op_type == "MaxPool" else "avg"
         step = Pool(node.name, source, node.output[0], kind, kernel, stride, padding,
                     bool(attrs.get("count_include_pad", 0)))
@@ -244,8 +291,13 @@ def _squeeze(b, node, attrs):
 
 
 def _flatten(b, node, attrs):
-    if node.op_type == "Flatten" and attrs.get("axis", 1) != 1:
-        raise ModelError(f"{_where(node)}: only Flatten with axis=1 is supported")
+    axis = attrs.get("axis", 1)
+    shape = b.shape(node.input[0])
+    if axis < 0 and shape is not None:
+        axis += len(shape) + 1              # the rank: the shape after the batch, and it
+    if node.op_type == "Flatten" and axis != 1:
+        raise ModelError(f"{_where(node)}: only Flatten with axis 1 (the batch apart from "
+                         f"the rest) is supported, not axis {attrs.get('axis')}")
     if node.op_type == "Reshape":
         shape = b.constant(node, 1, "shape")
         if shape.shape != (2,) or shape[1] != -1 and shape[0] not in (-1, 0, 1):
@@ -324,9 +376,10 @@ _HANDLERS = {
 
 #: What each operator the importer takes becomes (``codnn infer --list-ops``).
 OPERATORS = {
-    "Conv": "an array layer: a square kernel, equal strides, the same padding on every "
-            "side, no dilation; grouped and depthwise ones as a convolution over all "
-            "input channels, zero outside each filter's group",
+    "Conv": "an array layer: a square kernel, equal strides, no dilation, the same "
+            "padding along both axes (before and after the map may differ; auto_pad "
+            "SAME_UPPER, SAME_LOWER or VALID); grouped and depthwise ones as a convolution "
+            "over all input channels, zero outside each filter's group",
     "Gemm": "an array layer (transB either way, alpha and beta folded; a bias C of one "
             "value per output: a scalar, (N,), (1, N) or equal rows; no transA)",
     "MatMul": "an array layer by a constant matrix; an Add of a constant after it is its "
@@ -334,12 +387,15 @@ OPERATORS = {
     "BatchNormalization": "folded into the Conv or Gemm before it",
     "Relu": "the output stage of the layer before it",
     "Clip": "Clip(0, max), every opset form: the output stage of the layer before it",
-    "MaxPool": "pooling (square window, equal strides and pads)",
-    "AveragePool": "pooling (count_include_pad either way)",
+    "MaxPool": "pooling (square window, equal strides, pads and auto_pad as Conv's, "
+               "ceil_mode either way)",
+    "AveragePool": "pooling (as MaxPool; count_include_pad either way, not with "
+                   "ceil_mode windows past the pads)",
     "GlobalAveragePool": "global average pooling",
     "ReduceMean": "over the two spatial axes, keepdims either way: global average pooling",
     "Squeeze": "of the spatial axes after a global average: a flatten",
-    "Flatten": "axis 1: channel-major, as the arrays read it",
+    "Flatten": "axis 1 (or the negative axis that names it): channel-major, as the arrays "
+               "read it",
     "Reshape": "to (batch, features): a flatten",
     "Add": "of two tensors, followed by Relu (a residual) or not (a linear bottleneck: "
            "signed activations in offset binary), or of a constant after a MatMul (its "
@@ -350,6 +406,22 @@ OPERATORS = {
     "Dropout": "passed through (inference)",
     "Constant": "a constant tensor",
 }
+
+
+def _shapes(model):
+    """Each tensor's shape after the batch axis where ONNX's shape inference finds all of
+    it (``auto_pad`` SAME and ``ceil_mode`` need their input's)."""
+    import onnx
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+        return {}                   # a model it cannot infer: no shapes
+    shapes = {}
+    for info in (*inferred.input, *inferred.value_info, *inferred.output):
+        dims = info.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            shapes[info.name] = tuple(int(d.dim_value) for d in dims)[1:]
+    return shapes
 
 
 def load_onnx(path):
@@ -373,7 +445,7 @@ def load_onnx(path):
     if opset < 13:
         raise ModelError(f"{path}: opset {opset}; codnn reads opset 13 and newer")
     graph = model.graph
-    b = _Builder(graph)
+    b = _Builder(graph, _shapes(model))
     inputs = [i for i in graph.input if i.name not in b.constants]
     if len(inputs) != 1 or len(graph.output) != 1:
         raise ModelError(f"{path}: the model must have one input and one output, not "

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codnn.golden.column_combining import pack
+from codnn.golden.column_combining import pack, padding_sides
 from codnn.golden.network import FRACTION, Add, ArrayLayer, Concat, IntegerNetwork, Pool
 
 from .graph import Concatenation, Layer, Residual
@@ -120,7 +120,8 @@ def _check_signed_reader(step):
     if isinstance(step, Concatenation):
         raise ValueError(f"{step.name!r}: a Concat of signed activations (no ReLU before "
                          f"it) is not supported")
-    if isinstance(step, Pool) and step.kind == "avg" and step.count_pad and step.padding:
+    if isinstance(step, Pool) and step.kind == "avg" and step.count_pad \
+            and padding_sides(step.padding) != (0, 0):
         raise ValueError(f"{step.name!r} averages signed activations (no ReLU before it) "
                          f"over padding it counts: not supported")
 

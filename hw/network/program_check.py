@@ -170,21 +170,25 @@ class ProgramCheck(wiring.Component):
             spans.append(span)
 
         # The window (a layer's or a pooling's) against the source's map and the
-        # result's: out = (H + 2p - k) // s + 1, as (out - 1) * s <= H + 2p - k < out * s.
+        # result's: out = (H + p + q - k) // s + 1 (p, q the padding before and after the
+        # map), as (out - 1) * s <= H + p + q - k < out * s.
         k = Mux(is_pool, pool.kernel, layer.kernel)
         s = Mux(is_pool, pool.stride, layer.stride)
         pad = Mux(is_pool, pool.padding, layer.padding)
+        after = Mux(is_pool, pool.padding_after, layer.padding_after)
         window_ok = Signal(name="window_ok")
         checks = []
         for axis, (side, out) in enumerate(((first.height, second.height),
                                             (first.width, second.width))):
             out_s = Signal(24, name=f"window_out_times_stride{axis}")
             m.d.sync += out_s.eq(out * s)
-            room = side + 2 * pad
+            room = side + pad + after
             checks += [room >= k, out_s - s <= room - k, room - k < out_s]
-        pool_pad_ok = Mux(is_pool, pad < k, pad <= MAX_STRIDE)
+        pool_pad_ok = Mux(is_pool, (pad < k) & (after < k),
+                          (pad <= MAX_STRIDE) & (after <= MAX_STRIDE))
         m.d.comb += window_ok.eq(Mux(
-            k == 0, (s == 1) & (pad == 0) & (second.height == 1) & (second.width == 1),
+            k == 0, (s == 1) & (pad == 0) & (after == 0) & (second.height == 1)
+            & (second.width == 1),
             (k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE) & pool_pad_ok
             & Cat(*checks).all()))
 
@@ -210,7 +214,7 @@ class ProgramCheck(wiring.Component):
             & (layer.output_stage == ~second.acc) & window_ok
             & (layer.positions == positions) & (layer.filters == second.channels)
             & (layer.row_blocks == second.blocks)
-            & (layer.col_blocks != 0) & (layer.col_blocks <= 0xFFFF) & (layer.pad < 256)
+            & (layer.col_blocks != 0) & (layer.col_blocks <= 0xFFFF)
             & (layer.rounds != 0) & (layer.rounds <= gather_rounds)
             & (layer.images != 0) & (layer.images <= MAX_STEP_IMAGES)
             & (layer.weights + weight_span <= self.image_words)
