@@ -28,7 +28,8 @@ class InputError(ValueError):
 
 def load_inputs(spec, network, calibration):
     """``(calibration_x, test_x, test_y, description)`` for ``spec``: a data set name
-    (``mnist``, ``digits``: its train split calibrates, its test split is evaluated) or an
+    (``mnist``, ``digits``: its train split calibrates, its test split is evaluated; each
+    image reshaped, its values in order, for a model of as many flat inputs) or an
     ``.npz`` with float inputs ``x`` (``B x input_shape``) and optional labels ``y`` (the
     first ``calibration`` inputs calibrate)."""
     if spec in DATASETS:
@@ -36,6 +37,11 @@ def load_inputs(spec, network, calibration):
         x_cal, x, y = data.train_x[:calibration], data.test_x, data.test_y
         described = (f"{spec}: {len(y)} test images, calibration on {len(x_cal)} train "
                      f"images")
+        shape = tuple(network.input_shape)
+        if x.shape[1:] != shape and np.prod(x.shape[1:]) == np.prod(shape):
+            # A model of flat inputs (an MLP): the images' values in their order.
+            x_cal, x = x_cal.reshape(-1, *shape), x.reshape(-1, *shape)
+            described += f", each as {shape}"
     else:
         if not str(spec).endswith(".npz"):
             raise InputError(f"--data must be one of {', '.join(DATASETS)} or an .npz file "

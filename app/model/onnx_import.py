@@ -91,9 +91,10 @@ def _window(node, attrs, what, shape):
 
 
 class _Builder:
-    def __init__(self, graph, shapes):
+    def __init__(self, graph, nodes, outputs, shapes):
         from onnx import numpy_helper
         self.shapes = shapes        # tensor name -> shape after the batch, where known
+        self.softmax = []           # Softmax nodes passed through (the model's last step)
         self.constants = {t.name: numpy_helper.to_array(t).astype(np.float64)
                           for t in graph.initializer}
         self.steps = []             # in order; a Layer may be replaced as ops fold into it
@@ -101,10 +102,10 @@ class _Builder:
         self.alias = {}
         self.nonnegative = set()
         self.consumers = {}
-        for node in graph.node:
+        for node in nodes:
             for name in node.input:
                 self.consumers[name] = self.consumers.get(name, 0) + 1
-        for out in graph.output:
+        for out in outputs:
             self.consumers[out.name] = self.consumers.get(out.name, 0) + 1
 
     def shape(self, tensor):
@@ -356,6 +357,39 @@ def _pass_through(b, node, attrs, nodes_after):
         b.alias[node.output[0]] = b.name(node.input[0])
 
 
+def _cast(b, node, attrs, nodes_after):
+    """A Cast to a float type (skl2onnx casts its input): passed through."""
+    import onnx
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+              onnx.TensorProto.BFLOAT16)
+    if attrs.get("to") not in floats:
+        raise ModelError(f"{_where(node)}: only a Cast to a float type is supported, not to "
+                         f"{onnx.TensorProto.DataType.Name(attrs.get('to', 0))}")
+    _pass_through(b, node, attrs, nodes_after)
+
+
+def _softmax(b, node, attrs, nodes_after):
+    """A Softmax over the classes as the model's last step: passed through (checked in
+    ``load_onnx``), the outputs being the logits, in the same order."""
+    shape = b.shape(node.input[0])
+    if shape is not None and len(shape) != 1:
+        raise ModelError(f"{_where(node)}: only a Softmax of (batch, classes) logits is "
+                         f"supported, not of shape {shape}")
+    b.softmax.append(node)
+    b.alias[node.output[0]] = b.name(node.input[0])
+
+
+def _label_nodes(graph):
+    """The nodes that compute a classifier's label from its scores (an ArgMax and all
+    that reads it, as skl2onnx writes them) and the tensors they write."""
+    nodes, tensors = [], set()
+    for node in graph.node:
+        if node.op_type == "ArgMax" or tensors.intersection(node.input):
+            nodes.append(node)
+            tensors.update(node.output)
+    return nodes, tensors
+
+
 def _each(handler):
     """``handler(b, node, attrs)`` as a handler of the dispatch table."""
     return lambda b, node, attrs, nodes_after: handler(b, node, attrs)
@@ -371,7 +405,8 @@ _HANDLERS = {
     "Reshape": _each(_flatten), "ReduceMean": _each(_reduce_mean),
     "Squeeze": _each(_squeeze), "Add": lambda b, node, attrs, after: _add(b, node, after),
     "Concat": _each(_concat),
-    "Identity": _pass_through, "Dropout": _pass_through,
+    "Identity": _pass_through, "Dropout": _pass_through, "Cast": _cast,
+    "Softmax": _softmax,
 }
 
 #: What each operator the importer takes becomes (``codnn infer --list-ops``).
@@ -404,6 +439,11 @@ OPERATORS = {
               "scale",
     "Identity": "passed through (of a constant: that constant)",
     "Dropout": "passed through (inference)",
+    "Cast": "to a float type: passed through",
+    "Softmax": "over the classes as the last step: passed through (the outputs are the "
+               "logits, in the same order)",
+    "ArgMax": "and what follows it (a classifier's label output, as skl2onnx writes it): "
+              "left out, the label being the argmax of the outputs",
     "Constant": "a constant tensor",
 }
 
@@ -418,9 +458,10 @@ def _shapes(model):
         return {}                   # a model it cannot infer: no shapes
     shapes = {}
     for info in (*inferred.input, *inferred.value_info, *inferred.output):
-        dims = info.type.tensor_type.shape.dim
-        if dims and all(d.HasField("dim_value") for d in dims):
-            shapes[info.name] = tuple(int(d.dim_value) for d in dims)[1:]
+        dims = info.type.tensor_type.shape.dim[1:]          # the batch may be symbolic
+        if info.type.tensor_type.HasField("shape") and all(d.HasField("dim_value")
+                                                            for d in dims):
+            shapes[info.name] = tuple(int(d.dim_value) for d in dims)
     return shapes
 
 
@@ -445,20 +486,23 @@ def load_onnx(path):
     if opset < 13:
         raise ModelError(f"{path}: opset {opset}; codnn reads opset 13 and newer")
     graph = model.graph
-    b = _Builder(graph, _shapes(model))
+    labels, label_tensors = _label_nodes(graph)
+    nodes = [node for node in graph.node if node not in labels]
+    outputs = [out for out in graph.output if out.name not in label_tensors]
+    b = _Builder(graph, nodes, outputs, _shapes(model))
     inputs = [i for i in graph.input if i.name not in b.constants]
-    if len(inputs) != 1 or len(graph.output) != 1:
-        raise ModelError(f"{path}: the model must have one input and one output, not "
-                         f"{len(inputs)} and {len(graph.output)}")
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise ModelError(f"{path}: the model must have one input and one output (besides a "
+                         f"label by ArgMax), not {len(inputs)} and {len(outputs)}")
     dims = [d.dim_value for d in inputs[0].type.tensor_type.shape.dim][1:]
     if len(dims) not in (1, 3) or not all(dims):
         raise ModelError(f"{path}: the input must be (batch, C, H, W) or (batch, features) "
                          f"with fixed sizes, not {dims}")
     nodes_after = {}
-    for node in graph.node:
+    for node in nodes:
         if node.input:
             nodes_after.setdefault(node.input[0], node)
-    for node in graph.node:
+    for node in nodes:
         attrs = _attributes(node)
         op = node.op_type
         if node.domain not in ("", "ai.onnx"):
@@ -468,9 +512,13 @@ def load_onnx(path):
         _HANDLERS[op](b, node, attrs, nodes_after)
     if not any(isinstance(step, Layer) for step in b.steps):
         raise ModelError(f"{path}: no Conv, Gemm or MatMul layer to run on the arrays")
+    output = b.name(outputs[0].name)
+    for node in b.softmax:
+        if b.name(node.input[0]) != output:
+            raise ModelError(f"{_where(node)}: a Softmax is supported only as the model's "
+                             f"last step")
     steps = _with_groups(path, model, b.steps)
-    network = FloatNetwork(tuple(steps), inputs[0].name, b.name(graph.output[0].name),
-                           tuple(dims))
+    network = FloatNetwork(tuple(steps), inputs[0].name, output, tuple(dims))
     try:
         network.run(np.zeros((1, *dims)))
     except (ValueError, KeyError) as error:
