@@ -75,8 +75,8 @@ STEPS = {
         **_OP, "output_stage": Field(0, 8, 1), "src": (1, REGION), "dst": (4, REGION),
         "filters": Field(7), "row_blocks": Field(8), "col_blocks": Field(9),
         "positions": Field(10), "weights": Field(11), "pad": Field(12, 0, 8),
-        "padding_after": Field(12, 8, 8), **_window(13, "rounds"), "images": Field(14), "src_stride": Field(15, 0, 16),
-        "dst_stride": Field(15, 16, 16)},
+        "padding_after": Field(12, 8, 8), **_window(13, "rounds"), "images": Field(14),
+        "src_stride": Field(15, 0, 16), "dst_stride": Field(15, 16, 16)},
     Op.POOL: {
         **_OP, "avg": Field(0, 8, 1), "count_pad": Field(0, 9, 1), "src": (1, REGION),
         "dst": (4, REGION), **_window(7, "padding_after"), "blocks": Field(8)},
