@@ -68,6 +68,8 @@ class ArrayLayer:
     ``packed`` holds integer weights (``N x C*k*k`` or ``N x F`` before packing); ``bias``
     the ``N`` integers that enter as the first partial sums; ``shift`` the output stage's
     shift (one, or an array of one per output channel), or ``None`` for raw accumulators;
+    ``multiplier`` the output stage's requantization multiplier before the shift (one, or
+    one per output channel; ``None``: 1, the shift-only stage the arrays build);
     ``tq`` the TQ array's arithmetic, or ``None`` for the column-combined array's exact
     products; ``pad`` the code a padded position carries (0; the offset-binary zero,
     ``2**(out_bits-1)``, for a layer that reads signed codes)."""
@@ -83,6 +85,7 @@ class ArrayLayer:
     padding: int = 0
     tq: TermQuantization | None = None
     pad: int = 0
+    multiplier: int | np.ndarray | None = None
 
     def columns(self, x):
         """The array's input vectors for ``x``: ``(C', T)`` and the output's shape after
@@ -115,7 +118,8 @@ class ArrayLayer:
     def finish(self, acc, batch, shape, out_bits):
         """The output tensor, batch first, from the accumulators ``(N, T)`` of ``batch``
         inputs (``shape`` as ``columns`` gives it): the output stage's, or ``acc``."""
-        y = acc if self.shift is None else output_stage(acc, self.shift, out_bits)
+        y = acc if self.shift is None else output_stage(
+            acc, self.shift, out_bits, 1 if self.multiplier is None else self.multiplier)
         return batch_first(y, batch, shape)
 
     def run(self, x, *, acc_bits, out_bits):

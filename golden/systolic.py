@@ -28,9 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["MAC_KINDS", "MAX_CELLS", "select_bits", "FIFO_LATENCY", "Tile", "check_fits",
-           "make_tiles", "tile_beats", "wrap", "output_stage", "run_tile", "run_layer",
+           "make_tiles", "tile_beats", "wrap", "REQUANT_BITS", "output_stage", "run_tile",
+           "run_layer",
            "PARALLEL_PRODUCT_STEPS", "serial_word_bits", "serial_lanes", "mac_timing",
            "pipeline_depth", "latency", "cycle_model", "CycleReport"]
+
+
+#: Bits of the output stage's requantization multiplier (unsigned).
+REQUANT_BITS = 16
 
 
 def wrap(values, bits):
@@ -40,14 +45,17 @@ def wrap(values, bits):
     return ((values + half) % (1 << bits)) - half
 
 
-def output_stage(acc, shift, out_bits):
-    """``clamp(acc >> shift, 0, 2**out_bits - 1)`` (arithmetic shift: floor); ``shift`` is
-    one integer, or one per row (per output channel: along the first axis of ``acc``)."""
+def output_stage(acc, shift, out_bits, multiplier=1):
+    """``clamp((acc * multiplier) >> shift, 0, 2**out_bits - 1)`` (arithmetic shift:
+    floor); ``shift`` and ``multiplier`` are each one integer, or one per row (per output
+    channel: along the first axis of ``acc``). A multiplier of 1 is the shift-only stage
+    the arrays build; ``multiplier`` is 0 .. ``2**REQUANT_BITS - 1`` (semantics section
+    7)."""
     acc = np.asarray(acc, dtype=np.int64)
-    shift = np.asarray(shift, dtype=np.int64)
-    if shift.ndim == 1:
-        shift = shift.reshape((-1,) + (1,) * (acc.ndim - 1))
-    return np.clip(acc >> shift, 0, (1 << out_bits) - 1)
+    shift, multiplier = (np.asarray(v, dtype=np.int64) for v in (shift, multiplier))
+    shift, multiplier = (v.reshape((-1,) + (1,) * (acc.ndim - 1)) if v.ndim == 1 else v
+                         for v in (shift, multiplier))
+    return np.clip((acc * multiplier) >> shift, 0, (1 << out_bits) - 1)
 
 
 def select_bits(alpha):

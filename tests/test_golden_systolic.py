@@ -5,6 +5,7 @@ import pytest
 
 from codnn.golden.column_combining import pack
 from codnn.golden.systolic import (
+    REQUANT_BITS,
     cycle_model,
     latency,
     mac_timing,
@@ -31,6 +32,17 @@ def test_output_stage_takes_a_shift_per_row():
     acc = np.array([[4096, -4096], [4096, 100], [4096, 4096]])
     assert output_stage(acc, [4, 5, 12], 8).tolist() == [[255, 0], [128, 3], [1, 1]]
     assert output_stage(acc[:, 0], [4, 5, 12], 8).tolist() == [255, 128, 1]
+
+
+def test_output_stage_multiplies_before_the_shift():
+    # (acc * m) >> shift, floor, per row; m = 1 is the shift-only stage; the largest
+    # multiplier and a negative product saturate as the shift-only stage does.
+    acc = np.array([[4096, -4096, 100], [1 << 30, 3, 0]])
+    assert output_stage(acc, [12, 20], 8, [3, 40000]).tolist() == [[3, 0, 0], [255, 0, 0]]
+    assert output_stage(acc, 4, 8, 1).tolist() == output_stage(acc, 4, 8).tolist()
+    m = (1 << REQUANT_BITS) - 1
+    assert output_stage(np.array([1000, -1]), 24, 8, m).tolist() == [3, 0]   # 65535000 >> 24
+    assert output_stage(np.array([(1 << 31) - 1]), 47, 8, m).tolist() == [0]
 
 
 @pytest.mark.parametrize("rows,cols,alpha", [(1, 1, 1), (4, 8, 2), (8, 3, 8), (3, 2, 4)])

@@ -21,7 +21,7 @@ from codnn.model.graph import FloatNetwork, Layer
 from codnn.cli import main
 from codnn.model import onnx_import
 from codnn.model.onnx_import import OPERATORS, ModelError, load_onnx
-from codnn.model.quantize import quantize_network
+from codnn.model.quantize import clip_peak, fixed_point, quantize_network
 from codnn.model.schedule import dense_layer, schedule_network
 
 SEED = 20261125
@@ -527,6 +527,73 @@ def test_signed_activations_on_the_tq_array_are_values(tmp_path):
     np.testing.assert_array_equal(second.accumulate(X, 32), want)
     wrong = revealed @ (truncate(X + 64, 1, "naf", 7) - 64) + second.bias[:, None]
     assert not np.array_equal(want, wrong)
+
+
+def test_fixed_point_multipliers_are_the_factor_to_a_part_in_two_to_the_fifteen():
+    # m / 2**shift within a part in 2**15 of the factor, m's top bit set, over factors
+    # from 2**-32 to 2**15; the edges: 0, a factor past the multiplier's range, one so
+    # small that the largest shift leaves a small multiplier.
+    factors = np.exp2(np.linspace(-32, 15, 997))
+    m, shift = fixed_point(factors, 32)
+    assert np.all((m >= 1 << 15) & (m < 1 << 16)) and np.all((shift >= 0) & (shift <= 47))
+    assert np.abs(m / np.exp2(shift) / factors - 1).max() < 2.0 ** -15
+    m, shift = fixed_point([0.0, 2.0 ** 20, 2.0 ** -45, 0.99999999], 32)
+    assert m.tolist() == [0, 65535, 4, 32768] and shift.tolist() == [15, 0, 47, 15]
+
+
+def test_clip_peaks_by_max_percentile_and_least_squared_error():
+    # A tensor of small values and a few outliers: max keeps the outliers, the 99.99th
+    # percentile and the least-squared-error clip cut them; a tensor of zeros keeps 0.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    values = np.concatenate([rng.uniform(0, 1, 100_000), [40.0, 50.0]])
+    assert clip_peak(values, "max", 255) == 50.0
+    assert clip_peak(values, "percentile", 255) < 1.01
+    mse = clip_peak(values, "mse", 255)
+    assert 5.0 <= mse < 50.0
+    assert clip_peak(np.zeros(10), "mse", 255) == 0.0
+
+
+def test_a_multiplier_stage_requantizes_at_the_weights_own_scale(tmp_path, capsys):
+    # With --requant multiplier each channel's weights reach 127 whatever the output
+    # scale wants (the shift stage leaves them up to 2x coarser), the stage's m / 2**shift
+    # is the factor from the accumulators' scale to the output's, and the outputs keep
+    # within two activation steps of the float ones (half a step RMS; the inputs' own
+    # rounding takes most of it). The arrays' RTL and the engine refuse
+    # it in one line (their output stage shifts); infer reports what it used.
+    rng = np.random.default_rng(SEED)
+    weights = rng.normal(0, 1, (6, 5)) * np.exp2(rng.uniform(-6, 0, 6))[:, None]
+    layer = Layer("fc1", "x", "h", weights, rng.normal(0, 0.1, 6), np.inf)
+    head = Layer("fc2", "h", "y", rng.normal(0, 1, (3, 6)), np.zeros(3), None)
+    network = FloatNetwork((layer, head), "x", "y", (5,))
+    x = rng.uniform(0, 1, (400, 5))
+    h = network.run(x, keep=True)["h"]
+    s_x, s_y = x.max() / 255, h.max() / 255
+    for per_channel in (False, True):
+        integer = quantize_network(network, x, alpha=1, gamma=0.0, per_channel=per_channel,
+                                   requant="multiplier")
+        fc1 = integer.array_layers[0]
+        peaks = np.abs(fc1.packed.dense()).max(1)
+        assert (np.all(peaks == 127) if per_channel else peaks.max() == 127), peaks
+        s_w = (np.abs(weights).max(1) if per_channel else np.abs(weights).max()) / 127
+        factor = np.asarray(fc1.multiplier) / np.exp2(fc1.shift)
+        np.testing.assert_allclose(factor, s_x * s_w / s_y, rtol=2.0 ** -15)
+        error = integer.run(integer.quantize_input(x), keep=True)["h"] * s_y - h
+        assert np.abs(error).max() <= 2 * s_y and np.sqrt(np.mean(error ** 2)) <= 0.6 * s_y
+        assert integer.array_layers[1].multiplier is None
+    path = tmp_path / "m.onnx"
+    _conv_net(rng, path)
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (12, 2, 6, 6)), y=rng.integers(0, 10, 12))
+    common = [str(path), "--data", str(tmp_path / "d.npz"), "--rows", "4", "--cols", "4",
+              "--calibration", "8", "--requant", "multiplier"]
+    code, out, err = _cli(capsys, "infer", *common, "--calibrate", "mse", "--json", "-o",
+                          str(tmp_path / "i"))
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["requantization"], report["activation_scales"]) == ("multiplier", "mse")
+    for argv in (["infer", *common, "--rtl", "1"], ["compile", *common]):
+        code, out, err = _cli(capsys, *argv, "-o", str(tmp_path / "r"))
+        assert code == 2 and "--requant multiplier" in err and err.count("\n") == 1, err
 
 
 def test_per_channel_scales_keep_small_filters():

@@ -16,6 +16,7 @@ from ..model.batch_schedule import SCHEDULES
 from ..model.compile import BUFFERS, CompileError, largest_buffers
 from ..model.infer import InputError
 from ..model.onnx_import import ModelError
+from ..model.quantize import CALIBRATIONS, REQUANTS
 from .options import (
     Failure,
     build_dir_option,
@@ -51,6 +52,14 @@ def _packing_options(sub, *, mac_default):
     sub.add_argument("--per-channel", action="store_true",
                      help="a weight scale (an output-stage shift) per output channel of "
                           "every layer with an activation, not one per layer")
+    sub.add_argument("--requant", choices=REQUANTS, default="shift",
+                     help="the output stage's requantization: a shift alone (what the "
+                          "arrays and the engine build), or a fixed-point multiplier and "
+                          "a shift (golden only, for now) (default shift)")
+    sub.add_argument("--calibrate", choices=CALIBRATIONS, default="max",
+                     help="each activation's scale from its calibration values: their "
+                          "largest, their 99.99th percentile, or the clip of least squared "
+                          "error (default max)")
 
 
 def _simulator_option(sub):
@@ -170,7 +179,7 @@ def _infer(args, model, data, *, per_model=False):
             mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
             device_images=args.device_images, device=_device(args), tq=tq,
-            per_channel=args.per_channel,
+            per_channel=args.per_channel, requant=args.requant, clip=args.calibrate,
             progress=lambda message: err_console.print(message, highlight=False))
     except RtlMismatch as error:
         raise Failure(f"RTL run FAILED against golden: {error}") from None
@@ -540,8 +549,11 @@ def compile_model(args):
     limits, on_device, external = _compile_target(args, folder)
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
+    if args.requant != "shift":
+        raise CompileError(f"--requant {args.requant}: the engine's output stage shifts only "
+                           f"(a multiplier stage runs in golden, codnn infer, for now)")
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
-                               per_channel=args.per_channel)
+                               per_channel=args.per_channel, clip=args.calibrate)
     q = integer.quantize_input(x[:args.check])
     plan = None
     sized = [name for name in BUFFERS if name != "weight_bytes" or not external]

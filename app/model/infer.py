@@ -80,12 +80,15 @@ def _accuracy(scores, labels):
 
 def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibration=500,
           fmax_mhz=None, rtl_images=0, simulator="verilator", build_root=None,
-          device_images=0, device=None, tq=None, per_channel=False, progress=None):
+          device_images=0, device=None, tq=None, per_channel=False, requant="shift",
+          clip="max", progress=None):
     """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
     schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
     on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
     (``codnn.golden.network.TermQuantization``) the network runs on the TQ array instead;
-    ``per_channel``: a weight scale per output channel (``codnn.model.quantize``).
+    ``per_channel``: a weight scale per output channel; ``requant``, ``clip``: the output
+    stage's requantization and the activations' calibration (``codnn.model.quantize``; a
+    multiplier stage runs in golden only, so not with ``rtl_images`` or a device).
 
     Raises
     ------
@@ -103,13 +106,16 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         if unfillable:
             raise InputError(f"{unfillable}: the TQ array would spend cycles on slots no "
                              f"data can fill")
+    if requant != "shift" and (rtl_images or device_images and device is not None):
+        raise InputError(f"--requant {requant} runs in golden only: the arrays' output stage "
+                         f"shifts (use --requant shift with --rtl or a device)")
     network = load_onnx(model)
     x_cal, x, y, described = load_inputs(data, network, calibration)
     say(f"quantizing {model} " + (f"and packing it (alpha {alpha}, gamma {gamma})"
                                    if tq is None else f"for the TQ array ({tq})"))
     try:
         integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma, tq=tq,
-                                   per_channel=per_channel)
+                                   per_channel=per_channel, requant=requant, clip=clip)
     except ValueError as error:
         raise ModelError(f"{model}: {error}") from None
     for layer in integer.array_layers:
@@ -131,6 +137,7 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         "array": {"rows": rows, "cols": cols, "alpha": alpha, "gamma": gamma, "mac": mac}
         if tq is None else {"engine": "tq", "rows": rows, "cols": cols, **tq.__dict__},
         "weight_scales": "per channel" if per_channel else "per layer",
+        "requantization": requant, "activation_scales": clip,
         "float_accuracy": _accuracy(float_scores, y),
         "integer_accuracy": _accuracy(int_scores, y),
         "integer_agrees_with_float": float((int_scores.argmax(1)

@@ -26,10 +26,18 @@ import numpy as np
 
 from codnn.golden.column_combining import pack, padding_sides
 from codnn.golden.network import FRACTION, Add, ArrayLayer, Concat, IntegerNetwork, Pool
+from codnn.golden.systolic import REQUANT_BITS
 
 from .graph import Concatenation, Layer, Residual
 
-__all__ = ["LayerScales", "layer_scales", "quantize_network", "weight_scale"]
+__all__ = ["CALIBRATIONS", "REQUANTS", "LayerScales", "layer_scales", "quantize_network",
+           "weight_scale", "fixed_point", "clip_peak"]
+
+#: How an activation's scale is chosen from the calibration sample (``clip_peak``).
+CALIBRATIONS = ("max", "percentile", "mse")
+#: The output stage's requantization: a shift alone (what the arrays build), or a
+#: fixed-point multiplier and a shift (``fixed_point``).
+REQUANTS = ("shift", "multiplier")
 
 
 @dataclass(frozen=True)
@@ -44,9 +52,46 @@ class LayerScales:
     signed: bool
 
 
-def _top_scale(values, limit=np.inf):
-    peak = float(min(np.max(values), limit)) if np.size(values) else 0.0
+def _top_scale(values, limit=np.inf, method="max", levels=255):
+    """The value an activation's top code stands for (``clip_peak``), at most
+    ``limit``; 1 for a tensor of zeros."""
+    peak = float(min(clip_peak(values, method, levels), limit)) if np.size(values) else 0.0
     return peak if peak > 0 else 1.0
+
+
+def clip_peak(values, method, levels):
+    """The largest value a tensor's ``levels`` codes keep, from its calibration
+    ``values`` (non-negative: a magnitude): ``max``, their largest; ``percentile``, their
+    99.99th percentile; ``mse``, of 64 clips from a tenth of the largest to the largest,
+    the one whose codes (rounded, clipped) reproduce the values with the least squared
+    error."""
+    values = np.asarray(values, np.float64).reshape(-1)
+    top = float(values.max())
+    if method == "max" or top <= 0:
+        return top
+    if method == "percentile":
+        return float(np.percentile(values, 99.99))
+    sample = values if len(values) <= 200_000 else \
+        np.random.default_rng(0).choice(values, 200_000, replace=False)
+    clips = np.linspace(top / 10, top, 64)
+    errors = [np.mean((np.minimum(np.round(sample / (c / levels)), levels) * (c / levels)
+                       - sample) ** 2) for c in clips]
+    return float(clips[int(np.argmin(errors))])
+
+
+def fixed_point(factor, acc_bits):
+    """``(multiplier, shift)``, one each or one per entry of ``factor``: ``multiplier /
+    2**shift`` nearest ``factor`` with ``multiplier`` below ``2**REQUANT_BITS`` (its top
+    bit set where the shift allows) and ``shift`` 0 .. ``acc_bits + REQUANT_BITS - 1``."""
+    factor = np.asarray(factor, np.float64)
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log2(np.where(factor > 0, factor, 1.0)))
+    shift = np.clip(REQUANT_BITS - 1 - exponent, 0, acc_bits + REQUANT_BITS - 1)
+    multiplier = np.round(factor * np.exp2(shift))
+    over = multiplier >= 1 << REQUANT_BITS              # rounded up to the next power
+    shift = np.where(over & (shift > 0), shift - 1, shift)
+    multiplier = np.clip(np.round(factor * np.exp2(shift)), 0, (1 << REQUANT_BITS) - 1)
+    return multiplier.astype(np.int64), shift.astype(np.int64)
 
 
 def _channel_weights(layer, s_x, s_y, top, acc_bits):
@@ -84,19 +129,42 @@ def weight_scale(peak, s_x, s_y, top, acc_bits):
     return s_w, shift, s_x * s_w * 2 ** shift
 
 
-def _weights(layer, s_x, s_y, weight_bits, acc_bits, per_channel=False):
-    """Integer weights, bias and shift (one, or one per output channel) of ``layer``; its
-    output scale."""
+def _multiplier_weights(layer, s_x, s_y, top, acc_bits, per_channel):
+    """Integer weights at their own max-abs scale (one, or one per output channel), the
+    bias, and the output stage's ``fixed_point`` multiplier and shift that bring the
+    accumulators to ``s_y``; the bias takes ``2**(shift-1) / multiplier``, rounded, so
+    that the floor of the stage rounds half up (to within a part in ``multiplier``)."""
+    w = np.asarray(layer.weights, dtype=np.float64)
+    rows = np.abs(w.reshape(len(w), -1)).max(axis=1)
+    peak = np.where(rows > 0, rows, 1.0) if per_channel else \
+        np.full(len(w), float(rows.max()) or 1.0)
+    s_w = peak / top
+    q = np.clip(np.floor(w / s_w.reshape((-1,) + (1,) * (w.ndim - 1)) + 0.5),
+                -top, top).astype(np.int64)
+    bias = np.floor(layer.bias / (s_x * s_w) + 0.5).astype(np.int64)
+    multiplier, shift = fixed_point(s_x * s_w / s_y, acc_bits)
+    safe = np.maximum(multiplier, 1)
+    bias += np.where(shift > 0, ((np.int64(1) << shift) + safe) // (2 * safe), 0)
+    if not per_channel:
+        multiplier, shift = int(multiplier[0]), int(shift[0])
+    return q, bias, shift, s_y, multiplier
+
+
+def _weights(layer, s_x, s_y, weight_bits, acc_bits, per_channel=False, requant="shift"):
+    """Integer weights, bias, shift and multiplier (one, or one per output channel;
+    multiplier None for the shift-only stage) of ``layer``; its output scale."""
     top = (1 << (weight_bits - 1)) - 1
+    if requant == "multiplier" and s_y is not None:
+        return _multiplier_weights(layer, s_x, s_y, top, acc_bits, per_channel)
     if per_channel and s_y is not None:
-        return _channel_weights(layer, s_x, s_y, top, acc_bits)
+        return (*_channel_weights(layer, s_x, s_y, top, acc_bits), None)
     s_w, shift, s_out = weight_scale(float(np.abs(layer.weights).max()), s_x, s_y, top,
                                      acc_bits)
     q = np.clip(np.floor(layer.weights / s_w + 0.5), -top, top).astype(np.int64)
     bias = np.floor(layer.bias / (s_x * s_w) + 0.5).astype(np.int64)
     if shift:
         bias += 1 << (shift - 1)
-    return q, bias, shift, s_out
+    return q, bias, shift, s_out, None
 
 
 def _pack(layer, q, alpha, gamma):
@@ -127,12 +195,18 @@ def _check_signed_reader(step):
 
 
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
-                     acc_bits=32, tq=None, per_channel=False, progress=None):
+                     acc_bits=32, tq=None, per_channel=False, requant="shift", clip="max",
+                     progress=None):
     """The integer network of ``network`` for an array with ``alpha`` streams per column,
     or with ``tq`` (``codnn.golden.network.TermQuantization``) for the TQ array: weights and
     activations then take its sign-magnitude width (``mag_bits``: 7 gives -127..127 and
     0..127), and layers are not packed. ``per_channel``: a weight scale (and output-stage
-    shift) per output channel in every layer with an activation.
+    shift) per output channel in every layer with an activation. ``requant``
+    (``REQUANTS``): ``shift``, the output stage shifts only (each layer's weight scale
+    chosen so that it may); ``multiplier``, weights at their own max-abs scale and the
+    stage's ``fixed_point`` multiplier and shift (golden and the host flow only: the
+    arrays' and the engine's output stages shift). ``clip`` (``CALIBRATIONS``): how each
+    activation's scale comes from its calibration values (``clip_peak``).
 
     ``calibration``: float inputs (``B x input_shape``), non-negative. ``progress(name)``
     is called as each layer is packed.
@@ -151,9 +225,12 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
         where no step takes it (an average counting padding, a concatenation, the
         output).
     """
+    if requant not in REQUANTS or clip not in CALIBRATIONS:
+        raise ValueError(f"requant must be one of {', '.join(REQUANTS)} and clip one of "
+                         f"{', '.join(CALIBRATIONS)}, not {requant!r} and {clip!r}")
     return _quantize(network, calibration, alpha=alpha, gamma=gamma, weight_bits=weight_bits,
                      out_bits=out_bits, acc_bits=acc_bits, tq=tq, per_channel=per_channel,
-                     progress=progress)[0]
+                     requant=requant, clip=clip, progress=progress)[0]
 
 
 def layer_scales(network, calibration, *, tq=None):
@@ -162,11 +239,22 @@ def layer_scales(network, calibration, *, tq=None):
     ``calibration``: what a training forward needs to compute on the grids the integer
     network will take (``codnn.train.term_quant``). Raises as ``quantize_network``."""
     return _quantize(network, calibration, alpha=1, gamma=0.0, tq=tq, weight_bits=8,
-                     out_bits=8, acc_bits=32, per_channel=False, progress=None)[1]
+                     out_bits=8, acc_bits=32, per_channel=False, requant="shift",
+                     clip="max", progress=None)[1]
+
+
+def _offset_term(half, shift, multiplier):
+    """What a layer's bias takes so that its output stage adds ``half`` (the offset-binary
+    zero): ``half << shift``, over the multiplier (rounded) when there is one."""
+    term = np.int64(half) << np.asarray(shift, np.int64)
+    if multiplier is None:
+        return term
+    m = np.maximum(np.asarray(multiplier, np.int64), 1)
+    return (2 * term + m) // (2 * m)
 
 
 def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_bits, tq,
-              per_channel, progress):
+              per_channel, requant, clip, progress):
     """``(IntegerNetwork, {layer name: LayerScales})``."""
     if tq is not None:
         weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
@@ -192,32 +280,34 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
         if isinstance(step, Layer):
             s_x = scale[step.source]
             if step.activation is not None:
-                s_y = _top_scale(floats[step.output], step.activation) / levels
+                s_y = _top_scale(floats[step.output], step.activation, clip, levels) / levels
             elif step.output == network.output or all(
                     isinstance(r, Residual) for r in readers[step.output]):
                 s_y = None                     # accumulators: logits, or an add's operand
                 raw.add(step.output)
             else:                              # signed values for a layer: offset binary
-                s_y = _top_scale(np.abs(floats[step.output])) / (half - 1)
+                s_y = _top_scale(np.abs(floats[step.output]), np.inf, clip, half - 1) \
+                    / (half - 1)
                 offset.add(step.output)
             grids[step.name] = LayerScales(s_x, s_y, step.source in offset)
-            q, bias, shift, scale[step.output] = _weights(step, s_x, s_y, weight_bits,
-                                                          acc_bits, per_channel)
+            q, bias, shift, scale[step.output], multiplier = _weights(
+                step, s_x, s_y, weight_bits, acc_bits, per_channel, requant)
             if progress:
                 progress(step.name)
             packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)
             if step.source in offset and tq is None:   # the input's offset, via the weights
                 bias = bias - half * packed.dense().sum(axis=1)
             if step.output in offset:          # the output's, before the output stage
-                bias = bias + (np.int64(half) << np.asarray(shift, np.int64))
+                bias = bias + _offset_term(half, shift, multiplier)
             steps.append(ArrayLayer(step.name, step.source, step.output, packed, bias, shift,
                                     step.kernel, step.stride, step.padding, tq,
-                                    half if step.source in offset else 0))
+                                    half if step.source in offset else 0, multiplier))
         elif isinstance(step, Residual):
             if step.relu:
-                s_y = _top_scale(floats[step.output]) / levels
+                s_y = _top_scale(floats[step.output], np.inf, clip, levels) / levels
             else:
-                s_y = _top_scale(np.abs(floats[step.output])) / (half - 1)
+                s_y = _top_scale(np.abs(floats[step.output]), np.inf, clip, half - 1) \
+                    / (half - 1)
                 offset.add(step.output)
             ma, mb = (int(round(scale[name] / s_y * (1 << FRACTION)))
                       for name in (step.source, step.other))
@@ -225,7 +315,7 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
             steps.append(Add(step.name, step.source, step.other, step.output, ma, mb,
                              step.source in offset, step.other in offset, not step.relu))
         elif isinstance(step, Concatenation):
-            s_y = _top_scale(floats[step.output]) / levels
+            s_y = _top_scale(floats[step.output], np.inf, clip, levels) / levels
             scale[step.output] = s_y
             steps.append(Concat(step.name, step.source, step.others, step.output, tuple(
                 int(round(scale[name] / s_y * (1 << FRACTION))) for name in reads)))
