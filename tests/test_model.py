@@ -419,7 +419,8 @@ def test_weights_in_an_external_data_file(tmp_path):
 
 
 def test_list_ops_is_what_the_importer_takes(capsys):
-    assert set(OPERATORS) == set(onnx_import._HANDLERS)
+    # Every operator with a handler, and ArgMax, whose label output is left out before.
+    assert set(OPERATORS) == set(onnx_import._HANDLERS) | {"ArgMax"}
     assert main(["infer", "--list-ops", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [row["op"] for row in listed] == list(OPERATORS)
