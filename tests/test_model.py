@@ -1045,3 +1045,33 @@ def test_same_padding_and_ceil_pooling_through_infer_and_compile(tmp_path, capsy
     assert code == 0, err
     report = json.loads(out)
     assert report["checked_inputs"] == 4 and report["rtl"]["cycles_equal_model"]
+
+
+def test_squeeze_without_axes_of_a_pooled_map_is_a_flatten(tmp_path):
+    # Squeeze with no axes of the C x 1 x 1 map a global average leaves (the batch kept),
+    # as some exporters write it: equal to ONNX's reference; of a 1 x 1 x 1 map (which
+    # squeezes the channels too) refused in one line.
+    rng = np.random.default_rng(SEED)
+    for channels, refused in ((4, False), (1, True)):
+        w = rng.normal(size=(channels, 2, 3, 3)).astype(np.float32)
+        fc = rng.normal(size=(3, channels)).astype(np.float32)
+        graph = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+             helper.make_node("Squeeze", ["p"], ["s"], name="squeeze"),
+             helper.make_node("Gemm", ["s", "fc"], ["y"], name="fc", transB=1)],
+            "squeeze", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2, 5, 5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])],
+            [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")])
+        path = tmp_path / f"squeeze{channels}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                  str(path))
+        if refused:
+            with pytest.raises(ModelError, match="Squeeze node 'squeeze': only a Squeeze"):
+                load_onnx(path)
+            continue
+        x = rng.uniform(size=(3, 2, 5, 5)).astype(np.float32)
+        np.testing.assert_allclose(load_onnx(path).run(x),
+                                   ReferenceEvaluator(str(path)).run(None, {"x": x})[0],
+                                   rtol=1e-4, atol=1e-5)

@@ -256,10 +256,15 @@ def _pool(b, node, attrs):
 
 def _spatial_axes(b, node, attrs, what):
     """The axes of a ReduceMean or Squeeze (an attribute before opset 18 / 13, an input
-    after), which must be the two spatial axes of a 4-D tensor."""
+    after), which must be the two spatial axes of a 4-D tensor; a Squeeze without axes
+    of a ``C x 1 x 1`` map (``C > 1``) squeezes them (the batch is kept)."""
     axes = attrs.get("axes")
     if axes is None:
         axes = b.constant(node, 1, "axes")
+    shape = b.shape(node.input[0])
+    if axes is None and what == "Squeeze" and shape is not None and len(shape) == 3 \
+            and shape[0] > 1 and shape[1:] == (1, 1):
+        axes = [2, 3]
     axes = sorted(int(a) % 4 for a in np.asarray(axes if axes is not None else []).reshape(-1))
     if axes != [2, 3]:
         raise ModelError(f"{_where(node)}: only a {what} over the two spatial axes (2, 3) of "
@@ -428,7 +433,8 @@ OPERATORS = {
                    "ceil_mode windows past the pads)",
     "GlobalAveragePool": "global average pooling",
     "ReduceMean": "over the two spatial axes, keepdims either way: global average pooling",
-    "Squeeze": "of the spatial axes after a global average: a flatten",
+    "Squeeze": "of the spatial axes after a global average (or of no axes named, of a "
+               "C x 1 x 1 map): a flatten",
     "Flatten": "axis 1 (or the negative axis that names it): channel-major, as the arrays "
                "read it",
     "Reshape": "to (batch, features): a flatten",
