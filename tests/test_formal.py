@@ -558,3 +558,10 @@ def test_command_line(capsys, tmp_path):
     assert main(["prove", "decompressor", "--mode", "bmc", "--depth", "40", "--timeout", "1",
                  "--build-dir", str(tmp_path)]) == 1
     assert "did not finish in 1 s" in capsys.readouterr().err
+    # An induction that does not close is not success: unknown exits 1, as a failure does;
+    # the same design bounded in bmc mode exits 0.
+    assert main(["prove", "fmix32", "--mode", "prove", "--depth", "2", "--build-dir",
+                 str(tmp_path), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)[0]["status"] == "unknown"
+    assert main(["prove", "fmix32", "--mode", "bmc", "--depth", "2", "--build-dir",
+                 str(tmp_path)]) == 0
