@@ -53,32 +53,19 @@ def _window(node, attrs, what, shape):
         raise ModelError(f"{_where(node)}: auto_pad {auto_pad} or ceil_mode needs its "
                          f"input's shape, which the model does not give")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = [], []
-        for n in shape[1:]:
-            total = max((-(-n // s) - 1) * s + k - n, 0)
-            before = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-            pads[0].append(before)
-            pads[1].append(total - before)
-        pads = pads[0] + pads[1]
+        pads = _same_pads(auto_pad, k, s, shape[1:])
     elif auto_pad in ("NOTSET", "VALID"):
         pads = [int(v) for v in attrs.get("pads", [0] * 4)] if auto_pad == "NOTSET" \
             else [0] * 4
     else:
         raise ModelError(f"{_where(node)}: auto_pad {auto_pad!r} is not one of NOTSET, "
                          f"SAME_UPPER, SAME_LOWER, VALID")
-    if pads[0] != pads[1] or pads[2] != pads[3]:
+    if len(pads) != 4 or pads[0] != pads[1] or pads[2] != pads[3]:
         raise ModelError(f"{_where(node)}: {what} needs the same padding along both axes "
                          f"(pads {pads}: top, left, bottom, right)")
     before, after = pads[0], pads[2]
     if ceil_mode:
-        # The last window may run past the padding when it starts inside the map or the
-        # padding before it (ONNX's and torch's rule): more padding after, never read.
-        extra = set()
-        for n in shape[1:]:
-            out = -(-(n + before + after - k) // s) + 1
-            if (out - 1) * s >= n + before:
-                out -= 1
-            extra.add(max((out - 1) * s + k - (n + before + after), 0))
+        extra = {_ceil_extra(n, k, s, before, after) for n in shape[1:]}
         if len(extra) != 1:
             raise ModelError(f"{_where(node)}: ceil_mode on a map of unequal sides "
                              f"{shape[1:]} pads its axes differently: not supported")
@@ -88,6 +75,29 @@ def _window(node, attrs, what, shape):
                              f"the windows past the padding are not supported")
         after += extra
     return k, s, (before if before == after else (before, after))
+
+
+def _same_pads(auto_pad, k, s, sides):
+    """ONNX's ``auto_pad`` SAME padding of a ``k``-wide window of stride ``s`` over a map
+    of ``sides``: ``[top, left, bottom, right]``, the output ``ceil(n / s)`` along each
+    axis; the odd row or column after the map (SAME_UPPER) or before it (SAME_LOWER)."""
+    before, after = [], []
+    for n in sides:
+        total = max((-(-n // s) - 1) * s + k - n, 0)
+        first = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        before.append(first)
+        after.append(total - first)
+    return before + after
+
+
+def _ceil_extra(n, k, s, before, after):
+    """The padding ``ceil_mode`` adds after a side of ``n``: enough for the last window,
+    which may run past the padding when it starts inside the map or the padding before
+    it (ONNX's and PyTorch's rule); never read."""
+    out = -(-(n + before + after - k) // s) + 1
+    if (out - 1) * s >= n + before:
+        out -= 1
+    return max((out - 1) * s + k - (n + before + after), 0)
 
 
 class _Builder:
