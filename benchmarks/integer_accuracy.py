@@ -5,7 +5,8 @@ max-abs or by the least squared error) and as onnxruntime's ``quantize_static`` 
 uint8 activations, int8 weights, MinMax calibration, per tensor and per channel), with
 the same calibration images, on the same test images.
 
-Usage: python benchmarks/integer_accuracy.py [--models mobilenet,resnet,lenet5,lenet5_cc]
+Usage: python benchmarks/integer_accuracy.py
+       [--models mobilenet,mobilenet_plain,resnet,lenet5,lenet5_cc]
        [--epochs 6] [--calibration 300] [--test 1000] [-o PREFIX]
 
 The networks a user brings, written in plain PyTorch and trained with torch's own loop
@@ -15,14 +16,16 @@ The networks a user brings, written in plain PyTorch and trained with torch's ow
 - ``mobilenet``: a 3 x 3 stem (16 channels, stride 2), inverted residual blocks (a 1 x 1
   expansion by 4, a depthwise 3 x 3, ReLU6, a linear 1 x 1 projection; the input added,
   no ReLU after the add, where shapes allow) to 24 and 32 channels, a 1 x 1 to 64,
-  ``x.mean((2, 3))``, a linear head;
+  ``x.mean((2, 3))``, a linear head; ``mobilenet_plain`` the same without batch norm
+  (each convolution with a bias);
 - ``resnet``: a 3 x 3 stem and basic blocks of 16, 32 and 64 channels (stride 2 and a
   1 x 1 projection where the shape changes), ``x.mean((2, 3))``, a linear head;
 
 and codnn's own LeNet-5 models (benchmarks/models, dense and column-combined). Each
 integer network here runs dense (alpha 1), so that packing prunes nothing. Prints a
-table and writes PREFIX.json. Needs the ``train`` extra and onnxruntime; about five
-minutes on this machine's two cores.
+table and writes PREFIX.json. Needs the ``train`` extra and onnxruntime; about ten
+minutes a trained network on this machine's two cores (the eight integer networks'
+runs over the test images take most of it).
 """
 
 import argparse
@@ -42,19 +45,21 @@ MODELS = Path(__file__).parent / "models"
 SETTINGS = [(requant, clip) for requant in ("shift", "multiplier") for clip in ("max", "mse")]
 
 
-def _unit(c_in, c_out, kernel, stride=1, groups=1, activation=True):
-    layers = [nn.Conv2d(c_in, c_out, kernel, stride, kernel // 2, groups=groups, bias=False),
-              nn.BatchNorm2d(c_out)]
+def _unit(c_in, c_out, kernel, stride=1, groups=1, activation=True, norm=True):
+    """A convolution, its batch norm (``norm``; else a bias) and ReLU6 (``activation``)."""
+    layers = [nn.Conv2d(c_in, c_out, kernel, stride, kernel // 2, groups=groups,
+                        bias=not norm)]
+    layers += [nn.BatchNorm2d(c_out)] if norm else []
     return nn.Sequential(*layers, nn.ReLU6()) if activation else nn.Sequential(*layers)
 
 
 class _Inverted(nn.Module):
-    def __init__(self, c_in, c_out, stride, t=4):
+    def __init__(self, c_in, c_out, stride, t=4, norm=True):
         super().__init__()
         hidden = c_in * t
-        self.body = nn.Sequential(_unit(c_in, hidden, 1), _unit(hidden, hidden, 3, stride,
-                                                                hidden),
-                                  _unit(hidden, c_out, 1, activation=False))
+        self.body = nn.Sequential(_unit(c_in, hidden, 1, norm=norm),
+                                  _unit(hidden, hidden, 3, stride, hidden, norm=norm),
+                                  _unit(hidden, c_out, 1, activation=False, norm=norm))
         self.add = stride == 1 and c_in == c_out
 
     def forward(self, x):
@@ -62,12 +67,12 @@ class _Inverted(nn.Module):
 
 
 class MobileNet(nn.Module):
-    def __init__(self):
+    def __init__(self, norm=True):
         super().__init__()
         self.features = nn.Sequential(
-            _unit(1, 16, 3, 2), _Inverted(16, 16, 1), _Inverted(16, 24, 2),
-            _Inverted(24, 24, 1), _Inverted(24, 32, 1), _Inverted(32, 32, 1),
-            _unit(32, 64, 1))
+            _unit(1, 16, 3, 2, norm=norm), *(_Inverted(*shape, norm=norm) for shape in (
+                (16, 16, 1), (16, 24, 2), (24, 24, 1), (24, 32, 1), (32, 32, 1))),
+            _unit(32, 64, 1, norm=norm))
         self.head = nn.Linear(64, 10)
 
     def forward(self, x):
@@ -171,7 +176,8 @@ def measure(name, path, data, args, folder):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="mobilenet,resnet,lenet5,lenet5_cc")
+    parser.add_argument("--models", default="mobilenet,mobilenet_plain,resnet,lenet5,"
+                                            "lenet5_cc")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--calibration", type=int, default=300)
     parser.add_argument("--test", type=int, default=1000)
@@ -182,8 +188,9 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name in args.models.split(","):
-            if name in ("mobilenet", "resnet"):
-                module = MobileNet() if name == "mobilenet" else ResNet()
+            if name in ("mobilenet", "mobilenet_plain", "resnet"):
+                module = {"mobilenet": MobileNet, "resnet": ResNet,
+                          "mobilenet_plain": lambda: MobileNet(norm=False)}[name]()
                 path = train_plain(module, data, args.epochs, Path(folder) / f"{name}.onnx")
             elif name in ("lenet5", "lenet5_cc"):
                 path = MODELS / ("lenet5_mnist.onnx" if name == "lenet5" else
