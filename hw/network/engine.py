@@ -2,7 +2,6 @@
 between layers (docs/semantics.md section 9)."""
 
 import dataclasses
-from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
@@ -30,6 +29,63 @@ __all__ = ["NetworkEngine"]
 
 #: Activations and weights are 8 bits, accumulators 32 (what the compiler writes).
 _DATA_BITS, _WEIGHT_BITS, _ACC_BITS = 8, 8, 32
+
+
+@dataclasses.dataclass(slots=True)
+class _Shared:
+    """What the engine's stages share, by the method that makes it (``elaborate`` calls
+    them in this order; a later one reads what an earlier one made)."""
+
+    # _units: the array, gather, post-processing unit, weight memory and memories.
+    word_bits: int = None
+    array: object = None
+    gather: object = None
+    post: object = None
+    weights: object = None              # OnChipWeights or AxiWeights
+    prog_r: object = None               # memory ports: the program's read
+    psum_w: object = None
+    psum_r: object = None
+    acc_w: object = None
+    acc_host: object = None             # the accumulator buffer's host read port
+    error: Signal = None
+    # _run_state: the sequencer's state, the program counter, header and descriptor.
+    state: Signal = None
+    cycles: Signal = None
+    pc: Signal = None
+    header: Signal = None               # HeaderLayout
+    desc: Signal = None                 # StepLayout
+    check: object = None                # ProgramCheck
+    fetched: Signal = None
+    steps_left: Signal = None
+    started: Signal = None
+    # _tile_words: the weight words in flight, a row block's bias, a tile's table.
+    wptr: Signal = None
+    requested: Signal = None
+    word: object = None                 # the weight memory's output stream
+    bias_words: Signal = None
+    bias: Signal = None
+    table_words: Signal = None
+    table: Signal = None
+    table_we: Signal = None
+    loaded: Signal = None
+    # _layer: a layer step's tiles, positions and results.
+    row_block: Signal = None
+    col_block: Signal = None
+    position: Signal = None
+    total: Signal = None
+    last_col: Signal = None
+    bad_shift: object = None            # a row block's shift past the output stage
+    bad_selects: object = None
+    bad_lanes: object = None
+    taking: object = None
+    streaming: Signal = None
+    first_col: Signal = None
+    results: object = None              # ResultWriter
+    block_base: Signal = None
+    launch: object = None
+    # _post_steps and _transfers: the post-processing unit's and the transfers' reads.
+    transfer_read: object = None
+    xfer: object = None                 # AxiActivations, or None without the port
 
 
 class _State(enum.Enum, shape=4):
@@ -219,7 +275,7 @@ class NetworkEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()          # the units and signals the stages share
+        k = _Shared()
         self._units(m, k)
         self._run_state(m, k)
         self._tile_words(m, k)
