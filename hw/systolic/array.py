@@ -1,6 +1,6 @@
 """Weight-stationary column-combined systolic array with double-buffered weights."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Array, C, Cat, Mux, Signal, signed, unsigned
 from amaranth.lib import data
@@ -15,6 +15,21 @@ from codnn.hw.common.ws_array import (WeightStationaryArray, column_stage, group
 
 __all__ = ["ColumnCombinedArray"]
 
+
+
+@dataclass(frozen=True)
+class _SerialEdge:
+    """The bit-serial array's left edge (``_bitserial_edge``): the beat taken
+    (``accepted``), each column's and stream's shift register (``shifters[g][a]``), the
+    bits still to shift (``live``), the beat's bank and lane, and its last bit
+    (``last_in``)."""
+
+    accepted: object
+    shifters: list
+    live: Signal
+    bank_in: Signal
+    lane_in: Signal
+    last_in: object
 
 
 class ColumnCombinedArray(WeightStationaryArray):
@@ -247,8 +262,7 @@ class ColumnCombinedArray(WeightStationaryArray):
                 for a in range(self.alpha):
                     m.d.sync += shifters[g][a].eq(shifters[g][a] >> 1)
         last_in = live[0] & ~live[1] if D > 1 else live[0]
-        return SimpleNamespace(accepted=accepted, shifters=shifters, live=live,
-                               bank_in=bank_in, lane_in=lane_in, last_in=last_in)
+        return _SerialEdge(accepted, shifters, live, bank_in, lane_in, last_in)
 
     def _bitserial_column(self, m, g, edge, weight, row_out):
         """Column ``g``'s cells, bottom row first: each registers its weight times the

@@ -1,7 +1,7 @@
 """TQ array: a weight-stationary array of term-quantization cells (revealed weight terms,
 one a cycle, against data values truncated at run time)."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import numpy as np
 from amaranth.hdl import Array, C, Cat, Mux, Signal, signed
@@ -37,6 +37,19 @@ def _at_end_copy(m, data_go, beat_cycles, name):
     at_end = Signal(init=1, name=name)
     count_phase(m, phase, at_end, data_go, beat_cycles)
     return at_end
+
+
+@dataclass(frozen=True)
+class _TruncatingEdge:
+    """The TQ array's edge (``_truncating_edge``): ``K`` column groups a cycle, their held
+    values (``held[j]``), and the slot index, first flag and bank that go up the columns
+    beside them."""
+
+    K: int
+    held: list
+    i_in: object
+    slot_first: object
+    bank_edge: object
 
 
 class TermQuantArray(WeightStationaryArray):
@@ -180,8 +193,7 @@ class TermQuantArray(WeightStationaryArray):
             with m.If(go):
                 m.d.sync += hold.eq(truncated)
             held.append(hold)
-        return SimpleNamespace(K=K, held=held, i_in=i_in, slot_first=slot_first,
-                               bank_edge=bank_edge)
+        return _TruncatingEdge(K, held, i_in, slot_first, bank_edge)
 
     def _column(self, m, c, edge, weight, row_psum):
         """Column ``c``: its bus of g truncated values, a register from the hold and
