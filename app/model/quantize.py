@@ -2,7 +2,9 @@
 (``codnn.golden.network.IntegerNetwork``), with scales chosen on a calibration sample.
 
 Activations are unsigned ``out_bits``-bit integers, one scale per tensor: the largest value
-the calibration sample reaches (for ``Clip(0, m)``: at most ``m``) maps to the top code.
+the calibration sample reaches (for ``Clip(0, m)``: at most ``m``) maps to the top code,
+or with ``clip`` its 99.99th percentile or the clip of least squared error
+(``clip_peak``).
 A layer followed by an activation requantizes in the array's output stage, whose only
 knob is a right shift: its weights get the scale ``s_w = s_y / (s_x * 2**shift)`` with the
 largest ``shift`` that keeps every weight within ``weight_bits`` (so ``s_w`` is at most a
@@ -16,7 +18,9 @@ weight scale per channel, ``s_w[n] = s_y / (s_x * 2**shift[n])``: every channel'
 use most of ``weight_bits`` however small they are next to the layer's largest. Each
 layer's integer weights are then packed (column combining, ``alpha`` and ``gamma``), with
 the groups the model carries from its training (``codnn.model.onnx_import.GROUPS_KEY``)
-when they fit ``alpha``.
+when they fit ``alpha``. With ``requant="multiplier"`` the output stage multiplies before
+it shifts (golden only for now): weights keep their own max-abs scale and the stage
+takes the ``fixed_point`` multiplier and shift of the rest.
 """
 
 import math
