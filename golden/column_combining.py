@@ -26,7 +26,7 @@ import numpy as np
 
 __all__ = ["SECTION", "PackedLayer", "group_columns", "pack", "tiles", "dense_tiles",
            "conv_weight_matrix", "expand_groups", "collapse_groups", "im2col",
-           "output_size", "padding_sides"]
+           "output_size", "output_shape", "padding_sides", "padding_value"]
 
 #: Columns per independently grouped section.
 SECTION = 256
@@ -320,29 +320,57 @@ def collapse_groups(full, groups):
                                 g * per_group:(g + 1) * per_group] for g in range(groups)])
 
 
+def _side(value):
+    if not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"A padding must be an integer >= 0, not {value!r}")
+    return int(value)
+
+
 def padding_sides(padding):
-    """A window's padding as ``(before, after)``: one integer pads both sides of each
-    axis alike; a pair pads ``before`` rows (columns) above (left of) the map and
-    ``after`` below (right of) it, as an exporter's asymmetric or SAME padding does.
+    """A window's padding per axis, ``((top, bottom), (left, right))``: one integer pads
+    every side alike; a pair ``(before, after)`` pads ``before`` rows above and columns
+    left of the map and ``after`` below and right of it (an exporter's SAME padding,
+    ``ceil_mode``); four, ``(top, left, bottom, right)`` (ONNX's order), each side its
+    own.
 
     Raises
     ------
     ValueError
-        If a side is not an integer >= 0.
+        If a side is not an integer >= 0, or the padding is none of these forms.
     """
-    sides = tuple(padding) if isinstance(padding, (tuple, list)) else (padding, padding)
-    if len(sides) != 2 or not all(isinstance(v, (int, np.integer)) and v >= 0
-                                  for v in sides):
-        raise ValueError(f"Padding must be an integer >= 0 or a pair of them, not "
-                         f"{padding!r}")
-    return int(sides[0]), int(sides[1])
+    sides = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,)
+    if len(sides) not in (1, 2, 4):
+        raise ValueError(f"A padding is one integer, (before, after) or (top, left, "
+                         f"bottom, right), not {padding!r}")
+    if len(sides) == 1:
+        sides = sides * 4
+    elif len(sides) == 2:
+        sides = (sides[0], sides[0], sides[1], sides[1])
+    top, left, bottom, right = sides
+    return (_side(top), _side(bottom)), (_side(left), _side(right))
+
+
+def padding_value(top, left, bottom, right):
+    """The shortest form of a padding that ``padding_sides`` reads back as these sides:
+    one integer, ``(before, after)``, or the four."""
+    if top == left == bottom == right:
+        return top
+    return (top, bottom) if (top, bottom) == (left, right) else (top, left, bottom, right)
 
 
 def output_size(size, k, stride=1, padding=0):
     """Output positions along one axis of ``size`` for a ``k``-wide window:
-    ``(size + before + after - k) // stride + 1`` (``padding_sides(padding)``)."""
-    before, after = padding_sides(padding)
-    return (size + before + after - k) // stride + 1
+    ``(size + before + after - k) // stride + 1``, ``padding`` that axis's ``(before,
+    after)`` or one integer for both."""
+    before, after = padding if isinstance(padding, (tuple, list)) else (padding, padding)
+    return (size + _side(before) + _side(after) - k) // stride + 1
+
+
+def output_shape(h, w, k, stride=1, padding=0):
+    """``(H_out, W_out)`` of a ``k x k`` window over an ``h x w`` map, ``padding`` as
+    ``padding_sides`` reads it."""
+    rows, cols = padding_sides(padding)
+    return output_size(h, k, stride, rows), output_size(w, k, stride, cols)
 
 
 def im2col(x, k, stride=1, padding=0):
@@ -350,8 +378,8 @@ def im2col(x, k, stride=1, padding=0):
     batch ``(B, C_in, H, W)`` into ``(C_in*k*k, B*H_out*W_out)`` (image-major, then row-major
     positions). Rows are ordered ``(c, ky, kx)``, as ``conv_weight_matrix`` orders columns.
 
-    ``H_out = output_size(H, k, stride, padding)`` (likewise ``W_out``); zero padding,
-    ``padding`` one integer or a ``(before, after)`` pair (``padding_sides``).
+    ``(H_out, W_out) = output_shape(H, W, k, stride, padding)``; zero padding, as
+    ``padding_sides`` reads ``padding``.
 
     Raises
     ------
@@ -365,13 +393,13 @@ def im2col(x, k, stride=1, padding=0):
     for name, value in (("Kernel size", k), ("Stride", stride)):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
-    before, after = padding_sides(padding)
+    (top, bottom), (left, right) = padding_sides(padding)
     batch = x if x.ndim == 4 else x[None]
     b, c, h, w = batch.shape
-    h_out, w_out = output_size(h, k, stride, padding), output_size(w, k, stride, padding)
+    h_out, w_out = output_shape(h, w, k, stride, padding)
     if h_out < 1 or w_out < 1:
         raise ValueError(f"A {k}x{k} kernel does not fit a {h}x{w} map with padding {padding}")
-    padded = np.pad(batch, ((0, 0), (0, 0), (before, after), (before, after)))
+    padded = np.pad(batch, ((0, 0), (0, 0), (top, bottom), (left, right)))
     ky, kx = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
     oy, ox = np.meshgrid(np.arange(h_out) * stride, np.arange(w_out) * stride, indexing="ij")
     rows = (ky.reshape(-1, 1) + oy.reshape(1, -1))               # k*k x positions

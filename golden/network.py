@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .column_combining import PackedLayer, im2col, output_size, padding_sides
+from .column_combining import PackedLayer, im2col, output_shape, padding_sides
 from .systolic import output_stage, wrap
 from .tq_array import tq_products
 
@@ -217,9 +217,8 @@ def signed_code(value, out_bits):
 def conv_columns(x, kernel, stride, padding):
     """A convolution's input vectors for a batch ``B x C x H x W`` (``im2col``) and its
     output map's ``(H_out, W_out)``."""
-    window = (kernel, stride, padding)
-    return (im2col(x, *window),
-            (output_size(x.shape[2], *window), output_size(x.shape[3], *window)))
+    return (im2col(x, kernel, stride, padding),
+            output_shape(x.shape[2], x.shape[3], kernel, stride, padding))
 
 
 def batch_first(y, batch, shape):
@@ -242,7 +241,7 @@ def pool(x, kind, kernel, stride, padding, count_pad, *, integer):
     if kind == "max":
         out = cols.max(axis=0)
     else:
-        if count_pad or padding_sides(padding) == (0, 0):
+        if count_pad or padding_sides(padding) == ((0, 0), (0, 0)):
             n = np.full(cols.shape[1], kernel * kernel)
         else:
             n = im2col(np.ones((1, 1, h, w)), kernel, stride, padding).sum(axis=0)

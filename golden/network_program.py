@@ -65,7 +65,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .column_combining import output_size, padding_sides
+from .column_combining import output_shape, padding_sides, padding_value
 from .network import pool, residual_add
 from .program_format import (HEADER, HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION, Op,
                              pack, unpack, unused_bits)
@@ -190,8 +190,8 @@ class Region:
 class LayerStep:
     """An array layer: a convolution (``kernel >= 1``) or dense layer (``kernel == 0``) from
     ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
-    ``padding`` one integer, or ``(before, after)`` when the rows and columns padded after
-    the map differ from those before it (``padding_sides``); ``output_stage``: its
+    ``padding`` one integer, ``(before, after)``, or ``(top, left, bottom, right)``
+    (``padding_sides``); ``output_stage``: its
     results go through the output stage (else accumulators); ``pad`` the code a padded
     position carries; ``rounds``: the gather's rounds of reads per
     position, which read stream slots ``0 .. gather_ports * rounds - 1`` (the others carry 0;
@@ -488,8 +488,9 @@ def write_region(words, region, values, lanes):
 def gather_values(act, src, map_shape, kernel, stride, padding, table, pad=0, slots=None):
     """The values the streams carry at every output position of a layer, ``(T, cols,
     alpha)``: ``act`` the activation buffer (``words x lanes``), ``src`` the source's first
-    word, ``map_shape`` its ``(C, H, W)``, ``padding`` one integer or ``(p, after)``
-    (``padding_sides``), ``table`` a tile's ``GatherTable``; ``kernel ==
+    word, ``map_shape`` its ``(C, H, W)``, ``padding`` as ``padding_sides`` reads it
+    (``p`` below: the top's, and the left's for ``ox``), ``table`` a tile's
+    ``GatherTable``; ``kernel ==
     0``: a dense layer (one position); ``slots``: the stream slots read (default all),
     the others carry 0. Lane bank ``i`` reads, in slot ``a``, lane ``i`` of word ``src +
     (oy * s - p) * W + (ox * s - p) + offset[a, i]`` when the window position ``(oy * s
@@ -497,14 +498,13 @@ def gather_values(act, src, map_shape, kernel, stride, padding, table, pad=0, sl
     column ``g``'s stream ``a`` carries bank ``lane[a, g]``'s value, or 0 for
     ``NO_LANE``. None when a bank's read inside the map falls outside ``act``."""
     _, h, w = map_shape
-    window = (kernel, stride, padding)
-    h_out = output_size(h, *window) if kernel else 1
-    w_out = output_size(w, *window) if kernel else 1
-    stride, before = (stride, padding_sides(padding)[0]) if kernel else (1, 0)
+    h_out, w_out = output_shape(h, w, kernel, stride, padding) if kernel else (1, 1)
+    (top, _), (left, _) = padding_sides(padding) if kernel else ((0, 0), (0, 0))
+    stride = stride if kernel else 1
     A, W = table.lane.shape
     slots = A if slots is None else slots
-    oy, ox = np.meshgrid(np.arange(h_out) * stride - before,
-                         np.arange(w_out) * stride - before, indexing="ij")
+    oy, ox = np.meshgrid(np.arange(h_out) * stride - top,
+                         np.arange(w_out) * stride - left, indexing="ij")
     oy, ox = oy.reshape(-1, 1, 1), ox.reshape(-1, 1, 1)
     y, x = oy + table.ky[:slots], ox + table.kx[:slots]           # positions x slots x banks
     inside = (y >= 0) & (y < h) & (x >= 0) & (x < w)
@@ -615,24 +615,24 @@ def _check_window(where, kernel, stride, padding, src, dst, *, pool):
     ``dst``."""
     c, h, w = src.map_shape
     try:
-        before, after = padding_sides(padding)
+        rows, cols = padding_sides(padding)
     except ValueError as error:
         _fail(where, str(error))
     if kernel == 0:
-        if stride != 1 or (before, after) != (0, 0) or dst.map_shape[1:] != (1, 1):
+        if stride != 1 or (rows, cols) != ((0, 0), (0, 0)) or dst.map_shape[1:] != (1, 1):
             _fail(where, "kernel 0 (dense, or a global average) takes stride 1, padding 0 "
                          "and gives one position")
         return
     most = kernel - 1 if pool else MAX_STRIDE
     if not 1 <= kernel <= MAX_KERNEL or not 1 <= stride <= MAX_STRIDE \
-            or not (0 <= before <= most and 0 <= after <= most):
+            or max(*rows, *cols) > most:
         _fail(where, f"kernel {kernel}, stride {stride}, padding {padding}: the engine takes "
                      f"kernels 1..{MAX_KERNEL}, strides 1..{MAX_STRIDE}, paddings 0.."
                      f"{'kernel - 1' if pool else MAX_STRIDE} on each side")
-    if h + before + after < kernel or w + before + after < kernel:
+    if h + sum(rows) < kernel or w + sum(cols) < kernel:
         _fail(where, f"a {kernel} x {kernel} window does not fit its {h} x {w} source "
                      f"with padding {padding}")
-    out = (output_size(h, kernel, stride, padding), output_size(w, kernel, stride, padding))
+    out = output_shape(h, w, kernel, stride, padding)
     if dst.map_shape[1:] != out:
         _fail(where, f"its dst map is {dst.map_shape[1]} x {dst.map_shape[2]}; the window "
                      f"gives {out[0]} x {out[1]}")
@@ -837,17 +837,16 @@ def _strides(step, lanes):
 
 
 def _padding_values(padding):
-    """A window's padding as the descriptor's ``padding`` (before the map) and
-    ``padding_after`` fields."""
-    before, after = padding_sides(padding)
-    return {"padding": before, "padding_after": after}
+    """A window's padding as the descriptor's four fields."""
+    (top, bottom), (left, right) = padding_sides(padding)
+    return {"padding_top": top, "padding_left": left, "padding_bottom": bottom,
+            "padding_right": right}
 
 
 def _padding(values):
-    """A descriptor's padding as a step holds it: one integer when both sides are equal,
-    else ``(before, after)``."""
-    before, after = values["padding"], values["padding_after"]
-    return before if before == after else (before, after)
+    """A descriptor's padding as a step holds it (``padding_value``)."""
+    return padding_value(values["padding_top"], values["padding_left"],
+                         values["padding_bottom"], values["padding_right"])
 
 
 def _step_values(step, e):

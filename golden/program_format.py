@@ -18,7 +18,7 @@ __all__ = ["MAGIC", "VERSION", "HEADER_WORDS", "STEP_WORDS", "Op", "Field", "REG
            "HEADER", "STEPS", "fields", "pack", "unpack", "unused_bits", "format_table"]
 
 MAGIC = 0x6E646F63                              # "codn"
-#: 7: a window's padding after the map (below and right of it) apart from before it.
+#: 7: a window's padding on each of its four sides (6: one padding for all four).
 VERSION = 7
 #: Little-endian u32 words of the header and of each step's descriptor.
 HEADER_WORDS, STEP_WORDS = 18, 16
@@ -50,10 +50,10 @@ REGION = {"addr": Field(0, 0, 29), "ext": Field(0, 29, 1), "vector": Field(0, 30
 
 
 def _window(word, last):
-    """A window's word: kernel, stride, the padding before the map and ``last`` (a
-    name) in bits 24-31."""
+    """A window's word: kernel, stride, the padding above the map and ``last`` (a name)
+    in bits 24-31."""
     return {"kernel": Field(word, 0, 8), "stride": Field(word, 8, 8),
-            "padding": Field(word, 16, 8), last: Field(word, 24, 8)}
+            "padding_top": Field(word, 16, 8), last: Field(word, 24, 8)}
 
 
 HEADER = {
@@ -75,11 +75,13 @@ STEPS = {
         **_OP, "output_stage": Field(0, 8, 1), "src": (1, REGION), "dst": (4, REGION),
         "filters": Field(7), "row_blocks": Field(8), "col_blocks": Field(9),
         "positions": Field(10), "weights": Field(11), "pad": Field(12, 0, 8),
-        "padding_after": Field(12, 8, 8), **_window(13, "rounds"), "images": Field(14),
+        "padding_left": Field(12, 8, 8), "padding_bottom": Field(12, 16, 8),
+        "padding_right": Field(12, 24, 8), **_window(13, "rounds"), "images": Field(14),
         "src_stride": Field(15, 0, 16), "dst_stride": Field(15, 16, 16)},
     Op.POOL: {
         **_OP, "avg": Field(0, 8, 1), "count_pad": Field(0, 9, 1), "src": (1, REGION),
-        "dst": (4, REGION), **_window(7, "padding_after"), "blocks": Field(8)},
+        "dst": (4, REGION), **_window(7, "padding_left"), "blocks": Field(8, 0, 16),
+        "padding_bottom": Field(8, 16, 8), "padding_right": Field(8, 24, 8)},
     Op.ADD: {
         **_OP, "signed_a": Field(0, 8, 1), "signed_b": Field(0, 9, 1),
         "signed_out": Field(0, 10, 1), "a": (1, REGION), "b": (4, REGION),

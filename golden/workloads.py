@@ -74,17 +74,17 @@ def residual_network(rng, *, alpha=2, tq=None):
 
 
 def padded_network(rng, *, alpha=2):
-    """Windows padded differently before and after the map, as other exporters write them
+    """Windows padded differently on their sides, as other exporters write them
     (TensorFlow's SAME padding, ``ceil_mode`` pooling): 3 x 10 x 10 -> 3 x 3 conv, stride
     2, padding (0, 1) -> 2 x 2 max pool, stride 2, padding (0, 1) -> 3 x 3 conv, padding
-    (1, 0) -> 2 x 2 average pool, padding (1, 0) -> global average -> flatten -> dense
-    logits."""
+    (top 1, left 0, bottom 0, right 1) -> 2 x 2 average pool, padding (1, 0) -> global
+    average -> flatten -> dense logits."""
     def layer(*args, **kwargs):
         return random_layer(rng, *args, alpha=alpha, **kwargs)
     return IntegerNetwork((
         layer("same", "x", "a", 6, 3 * 9, shift=9, kernel=3, stride=2, padding=(0, 1)),
         Pool("ceil_max", "a", "m", "max", kernel=2, stride=2, padding=(0, 1)),
-        layer("lower", "m", "b", 5, 6 * 9, shift=10, kernel=3, padding=(1, 0)),
+        layer("lower", "m", "b", 5, 6 * 9, shift=10, kernel=3, padding=(1, 0, 0, 1)),
         Pool("ceil_avg", "b", "v", "avg", kernel=2, stride=1, padding=(1, 0)),
         Pool("gap", "v", "g", "avg", kernel=0),
         Flatten("flat", "g", "f"),

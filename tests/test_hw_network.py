@@ -12,7 +12,7 @@ from amaranth.hdl import Module, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.sim import Simulator
 
-from codnn.golden.column_combining import output_size
+from codnn.golden.column_combining import output_shape, padding_sides
 from codnn.golden.network import Add, pool, residual_add
 from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, NO_LANE,
                                           EngineConfig, LoadStep, ProgramError,
@@ -104,6 +104,7 @@ async def _gather_pass(ctx, dut, geometry, table, rng, backpressure, got, times)
     (2, 5, 4, 2, 5, 2, 2, 3),         # LeNet-like 5 x 5, stride 2, padding 2
     (3, 8, 4, 3, 4, 1, 2, 4),         # three ports a bank, alpha 8
     (3, 2, 4, 2, 0, 1, 0, 7),         # a dense layer over a flattened 7 x 3 x 2 map
+    (2, 4, 4, 2, 3, 2, (2, 0, 1, 3), 3),    # each side its own padding
 ])
 def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding, channels):
     rng = np.random.default_rng(SEED + kernel)
@@ -124,13 +125,13 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
     lane = np.where(rng.random((alpha, cols)) < 0.2, NO_LANE,
                     rng.integers(0, lanes, (alpha, cols)))
     table = GatherTable(offset, kyx >> 4, kyx & 15, lane)
-    out = (output_size(h, kernel, stride, padding), output_size(w, kernel, stride, padding)) \
-        if kernel else (1, 1)
+    out = output_shape(h, w, kernel, stride, padding) if kernel else (1, 1)
+    (top, _), (left, _) = padding_sides(padding)
     rounds = -(-alpha // ports)
     geometry = {"src": src, "height": h, "width": w, "out_height": out[0],
                 "out_width": out[1], "stride": stride if kernel else 1,
-                "padding": padding if kernel else 0, "pad": 37 * kernel, "rounds": rounds,
-                "images": images, "image_words": blocks * h * w}
+                "padding_top": top, "padding_left": left, "pad": 37 * kernel,
+                "rounds": rounds, "images": images, "image_words": blocks * h * w}
     dut = Gather(cols=cols, alpha=alpha, lanes=lanes, depth=depth, ports=ports)
 
     def golden(slots):
@@ -230,6 +231,7 @@ def _post_run(lanes, words, step, acc=((0,),)):
 @pytest.mark.parametrize("kind,kernel,stride,padding,count_pad,lanes", [
     ("max", 2, 2, 0, False, 4), ("max", 3, 2, 1, False, 3), ("avg", 3, 1, 1, False, 4),
     ("avg", 3, 1, 1, True, 2), ("avg", 2, 2, 0, False, 1), ("avg", 0, 1, 0, False, 4),
+    ("max", 3, 2, (2, 0, 1, 2), False, 4), ("avg", 3, 2, (0, 2, 2, 1), False, 2),
 ])
 def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
     rng = np.random.default_rng(SEED + kernel)
@@ -247,7 +249,8 @@ def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
             "count_pad": count_pad, "src": src.addr, "dst": dst.addr,
             "blocks": -(-c // lanes), "height": h, "width": w, "out_height": want.shape[1],
             "out_width": want.shape[2], "kernel_h": kh, "kernel_w": kw,
-            "stride": stride if kernel else 1, "padding": padding}
+            "stride": stride if kernel else 1, "padding_top": padding_sides(padding)[0][0],
+            "padding_left": padding_sides(padding)[1][0]}
     after, cycles = _post_run(lanes, words, step)
     got = read_region(after, dst, lanes)
     assert np.array_equal(got, want), f"first difference at {np.argwhere(got != want)[0]}"

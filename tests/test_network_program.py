@@ -397,9 +397,9 @@ def test_binary_program_round_trip_and_bad_programs():
     bad_op[72] = 9
     with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
         decode_program(bytes(bad_op))
-    # A bit outside the step's fields: a pooling's flag past its two, a layer's bit past
-    # its pad code and padding after the map, a pooling's unused word, an add's.
-    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 12, 16), (Op.POOL, 9, 3),
+    # A bit outside the step's fields: a pooling's flag past its two, a layer's past its
+    # one, a pooling's unused word, an add's.
+    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 0, 9), (Op.POOL, 9, 3),
                           (Op.ADD, 13, 0)):
         k = next(k for k, s in enumerate(compiled.program.steps) if s.op == op.name.lower())
         stray = bytearray(data)

@@ -7,7 +7,7 @@ operator and the node.
 
 import numpy as np
 
-from codnn.golden.column_combining import expand_groups
+from codnn.golden.column_combining import expand_groups, padding_value
 from codnn.golden.network import Flatten, Pool
 
 from .graph import Concatenation, FloatNetwork, Layer, Residual
@@ -33,10 +33,10 @@ def _where(node):
 
 
 def _window(node, attrs, what, shape):
-    """The square kernel, the stride and the padding of a Conv or pooling node: one
-    integer, or ``(before, after)`` when the rows and columns padded after the map differ
-    from those before it (asymmetric pads, ``auto_pad`` SAME, ``ceil_mode``; these need
-    the input's ``shape``, ``(C, H, W)`` or None when the model does not give it)."""
+    """The square kernel, the stride and the padding of a Conv or pooling node, as
+    ``padding_value`` writes it (each side its own: asymmetric pads, ``auto_pad`` SAME
+    and ``ceil_mode``, which need the input's ``shape``, ``(C, H, W)``, or None when the
+    model does not give it)."""
     kernel = [int(v) for v in attrs.get("kernel_shape", [])]
     strides = [int(v) for v in attrs.get("strides", [1] * len(kernel))]
     dilations = [int(v) for v in attrs.get("dilations", [1] * len(kernel))]
@@ -60,21 +60,18 @@ def _window(node, attrs, what, shape):
     else:
         raise ModelError(f"{_where(node)}: auto_pad {auto_pad!r} is not one of NOTSET, "
                          f"SAME_UPPER, SAME_LOWER, VALID")
-    if len(pads) != 4 or pads[0] != pads[1] or pads[2] != pads[3]:
-        raise ModelError(f"{_where(node)}: {what} needs the same padding along both axes "
-                         f"(pads {pads}: top, left, bottom, right)")
-    before, after = pads[0], pads[2]
+    if len(pads) != 4 or min(pads) < 0:
+        raise ModelError(f"{_where(node)}: {what} needs four pads (top, left, bottom, "
+                         f"right) of at least 0, not {pads}")
+    top, left, bottom, right = pads
     if ceil_mode:
-        extra = {_ceil_extra(n, k, s, before, after) for n in shape[1:]}
-        if len(extra) != 1:
-            raise ModelError(f"{_where(node)}: ceil_mode on a map of unequal sides "
-                             f"{shape[1:]} pads its axes differently: not supported")
-        extra = extra.pop()
-        if extra and attrs.get("count_include_pad", 0) and (before or after):
+        extra = [_ceil_extra(n, k, s, before, after)
+                 for n, (before, after) in zip(shape[1:], ((top, bottom), (left, right)))]
+        if any(extra) and attrs.get("count_include_pad", 0) and any(pads):
             raise ModelError(f"{_where(node)}: ceil_mode with count_include_pad and pads: "
                              f"the windows past the padding are not supported")
-        after += extra
-    return k, s, (before if before == after else (before, after))
+        bottom, right = bottom + extra[0], right + extra[1]
+    return k, s, padding_value(top, left, bottom, right)
 
 
 def _same_pads(auto_pad, k, s, sides):
@@ -426,10 +423,9 @@ _HANDLERS = {
 
 #: What each operator the importer takes becomes (``codnn infer --list-ops``).
 OPERATORS = {
-    "Conv": "an array layer: a square kernel, equal strides, no dilation, the same "
-            "padding along both axes (before and after the map may differ; auto_pad "
-            "SAME_UPPER, SAME_LOWER or VALID); grouped and depthwise ones as a convolution "
-            "over all input channels, zero outside each filter's group",
+    "Conv": "an array layer: a square kernel, equal strides, no dilation, any pads "
+            "(auto_pad SAME_UPPER, SAME_LOWER or VALID too); grouped and depthwise ones as "
+            "a convolution over all input channels, zero outside each filter's group",
     "Gemm": "an array layer (transB either way, alpha and beta folded; a bias C of one "
             "value per output: a scalar, (N,), (1, N) or equal rows; no transA)",
     "MatMul": "an array layer by a constant matrix; an Add of a constant after it is its "

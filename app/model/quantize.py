@@ -193,7 +193,7 @@ def _check_signed_reader(step):
         raise ValueError(f"{step.name!r}: a Concat of signed activations (no ReLU before "
                          f"it) is not supported")
     if isinstance(step, Pool) and step.kind == "avg" and step.count_pad \
-            and padding_sides(step.padding) != (0, 0):
+            and padding_sides(step.padding) != ((0, 0), (0, 0)):
         raise ValueError(f"{step.name!r} averages signed activations (no ReLU before it) "
                          f"over padding it counts: not supported")
 

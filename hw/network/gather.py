@@ -61,7 +61,8 @@ class _Pass:
 def Geometry(depth, data_bits=8, rounds=8):
     """A layer's geometry as the gather takes it: the source's first word and map size
     (``height x width``), the output map (``out_height x out_width``; 1 x 1 for a dense
-    layer), stride and padding (1 and 0 for a dense layer), ``pad``, the value a padded
+    layer), stride and the padding above and left of the map (``padding_top``,
+    ``padding_left``; 1 and 0 for a dense layer), ``pad``, the value a padded
     position carries, and ``rounds``, the cycles of reads per position (1 up to the
     ``rounds`` this layout is made for: the gather's ``ceil(alpha / ports)``), and the
     ``images`` of the pass (at least 1), image ``m``'s map ``m * image_words`` past
@@ -69,7 +70,8 @@ def Geometry(depth, data_bits=8, rounds=8):
     return data.StructLayout({
         "src": range(depth), "height": unsigned(16), "width": unsigned(16),
         "out_height": unsigned(16), "out_width": unsigned(16), "stride": unsigned(4),
-        "padding": unsigned(4), "pad": unsigned(data_bits), "rounds": range(rounds + 1),
+        "padding_top": unsigned(4), "padding_left": unsigned(4), "pad": unsigned(data_bits),
+        "rounds": range(rounds + 1),
         "images": unsigned(16), "image_words": unsigned(16)})
 
 
@@ -82,9 +84,10 @@ class Gather(wiring.Component):
     (``alpha`` stream slots of ``max(cols, lanes)`` gather entries), both sampled on the
     edge after the one that takes ``start`` (hold them for that cycle), and sends one beat
     on ``o`` per output position, row-major, image after image. In slot ``a`` lane bank
-    ``i`` reads lane ``i`` of word ``src + m * image_words + (oy * stride - padding) *
-    width + (ox * stride - padding) + offset`` in image ``m`` (entry ``(a, i)``'s offset)
-    when the window position ``(oy * stride - padding + ky, ox * stride - padding + kx)``
+    ``i`` reads lane ``i`` of word ``src + m * image_words + (oy * stride - top) *
+    width + (ox * stride - left) + offset`` in image ``m`` (entry ``(a, i)``'s offset;
+    ``top``, ``left`` the geometry's paddings) when the window position ``(oy * stride -
+    top + ky, ox * stride - left + kx)``
     lies inside the map, else carries ``pad``; stream ``a`` of column ``g`` carries the
     read of bank ``lane`` (entry ``(a, g)``'s), or 0 where that is ``0xFF``; the slots
     past the geometry's ``rounds * ports`` are not read and carry 0.
@@ -210,14 +213,14 @@ class Gather(wiring.Component):
         and who reads the banks' ports."""
         # The products the pass needs, registered as it starts: no multiplier is in front
         # of the position registers.
-        corner = Signal(24, name="corner")                  # padding * width + padding
+        corner = Signal(24, name="corner")                  # top * width + left
         # ``start`` loads a few registers; the wide table and the geometry are sampled from
         # a register a cycle later (``first``), so that the start decision does not drive
         # the enable of every table bit.
         g = self.geometry
         with m.If(self.start & ~self.busy):
             m.d.sync += [k.row_step.eq(g.stride * g.width),
-                         corner.eq(g.padding * g.width + g.padding)]
+                         corner.eq(g.padding_top * g.width + g.padding_left)]
         m.d.comb += self.busy.eq(k.issuing | (k.pending != 0))
         # The banks' read ports serve ``aux`` unless a pass was busy a cycle ago (its first
         # read address comes two cycles after ``start``, its last while still busy).
@@ -228,14 +231,15 @@ class Gather(wiring.Component):
         with m.If(k.first):
             top_left = g.src - corner
             m.d.sync += [k.first.eq(0), k.geo.eq(g), k.table.eq(self.table), k.beat.eq(0),
-                         k.wy.eq(-g.padding), k.wx.eq(-g.padding), k.oy.eq(0), k.ox.eq(0),
+                         k.wy.eq(-g.padding_top), k.wx.eq(-g.padding_left), k.oy.eq(0),
+                         k.ox.eq(0),
                          k.rnd.eq(0), k.base.eq(top_left), k.row_base.eq(top_left),
                          k.image_top.eq(top_left), k.image.eq(0)]
 
     def _rounds(self, m, k):
         """A position's rounds of reads (``go``), begun with room in the FIFO; after its
         last round the next position, row or image, or the pass's end."""
-        geo, pad = k.geo, k.geo.padding
+        geo = k.geo
         begin = k.issuing & ~k.first & (k.rnd == 0) & (k.pending < _FIFO_DEPTH)
         m.d.comb += [k.go.eq(k.issuing & ~k.first & ((k.rnd != 0) | begin)),
                      k.last_round.eq(k.rnd == geo.rounds - 1)]
@@ -244,12 +248,13 @@ class Gather(wiring.Component):
             with m.If(k.last_round):
                 with m.If(k.ox == geo.out_width - 1):
                     next_row = k.row_base + k.row_step
-                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-pad),
+                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-geo.padding_left),
                                  k.wy.eq(k.wy + geo.stride), k.base.eq(next_row),
                                  k.row_base.eq(next_row)]
                     with m.If(k.oy == geo.out_height - 1):
                         next_image = k.image_top + geo.image_words
-                        m.d.sync += [k.oy.eq(0), k.wy.eq(-pad), k.image.eq(k.image + 1),
+                        m.d.sync += [k.oy.eq(0), k.wy.eq(-geo.padding_top),
+                                     k.image.eq(k.image + 1),
                                      k.image_top.eq(next_image), k.base.eq(next_image),
                                      k.row_base.eq(next_image)]
                         with m.If(k.image == geo.images - 1):

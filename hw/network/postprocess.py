@@ -31,7 +31,8 @@ class PostOp(enum.Enum, shape=2):
 def PostStep(depth, acc_depth=1):
     """A step as the unit takes it. Pooling: ``blocks`` lane blocks of a ``height x width``
     map at ``src`` to ``out_height x out_width`` at ``dst``, a ``kernel_h x kernel_w``
-    window, ``stride``, ``padding``, ``count_pad`` (an average counts padded positions).
+    window, ``stride``, the padding above and left of the map (``padding_top``,
+    ``padding_left``), ``count_pad`` (an average counts padded positions).
     Add: ``words`` words of ``src`` and ``src_b`` to ``dst``, multipliers ``ma``, ``mb``;
     ``a_acc`` (``b_acc``): ``src`` (``src_b``) is in the accumulator buffer; ``a_signed``,
     ``b_signed``, ``out_signed``: that operand (an activation) or the result is signed,
@@ -44,7 +45,8 @@ def PostStep(depth, acc_depth=1):
         "blocks": unsigned(16), "words": unsigned(17), "height": unsigned(16),
         "width": unsigned(16), "out_height": unsigned(16), "out_width": unsigned(16),
         "kernel_h": unsigned(16), "kernel_w": unsigned(16), "stride": unsigned(4),
-        "padding": unsigned(4), "ma": unsigned(MULTIPLIER_BITS),
+        "padding_top": unsigned(4), "padding_left": unsigned(4),
+        "ma": unsigned(MULTIPLIER_BITS),
         "mb": unsigned(MULTIPLIER_BITS)})
 
 
@@ -163,7 +165,8 @@ class PostProcess(wiring.Component):
                         m.d.sync += [pool.plane_step.eq(g.height * g.width),
                                      pool.row_step.eq(g.stride * g.width),
                                      pool.pair_jump.eq((g.width << 1) - g.kernel_w + 1),
-                                     pool.corner.eq(g.padding * g.width + g.padding),
+                                     pool.corner.eq(g.padding_top * g.width
+                                                    + g.padding_left),
                                      pool.window_size.eq(g.kernel_h * g.kernel_w),
                                      state.eq(_State.SETUP)]
             self._pool_states(m, step, state, pool)
@@ -195,7 +198,7 @@ class PostProcess(wiring.Component):
         k.row_window = Signal(span, name="row_window")      # the row's first window
         k.plane_step = Signal(32, name="plane_step")        # height * width
         k.row_step = Signal(24, name="row_step")            # stride * width
-        k.corner = Signal(24, name="corner")                # padding * width + padding
+        k.corner = Signal(24, name="corner")                # top * width + left
         k.window_size = Signal(32, name="window_size")      # kernel_h * kernel_w
         k.pair_jump = Signal(24, name="pair_jump")          # 2 * width - kernel_w + 1
         # The words read: a window position (``cursor``) and the one a row below it.
@@ -241,8 +244,8 @@ class PostProcess(wiring.Component):
         D = self._data_bits
         with m.Case(_State.SETUP):
             top_left = step.src - k.corner
-            m.d.sync += [k.block.eq(0), k.oy.eq(0), k.ox.eq(0), k.wy.eq(-step.padding),
-                         k.wx.eq(-step.padding), k.plane.eq(step.src),
+            m.d.sync += [k.block.eq(0), k.oy.eq(0), k.ox.eq(0), k.wy.eq(-step.padding_top),
+                         k.wx.eq(-step.padding_left), k.plane.eq(step.src),
                          k.row_window.eq(top_left), k.out_addr.eq(step.dst)]
             self._start_window(m, step, state, k, top_left)
         with m.Case(_State.WINDOW):
@@ -292,12 +295,12 @@ class PostProcess(wiring.Component):
         block, state ``end`` instead."""
         with m.If(k.ox == step.out_width - 1):
             row_start = k.row_window + k.row_step
-            m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-step.padding),
+            m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-step.padding_left),
                          k.wy.eq(k.wy + step.stride), k.row_window.eq(row_start)]
             with m.If(k.oy == step.out_height - 1):
                 next_plane = k.plane + k.plane_step
                 first = next_plane - k.corner
-                m.d.sync += [k.oy.eq(0), k.wy.eq(-step.padding), k.block.eq(k.block + 1),
+                m.d.sync += [k.oy.eq(0), k.wy.eq(-step.padding_top), k.block.eq(k.block + 1),
                              k.plane.eq(next_plane), k.row_window.eq(first)]
                 self._start_window(m, step, state, k, first)
                 with m.If(k.block == step.blocks - 1):

@@ -170,26 +170,27 @@ class ProgramCheck(wiring.Component):
             spans.append(span)
 
         # The window (a layer's or a pooling's) against the source's map and the
-        # result's: out = (H + p + q - k) // s + 1 (p, q the padding before and after the
-        # map), as (out - 1) * s <= H + p + q - k < out * s.
+        # result's: along each axis out = (H + p + q - k) // s + 1 (p, q its padding
+        # before and after the map), as (out - 1) * s <= H + p + q - k < out * s.
         k = Mux(is_pool, pool.kernel, layer.kernel)
         s = Mux(is_pool, pool.stride, layer.stride)
-        pad = Mux(is_pool, pool.padding, layer.padding)
-        after = Mux(is_pool, pool.padding_after, layer.padding_after)
+        sides = [Mux(is_pool, getattr(pool, name), getattr(layer, name)) for name in
+                 ("padding_top", "padding_bottom", "padding_left", "padding_right")]
         window_ok = Signal(name="window_ok")
         checks = []
-        for axis, (side, out) in enumerate(((first.height, second.height),
-                                            (first.width, second.width))):
+        axes = ((first.height, second.height, sides[:2]), (first.width, second.width,
+                                                           sides[2:]))
+        for axis, (side, out, (pad, after)) in enumerate(axes):
             out_s = Signal(24, name=f"window_out_times_stride{axis}")
             m.d.sync += out_s.eq(out * s)
             room = side + pad + after
             checks += [room >= k, out_s - s <= room - k, room - k < out_s]
-        pool_pad_ok = Mux(is_pool, (pad < k) & (after < k),
-                          (pad <= MAX_STRIDE) & (after <= MAX_STRIDE))
+        most = Mux(is_pool, k - 1, MAX_STRIDE)
+        padding_ok = Cat(v <= most for v in sides).all()
         m.d.comb += window_ok.eq(Mux(
-            k == 0, (s == 1) & (pad == 0) & (after == 0) & (second.height == 1)
+            k == 0, (s == 1) & ~Cat(*sides).any() & (second.height == 1)
             & (second.width == 1),
-            (k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE) & pool_pad_ok
+            (k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE) & padding_ok
             & Cat(*checks).all()))
 
         # Positions: the result's map.
