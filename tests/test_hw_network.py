@@ -477,8 +477,6 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
 @pytest.mark.parametrize("op,edit,message", [
     ("add", {"signed_a": True},
      "an operand in the accumulator buffer is not an offset-binary activation"),
-    pytest.param("layer", {"pad": 256}, r"pad code 256 is not an activation \(0..255\)",
-                 marks=pytest.mark.long),
     pytest.param("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1",
                  marks=pytest.mark.long),
     pytest.param("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1",
@@ -487,9 +485,8 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
                  marks=pytest.mark.long)])
 def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
     # A hand-edited program whose add calls its accumulator operand an offset-binary
-    # activation, whose padded layer (the one reading signed codes) pads with a code
-    # wider than an activation, or reads in no rounds or more than the gather has:
-    # golden refuses it, the engine stops with ``error`` at that step.
+    # activation, or whose layer reads in no rounds or more than the gather has, or runs
+    # no images: golden refuses it, the engine stops with ``error`` at that step.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
                           psum_words=64)
@@ -507,6 +504,24 @@ def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
                                        loaded_program=encode_program(edited))
     assert error and cycles == HEADER_CYCLES + sum(compiled.costs[j].cycles
                                                    for j in range(k)) + FETCH_CYCLES
+
+
+def test_a_pad_code_wider_than_an_activation_has_no_binary():
+    # The padded layer (the one reading signed codes) edited to pad with 256: golden
+    # refuses to run it, and the binary program cannot carry it (the pad code is 8 bits
+    # since version 7), so no engine is ever given one.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
+                          psum_words=64)
+    compiled = compile_network(bottleneck_network(rng), engine)
+    steps = list(compiled.program.steps)
+    k = next(k for k, s in enumerate(steps) if s.op == "layer" and s.pad)
+    steps[k] = dataclasses.replace(steps[k], pad=256)
+    edited = dataclasses.replace(compiled.program, steps=tuple(steps))
+    with pytest.raises(ProgramError, match=r"pad code 256 is not an activation \(0..255\)"):
+        run_program(edited, compiled.image, rng.integers(0, 256, (3, 6, 6)))
+    with pytest.raises(ProgramError, match="pad is 256, which does not fit 8 bits"):
+        encode_program(edited)
 
 
 def test_engine_runs_a_concat_as_golden():
