@@ -191,9 +191,9 @@ class LayerStep:
     """An array layer: a convolution (``kernel >= 1``) or dense layer (``kernel == 0``) from
     ``src`` to ``dst``, its biases, shifts and tiles in the weight image at ``weights``;
     ``padding`` one integer, ``(before, after)``, or ``(top, left, bottom, right)``
-    (``padding_sides``); ``output_stage``: its
-    results go through the output stage (else accumulators); ``pad`` the code a padded
-    position carries; ``rounds``: the gather's rounds of reads per
+    (``padding_sides``); ``output_stage``: its results go through the output stage (else
+    accumulators); ``pad`` the code a padded position carries; ``rounds``: the gather's
+    rounds of reads per
     position, which read stream slots ``0 .. gather_ports * rounds - 1`` (the others carry 0;
     ``None``: all of the engine's, ``gather_rounds``); ``images``: the images it runs
     through each tile, image ``m`` of ``src`` and ``dst`` ``m`` times their words past
