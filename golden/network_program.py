@@ -193,11 +193,10 @@ class LayerStep:
     ``padding`` one integer, ``(before, after)``, or ``(top, left, bottom, right)``
     (``padding_sides``); ``output_stage``: its results go through the output stage (else
     accumulators); ``pad`` the code a padded position carries; ``rounds``: the gather's
-    rounds of reads per
-    position, which read stream slots ``0 .. gather_ports * rounds - 1`` (the others carry 0;
-    ``None``: all of the engine's, ``gather_rounds``); ``images``: the images it runs
-    through each tile, image ``m`` of ``src`` and ``dst`` ``m`` times their words past
-    them."""
+    rounds of reads per position, which read stream slots ``0 .. gather_ports * rounds -
+    1`` (the others carry 0; ``None``: all of the engine's, ``gather_rounds``);
+    ``images``: the images it runs through each tile, image ``m`` of ``src`` and ``dst``
+    ``m`` times their words past them."""
 
     name: str
     src: Region
