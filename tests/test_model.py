@@ -28,9 +28,11 @@ SEED = 20261125
 MODELS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
 
-def _model(nodes, inits, shape, out_shape, opset=17, path=None):
+def _model(nodes, inits, shape, out_shape, opset=17, path=None, batch=1):
+    """A model of ``nodes`` from input ``x`` (``batch x shape``; None: symbolic) to the
+    last node's output."""
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, *shape])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, *shape])],
         [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, out_shape)],
         [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -973,6 +975,18 @@ def test_onnx_operator_cases_run_or_are_refused_in_one_line(tmp_path, capsys):
     assert code == 2 and "a bias C of shape (3, 4)" in err and err.count("\n") == 1, err
 
 
+def _compiles_on_the_engine_rtl(capsys, path, folder):
+    """``codnn compile`` of the model at ``path`` for a 4 x 4, alpha-2 engine, calibrated
+    on the digits: four inputs checked against golden, one through the engine's RTL with
+    its cycles equal to the model."""
+    code, out, err = _cli(capsys, "compile", str(path), "--data", "digits", "--rows", "4",
+                          "--cols", "4", "--alpha", "2", "--check", "4", "--rtl", "1",
+                          "--json", "-o", str(folder))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["checked_inputs"] == 4 and report["rtl"]["cycles_equal_model"]
+
+
 def test_a_scikit_learn_mlp_through_its_own_exporter_end_to_end(tmp_path, capsys):
     # A network built and trained outside PyTorch: scikit-learn's MLPClassifier on the
     # digits, exported by skl2onnx (a Cast of the input, MatMul + Add of a bias, Relu,
@@ -1004,12 +1018,7 @@ def test_a_scikit_learn_mlp_through_its_own_exporter_end_to_end(tmp_path, capsys
     report = json.loads(out)
     assert report["float_accuracy"] == mlp.score(x_test, data.test_y)
     assert report["integer_accuracy"] >= report["float_accuracy"] - 0.02
-    code, out, err = _cli(capsys, "compile", str(path), "--data", "digits", "--rows", "4",
-                          "--cols", "4", "--alpha", "2", "--check", "4", "--rtl", "1",
-                          "--json", "-o", str(tmp_path / "compiled"))
-    assert code == 0, err
-    report = json.loads(out)
-    assert report["checked_inputs"] == 4 and report["rtl"]["cycles_equal_model"]
+    _compiles_on_the_engine_rtl(capsys, path, tmp_path / "compiled")
 
 
 def test_same_padding_and_ceil_pooling_through_infer_and_compile(tmp_path, capsys):
@@ -1017,21 +1026,16 @@ def test_same_padding_and_ceil_pooling_through_infer_and_compile(tmp_path, capsy
     # map) and ceil_mode max pooling, as an ONNX file: the integer network, the arrays'
     # schedule, the compiler and the engine's RTL take the padding as (before, after).
     rng = np.random.default_rng(SEED)
-    w = rng.normal(0, 0.3, (6, 1, 3, 3)).astype(np.float32)
-    fc = rng.normal(0, 0.3, (10, 6 * 2 * 2)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["c"], name="same", auto_pad="SAME_UPPER",
-                          strides=[2, 2], kernel_shape=[3, 3]),
-         helper.make_node("Relu", ["c"], ["r"], name="relu"),
-         helper.make_node("MaxPool", ["r"], ["p"], name="ceil", kernel_shape=[3, 3],
-                          strides=[2, 2], ceil_mode=1),
-         helper.make_node("Flatten", ["p"], ["f"], name="flat"),
-         helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1)],
-        "same_ceil", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")])
     path = tmp_path / "same.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    _model([helper.make_node("Conv", ["x", "w"], ["c"], name="same", auto_pad="SAME_UPPER",
+                             strides=[2, 2], kernel_shape=[3, 3]),
+            helper.make_node("Relu", ["c"], ["r"], name="relu"),
+            helper.make_node("MaxPool", ["r"], ["p"], name="ceil", kernel_shape=[3, 3],
+                             strides=[2, 2], ceil_mode=1),
+            helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+            helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1)],
+           {"w": rng.normal(0, 0.3, (6, 1, 3, 3)), "fc": rng.normal(0, 0.3, (10, 6 * 2 * 2))},
+           (1, 8, 8), [None, 10], path=path, batch=None)
     network = load_onnx(path)
     assert [getattr(s, "padding", None) for s in network.steps[:2]] == [(0, 1), (0, 1)]
     x = load_dataset("digits").test_x[:20]
@@ -1041,12 +1045,7 @@ def test_same_padding_and_ceil_pooling_through_infer_and_compile(tmp_path, capsy
                           "--cols", "4", "--alpha", "2", "--json", "-o", str(tmp_path / "i"))
     assert code == 0, err
     assert json.loads(out)["integer_agrees_with_float"] >= 0.9
-    code, out, err = _cli(capsys, "compile", str(path), "--data", "digits", "--rows", "4",
-                          "--cols", "4", "--alpha", "2", "--check", "4", "--rtl", "1",
-                          "--json", "-o", str(tmp_path / "c"))
-    assert code == 0, err
-    report = json.loads(out)
-    assert report["checked_inputs"] == 4 and report["rtl"]["cycles_equal_model"]
+    _compiles_on_the_engine_rtl(capsys, path, tmp_path / "c")
 
 
 def test_squeeze_without_axes_of_a_pooled_map_is_a_flatten(tmp_path):
@@ -1055,20 +1054,14 @@ def test_squeeze_without_axes_of_a_pooled_map_is_a_flatten(tmp_path):
     # squeezes the channels too) refused in one line.
     rng = np.random.default_rng(SEED)
     for channels, refused in ((4, False), (1, True)):
-        w = rng.normal(size=(channels, 2, 3, 3)).astype(np.float32)
-        fc = rng.normal(size=(3, channels)).astype(np.float32)
-        graph = helper.make_graph(
-            [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
-             helper.make_node("Squeeze", ["p"], ["s"], name="squeeze"),
-             helper.make_node("Gemm", ["s", "fc"], ["y"], name="fc", transB=1)],
-            "squeeze", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2, 5, 5])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])],
-            [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")])
         path = tmp_path / f"squeeze{channels}.onnx"
-        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-                  str(path))
+        _model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                helper.make_node("Relu", ["c"], ["r"], name="relu"),
+                helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+                helper.make_node("Squeeze", ["p"], ["s"], name="squeeze"),
+                helper.make_node("Gemm", ["s", "fc"], ["y"], name="fc", transB=1)],
+               {"w": rng.normal(size=(channels, 2, 3, 3)), "fc": rng.normal(size=(3, channels))},
+               (2, 5, 5), [None, 3], path=path, batch=None)
         if refused:
             with pytest.raises(ModelError, match="Squeeze node 'squeeze': only a Squeeze"):
                 load_onnx(path)
