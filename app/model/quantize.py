@@ -56,11 +56,11 @@ class LayerScales:
     signed: bool
 
 
-def _top_scale(values, limit=np.inf, method="max", levels=255):
-    """The value an activation's top code stands for (``clip_peak``), at most
-    ``limit``; 1 for a tensor of zeros."""
-    peak = float(min(clip_peak(values, method, levels), limit)) if np.size(values) else 0.0
-    return peak if peak > 0 else 1.0
+def _code_scale(values, codes, method="max", limit=np.inf):
+    """The scale of one code of a tensor whose top code, ``codes``, stands for its
+    ``clip_peak`` (at most ``limit``; 1 for a tensor of zeros)."""
+    peak = float(min(clip_peak(values, method, codes), limit)) if np.size(values) else 0.0
+    return (peak if peak > 0 else 1.0) / codes
 
 
 def clip_peak(values, method, levels):
@@ -147,8 +147,8 @@ def _multiplier_weights(layer, s_x, s_y, top, acc_bits, per_channel):
                 -top, top).astype(np.int64)
     bias = np.floor(layer.bias / (s_x * s_w) + 0.5).astype(np.int64)
     multiplier, shift = fixed_point(s_x * s_w / s_y, acc_bits)
-    safe = np.maximum(multiplier, 1)
-    bias += np.where(shift > 0, ((np.int64(1) << shift) + safe) // (2 * safe), 0)
+    half_step = np.where(shift > 0, np.int64(1) << np.maximum(shift - 1, 0), 0)
+    bias += _over_multiplier(half_step, multiplier)
     if not per_channel:
         multiplier, shift = int(multiplier[0]), int(shift[0])
     return q, bias, shift, s_y, multiplier
@@ -247,14 +247,19 @@ def layer_scales(network, calibration, *, tq=None):
                      clip="max", progress=None)[1]
 
 
+def _over_multiplier(value, multiplier):
+    """``value / multiplier`` rounded half up (integers; a multiplier of 0 taken as 1):
+    what a bias takes for the output stage to add ``value >> shift`` after it
+    multiplies."""
+    m = np.maximum(np.asarray(multiplier, np.int64), 1)
+    return (2 * np.asarray(value, np.int64) + m) // (2 * m)
+
+
 def _offset_term(half, shift, multiplier):
     """What a layer's bias takes so that its output stage adds ``half`` (the offset-binary
-    zero): ``half << shift``, over the multiplier (rounded) when there is one."""
+    zero): ``half << shift``, over the multiplier when there is one."""
     term = np.int64(half) << np.asarray(shift, np.int64)
-    if multiplier is None:
-        return term
-    m = np.maximum(np.asarray(multiplier, np.int64), 1)
-    return (2 * term + m) // (2 * m)
+    return term if multiplier is None else _over_multiplier(term, multiplier)
 
 
 def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_bits, tq,
@@ -271,7 +276,13 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
     levels = (1 << out_bits) - 1
     half = 1 << (out_bits - 1)
     floats = network.run(calibration, keep=True)
-    scale = {network.input: _top_scale(calibration) / levels}
+    scale = {network.input: _code_scale(calibration, levels)}
+
+    def unsigned_scale(name, limit=np.inf):
+        return _code_scale(floats[name], levels, clip, limit)
+
+    def signed_scale(name):                 # offset binary: magnitudes to half - 1
+        return _code_scale(np.abs(floats[name]), half - 1, clip)
     readers = _readers(network)
     steps, grids = [], {}
     raw, offset = set(), set()           # accumulators; signed codes in offset binary
@@ -284,14 +295,13 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
         if isinstance(step, Layer):
             s_x = scale[step.source]
             if step.activation is not None:
-                s_y = _top_scale(floats[step.output], step.activation, clip, levels) / levels
+                s_y = unsigned_scale(step.output, step.activation)
             elif step.output == network.output or all(
                     isinstance(r, Residual) for r in readers[step.output]):
                 s_y = None                     # accumulators: logits, or an add's operand
                 raw.add(step.output)
             else:                              # signed values for a layer: offset binary
-                s_y = _top_scale(np.abs(floats[step.output]), np.inf, clip, half - 1) \
-                    / (half - 1)
+                s_y = signed_scale(step.output)
                 offset.add(step.output)
             grids[step.name] = LayerScales(s_x, s_y, step.source in offset)
             q, bias, shift, scale[step.output], multiplier = _weights(
@@ -307,11 +317,8 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
                                     step.kernel, step.stride, step.padding, tq,
                                     half if step.source in offset else 0, multiplier))
         elif isinstance(step, Residual):
-            if step.relu:
-                s_y = _top_scale(floats[step.output], np.inf, clip, levels) / levels
-            else:
-                s_y = _top_scale(np.abs(floats[step.output]), np.inf, clip, half - 1) \
-                    / (half - 1)
+            s_y = unsigned_scale(step.output) if step.relu else signed_scale(step.output)
+            if not step.relu:
                 offset.add(step.output)
             ma, mb = (int(round(scale[name] / s_y * (1 << FRACTION)))
                       for name in (step.source, step.other))
@@ -319,7 +326,7 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
             steps.append(Add(step.name, step.source, step.other, step.output, ma, mb,
                              step.source in offset, step.other in offset, not step.relu))
         elif isinstance(step, Concatenation):
-            s_y = _top_scale(floats[step.output], np.inf, clip, levels) / levels
+            s_y = unsigned_scale(step.output)
             scale[step.output] = s_y
             steps.append(Concat(step.name, step.source, step.others, step.output, tuple(
                 int(round(scale[name] / s_y * (1 << FRACTION))) for name in reads)))
