@@ -104,7 +104,7 @@ async def _gather_pass(ctx, dut, geometry, table, rng, backpressure, got, times)
     (2, 5, 4, 2, 5, 2, 2, 3),         # LeNet-like 5 x 5, stride 2, padding 2
     (3, 8, 4, 3, 4, 1, 2, 4),         # three ports a bank, alpha 8
     (3, 2, 4, 2, 0, 1, 0, 7),         # a dense layer over a flattened 7 x 3 x 2 map
-    (2, 4, 4, 2, 3, 2, (2, 0, 1, 3), 3),    # each side its own padding
+    (2, 4, 6, 2, 3, 2, (2, 0, 1, 3), 9),    # each side its own padding, six lanes
 ])
 def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding, channels):
     rng = np.random.default_rng(SEED + kernel)
@@ -231,7 +231,7 @@ def _post_run(lanes, words, step, acc=((0,),)):
 @pytest.mark.parametrize("kind,kernel,stride,padding,count_pad,lanes", [
     ("max", 2, 2, 0, False, 4), ("max", 3, 2, 1, False, 3), ("avg", 3, 1, 1, False, 4),
     ("avg", 3, 1, 1, True, 2), ("avg", 2, 2, 0, False, 1), ("avg", 0, 1, 0, False, 4),
-    ("max", 3, 2, (2, 0, 1, 2), False, 4), ("avg", 3, 2, (0, 2, 2, 1), False, 2),
+    ("max", 3, 2, (2, 0, 1, 2), False, 6), ("avg", 3, 2, (0, 2, 2, 1), False, 2),
 ])
 def test_pooling_equals_golden(kind, kernel, stride, padding, count_pad, lanes):
     rng = np.random.default_rng(SEED + kernel)
