@@ -61,12 +61,13 @@ def test_engine_on_verilator_with_a_reset_in_flight(tmp_path):
 def test_windows_padded_unequally_before_and_after_on_verilator(tmp_path):
     # A stride-2 convolution padded (0, 1) (TensorFlow's SAME), ceil-mode max and average
     # pooling, a convolution padded on two sides of four: every output equal to golden,
-    # cycles to the model, on six rows (more than the four of most tests).
+    # cycles to the model, on six rows (more than the four of most tests), with a reset
+    # a few hundred cycles into the first image and two images from fresh starts after.
     report, compiled = _run("verilator", tmp_path, rows=6, cols=3, alpha=2, mac="parallel",
-                            workload=padded_network)
+                            workload=padded_network, reset_after=400)
     paddings = [s.padding for s in compiled.program.steps if s.op in ("layer", "pool")]
     assert paddings[:4] == [(0, 1), (0, 1), (1, 0, 0, 1), (1, 0)]
-    assert report["cycles"] == [compiled.cycles] * 2
+    assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
 @pytest.mark.long
