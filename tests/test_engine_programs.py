@@ -37,7 +37,7 @@ def compiled():
 _REGIONS = {"layer": ((1, "src"), (4, "dst")), "pool": ((1, "src"), (4, "dst")),
             "add": ((1, "a"), (4, "b"), (7, "dst")), "load": ((1, "dst"),),
             "store": ((1, "src"),)}
-_BYTE_FIELDS = {"layer": (13,), "pool": (7,)}
+_BYTE_FIELDS = {"layer": (12, 13), "pool": (7, 8)}
 
 
 def _values(value, quick):
