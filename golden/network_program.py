@@ -1038,10 +1038,17 @@ def _decode(data, weight_bytes):
         engine, spill_words=external_reach(program)))
 
 
-#: Cycles of the engine's sequencer: the header (read, then checked), a step's
-#: descriptor (read, then dispatched).
-HEADER_CYCLES = HEADER_WORDS + 2
-FETCH_CYCLES = STEP_WORDS + 2
+#: Cycles the engine takes to decide on a header or a descriptor once its words are read
+#: (``codnn.hw.network.program_check``: the conditions, each operation's conjunction
+#: and the verdict, each a registered stage).
+DECIDE_CYCLES = 3
+#: Cycles of the engine's sequencer: the header (read, decided, then checked), a step's
+#: descriptor (read, decided, then dispatched).
+HEADER_CYCLES = HEADER_WORDS + 2 + DECIDE_CYCLES
+FETCH_CYCLES = STEP_WORDS + 2 + DECIDE_CYCLES
+#: Cycles from a pooling read's words landing to the lanes' accumulators taking them: the
+#: words registered, each lane's pair of them (``codnn.hw.network.PostProcess``).
+POOL_READ_STEPS = 2
 #: Cycles from a gather pass's start to its first beat, beyond its rounds of reads.
 GATHER_START = 5
 #: Cycles an add with an accumulator operand takes per word at least: its operands' two
@@ -1132,13 +1139,14 @@ def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):
     """The post-processing unit's cycles for a pooling step of ``words`` output words and
     a ``kernel_h x kernel_w`` window (``codnn.hw.network.PostProcess``): a cycle to set
     up, then per window ``v = kernel_w * ceil(kernel_h / 2)`` cycles of reads (two window
-    rows at a time); max windows follow one another and the last word is written 2
-    cycles after its reads; an average takes, per window, 2 more cycles for its sum,
-    ``out_bits`` for the quotient's bits and one to write."""
+    rows at a time); max windows follow one another and the last word is written
+    ``POOL_READ_STEPS + 2`` cycles after its reads; an average takes, per window,
+    ``POOL_READ_STEPS + 2`` more cycles for its sum, ``out_bits`` for the quotient's bits
+    and one to write."""
     reads = kernel_w * -(-kernel_h // 2)
     if kind == "max":
-        return 1 + words * reads + 2
-    return 1 + words * (reads + out_bits + 3)
+        return 1 + words * reads + POOL_READ_STEPS + 2
+    return 1 + words * (reads + out_bits + POOL_READ_STEPS + 3)
 
 
 def layer_cycles(step, engine, memory_latency=None):

@@ -7,7 +7,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (ACT_PORTS, HEADER_CYCLES, MAX_GATHER_PORTS,
+from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLES,
+                                          MAX_GATHER_PORTS,
                                           NO_LANE, WEIGHT_PORTS, EngineConfig, act_stride,
                                           bias_bytes, external_weight_bytes, image_word,
                                           table_words, word_stride)
@@ -350,7 +351,7 @@ class NetworkEngine(wiring.Component):
             ext_limit=config.spill_words, program_words=p["program_words"])
         m.submodules.check = check
         m.d.comb += [check.header.eq(k.header), check.desc.eq(k.desc)]
-        k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + 2, name="fetched")
+        k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + DECIDE_CYCLES + 2, name="fetched")
         k.steps_left = Signal(32, name="steps_left")
         k.started = Signal(name="started")
         m.d.comb += k.prog_r.addr.eq(k.pc)
@@ -577,7 +578,8 @@ class NetworkEngine(wiring.Component):
                     m.d.sync += [state.eq(_State.HEADER), k.pc.eq(0), k.fetched.eq(0),
                                  k.cycles.eq(0), k.error.eq(0), k.streaming.eq(0)]
             with m.Case(_State.HEADER, _State.FETCH):
-                # Word pc is read; the one before it arrives (from the second cycle on).
+                # Word pc is read; the one before it arrives (from the second cycle on);
+                # then the checks decide (``DECIDE_CYCLES``).
                 size = Mux(state == _State.HEADER, HEADER_WORDS, STEP_WORDS)
                 for j in range(max(HEADER_WORDS, STEP_WORDS)):
                     with m.If(k.fetched == j + 1):
@@ -587,8 +589,10 @@ class NetworkEngine(wiring.Component):
                         if j < STEP_WORDS:
                             with m.If(state == _State.FETCH):
                                 m.d.sync += _word(k.desc, j).eq(k.prog_r.data)
-                with m.If(k.fetched != size):
-                    m.d.sync += [k.pc.eq(k.pc + 1), k.fetched.eq(k.fetched + 1)]
+                with m.If(k.fetched < size):
+                    m.d.sync += k.pc.eq(k.pc + 1)
+                with m.If(k.fetched != size + DECIDE_CYCLES):
+                    m.d.sync += k.fetched.eq(k.fetched + 1)
                 with m.Else():
                     m.d.sync += [k.fetched.eq(0), state.eq(Mux(state == _State.HEADER,
                                                                _State.CHECK, _State.DISPATCH))]

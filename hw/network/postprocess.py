@@ -9,7 +9,8 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network import FRACTION
-from codnn.golden.network_program import MULTIPLIER_BITS, acc_add_groups, acc_add_lanes
+from codnn.golden.network_program import (MULTIPLIER_BITS, POOL_READ_STEPS, acc_add_groups,
+                                          acc_add_lanes)
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import stage
 
@@ -69,7 +70,7 @@ def clamp_lane(total, offset, bits):
 class _State(enum.Enum, shape=4):
     IDLE = 0
     WINDOW = 1          # reading a window's words
-    SETTLE = 2          # the window's last word lands
+    SETTLE = 2          # the window's last words land and reach the accumulators
     ROUND = 3           # an average's sum plus half its divisor
     DIVIDE = 4          # an average's quotient, a bit a cycle
     WRITE = 5
@@ -92,7 +93,7 @@ class PostProcess(wiring.Component):
       ``count_pad``, else its positions inside the map), a quotient bit a cycle; the
       result word is written at ``dst + (block * out_height + oy) * out_width + ox``.
       A max window's reads follow the previous window's without a gap (its word is
-      written two cycles after its last reads). Global average pooling is the ``height x
+      written four cycles after its last reads). Global average pooling is the ``height x
       width`` window.
     - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
       * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written four cycles later to
@@ -106,8 +107,9 @@ class PostProcess(wiring.Component):
 
     Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
     ``codnn.golden.network_program.pool_unit_cycles``: with ``v = kernel_w *
-    ceil(kernel_h / 2)`` cycles of reads a window, max takes ``1 + words * v + 2`` and
-    average ``1 + words * (v + data_bits + 3)``; add, ``words + 4``; add of accumulators,
+    ceil(kernel_h / 2)`` cycles of reads a window, max takes ``1 + words * v + 4`` and
+    average ``1 + words * (v + data_bits + 5)`` (a read's words reach the lanes'
+    accumulators ``POOL_READ_STEPS``, 2, cycles after they land); add, ``words + 4``; add of accumulators,
     ``codnn.golden.network_program.acc_add_cycles``.
 
     Parameters
@@ -205,6 +207,7 @@ class PostProcess(wiring.Component):
         k.cursor, k.cursor_b = Signal(span, name="cursor"), Signal(span, name="cursor_b")
         k.out_addr = Signal(range(self._depth), name="out_addr")
         k.inside_count = Signal(16, name="inside_count")
+        k.settle = Signal(range(POOL_READ_STEPS + 1), name="settle")     # cycles in SETTLE
         y, x = k.wy + k.ky, k.wx + k.kx
         in_row = (x >= 0) & (x < step.width)
         k.inside = (y >= 0) & (y < step.height) & in_row
@@ -216,19 +219,28 @@ class PostProcess(wiring.Component):
         # The words are read whether or not they lie inside the map, so no comparison
         # stands in front of the read ports.
         m.d.comb += [self.read[0].eq(k.cursor), self.read[1].eq(k.cursor_b)]
+        # POOL_READ_STEPS (2) steps: the words as they land, registered (nothing between
+        # the memories and a register); each lane's pair of them (the larger, or the sum);
+        # then the lane's accumulator takes the pair.
+        words = [stage(m, self.read_data[p], f"pool_word{p}") for p in range(2)]
+        arrived = [stage(m, a, f"{a.name}_1") for a in k.arrived]
+        issued = [k.issued]
+        first = [k.first]
+        for j in range(POOL_READ_STEPS):
+            issued.append(stage(m, issued[-1], f"issued_{j + 1}", reset_less=False))
+            first.append(stage(m, first[-1], f"first_reads_{j + 1}"))
+        is_max = step.op == PostOp.MAX_POOL
         k.acc = [Signal(D + 16, name=f"acc_l{i}") for i in range(R)]
-        with m.If(k.issued):
-            for i, a in enumerate(k.acc):
-                start = Mux(k.first, 0, a)
-                l0, l1 = (Mux(arrived, self.read_data[p].word_select(i, D), 0)
-                          for p, arrived in enumerate(k.arrived))
-                high = Mux(l0 > l1, l0, l1)
-                m.d.sync += a.eq(Mux(step.op == PostOp.MAX_POOL, Mux(high > start, high, start),
-                                     start + l0 + l1))
+        for i, a in enumerate(k.acc):
+            l0, l1 = (Mux(arrived[p], words[p].word_select(i, D), 0) for p in range(2))
+            pair = stage(m, Mux(is_max, Mux(l0 > l1, l0, l1), l0 + l1), f"pool_pair_l{i}")
+            start = Mux(first[-1], 0, a)
+            with m.If(issued[-1]):
+                m.d.sync += a.eq(Mux(is_max, Mux(pair > start, pair, start), start + pair))
         m.d.sync += [k.issued.eq(0), k.arrived[0].eq(0), k.arrived[1].eq(0)]
-        # A max window's word is written two cycles after its last reads.
-        k.ends = [Signal(name="max_ends"), Signal(name="max_ends_q")]
-        m.d.sync += [k.ends[0].eq(0), k.ends[1].eq(k.ends[0])]
+        # A max window's word is written POOL_READ_STEPS + 2 cycles after its last reads.
+        k.ends = Signal(POOL_READ_STEPS + 2, name="max_ends")
+        m.d.sync += k.ends.eq(k.ends << 1)
         # Average: the quotient of (sum + n // 2) by n, a bit a cycle from the top.
         k.divisor = Signal(16, name="divisor")
         k.bit = Signal(range(D), name="quotient_bit")
@@ -257,6 +269,7 @@ class PostProcess(wiring.Component):
                              k.cursor.eq(k.cursor + k.pair_jump),
                              k.cursor_b.eq(k.cursor_b + k.pair_jump)]
                 with m.If(k.ky + 2 >= step.kernel_h):
+                    m.d.sync += k.settle.eq(0)
                     with m.If(step.op == PostOp.MAX_POOL):
                         m.d.sync += k.ends[0].eq(1)
                         self._next_window(m, step, state, k, _State.SETTLE)
@@ -266,8 +279,10 @@ class PostProcess(wiring.Component):
                 m.d.sync += [k.kx.eq(k.kx + 1), k.cursor.eq(k.cursor + 1),
                              k.cursor_b.eq(k.cursor_b + 1)]
         with m.Case(_State.SETTLE):
-            m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
-                                     _State.ROUND))
+            m.d.sync += k.settle.eq(k.settle + 1)
+            with m.If(k.settle == POOL_READ_STEPS):
+                m.d.sync += state.eq(Mux(step.op == PostOp.MAX_POOL, _State.WRITE,
+                                         _State.ROUND))
         with m.Case(_State.ROUND):
             n = Mux(step.count_pad, k.window_size, k.inside_count)
             m.d.sync += [k.divisor.eq(n), k.bit.eq(D - 1), state.eq(_State.DIVIDE)]
@@ -312,7 +327,7 @@ class PostProcess(wiring.Component):
             self._start_window(m, step, state, k, k.window + step.stride)
 
     def _pool_write(self, m, step, state, k):
-        """An output word: a max window's maxima two cycles after its last reads, an
+        """An output word: a max window's maxima four cycles after its last reads, an
         average's quotients in WRITE (then the next window, or the end); WRITE ends a max
         step (its last word is written then)."""
         R, D = self._lanes, self._data_bits
@@ -322,7 +337,7 @@ class PostProcess(wiring.Component):
             m.d.comb += result.word_select(i, D).eq(
                 Mux(average, k.quotient[i], k.acc[i][:D]))
         in_write = state == _State.WRITE
-        with m.If(k.ends[1] | (in_write & average)):
+        with m.If(k.ends[-1] | (in_write & average)):
             m.d.comb += [self.write.addr.eq(k.out_addr), self.write.data.eq(result),
                          self.write.en.eq(1)]
             m.d.sync += k.out_addr.eq(k.out_addr + 1)

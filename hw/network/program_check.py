@@ -7,13 +7,16 @@ The header and the descriptor are registers that the sequencer fills word by wor
 order, each word at its place (``codnn.hw.network.NetworkEngine``), read here by field
 name (``codnn.hw.network.descriptor``). The checks' products
 (a region's words, ``ceil(C / rows) * H * W``; images times them; the window's and the
-weights' extents) are registered stages that run every cycle on what the registers hold:
-each stage's inputs arrive early enough that it holds the current step's value when the
-verdict is read (``header_bad`` the cycle after the header's last word lands,
-``step_bad`` the cycle after the descriptor's last word lands), so the checks cost no
-cycle. The latest operands: a layer's images (word 14), one stage before the verdict;
-its window (word 13), two; the weights' counts (words 8, 9), two; an add's result
-region (words 8, 9), three.
+weights' extents) are registered stages that run every cycle on what the registers hold,
+and so is the verdict: each condition is registered (a wide test of unused bits a
+32-bit word at a time), then each operation's conjunction, then the verdict for the
+step's operation (``codnn.golden.network_program.DECIDE_CYCLES``), so that no path runs from a field through the
+checks into the sequencer in one cycle. Each stage's inputs arrive early enough that it
+holds the current step's value when the verdict is read (``header_bad`` and
+``step_bad`` ``1 + DECIDE_CYCLES`` cycles after the last word lands). The latest
+operands: a layer's images (word 14), one stage before the conditions; its window (word
+13), two; the weights' counts (words 8, 9), two; an add's result region (words 8, 9),
+three.
 
 Every operation's first region is at word 1 and its second at word 4
 (``codnn.golden.program_format.STEPS``), so their products are shared: they are read
@@ -76,12 +79,13 @@ class _Region:
 
 class ProgramCheck(wiring.Component):
     """Decides whether the engine runs a program: ``header_bad`` from ``header`` (valid
-    the cycle after its last word lands), ``step_bad`` from ``desc`` (likewise), with
+    ``1 + DECIDE_CYCLES`` cycles after its last word lands), ``step_bad`` from ``desc``
+    (likewise), with
     the header's buffer sizes and weight image words (``act_size``, ``acc_size``,
     ``psum_size``, ``image_words``) for the steps.
 
-    Latency: none beyond the program's words (the products are ready when the verdicts
-    are read). Refuses what ``codnn.golden.network_program.decode_program`` with the
+    Latency: ``DECIDE_CYCLES`` cycles beyond the program's words (the products are
+    ready when the conditions are registered). Refuses what ``codnn.golden.network_program.decode_program`` with the
     engine refuses, and nothing else.
 
     Parameters
@@ -145,9 +149,10 @@ class ProgramCheck(wiring.Component):
             size = Mux(region.acc, h.acc_words, Mux(region.ext, p["ext_limit"], h.act_words))
             allowed = ((~region.acc | ("acc" in memories))
                        & (~region.ext | ("ext" in memories)))
-            ends.append(region.ok & allowed & (region.addr + span <= size))
-        m.d.comb += self.header_bad.eq(~(Cat(field == v for field, v in fixed).all()
-                                         & sizes_ok & Cat(*ends).all()))
+            ends += [region.ok & allowed, region.addr + span <= size]
+        header_ok = _conjunction(m, "header", [field == v for field, v in fixed]
+                                 + [sizes_ok] + ends)
+        m.d.sync += self.header_bad.eq(~header_ok)
 
     def _step(self, m):
         p, d = self._p, self.desc
@@ -176,7 +181,6 @@ class ProgramCheck(wiring.Component):
         s = Mux(is_pool, pool.stride, layer.stride)
         sides = [Mux(is_pool, getattr(pool, name), getattr(layer, name)) for name in
                  ("padding_top", "padding_bottom", "padding_left", "padding_right")]
-        window_ok = Signal(name="window_ok")
         checks = []
         axes = ((first.height, second.height, sides[:2]), (first.width, second.width,
                                                            sides[2:]))
@@ -186,12 +190,13 @@ class ProgramCheck(wiring.Component):
             room = side + pad + after
             checks += [room >= k, out_s - s <= room - k, room - k < out_s]
         most = Mux(is_pool, k - 1, MAX_STRIDE)
-        padding_ok = Cat(v <= most for v in sides).all()
-        m.d.comb += window_ok.eq(Mux(
-            k == 0, (s == 1) & ~Cat(*sides).any() & (second.height == 1)
-            & (second.width == 1),
-            (k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE) & padding_ok
-            & Cat(*checks).all()))
+        dense = k == 0
+        window_ok = [
+            Mux(dense, (s == 1) & ~Cat(*sides).any() & (second.height == 1)
+                & (second.width == 1), 1),
+            dense | ((k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE)),
+            dense | Cat(v <= most for v in sides).all(),
+            *(dense | check for check in checks)]
 
         # Positions: the result's map.
         positions = Signal(32, name="dst_positions")
@@ -209,48 +214,63 @@ class ProgramCheck(wiring.Component):
         m.d.sync += psum_span.eq(layer.positions * layer.images[:16])
 
         gather_rounds = -(-A // p["gather_ports"])
-        layer_ok = (
-            first.ok & ~first.acc & ~first.ext & second.ok & ~second.ext
-            & (first.addr + spans[0] <= act) & (second.addr + spans[1] <= size_of(second))
-            & (layer.output_stage == ~second.acc) & window_ok
-            & (layer.positions == positions) & (layer.filters == second.channels)
-            & (layer.row_blocks == second.blocks)
-            & (layer.col_blocks != 0) & (layer.col_blocks <= 0xFFFF)
-            & (layer.rounds != 0) & (layer.rounds <= gather_rounds)
-            & (layer.images != 0) & (layer.images <= MAX_STEP_IMAGES)
-            & (layer.weights + weight_span <= self.image_words)
-            & Mux(layer.images == 1, (layer.src_stride == 0) & (layer.dst_stride == 0),
-                  (first.words < 1 << 16) & (second.words < 1 << 16)
-                  & (layer.src_stride == first.words[:16])
-                  & (layer.dst_stride == second.words[:16]))
-            & ((layer.col_blocks == 1) | (psum_span <= self.psum_size)))
-        pool_ok = (
-            first.ok & ~first.acc & ~first.ext & second.ok & ~second.acc & ~second.ext
-            & (first.addr + spans[0] <= act) & (second.addr + spans[1] <= act)
-            & (second.channels == first.channels) & window_ok
-            & (pool.blocks == first.blocks))
-        same_map = ((first.channels == second.channels) & (second.channels == third.channels)
-                    & (first.height == second.height) & (second.height == third.height)
-                    & (first.width == second.width) & (second.width == third.width))
-        add_ok = (
-            first.ok & ~first.ext & second.ok & ~second.ext & third.ok & ~third.acc
-            & ~third.ext & ~(add.signed_a & first.acc) & ~(add.signed_b & second.acc)
-            & same_map & (add.ma < 1 << MULTIPLIER_BITS) & (add.mb < 1 << MULTIPLIER_BITS)
-            & (add.words == third.words)
-            & (first.addr + third.words <= size_of(first))
-            & (second.addr + third.words <= size_of(second))
-            & (third.addr + third.words <= act))
-        transfer_ok = (
-            Const(p["ext_limit"] != 0) & first.ok & ~first.acc & ~first.ext
-            & (transfer.words == first.words) & (first.addr + first.words <= act)
-            & (transfer.ext_addr + first.words <= p["ext_limit"]))
-        known = Mux(is_layer, layer_ok, Mux(is_pool, pool_ok, Mux(
-            op == Op.ADD, add_ok, Mux((op == Op.LOAD) | (op == Op.STORE), transfer_ok, 0))))
-        # Every bit outside the operation's fields (its flags, its unused words) is 0.
+        region_ok = [first.ok, ~first.acc, ~first.ext, second.ok, ~second.ext]
+        layer_ok = [
+            *region_ok, first.addr + spans[0] <= act, second.addr + spans[1] <= size_of(second),
+            layer.output_stage == ~second.acc, *window_ok,
+            layer.positions == positions, layer.filters == second.channels,
+            layer.row_blocks == second.blocks,
+            (layer.col_blocks != 0) & (layer.col_blocks <= 0xFFFF),
+            (layer.rounds != 0) & (layer.rounds <= gather_rounds),
+            (layer.images != 0) & (layer.images <= MAX_STEP_IMAGES),
+            layer.weights + weight_span <= self.image_words,
+            Mux(layer.images == 1, (layer.src_stride == 0) & (layer.dst_stride == 0),
+                (first.words < 1 << 16) & (second.words < 1 << 16)),
+            (layer.images == 1) | ((layer.src_stride == first.words[:16])
+                                   & (layer.dst_stride == second.words[:16])),
+            (layer.col_blocks == 1) | (psum_span <= self.psum_size)]
+        pool_ok = [
+            *region_ok, ~second.acc,
+            first.addr + spans[0] <= act, second.addr + spans[1] <= act,
+            second.channels == first.channels, *window_ok, pool.blocks == first.blocks]
+        same_map = [first.channels == second.channels, second.channels == third.channels,
+                    first.height == second.height, second.height == third.height,
+                    first.width == second.width, second.width == third.width]
+        add_ok = [
+            first.ok, ~first.ext, second.ok, ~second.ext, third.ok, ~third.acc, ~third.ext,
+            ~(add.signed_a & first.acc), ~(add.signed_b & second.acc), *same_map,
+            (add.ma < 1 << MULTIPLIER_BITS) & (add.mb < 1 << MULTIPLIER_BITS),
+            add.words == third.words,
+            first.addr + third.words <= size_of(first),
+            second.addr + third.words <= size_of(second),
+            third.addr + third.words <= act]
+        transfer_ok = [
+            Const(p["ext_limit"] != 0), first.ok, ~first.acc, ~first.ext,
+            transfer.words == first.words, first.addr + first.words <= act,
+            transfer.ext_addr + first.words <= p["ext_limit"]]
+        conditions = {Op.LAYER: layer_ok, Op.POOL: pool_ok, Op.ADD: add_ok,
+                      Op.LOAD: transfer_ok, Op.STORE: transfer_ok}
+        # Every bit outside the operation's fields (its flags, its unused words) is 0,
+        # tested a word at a time.
         bits = d.as_value()
-        clean = Cat(Mux(op == o, (bits & _mask(unused_bits(fields, STEP_WORDS))) == 0, 0)
-                    for o, fields in STEPS.items())
-        m.d.comb += self.step_bad.eq(~(known & clean.any()))
+        verdicts = []
+        for o, fields in STEPS.items():
+            unused = unused_bits(fields, STEP_WORDS)
+            clean = [(bits.word_select(j, 32) & mask) == 0
+                     for j, mask in enumerate(unused) if mask]
+            ok = _conjunction(m, f"step_{o.name.lower()}", conditions[o] + clean)
+            verdicts.append((op == o) & ok)
+        m.d.sync += self.step_bad.eq(~Cat(*verdicts).any())
+
+
+def _conjunction(m, name, conditions):
+    """Whether every one of ``conditions`` holds, two registered stages later: each
+    condition registered, then their conjunction."""
+    held = Signal(len(conditions), name=f"{name}_conditions")
+    m.d.sync += [held[j].eq(c) for j, c in enumerate(conditions)]
+    every = Signal(name=f"{name}_ok")
+    m.d.sync += every.eq(held.all())
+    return every
 
 
 def _mask(words):
