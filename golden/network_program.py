@@ -1050,7 +1050,7 @@ FETCH_CYCLES = STEP_WORDS + 2 + DECIDE_CYCLES
 #: words registered, each lane's pair of them (``codnn.hw.network.PostProcess``).
 POOL_READ_STEPS = 2
 #: Cycles from a gather pass's start to its first beat, beyond its rounds of reads.
-GATHER_START = 5
+GATHER_START = 6
 #: Cycles an add with an accumulator operand takes per word at least: its operands' two
 #: reads, the second's arrival, the move into the products' registers.
 ACC_ADD_WORD = 4

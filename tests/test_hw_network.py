@@ -14,7 +14,7 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_shape, padding_sides
 from codnn.golden.network import Add, pool, residual_add
-from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, NO_LANE,
+from codnn.golden.network_program import (FETCH_CYCLES, GATHER_START, HEADER_CYCLES, NO_LANE,
                                           EngineConfig, LoadStep, ProgramError,
                                           Region, bias_bytes, bursts, decode_program,
                                           GatherTable, encode_program, gather_entries,
@@ -145,7 +145,7 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
     assert got.shape == want.shape and np.array_equal(got, want), (
         f"first difference at {np.argwhere(got != want)[0]} (seed {SEED + kernel})")
     steady = _gather_run(dut, act, geometry, table, pace, 0.0)[1]
-    assert steady[0] == rounds + 5
+    assert steady[0] == rounds + GATHER_START
     assert [b - a for a, b in zip(steady, steady[1:])] == [rounds] * (len(steady) - 1)
     if rounds > 1:
         # A layer given one round, after a pass of all: the streams past the ports are

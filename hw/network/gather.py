@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import NO_LANE
 from codnn.hw.common.counters import counter
+from codnn.hw.common.delays import delay, delay_line, stage
 from codnn.hw.common.params import positive_int
 
 __all__ = ["GatherEntry", "Geometry", "Gather"]
@@ -21,7 +22,7 @@ GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
                                  "kx": unsigned(4), "ky": unsigned(4)})
 
 #: Vectors the output FIFO holds (those in the read pipeline count against it): enough
-#: for a beat a cycle, since a position's credit comes back 6 cycles after it is taken.
+#: for a beat a cycle, since a position's credit comes back 7 cycles after it is taken.
 _FIFO_DEPTH = 8
 
 
@@ -96,9 +97,9 @@ class Gather(wiring.Component):
     word below 0 or at ``limit`` or past it (the program's buffer; the word read is
     then not the one named).
 
-    Latency: ``rounds + 5`` cycles from the edge that takes ``start`` to the first beat
-    valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory and lane
-    steps, a cycle to the FIFO and its write). Throughput: a beat every ``rounds`` cycles
+    Latency: ``rounds + 6`` cycles from the edge that takes ``start`` to the first beat
+    valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory, memory
+    output register and lane steps, a cycle to the FIFO and its write). Throughput: a beat every ``rounds`` cycles
     (the geometry's: 1 to ``ceil(alpha / ports)``) while ``o`` is ready.
 
     Parameters
@@ -197,11 +198,9 @@ class Gather(wiring.Component):
         self._rounds(m, k)
         self._reads(m, k)
         # The beat is whole a cycle after its last round's lanes land.
-        done_d = [Signal(name=f"beat_done_{i}") for i in range(3)]
-        m.d.sync += [done_d[0].eq(k.go & k.last_round), done_d[1].eq(done_d[0]),
-                     done_d[2].eq(done_d[1])]
+        done_d = delay_line(m, k.go & k.last_round, 4, "beat_done", reset_less=False)
         fifo_out = k.fifo_out
-        m.d.comb += [fifo_out.w_en.eq(done_d[2]), fifo_out.w_data.eq(k.beat.as_value())]
+        m.d.comb += [fifo_out.w_en.eq(done_d[-1]), fifo_out.w_data.eq(k.beat.as_value())]
         m.d.comb += [self.o.valid.eq(fifo_out.r_rdy), self.o.payload.eq(fifo_out.r_data),
                      fifo_out.r_en.eq(self.o.ready)]
         return m
@@ -284,7 +283,7 @@ class Gather(wiring.Component):
             m.d.comb += self.aux_data[p].eq(Cat(reads[i][p][0] for i in range(self._lanes)))
         for g in range(self._cols):
             for p in range(P):
-                self._column_port(m, k, g, p, [reads[i][p] for i in range(self._lanes)])
+                self._column_port(m, k, g, p, [reads[i][p][1:] for i in range(self._lanes)])
 
     def _slot(self, k, p, i):
         """Entry ``(a, i)`` of the slot ``a`` port ``p`` reads in the current round."""
@@ -293,8 +292,10 @@ class Gather(wiring.Component):
 
     def _bank_port(self, m, k, i, p, read):
         """Read port ``p`` of lane ``i``'s bank: step 1, its address from its entry and
-        whether it lies inside the map; step 2, the memory's read. Returns the read's
-        data and whether it was inside, in step 3."""
+        whether it lies inside the map; step 2, the memory's read; step 3, its data
+        registered (nothing stands between the memory and a register). Returns the
+        read's data (for ``aux``, in step 3), and the registered data and whether it was
+        inside, in step 4."""
         geo, slot = k.geo, self._slot(k, p, i)
         y, x = k.wy + slot.ky, k.wx + slot.kx
         inside = (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
@@ -304,14 +305,13 @@ class Gather(wiring.Component):
         m.d.comb += named.eq(k.base + slot.offset)
         with m.If(k.go & inside & ((named < 0) | (named >= self.limit))):
             m.d.sync += self.fault.eq(1)
-        valid = Signal(name=f"read_l{i}_p{p}_inside")
-        valid_q = Signal(name=f"read_l{i}_p{p}_inside_q")
-        m.d.sync += [address.eq(Mux(inside, named, 0)), valid.eq(inside), valid_q.eq(valid)]
-        return read.data, valid_q
+        m.d.sync += address.eq(Mux(inside, named, 0))
+        valid = delay(m, inside, 3, f"read_l{i}_p{p}_inside")
+        return read.data, stage(m, read.data, f"read_l{i}_p{p}_data"), valid
 
     def _column_port(self, m, k, g, p, reads):
         """Column ``g``'s streams through port ``p``: step 1, the lane its entry names
-        (stream ``r * ports + p`` in round ``r``); step 3, that bank's read (``pad`` where
+        (stream ``r * ports + p`` in round ``r``); step 4, that bank's read (``pad`` where
         it lay outside the map, 0 for no lane) into the beat being built."""
         A, P, rounds = self._alpha, self._ports, self.rounds
         lane = Signal(8, name=f"stream_c{g}_p{p}_lane")
@@ -319,9 +319,8 @@ class Gather(wiring.Component):
         wanted = Signal(name=f"stream_c{g}_p{p}_wanted")
         m.d.sync += [lane.eq(self._slot(k, p, g).lane), stream_index.eq(k.rnd * P + p),
                      wanted.eq(k.go)]
-        lane_q, index_q, wanted_q = (Signal.like(s, name=f"{s.name}_q")
-                                     for s in (lane, stream_index, wanted))
-        m.d.sync += [lane_q.eq(lane), index_q.eq(stream_index), wanted_q.eq(wanted)]
+        lane_q, index_q = (delay(m, s, 2, s.name) for s in (lane, stream_index))
+        wanted_q = delay_line(m, wanted, 2, wanted.name, reset_less=False)[-1]
         lane_bits = max(1, (self._lanes - 1).bit_length())
         data = Array(d for d, _ in reads)[lane_q[:lane_bits]]
         inside = Array(v for _, v in reads)[lane_q[:lane_bits]]

@@ -15,15 +15,15 @@ checks into the sequencer in one cycle. Each stage's inputs arrive early enough 
 holds the current step's value when the verdict is read (``header_bad`` and
 ``step_bad`` ``1 + DECIDE_CYCLES`` cycles after the last word lands). The latest
 operands: a layer's images (word 14), one stage before the conditions; its window (word
-13), two; the weights' counts (words 8, 9), two; an add's result region (words 8, 9),
-three.
+13), two (a stage for its extents, one spare); the weights' counts (words 8, 9), two; an
+add's result region (words 8, 9), three.
 
 Every operation's first region is at word 1 and its second at word 4
 (``codnn.golden.program_format.STEPS``), so their products are shared: they are read
 through the layer's view (``src``, ``dst``) whatever the operation.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -185,10 +185,13 @@ class ProgramCheck(wiring.Component):
         axes = ((first.height, second.height, sides[:2]), (first.width, second.width,
                                                            sides[2:]))
         for axis, (side, out, (pad, after)) in enumerate(axes):
+            # Registered a stage ahead: out * s, and H + p + q - k (alone and plus s).
             out_s = Signal(24, name=f"window_out_times_stride{axis}")
-            m.d.sync += out_s.eq(out * s)
-            room = side + pad + after
-            checks += [room >= k, out_s - s <= room - k, room - k < out_s]
+            room = Signal(signed(20), name=f"window_room{axis}")
+            room_s = Signal(signed(21), name=f"window_room_plus_stride{axis}")
+            m.d.sync += [out_s.eq(out * s), room.eq(side + pad + after - k),
+                         room_s.eq(side + pad + after - k + s)]
+            checks += [room >= 0, out_s <= room_s, room < out_s]
         most = Mux(is_pool, k - 1, MAX_STRIDE)
         dense = k == 0
         window_ok = [

@@ -40,7 +40,7 @@ class ResultWriter(wiring.Component):
     A result's partial sum is read as the result is taken, so a tile's result for a
     position must be taken more than ``RESULT_WRITE_STEPS`` cycles after the previous
     tile's (which the engine ensures: a tile's first position goes into the array at
-    least the gather's start, 6 cycles, after the previous tile's last).
+    least the gather's start, 7 cycles, after the previous tile's last).
 
     Latency: a result is written ``RESULT_WRITE_STEPS`` cycles after ``result`` takes it.
     Throughput: a result a cycle; ``result`` is ready while a tile's results are due.
