@@ -5,25 +5,25 @@ same).
 
 The header and the descriptor are registers that the sequencer fills word by word, in
 order, each word at its place (``codnn.hw.network.NetworkEngine``), read here by field
-name (``codnn.hw.network.descriptor``). The checks' products
-(a region's words, ``ceil(C / rows) * H * W``; images times them; the window's and the
-weights' extents) are registered stages that run every cycle on what the registers hold,
-and so is the verdict: each condition is registered (a wide test of unused bits a
-32-bit word at a time), then each operation's conjunction, then the verdict for the
-step's operation (``codnn.golden.network_program.DECIDE_CYCLES``), so that no path runs from a field through the
-checks into the sequencer in one cycle. Each stage's inputs arrive early enough that it
-holds the current step's value when the verdict is read (``header_bad`` and
-``step_bad`` ``1 + DECIDE_CYCLES`` cycles after the last word lands). The latest
-operands: a layer's images (word 14), one stage before the conditions; its window (word
-13), two (a stage for its extents, one spare); the weights' counts (words 8, 9), two; an
-add's result region (words 8, 9), three.
+name (``codnn.hw.network.descriptor``). The checks' products (a region's words,
+``ceil(C / rows) * H * W``; images times them; the window's and the weights' extents)
+are registered stages that run every cycle on what the registers hold, and so is the
+verdict: each condition is registered (a wide test of unused bits a 32-bit word at a
+time), then each operation's conjunction, then the verdict for the step's operation
+(``codnn.golden.network_program.DECIDE_CYCLES`` stages), so that no path runs from a
+field through the checks into the sequencer in one cycle. Each stage's inputs arrive
+early enough that it holds the current step's value when the verdict is read
+(``header_bad`` and ``step_bad`` ``1 + DECIDE_CYCLES`` cycles after the last word
+lands). The latest operands: a layer's images (word 14), one stage before the
+conditions; its window (word 13), two (a stage for its extents, one spare); the
+weights' counts (words 8, 9), two; an add's result region (words 7 to 9), four.
 
 Every operation's first region is at word 1 and its second at word 4
 (``codnn.golden.program_format.STEPS``), so their products are shared: they are read
 through the layer's view (``src``, ``dst``) whatever the operation.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -56,7 +56,7 @@ class _Region:
     """A region (a view of the format's region fields): its fields, whether they make a
     region (``ok``: one memory, a vector of 1 x 1, 1..65535 channels, a map of at least
     1 x 1), and its words (``ceil(C / rows) * H * W``, saturated at ``2**_WORDS_BITS -
-    1``) from three registered stages."""
+    1``) from four registered stages."""
 
     def __init__(self, m, view, rows, name):
         self.addr, self.ext, self.vector, self.acc = view.addr, view.ext, view.vector, view.acc
@@ -73,7 +73,7 @@ class _Region:
                      partial.eq(blocks * self.height), full.eq(partial * self.width)]
         self.blocks = blocks
         self.words = Signal(_WORDS_BITS, name=f"{name}_words")
-        m.d.comb += self.words.eq(Mux(full >= (1 << _WORDS_BITS) - 1,
+        m.d.sync += self.words.eq(Mux(full >= (1 << _WORDS_BITS) - 1,
                                       (1 << _WORDS_BITS) - 1, full))
 
 
@@ -85,8 +85,9 @@ class ProgramCheck(wiring.Component):
     ``psum_size``, ``image_words``) for the steps.
 
     Latency: ``DECIDE_CYCLES`` cycles beyond the program's words (the products are
-    ready when the conditions are registered). Refuses what ``codnn.golden.network_program.decode_program`` with the
-    engine refuses, and nothing else.
+    ready when the conditions are registered). Refuses what
+    ``codnn.golden.network_program.decode_program`` with the engine refuses, and nothing
+    else.
 
     Parameters
     ----------
@@ -149,7 +150,8 @@ class ProgramCheck(wiring.Component):
             size = Mux(region.acc, h.acc_words, Mux(region.ext, p["ext_limit"], h.act_words))
             allowed = ((~region.acc | ("acc" in memories))
                        & (~region.ext | ("ext" in memories)))
-            ends += [region.ok & allowed, region.addr + span <= size]
+            ends += [region.ok & allowed,
+                     _fits(m, f"header_{name}", region.addr, span, size)]
         header_ok = _conjunction(m, "header", [field == v for field, v in fixed]
                                  + [sizes_ok] + ends)
         m.d.sync += self.header_bad.eq(~header_ok)
@@ -219,14 +221,15 @@ class ProgramCheck(wiring.Component):
         gather_rounds = -(-A // p["gather_ports"])
         region_ok = [first.ok, ~first.acc, ~first.ext, second.ok, ~second.ext]
         layer_ok = [
-            *region_ok, first.addr + spans[0] <= act, second.addr + spans[1] <= size_of(second),
+            *region_ok, _fits(m, "layer_src", first.addr, spans[0], act),
+            _fits(m, "layer_dst", second.addr, spans[1], size_of(second)),
             layer.output_stage == ~second.acc, *window_ok,
             layer.positions == positions, layer.filters == second.channels,
             layer.row_blocks == second.blocks,
             (layer.col_blocks != 0) & (layer.col_blocks <= 0xFFFF),
             (layer.rounds != 0) & (layer.rounds <= gather_rounds),
             (layer.images != 0) & (layer.images <= MAX_STEP_IMAGES),
-            layer.weights + weight_span <= self.image_words,
+            _fits(m, "layer_weights", layer.weights, weight_span, self.image_words),
             Mux(layer.images == 1, (layer.src_stride == 0) & (layer.dst_stride == 0),
                 (first.words < 1 << 16) & (second.words < 1 << 16)),
             (layer.images == 1) | ((layer.src_stride == first.words[:16])
@@ -234,7 +237,8 @@ class ProgramCheck(wiring.Component):
             (layer.col_blocks == 1) | (psum_span <= self.psum_size)]
         pool_ok = [
             *region_ok, ~second.acc,
-            first.addr + spans[0] <= act, second.addr + spans[1] <= act,
+            _fits(m, "pool_src", first.addr, spans[0], act),
+            _fits(m, "pool_dst", second.addr, spans[1], act),
             second.channels == first.channels, *window_ok, pool.blocks == first.blocks]
         same_map = [first.channels == second.channels, second.channels == third.channels,
                     first.height == second.height, second.height == third.height,
@@ -244,13 +248,14 @@ class ProgramCheck(wiring.Component):
             ~(add.signed_a & first.acc), ~(add.signed_b & second.acc), *same_map,
             (add.ma < 1 << MULTIPLIER_BITS) & (add.mb < 1 << MULTIPLIER_BITS),
             add.words == third.words,
-            first.addr + third.words <= size_of(first),
-            second.addr + third.words <= size_of(second),
-            third.addr + third.words <= act]
+            _fits(m, "add_a", first.addr, third.words, size_of(first)),
+            _fits(m, "add_b", second.addr, third.words, size_of(second)),
+            _fits(m, "add_dst", third.addr, third.words, act)]
         transfer_ok = [
             Const(p["ext_limit"] != 0), first.ok, ~first.acc, ~first.ext,
-            transfer.words == first.words, first.addr + first.words <= act,
-            transfer.ext_addr + first.words <= p["ext_limit"]]
+            transfer.words == first.words,
+            _fits(m, "transfer", first.addr, first.words, act),
+            _fits(m, "transfer_ext", transfer.ext_addr, first.words, p["ext_limit"])]
         conditions = {Op.LAYER: layer_ok, Op.POOL: pool_ok, Op.ADD: add_ok,
                       Op.LOAD: transfer_ok, Op.STORE: transfer_ok}
         # Every bit outside the operation's fields (its flags, its unused words) is 0,
@@ -264,6 +269,14 @@ class ProgramCheck(wiring.Component):
             ok = _conjunction(m, f"step_{o.name.lower()}", conditions[o] + clean)
             verdicts.append((op == o) & ok)
         m.d.sync += self.step_bad.eq(~Cat(*verdicts).any())
+
+
+def _fits(m, name, addr, words, size):
+    """Whether ``addr + words <= size``, as a comparison of registers: ``size - addr``
+    is registered a stage ahead (the address's word lands before the extent)."""
+    room = Signal(signed(max(len(Value.cast(size)), len(addr)) + 2), name=f"{name}_room")
+    m.d.sync += room.eq(size - addr)
+    return words <= room
 
 
 def _conjunction(m, name, conditions):
