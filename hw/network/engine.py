@@ -398,8 +398,13 @@ class NetworkEngine(wiring.Component):
         array, gather, layer = k.array, k.gather, k.desc.layer
         k.row_block, k.col_block = Signal(16, name="row_block"), Signal(16, name="col_block")
         k.position, k.total = Signal(33, name="position"), Signal(33, name="total")
+        # The step's last position, registered from ``total`` (set at dispatch).
+        final = Signal(33, name="final_position")
+        m.d.sync += final.eq(k.total - 1)
         k.last_col = k.col_block == layer.col_blocks - 1
-        m.d.comb += [
+        # The gather's geometry, registered every cycle from the descriptor (no enable: the
+        # descriptor holds still from the step's dispatch to its end).
+        m.d.sync += [
             gather.geometry.src.eq(layer.src.addr),
             gather.geometry.height.eq(layer.src.height),
             gather.geometry.width.eq(layer.src.width),
@@ -412,8 +417,8 @@ class NetworkEngine(wiring.Component):
             gather.geometry.rounds.eq(layer.rounds),
             gather.geometry.images.eq(layer.images),
             gather.geometry.image_words.eq(layer.src_stride),
-            gather.table.eq(k.table[:len(gather.table.as_value())]),
         ]
+        m.d.comb += gather.table.eq(k.table[:len(gather.table.as_value())])
         # Each row's shift, from the row block's bias words, goes with a tile to the result
         # writer. A shift past the output stage's stops the run before the block's first
         # tile.
@@ -441,14 +446,14 @@ class NetworkEngine(wiring.Component):
             array.data.valid.eq(in_data & gather.o.valid),
             gather.o.ready.eq(in_data & array.data.ready),
             array.data.payload.x.eq(gather.o.payload),
-            array.data.payload.last.eq(k.position == k.total - 1),
+            array.data.payload.last.eq(k.position == final),
         ]
         for r in range(R):
             m.d.comb += array.data.payload.psum[r].eq(
                 Mux(k.first_col, k.bias.word_select(r, 32), 0))
         with m.If(taking):
             m.d.sync += k.position.eq(k.position + 1)
-            with m.If(k.position == k.total - 1):
+            with m.If(k.position == final):
                 m.d.sync += k.streaming.eq(0)
 
         # Results: plus the previous column blocks' partial sums, to the partial-sum
@@ -491,7 +496,9 @@ class NetworkEngine(wiring.Component):
         m.d.sync += [reads_post.eq(k.state == _State.POST),
                      reads_transfer.eq(k.state == _State.TRANSFER)]
         global_pool = pool.kernel == 0
-        m.d.comb += [
+        # The unit's step, registered every cycle from the descriptor (as the gather's
+        # geometry is).
+        m.d.sync += [
             post.step.op.eq(Mux(is_add, PostOp.ADD,
                                 Mux(pool.avg, PostOp.AVG_POOL, PostOp.MAX_POOL))),
             post.step.count_pad.eq(pool.count_pad),
@@ -510,6 +517,8 @@ class NetworkEngine(wiring.Component):
             post.step.padding_top.eq(Mux(global_pool, 0, pool.padding_top)),
             post.step.padding_left.eq(Mux(global_pool, 0, pool.padding_left)),
             post.step.ma.eq(add.ma), post.step.mb.eq(add.mb),
+        ]
+        m.d.comb += [
             gather.aux[0].eq(Mux(reads_post, post.read[0],
                                  Mux(reads_transfer, k.transfer_read, self.act_read))),
             gather.aux[1].eq(post.read[1]),
