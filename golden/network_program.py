@@ -1051,6 +1051,9 @@ FETCH_CYCLES = STEP_WORDS + 2 + DECIDE_CYCLES
 POOL_READ_STEPS = 2
 #: Cycles from a gather pass's start to its first beat, beyond its rounds of reads.
 GATHER_START = 6
+#: Cycles of the post-processing unit's add from its operands' registers to their rounded
+#: sum: the products of the operands' 17-bit pieces, their sum, the rounded sum.
+ADD_PRODUCT_STEPS = 3
 #: Cycles an add with an accumulator operand takes per word at least: its operands' two
 #: reads, the second's arrival, the move into the products' registers.
 ACC_ADD_WORD = 4
@@ -1106,7 +1109,7 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
         elif "acc" in (step.a.memory, step.b.memory):
             work = acc_add_cycles(step.dst.words(e.rows), e.rows) + 2
         else:
-            work = step.dst.words(e.rows) + 4 + 2
+            work = step.dst.words(e.rows) + 3 + ADD_PRODUCT_STEPS + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
 
@@ -1130,9 +1133,9 @@ def acc_add_cycles(words, rows):
     a cycle later) while the word before goes through the products, ``g =
     acc_add_groups(rows)`` cycles of lane groups; so a word every ``max(g,
     ACC_ADD_WORD)`` cycles after the first's five, the last one's groups, and its write
-    two cycles after them."""
+    ``ADD_PRODUCT_STEPS + 1`` cycles after them."""
     groups = acc_add_groups(rows)
-    return (words - 1) * max(groups, ACC_ADD_WORD) + groups + 6
+    return (words - 1) * max(groups, ACC_ADD_WORD) + groups + 5 + ADD_PRODUCT_STEPS
 
 
 def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):

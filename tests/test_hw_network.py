@@ -14,8 +14,9 @@ from amaranth.sim import Simulator
 
 from codnn.golden.column_combining import output_shape, padding_sides
 from codnn.golden.network import Add, pool, residual_add
-from codnn.golden.network_program import (FETCH_CYCLES, GATHER_START, HEADER_CYCLES, NO_LANE,
-                                          EngineConfig, LoadStep, ProgramError,
+from codnn.golden.network_program import (ADD_PRODUCT_STEPS, FETCH_CYCLES, GATHER_START,
+                                          HEADER_CYCLES, NO_LANE, EngineConfig, LoadStep,
+                                          ProgramError,
                                           Region, bias_bytes, bursts, decode_program,
                                           GatherTable, encode_program, gather_entries,
                                           gather_values,
@@ -287,7 +288,7 @@ def test_residual_add_equals_golden(in_place, signs, lanes):
     assert np.array_equal(read_region(after, out, lanes), want)
     assert want.min() == 0 and want.max() == 255
     assert np.array_equal(read_region(after, ra, lanes), a)
-    assert cycles == ra.words(lanes) + 4
+    assert cycles == ra.words(lanes) + 3 + ADD_PRODUCT_STEPS
 
 
 @pytest.mark.parametrize("a_acc,b_acc,lanes,ma,mb,signed", [

@@ -5,7 +5,14 @@ from amaranth.hdl import ClockSignal, Const, Instance, Signal
 from codnn.golden.systolic import PARALLEL_PRODUCT_STEPS as PRODUCT_STEPS
 from codnn.hw.common.delays import delay, stage
 
-__all__ = ["PRODUCT_STEPS", "MultiplierPlan", "pipelined_product"]
+__all__ = ["PRODUCT_STEPS", "SPLIT_PRODUCT_STEPS", "MultiplierPlan", "pipelined_product",
+           "split_product"]
+
+#: Register steps of ``split_product``: the pieces' products, their sum.
+SPLIT_PRODUCT_STEPS = 2
+
+#: Bits of an operand piece of ``split_product``: unsigned, it fits a signed 18-bit port.
+_PIECE_BITS = 17
 
 #: Bits of ``b`` per partial product of the LUT form.
 _DIGIT_BITS = 2
@@ -78,6 +85,28 @@ def pipelined_product(m, plan, a, b, name):
                  for k in range(0, len(parts), 2)]
         return stage(m, sum(pairs)[:width].as_signed(), f"{name}_sum")
     return delay(m, a * b, PRODUCT_STEPS, f"{name}_product")
+
+
+def split_product(m, a, b, name):
+    """``a * b`` for operands wider than a DSP block's (``a`` signed or unsigned, ``b``
+    unsigned), ``SPLIT_PRODUCT_STEPS`` register steps later: each operand cut into
+    17-bit pieces (the top piece of a signed ``a`` keeps its sign), each pair of pieces'
+    product registered (a MULT18X18D or an SB_MAC16 apiece, with a register beside it),
+    then their sum.
+
+    Latency: ``SPLIT_PRODUCT_STEPS`` (2) cycles. Throughput: one product per cycle.
+    """
+    def pieces(value, signed):
+        cuts = range(0, len(value), _PIECE_BITS)
+        return [(start, value[start:start + _PIECE_BITS].as_signed()
+                 if signed and start + _PIECE_BITS >= len(value)
+                 else value[start:start + _PIECE_BITS]) for start in cuts]
+    signed = a.shape().signed
+    parts = [stage(m, x * y, f"{name}_piece{i}_{j}") << (i_start + j_start)
+             for i, (i_start, x) in enumerate(pieces(a, signed))
+             for j, (j_start, y) in enumerate(pieces(b, False))]
+    return stage(m, sum(parts)[:len(a) + len(b)].as_signed() if signed
+                 else sum(parts)[:len(a) + len(b)], f"{name}_sum")
 
 
 def _extend(value, bits):

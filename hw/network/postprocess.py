@@ -9,16 +9,17 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network import FRACTION
-from codnn.golden.network_program import (MULTIPLIER_BITS, POOL_READ_STEPS, acc_add_groups,
-                                          acc_add_lanes)
+from codnn.golden.network_program import (ADD_PRODUCT_STEPS, MULTIPLIER_BITS,
+                                          POOL_READ_STEPS, acc_add_groups, acc_add_lanes)
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.delays import stage
+from codnn.hw.common.delays import delay, delay_line, stage
+from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
 
 __all__ = ["PostOp", "PostStep", "PostProcess", "signed_lane", "clamp_lane"]
 
-#: Steps of the add from a word's read to its write: the memory, the words, the products,
-#: the sum.
-_ADD_STEPS = 4
+#: Steps of the add from a word's read to its write: the memory, the words, the products
+#: (``ADD_PRODUCT_STEPS``: the pieces', their sum, the rounded sum), the clamp.
+_ADD_STEPS = 3 + ADD_PRODUCT_STEPS
 #: Bits of an accumulator-buffer lane.
 _ACC_BITS = 32
 
@@ -67,6 +68,14 @@ def clamp_lane(total, offset, bits):
     return Cat(clamped[:bits - 1], clamped[bits - 1] ^ offset)
 
 
+def _rounded_sum(m, a, ma, b, mb, name):
+    """``(a * ma + b * mb + 2**15) >> 16``, ``ADD_PRODUCT_STEPS`` (3) register steps
+    later: the products (``split_product``), then their rounded sum."""
+    assert ADD_PRODUCT_STEPS == SPLIT_PRODUCT_STEPS + 1
+    pa, pb = split_product(m, a, ma, f"{name}_pa"), split_product(m, b, mb, f"{name}_pb")
+    return stage(m, (pa + pb + (1 << (FRACTION - 1))) >> FRACTION, f"{name}_sum")
+
+
 class _State(enum.Enum, shape=4):
     IDLE = 0
     WINDOW = 1          # reading a window's words
@@ -109,7 +118,8 @@ class PostProcess(wiring.Component):
     ``codnn.golden.network_program.pool_unit_cycles``: with ``v = kernel_w *
     ceil(kernel_h / 2)`` cycles of reads a window, max takes ``1 + words * v + 4`` and
     average ``1 + words * (v + data_bits + 5)`` (a read's words reach the lanes'
-    accumulators ``POOL_READ_STEPS``, 2, cycles after they land); add, ``words + 4``; add of accumulators,
+    accumulators ``POOL_READ_STEPS``, 2, cycles after they land); add, ``words + 3 +
+    ADD_PRODUCT_STEPS`` (``words + 6``); add of accumulators,
     ``codnn.golden.network_program.acc_add_cycles``.
 
     Parameters
@@ -351,8 +361,8 @@ class PostProcess(wiring.Component):
     def _add_pipeline(self, m, step, state, index):
         """The add's pipeline runs on after its last read (the state is IDLE by then; a new
         step waits for busy, which covers it): the words read (a cycle after their
-        address), registered; the two products; their sum, rounded and clamped; the
-        write."""
+        address), registered; the two products (``split_product``, two steps); their
+        sum, rounded; clamped; the write."""
         R, D = self._lanes, self._data_bits
         add_valid = Signal(_ADD_STEPS, name="add_valid")
         sums = Signal(R * D, name="add_sums")
@@ -364,9 +374,8 @@ class PostProcess(wiring.Component):
         for i in range(R):
             a = stage(m, self.read_data[0].word_select(i, D), f"add_a_l{i}")
             b = stage(m, self.read_data[1].word_select(i, D), f"add_b_l{i}")
-            pa = stage(m, signed_lane(a, step.a_signed) * step.ma, f"add_pa_l{i}")
-            pb = stage(m, signed_lane(b, step.b_signed) * step.mb, f"add_pb_l{i}")
-            total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
+            total = _rounded_sum(m, signed_lane(a, step.a_signed), step.ma,
+                                 signed_lane(b, step.b_signed), step.mb, f"add_l{i}")
             m.d.sync += sums.word_select(i, D).eq(clamp_lane(total, step.out_signed, D))
         with m.If(add_valid[-1]):
             m.d.comb += [self.write.addr.eq(add_dst[-1]), self.write.data.eq(sums),
@@ -380,7 +389,8 @@ class PostProcess(wiring.Component):
         are read one after the other (through ``read[0]``, or ``acc_read``) into the next
         word's registers (32-bit lanes; activations as their values) while the current
         word's lanes go through the products, a group of lanes a cycle; each group's
-        clamped sums shift into the result word, written two cycles after its last group.
+        clamped sums shift into the result word, written ``ADD_PRODUCT_STEPS + 1`` cycles
+        after its last group.
         """
         R, D = self._lanes, self._data_bits
         P, G = acc_add_lanes(R), acc_add_groups(R)      # lanes a group, groups a word
@@ -409,25 +419,23 @@ class PostProcess(wiring.Component):
         read_word = Signal(17, name="wide_read_word")      # the next word to read
         write_word = Signal(17, name="wide_write_word")    # the next word to write
         result = Signal(G * P * D, name="wide_result")
-        # The products of the current group, a cycle after it is taken; its clamped sums
-        # shift into the result a cycle later.
+        # The rounded sums of the current group, ``ADD_PRODUCT_STEPS`` cycles after it is
+        # taken; clamped, they shift into the result a cycle later.
         issuing = full & (state == _State.WIDE)
         last_group = issuing & (group == G - 1)
         clamped = []
         for j in range(P):
             lane_a = a_word.word_select(j, _ACC_BITS).as_signed()
             lane_b = b_word.word_select(j, _ACC_BITS).as_signed()
-            pa = stage(m, lane_a * step.ma, f"wide_pa_{j}")
-            pb = stage(m, lane_b * step.mb, f"wide_pb_{j}")
-            total = (pa + pb + (1 << (FRACTION - 1))) >> FRACTION
+            total = _rounded_sum(m, lane_a, step.ma, lane_b, step.mb, f"wide_{j}")
             clamped.append(clamp_lane(total, step.out_signed, D))
-        product_valid = stage(m, issuing, "wide_product_valid", reset_less=False)
-        with m.If(product_valid):
+        summed = delay(m, issuing, ADD_PRODUCT_STEPS, "wide_summed")
+        with m.If(summed):
             m.d.sync += result.eq(Cat(result[P * D:], *clamped))
-        # A word is whole a cycle after its last group's products: written then.
-        done = [stage(m, last_group, "wide_done_0", reset_less=False)]
-        done.append(stage(m, done[0], "wide_done_1", reset_less=False))
-        with m.If(done[1]):
+        # A word is whole a cycle after its last group's sums are clamped: written then.
+        done = delay_line(m, last_group, ADD_PRODUCT_STEPS + 1, "wide_done",
+                          reset_less=False)[1:]
+        with m.If(done[-1]):
             m.d.comb += [self.write.addr.eq(step.dst + write_word),
                          self.write.data.eq(result[:R * D]), self.write.en.eq(1)]
             m.d.sync += write_word.eq(write_word + 1)
@@ -452,7 +460,7 @@ class PostProcess(wiring.Component):
             with m.If(next_full & (~full | last_group)):
                 m.d.sync += [a_word.eq(a_next), b_word.eq(b_next), full.eq(1),
                              next_full.eq(0), group.eq(0)]
-            with m.If(done[1] & (write_word == step.words - 1)):
+            with m.If(done[-1] & (write_word == step.words - 1)):
                 m.d.sync += state.eq(_State.IDLE)
         with m.If(state == _State.IDLE):
             m.d.sync += [phase.eq(0), read_word.eq(0), write_word.eq(0), full.eq(0),
