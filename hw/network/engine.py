@@ -15,6 +15,7 @@ from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLE
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
+from codnn.hw.common.delays import stage
 from codnn.hw.common.params import positive_int
 from codnn.hw.network.activations import AxiActivations, axi_signature
 from codnn.hw.network.descriptor import HeaderLayout, StepLayout
@@ -699,10 +700,12 @@ class NetworkEngine(wiring.Component):
         weights_go = array.weights.valid & array.weights.ready
         last = Signal(name="cells_last")
         m.d.comb += word.ready.eq(array.weights.ready)
+        # A cell's stream select past alpha sets ``error`` a cycle after it is taken: the
+        # comparison of the memory's word is registered before the flag.
+        with m.If(stage(m, weights_go & k.bad_selects, "bad_select", reset_less=False)):
+            m.d.sync += k.error.eq(1)
         with m.If(weights_go):
             m.d.sync += k.loaded.eq(k.loaded + 1)
-            with m.If(k.bad_selects):
-                m.d.sync += k.error.eq(1)
             with m.If(k.loaded == R - 1):
                 m.d.sync += [k.requested.eq(0), k.loaded.eq(0)]
                 m.d.comb += last.eq(1)
