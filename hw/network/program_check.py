@@ -15,8 +15,9 @@ field through the checks into the sequencer in one cycle. Each stage's inputs ar
 early enough that it holds the current step's value when the verdict is read
 (``header_bad`` and ``step_bad`` ``1 + DECIDE_CYCLES`` cycles after the last word
 lands). The latest operands: a layer's images (word 14), one stage before the
-conditions; its window (word 13), two (a stage for its extents, one spare); the
-weights' counts (words 8, 9), two; an add's result region (words 7 to 9), four.
+conditions; its window (word 13), two (its fields chosen by the operation, then its
+extents); the weights' counts (words 8, 9), two; an add's result region (words 7 to
+9), four.
 
 Every operation's first region is at word 1 and its second at word 4
 (``codnn.golden.program_format.STEPS``), so their products are shared: they are read
@@ -33,6 +34,7 @@ from codnn.golden.network_program import (MAX_KERNEL, MAX_SIDE,
 from codnn.golden.program_format import (HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION,
                                          Op, unused_bits)
 from codnn.golden.systolic import MAC_KINDS
+from codnn.hw.common.delays import stage
 from codnn.hw.network.descriptor import HeaderLayout, StepLayout
 
 __all__ = ["ProgramCheck", "ceil_div_constant"]
@@ -178,11 +180,16 @@ class ProgramCheck(wiring.Component):
 
         # The window (a layer's or a pooling's) against the source's map and the
         # result's: along each axis out = (H + p + q - k) // s + 1 (p, q its padding
-        # before and after the map), as (out - 1) * s <= H + p + q - k < out * s.
-        k = Mux(is_pool, pool.kernel, layer.kernel)
-        s = Mux(is_pool, pool.stride, layer.stride)
-        sides = [Mux(is_pool, getattr(pool, name), getattr(layer, name)) for name in
+        # before and after the map), as (out - 1) * s <= H + p + q - k < out * s. The
+        # operation's kernel, stride, paddings and largest padding are registered first.
+        def chosen(pool_field, layer_field, name):
+            return stage(m, Mux(is_pool, pool_field, layer_field), f"window_{name}")
+        k = chosen(pool.kernel, layer.kernel, "kernel")
+        s = chosen(pool.stride, layer.stride, "stride")
+        sides = [chosen(getattr(pool, name), getattr(layer, name), name) for name in
                  ("padding_top", "padding_bottom", "padding_left", "padding_right")]
+        most = chosen(pool.kernel - 1, MAX_STRIDE, "most_padding")
+        dense = stage(m, Mux(is_pool, pool.kernel, layer.kernel) == 0, "window_dense")
         checks = []
         axes = ((first.height, second.height, sides[:2]), (first.width, second.width,
                                                            sides[2:]))
@@ -194,8 +201,6 @@ class ProgramCheck(wiring.Component):
             m.d.sync += [out_s.eq(out * s), room.eq(side + pad + after - k),
                          room_s.eq(side + pad + after - k + s)]
             checks += [room >= 0, out_s <= room_s, room < out_s]
-        most = Mux(is_pool, k - 1, MAX_STRIDE)
-        dense = k == 0
         window_ok = [
             Mux(dense, (s == 1) & ~Cat(*sides).any() & (second.height == 1)
                 & (second.width == 1), 1),
