@@ -218,14 +218,19 @@ class PostProcess(wiring.Component):
         k.out_addr = Signal(range(self._depth), name="out_addr")
         k.inside_count = Signal(16, name="inside_count")
         k.settle = Signal(range(POOL_READ_STEPS + 1), name="settle")     # cycles in SETTLE
-        y, x = k.wy + k.ky, k.wx + k.kx
-        in_row = (x >= 0) & (x < step.width)
-        k.inside = (y >= 0) & (y < step.height) & in_row
-        k.inside_b = (y + 1 >= 0) & (y + 1 < step.height) & in_row & (k.ky + 1 < step.kernel_h)
         # Each read's word lands a cycle later (``issued``), taken where it lies inside the
-        # map (``arrived``); the window's first reads start its lanes afresh (``first``).
+        # map; the window's first reads start its lanes afresh (``first``). The read's
+        # map position (``y``, ``x``) and whether its second row is in the window
+        # (``below``) are registered as it is issued and compared as its words land.
         k.issued, k.first = Signal(name="issued"), Signal(name="first_reads")
-        k.arrived = [Signal(name="arrived"), Signal(name="arrived_b")]
+        k.y, k.x = Signal(span, name="read_y"), Signal(span, name="read_x")
+        k.below = Signal(name="read_below")
+        height_less_one = stage(m, step.height - 1, "height_less_one")
+        in_row = (k.x >= 0) & (k.x < step.width)
+        inside = (k.y >= 0) & (k.y < step.height) & in_row
+        inside_b = (k.y >= -1) & (k.y < height_less_one) & in_row & k.below
+        with m.If(k.issued):
+            m.d.sync += k.inside_count.eq(k.inside_count + inside + inside_b)
         # The words are read whether or not they lie inside the map, so no comparison
         # stands in front of the read ports.
         m.d.comb += [self.read[0].eq(k.cursor), self.read[1].eq(k.cursor_b)]
@@ -233,7 +238,7 @@ class PostProcess(wiring.Component):
         # the memories and a register); each lane's pair of them (the larger, or the sum);
         # then the lane's accumulator takes the pair.
         words = [stage(m, self.read_data[p], f"pool_word{p}") for p in range(2)]
-        arrived = [stage(m, a, f"{a.name}_1") for a in k.arrived]
+        arrived = [stage(m, inside, "arrived"), stage(m, inside_b, "arrived_b")]
         issued = [k.issued]
         first = [k.first]
         for j in range(POOL_READ_STEPS):
@@ -247,7 +252,7 @@ class PostProcess(wiring.Component):
             start = Mux(first[-1], 0, a)
             with m.If(issued[-1]):
                 m.d.sync += a.eq(Mux(is_max, Mux(pair > start, pair, start), start + pair))
-        m.d.sync += [k.issued.eq(0), k.arrived[0].eq(0), k.arrived[1].eq(0)]
+        m.d.sync += k.issued.eq(0)
         # A max window's word is written POOL_READ_STEPS + 2 cycles after its last reads.
         k.ends = Signal(POOL_READ_STEPS + 2, name="max_ends")
         m.d.sync += k.ends.eq(k.ends << 1)
@@ -272,8 +277,8 @@ class PostProcess(wiring.Component):
             self._start_window(m, step, state, k, top_left)
         with m.Case(_State.WINDOW):
             m.d.sync += [k.issued.eq(1), k.first.eq((k.ky == 0) & (k.kx == 0)),
-                         k.arrived[0].eq(k.inside), k.arrived[1].eq(k.inside_b),
-                         k.inside_count.eq(k.inside_count + k.inside + k.inside_b)]
+                         k.y.eq(k.wy + k.ky), k.x.eq(k.wx + k.kx),
+                         k.below.eq(k.ky + 1 < step.kernel_h)]
             with m.If(k.kx == step.kernel_w - 1):
                 m.d.sync += [k.kx.eq(0), k.ky.eq(k.ky + 2),
                              k.cursor.eq(k.cursor + k.pair_jump),
