@@ -170,12 +170,12 @@ class ProgramCheck(wiring.Component):
             return Mux(region.acc, acc, act)
 
         is_layer, is_pool = op == Op.LAYER, op == Op.POOL
-        # A layer's images (1 for other steps) times its regions' words.
-        images = Mux(is_layer, layer.images, 1)
+        # A layer's images times its regions' words (other steps take one image: their
+        # regions' words).
         spans = []
         for i, region in enumerate((first, second)):
             span = Signal(_WORDS_BITS + 16, name=f"step_span{i}")
-            m.d.sync += span.eq(region.words * images[:16])
+            m.d.sync += span.eq(region.words * layer.images[:16])
             spans.append(span)
 
         # The window (a layer's or a pooling's) against the source's map and the
@@ -242,8 +242,8 @@ class ProgramCheck(wiring.Component):
             (layer.col_blocks == 1) | (psum_span <= self.psum_size)]
         pool_ok = [
             *region_ok, ~second.acc,
-            _fits(m, "pool_src", first.addr, spans[0], act),
-            _fits(m, "pool_dst", second.addr, spans[1], act),
+            _fits(m, "pool_src", first.addr, first.words, act),
+            _fits(m, "pool_dst", second.addr, second.words, act),
             second.channels == first.channels, *window_ok, pool.blocks == first.blocks]
         same_map = [first.channels == second.channels, second.channels == third.channels,
                     first.height == second.height, second.height == third.height,
