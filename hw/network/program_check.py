@@ -169,7 +169,7 @@ class ProgramCheck(wiring.Component):
         def size_of(region):
             return Mux(region.acc, acc, act)
 
-        is_layer, is_pool = op == Op.LAYER, op == Op.POOL
+        is_pool = op == Op.POOL
         # A layer's images times its regions' words (other steps take one image: their
         # regions' words).
         spans = []
