@@ -8,10 +8,10 @@ from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLES,
-                                          MAX_GATHER_PORTS,
-                                          NO_LANE, WEIGHT_PORTS, EngineConfig, act_stride,
-                                          bias_bytes, external_weight_bytes, image_word,
-                                          table_words, word_stride)
+                                          MAX_GATHER_PORTS, NO_LANE, WEIGHT_PORTS,
+                                          EngineConfig, act_stride, bias_bytes,
+                                          external_weight_bytes, image_word, table_words,
+                                          word_stride)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
