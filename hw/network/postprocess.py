@@ -105,7 +105,7 @@ class PostProcess(wiring.Component):
       written four cycles after its last reads). Global average pooling is the ``height x
       width`` window.
     - add: word ``k`` of ``src`` and of ``src_b`` (read together) give ``clamp((a * ma + b
-      * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written four cycles later to
+      * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written six cycles later to
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``); signed operands and a signed
       result are offset binary (``codnn.golden.network.residual_add``).
     - an add with an operand in the accumulator buffer (``a_acc`` or ``b_acc``: 32-bit
