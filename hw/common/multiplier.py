@@ -105,8 +105,8 @@ def split_product(m, a, b, name):
     parts = [stage(m, x * y, f"{name}_piece{i}_{j}") << (i_start + j_start)
              for i, (i_start, x) in enumerate(pieces(a, signed))
              for j, (j_start, y) in enumerate(pieces(b, False))]
-    return stage(m, sum(parts)[:len(a) + len(b)].as_signed() if signed
-                 else sum(parts)[:len(a) + len(b)], f"{name}_sum")
+    total = sum(parts)[:len(a) + len(b)]
+    return stage(m, total.as_signed() if signed else total, f"{name}_sum")
 
 
 def _extend(value, bits):

@@ -439,8 +439,8 @@ class PostProcess(wiring.Component):
             m.d.sync += result.eq(Cat(result[P * D:], *clamped))
         # A word is whole a cycle after its last group's sums are clamped: written then.
         done = delay_line(m, last_group, ADD_PRODUCT_STEPS + 1, "wide_done",
-                          reset_less=False)[1:]
-        with m.If(done[-1]):
+                          reset_less=False)[-1]
+        with m.If(done):
             m.d.comb += [self.write.addr.eq(step.dst + write_word),
                          self.write.data.eq(result[:R * D]), self.write.en.eq(1)]
             m.d.sync += write_word.eq(write_word + 1)
@@ -465,7 +465,7 @@ class PostProcess(wiring.Component):
             with m.If(next_full & (~full | last_group)):
                 m.d.sync += [a_word.eq(a_next), b_word.eq(b_next), full.eq(1),
                              next_full.eq(0), group.eq(0)]
-            with m.If(done[-1] & (write_word == step.words - 1)):
+            with m.If(done & (write_word == step.words - 1)):
                 m.d.sync += state.eq(_State.IDLE)
         with m.If(state == _State.IDLE):
             m.d.sync += [phase.eq(0), read_word.eq(0), write_word.eq(0), full.eq(0),

@@ -82,9 +82,8 @@ class _Region:
 class ProgramCheck(wiring.Component):
     """Decides whether the engine runs a program: ``header_bad`` from ``header`` (valid
     ``1 + DECIDE_CYCLES`` cycles after its last word lands), ``step_bad`` from ``desc``
-    (likewise), with
-    the header's buffer sizes and weight image words (``act_size``, ``acc_size``,
-    ``psum_size``, ``image_words``) for the steps.
+    (likewise), with the header's buffer sizes and weight image words (``act_size``,
+    ``acc_size``, ``psum_size``, ``image_words``) for the steps.
 
     Latency: ``DECIDE_CYCLES`` cycles beyond the program's words (the products are
     ready when the conditions are registered). Refuses what
@@ -189,7 +188,7 @@ class ProgramCheck(wiring.Component):
         sides = [chosen(getattr(pool, name), getattr(layer, name), name) for name in
                  ("padding_top", "padding_bottom", "padding_left", "padding_right")]
         most = chosen(pool.kernel - 1, MAX_STRIDE, "most_padding")
-        dense = stage(m, Mux(is_pool, pool.kernel, layer.kernel) == 0, "window_dense")
+        dense = k == 0
         checks = []
         axes = ((first.height, second.height, sides[:2]), (first.width, second.width,
                                                            sides[2:]))
