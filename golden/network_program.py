@@ -374,14 +374,14 @@ def act_stride(engine):
     return word_stride(-(-engine.rows * engine.out_bits // 8))
 
 
-def bursts(addr, count, stride):
+def bursts(addr, count, stride, most=256, base=0):
     """The AXI4 bursts (first word, words) that move ``count`` words from word ``addr`` of
-    a memory of ``stride``-byte words whose base is 4 KB aligned: at most 256 beats, none
-    across a 4 KB page."""
-    page = max(1, 4096 // stride)
+    a memory of ``stride``-byte words from byte ``base`` (a multiple of ``stride``): at
+    most ``most`` beats, none across a 4 KB page."""
     out = []
     while count:
-        n = min(count, 256, page - addr % page)
+        in_page = max(1, (4096 - (base + addr * stride) % 4096) // stride)
+        n = min(count, most, in_page)
         out.append((addr, n))
         addr, count = addr + n, count - n
     return out
@@ -1062,6 +1062,15 @@ ACC_ADD_WORD = 4
 RESULT_WRITE_STEPS = 4
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
+#: Weight words an AXI4 burst of the engine's weight port asks for at most; the port holds
+#: at most ``PREFETCH_BURSTS`` bursts (asked and not yet wholly taken by the sequencer) in
+#: its prefetch FIFO of ``PREFETCH_BURST * PREFETCH_BURSTS`` words
+#: (``codnn.hw.network.weights.AxiWeights``).
+PREFETCH_BURST = 32
+PREFETCH_BURSTS = 2
+#: Cycles from a weight word's arrival on the AXI4 port to the cycle the sequencer may
+#: take it from the prefetch FIFO.
+PREFETCH_LAG = 2
 def gather_rounds(engine):
     """The most cycles of reads per data beat: ``ceil(alpha / gather_ports)`` (a lane bank
     reads a word per stream slot, ``gather_ports`` slots a cycle)."""
@@ -1073,13 +1082,14 @@ def layer_rounds(step, engine):
     return gather_rounds(engine) if step.rounds is None else step.rounds
 
 
-def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
+def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0,
+                weight_base=0):
     """The engine's cycles for each step of ``program``, its descriptor's included
     (``codnn.hw.network.NetworkEngine``); a run takes ``HEADER_CYCLES`` more.
     ``memory_latency`` is None for a weight image on chip; with the weight image in
-    external memory, the cycles from a burst's address taken to its first word (then a
-    word a cycle): each run of weight words (a row block's bias, a tile's table and
-    cells) waits that much more. Loads and stores of external activations take their
+    external memory from byte ``weight_base``, the cycles from a burst's address taken
+    to its first word (then a word a cycle): a layer's weight words are prefetched from
+    its dispatch, in bursts of ``PREFETCH_BURST`` words at most (``layer_cycles``). Loads and stores of external activations take their
     bursts one after another (``codnn.hw.network.activations.AxiActivations``), each
     load burst waiting ``act_latency`` cycles from its address taken to its first word,
     each store burst ``write_latency`` from its last word taken to its response.
@@ -1094,7 +1104,7 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0):
     cycles = []
     for step in program.steps:
         if isinstance(step, LayerStep):
-            work = layer_cycles(step, e, memory_latency)
+            work = layer_cycles(step, e, memory_latency, weight_base)
         elif isinstance(step, PoolStep):
             _, h, w = step.src.map_shape
             kernel_h, kernel_w = (step.kernel, step.kernel) if step.kernel else (h, w)
@@ -1152,34 +1162,78 @@ def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):
     return 1 + words * (reads + out_bits + POOL_READ_STEPS + 3)
 
 
-def layer_cycles(step, engine, memory_latency=None):
+class _WeightWords:
+    """When the sequencer may take each of a layer's weight words, in order (``take``).
+
+    On chip (``latency`` None) a word is there when asked for. Behind the AXI4 port the
+    layer's words are prefetched from the cycle its step is dispatched: bursts of at
+    most ``PREFETCH_BURST`` words (none across a 4 KB page, from byte ``first_byte``), an
+    address a cycle while fewer than ``PREFETCH_BURSTS`` bursts are held (asked, their
+    last word not yet taken); a burst's first word arrives ``latency`` cycles after its
+    address, or the cycle after the previous burst's last word if that is later, the
+    rest a cycle apart; a word may be taken ``PREFETCH_LAG`` cycles after it arrives."""
+
+    def __init__(self, latency, first_byte, count, stride):
+        self._latency = latency
+        self._bursts = ([] if latency is None else
+                        [n for _, n in bursts(0, count, stride, PREFETCH_BURST, first_byte)])
+        self._taken, self._arrive, self._asked, self._ends = [], [], [], []
+
+    def take(self, after, n):
+        """Takes the next ``n`` words, a cycle apart at the soonest, the first after cycle
+        ``after``; returns the cycle the last is taken."""
+        for _ in range(n):
+            after = max(after + 1, self._ready(len(self._taken)))
+            self._taken.append(after)
+        return after
+
+    def _ready(self, j):
+        if self._latency is None:
+            return 0
+        while len(self._arrive) <= j:
+            b = len(self._asked)
+            asked = self._asked[-1] + 1 if b else 0
+            if b >= PREFETCH_BURSTS:
+                asked = max(asked, self._taken[self._ends[b - PREFETCH_BURSTS]] + 1)
+            first = asked + self._latency
+            if self._arrive:
+                first = max(first, self._arrive[-1] + 1)
+            self._asked.append(asked)
+            self._arrive += range(first, first + self._bursts[b])
+            self._ends.append(len(self._arrive) - 1)
+        return self._arrive[j] + PREFETCH_LAG
+
+
+def layer_cycles(step, engine, memory_latency=None, weight_base=0):
     """A layer step's cycles after its descriptor (``step_cycles``).
 
     A tile loads while the tile before it streams: tile ``k``'s loading starts the cycle
-    after tile ``k - 1`` starts. A row block's first tile reads its bias words (``n + 1``
-    cycles, from the cycle after the previous tile's last position went into the array,
-    since that tile's data take the bias), then every tile its gather table and its
-    cells as one run (they are consecutive in the image). The array takes the cells once
-    its weight bank is free: tile ``k - 2``'s (the same bank's) last position has left
-    the cells, ``pipeline_depth + 1`` cycles after it went in. On chip (``memory_latency``
-    None) the run is asked for at once, its last cell taken ``t + rows`` cycles later
-    (``t`` the ``table_words``) or ``rows - 1`` after the bank is free if that is later
-    (the cells wait in the memory's read register); in external memory the run is asked
-    for once the bank is free, its last cell taken ``memory_latency + t + rows`` cycles
-    later (the bias's run waits ``memory_latency`` more too). A tile starts in the cycle its last
-    cell is taken, or the cycle after the previous tile's last position went in if that
-    is later; its first position goes in the gather's ``rounds + GATHER_START``
-    cycles later (at least ``beat_cycles`` after the previous tile's last), then a
-    position every ``max(beat_cycles, rounds)``. The layer ends when its last result is
-    written (the array's latency and the result writer's ``RESULT_WRITE_STEPS``) and the
-    writer is idle a cycle later."""
+    after tile ``k - 1`` starts. A row block's first tile takes its bias words (from the
+    cycle after the previous tile's last position went into the array, since that
+    tile's data take the bias; a cycle to ask, then a word a cycle), then every tile its
+    gather table and its cells, a word a cycle (they are consecutive in the image). The
+    array takes the cells once its weight bank is free: tile ``k - 2``'s (the same
+    bank's) last position has left the cells, ``pipeline_depth + 1`` cycles after it went
+    in. On chip (``memory_latency`` None) each word is there when asked for, so a tile's
+    last cell is taken ``t + rows`` cycles after its table is asked for (``t`` the
+    ``table_words``), or ``rows - 1`` after the bank is free if that is later. In
+    external memory the layer's words are prefetched (``_WeightWords``; its first word
+    ``k`` at byte ``weight_base + k * word_stride``) and no word is taken before it is there. A
+    tile starts in the cycle its last cell is taken, or the cycle after the previous
+    tile's last position went in if that is later; its first position goes in the
+    gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles`` after the
+    previous tile's last), then a position every ``max(beat_cycles, rounds)``. The layer
+    ends when its last result is written (the array's latency and the result writer's
+    ``RESULT_WRITE_STEPS``) and the writer is idle a cycle later."""
     e = engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
     depth = pipeline_depth(e.rows, e.cols, False, **timing)
-    on_chip = memory_latency is None
-    wait = 0 if on_chip else memory_latency
-    bias_load = bias_bytes(e) // image_word(e) + 1 + wait
+    stride = word_stride(image_word(e))
+    bias_words = bias_bytes(e) // image_word(e)
+    count = step.row_blocks * (bias_words + step.col_blocks * (table_words(e) + e.rows))
+    first_byte = weight_base + step.weights // image_word(e) * stride
+    words = _WeightWords(memory_latency, first_byte, count, stride)
     rounds = layer_rounds(step, e)
     period = max(timing["beat_cycles"], rounds)
     first, rest = rounds + GATHER_START, (step.images * step.positions - 1) * period
@@ -1188,12 +1242,10 @@ def layer_cycles(step, engine, memory_latency=None):
     for k in range(step.row_blocks * step.col_blocks):
         load = started + 1
         if k % step.col_blocks == 0:
-            load = max(load, last_in + 1) + bias_load
+            load = words.take(max(load, last_in + 1), bias_words) + 1
         free = bank_free[k - 2] if k >= 2 else load
-        if on_chip:
-            loaded = max(load + table_words(e) + e.rows, free + e.rows - 1)
-        else:
-            loaded = max(load, free) + wait + table_words(e) + e.rows
+        table = words.take(load, table_words(e))
+        loaded = words.take(max(table + 1, free) - 1, e.rows)
         started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)

@@ -22,7 +22,8 @@ from codnn.golden.network_program import (ADD_PRODUCT_STEPS, FETCH_CYCLES, GATHE
                                           gather_values,
                                           pool_unit_cycles, acc_add_cycles,
                                           host_words, image_word, output_values,
-                                          read_region, run_program, write_region)
+                                          read_region, run_program, step_cycles,
+                                          write_region)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.hw.network.activations import AxiActivations
@@ -823,13 +824,15 @@ def test_engine_refuses_a_misaligned_external_activation_memory():
                                                    for j in range(k)) + FETCH_CYCLES
 
 
-def _run_with_memories(compiled, x, bad):
+def _run_with_memories(compiled, x, bad, latency=1):
     """One run of ``x`` on the engine for ``compiled`` with its weights and its spilled
-    activations in AXI4 memories (Python models: always ready, the first word the cycle
-    after a burst's address); ``bad`` names one answer that is SLVERR: ``("weights", n)``
-    the ``n``-th weight word, ``("load", n)`` the ``n``-th activation word read,
-    ``("store", n)`` the ``n``-th write response, or None. Returns ``(output, cycles,
-    error)``."""
+    activations in AXI4 memories (Python models: always ready, a burst's first word
+    ``latency`` cycles after its address for the weights, 1 for the activations, or
+    right after the previous burst's words, then a word a cycle; the weight image from
+    byte 4096); ``bad`` names one answer
+    that is SLVERR: ``("weights", n)`` the ``n``-th weight word, ``("load", n)`` the
+    ``n``-th activation word read, ``("store", n)`` the ``n``-th write response, or None.
+    Returns ``(output, cycles, error)``."""
     from codnn.golden.network_program import act_stride, word_stride
     program, image = compiled.program, compiled.image
     dut = NetworkEngine.for_program(program, weight_port="axi")
@@ -841,25 +844,27 @@ def _run_with_memories(compiled, x, bad):
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
-    async def reads(ctx, axi, memory, kind, step):
-        pending, beat = [], 0
+    async def reads(ctx, axi, memory, kind, step, latency):
+        pending, beat, now = [], 0, 0
         while True:
+            due = bool(pending) and pending[0][2] <= now
             ctx.set(axi.arready, 1)
-            ctx.set(axi.rvalid, bool(pending))
-            if pending:
+            ctx.set(axi.rvalid, due)
+            if due:
                 ctx.set(axi.rdata, memory.get(pending[0][0], 0))
                 ctx.set(axi.rlast, pending[0][1] == 1)
                 ctx.set(axi.rresp, 2 if bad == (kind, beat) else 0)
             _, _, arv, ara, arl, rv, rr = await ctx.tick().sample(
                 axi.arvalid, axi.araddr, axi.arlen, axi.rvalid, axi.rready)
+            now += 1
             if rv and rr:
                 beat += 1
-                addr, left = pending[0]
-                pending[0] = (addr + step, left - 1)
+                addr, left, _ = pending[0]
+                pending[0] = (addr + step, left - 1, now)
                 if left == 1:
                     pending.pop(0)
             if arv:
-                pending.append((ara, arl + 1))
+                pending.append((ara, arl + 1, now + latency - 1))
 
     async def writes(ctx, axi, memory, step):
         pending, responses, answered = [], 0, 0
@@ -909,10 +914,10 @@ def _run_with_memories(compiled, x, bad):
                        ctx.get(dut.error)))
 
     async def weight_reads(ctx):
-        await reads(ctx, dut.axi, weights, "weights", stride)
+        await reads(ctx, dut.axi, weights, "weights", stride, latency)
 
     async def act_reads(ctx):
-        await reads(ctx, dut.act_axi, acts, "load", act_stride(e))
+        await reads(ctx, dut.act_axi, acts, "load", act_stride(e), 1)
 
     async def act_writes(ctx):
         await writes(ctx, dut.act_axi, acts, act_stride(e))
@@ -941,6 +946,24 @@ def test_memory_errors_flag_the_run_and_let_it_finish(bad):
     assert not clean[2] and faulty[2]
     assert np.array_equal(clean[0], run_program(compiled.program, compiled.image, x))
     assert faulty[1] == clean[1] and np.array_equal(faulty[0], clean[0])
+
+
+@pytest.mark.parametrize("latency", [1, 40])
+def test_prefetched_weights_take_the_models_cycles(latency):
+    # Weights behind an AXI4 memory of a short and a long latency (40 cycles: more than
+    # two bursts of words can hide, so the prefetch waits on its FIFO's bursts and the
+    # memory in turn), spilled activations behind another: the outputs equal golden and the run takes
+    # the model's cycles, each layer's words prefetched from its dispatch.
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
+                          psum_words=64, spill_words=1024)
+    compiled = compile_network(bottleneck_network(rng), engine)
+    x = rng.integers(0, 256, (3, 6, 6))
+    out, cycles, error = _run_with_memories(compiled, x, None, latency)
+    assert not error
+    assert np.array_equal(out, run_program(compiled.program, compiled.image, x))
+    assert cycles == HEADER_CYCLES + sum(step_cycles(compiled.program, latency, 1, 1,
+                                                     weight_base=4096))
 
 
 def test_a_program_for_smaller_buffers_runs_on_a_larger_engine():

@@ -147,8 +147,9 @@ class NetworkEngine(wiring.Component):
     the tile's last position is in (the result writer adds the
     partial sums behind the array); the layer ends with its last result written
     (``layer_cycles``); pooling and the add take the post-processing unit's cycles and 2.
-    External weights add the memory's latency to each run (a row block's bias; a tile's
-    table and cells) when it answers a burst's address after that latency and then a
+    External weights are a layer's run, prefetched from its dispatch in bursts of
+    ``PREFETCH_BURST`` words, ``PREFETCH_BURSTS`` held at once (``AxiWeights``): the
+    model takes the memory's latency from a burst's address to its first word, then a
     word a cycle.
 
     Raises
@@ -367,7 +368,12 @@ class NetworkEngine(wiring.Component):
         k.wptr = Signal(32, name="wptr")
         k.requested = Signal(name="requested")
         k.word = word = k.weights.o
-        m.d.comb += k.weights.addr.eq(k.wptr)
+        if self._p["weight_port"] == "axi":
+            # A layer's words are asked for as one run at its dispatch (prefetched).
+            m.d.comb += [k.weights.addr.eq(k.desc.layer.weights),
+                         k.weights.count.eq(k.check.layer_words)]
+        else:
+            m.d.comb += k.weights.addr.eq(k.wptr)
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
         k.bias = Signal(k.bias_words * word_bits, name="bias")
         k.table_words = table_words(self.config)
@@ -587,6 +593,9 @@ class NetworkEngine(wiring.Component):
                 with m.If(self.start):
                     m.d.sync += [state.eq(_State.HEADER), k.pc.eq(0), k.fetched.eq(0),
                                  k.cycles.eq(0), k.error.eq(0), k.streaming.eq(0)]
+                    if self._p["weight_port"] == "axi":
+                        # A stopped run's prefetched words go.
+                        m.d.comb += k.weights.clear.eq(1)
             with m.Case(_State.HEADER, _State.FETCH):
                 # Word pc is read; the one before it arrives (from the second cycle on);
                 # then the checks decide (``DECIDE_CYCLES``).
@@ -624,6 +633,8 @@ class NetworkEngine(wiring.Component):
                                          Mux(is_transfer, _State.TRANSFER, _State.POST)))
                 with m.If(invalid):
                     m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
+                if self._p["weight_port"] == "axi":
+                    m.d.comb += k.weights.start.eq((desc.op == Op.LAYER) & ~invalid)
             with m.Case(_State.BIAS, _State.TABLE):
                 self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
@@ -658,24 +669,26 @@ class NetworkEngine(wiring.Component):
         """BIAS and TABLE: a run of words into the bias or the table register. The bias is
         asked for once the previous tile's last position is in (its data take the bias).
         A tile's table and cells are one run (consecutive in the image), its cells taken
-        in WEIGHTS as the array's weight bank takes them; behind the AXI4 port the run is
-        asked for only once that bank is free (no cell waits on the way). A bad shift
-        stops the run once the earlier tiles' results are written."""
+        in WEIGHTS as the array's weight bank takes them (behind the AXI4 port the words
+        come from the layer's prefetched run instead of a run each). A bad shift stops
+        the run once the earlier tiles' results are written."""
         R = self._p["rows"]
         state, word, weights = k.state, k.word, k.weights
         in_bias = state == _State.BIAS
         size = Mux(in_bias, k.bias_words, k.table_words)
-        m.d.comb += weights.count.eq(Mux(in_bias, k.bias_words, k.table_words + R))
+        on_chip = self._p["weight_port"] == "onchip"
+        if on_chip:
+            m.d.comb += weights.count.eq(Mux(in_bias, k.bias_words, k.table_words + R))
         with m.If((state == _State.TABLE) & k.bad_shift):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
         with m.Elif(~k.requested):
             # On chip the table's words come at once and the cells wait in the memory's
-            # read register for the bank; an AXI4 memory is not held up (its timing
-            # would change), so there the run waits for the bank.
-            ready = k.array.weights.ready if self._p["weight_port"] == "axi" else 1
-            with m.If(Mux(in_bias, ~k.streaming, ready)):
-                m.d.comb += weights.start.eq(1)
+            # read register for the bank; behind the AXI4 port they wait in the prefetch
+            # FIFO (the layer's run was asked for at its dispatch).
+            with m.If(Mux(in_bias, ~k.streaming, 1)):
+                if on_chip:
+                    m.d.comb += weights.start.eq(1)
                 m.d.sync += k.requested.eq(1)
         with m.Else():
             m.d.comb += word.ready.eq(1)

@@ -83,7 +83,9 @@ class ProgramCheck(wiring.Component):
     """Decides whether the engine runs a program: ``header_bad`` from ``header`` (valid
     ``1 + DECIDE_CYCLES`` cycles after its last word lands), ``step_bad`` from ``desc``
     (likewise), with the header's buffer sizes and weight image words (``act_size``,
-    ``acc_size``, ``psum_size``, ``image_words``) for the steps.
+    ``acc_size``, ``psum_size``, ``image_words``) for the steps, and a layer step's
+    weight image words (``layer_words``: its row blocks' biases and tiles, valid with
+    ``step_bad``).
 
     Latency: ``DECIDE_CYCLES`` cycles beyond the program's words (the products are
     ready when the conditions are registered). Refuses what
@@ -114,7 +116,7 @@ class ProgramCheck(wiring.Component):
             "header": In(HeaderLayout), "desc": In(StepLayout),
             "header_bad": Out(1), "step_bad": Out(1),
             "act_size": Out(32), "acc_size": Out(32), "psum_size": Out(32),
-            "image_words": Out(32),
+            "image_words": Out(32), "layer_words": Out(32),
         })
 
     def elaborate(self, platform):
@@ -218,6 +220,7 @@ class ProgramCheck(wiring.Component):
         weight_span = Signal(50, name="weights_span")
         m.d.sync += [per_row_block.eq(layer.col_blocks[:16] * tile_words + bias_words),
                      weight_span.eq(layer.row_blocks[:16] * per_row_block)]
+        m.d.comb += self.layer_words.eq(weight_span)
         # Partial sums: positions times images.
         psum_span = Signal(48, name="psum_span")
         m.d.sync += psum_span.eq(layer.positions * layer.images[:16])

@@ -1,12 +1,13 @@
 """Where the network engine reads its weight image from: on-chip memory, or external memory
 through an AXI4 read port. Both stream a run of consecutive words on request."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from codnn.golden.network_program import word_stride
+from codnn.golden.network_program import PREFETCH_BURST, PREFETCH_BURSTS, word_stride
 
 __all__ = ["AxiWeights", "OnChipWeights", "axi_read_signature", "burst_words"]
 
@@ -26,14 +27,14 @@ def axi_read_signature(data_bits, addr_bits=32):
         "rvalid": In(1), "rready": Out(1)})
 
 
-def burst_words(address, left, stride):
+def burst_words(address, left, stride, most=MAX_BURST):
     """Words of the next AXI4 INCR burst from byte ``address`` with ``left`` words to go,
-    ``stride`` bytes a word: at most ``MAX_BURST``, none past the address's 4 KB page."""
+    ``stride`` bytes a word: at most ``most``, none past the address's 4 KB page."""
     if stride < 4096:                   # the words left in the address's 4 KB page
         in_page = (4096 - address[:12]) >> ceil_log2(stride)
     else:
         in_page = 1
-    room = Mux(in_page < MAX_BURST, in_page, MAX_BURST)
+    room = Mux(in_page < most, in_page, most)
     return Mux(left < room, left, room)
 
 
@@ -42,10 +43,10 @@ class _Reader(wiring.Component):
     and ``count`` (1..``MAX_RUN`` words) begins a run; its words leave on ``o`` in order.
     ``bytes_read`` counts the bytes the memory moved since reset."""
 
-    def __init__(self, word_bits, words, extra):
+    def __init__(self, word_bits, words, extra, run=MAX_RUN):
         self.word_bits = word_bits
         super().__init__({"start": In(1), "addr": In(range(words)),
-                          "count": In(range(MAX_RUN + 1)),
+                          "count": In(range(run + 1)),
                           "o": Out(stream.Signature(word_bits)),
                           "bytes_read": Out(32), **extra})
 
@@ -92,41 +93,76 @@ class OnChipWeights(_Reader):
 class AxiWeights(_Reader):
     """The weight image in external memory behind an AXI4 read port (``axi``: a bus of
     ``word_stride`` bytes; word ``k`` at byte ``base + k * word_stride``; ``base`` aligned
-    to the stride): a run goes out as INCR bursts of at most 256 beats that do not cross a
-    4 KB page, the
-    next burst's address as soon as the last one's is taken, and the read data go to
-    ``o`` as they come (``rready`` is ``o.ready``). ``error`` is high with a word whose
-    response is not OKAY.
+    to the stride), prefetched: a run (a layer's words, up to ``2**32 - 1``) goes out as
+    INCR bursts of at most ``PREFETCH_BURST`` words that do not cross a 4 KB page, an
+    address a cycle while fewer than ``PREFETCH_BURSTS`` bursts are held (asked for and
+    not yet wholly taken from ``o``), and the read data go into a FIFO that holds them
+    all (so ``rready`` stays high and the memory is never held up), out to ``o`` in
+    order. ``error`` is high with a word whose response is not OKAY. ``clear`` ends a
+    run: its words not yet taken are dropped, those still to come dropped as they
+    arrive, and no burst of the next run is asked for before the last of them has.
 
-    Latency: the address the cycle after ``start``, the first word the memory's latency
-    after that; then a word a cycle while the memory and ``o`` keep up."""
+    Latency: the first address the cycle after ``start``, its first word the memory's
+    latency after that and on ``o`` ``PREFETCH_LAG`` cycles later; then a word a cycle
+    while the memory and ``o`` keep up (``codnn.golden.network_program.layer_cycles``)."""
 
     def __init__(self, *, word_bits, words=1 << 24):
         self.stride = word_stride(word_bits // 8)
         super().__init__(word_bits, words, {
-            "base": In(32), "error": Out(1),
-            "axi": Out(axi_read_signature(8 * self.stride))})
+            "base": In(32), "error": Out(1), "clear": In(1),
+            "axi": Out(axi_read_signature(8 * self.stride))}, run=(1 << 32) - 1)
         self.words = words
 
     def elaborate(self, platform):
         m = Module()
-        axi = self.axi
+        axi, B = self.axi, PREFETCH_BURST
+        m.submodules.fifo = fifo = ResetInserter(self.clear)(
+            SyncFIFOBuffered(width=self.word_bits, depth=B * PREFETCH_BURSTS))
         following = Signal(32)              # the next word to ask for
-        left = Signal(range(MAX_RUN + 1))   # words of the run not asked for yet
+        left = Signal(32)                   # words of the run not asked for yet
         address = Signal(32)
         m.d.comb += address.eq(self.base + following * self.stride)
-        burst = Signal(range(MAX_BURST + 1))    # words this burst takes
-        m.d.comb += burst.eq(burst_words(address, left, self.stride))
+        burst = Signal(range(B + 1))        # words the next burst asks for
+        m.d.comb += burst.eq(burst_words(address, left, self.stride, B))
+        # The bursts held (asked for, their last word not yet taken): the oldest's words
+        # not yet taken (``rest``) and the next one's words.
+        held = Signal(range(PREFETCH_BURSTS + 1))
+        rest, after = Signal(range(B + 1)), Signal(range(B + 1))
+        outstanding = Signal(range(B * PREFETCH_BURSTS + 1))    # asked, not yet arrived
+        dropping = Signal(range(B * PREFETCH_BURSTS + 1))       # to drop as they arrive
+        asked = axi.arvalid & axi.arready
+        arrived = axi.rvalid & axi.rready
+        taken = self.o.valid & self.o.ready
         m.d.comb += [axi.arid.eq(0), axi.arsize.eq(ceil_log2(self.stride)), axi.arburst.eq(1),
-                     axi.araddr.eq(address),
-                     axi.arlen.eq(burst - 1), axi.arvalid.eq(left != 0)]
+                     axi.araddr.eq(address), axi.arlen.eq(burst - 1),
+                     axi.arvalid.eq((left != 0) & (held < PREFETCH_BURSTS) & (dropping == 0)
+                                    & ~self.clear)]
         with m.If(self.start):
             m.d.sync += [following.eq(self.addr), left.eq(self.count)]
-        with m.Elif(axi.arvalid & axi.arready):
+        with m.Elif(asked):
             m.d.sync += [following.eq(following + burst), left.eq(left - burst)]
-        m.d.comb += [self.o.valid.eq(axi.rvalid), self.o.payload.eq(axi.rdata),
-                     axi.rready.eq(self.o.ready)]
-        m.d.comb += self.error.eq(axi.rvalid & axi.rready & (axi.rresp != 0))
-        with m.If(axi.rvalid & axi.rready):
+        # A take of the oldest burst's last word frees it; an address adds a burst.
+        done = taken & (rest == 1)
+        with m.If(asked):
+            with m.If((held == 0) | ((held == 1) & done)):
+                m.d.sync += rest.eq(burst)
+            with m.Else():
+                m.d.sync += after.eq(burst)
+                with m.If(taken):
+                    m.d.sync += rest.eq(Mux(done, after, rest - 1))
+        with m.Elif(taken):
+            m.d.sync += rest.eq(Mux(done, after, rest - 1))
+        m.d.sync += [held.eq(held + asked - done),
+                     outstanding.eq(outstanding + Mux(asked, burst, 0) - arrived)]
+        m.d.comb += [axi.rready.eq(1), fifo.w_data.eq(axi.rdata),
+                     fifo.w_en.eq(arrived & (dropping == 0)),
+                     self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data),
+                     fifo.r_en.eq(self.o.ready)]
+        with m.If(dropping != 0):
+            m.d.sync += dropping.eq(dropping - arrived)
+        with m.If(self.clear):
+            m.d.sync += [left.eq(0), held.eq(0), dropping.eq(outstanding - arrived)]
+        m.d.comb += self.error.eq(arrived & (axi.rresp != 0))
+        with m.If(arrived):
             m.d.sync += self.bytes_read.eq(self.bytes_read + self.stride)
         return m
