@@ -1089,8 +1089,8 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0,
     ``memory_latency`` is None for a weight image on chip; with the weight image in
     external memory from byte ``weight_base``, the cycles from a burst's address taken
     to its first word (then a word a cycle): a layer's weight words are prefetched from
-    its dispatch, in bursts of ``PREFETCH_BURST`` words at most (``layer_cycles``). Loads and stores of external activations take their
-    bursts one after another (``codnn.hw.network.activations.AxiActivations``), each
+    its dispatch, in bursts of ``PREFETCH_BURST`` words at most (``layer_cycles``).
+    Loads and stores of external activations take their bursts one after another (``codnn.hw.network.activations.AxiActivations``), each
     load burst waiting ``act_latency`` cycles from its address taken to its first word,
     each store burst ``write_latency`` from its last word taken to its response.
 
@@ -1217,8 +1217,8 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
     in. On chip (``memory_latency`` None) each word is there when asked for, so a tile's
     last cell is taken ``t + rows`` cycles after its table is asked for (``t`` the
     ``table_words``), or ``rows - 1`` after the bank is free if that is later. In
-    external memory the layer's words are prefetched (``_WeightWords``; its first word
-    ``k`` at byte ``weight_base + k * word_stride``) and no word is taken before it is there. A
+    external memory the layer's words are prefetched (``_WeightWords``; word ``k`` at
+    byte ``weight_base + k * word_stride``) and none is taken before it is there. A
     tile starts in the cycle its last cell is taken, or the cycle after the previous
     tile's last position went in if that is later; its first position goes in the
     gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles`` after the

@@ -75,7 +75,8 @@ async def read_output(dut, program):
 
 def _external_memory(dut, config, weights, stride):
     """An ``AxiRamRead`` on the engine's ``axi`` port holding the weight words from five
-    words before a 4 KB page boundary (so that a run of words crosses it)."""
+    words before a 4 KB page boundary (so that a run of words crosses it); returns that
+    base."""
     from cocotbext.axi import AxiRamRead, AxiReadBus
     base = 4096 - 5 * stride
     memory = AxiRamRead(AxiReadBus.from_prefix(dut, "axi_"), dut.clk, dut.rst,
@@ -87,6 +88,7 @@ def _external_memory(dut, config, weights, stride):
         rng = np.random.default_rng(config["seed"])
         for channel in (memory.ar_channel, memory.r_channel):
             channel.set_pause_generator(iter(lambda: bool(rng.random() < 0.3), None))
+    return base
 
 
 #: Where the external activation memory starts (4 KB aligned).
@@ -144,8 +146,7 @@ async def engine_matches_golden(dut):
     dut.act_read.value = dut.acc_read.value = 0
     program_words, weights, _ = host_words(program, image, inputs[0])
     word, stride = image_word(engine), word_stride(image_word(engine))
-    if external:
-        _external_memory(dut, config, weights, stride)
+    base = _external_memory(dut, config, weights, stride) if external else 0
     spills = any(isinstance(step, (LoadStep, StoreStep)) for step in program.steps)
     memory = _activation_memory(dut, program) if hasattr(dut, "act_base") else None
     await start_clock_and_reset(dut)
@@ -190,7 +191,8 @@ async def engine_matches_golden(dut):
         latency = ((0 if config.get("memory_pauses") else measuring.result()) if external
                    else None)
         act_latencies = (act_read.result(), act_write.result()) if spills else (0, 0)
-        model = HEADER_CYCLES + sum(step_cycles(program, latency, *act_latencies))
+        model = HEADER_CYCLES + sum(step_cycles(program, latency, *act_latencies,
+                                                weight_base=base))
         for name, was, want in zip(counters, spilled, spill_bytes):
             moved = (int(getattr(dut, name).value) - was) % (1 << 32)
             assert moved == want, f"image {k}: {name} moved {moved} bytes, the model {want}"

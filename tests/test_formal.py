@@ -462,7 +462,7 @@ def test_a_burst_across_a_4k_page_fails(tmp_path, monkeypatch):
     # The AXI4 weight reader's bursts with the page limit left out (at most 256 words,
     # wherever they start) cross 4 KB pages, which AXI4 forbids.
     monkeypatch.setattr(weights, "burst_words",
-                        lambda address, left, stride: Mux(left < 256, left, 256))
+                        lambda address, left, stride, most=256: Mux(left < most, left, most))
     proof = run_proof(axi_weights_top(32), "pages", tmp_path, depth=3)
     assert proof.status == "failed" and any("proofs.py" in where for where in proof.failed)
 

@@ -952,8 +952,8 @@ def test_memory_errors_flag_the_run_and_let_it_finish(bad):
 def test_prefetched_weights_take_the_models_cycles(latency):
     # Weights behind an AXI4 memory of a short and a long latency (40 cycles: more than
     # two bursts of words can hide, so the prefetch waits on its FIFO's bursts and the
-    # memory in turn), spilled activations behind another: the outputs equal golden and the run takes
-    # the model's cycles, each layer's words prefetched from its dispatch.
+    # memory in turn), spilled activations behind another: the outputs equal golden and
+    # the run takes the model's cycles, each layer's words prefetched from its dispatch.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
                           psum_words=64, spill_words=1024)

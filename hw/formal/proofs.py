@@ -253,8 +253,10 @@ def onchip_weights_top(word_bits, words):
 def axi_weights_top(word_bits):
     """The network engine's AXI4 weight reader (``codnn.hw.network.AxiWeights``): a run
     of any count from any word at any cycle, but only once the previous run's bursts have
-    all been asked for (``arvalid`` low, as the engine keeps it), ``base`` any constant
-    aligned to a word, its memory keeping AXI4's rule on the read data channel (``rvalid``
+    all been asked for (``arvalid`` low, as the engine keeps it), ``clear`` at any cycle
+    but a start's while ``o`` offers no word (a clear withdraws the word on offer: the
+    engine clears only between runs, when its sequencer takes none), ``base`` any
+    constant aligned to a word, its memory keeping AXI4's rule on the read data channel (``rvalid``
     held with its data until ``rready``) and ready at random, ``o``'s sink at random, a
     reset at any cycle. Properties: the read address channel keeps AXI4's rule
     (``arvalid`` held with the same address and length until ``arready``), every burst
@@ -268,7 +270,8 @@ def axi_weights_top(word_bits):
     m.d.comb += [dut.start.eq(AnySeq(1)), dut.addr.eq(AnySeq(len(dut.addr))),
                  dut.count.eq(AnySeq(len(dut.count))), dut.base.eq(base),
                  Assume(base[:ceil_log2(dut.stride)] == 0),
-                 Assume(~dut.start | ~axi.arvalid),
+                 Assume(~dut.start | ~axi.arvalid), dut.clear.eq(AnySeq(1)),
+                 Assume(~dut.clear | ~(dut.start | dut.o.valid)),
                  axi.arready.eq(AnySeq(1)), axi.rvalid.eq(AnySeq(1)),
                  axi.rdata.eq(AnySeq(len(axi.rdata))), axi.rresp.eq(AnySeq(2)),
                  axi.rlast.eq(AnySeq(1)), axi.rid.eq(0), dut.o.ready.eq(AnySeq(1))]

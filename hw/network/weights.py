@@ -99,8 +99,9 @@ class AxiWeights(_Reader):
     not yet wholly taken from ``o``), and the read data go into a FIFO that holds them
     all (so ``rready`` stays high and the memory is never held up), out to ``o`` in
     order. ``error`` is high with a word whose response is not OKAY. ``clear`` ends a
-    run: its words not yet taken are dropped, those still to come dropped as they
-    arrive, and no burst of the next run is asked for before the last of them has.
+    run: its words not yet taken are dropped (the one on offer on ``o`` too), those
+    still to come as they arrive (an address on offer stays on offer until taken, as
+    AXI4 asks), and no burst of the next run is asked for before the last of them has.
 
     Latency: the first address the cycle after ``start``, its first word the memory's
     latency after that and on ``o`` ``PREFETCH_LAG`` cycles later; then a word a cycle
@@ -115,9 +116,9 @@ class AxiWeights(_Reader):
 
     def elaborate(self, platform):
         m = Module()
-        axi, B = self.axi, PREFETCH_BURST
+        axi, B, H = self.axi, PREFETCH_BURST, PREFETCH_BURSTS
         m.submodules.fifo = fifo = ResetInserter(self.clear)(
-            SyncFIFOBuffered(width=self.word_bits, depth=B * PREFETCH_BURSTS))
+            SyncFIFOBuffered(width=self.word_bits, depth=B * H))
         following = Signal(32)              # the next word to ask for
         left = Signal(32)                   # words of the run not asked for yet
         address = Signal(32)
@@ -125,43 +126,53 @@ class AxiWeights(_Reader):
         burst = Signal(range(B + 1))        # words the next burst asks for
         m.d.comb += burst.eq(burst_words(address, left, self.stride, B))
         # The bursts held (asked for, their last word not yet taken): the oldest's words
-        # not yet taken (``rest``) and the next one's words.
-        held = Signal(range(PREFETCH_BURSTS + 1))
+        # not yet taken (``rest``) and the next one's words (``after``).
+        held = Signal(range(H + 1))
         rest, after = Signal(range(B + 1)), Signal(range(B + 1))
-        outstanding = Signal(range(B * PREFETCH_BURSTS + 1))    # asked, not yet arrived
-        dropping = Signal(range(B * PREFETCH_BURSTS + 1))       # to drop as they arrive
+        outstanding = Signal(range(B * H + 1))      # asked for, not yet arrived
+        dropping = Signal(range(B * H + 1))         # to drop as they arrive
+        # An address on offer when ``clear`` came stays on offer (AXI4), its words dropped.
+        stale = Signal()
+        stale_addr, stale_words = Signal(32), Signal(range(B + 1))
         asked = axi.arvalid & axi.arready
         arrived = axi.rvalid & axi.rready
         taken = self.o.valid & self.o.ready
         m.d.comb += [axi.arid.eq(0), axi.arsize.eq(ceil_log2(self.stride)), axi.arburst.eq(1),
-                     axi.araddr.eq(address), axi.arlen.eq(burst - 1),
-                     axi.arvalid.eq((left != 0) & (held < PREFETCH_BURSTS) & (dropping == 0)
-                                    & ~self.clear)]
+                     axi.araddr.eq(Mux(stale, stale_addr, address)),
+                     axi.arlen.eq(Mux(stale, stale_words, burst) - 1),
+                     axi.arvalid.eq(stale | ((left != 0) & (held < H) & (dropping == 0)))]
         with m.If(self.start):
             m.d.sync += [following.eq(self.addr), left.eq(self.count)]
-        with m.Elif(asked):
+        with m.Elif(asked & ~stale):
             m.d.sync += [following.eq(following + burst), left.eq(left - burst)]
         # A take of the oldest burst's last word frees it; an address adds a burst.
-        done = taken & (rest == 1)
-        with m.If(asked):
-            with m.If((held == 0) | ((held == 1) & done)):
-                m.d.sync += rest.eq(burst)
-            with m.Else():
-                m.d.sync += after.eq(burst)
-                with m.If(taken):
-                    m.d.sync += rest.eq(Mux(done, after, rest - 1))
+        done = taken & (rest == 1) & (held != 0)
+        fresh = asked & ~stale
+        with m.If(fresh & ((held == 0) | ((held == 1) & done))):
+            m.d.sync += rest.eq(burst)
         with m.Elif(taken):
             m.d.sync += rest.eq(Mux(done, after, rest - 1))
-        m.d.sync += [held.eq(held + asked - done),
-                     outstanding.eq(outstanding + Mux(asked, burst, 0) - arrived)]
+        with m.If(fresh & (held != 0) & ~((held == 1) & done)):
+            m.d.sync += after.eq(burst)
+        words = Mux(asked, axi.arlen + 1, 0)
+        m.d.sync += [held.eq(held + fresh - done),
+                     outstanding.eq(outstanding + words - arrived),
+                     dropping.eq(dropping - (arrived & (dropping != 0))
+                                 + Mux(stale, words, 0))]
+        with m.If(asked):
+            m.d.sync += stale.eq(0)
         m.d.comb += [axi.rready.eq(1), fifo.w_data.eq(axi.rdata),
                      fifo.w_en.eq(arrived & (dropping == 0)),
                      self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data),
                      fifo.r_en.eq(self.o.ready)]
-        with m.If(dropping != 0):
-            m.d.sync += dropping.eq(dropping - arrived)
         with m.If(self.clear):
-            m.d.sync += [left.eq(0), held.eq(0), dropping.eq(outstanding - arrived)]
+            # Words asked for (this cycle's too) and not yet arrived go as they come; an
+            # address on offer and not taken stays on offer and its words go too.
+            pending = axi.arvalid & ~axi.arready
+            m.d.sync += [left.eq(0), held.eq(0),
+                         dropping.eq(outstanding + words - arrived),
+                         stale.eq(pending), stale_addr.eq(axi.araddr),
+                         stale_words.eq(axi.arlen + 1)]
         m.d.comb += self.error.eq(arrived & (axi.rresp != 0))
         with m.If(arrived):
             m.d.sync += self.bytes_read.eq(self.bytes_read + self.stride)
