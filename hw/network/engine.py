@@ -8,7 +8,8 @@ from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLES,
-                                          MAX_GATHER_PORTS, NO_LANE, WEIGHT_PORTS,
+                                          MAX_GATHER_PORTS, NO_LANE, PREFETCH_BURST,
+                                          PREFETCH_BURSTS, WEIGHT_PORTS,
                                           EngineConfig, act_stride, bias_bytes,
                                           external_weight_bytes, image_word, table_words,
                                           word_stride)
@@ -272,8 +273,8 @@ class NetworkEngine(wiring.Component):
     def program_memories(cls, program, weight_port="onchip"):
         """The on-chip memories of ``for_program``'s engine, without building it: ``{name:
         (width in bits, depth, copies)}``; the activation buffer is a bank per lane, which
-        yosys copies for each of the gather's ``gather_ports`` read ports, the weight
-        memory none behind the AXI4 port."""
+        yosys copies for each of the gather's ``gather_ports`` read ports; behind the
+        AXI4 port the weight memory is the prefetch FIFO's words."""
         return _memories(cls.program_params(program, weight_port))
 
     def elaborate(self, platform):
@@ -748,6 +749,8 @@ def _memories(p):
              "program": (32, p["program_words"], 1)}
     if p["weight_port"] == "onchip":
         found["weights"] = (16 * W, p["weight_words"], 1)
+    else:
+        found["weight_prefetch"] = (16 * W, PREFETCH_BURST * PREFETCH_BURSTS, 1)
     return found
 
 
