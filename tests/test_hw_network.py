@@ -28,6 +28,7 @@ from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
 from codnn.hw.network.activations import AxiActivations
 from codnn.hw.network.weights import AxiWeights
+from codnn.golden.network_program import PREFETCH_BURST, PREFETCH_BURSTS
 from codnn.model.compile import compile_network
 from codnn.model.engine_rtl import run_on_engine
 from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
@@ -634,9 +635,10 @@ def test_engine_parameters(kwargs, error, message):
 @pytest.mark.parametrize("base_words,count,word_bits", [(2040, 300, 16), (5, 7, 80)])
 def test_axi_weight_reader_splits_runs_into_legal_bursts(base_words, count, word_bits):
     # A run longer than a burst and across 4 KB pages (words of 2 bytes: 2048 to a page),
-    # and a short run of 10-byte words at a 16-byte stride: every burst has at most 256
-    # beats and stays in its page, the words arrive in order, the memory stalls its
-    # channels at random, and the byte counter counts the stride per word.
+    # and a short run of 10-byte words at a 16-byte stride: every burst has at most
+    # PREFETCH_BURST beats and stays in its page, at most PREFETCH_BURSTS are owed, the
+    # words arrive in order, the memory stalls its channels at random, and the byte
+    # counter counts the stride per word.
     rng = random.Random(SEED)
     print(f"seed={SEED}")
     dut = AxiWeights(word_bits=word_bits)
@@ -666,6 +668,7 @@ def test_axi_weight_reader_splits_runs_into_legal_bursts(base_words, count, word
             if arv and arr:
                 bursts.append((ara, arl + 1))
                 pending.append((ara, arl + 1))
+                assert len(pending) <= PREFETCH_BURSTS
 
     async def bench(ctx):
         ctx.set(dut.base, 0)
@@ -690,7 +693,79 @@ def test_axi_weight_reader_splits_runs_into_legal_bursts(base_words, count, word
     assert got == [((base + k * stride) * 7 + 1) % (1 << word_bits) for k in range(count)]
     assert sum(n for _, n in bursts) == count
     for addr, n in bursts:
-        assert 1 <= n <= 256 and addr // 4096 == (addr + n * stride - 1) // 4096, (addr, n)
+        assert 1 <= n <= PREFETCH_BURST and addr // 4096 == (addr + n * stride - 1) // 4096
+
+
+@pytest.mark.parametrize("taken", [0, 7, 40])
+def test_axi_weight_reader_clear_drops_a_stopped_run(taken):
+    # A run of 100 words stopped by ``clear`` after ``taken`` of them (bursts owed and an
+    # address on offer, the memory stalling at random), then a run of 40 other words:
+    # exactly those 40 come out, every address offered stays offered until taken, and
+    # the byte counter counts every word the memory sent.
+    rng = random.Random(SEED + taken)
+    print(f"seed={SEED + taken}")
+    dut = AxiWeights(word_bits=16)
+    stride = dut.stride
+    sent, got = [0], []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def memory(ctx):
+        pending, offered = [], None
+        while True:
+            ctx.set(dut.axi.arready, rng.random() < 0.5)
+            ctx.set(dut.axi.rvalid, 0)
+            if pending:
+                ctx.set(dut.axi.rvalid, rng.random() < 0.7)
+                ctx.set(dut.axi.rdata, pending[0][0] // stride)
+                ctx.set(dut.axi.rlast, pending[0][1] == 1)
+            _, _, arv, arr, ara, arl, rv, rr = await ctx.tick().sample(
+                dut.axi.arvalid, dut.axi.arready, dut.axi.araddr, dut.axi.arlen,
+                dut.axi.rvalid, dut.axi.rready)
+            if offered is not None:
+                assert arv and (ara, arl) == offered, "an offered address was withdrawn"
+            offered = (ara, arl) if arv and not arr else None
+            if rv and rr:
+                sent[0] += 1
+                addr, left = pending[0]
+                pending[0] = (addr + stride, left - 1)
+                if left == 1:
+                    pending.pop(0)
+            if arv and arr:
+                pending.append((ara, arl + 1))
+
+    async def run(ctx, addr, count, stop):
+        ctx.set(dut.addr, addr)
+        ctx.set(dut.count, count)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        words = []
+        while len(words) < stop:
+            ready = rng.random() < 0.8
+            ctx.set(dut.o.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            if valid and ready:
+                words.append(payload)
+        ctx.set(dut.o.ready, 0)
+        return words
+
+    async def bench(ctx):
+        ctx.set(dut.base, 0)
+        assert await run(ctx, 1000, 100, taken) == list(range(1000, 1000 + taken))
+        await ctx.tick()
+        ctx.set(dut.clear, 1)
+        await ctx.tick()
+        ctx.set(dut.clear, 0)
+        got.extend(await run(ctx, 3000, 40, 40))
+        for _ in range(200):
+            await ctx.tick()
+        assert ctx.get(dut.bytes_read) == sent[0] * stride
+
+    sim.add_process(memory)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == list(range(3000, 3040))
 
 
 class _BufferedTransfers(wiring.Component):
