@@ -2,8 +2,6 @@
 activation buffer, every lane at once; an add of a layer's raw accumulators a group of
 lanes at a time (docs/semantics.md sections 7 and 9)."""
 
-from types import SimpleNamespace
-
 from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
@@ -86,6 +84,48 @@ class _State(enum.Enum, shape=4):
     ADD = 6
     SETUP = 7           # a pooling step's first window, from the products of its sizes
     WIDE = 8            # the add of accumulators (``_wide_add``)
+
+
+class _PoolRegisters:
+    """Pooling's registers in the post-processing unit: the lane ``block``, the output
+    position (``oy``, ``ox``), the window position (``ky``, ``kx``) and the window's
+    top-left in the map (``wy``, ``wx``); ``plane`` the block's first word, ``window``
+    the window's top-left word, ``row_window`` the row's first window's; the products of
+    the step's sizes, registered as it starts (``plane_step`` height x width,
+    ``row_step`` stride x width, ``corner`` top x width + left, ``window_size``
+    kernel_h x kernel_w, ``pair_jump`` 2 x width - kernel_w + 1: no multiplier is in
+    front of the position registers); the words read (``cursor`` and ``cursor_b``, a
+    row below it); ``out_addr``; ``inside_count`` (positions inside the map), ``settle``
+    (cycles in SETTLE). A read's words land a cycle after it is issued (``issued``),
+    taken where they lie inside the map; the window's first reads start its lanes
+    afresh (``first``); its map position (``y``, ``x``) and whether its second row is
+    in the window (``below``) are registered as it is issued. Each lane's accumulator
+    (``acc``); ``ends``, a max window's write ``POOL_READ_STEPS + 2`` cycles after its
+    last reads; an average's quotient, a bit a cycle (``divisor``, ``bit``,
+    ``quotient``)."""
+
+    def __init__(self, lanes, data_bits, depth):
+        span = signed(24)
+        self.block, self.oy, self.ox = (Signal(16, name=n) for n in ("block", "oy", "ox"))
+        self.ky, self.kx = Signal(16, name="ky"), Signal(16, name="kx")
+        self.wy, self.wx = Signal(span, name="window_y"), Signal(span, name="window_x")
+        self.plane, self.window = Signal(span, name="plane"), Signal(span, name="window")
+        self.row_window = Signal(span, name="row_window")
+        self.plane_step, self.row_step = Signal(32, name="plane_step"), Signal(24, name="row_step")
+        self.corner, self.window_size = Signal(24, name="corner"), Signal(32, name="window_size")
+        self.pair_jump = Signal(24, name="pair_jump")
+        self.cursor, self.cursor_b = Signal(span, name="cursor"), Signal(span, name="cursor_b")
+        self.out_addr = Signal(range(depth), name="out_addr")
+        self.inside_count = Signal(16, name="inside_count")
+        self.settle = Signal(range(POOL_READ_STEPS + 1), name="settle")
+        self.issued, self.first = Signal(name="issued"), Signal(name="first_reads")
+        self.y, self.x = Signal(span, name="read_y"), Signal(span, name="read_x")
+        self.below = Signal(name="read_below")
+        self.acc = [Signal(data_bits + 16, name=f"acc_l{i}") for i in range(lanes)]
+        self.ends = Signal(POOL_READ_STEPS + 2, name="max_ends")
+        self.divisor = Signal(16, name="divisor")
+        self.bit = Signal(range(data_bits), name="quotient_bit")
+        self.quotient = [Signal(data_bits, name=f"quotient_l{i}") for i in range(lanes)]
 
 
 class PostProcess(wiring.Component):
@@ -194,37 +234,11 @@ class PostProcess(wiring.Component):
         return m
 
     def _pool_registers(self, m, step):
-        """Pooling's registers: the lane block, the output position, the window position;
-        ``plane`` the block's first word, ``window`` the window's top-left word, ``cursor``
-        the word read; the products of the step's sizes, registered as it starts (no
-        multiplier is in front of the position registers); each lane's accumulator, which
-        takes the window's word the cycle it arrives; the division's registers."""
+        """Pooling's registers (``_PoolRegisters``) and the reads' path: each read's
+        words, registered as they land, reach each lane's accumulator
+        ``POOL_READ_STEPS`` cycles later."""
         R, D = self._lanes, self._data_bits
-        span = signed(24)
-        k = SimpleNamespace()
-        k.block, k.oy, k.ox = (Signal(16, name="block"), Signal(16, name="oy"),
-                               Signal(16, name="ox"))
-        k.ky, k.kx = Signal(16, name="ky"), Signal(16, name="kx")
-        k.wy, k.wx = Signal(span, name="window_y"), Signal(span, name="window_x")
-        k.plane, k.window = Signal(span, name="plane"), Signal(span, name="window")
-        k.row_window = Signal(span, name="row_window")      # the row's first window
-        k.plane_step = Signal(32, name="plane_step")        # height * width
-        k.row_step = Signal(24, name="row_step")            # stride * width
-        k.corner = Signal(24, name="corner")                # top * width + left
-        k.window_size = Signal(32, name="window_size")      # kernel_h * kernel_w
-        k.pair_jump = Signal(24, name="pair_jump")          # 2 * width - kernel_w + 1
-        # The words read: a window position (``cursor``) and the one a row below it.
-        k.cursor, k.cursor_b = Signal(span, name="cursor"), Signal(span, name="cursor_b")
-        k.out_addr = Signal(range(self._depth), name="out_addr")
-        k.inside_count = Signal(16, name="inside_count")
-        k.settle = Signal(range(POOL_READ_STEPS + 1), name="settle")     # cycles in SETTLE
-        # Each read's word lands a cycle later (``issued``), taken where it lies inside the
-        # map; the window's first reads start its lanes afresh (``first``). The read's
-        # map position (``y``, ``x``) and whether its second row is in the window
-        # (``below``) are registered as it is issued and compared as its words land.
-        k.issued, k.first = Signal(name="issued"), Signal(name="first_reads")
-        k.y, k.x = Signal(span, name="read_y"), Signal(span, name="read_x")
-        k.below = Signal(name="read_below")
+        k = _PoolRegisters(R, D, self._depth)
         height_less_one = stage(m, step.height - 1, "height_less_one")
         in_row = (k.x >= 0) & (k.x < step.width)
         inside = (k.y >= 0) & (k.y < step.height) & in_row
@@ -245,21 +259,13 @@ class PostProcess(wiring.Component):
             issued.append(stage(m, issued[-1], f"issued_{j + 1}", reset_less=False))
             first.append(stage(m, first[-1], f"first_reads_{j + 1}"))
         is_max = step.op == PostOp.MAX_POOL
-        k.acc = [Signal(D + 16, name=f"acc_l{i}") for i in range(R)]
         for i, a in enumerate(k.acc):
             l0, l1 = (Mux(arrived[p], words[p].word_select(i, D), 0) for p in range(2))
             pair = stage(m, Mux(is_max, Mux(l0 > l1, l0, l1), l0 + l1), f"pool_pair_l{i}")
             start = Mux(first[-1], 0, a)
             with m.If(issued[-1]):
                 m.d.sync += a.eq(Mux(is_max, Mux(pair > start, pair, start), start + pair))
-        m.d.sync += k.issued.eq(0)
-        # A max window's word is written POOL_READ_STEPS + 2 cycles after its last reads.
-        k.ends = Signal(POOL_READ_STEPS + 2, name="max_ends")
-        m.d.sync += k.ends.eq(k.ends << 1)
-        # Average: the quotient of (sum + n // 2) by n, a bit a cycle from the top.
-        k.divisor = Signal(16, name="divisor")
-        k.bit = Signal(range(D), name="quotient_bit")
-        k.quotient = [Signal(D, name=f"quotient_l{i}") for i in range(R)]
+        m.d.sync += [k.issued.eq(0), k.ends.eq(k.ends << 1)]
         return k
 
     def _pool_states(self, m, step, state, k):
