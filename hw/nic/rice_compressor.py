@@ -4,7 +4,7 @@ codec's messages out, one value per cycle."""
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, enum, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS
@@ -41,6 +41,10 @@ _Token = data.StructLayout({
     "pos": 4,               # the value's position in its block
     "block_end": 1, "msg_end": 1,
     "bound": 4, "stochastic": 1})
+
+#: A token after the hash and the quantizer: ``z`` the zigzagged integer, ``escape`` set
+#: where the value leaves raw.
+_Quantized = data.StructLayout({"token": _Token, "z": 16, "escape": 1})
 
 
 class _Emit(enum.Enum, shape=3):
@@ -140,11 +144,9 @@ class RiceCompressor(NicEngineBase):
 
     def _tokens(self, m, reader, advance, settings):
         """The reader's items as tokens, a value a cycle, then zeros to the block's end
-        after a message's last value. Returns the token stream (``valid``, ``ready``,
-        ``payload``)."""
+        after a message's last value. Returns the token stream."""
         lanes, item = self.lanes, reader.item
-        out = SimpleNamespace(valid=Signal(name="token_valid"), ready=Signal(name="token_ready"),
-                              payload=Signal(_Token, name="token"))
+        out = stream.Signature(_Token).create(path=("token",))
         tok = out.payload
         lane = Signal(range(lanes), name="token_lane")
         padding = Signal(name="padding")                 # zeros to the end of the block
@@ -178,8 +180,7 @@ class RiceCompressor(NicEngineBase):
     def _quantizer(self, m, tokens):
         """Each token through the hash and the quantizer: a stream of ``(token, z,
         escape)``, ``z`` the zigzagged integer (``codnn.golden.rice``)."""
-        out = SimpleNamespace(valid=Signal(name="quantized_valid"),
-                              ready=Signal(name="quantized_ready"))
+        out = stream.Signature(_Quantized).create(path=("quantized",))
         pipe = StallPipeline(m, tokens, out, _DEPTH)
         tok = tokens.payload
         draw = fmix32_stages(pipe.register, tok.counter, "draw")
@@ -214,10 +215,10 @@ class RiceCompressor(NicEngineBase):
         escape = wide7 | (magnitude >= MAX_MAGNITUDE)
         z = Mux(escape | (magnitude == 0), 0,
                 Mux(sign7, (magnitude << 1) - 1, magnitude << 1))[:16]
-        out.payload = SimpleNamespace(token=pipe.register(token7, "quantized_token"),
-                                      z=pipe.register(z, "quantized_z"),
-                                      escape=pipe.register(escape & ~token7.header,
-                                                           "quantized_escape"))
+        m.d.comb += [out.payload.token.eq(pipe.register(token7, "quantized_token")),
+                     out.payload.z.eq(pipe.register(z, "quantized_z")),
+                     out.payload.escape.eq(pipe.register(escape & ~token7.header,
+                                                         "quantized_escape"))]
         return out
 
     def _blocks_and_codes(self, m, quantized, packer):
