@@ -5,6 +5,7 @@ settings are refused."""
 
 import json
 import os
+import types
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
+from codnn.hw.formal import link_answers
 from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_values_top,
                                     axi_weights_top, header_counts_top,
@@ -31,7 +33,7 @@ from codnn.hw.nic.inceptionn_format import Thresholds
 from codnn.hw.nic.layouts import beat_layout
 from codnn.hw.nic.maxabs import MaxAbs
 from codnn.hw.nic.terngrad import TernGradDecoder
-from codnn.hw.soc import ArraySoc, HostLink, LinkFrames, SystolicSoc
+from codnn.hw.soc import ArraySoc, HostLink, LinkFrames, SystolicSoc, link_frames
 from codnn.hw.soc.protocol import Command, EngineKind
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq.array import TermQuantArray
@@ -209,6 +211,38 @@ def test_a_link_that_times_out_late_fails_the_answer_proof(tmp_path):
     dut = LateTimeout(timeout=8)
     proof = run_proof(link_answers_top(dut, stall=0, answer=6), "late", tmp_path,
                       mode="bmc", depth=12)
+    assert proof.status == "failed", proof.summary()
+    assert all("link_answers.py" in where for where in proof.failed)
+
+
+def _mutant(module, old, new):
+    """A copy of ``module`` with the text ``old`` of its source (there once) made ``new``:
+    a mutation of one decision, for a proof to catch."""
+    source = Path(module.__file__).read_text()
+    assert source.count(old) == 1, f"{old!r} is not once in {module.__file__}"
+    mutant = types.ModuleType(module.__name__ + "_mutant")
+    mutant.__file__, mutant.__package__ = module.__file__, module.__package__
+    exec(compile(source.replace(old, new), module.__file__, "exec"), mutant.__dict__)
+    return mutant
+
+
+@pytest.mark.parametrize("old, new, depth", [
+    # A frame with a bad CRC taken and a good one refused (the issue's first mutation).
+    ("with m.If((byte << 8 | received_crc) == crc):",
+     "with m.If((byte << 8 | received_crc) != crc):", 10),
+    # A frame of exactly MAX_PAYLOAD bytes dropped as too long.
+    ("with m.If(length > MAX_PAYLOAD):", "with m.If(length >= MAX_PAYLOAD):", 8),
+    # The received frame's CRC started one off.
+    ("m.d.sync += crc.eq(0xFFFF)\n                    m.next = \"CODE\"",
+     "m.d.sync += crc.eq(0xFFFE)\n                    m.next = \"CODE\"", 8),
+])
+def test_the_answer_proof_holds_the_links_decisions(tmp_path, monkeypatch, old, new, depth):
+    # The link's decisions (which frames it offers as requests, which it answers with
+    # which error) against the proof's ghost CRC and length: each mutation fails.
+    mutant = _mutant(link_frames, old, new)
+    monkeypatch.setattr(link_answers, "LinkFrames", mutant.LinkFrames)
+    proof = run_proof(link_answers_top(mutant.LinkFrames(timeout=14), stall=1, answer=12),
+                      "decisions", tmp_path, mode="bmc", depth=depth)
     assert proof.status == "failed", proof.summary()
     assert all("link_answers.py" in where for where in proof.failed)
 

@@ -1,5 +1,6 @@
 """The host link's answers, proved at the byte level (``codnn.hw.soc.link_frames``): any
-bytes get an answer or are dropped within a bound, and every frame sent is whole."""
+bytes get an answer or are dropped within a bound, every frame sent is whole, and a
+frame is taken exactly when its CRC and length are right."""
 
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal, Value
@@ -48,7 +49,10 @@ def link_answers_top(frames, stall, answer):
     - an error the link finds is answered (the answer's last byte sent) within
       ``answer`` cycles;
     - the line quiet for ``timeout + answer + 2`` cycles with no request on offer or
-      being served: the link waits for a SYNC.
+      being served: the link waits for a SYNC;
+    - a frame is offered as a request exactly when the CRC it carries is a ghost CRC-16
+      of its bytes, else answered ``BAD_CRC``; one whose length is above
+      ``MAX_PAYLOAD`` is dropped with ``BAD_LENGTH``.
     """
     if not isinstance(frames, LinkFrames):
         raise ValueError("The link's answer proof takes the link's frames (LinkFrames)")
@@ -102,6 +106,7 @@ class _LinkAnswers(Elaboratable):
             m.d.sync += [serving.eq(0), answered.eq(0)]
         owed, age = self._errors_answered(m, k, ended, serving, at, stalled)
         since = self._frames_received(m, f, k)
+        self._decisions(m, f, k)
         # The line quiet long enough, nothing requested: the link hunts for a SYNC.
         m.d.comb += Assert(~((since == self.quiet_limit) & ~serving & ~f.request.valid)
                            | rcv.HUNT)
@@ -122,6 +127,42 @@ class _LinkAnswers(Elaboratable):
                      Assert(~owed | (since <= timeout + 2 + age)),
                      Assert(~(owed & rcv.DISCARD) | (k.index <= age + 1) & (since <= age + 1))]
         return m
+
+    def _decisions(self, m, f, k):
+        """Which frames the link takes: a ghost CRC-16 of the frame being received (its
+        command, length and payload bytes) and its received CRC; a frame whose length
+        byte makes it longer than ``MAX_PAYLOAD`` is dropped with ``BAD_LENGTH``, and
+        one whose last CRC byte arrives is offered as a request exactly when the CRC it
+        carries is the ghost's, else answered with ``BAD_CRC``."""
+        rcv, byte, got = k.receiver, f.rx.payload, f.rx.valid
+        crc = Signal(16, name="ghost_in_crc")
+        first = Signal(8, name="ghost_in_crc0")         # the CRC's first byte received
+        with m.If(rcv.HUNT & got & (byte == SYNC)):
+            m.d.sync += crc.eq(0xFFFF)
+        with m.Elif(got & (rcv.CODE | rcv.LEN0 | rcv.LEN1 | rcv.PAYLOAD)):
+            m.d.sync += crc.eq(crc16_update(crc, byte))
+        with m.If(got & rcv.CRC0):
+            m.d.sync += first.eq(byte)
+        # The ghosts are the link's registers while a frame is parsed (the invariant).
+        m.d.comb += [Assert(~(rcv.CODE | rcv.LEN0 | rcv.LEN1 | rcv.PAYLOAD | rcv.CRC0
+                              | rcv.CRC1) | (k.crc == crc)),
+                     Assert(~rcv.CRC1 | (k.received_crc == first))]
+        # The decisions, checked the cycle after the byte that makes them.
+        length = byte << 8 | f.request.payload.length[:8]
+        crc_byte = Signal(name="ghost_crc_decided")
+        crc_good = Signal(name="ghost_crc_good")
+        length_byte = Signal(name="ghost_length_decided")
+        too_long = Signal(name="ghost_too_long")
+        m.d.sync += [crc_byte.eq(got & rcv.CRC1), crc_good.eq((byte << 8 | first) == crc),
+                     length_byte.eq(got & rcv.LEN1), too_long.eq(length > MAX_PAYLOAD)]
+        with m.If(crc_byte):
+            m.d.comb += [Assert(rcv.REQUEST == crc_good),
+                         Assert(crc_good | k.error_pending
+                                & (k.error_status == Status.BAD_CRC))]
+        with m.If(length_byte):
+            m.d.comb += [Assert(rcv.DISCARD == too_long),
+                         Assert(~too_long | k.error_pending
+                                & (k.error_status == Status.BAD_LENGTH))]
 
     def _frames_sent(self, m, f, k, serving):
         """A parser of the frames on ``tx``: each must be whole; one sent while no request

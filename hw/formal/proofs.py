@@ -1034,5 +1034,8 @@ PROOFS = {
             "dropped by its length + 6-th, neither outlives timeout quiet cycles; an "
             "error found is answered within answer cycles; the line quiet for timeout + "
             "answer + 2 cycles with no request on offer or served, the link waits for a "
-            "SYNC")),
+            "SYNC",
+            "a frame is offered as a request exactly when its CRC is right (a ghost "
+            "CRC-16 of the frame received), else answered BAD_CRC; one longer than "
+            "MAX_PAYLOAD is dropped with BAD_LENGTH")),
 }
