@@ -1071,6 +1071,8 @@ PREFETCH_BURSTS = 2
 #: Cycles from a weight word's arrival on the AXI4 port to the cycle the sequencer may
 #: take it from the prefetch FIFO.
 PREFETCH_LAG = 2
+
+
 def gather_rounds(engine):
     """The most cycles of reads per data beat: ``ceil(alpha / gather_ports)`` (a lane bank
     reads a word per stream slot, ``gather_ports`` slots a cycle)."""
@@ -1090,9 +1092,10 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0,
     external memory from byte ``weight_base``, the cycles from a burst's address taken
     to its first word (then a word a cycle): a layer's weight words are prefetched from
     its dispatch, in bursts of ``PREFETCH_BURST`` words at most (``layer_cycles``).
-    Loads and stores of external activations take their bursts one after another (``codnn.hw.network.activations.AxiActivations``), each
-    load burst waiting ``act_latency`` cycles from its address taken to its first word,
-    each store burst ``write_latency`` from its last word taken to its response.
+    Loads and stores of external activations take their bursts one after another
+    (``codnn.hw.network.activations.AxiActivations``), each load burst waiting
+    ``act_latency`` cycles from its address taken to its first word, each store burst
+    ``write_latency`` from its last word taken to its response.
 
     A layer's tiles (row blocks in turn, column blocks within) each load (a row block's
     first tile its bias, then every tile its table and cells; the cells once the array

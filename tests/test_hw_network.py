@@ -904,10 +904,10 @@ def _run_with_memories(compiled, x, bad, latency=1):
     activations in AXI4 memories (Python models: always ready, a burst's first word
     ``latency`` cycles after its address for the weights, 1 for the activations, or
     right after the previous burst's words, then a word a cycle; the weight image from
-    byte 4096); ``bad`` names one answer
-    that is SLVERR: ``("weights", n)`` the ``n``-th weight word, ``("load", n)`` the
-    ``n``-th activation word read, ``("store", n)`` the ``n``-th write response, or None.
-    Returns ``(output, cycles, error)``."""
+    byte 4096); ``bad`` names one answer that is SLVERR: ``("weights", n)`` the
+    ``n``-th weight word, ``("load", n)`` the ``n``-th activation word read,
+    ``("store", n)`` the ``n``-th write response, or None. Returns ``(output, cycles,
+    error)``."""
     from codnn.golden.network_program import act_stride, word_stride
     program, image = compiled.program, compiled.image
     dut = NetworkEngine.for_program(program, weight_port="axi")
