@@ -83,8 +83,8 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
            "GatherTable", "lane_choices", "table_entries", "table_words",
            "step_cycles", "layer_cycles", "pool_unit_cycles", "acc_add_lanes",
-           "acc_add_groups", "acc_add_cycles", "weight_words_read", "host_words",
-           "output_values"]
+           "acc_add_groups", "acc_add_cycles", "mixed_add_lanes", "mixed_add_groups",
+           "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
 #: port (``codnn.hw.network.weights``).
@@ -1120,7 +1120,8 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0,
             work = TRANSFER_START + sum(each + n for _, n in bursts(
                 step.addr, region.words(e.rows), act_stride(e))) + 1
         elif "acc" in (step.a.memory, step.b.memory):
-            work = acc_add_cycles(step.dst.words(e.rows), e.rows) + 2
+            work = acc_add_cycles(step.dst.words(e.rows), e.rows,
+                                  mixed=step.a.memory != step.b.memory) + 2
         else:
             work = step.dst.words(e.rows) + 3 + ADD_PRODUCT_STEPS + 2
         cycles.append(FETCH_CYCLES + work)
@@ -1140,13 +1141,36 @@ def acc_add_groups(rows):
     return -(-rows // acc_add_lanes(rows))
 
 
-def acc_add_cycles(words, rows):
+def mixed_add_lanes(rows):
+    """Lanes a cycle the post-processing unit adds when one operand is accumulators and
+    the other activations: twice ``acc_add_lanes(rows)`` (each pair of products then
+    serves two lanes' accumulators; the activations' products are the lane-parallel
+    add's)."""
+    return 2 * acc_add_lanes(rows)
+
+
+def mixed_add_groups(rows):
+    """Groups of ``mixed_add_lanes(rows)`` lanes a word of ``rows`` lanes takes, a cycle
+    each (the last group padded)."""
+    return -(-rows // mixed_add_lanes(rows))
+
+
+def acc_add_cycles(words, rows, mixed=False):
     """The post-processing unit's cycles for an add of ``words`` words with an operand in
-    the accumulator buffer: a word's operands are read (two cycles, the second landing
-    a cycle later) while the word before goes through the products, ``g =
+    the accumulator buffer.
+
+    Both operands accumulators: a word's operands are read (two cycles, the second
+    landing a cycle later) while the word before goes through the products, ``g =
     acc_add_groups(rows)`` cycles of lane groups; so a word every ``max(g,
     ACC_ADD_WORD)`` cycles after the first's five, the last one's groups, and its write
-    ``ADD_PRODUCT_STEPS + 1`` cycles after them."""
+    ``ADD_PRODUCT_STEPS + 1`` cycles after them.
+
+    One operand activations (``mixed``): a word's two operands read together and held
+    for its ``h = mixed_add_groups(rows)`` cycles of lane groups, so a word every ``h``
+    cycles; after the last read a cycle for its words to land, one for the products'
+    operands, ``ADD_PRODUCT_STEPS`` and the write."""
+    if mixed:
+        return words * mixed_add_groups(rows) + 3 + ADD_PRODUCT_STEPS
     groups = acc_add_groups(rows)
     return (words - 1) * max(groups, ACC_ADD_WORD) + groups + 5 + ADD_PRODUCT_STEPS
 

@@ -2,13 +2,16 @@
 activation buffer, every lane at once; an add of a layer's raw accumulators a group of
 lanes at a time (docs/semantics.md sections 7 and 9)."""
 
-from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
+from dataclasses import dataclass
+
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network import FRACTION
 from codnn.golden.network_program import (ADD_PRODUCT_STEPS, MULTIPLIER_BITS,
-                                          POOL_READ_STEPS, acc_add_groups, acc_add_lanes)
+                                          POOL_READ_STEPS, acc_add_groups, acc_add_lanes,
+                                          mixed_add_groups, mixed_add_lanes)
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import delay, delay_line, stage
 from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
@@ -66,11 +69,11 @@ def clamp_lane(total, offset, bits):
     return Cat(clamped[:bits - 1], clamped[bits - 1] ^ offset)
 
 
-def _rounded_sum(m, a, ma, b, mb, name):
-    """``(a * ma + b * mb + 2**15) >> 16``, ``ADD_PRODUCT_STEPS`` (3) register steps
-    later: the products (``split_product``), then their rounded sum."""
+def _rounded(m, pa, pb, name):
+    """``(pa + pb + 2**15) >> 16`` registered: two products' rounded sum, the last of
+    ``ADD_PRODUCT_STEPS`` (3) steps after the products' operands (``split_product``'s
+    two, then this)."""
     assert ADD_PRODUCT_STEPS == SPLIT_PRODUCT_STEPS + 1
-    pa, pb = split_product(m, a, ma, f"{name}_pa"), split_product(m, b, mb, f"{name}_pb")
     return stage(m, (pa + pb + (1 << (FRACTION - 1))) >> FRACTION, f"{name}_sum")
 
 
@@ -84,6 +87,16 @@ class _State(enum.Enum, shape=4):
     ADD = 6
     SETUP = 7           # a pooling step's first window, from the products of its sizes
     WIDE = 8            # the add of accumulators (``_wide_add``)
+
+
+@dataclass(frozen=True)
+class _Words:
+    """The add of two accumulator operands' current word: ``valid``, and its operands'
+    lanes ``a`` and ``b`` (32 bits each), shifted a group at a time."""
+
+    valid: Signal
+    a: Signal
+    b: Signal
 
 
 class _PoolRegisters:
@@ -149,10 +162,13 @@ class PostProcess(wiring.Component):
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``); signed operands and a signed
       result are offset binary (``codnn.golden.network.residual_add``).
     - an add with an operand in the accumulator buffer (``a_acc`` or ``b_acc``: 32-bit
-      two's complement lanes, read through ``acc_read``): the same sum, word ``k`` of each
-      operand read one after the other (while the word before goes through the
-      products), then ``acc_add_lanes(lanes)`` lanes a cycle through as many pairs of
-      products.
+      two's complement lanes, read through ``acc_read``): the same sum. With both
+      operands accumulators, word ``k`` of each read one after the other (while the word
+      before goes through the products), then ``acc_add_lanes(lanes)`` lanes a cycle
+      through as many pairs of products; with the other operand activations, both read
+      together, then ``mixed_add_lanes(lanes)`` lanes a cycle, each lane's accumulator
+      through one of the same products and its activation through the lane-parallel
+      add's.
 
     Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
     ``codnn.golden.network_program.pool_unit_cycles``: with ``v = kernel_w *
@@ -229,8 +245,8 @@ class PostProcess(wiring.Component):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
         self._pool_write(m, step, state, pool)
-        self._wide_add(m, step, state)
-        self._add_pipeline(m, step, state, index)
+        act_products = self._add_pipeline(m, step, state, index)
+        self._wide_add(m, step, state, act_products)
         return m
 
     def _pool_registers(self, m, step):
@@ -373,7 +389,11 @@ class PostProcess(wiring.Component):
         """The add's pipeline runs on after its last read (the state is IDLE by then; a new
         step waits for busy, which covers it): the words read (a cycle after their
         address), registered; the two products (``split_product``, two steps); their
-        sum, rounded; clamped; the write."""
+        sum, rounded; clamped; the write. Returns each lane's product of its second
+        operand (``read[1]``'s word registered, two steps), which the add of
+        accumulators and activations takes for its activation operand (its multiplier
+        and offset then that operand's: ``ma`` and ``a_signed`` when ``b`` is the
+        accumulators)."""
         R, D = self._lanes, self._data_bits
         add_valid = Signal(_ADD_STEPS, name="add_valid")
         sums = Signal(R * D, name="add_sums")
@@ -382,29 +402,102 @@ class PostProcess(wiring.Component):
         m.d.sync += add_valid.eq(Cat(reading, add_valid[:-1]))
         m.d.sync += add_dst[0].eq(step.dst + index)
         m.d.sync += [add_dst[i].eq(add_dst[i - 1]) for i in range(1, len(add_dst))]
+        mb = Mux(step.b_acc, step.ma, step.mb)
+        b_signed = Mux(step.b_acc, step.a_signed, step.b_signed)
+        products = []
         for i in range(R):
             a = stage(m, self.read_data[0].word_select(i, D), f"add_a_l{i}")
             b = stage(m, self.read_data[1].word_select(i, D), f"add_b_l{i}")
-            total = _rounded_sum(m, signed_lane(a, step.a_signed), step.ma,
-                                 signed_lane(b, step.b_signed), step.mb, f"add_l{i}")
+            pa = split_product(m, signed_lane(a, step.a_signed), step.ma, f"add_l{i}_pa")
+            pb = split_product(m, signed_lane(b, b_signed), mb, f"add_l{i}_pb")
+            products.append(pb)
+            total = _rounded(m, pa, pb, f"add_l{i}")
             m.d.sync += sums.word_select(i, D).eq(clamp_lane(total, step.out_signed, D))
         with m.If(add_valid[-1]):
             m.d.comb += [self.write.addr.eq(add_dst[-1]), self.write.data.eq(sums),
                          self.write.en.eq(1)]
         with m.If(add_valid.any()):
             m.d.comb += self.busy.eq(1)
+        return products
 
-    def _wide_add(self, m, step, state):
-        """The add with an operand in the accumulator buffer, ``acc_add_lanes(lanes)``
-        lanes a cycle through as many pairs of 32 x 24-bit products: a word's operands
-        are read one after the other (through ``read[0]``, or ``acc_read``) into the next
-        word's registers (32-bit lanes; activations as their values) while the current
-        word's lanes go through the products, a group of lanes a cycle; each group's
-        clamped sums shift into the result word, written ``ADD_PRODUCT_STEPS + 1`` cycles
-        after its last group.
+    def _wide_add(self, m, step, state, act_products):
+        """The add with an operand in the accumulator buffer.
+
+        Both operands accumulators: ``acc_add_lanes(lanes)`` lanes a cycle through as
+        many pairs of 32 x 24-bit products; a word's operands are read one after the
+        other (through ``read[0]``, or ``acc_read``) into the next word's registers while
+        the current word's lanes go through the products, a group of lanes a cycle.
+
+        One operand activations (``mixed``): twice as many lanes a cycle
+        (``mixed_add_lanes``) through the same products, one for each lane's
+        accumulator, beside the lane-parallel add's product of the lane's activation
+        (``act_products``); a word's two operands are read together (``acc_read`` and
+        ``read[1]``) and held for its ``mixed_add_groups`` cycles of groups, while the
+        activation's products follow them.
+
+        Each group's clamped sums shift into the result word, written
+        ``ADD_PRODUCT_STEPS + 1`` cycles after its last group.
         """
         R, D = self._lanes, self._data_bits
         P, G = acc_add_lanes(R), acc_add_groups(R)      # lanes a group, groups a word
+        Q, H = mixed_add_lanes(R), mixed_add_groups(R)  # the same with activations
+        mixed = Signal(name="wide_mixed")
+        m.d.comb += mixed.eq(step.a_acc ^ step.b_acc)
+        wide = (state == _State.WIDE) & ~mixed
+        write_word = Signal(17, name="wide_write_word")    # the next word to write
+        full, issuing, last_group = self._both_accumulators(m, step, wide, P, G)
+        mix_issue, mix_group, mix_operands = self._mixed_reads(m, step, state, mixed, Q, H)
+        # The products: in pairs (a lane's two accumulators) or one a lane (its
+        # accumulator; the activation's product is the lane-parallel add's).
+        m_acc = Mux(step.a_acc, step.ma, step.mb)
+        group_at_product = delay(m, mix_group, SPLIT_PRODUCT_STEPS, "mixed_product_group")
+        products = []
+        for u in range(2 * P):
+            both = (full.a if u % 2 == 0 else full.b).word_select(u // 2, _ACC_BITS)
+            operand = Mux(mixed, mix_operands[u], both.as_signed())
+            multiplier = Mux(mixed, m_acc, step.ma if u % 2 == 0 else step.mb)
+            products.append(split_product(m, operand, multiplier, f"wide_{u}_p"))
+        clamped_pairs, clamped_lanes = [], []
+        for u in range(Q):
+            act = Array(act_products[g * Q + u] if g * Q + u < R else C(0, signed(2))
+                        for g in range(H))[group_at_product]
+            pair = products[u + 1] if u % 2 == 0 else C(0, signed(2))
+            total = _rounded(m, products[u], Mux(mixed, act, pair), f"wide_{u}")
+            clamped_lanes.append(clamp_lane(total, step.out_signed, D))
+            if u % 2 == 0:
+                clamped_pairs.append(clamped_lanes[-1])
+        # Each group's sums, ``ADD_PRODUCT_STEPS`` cycles after it is taken, shift into
+        # the result word a cycle later.
+        results = []
+        for lanes, groups, taken, clamped, name in (
+                (P, G, issuing, clamped_pairs, "wide"),
+                (Q, H, mix_issue, clamped_lanes, "mixed")):
+            result = Signal(groups * lanes * D, name=f"{name}_result")
+            with m.If(delay(m, taken, ADD_PRODUCT_STEPS, f"{name}_summed")):
+                m.d.sync += result.eq(Cat(result[lanes * D:], *clamped))
+            results.append(result[:R * D])
+        mix_last = mix_issue & (mix_group == H - 1)
+        # A word is whole a cycle after its last group's sums are clamped: written then.
+        done = delay_line(m, Mux(mixed, mix_last, last_group), ADD_PRODUCT_STEPS + 1,
+                          "wide_done", reset_less=False)[-1]
+        with m.If(done):
+            m.d.comb += [self.write.addr.eq(step.dst + write_word),
+                         self.write.data.eq(Mux(mixed, results[1], results[0])),
+                         self.write.en.eq(1)]
+            m.d.sync += write_word.eq(write_word + 1)
+            with m.If(write_word == step.words - 1):
+                m.d.sync += state.eq(_State.IDLE)
+        with m.If(state == _State.IDLE):
+            m.d.sync += write_word.eq(0)
+
+    def _both_accumulators(self, m, step, wide, P, G):
+        """The add of two accumulator operands (``wide``: in WIDE, neither operand
+        activations): each word's operands read one after the other (through ``read[0]``,
+        or ``acc_read``) into the next word's registers (32-bit lanes; activations as
+        their values), moved into the current word's (``full.a``, ``full.b``) once its
+        last group goes, which shift ``P`` lanes a group. Returns ``full`` (with ``a`` and
+        ``b``), ``issuing`` (a group's lanes go into the products) and ``last_group``."""
+        R, D = self._lanes, self._data_bits
 
         def operand(is_acc, signed):
             """The word just read, as 32-bit lanes (activations as their values), with
@@ -422,41 +515,22 @@ class PostProcess(wiring.Component):
                 m.d.comb += self.read[0].eq(address)
 
         width = G * P * _ACC_BITS
-        a_word, b_word = Signal(width, name="wide_a"), Signal(width, name="wide_b")
+        full = _Words(Signal(name="wide_full"), Signal(width, name="wide_a"),
+                      Signal(width, name="wide_b"))
         a_next, b_next = Signal(width, name="wide_a_next"), Signal(width, name="wide_b_next")
-        full, next_full = Signal(name="wide_full"), Signal(name="wide_next_full")
+        next_full = Signal(name="wide_next_full")
         group = Signal(range(G), name="wide_group")
         phase = Signal(range(3), name="wide_read_phase")   # a's read, b's read, b lands
         read_word = Signal(17, name="wide_read_word")      # the next word to read
-        write_word = Signal(17, name="wide_write_word")    # the next word to write
-        result = Signal(G * P * D, name="wide_result")
-        # The rounded sums of the current group, ``ADD_PRODUCT_STEPS`` cycles after it is
-        # taken; clamped, they shift into the result a cycle later.
-        issuing = full & (state == _State.WIDE)
+        issuing = full.valid & wide
         last_group = issuing & (group == G - 1)
-        clamped = []
-        for j in range(P):
-            lane_a = a_word.word_select(j, _ACC_BITS).as_signed()
-            lane_b = b_word.word_select(j, _ACC_BITS).as_signed()
-            total = _rounded_sum(m, lane_a, step.ma, lane_b, step.mb, f"wide_{j}")
-            clamped.append(clamp_lane(total, step.out_signed, D))
-        summed = delay(m, issuing, ADD_PRODUCT_STEPS, "wide_summed")
-        with m.If(summed):
-            m.d.sync += result.eq(Cat(result[P * D:], *clamped))
-        # A word is whole a cycle after its last group's sums are clamped: written then.
-        done = delay_line(m, last_group, ADD_PRODUCT_STEPS + 1, "wide_done",
-                          reset_less=False)[-1]
-        with m.If(done):
-            m.d.comb += [self.write.addr.eq(step.dst + write_word),
-                         self.write.data.eq(result[:R * D]), self.write.en.eq(1)]
-            m.d.sync += write_word.eq(write_word + 1)
         with m.If(issuing):
-            m.d.sync += [a_word.eq(a_word >> (P * _ACC_BITS)),
-                         b_word.eq(b_word >> (P * _ACC_BITS)), group.eq(group + 1)]
+            m.d.sync += [full.a.eq(full.a >> (P * _ACC_BITS)),
+                         full.b.eq(full.b >> (P * _ACC_BITS)), group.eq(group + 1)]
             with m.If(group == G - 1):
-                m.d.sync += [full.eq(0), group.eq(0)]
+                m.d.sync += [full.valid.eq(0), group.eq(0)]
         # The next word's operands, read once its registers are free.
-        with m.If(state == _State.WIDE):
+        with m.If(wide):
             with m.Switch(phase):
                 with m.Case(0):
                     with m.If(~next_full & (read_word != step.words)):
@@ -468,11 +542,39 @@ class PostProcess(wiring.Component):
                 with m.Case(2):
                     m.d.sync += [b_next.eq(operand(step.b_acc, step.b_signed)),
                                  next_full.eq(1), read_word.eq(read_word + 1), phase.eq(0)]
-            with m.If(next_full & (~full | last_group)):
-                m.d.sync += [a_word.eq(a_next), b_word.eq(b_next), full.eq(1),
+            with m.If(next_full & (~full.valid | last_group)):
+                m.d.sync += [full.a.eq(a_next), full.b.eq(b_next), full.valid.eq(1),
                              next_full.eq(0), group.eq(0)]
-            with m.If(done & (write_word == step.words - 1)):
-                m.d.sync += state.eq(_State.IDLE)
+        with m.If(~wide):
+            m.d.sync += [phase.eq(0), read_word.eq(0), full.valid.eq(0), next_full.eq(0),
+                         group.eq(0)]
+        return full, issuing, last_group
+
+    def _mixed_reads(self, m, step, state, mixed, Q, H):
+        """The add of accumulators and activations: word ``k``'s accumulators and
+        activations read together (``acc_read``, ``read[1]``), the addresses held for
+        the word's ``H`` groups; a cycle after each read its group's ``Q`` accumulator
+        lanes are registered as the products' operands. Returns ``issue`` (those
+        operands valid: ``SPLIT_PRODUCT_STEPS`` cycles later their products, and the
+        activations' of the same read, are ready), the group and the operands."""
+        R = self._lanes
+        word = Signal(17, name="mixed_read_word")
+        group = Signal(range(H), name="mixed_read_group")
+        reading = Signal(name="mixed_reading")
+        m.d.comb += reading.eq((state == _State.WIDE) & mixed & (word != step.words))
+        with m.If(reading):
+            m.d.comb += [self.acc_read.eq(Mux(step.a_acc, step.src, step.src_b) + word),
+                         self.read[1].eq(Mux(step.a_acc, step.src_b, step.src) + word)]
+            m.d.sync += group.eq(Mux(group == H - 1, 0, group + 1))
+            with m.If(group == H - 1):
+                m.d.sync += word.eq(word + 1)
         with m.If(state == _State.IDLE):
-            m.d.sync += [phase.eq(0), read_word.eq(0), write_word.eq(0), full.eq(0),
-                         next_full.eq(0), group.eq(0)]
+            m.d.sync += [word.eq(0), group.eq(0)]
+        landed = stage(m, reading, "mixed_landed", reset_less=False)
+        landed_group = stage(m, group, "mixed_landed_group")
+        lanes = [self.acc_read_data.word_select(k, _ACC_BITS).as_signed() if k < R
+                 else C(0, signed(_ACC_BITS)) for k in range(H * Q)]
+        operands = [stage(m, Array(lanes[g * Q + u] for g in range(H))[landed_group],
+                          f"mixed_operand_{u}") for u in range(Q)]
+        issue = stage(m, landed, "mixed_issue", reset_less=False)
+        return issue, stage(m, landed_group, "mixed_issue_group"), operands
