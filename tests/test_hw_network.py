@@ -1004,6 +1004,15 @@ def _run_with_memories(compiled, x, bad, latency=1):
     return result[0]
 
 
+def _spilling_bottlenecks():
+    """The linear-bottleneck workload compiled for a 6 x 2 engine whose 150-word buffer
+    makes it spill to external memory, and three input maps."""
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
+                          psum_words=64, spill_words=1024)
+    return compile_network(bottleneck_network(rng), engine), rng.integers(0, 256, (3, 6, 6))
+
+
 @pytest.mark.parametrize("bad", [("store", 0), pytest.param(("weights", 40), marks=pytest.mark.long),
                                  pytest.param(("load", 3), marks=pytest.mark.long)])
 def test_memory_errors_flag_the_run_and_let_it_finish(bad):
@@ -1011,11 +1020,7 @@ def test_memory_errors_flag_the_run_and_let_it_finish(bad):
     # response sets ``error``; the run goes on to its end as it would have (the same
     # cycles; the data came with the error, so the same outputs), and ``error`` stays
     # high until the next start (docs/networks.md, "Driving the engine").
-    rng = np.random.default_rng(SEED)
-    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
-                          psum_words=64, spill_words=1024)
-    compiled = compile_network(bottleneck_network(rng), engine)
-    x = rng.integers(0, 256, (3, 6, 6))
+    compiled, x = _spilling_bottlenecks()
     clean = _run_with_memories(compiled, x, None)
     faulty = _run_with_memories(compiled, x, bad)
     assert not clean[2] and faulty[2]
@@ -1029,11 +1034,7 @@ def test_prefetched_weights_take_the_models_cycles(latency):
     # two bursts of words can hide, so the prefetch waits on its FIFO's bursts and the
     # memory in turn), spilled activations behind another: the outputs equal golden and
     # the run takes the model's cycles, each layer's words prefetched from its dispatch.
-    rng = np.random.default_rng(SEED)
-    engine = EngineConfig(rows=6, cols=2, alpha=2, act_words=150, acc_words=128,
-                          psum_words=64, spill_words=1024)
-    compiled = compile_network(bottleneck_network(rng), engine)
-    x = rng.integers(0, 256, (3, 6, 6))
+    compiled, x = _spilling_bottlenecks()
     out, cycles, error = _run_with_memories(compiled, x, None, latency)
     assert not error
     assert np.array_equal(out, run_program(compiled.program, compiled.image, x))
