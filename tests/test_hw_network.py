@@ -899,23 +899,22 @@ def test_engine_refuses_a_misaligned_external_activation_memory():
                                                    for j in range(k)) + FETCH_CYCLES
 
 
-def _run_with_memories(compiled, x, bad, latency=1):
-    """One run of ``x`` on the engine for ``compiled`` with its weights and its spilled
+def _run_with_memories(compiled, x, bad, latency=1, images=None):
+    """Runs of ``x`` on the engine for ``compiled`` with its weights and its spilled
     activations in AXI4 memories (Python models: always ready, a burst's first word
     ``latency`` cycles after its address for the weights, 1 for the activations, or
     right after the previous burst's words, then a word a cycle; the weight image from
-    byte 4096); ``bad`` names one answer that is SLVERR: ``("weights", n)`` the
-    ``n``-th weight word, ``("load", n)`` the ``n``-th activation word read,
-    ``("store", n)`` the ``n``-th write response, or None. Returns ``(output, cycles,
-    error)``."""
+    byte 4096), a run for each of ``images`` (weight images, by default the compiled
+    one), the input written before each; ``bad`` names one answer that is SLVERR:
+    ``("weights", n)`` the ``n``-th weight word, ``("load", n)`` the ``n``-th activation
+    word read, ``("store", n)`` the ``n``-th write response, or None. Returns
+    ``(output, cycles, error)`` of each run."""
     from codnn.golden.network_program import act_stride, word_stride
-    program, image = compiled.program, compiled.image
+    program = compiled.program
     dut = NetworkEngine.for_program(program, weight_port="axi")
     e = program.engine
     word, stride = image_word(e), word_stride(image_word(e))
-    weights = {4096 + k * stride: int.from_bytes(image[k * word:(k + 1) * word], "little")
-               for k in range(len(image) // word)}
-    acts, result = {}, []
+    weights, acts, result = {}, {}, []
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
@@ -965,28 +964,32 @@ def _run_with_memories(compiled, x, bad, latency=1):
     async def bench(ctx):
         ctx.set(dut.weight_base, 4096)
         ctx.set(dut.act_base, 1 << 16)
-        program_words, _, act = host_words(program, image, x)
-        for port, words in ((dut.program_write, program_words), (dut.act_write, act)):
-            for addr, value in words:
-                ctx.set(port, {"addr": addr, "data": value, "en": 1})
+        program_words, _, act = host_words(program, compiled.image, x)
+        for image in images or [compiled.image]:
+            weights.update({4096 + k * stride: int.from_bytes(image[k * word:(k + 1) * word],
+                                                              "little")
+                            for k in range(len(image) // word)})
+            for port, words in ((dut.program_write, program_words), (dut.act_write, act)):
+                for addr, value in words:
+                    ctx.set(port, {"addr": addr, "data": value, "en": 1})
+                    await ctx.tick()
+                ctx.set(port.en, 0)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            for _ in range(200_000):
                 await ctx.tick()
-            ctx.set(port.en, 0)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        for _ in range(200_000):
-            await ctx.tick()
-            if not ctx.get(dut.busy):
-                break
-        assert not ctx.get(dut.busy), "the engine never finished"
-        out, words = program.output, []
-        for addr in range(out.addr, out.addr + out.words(e.rows)):
-            ctx.set(dut.acc_read if out.memory == "acc" else dut.act_read, addr)
-            await ctx.tick()
-            words.append(ctx.get(dut.acc_read_data if out.memory == "acc"
-                                 else dut.act_read_data))
-        result.append((output_values(program, words), ctx.get(dut.cycles),
-                       ctx.get(dut.error)))
+                if not ctx.get(dut.busy):
+                    break
+            assert not ctx.get(dut.busy), "the engine never finished"
+            out, words = program.output, []
+            for addr in range(out.addr, out.addr + out.words(e.rows)):
+                ctx.set(dut.acc_read if out.memory == "acc" else dut.act_read, addr)
+                await ctx.tick()
+                words.append(ctx.get(dut.acc_read_data if out.memory == "acc"
+                                     else dut.act_read_data))
+            result.append((output_values(program, words), ctx.get(dut.cycles),
+                           ctx.get(dut.error)))
 
     async def weight_reads(ctx):
         await reads(ctx, dut.axi, weights, "weights", stride, latency)
@@ -1001,7 +1004,7 @@ def _run_with_memories(compiled, x, bad, latency=1):
         sim.add_process(process)
     sim.add_testbench(bench)
     sim.run()
-    return result[0]
+    return result
 
 
 def _spilling_bottlenecks():
@@ -1021,8 +1024,8 @@ def test_memory_errors_flag_the_run_and_let_it_finish(bad):
     # cycles; the data came with the error, so the same outputs), and ``error`` stays
     # high until the next start (docs/networks.md, "Driving the engine").
     compiled, x = _spilling_bottlenecks()
-    clean = _run_with_memories(compiled, x, None)
-    faulty = _run_with_memories(compiled, x, bad)
+    (clean,) = _run_with_memories(compiled, x, None)
+    (faulty,) = _run_with_memories(compiled, x, bad)
     assert not clean[2] and faulty[2]
     assert np.array_equal(clean[0], run_program(compiled.program, compiled.image, x))
     assert faulty[1] == clean[1] and np.array_equal(faulty[0], clean[0])
@@ -1035,11 +1038,29 @@ def test_prefetched_weights_take_the_models_cycles(latency):
     # memory in turn), spilled activations behind another: the outputs equal golden and
     # the run takes the model's cycles, each layer's words prefetched from its dispatch.
     compiled, x = _spilling_bottlenecks()
-    out, cycles, error = _run_with_memories(compiled, x, None, latency)
+    (out, cycles, error), = _run_with_memories(compiled, x, None, latency)
     assert not error
     assert np.array_equal(out, run_program(compiled.program, compiled.image, x))
     assert cycles == HEADER_CYCLES + sum(step_cycles(compiled.program, latency, 1, 1,
                                                      weight_base=4096))
+
+
+def test_a_run_stopped_inside_a_layer_leaves_no_prefetched_word():
+    # A row block's shift past the output stage stops the run in its first tile while
+    # the layer's words are still being prefetched from a memory of latency 40; the
+    # next start (the image mended) drops them: its outputs equal golden and it takes
+    # the model's cycles.
+    compiled, x = _spilling_bottlenecks()
+    step = next(s for s in compiled.program.steps if s.op == "layer" and s.output_stage)
+    broken = bytearray(compiled.image)
+    broken[step.weights + 4 * compiled.program.engine.rows] = 32
+    stopped, mended = _run_with_memories(compiled, x, None, 40,
+                                         images=[bytes(broken), compiled.image])
+    assert stopped[2] and stopped[1] < mended[1]
+    assert not mended[2]
+    assert np.array_equal(mended[0], run_program(compiled.program, compiled.image, x))
+    assert mended[1] == HEADER_CYCLES + sum(step_cycles(compiled.program, 40, 1, 1,
+                                                        weight_base=4096))
 
 
 def test_a_program_for_smaller_buffers_runs_on_a_larger_engine():
