@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal import link_answers
+from codnn.hw.formal import link_answers, proofs
 from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_values_top,
                                     axi_weights_top, header_counts_top,
@@ -499,6 +499,16 @@ def test_a_burst_across_a_4k_page_fails(tmp_path, monkeypatch):
                         lambda address, left, stride, most=256: Mux(left < most, left, most))
     proof = run_proof(axi_weights_top(32), "pages", tmp_path, depth=3)
     assert proof.status == "failed" and any("proofs.py" in where for where in proof.failed)
+
+
+def test_a_clear_that_withdraws_an_offered_address_fails(tmp_path, monkeypatch):
+    # The AXI4 weight reader ending a run on ``clear`` by dropping the burst address it
+    # has on offer (no stale offer kept): AXI4 forbids taking ``arvalid`` back.
+    mutant = _mutant(weights, "axi.arvalid.eq(stale | ((left != 0)",
+                     "axi.arvalid.eq(((left != 0)")
+    monkeypatch.setattr(proofs, "AxiWeights", mutant.AxiWeights)
+    proof = run_proof(axi_weights_top(32), "withdrawn", tmp_path, mode="bmc", depth=6)
+    assert proof.status == "failed" and any("streams.py" in where for where in proof.failed)
 
 
 class FlatBlinking(wiring.Component):
