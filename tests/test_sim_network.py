@@ -77,11 +77,14 @@ def test_engine_on_icarus(tmp_path, icarus):
     assert report["cycles"] == [compiled.cycles]
 
 
-def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, icarus):
+@pytest.mark.parametrize("add", [0, 1])
+def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, icarus, add):
     # Adds of a branch's accumulators (a projection block's two, an identity block's
-    # one). The first run is reset ten cycles into the projection block's add (a word's
-    # lanes through the products), then two images run from fresh starts.
-    into_add = _cycles_into_add(projection_network, _engine(4, 3, 2, "parallel"), 0)
+    # one). The first run is reset ten cycles into the projection block's add of two
+    # accumulator maps (add 0: a word's lanes through the products) or the identity
+    # block's of accumulators and activations (add 1: both read together), then two
+    # images run from fresh starts.
+    into_add = _cycles_into_add(projection_network, _engine(4, 3, 2, "parallel"), add)
     report, compiled = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
                             workload=projection_network, reset_after=into_add)
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
