@@ -57,6 +57,23 @@ class _Pass:
     go: Signal
     last_round: Signal
     fifo_out: fifo.SyncFIFO
+    bounds: "_Bounds"
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """What every bank port tests its entry against, from the window's position alone:
+    entry ``(offset, ky, kx)`` lies inside the map when ``ky_low <= ky < ky_end`` and
+    ``kx_low <= kx < kx_end``, and names a word inside the buffer when ``offset_low <=
+    offset < offset_end`` (each bound clamped to the field's range, so that a port
+    compares a few bits instead of adding and comparing the window's full width)."""
+
+    ky_low: Signal
+    ky_end: Signal
+    kx_low: Signal
+    kx_end: Signal
+    offset_low: Signal
+    offset_end: Signal
 
 
 def Geometry(depth, data_bits=8, rounds=8):
@@ -192,9 +209,13 @@ class Gather(wiring.Component):
             first=Signal(name="first"), go=Signal(name="go"),
             last_round=Signal(name="last_round"),
             # A position starts only with room for its vector in the FIFO.
-            fifo_out=fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH))
+            fifo_out=fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH),
+            bounds=_Bounds(**{n: Signal(range(17), name=n)
+                              for n in ("ky_low", "ky_end", "kx_low", "kx_end")},
+                           **{n: Signal(17, name=n) for n in ("offset_low", "offset_end")}))
         m.submodules.fifo = k.fifo_out
         self._positions(m, k)
+        self._bounds(m, k)
         self._rounds(m, k)
         self._reads(m, k)
         # The beat is whole a cycle after its last round's lanes land.
@@ -234,6 +255,21 @@ class Gather(wiring.Component):
                          k.ox.eq(0),
                          k.rnd.eq(0), k.base.eq(top_left), k.row_base.eq(top_left),
                          k.image_top.eq(top_left), k.image.eq(0)]
+
+    def _bounds(self, m, k):
+        """The window's bounds (``_Bounds``): ``y = wy + ky`` lies in ``[0, height)`` when
+        ``-wy <= ky < height - wy``, and ``base + offset`` in ``[0, limit)`` when ``-base <=
+        offset < limit - base``; each clamped to the field's values (``ky`` and ``kx`` 4
+        bits, ``offset`` 16)."""
+        geo, b = k.geo, k.bounds
+
+        def clamp(value, high):
+            return Mux(value < 0, 0, Mux(value > high, high, value))
+        ks, offsets = (1 << GatherEntry.members[f].width for f in ("ky", "offset"))
+        m.d.comb += [b.ky_low.eq(clamp(-k.wy, ks)), b.ky_end.eq(clamp(geo.height - k.wy, ks)),
+                     b.kx_low.eq(clamp(-k.wx, ks)), b.kx_end.eq(clamp(geo.width - k.wx, ks)),
+                     b.offset_low.eq(clamp(-k.base, offsets)),
+                     b.offset_end.eq(clamp(self.limit - k.base, offsets))]
 
     def _rounds(self, m, k):
         """A position's rounds of reads (``go``), begun with room in the FIFO; after its
@@ -296,15 +332,15 @@ class Gather(wiring.Component):
         registered (nothing stands between the memory and a register). Returns the
         read's data (for ``aux``, in step 3), and the registered data and whether it was
         inside, in step 4."""
-        geo, slot = k.geo, self._slot(k, p, i)
-        y, x = k.wy + slot.ky, k.wx + slot.kx
-        inside = (y >= 0) & (y < geo.height) & (x >= 0) & (x < geo.width)
+        slot, bounds = self._slot(k, p, i), k.bounds
+        inside = ((slot.ky >= bounds.ky_low) & (slot.ky < bounds.ky_end)
+                  & (slot.kx >= bounds.kx_low) & (slot.kx < bounds.kx_end))
         address = Signal(range(self._depth), name=f"read_l{i}_p{p}_addr")
         m.d.comb += read.addr.eq(Mux(k.passing, address, self.aux[p]))
-        named = Signal(signed(26), name=f"read_l{i}_p{p}_named")
-        m.d.comb += named.eq(k.base + slot.offset)
-        with m.If(k.go & inside & ((named < 0) | (named >= self.limit))):
+        outside = (slot.offset < bounds.offset_low) | (slot.offset >= bounds.offset_end)
+        with m.If(k.go & inside & outside):
             m.d.sync += self.fault.eq(1)
+        named = (k.base + slot.offset)[:len(address)]
         m.d.sync += address.eq(Mux(inside, named, 0))
         valid = delay(m, inside, 3, f"read_l{i}_p{p}_inside")
         return read.data, stage(m, read.data, f"read_l{i}_p{p}_data"), valid
