@@ -62,11 +62,15 @@ def signed_lane(value, offset):
 
 def clamp_lane(total, offset, bits):
     """``clamp(total, 0, 2**bits - 1)``, or with ``offset`` the offset-binary code of
-    ``clamp(total, -2**(bits-1), 2**(bits-1) - 1)``."""
-    half = 1 << (bits - 1)
-    low, high = Mux(offset, -half, 0), Mux(offset, half - 1, 2 * half - 1)
-    clamped = Mux(total < low, low, Mux(total > high, high, total))
-    return Cat(clamped[:bits - 1], clamped[bits - 1] ^ offset)
+    ``clamp(total, -2**(bits-1), 2**(bits-1) - 1)``. Either way a total below the range
+    gives the code 0 and one above it all ones, and a total inside the range is the one
+    whose bits above the code's are copies of its sign (all 0 unsigned): bit tests, no
+    comparison of the total's width (``total`` is signed)."""
+    assert total.shape().signed
+    top = total[bits - 1:]
+    inside = Mux(offset, ~top.any() | top.all(), ~total[bits:].any())
+    code = Cat(total[:bits - 1], total[bits - 1] ^ offset)
+    return Mux(inside, code, Mux(total[-1], 0, (1 << bits) - 1))
 
 
 def _rounded(m, pa, pb, name):
@@ -279,8 +283,10 @@ class PostProcess(wiring.Component):
             l0, l1 = (Mux(arrived[p], words[p].word_select(i, D), 0) for p in range(2))
             pair = stage(m, Mux(is_max, Mux(l0 > l1, l0, l1), l0 + l1), f"pool_pair_l{i}")
             start = Mux(first[-1], 0, a)
+            # A max window's values and maxima are data_bits wide: compared at that width.
+            larger = Mux(pair[:D] > start[:D], pair, start)
             with m.If(issued[-1]):
-                m.d.sync += a.eq(Mux(is_max, Mux(pair > start, pair, start), start + pair))
+                m.d.sync += a.eq(Mux(is_max, larger, start + pair))
         m.d.sync += [k.issued.eq(0), k.ends.eq(k.ends << 1)]
         return k
 
@@ -326,11 +332,13 @@ class PostProcess(wiring.Component):
             m.d.sync += [a.eq(a + (n >> 1)) for a in k.acc]
         with m.Case(_State.DIVIDE):
             for a, q in zip(k.acc, k.quotient):
-                shifted = k.divisor << k.bit
-                take = a >= shifted
+                # One subtraction: its sign says whether the divisor goes.
+                rest = Signal(signed(len(a) + 1), name=f"{a.name}_rest")
+                m.d.comb += rest.eq(a - (k.divisor << k.bit))
+                take = ~rest[-1]
                 m.d.sync += q.eq(Mux(take, q | (1 << k.bit), q))
                 with m.If(take):
-                    m.d.sync += a.eq(a - shifted)
+                    m.d.sync += a.eq(rest)
             with m.If(k.bit == 0):
                 m.d.sync += state.eq(_State.WRITE)
             with m.Else():
