@@ -159,30 +159,15 @@ class ProgramCheck(wiring.Component):
                                  + [sizes_ok] + ends)
         m.d.sync += self.header_bad.eq(~header_ok)
 
-    def _step(self, m):
-        p, d = self._p, self.desc
-        R, A = p["rows"], p["alpha"]
-        op, layer, pool, add, transfer = d.op, d.layer, d.pool, d.add, d.load
-        first, second, third = (_Region(m, view, R, f"step_region{i}") for i, view in
-                                enumerate((layer.src, layer.dst, add.dst)))
-        act, acc = self.act_size, self.acc_size
+    def _window(self, m, is_pool, first, second):
+        """The window (a layer's or a pooling's) against the source's map (``first``) and
+        the result's (``second``): along each axis out = (H + p + q - k) // s + 1 (p, q
+        its padding before and after the map), as (out - 1) * s <= H + p + q - k < out *
+        s. The operation's kernel, stride, paddings and largest padding are registered
+        first. Returns the conditions (a dense layer's: stride 1, no padding, a 1 x 1
+        result)."""
+        layer, pool = self.desc.layer, self.desc.pool
 
-        def size_of(region):
-            return Mux(region.acc, acc, act)
-
-        is_pool = op == Op.POOL
-        # A layer's images times its regions' words (other steps take one image: their
-        # regions' words).
-        spans = []
-        for i, region in enumerate((first, second)):
-            span = Signal(_WORDS_BITS + 16, name=f"step_span{i}")
-            m.d.sync += span.eq(region.words * layer.images[:16])
-            spans.append(span)
-
-        # The window (a layer's or a pooling's) against the source's map and the
-        # result's: along each axis out = (H + p + q - k) // s + 1 (p, q its padding
-        # before and after the map), as (out - 1) * s <= H + p + q - k < out * s. The
-        # operation's kernel, stride, paddings and largest padding are registered first.
         def chosen(pool_field, layer_field, name):
             return stage(m, Mux(is_pool, pool_field, layer_field), f"window_{name}")
         k = chosen(pool.kernel, layer.kernel, "kernel")
@@ -202,13 +187,33 @@ class ProgramCheck(wiring.Component):
             m.d.sync += [out_s.eq(out * s), room.eq(side + pad + after - k),
                          room_s.eq(side + pad + after - k + s)]
             checks += [room >= 0, out_s <= room_s, room < out_s]
-        window_ok = [
+        return [
             Mux(dense, (s == 1) & ~Cat(*sides).any() & (second.height == 1)
                 & (second.width == 1), 1),
             dense | ((k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE)),
             dense | Cat(v <= most for v in sides).all(),
             *(dense | check for check in checks)]
 
+    def _step(self, m):
+        p, d = self._p, self.desc
+        R, A = p["rows"], p["alpha"]
+        op, layer, pool, add, transfer = d.op, d.layer, d.pool, d.add, d.load
+        first, second, third = (_Region(m, view, R, f"step_region{i}") for i, view in
+                                enumerate((layer.src, layer.dst, add.dst)))
+        act, acc = self.act_size, self.acc_size
+
+        def size_of(region):
+            return Mux(region.acc, acc, act)
+
+        # A layer's images times its regions' words (other steps take one image: their
+        # regions' words).
+        spans = []
+        for i, region in enumerate((first, second)):
+            span = Signal(_WORDS_BITS + 16, name=f"step_span{i}")
+            m.d.sync += span.eq(region.words * layer.images[:16])
+            spans.append(span)
+
+        window_ok = self._window(m, op == Op.POOL, first, second)
         # Positions: the result's map.
         positions = Signal(32, name="dst_positions")
         m.d.sync += positions.eq(second.height * second.width)
