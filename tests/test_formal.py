@@ -16,15 +16,18 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
-from codnn.hw.formal import link_answers, proofs
+from codnn.hw.formal import link_answers
+from codnn.hw.formal import network as formal_network
+from codnn.hw.formal.arrays import array_banks_top, array_values_top
+from codnn.hw.formal.environment import flat_axis_streams, stream_engine_top
 from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
-from codnn.hw.formal.proofs import (PROOFS, answers_top, array_banks_top, array_values_top,
-                                    axi_weights_top, header_counts_top,
-                                    flat_axis_streams, inceptionn_value_top, message_bytes_top,
-                                    messages_top, settings_edge_top, skid_top,
-                                    stream_engine_top, waits_top)
+from codnn.hw.formal.network import axi_weights_top
+from codnn.hw.formal.nic import (answers_top, header_counts_top, inceptionn_value_top,
+                                 message_bytes_top, messages_top, settings_edge_top, waits_top)
+from codnn.hw.formal.proofs import PROOFS
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import no_reset, value_frames
+from codnn.hw.formal.units import skid_top
 from codnn.hw.network import weights
 from codnn.hw.nic import NIC_ENGINES, NicDescriptor
 from codnn.hw.nic.axis import axis_ports
@@ -110,7 +113,7 @@ def test_a_wrong_bound_compare_fails_the_value_proof(tmp_path, thresholds):
     proof = run_proof(inceptionn_value_top(thresholds), "wrong_bound", tmp_path,
                       mode="prove", depth=1)
     assert proof.status == "failed" and proof.step == 0, proof.summary()
-    assert proof.failed and all("proofs.py" in where for where in proof.failed)
+    assert proof.failed and all("nic.py" in where for where in proof.failed)
     assert proof.vcd.exists()
 
 
@@ -132,7 +135,7 @@ def test_an_array_on_the_wrong_bank_fails_the_value_proof(tmp_path, mac):
     proof = run_proof(array_values_top(dut, reset=False), "other_bank", tmp_path,
                       mode="bmc", depth=16)
     assert proof.status == "failed" and proof.step >= 1, proof.summary()
-    assert all("proofs.py" in where for where in proof.failed)
+    assert all("arrays.py" in where for where in proof.failed)
 
 
 @pytest.mark.long
@@ -142,7 +145,7 @@ def test_a_tq_array_on_the_wrong_bank_fails_the_value_proof(tmp_path):
     proof = run_proof(array_values_top(dut, reset=False), "tq_other_bank", tmp_path,
                       mode="bmc", depth=20)
     assert proof.status == "failed" and proof.step >= 1, proof.summary()
-    assert all("proofs.py" in where for where in proof.failed)
+    assert all("arrays.py" in where for where in proof.failed)
 
 
 def test_a_decoder_that_drops_a_message_of_the_largest_count_fails_the_header_count(tmp_path):
@@ -151,7 +154,7 @@ def test_a_decoder_that_drops_a_message_of_the_largest_count_fails_the_header_co
     dut = TernGradDecoder(lanes=1, max_values=3)
     proof = run_proof(header_counts_top(dut, 4), "limit_short", tmp_path, mode="bmc", depth=10)
     assert proof.status == "failed", proof.summary()
-    assert all("proofs.py" in where for where in proof.failed)
+    assert all("nic.py" in where for where in proof.failed)
 
 
 class WritesInUse(ColumnCombinedArray):
@@ -170,7 +173,7 @@ def test_an_array_off_its_banks_fails_the_bank_proof(tmp_path, broken, mac):
     dut = broken(rows=2, cols=2, alpha=2, weight_bits=2, data_bits=2, acc_bits=4, mac=mac)
     proof = run_proof(array_banks_top(dut), "off_banks", tmp_path, mode="bmc", depth=12)
     assert proof.status == "failed", proof.summary()
-    assert all("proofs.py" in where for where in proof.failed)
+    assert all("arrays.py" in where for where in proof.failed)
 
 
 @pytest.mark.long
@@ -350,7 +353,7 @@ def test_settings_read_off_their_edge_fail_the_settings_proof(tmp_path, latched,
 def test_a_broken_skid_fails_with_a_counterexample(tmp_path):
     proof = run_proof(skid_top(dut_class=LosingSkid), "losing", tmp_path, depth=6)
     assert proof.status == "failed" and proof.step is not None and proof.step >= 1
-    assert proof.failed and all("proofs.py" in where for where in proof.failed)
+    assert proof.failed and all("units.py" in where for where in proof.failed)
     assert proof.vcd.exists() and proof.vcd.stat().st_size > 0
     assert f"fails at cycle {proof.step}" in proof.summary()
     ordered = run_proof(skid_top(order=True, dut_class=LosingSkid), "losing_order", tmp_path,
@@ -498,7 +501,7 @@ def test_a_burst_across_a_4k_page_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(weights, "burst_words",
                         lambda address, left, stride, most=256: Mux(left < most, left, most))
     proof = run_proof(axi_weights_top(32), "pages", tmp_path, depth=3)
-    assert proof.status == "failed" and any("proofs.py" in where for where in proof.failed)
+    assert proof.status == "failed" and any("network.py" in where for where in proof.failed)
 
 
 def test_a_clear_that_withdraws_an_offered_address_fails(tmp_path, monkeypatch):
@@ -506,7 +509,7 @@ def test_a_clear_that_withdraws_an_offered_address_fails(tmp_path, monkeypatch):
     # has on offer (no stale offer kept): AXI4 forbids taking ``arvalid`` back.
     mutant = _mutant(weights, "axi.arvalid.eq(stale | ((left != 0)",
                      "axi.arvalid.eq(((left != 0)")
-    monkeypatch.setattr(proofs, "AxiWeights", mutant.AxiWeights)
+    monkeypatch.setattr(formal_network, "AxiWeights", mutant.AxiWeights)
     proof = run_proof(axi_weights_top(32), "withdrawn", tmp_path, mode="bmc", depth=6)
     assert proof.status == "failed" and any("streams.py" in where for where in proof.failed)
 

@@ -133,7 +133,7 @@ class WeightStationaryArray(wiring.Component):
     Elaborated for the ``"formal"`` platform, the array keeps its control signals in
     ``formal_state`` (the bank states, the valid pipe, each cell's weight writes and the
     banks its cells read), for the weight-bank proof
-    (``codnn.hw.formal.proofs.array_banks_top``).
+    (``codnn.hw.formal.arrays.array_banks_top``).
     """
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,

@@ -4,7 +4,8 @@ duplicated nor changed. Each helper adds its registers and statements to a modul
 
 from amaranth.hdl import Assert, Assume, Module, ResetSignal, Signal, Value
 
-__all__ = ["no_reset", "stream_rules", "beats", "messages", "value_frames", "Tracker"]
+__all__ = ["no_reset", "stream_rules", "beats", "in_flight", "messages", "value_frames",
+           "Tracker"]
 
 
 def no_reset(m: Module):
@@ -30,6 +31,13 @@ def beats(m, s, name, width=8):
     count = Signal(width, name=f"{name}_beats")
     with m.If(s.valid & s.ready & (count != (1 << width) - 1)):
         m.d.sync += count.eq(count + 1)
+    return count
+
+
+def in_flight(m, i, o, name, width=4):
+    """Beats taken by ``i`` and not yet given by ``o``."""
+    count = Signal(width, name=f"{name}_in_flight")
+    m.d.sync += count.eq(count + (i.valid & i.ready) - (o.valid & o.ready))
     return count
 
 
