@@ -35,6 +35,10 @@ _CUT, _BAD_K, _RANGE, _PAST_COUNT, _TRAILING = 1, 2, 3, 4, 5
 
 #: ``z`` of a value that escapes (coded ones are below 2**16).
 _ESCAPED = np.uint32(0xFFFFFFFF)
+#: The quotient a code's first 16 bits give: their trailing ones, at most
+#: ``ESCAPE_QUOTIENT``.
+_QUOTIENTS = np.array([min((~v & (v + 1)).bit_length() - 1, ESCAPE_QUOTIENT)
+                       for v in range(1 << 16)], np.uint8)
 #: Values quantized at a time (a whole number of blocks, small enough for the cache).
 _CHUNK = 256 * BLOCK
 
@@ -140,71 +144,65 @@ def _compress(bits, step, stochastic, seed, out):
 
 
 @njit(cache=True)
-def _float_bits(q, scale_bits):
-    """The float32 bits of ``q * 2**scale_bits`` (``|q| < 2**15``, a normal result)."""
-    if q == 0:
-        return 0
-    m = abs(q)
-    top = 0
-    while m >> (top + 1):
-        top += 1
-    return ((1 << 31) if q < 0 else 0) | ((127 + top + scale_bits) << 23) \
-        | ((m << (23 - top)) & 0x7FFFFF)
+def _peek(words, at):
+    """The bit stream's bits from bit ``at`` on, at least 57 of them (``words``: the
+    stream as little-endian 64-bit words, zero-padded by two words)."""
+    w, r = at >> 6, np.uint64(at & 63)
+    # The next word's bits above them, shifted in two steps so that r = 0 shifts by 64.
+    return (words[w] >> r) | ((words[w + 1] << np.uint64(1)) << (np.uint64(63) - r))
 
 
 @njit(cache=True)
-def _decompress(raw, count, scale_bits, out):
-    """Decode ``count`` values from the bit stream ``raw`` into ``out`` (uint32 bits of
-    whole blocks); return an error code."""
-    size = raw.size * 8
-    at = 0
+def _decompress(words, size, count, scale, out, values):
+    """Decode ``count`` values from the bit stream of ``size`` bits in ``words`` into
+    ``out`` (uint32 bits of whole blocks; ``values``, the same memory as float32); return
+    an error code. The stream's next bits wait in a 64-bit ``window``, read again from
+    ``words`` only when fewer than a code's most bits (``_ESCAPE_BITS``) are left in it: a
+    code's quotient is the window's trailing ones (``_QUOTIENTS`` of its low 16 bits), its
+    remainder the bits after them, and the window shifts past it."""
+    at, window, left = 0, _peek(words, 0), 64
     blocks = (count + BLOCK - 1) // BLOCK
     for b in range(blocks):
+        if left < 5:
+            window, left = _peek(words, at), 64
         if at + 1 > size:
             return _CUT
-        flag = (raw[at >> 3] >> (at & 7)) & 1
-        at += 1
-        if not flag:
+        if not window & np.uint64(1):
+            at, window, left = at + 1, window >> np.uint64(1), left - 1
             continue
-        if at + 4 > size:
+        if at + 5 > size:
             return _CUT
-        k = 0
-        for j in range(4):
-            k |= ((raw[(at + j) >> 3] >> ((at + j) & 7)) & 1) << j
-        at += 4
+        k = int((window >> np.uint64(1)) & np.uint64(15))
+        at, window, left = at + 5, window >> np.uint64(5), left - 5
         if k > MAX_K:
             return _BAD_K
+        kb, mask = np.uint64(k), (np.uint64(1) << np.uint64(k)) - np.uint64(1)
         for i in range(b * BLOCK, (b + 1) * BLOCK):
-            u = 0
-            while u < ESCAPE_QUOTIENT:
-                if at >= size:
-                    return _CUT
-                bit = (raw[at >> 3] >> (at & 7)) & 1
-                at += 1
-                if not bit:
-                    break
-                u += 1
-            width = 32 if u == ESCAPE_QUOTIENT else k
-            if at + width > size:
-                return _CUT
-            field = 0
-            for j in range(width):
-                field |= np.int64((raw[(at + j) >> 3] >> ((at + j) & 7)) & 1) << j
-            at += width
+            if left < _ESCAPE_BITS:
+                window, left = _peek(words, at), 64
+            u = int(_QUOTIENTS[window & np.uint64(0xFFFF)])
             if u == ESCAPE_QUOTIENT:
-                out[i] = field
+                if at + _ESCAPE_BITS > size:
+                    return _CUT
+                out[i] = np.uint32((window >> np.uint64(ESCAPE_QUOTIENT)) & np.uint64(0xFFFFFFFF))
+                at, window, left = (at + _ESCAPE_BITS, window >> np.uint64(_ESCAPE_BITS),
+                                    left - _ESCAPE_BITS)
                 continue
-            z = (u << k) | field
-            q = -((z + 1) >> 1) if z & 1 else z >> 1
-            if abs(q) >= MAX_MAGNITUDE:
+            n = u + 1 + k
+            if at + n > size:
+                return _CUT
+            z = (np.uint64(u) << kb) | ((window >> np.uint64(u + 1)) & mask)
+            at, window, left = at + n, window >> np.uint64(n), left - n
+            if z >= np.uint64(2 * MAX_MAGNITUDE - 1):      # |q| >= MAX_MAGNITUDE
                 return _RANGE
-            out[i] = _float_bits(q, scale_bits)
+            q = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+            values[i] = np.float32(q) * scale      # exact: |q| < 2**15, a normal power
     for i in range(count, blocks * BLOCK):
         if out[i]:
             return _PAST_COUNT
     if size - at >= 8:
         return _TRAILING
-    if at < size and raw[at >> 3] >> (at & 7):
+    if at < size and _peek(words, at) & ((np.uint64(1) << np.uint64(size - at)) - np.uint64(1)):
         return _TRAILING
     return 0
 
@@ -231,8 +229,11 @@ def decompress(data, max_values=None):
     """``codnn.golden.rice.decompress``, compiled: the same values, the same refusals."""
     n, bound_bits, rounding, stream = open_message(data, max_values)
     out = np.zeros(-(-n // BLOCK) * BLOCK, np.uint32)
-    code = _decompress(np.frombuffer(stream, np.uint8), n, step_bits(bound_bits, rounding),
-                       out)
+    padded = np.zeros(-(-len(stream) // 8) + 2, "<u8")
+    padded.view(np.uint8)[:len(stream)] = np.frombuffer(stream, np.uint8)
+    code = _decompress(padded, 8 * len(stream), n,
+                       np.float32(2.0 ** step_bits(bound_bits, rounding)), out,
+                       out.view(np.float32))
     if code:
         raise CorruptMessage(_MESSAGES[code])
     return out[:n].view(np.float32)
