@@ -15,7 +15,9 @@ scaler) has no bound and is listed per step. Bias: the effective gain ``sum(x * 
 sum(x**2)`` of the decoded ``y`` on the original ``x``, over the whole gradient and its
 range over the tensors of at least ``MIN_GAIN_VALUES`` values. Speed: the compiled codecs
 (``fast_rice``, ``fast_codec``) and SZ3 / ZFP, in million values per second on one core,
-on the network's gradients tiled to 4 M values. Prints the table, writes
+on the network's gradients tiled to 4 M values, the fastest of three rounds; beside them
+the NIC engines' rate in gateware (``GATEWARE``: lanes x Fmax of the fastest entry in
+synth/baselines.json, whatever its device). Prints the table, writes
 ``codec_comparison.csv`` and ``.png`` (ratio against SZ3's).
 """
 
@@ -26,12 +28,19 @@ from reproduction import reproduce
 from codnn.distributed import fast_codec, fast_rice
 from codnn.golden import terngrad
 from codnn.model.datasets import load_dataset
+from codnn.synth.baseline import load_baseline
 from codnn.train.models import build_model
 
 NETWORKS = {"lenet5": "mnist", "vgg6": "digits", "resnet20": "digits"}
 EPOCHS = {"lenet5": 2, "vgg6": 6, "resnet20": 6}
 BOUNDS = (8, 10, 12)
 SPEED_VALUES = 4_000_000
+#: Timed rounds per codec (the fastest counts: a shared machine only slows a round).
+SPEED_ROUNDS = 3
+#: The NIC engines (compressor, decompressor) of each codec that has them in gateware.
+GATEWARE = {"rice": ("rice_compressor", "rice_decompressor"),
+            "rice stochastic": ("rice_compressor", "rice_decompressor"),
+            "inceptionn": ("compressor", "decompressor")}
 #: Tensors of fewer values (biases) are left out of the per-tensor gain range: one draw
 #: of a few values says little about a codec's bias.
 MIN_GAIN_VALUES = 1000
@@ -113,34 +122,51 @@ def _measure(name, run, tensors, b):
 
 def _speed(tensors):
     """Million values per second (compress, decompress) of each codec at ``2**-10``, the
-    compiled ones compiled first."""
+    compiled ones compiled first, the fastest of ``SPEED_ROUNDS`` rounds."""
     tiled = np.resize(np.concatenate(tensors), SPEED_VALUES).astype(np.float32)
     out = {}
     for name, run in _codecs(10).items():
         run(tiled[:100])
-        _, _, seconds, back = run(tiled)
+        rounds = [run(tiled)[2:] for _ in range(SPEED_ROUNDS)]
+        seconds, back = (min(r[i] for r in rounds) for i in range(2))
         out[name] = (round(tiled.size / seconds / 1e6, 1), round(tiled.size / back / 1e6, 1))
     return out
+
+
+def _gateware():
+    """Million values per second of each codec's NIC engines: lanes x Fmax of the
+    fastest baseline entry of each (``-`` without one)."""
+    entries = load_baseline()["entries"]
+
+    def rate(engine):
+        rates = [e["parameters"]["lanes"] * e["fmax_mhz"] for e in entries
+                 if e["engine"] == engine and e.get("fmax_mhz")]
+        return round(max(rates), 1) if rates else "-"
+    return {codec: tuple(rate(engine) for engine in engines)
+            for codec, engines in GATEWARE.items()}
 
 
 def rows_of(network, out):
     print(f"training {network} on {NETWORKS[network]} ...", flush=True)
     dumps = _gradients(network)
     rows = []
-    speed = _speed(dumps[max(dumps)])
+    speed, gateware = _speed(dumps[max(dumps)]), _gateware()
     for step, tensors in dumps.items():
         for b in BOUNDS:
             measured = [_measure(name, run, tensors, b) for name, run in _codecs(b).items()]
             sz3 = next(r["ratio"] for r in measured if r["codec"] == "SZ3")
             for row in measured:
+                gate_in, gate_out = gateware.get(row["codec"], ("-", "-"))
                 rows.append({"network": network, "step": step, **row,
                              "vs_SZ3": round(row["ratio"] / sz3, 2),
                              "Mval/s in": speed[row["codec"]][0],
-                             "Mval/s out": speed[row["codec"]][1]})
+                             "Mval/s out": speed[row["codec"]][1],
+                             "gateware in": gate_in, "gateware out": gate_out})
         row = _measure("terngrad", _run(lambda x: terngrad.compress(x, 1),
                                         terngrad.decompress), tensors, None)
         rows.append({"network": network, "step": step, **row, "vs_SZ3": "-",
-                     "Mval/s in": "-", "Mval/s out": "-"})
+                     "Mval/s in": "-", "Mval/s out": "-", "gateware in": "-",
+                     "gateware out": "-"})
     return rows
 
 
