@@ -160,6 +160,75 @@ def test_gather_equals_golden(cols, alpha, lanes, ports, kernel, stride, padding
         assert [b - a for a, b in zip(times, times[1:])] == [1] * (len(times) - 1)
 
 
+def _inside_reads(geometry, table, ports):
+    """Per read cycle of a pass (image, position, round), the words its bank reads inside
+    the map name, less the pass's ``src``."""
+    g = geometry
+    cycles = []
+    for m in range(g["images"]):
+        for oy in range(g["out_height"]):
+            for ox in range(g["out_width"]):
+                wy, wx = oy * g["stride"] - g["padding_top"], ox * g["stride"] - g["padding_left"]
+                base = m * g["image_words"] + wy * g["width"] + wx
+                for r in range(g["rounds"]):
+                    slots = [min(r * ports + p, table.offset.shape[0] - 1) for p in range(ports)]
+                    cycles.append([
+                        base + int(table.offset[a, i]) for a in slots
+                        for i in range(table.offset.shape[1])
+                        if 0 <= wy + table.ky[a, i] < g["height"]
+                        and 0 <= wx + table.kx[a, i] < g["width"]])
+    return cycles
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_gather_faults_exactly_on_reads_outside_the_buffer(trial):
+    # Tables whose ky, kx and offset disagree (a malformed program's), the buffer's start
+    # and limit placed so that the pass's lowest read names word -1 (even trials) or its
+    # highest the limit (odd trials): each read cycle with a read inside the map below
+    # word 0, or at the limit or past it, is one cycle of ``fault``, and no other.
+    rng = np.random.default_rng(SEED + trial)
+    print(f"seed={SEED + trial}")
+    lanes, alpha, ports, depth = 3, 4, 2, 256
+    h, w = int(rng.integers(2, 9)), int(rng.integers(2, 9))
+    kernel, stride = int(rng.integers(2, 5)), int(rng.integers(1, 3))
+    padding = int(rng.integers(1, kernel))
+    out = output_shape(h, w, kernel, stride, padding)
+    table = GatherTable(rng.integers(0, 2 * h * w, (alpha, lanes)),
+                        rng.integers(0, 16, (alpha, lanes)), rng.integers(0, 16, (alpha, lanes)),
+                        rng.integers(0, lanes, (alpha, lanes)))
+    # Entry (0, 0) reads the map's first word from the first window: named -padding *
+    # (w + 1) + offset, below 0 with offset 0 (so every pass has reads inside the map).
+    table.offset[0, 0], table.ky[0, 0], table.kx[0, 0] = 0, padding, padding
+    geometry = {"src": 0, "height": h, "width": w, "out_height": out[0], "out_width": out[1],
+                "stride": stride, "padding_top": padding, "padding_left": padding, "pad": 0,
+                "rounds": 2, "images": 2, "image_words": h * w}
+    cycles = _inside_reads(geometry, table, ports)
+    named = [n for reads in cycles for n in reads]
+    if trial % 2 == 0:                  # the lowest read names word -1
+        src, limit = -1 - min(named), depth
+    else:                               # the lowest word 0, the highest the limit
+        src = -min(named)
+        limit = src + max(named)
+    geometry["src"] = src
+    want = sum(any(not 0 <= src + n < limit for n in reads) for reads in cycles)
+    dut = Gather(cols=lanes, alpha=alpha, lanes=lanes, depth=depth, ports=ports)
+    faults = []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        ctx.set(dut.limit, limit)
+        await _gather_pass(ctx, dut, geometry, table, random.Random(SEED), 0.0, [], [])
+
+    async def watch(ctx):
+        async for _, _, fault in ctx.tick().sample(dut.fault):
+            faults.append(fault)
+    sim.add_testbench(bench)
+    sim.add_process(watch)
+    sim.run_until(1e-8 * 4000)
+    assert want > 0 and faults.count(1) == want, (faults.count(1), want)
+
+
 @pytest.mark.parametrize("kwargs,error,message", [
     ({"depth": 1 << 17}, ValueError, "at most 65536 words"),
     ({"lanes": 255}, ValueError, "Lane count must be below 255"),
