@@ -21,6 +21,11 @@ __all__ = ["GatherEntry", "Geometry", "Gather"]
 GatherEntry = data.StructLayout({"offset": unsigned(16), "lane": unsigned(8),
                                  "kx": unsigned(4), "ky": unsigned(4)})
 
+#: Values an entry's ``ky`` and ``kx`` take, and its ``offset``: the window's bounds
+#: (``_Bounds``) are clamped to them.
+_KERNEL_SPAN = 1 << GatherEntry.members["ky"].width
+_OFFSET_SPAN = 1 << GatherEntry.members["offset"].width
+
 #: Vectors the output FIFO holds (those in the read pipeline count against it): enough
 #: for a beat a cycle, since a position's credit comes back 7 cycles after it is taken.
 _FIFO_DEPTH = 8
@@ -210,9 +215,10 @@ class Gather(wiring.Component):
             last_round=Signal(name="last_round"),
             # A position starts only with room for its vector in the FIFO.
             fifo_out=fifo.SyncFIFO(width=len(self.o.payload.as_value()), depth=_FIFO_DEPTH),
-            bounds=_Bounds(**{n: Signal(range(17), name=n)
+            bounds=_Bounds(**{n: Signal(range(_KERNEL_SPAN + 1), name=n)
                               for n in ("ky_low", "ky_end", "kx_low", "kx_end")},
-                           **{n: Signal(17, name=n) for n in ("offset_low", "offset_end")}))
+                           **{n: Signal(range(_OFFSET_SPAN + 1), name=n)
+                              for n in ("offset_low", "offset_end")}))
         m.submodules.fifo = k.fifo_out
         self._positions(m, k)
         self._bounds(m, k)
@@ -259,17 +265,16 @@ class Gather(wiring.Component):
     def _bounds(self, m, k):
         """The window's bounds (``_Bounds``): ``y = wy + ky`` lies in ``[0, height)`` when
         ``-wy <= ky < height - wy``, and ``base + offset`` in ``[0, limit)`` when ``-base <=
-        offset < limit - base``; each clamped to the field's values (``ky`` and ``kx`` 4
-        bits, ``offset`` 16)."""
-        geo, b = k.geo, k.bounds
+        offset < limit - base``; each clamped to ``0 .. _KERNEL_SPAN`` (``0 ..
+        _OFFSET_SPAN``), the field's values and one past them."""
+        geo, b, ks = k.geo, k.bounds, _KERNEL_SPAN
 
         def clamp(value, high):
             return Mux(value < 0, 0, Mux(value > high, high, value))
-        ks, offsets = (1 << GatherEntry.members[f].width for f in ("ky", "offset"))
         m.d.comb += [b.ky_low.eq(clamp(-k.wy, ks)), b.ky_end.eq(clamp(geo.height - k.wy, ks)),
                      b.kx_low.eq(clamp(-k.wx, ks)), b.kx_end.eq(clamp(geo.width - k.wx, ks)),
-                     b.offset_low.eq(clamp(-k.base, offsets)),
-                     b.offset_end.eq(clamp(self.limit - k.base, offsets))]
+                     b.offset_low.eq(clamp(-k.base, _OFFSET_SPAN)),
+                     b.offset_end.eq(clamp(self.limit - k.base, _OFFSET_SPAN))]
 
     def _rounds(self, m, k):
         """A position's rounds of reads (``go``), begun with room in the FIFO; after its
