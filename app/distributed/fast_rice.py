@@ -145,8 +145,8 @@ def _compress(bits, step, stochastic, seed, out):
 
 @njit(cache=True)
 def _peek(words, at):
-    """The bit stream's bits from bit ``at`` on, at least 57 of them (``words``: the
-    stream as little-endian 64-bit words, zero-padded by two words)."""
+    """The bit stream's 64 bits from bit ``at`` on (``words``: the stream as
+    little-endian 64-bit words, zero-padded by two words)."""
     w, r = at >> 6, np.uint64(at & 63)
     # The next word's bits above them, shifted in two steps so that r = 0 shifts by 64.
     return (words[w] >> r) | ((words[w + 1] << np.uint64(1)) << (np.uint64(63) - r))
@@ -156,43 +156,43 @@ def _peek(words, at):
 def _decompress(words, size, count, scale, out, values):
     """Decode ``count`` values from the bit stream of ``size`` bits in ``words`` into
     ``out`` (uint32 bits of whole blocks; ``values``, the same memory as float32); return
-    an error code. The stream's next bits wait in a 64-bit ``window``, read again from
-    ``words`` only when fewer than a code's most bits (``_ESCAPE_BITS``) are left in it: a
-    code's quotient is the window's trailing ones (``_QUOTIENTS`` of its low 16 bits), its
-    remainder the bits after them, and the window shifts past it."""
-    at, window, left = 0, _peek(words, 0), 64
+    an error code. The stream's next bits wait in a 64-bit ``window``, read from bit
+    ``start`` and read again only when fewer than a code's most bits (``_ESCAPE_BITS``)
+    are left in it: a code's quotient is the window's trailing ones (``_QUOTIENTS`` of
+    its low 16 bits), its remainder the bits after them, and the window shifts past it."""
+    at = start = 0
+    window = _peek(words, 0)
     blocks = (count + BLOCK - 1) // BLOCK
     for b in range(blocks):
-        if left < 5:
-            window, left = _peek(words, at), 64
+        if at + 5 > start + 64:
+            window, start = _peek(words, at), at
         if at + 1 > size:
             return _CUT
         if not window & np.uint64(1):
-            at, window, left = at + 1, window >> np.uint64(1), left - 1
+            at, window = at + 1, window >> np.uint64(1)
             continue
         if at + 5 > size:
             return _CUT
         k = int((window >> np.uint64(1)) & np.uint64(15))
-        at, window, left = at + 5, window >> np.uint64(5), left - 5
+        at, window = at + 5, window >> np.uint64(5)
         if k > MAX_K:
             return _BAD_K
         kb, mask = np.uint64(k), (np.uint64(1) << np.uint64(k)) - np.uint64(1)
         for i in range(b * BLOCK, (b + 1) * BLOCK):
-            if left < _ESCAPE_BITS:
-                window, left = _peek(words, at), 64
+            if at + _ESCAPE_BITS > start + 64:
+                window, start = _peek(words, at), at
             u = int(_QUOTIENTS[window & np.uint64(0xFFFF)])
             if u == ESCAPE_QUOTIENT:
                 if at + _ESCAPE_BITS > size:
                     return _CUT
                 out[i] = np.uint32((window >> np.uint64(ESCAPE_QUOTIENT)) & np.uint64(0xFFFFFFFF))
-                at, window, left = (at + _ESCAPE_BITS, window >> np.uint64(_ESCAPE_BITS),
-                                    left - _ESCAPE_BITS)
+                at, window = at + _ESCAPE_BITS, window >> np.uint64(_ESCAPE_BITS)
                 continue
             n = u + 1 + k
             if at + n > size:
                 return _CUT
             z = (np.uint64(u) << kb) | ((window >> np.uint64(u + 1)) & mask)
-            at, window, left = at + n, window >> np.uint64(n), left - n
+            at, window = at + n, window >> np.uint64(n)
             if z >= np.uint64(2 * MAX_MAGNITUDE - 1):      # |q| >= MAX_MAGNITUDE
                 return _RANGE
             q = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
