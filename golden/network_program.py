@@ -81,7 +81,7 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "act_stride", "bursts", "spill_reach", "bias_bytes", "tile_bytes", "layer_block",
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
-           "GatherTable", "lane_choices", "table_entries", "table_words",
+           "GatherTable", "lane_choices", "table_bytes", "table_entries", "table_words",
            "step_cycles", "layer_cycles", "pool_unit_cycles", "acc_add_lanes",
            "acc_add_groups", "acc_add_cycles", "mixed_add_lanes", "mixed_add_groups",
            "weight_words_read", "host_words", "output_values"]
@@ -416,7 +416,7 @@ def layer_block(tiles, tables, bias, shift, engine):
     one per filter, or None: no output stage) then its ``tiles``
     (``codnn.golden.systolic.make_tiles``, in order), each with its ``GatherTable`` from
     ``tables``."""
-    R, T, A = engine.rows, table_entries(engine), engine.alpha
+    R = engine.rows
     filters = len(bias)
     shift = np.broadcast_to(np.asarray(0 if shift is None else shift, np.int64), filters)
     pad = np.zeros(-filters % R, np.int64)
@@ -428,17 +428,23 @@ def layer_block(tiles, tables, bias, shift, engine):
             rows = slice(tile.row_block * R, (tile.row_block + 1) * R)
             block = bias[rows].astype("<i4").tobytes() + shift[rows].astype("u1").tobytes()
             parts.append(block + bytes(bias_bytes(engine) - len(block)))
-        entries = np.zeros((A, T), np.dtype([("offset", "<u2"), ("lane", "u1"),
-                                             ("kyx", "u1")]))
-        entries["lane"] = NO_LANE
-        entries["offset"][:, :R] = table.offset
-        entries["kyx"][:, :R] = table.ky << 4 | table.kx
-        entries["lane"][:, :engine.cols] = table.lane
-        gather = entries.tobytes()
         cells = np.stack([tile.weights & mask, tile.selects], axis=-1)
-        parts += [gather + bytes(table_words(engine) * image_word(engine) - len(gather)),
-                  cells.astype(np.uint8).tobytes()]
+        parts += [table_bytes(table, engine), cells.astype(np.uint8).tobytes()]
     return b"".join(parts)
+
+
+def table_bytes(table, engine):
+    """A tile's ``GatherTable`` as the weight image holds it: ``table_words`` words, entry
+    ``(a, i)`` in bytes ``4 * (a * table_entries + i)`` on (offset, lane, ``ky << 4 |
+    kx``), the lane ``NO_LANE`` past the columns."""
+    entries = np.zeros((engine.alpha, table_entries(engine)),
+                       np.dtype([("offset", "<u2"), ("lane", "u1"), ("kyx", "u1")]))
+    entries["lane"] = NO_LANE
+    entries["offset"][:, :engine.rows] = table.offset
+    entries["kyx"][:, :engine.rows] = table.ky << 4 | table.kx
+    entries["lane"][:, :engine.cols] = table.lane
+    gather = entries.tobytes()
+    return gather + bytes(table_words(engine) * image_word(engine) - len(gather))
 
 
 def read_tile(image, offset, engine):

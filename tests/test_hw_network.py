@@ -23,6 +23,7 @@ from codnn.golden.network_program import (ADD_PRODUCT_STEPS, FETCH_CYCLES, GATHE
                                           pool_unit_cycles, acc_add_cycles,
                                           host_words, image_word, output_values,
                                           read_region, run_program, step_cycles,
+                                          table_bytes,
                                           write_region)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
@@ -62,29 +63,40 @@ def _gather_run(dut, act, geometry, table, rng, backpressure, before=None):
     return np.array(got), times
 
 
+def _table_writes(dut, table):
+    """A ``GatherTable``'s writes through ``dut.table_write``, a word each."""
+    image = table_bytes(table, EngineConfig(rows=dut.lanes, cols=dut.cols, alpha=dut.alpha))
+    size = 2 * dut.cols
+    return [{"addr": addr, "en": 1, "data": int.from_bytes(
+        image[addr * size:(addr + 1) * size], "little")} for addr in range(len(image) // size)]
+
+
+async def _write_table(ctx, dut, table):
+    """Write ``table`` through ``dut.table_write``, a word a cycle."""
+    for write in _table_writes(dut, table):
+        ctx.set(dut.table_write, write)
+        await ctx.tick()
+    ctx.set(dut.table_write.en, 0)
+
+
 async def _gather_pass(ctx, dut, geometry, table, rng, backpressure, got, times):
     """One pass of ``geometry`` on a running simulation; its beats and times go to
     ``got`` and ``times``."""
     positions = geometry["out_height"] * geometry["out_width"] * geometry["images"]
     ctx.set(dut.geometry, geometry)
-    for a in range(dut.alpha):
-        for i in range(max(dut.cols, dut.lanes)):
-            bank = i < dut.lanes
-            ctx.set(dut.table[a][i], {
-                "offset": int(table.offset[a, i]) if bank else 0,
-                "ky": int(table.ky[a, i]) if bank else 0,
-                "kx": int(table.kx[a, i]) if bank else 0,
-                "lane": int(table.lane[a, i]) if i < dut.cols else NO_LANE})
+    await _write_table(ctx, dut, table)
     ctx.set(dut.start, 1)
     await ctx.tick()
     ctx.set(dut.start, 0)
     await ctx.tick()
-    # Settings change once the documented edge has sampled them.
+    # Settings change once the documented edge has sampled them: the geometry, and the
+    # next pass's table (the other half of the table memories) as this one runs.
     ctx.set(dut.geometry, {**geometry, "src": 0, "stride": 3})
-    for i in range(max(dut.cols, dut.lanes)):
-        ctx.set(dut.table[0][i], {"offset": 1, "lane": 0, "ky": 0, "kx": 0})
+    writes = _table_writes(dut, GatherTable(*(np.ones_like(v)
+                                              for v in dataclasses.astuple(table))))
     cycle = 1
     while len(got) < positions:
+        ctx.set(dut.table_write, writes.pop(0) if writes else {"en": 0})
         ready = rng.random() >= backpressure
         ctx.set(dut.o.ready, ready)
         _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
@@ -227,6 +239,48 @@ def test_gather_faults_exactly_on_reads_outside_the_buffer(trial):
     sim.add_process(watch)
     sim.run_until(1e-8 * 4000)
     assert want > 0 and faults.count(1) == want, (faults.count(1), want)
+
+
+@pytest.mark.parametrize("cols,alpha,lanes", [(3, 3, 4), (1, 2, 2), (4, 5, 3)])
+def test_gather_flags_tables_with_a_lane_past_the_banks(cols, alpha, lanes):
+    # Tables of valid lanes and NO_LANE, one of them with a lane at ``lanes`` or past it in
+    # a random slot and column (odd column counts split entries across words): bad_table
+    # is high from the start of that table's pass to the next start, and only then.
+    rng = np.random.default_rng(SEED + cols)
+    print(f"seed={SEED + cols}")
+    dut = Gather(cols=cols, alpha=alpha, lanes=lanes, depth=16)
+    plans = []
+    for trial in range(8):
+        lane = rng.choice(list(range(lanes)) + [NO_LANE], (alpha, cols))
+        if trial % 2:           # the first lane past the banks, or another
+            lane[rng.integers(alpha), rng.integers(cols)] = \
+                lanes if trial % 4 == 1 else rng.integers(lanes + 1, NO_LANE)
+        plans.append((trial % 2 == 1, GatherTable(*(rng.integers(0, 16, (alpha, lanes))
+                                                    for _ in range(3)), lane)))
+    seen = []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        geometry = {"src": 0, "height": 1, "width": 1, "out_height": 1, "out_width": 1,
+                    "stride": 1, "padding_top": 0, "padding_left": 0, "pad": 0, "rounds": 1,
+                    "images": 1, "image_words": 1}
+        ctx.set(dut.geometry, geometry)
+        ctx.set(dut.o.ready, 1)
+        for bad, table in plans:
+            await _write_table(ctx, dut, table)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            flags = []
+            for _ in range(12):
+                flags.append(ctx.get(dut.bad_table))
+                await ctx.tick()
+            seen.append((bad, flags))
+    sim.add_testbench(bench)
+    sim.run()
+    for bad, flags in seen:
+        assert flags == [int(bad)] * len(flags), (bad, flags)
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

@@ -8,7 +8,7 @@ from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLES,
-                                          MAX_GATHER_PORTS, NO_LANE, PREFETCH_BURST,
+                                          MAX_GATHER_PORTS, PREFETCH_BURST,
                                           PREFETCH_BURSTS, WEIGHT_PORTS,
                                           EngineConfig, act_stride, bias_bytes,
                                           external_weight_bytes, image_word, table_words,
@@ -68,7 +68,6 @@ class _Shared:
     bias_words: Signal = None
     bias: Signal = None
     table_words: Signal = None
-    table: Signal = None
     table_we: Signal = None
     loaded: Signal = None
     # _layer: a layer step's tiles, positions and results.
@@ -79,7 +78,6 @@ class _Shared:
     last_col: Signal = None
     bad_shift: object = None            # a row block's shift past the output stage
     bad_selects: object = None
-    bad_lanes: object = None
     taking: object = None
     streaming: Signal = None
     first_col: Signal = None
@@ -361,8 +359,9 @@ class NetworkEngine(wiring.Component):
 
     def _tile_words(self, m, k):
         """Weight image words: a run from ``wptr`` per bias, table and cells
-        (``requested`` once asked for), shifted into a register (bias, table) or offered
-        to the array (the cells, a row a cycle)."""
+        (``requested`` once asked for), shifted into a register (bias), written into the
+        gather's table memories (table) or offered to the array (the cells, a row a
+        cycle)."""
         p = self._p
         R, W, A = p["rows"], p["cols"], p["alpha"]
         word_bits = k.word_bits
@@ -378,15 +377,15 @@ class NetworkEngine(wiring.Component):
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
         k.bias = Signal(k.bias_words * word_bits, name="bias")
         k.table_words = table_words(self.config)
-        k.table = Signal(k.table_words * word_bits, name="table")
-        # A table word shifts in a cycle after it is taken, from a register, so that no
-        # sequencer decision drives the enable of every table bit (the gather takes the
-        # table, and its lanes are checked, a cycle after the tile launches in WEIGHTS).
-        table_word, k.table_we = Signal(word_bits, name="table_word"), Signal(name="table_we")
-        m.d.sync += [table_word.eq(word.payload[:word_bits]), k.table_we.eq(0)]
-        with m.If(k.table_we):
-            m.d.sync += k.table.eq(Cat(k.table[word_bits:], table_word))
         k.loaded = counter(max(k.bias_words, k.table_words, R) + 2, name="loaded")
+        # A table word goes to the gather a cycle after it is taken, from a register, so
+        # that no sequencer decision drives the write of the table memories (the gather
+        # swaps its tables as the tile launches in WEIGHTS, its lanes checked a cycle
+        # later).
+        table_write, k.table_we = k.gather.table_write, Signal(name="table_we")
+        m.d.sync += [table_write.data.eq(word.payload[:word_bits]),
+                     table_write.addr.eq(k.loaded), k.table_we.eq(0)]
+        m.d.comb += table_write.en.eq(k.table_we)
         # Weight beats: a cell word a cycle as the array takes them.
         array = k.array
         m.d.comb += array.weights.valid.eq((k.state == _State.WEIGHTS) & k.requested
@@ -426,20 +425,17 @@ class NetworkEngine(wiring.Component):
             gather.geometry.images.eq(layer.images),
             gather.geometry.image_words.eq(layer.src_stride),
         ]
-        m.d.comb += gather.table.eq(k.table[:len(gather.table.as_value())])
         # Each row's shift, from the row block's bias words, goes with a tile to the result
         # writer. A shift past the output stage's stops the run before the block's first
         # tile.
         row_shifts = [k.bias.word_select(4 * R + r, 8) for r in range(R)]
         k.bad_shift = layer.output_stage & Cat(v[5:] != 0 for v in row_shifts).any()
         # What a tile's part of the weight image may not hold (semantics section 9): a
-        # gather lane past the rows (but 0xFF, none), a stream select past alpha.
+        # gather lane past the rows (but 0xFF, none: the gather's ``bad_table``), a stream
+        # select past alpha. They set ``error`` and the run goes on to its end (as a memory
+        # error does).
         W, A = p["cols"], p["alpha"]
-        table = gather.table
-        # They set ``error`` and the run goes on to its end (as a memory error does).
         k.bad_selects = Cat(k.word.payload.word_select(c, 16)[8:] >= A for c in range(W)).any()
-        k.bad_lanes = Cat((table[a][c].lane >= R) & (table[a][c].lane != NO_LANE)
-                          for c in range(W) for a in range(A)).any()
         m.d.comb += gather.limit.eq(k.check.act_size)
         with m.If(gather.fault):
             m.d.sync += k.error.eq(1)
@@ -581,11 +577,10 @@ class NetworkEngine(wiring.Component):
         is_transfer = (desc.op == Op.LOAD) | (desc.op == Op.STORE)
         # A loaded tile starts once the previous one's last position is in the array.
         can_launch = ~k.streaming & k.results.room
-        # Its table is whole (its last word in the register) a cycle after it starts,
-        # and stays until the next tile's table words come, two cycles later at least.
+        # Its table's lanes are checked a cycle after it starts.
         launched = Signal(name="launched")
         m.d.sync += launched.eq(0)
-        with m.If(launched & k.bad_lanes):
+        with m.If(launched & k.gather.bad_table):
             m.d.sync += k.error.eq(1)
         invalid = k.check.step_bad | (is_transfer & (self.act_base[:12] != 0)
                                       if k.xfer is not None else k.check.step_bad)

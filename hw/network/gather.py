@@ -4,11 +4,11 @@ docs/semantics.md section 9)."""
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import NO_LANE
+from codnn.golden.network_program import NO_LANE, EngineConfig, image_word, table_words
 from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import delay, delay_line, stage
 from codnn.hw.common.params import positive_int
@@ -33,8 +33,8 @@ _FIFO_DEPTH = 8
 
 @dataclass(frozen=True)
 class _Pass:
-    """What a pass's stages share: the geometry and table it samples (``geo``,
-    ``table``), the window's top-left (``wy``, ``wx``) and its word (``base``), the
+    """What a pass's stages share: the geometry it samples (``geo``) and the half of the
+    table memories it reads (``buffer``), the window's top-left (``wy``, ``wx``) and its word (``base``), the
     row's and the image's first windows' words, the output position and image, the
     round, ``stride * width`` (``row_step``), whether positions are still issued and how
     many beats are in flight or queued (``pending``), whether a pass was busy a cycle
@@ -43,7 +43,7 @@ class _Pass:
     and the output FIFO."""
 
     geo: Signal
-    table: Signal
+    buffer: Signal
     row_step: Signal
     wy: Signal
     wx: Signal
@@ -63,6 +63,7 @@ class _Pass:
     last_round: Signal
     fifo_out: fifo.SyncFIFO
     bounds: "_Bounds"
+    entries: list
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,10 @@ class Gather(wiring.Component):
     per lane, each with ``ports`` read ports: its block RAMs do not grow with the array's
     columns) and the address generator that reads a layer's data beats from it.
 
-    A pulse on ``start`` (while not ``busy``) starts a pass over ``geometry`` and ``table``
-    (``alpha`` stream slots of ``max(cols, lanes)`` gather entries), both sampled on the
-    edge after the one that takes ``start`` (hold them for that cycle), and sends one beat
+    A pulse on ``start`` (while not ``busy``) starts a pass over ``geometry`` (sampled on
+    the edge after the one that takes ``start``: hold it for that cycle) and the gather
+    table written before it (``alpha`` stream slots of ``max(cols, lanes)`` gather
+    entries), and sends one beat
     on ``o`` per output position, row-major, image after image. In slot ``a`` lane bank
     ``i`` reads lane ``i`` of word ``src + m * image_words + (oy * stride - top) *
     width + (ox * stride - left) + offset`` in image ``m`` (entry ``(a, i)``'s offset;
@@ -114,6 +116,13 @@ class Gather(wiring.Component):
     lies inside the map, else carries ``pad``; stream ``a`` of column ``g`` carries the
     read of bank ``lane`` (entry ``(a, g)``'s), or 0 where that is ``0xFF``; the slots
     past the geometry's ``rounds * ports`` are not read and carry 0.
+    ``table_write`` writes word ``addr`` of a table as the weight image holds it
+    (semantics section 9: entry ``(a, i)`` in bytes ``4 * (a * max(cols, lanes) + i)``
+    on, words of ``2 * cols`` bytes), the words in order; they go to the half of the
+    table memories that the next pass reads (up to the edge that takes its ``start``),
+    while a pass reads the other. ``bad_table`` is high from the edge that takes a
+    ``start`` to the next when that pass's table names a lane at ``lanes`` or past it
+    (but ``0xFF``) for a column's stream.
     ``write`` writes a word, a lane into each bank (not while a pass reads what it
     writes). ``fault`` is high for a cycle after a bank's read inside the map named a
     word below 0 or at ``limit`` or past it (the program's buffer; the word read is
@@ -139,7 +148,9 @@ class Gather(wiring.Component):
     ----------
     write : In(StructLayout({"addr", "data", "en"}))
     geometry : In(Geometry(depth, data_bits))
-    table : In(ArrayLayout(ArrayLayout(GatherEntry, max(cols, lanes)), alpha))
+    table_write : In(StructLayout({"addr", "data", "en"}))
+        A table word (``16 * cols`` bits) and its index.
+    bad_table : Out(1)
     start : In(1)
     busy : Out(1)
     limit : In(range(depth + 1))
@@ -170,12 +181,15 @@ class Gather(wiring.Component):
             raise ValueError(f"Lane count must be below {NO_LANE}, not {lanes}")
         self._cols, self._alpha, self._lanes, self._depth = cols, alpha, lanes, depth
         self._data_bits, self._ports = data_bits, ports
+        table = EngineConfig(rows=lanes, cols=cols, alpha=alpha)
         super().__init__({
             "write": In(data.StructLayout({"addr": range(depth),
                                            "data": unsigned(lanes * data_bits), "en": 1})),
             "geometry": In(Geometry(depth, data_bits, -(-alpha // ports))),
-            "table": In(data.ArrayLayout(data.ArrayLayout(GatherEntry, max(cols, lanes)),
-                                         alpha)),
+            "table_write": In(data.StructLayout({
+                "addr": range(table_words(table)), "data": unsigned(8 * image_word(table)),
+                "en": 1})),
+            "bad_table": Out(1),
             "start": In(1),
             "busy": Out(1),
             "limit": In(range(depth + 1)),
@@ -200,15 +214,15 @@ class Gather(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         span = signed(24)           # window positions: signed, padding starts them negative
+        rnd, buffer = counter(self.rounds, name="round"), Signal(name="table_buffer")
         k = _Pass(
-            geo=Signal.like(self.geometry, name="geo"),
-            table=Signal.like(self.table, name="gather_table"),
+            geo=Signal.like(self.geometry, name="geo"), buffer=buffer,
             row_step=Signal(24, name="row_step"),
             wy=Signal(span, name="window_y"), wx=Signal(span, name="window_x"),
             base=Signal(span, name="base"), row_base=Signal(span, name="row_base"),
             image_top=Signal(span, name="image_top"),
             oy=Signal(16, name="oy"), ox=Signal(16, name="ox"), image=Signal(16, name="image"),
-            rnd=counter(self.rounds, name="round"), issuing=Signal(name="issuing"),
+            rnd=rnd, issuing=Signal(name="issuing"),
             pending=Signal(range(_FIFO_DEPTH + 1), name="pending"),
             passing=Signal(name="passing"), beat=Signal.like(self.o.payload, name="beat"),
             first=Signal(name="first"), go=Signal(name="go"),
@@ -218,7 +232,8 @@ class Gather(wiring.Component):
             bounds=_Bounds(**{n: Signal(range(_KERNEL_SPAN + 1), name=n)
                               for n in ("ky_low", "ky_end", "kx_low", "kx_end")},
                            **{n: Signal(range(_OFFSET_SPAN + 1), name=n)
-                              for n in ("offset_low", "offset_end")}))
+                              for n in ("offset_low", "offset_end")}),
+            entries=self._table(m, rnd, buffer))
         m.submodules.fifo = k.fifo_out
         self._positions(m, k)
         self._bounds(m, k)
@@ -232,17 +247,65 @@ class Gather(wiring.Component):
                      fifo_out.r_en.eq(self.o.ready)]
         return m
 
+    def _table(self, m, rnd, buffer):
+        """The gather table's memories, one per read port ``p`` and entry index ``i``,
+        each two halves of a row per round (row ``r`` holds entry ``(min(r * ports + p,
+        alpha - 1), i)``): ``table_write``'s words are written into the half a pass does
+        not read, an entry once its last byte comes (one that spans two words from the
+        word before and this one), and ``start`` swaps the halves (``buffer``: the half
+        the pass reads); ``bad_table``. Returns ``entries[p][i]``, the entry port ``p`` of
+        bank ``i`` (or column ``i``) reads in round ``rnd``, read without a clock (the
+        memories are a few words deep: distributed RAM, not flip-flops)."""
+        A, P, rounds = self._alpha, self._ports, self.rounds
+        E = max(self._cols, self._lanes)
+        tw = self.table_write
+        bits = len(tw.data)
+        last = Signal(bits, name="table_last_word")
+        with m.If(tw.en):
+            m.d.sync += last.eq(tw.data)
+        pair = Cat(last, tw.data)
+        half = Signal(name="table_write_half")
+        bad, word_bad = Signal(name="table_bad"), Signal(name="table_word_bad")
+        entries, lane_checks = [], []
+        for p in range(P):
+            entries.append([])
+            for i in range(E):
+                table = memory.Memory(shape=GatherEntry, depth=2 << len(rnd), init=[])
+                m.submodules[f"table_p{p}_e{i}"] = table
+                read, write = table.read_port(domain="comb"), table.write_port()
+                m.d.comb += read.addr.eq(Cat(rnd, buffer))
+                entries[-1].append(read.data)
+                for r in range(rounds):
+                    e = min(r * P + p, A - 1) * E + i
+                    word = (32 * e + 31) // bits            # the word its last byte is in
+                    low = 32 * e - (word - 1) * bits        # where it starts in ``pair``
+                    entry = GatherEntry(pair[low:low + 32])
+                    written = tw.en & (tw.addr == word)
+                    with m.If(written):
+                        m.d.comb += [write.en.eq(1), write.addr.eq(Cat(C(r, len(rnd)), half)),
+                                     write.data.eq(entry)]
+                    if i < self._cols:
+                        lane = entry.lane
+                        lane_checks.append(written & (lane >= self._lanes) & (lane != NO_LANE))
+        m.d.comb += word_bad.eq(Cat(lane_checks).any())
+        with m.If(word_bad):
+            m.d.sync += bad.eq(1)
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [buffer.eq(half), half.eq(~half), self.bad_table.eq(bad | word_bad),
+                         bad.eq(0)]
+        return entries
+
     def _positions(self, m, k):
-        """A pass's start: the geometry and table (sampled a cycle after ``start``, from
-        ``first``), the products it needs, the window's top-left (``oy * s - p``, ``ox * s
+        """A pass's start: the geometry (sampled a cycle after ``start``, from ``first``),
+        the products it needs, the window's top-left (``oy * s - p``, ``ox * s
         - p``) and its word, the row's and the image's first windows, the round; ``busy``
         and who reads the banks' ports."""
         # The products the pass needs, registered as it starts: no multiplier is in front
         # of the position registers.
         corner = Signal(24, name="corner")                  # top * width + left
-        # ``start`` loads a few registers; the wide table and the geometry are sampled from
-        # a register a cycle later (``first``), so that the start decision does not drive
-        # the enable of every table bit.
+        # ``start`` loads a few registers; the geometry is sampled from a register a cycle
+        # later (``first``), so that the start decision does not drive the enable of every
+        # geometry bit.
         g = self.geometry
         with m.If(self.start & ~self.busy):
             m.d.sync += [k.row_step.eq(g.stride * g.width),
@@ -256,7 +319,7 @@ class Gather(wiring.Component):
         m.d.sync += self.fault.eq(0)                    # a read below may set it
         with m.If(k.first):
             top_left = g.src - corner
-            m.d.sync += [k.first.eq(0), k.geo.eq(g), k.table.eq(self.table), k.beat.eq(0),
+            m.d.sync += [k.first.eq(0), k.geo.eq(g), k.beat.eq(0),
                          k.wy.eq(-g.padding_top), k.wx.eq(-g.padding_left), k.oy.eq(0),
                          k.ox.eq(0),
                          k.rnd.eq(0), k.base.eq(top_left), k.row_base.eq(top_left),
@@ -326,18 +389,13 @@ class Gather(wiring.Component):
             for p in range(P):
                 self._column_port(m, k, g, p, [reads[i][p][1:] for i in range(self._lanes)])
 
-    def _slot(self, k, p, i):
-        """Entry ``(a, i)`` of the slot ``a`` port ``p`` reads in the current round."""
-        A, P = self._alpha, self._ports
-        return Array(k.table[min(r * P + p, A - 1)][i] for r in range(self.rounds))[k.rnd]
-
     def _bank_port(self, m, k, i, p, read):
         """Read port ``p`` of lane ``i``'s bank: step 1, its address from its entry and
         whether it lies inside the map; step 2, the memory's read; step 3, its data
         registered (nothing stands between the memory and a register). Returns the
         read's data (for ``aux``, in step 3), and the registered data and whether it was
         inside, in step 4."""
-        slot, bounds = self._slot(k, p, i), k.bounds
+        slot, bounds = k.entries[p][i], k.bounds
         inside = ((slot.ky >= bounds.ky_low) & (slot.ky < bounds.ky_end)
                   & (slot.kx >= bounds.kx_low) & (slot.kx < bounds.kx_end))
         address = Signal(range(self._depth), name=f"read_l{i}_p{p}_addr")
@@ -358,7 +416,7 @@ class Gather(wiring.Component):
         lane = Signal(8, name=f"stream_c{g}_p{p}_lane")
         stream_index = Signal(range(max(2, rounds * P)), name=f"stream_c{g}_p{p}_slot")
         wanted = Signal(name=f"stream_c{g}_p{p}_wanted")
-        m.d.sync += [lane.eq(self._slot(k, p, g).lane), stream_index.eq(k.rnd * P + p),
+        m.d.sync += [lane.eq(k.entries[p][g].lane), stream_index.eq(k.rnd * P + p),
                      wanted.eq(k.go)]
         lane_q, index_q = (delay(m, s, 2, s.name) for s in (lane, stream_index))
         wanted_q = delay_line(m, wanted, 2, wanted.name, reset_less=False)[-1]
