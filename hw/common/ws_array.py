@@ -2,7 +2,7 @@
 beats accepted on credits, partial sums skewed in and deskewed out, an optional output
 stage and an output FIFO per row. A subclass supplies its cells."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
@@ -82,6 +82,45 @@ def count_phase(m, phase, at_end, data_go, beat_cycles):
         m.d.sync += [phase.eq(0), at_end.eq(0)]
     with m.Elif(~at_end):
         m.d.sync += [phase.eq(phase + 1), at_end.eq(phase == beat_cycles - 2)]
+
+
+@dataclass(slots=True)
+class _Stages:
+    """What the array's stages share, each field set by the stage named above it (and
+    read by the weight-bank proof as ``formal_state``)."""
+
+    # _handshakes: the banks' states, which loads and which computes, the beat phase and
+    # the weight part, and the streams' handshakes.
+    bank_state: Array = None
+    load_bank: Signal = None
+    use_bank: Signal = None
+    load_row: Signal = None
+    phase: Value = None
+    at_end: Value = None
+    part: Value = None
+    part_idle: Value = None
+    weights_go: Value = None
+    data_go: Value = None
+    # _valid_pipeline: (valid, bank, last) per cell stage; a tile's last beat out.
+    pipe_valid: list = None
+    pipe_bank: list = None
+    pipe_last: list = None
+    tile_done: Value = None
+    # _weight_beat: the beat (or part) going in, its tag, the last part's bank and row.
+    weights_q: Signal = None
+    tag: Signal = None
+    last_part: Value = None
+    last_bank: Value = None
+    last_row: Value = None
+    # _bank_states: a bank whole (and which), each row's shift per bank.
+    loaded: Signal = None
+    loaded_bank: Signal = None
+    row_shift: list = None
+    # _weight_banks: each cell's weight writes (where, bank) and the banks it reads.
+    writes: list = None
+    reads: list = None
+    # _row_psums: each row's skew.
+    skew: list = None
 
 
 class WeightStationaryArray(wiring.Component):
@@ -220,7 +259,7 @@ class WeightStationaryArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()           # the signals the stages share
+        k = _Stages()
         self._handshakes(m, k)
         self._valid_pipeline(m, k)
         self._weight_beat(m, k)

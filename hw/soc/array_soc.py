@@ -1,6 +1,6 @@
 """A board-ready top: a weight-stationary array behind the UART host link."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import memory, wiring
@@ -47,6 +47,50 @@ def status_block(engine, config, values):
         parts.append(value if isinstance(value, Value) else Const(value, bits))
         assert len(parts[-1]) == bits, name
     return Cat(*parts)
+
+
+@dataclass(slots=True)
+class _Top:
+    """What the top's stages share (and the RESET proof reads as ``formal_state``), each
+    field set by the stage named above it."""
+
+    # _memories: the weight rows, data vectors and results, a write and a read port each.
+    weight_w: object = None
+    weight_r: object = None
+    data_w: object = None
+    data_r: object = None
+    result_w: object = None
+    result_r: object = None
+    # _registers: the request (command, length, its first five payload bytes and their
+    # first and second 16-bit fields), what the top holds, the reply, the counters.
+    command: Signal = None
+    length: Signal = None
+    args: Signal = None
+    first: Value = None
+    second: Value = None
+    written: Signal = None              # weight rows written since the last RESET
+    loaded: Signal = None
+    valid: Signal = None
+    result_count: Signal = None
+    cycles: Signal = None
+    status: Signal = None
+    reply_length: Signal = None
+    word_bytes: int = None
+    word: Signal = None                 # request bytes shift in at the top
+    out_word: Signal = None             # response bytes leave at the bottom
+    out_bytes: Signal = None
+    index: Signal = None                # payload byte: args, copies
+    byte_in_word: Signal = None
+    address: Signal = None              # memory row / vector
+    count: Signal = None                # rows or vectors of the request
+    end: Signal = None
+    accumulate: Signal = None
+    primed: Signal = None
+    results_in: Signal = None
+    overflow: Signal = None             # the result memory is full
+    results_follow: Signal = None       # the reply's payload: results
+    # elaborate: the FSM's states.
+    states: object = None
 
 
 class ArraySoc(wiring.Component):
@@ -162,7 +206,7 @@ class ArraySoc(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()           # the memories and registers the stages share
+        k = _Top()
         m.submodules.link = link = self._link
         m.submodules.array = self._array
         m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
@@ -217,28 +261,27 @@ class ArraySoc(wiring.Component):
         reply; the copy's and the run's counters."""
         R, RB = self.array.rows, self.result_vector_bytes
         k.command, k.length = Signal(8, name="command"), Signal(16, name="length")
-        k.args = Signal(40, name="args")        # the first five payload bytes
+        k.args = Signal(40, name="args")
         k.first, k.second = k.args[:16], k.args[16:32]
-        k.written = Signal(R, name="written")   # weight rows written since the last RESET
+        k.written = Signal(R, name="written")
         k.loaded, k.valid = Signal(name="loaded"), Signal(name="valid")
         m.d.comb += k.loaded.eq(k.written.all())
         k.result_count = Signal(16, name="result_count")
         k.cycles = Signal(32, name="cycles")
         k.status, k.reply_length = Signal(8, name="status"), Signal(16, name="reply_length")
         k.word_bytes = max(self.weight_row_bytes, self.data_vector_bytes)
-        k.word = Signal(8 * k.word_bytes, name="word")  # request bytes shift in at the top
-        # Response bytes leave at the bottom.
+        k.word = Signal(8 * k.word_bytes, name="word")
         k.out_word = Signal(max(8 * RB, 8 * STATUS_BYTES), name="out_word")
         k.out_bytes = Signal(range(max(RB, STATUS_BYTES) + 1), name="out_bytes")
-        k.index = Signal(range(MAX_PAYLOAD + 1), name="index")  # payload byte: args, copies
+        k.index = Signal(range(MAX_PAYLOAD + 1), name="index")
         k.byte_in_word = Signal(range(k.word_bytes), name="byte_in_word")
-        k.address = Signal(16, name="address")  # memory row / vector
-        k.count = Signal(16, name="count")      # rows or vectors of the request
+        k.address = Signal(16, name="address")
+        k.count = Signal(16, name="count")
         k.end = Signal(17, name="end")
         k.accumulate, k.primed = Signal(name="accumulate"), Signal(name="primed")
         k.results_in = Signal(16, name="results_in")
-        k.overflow = Signal(name="overflow")    # the result memory is full
-        k.results_follow = Signal(name="results_follow")  # the reply's payload: results
+        k.overflow = Signal(name="overflow")
+        k.results_follow = Signal(name="results_follow")
 
     @staticmethod
     def _reply(m, k, code, nbytes=0, then_results=False):

@@ -1,7 +1,7 @@
 """The host link's frames at the byte level: requests parsed from the bytes received,
 responses framed into the bytes to send (the UART is ``codnn.hw.soc.link.HostLink``'s)."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import data, memory, stream, wiring
@@ -17,6 +17,28 @@ __all__ = ["LinkFrames", "REQUEST", "RESPONSE", "executor_ports"]
 
 REQUEST = data.StructLayout({"command": 8, "length": 16})
 RESPONSE = data.StructLayout({"status": 8, "length": 16})
+
+
+@dataclass(slots=True)
+class _Frames:
+    """What the receiver and the sender share (and the answer proof reads as
+    ``formal_state``): an error response owed (its status) and the response's last byte
+    sent; the receiver's CRC, payload index, quiet cycles, first CRC byte received and
+    states; the sender's CRC, status, length, bytes left and states."""
+
+    error_pending: Signal
+    error_status: Signal
+    sent: Signal
+    crc: Signal = None
+    index: Signal = None
+    quiet: Signal = None
+    received_crc: Signal = None
+    receiver: object = None             # state_flags of the receiver's FSM
+    out_crc: Signal = None
+    out_status: Signal = None
+    out_length: Signal = None
+    left: Signal = None
+    sender: object = None               # state_flags of the sender's FSM
 
 
 def executor_ports():
@@ -87,12 +109,10 @@ class LinkFrames(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()
         # Between the receiver and the sender: an error response the link owes (its
         # status), and the response's last byte sent.
-        k.error_pending = Signal(name="error_pending")
-        k.error_status = Signal(8, name="error_status")
-        k.sent = Signal(name="sent")
+        k = _Frames(error_pending=Signal(name="error_pending"),
+                    error_status=Signal(8, name="error_status"), sent=Signal(name="sent"))
         self._receiver(m, k)
         self._sender(m, k)
         if platform == "formal":
