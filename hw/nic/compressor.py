@@ -2,7 +2,7 @@
 per cycle in, compressed messages out on a stream of the same width."""
 
 import operator
-from types import SimpleNamespace
+from dataclasses import dataclass, field
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, fifo, wiring
@@ -33,6 +33,41 @@ def compressor_latency(lanes):
     the second block after the first), the chunk, the chunk queue (2), then the byte
     packer."""
     return 9 + (lanes >= 8) + (lanes > 8) + packer_latency(4 * lanes)
+
+
+@dataclass(slots=True)
+class _Stages:
+    """What the compressor's stages share, each field set by the stage named above it;
+    ``in_flight``: each stage's term of the credits, added where the stage is built."""
+
+    in_flight: list = field(default_factory=list)
+    # _queue: the byte packer, the chunk queue in front of it, room for a beat.
+    packer: BytePacker = None
+    queue: fifo.SyncFIFOBuffered = None
+    room: Signal = None
+    # _read: the message reader and the bound's thresholds.
+    reader: MessageReader = None
+    thresholds: Thresholds = None
+    # _classify: the item registered and each value's class and payload shift.
+    item: Signal = None
+    classes: Signal = None
+    # _group: a group's tags, payloads and (valid, last, blocks), or a chunk.
+    tags: Signal = None
+    payloads: Signal = None
+    group: dict = None
+    chunk2: Signal = None
+    chunk2_valid: Signal = None
+    # _offsets: the tags, payloads and each value's byte offset in its block, stage 5.
+    tags3: Signal = None
+    payloads3: Signal = None
+    offsets3: Signal = None
+    group3: object = None
+    raw3: object = None
+    # _blocks: the last stage's block, its length, its group and raw chunk.
+    block_data: Value = None
+    block_length: Value = None
+    group_out: object = None
+    raw_out: object = None
 
 
 class InceptionnCompressor(NicEngineBase):
@@ -105,8 +140,7 @@ class InceptionnCompressor(NicEngineBase):
 
     def elaborate(self, platform):
         m = Module()
-        # ``in_flight``: each stage's term of the credits, added where the stage is built.
-        k = SimpleNamespace(in_flight=[])
+        k = _Stages()
         self._queue(m, k)
         self._read(m, k)
         self._classify(m, k)

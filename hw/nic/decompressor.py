@@ -1,10 +1,10 @@
 """INCEPTIONN-style gradient decompressor (docs/semantics.md section 4): compressed messages in,
 ``lanes`` float32 per cycle out."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -105,6 +105,48 @@ def _bytes_at(data, position, last, nbytes):
     return data[:8 * (last + nbytes)].bit_select(Cat(Const(0, 3), position), 8 * nbytes)
 
 
+@dataclass(slots=True)
+class _Parsing:
+    """What the decompressor's stages share. From ``_message``: the geometry ``g``, the
+    message's state, the next group's first byte (``parse_at``, and the parse loop's
+    copy), the input's byte ring, the output's skid, the bad message strobe
+    (``flag``); the group pushed (or a ``header``'s descriptor) into the unpack
+    pipeline, the groups ``pending`` from the push to the hold, ``push``, ``room``
+    for one more, the final group's stray tags (``check_pending``, ``stray_seen``),
+    the hold's valid; the values left, the bound in force, the one requested (sampled
+    at the first beat) clamped and whether it was out of range, the values of this
+    group and whether it is the ``final`` one. From ``_parse_loop``: the next group's
+    first tag word, its address after (``after``), whether its bytes are ``in_ring``
+    and the bytes stored from ``parse_at`` on (``ahead``)."""
+
+    g: _Geometry
+    state: Signal
+    parse_at: Signal
+    parse_at_loop: Signal
+    ring: ByteRing
+    out: SkidOutput
+    flag: Signal
+    pushed: Signal
+    header: Signal
+    pending: Signal
+    push: Signal
+    room: Signal
+    check_pending: Signal
+    stray_seen: Signal
+    hold_valid: Signal
+    remaining: Signal
+    bound_bits: Signal
+    requested: Signal
+    clamped: Value
+    out_of_range: Value
+    this_group: Signal
+    final: Signal
+    first: Signal = None
+    after: Signal = None
+    in_ring: Signal = None
+    ahead: Signal = None
+
+
 class InceptionnDecompressor(NicEngineBase):
     """Decode INCEPTIONN-style messages into value messages, ``lanes`` values per beat.
 
@@ -191,8 +233,7 @@ class InceptionnDecompressor(NicEngineBase):
     def elaborate(self, platform):
         m = Module()
         g = self._geometry()
-        k = SimpleNamespace(g=g)        # the registers and signals the stages share
-        self._message(m, k)
+        k = self._message(m, g)
         self._parse_loop(m, k)
         take = Signal()
         m.d.comb += [take.eq(self.i.valid & self.i.ready),
@@ -215,11 +256,10 @@ class InceptionnDecompressor(NicEngineBase):
                         m.d.sync += k.state.eq(_State.HEADER)
         return m
 
-    def _message(self, m, k):
+    def _message(self, m, g):
         """The message's state and parse address, the input's byte ring, the output's
         skid, the bad messages counted; the unpack pipeline (``_unpack``) and its queue's
-        sender (``_send``); the values left and the bound."""
-        g = k.g
+        sender (``_send``); the values left and the bound. Returns them (``_Parsing``)."""
         state = Signal(_State)
         parse_at = Signal(ceil_log2(g.slots * g.width) + 1)  # the next group's first byte
         # The parse loop's own copy, which the placer can keep by the tables it reads (its
@@ -252,8 +292,8 @@ class InceptionnDecompressor(NicEngineBase):
         m.d.comb += this_group.eq(Mux(remaining < g.group_values, remaining, g.group_values))
         final = Signal()
         m.d.comb += final.eq(remaining <= g.group_values)
-        vars(k).update(
-            state=state, parse_at=parse_at, parse_at_loop=parse_at_loop, ring=ring, out=out,
+        return _Parsing(
+            g=g, state=state, parse_at=parse_at, parse_at_loop=parse_at_loop, ring=ring, out=out,
             flag=flag, pushed=pushed, header=header, pending=pending, push=push, room=room,
             check_pending=check_pending, stray_seen=stray_seen, hold_valid=hold_valid,
             remaining=remaining, bound_bits=bound_bits, requested=requested,

@@ -1,7 +1,7 @@
 """Frame path: the packet rule (docs/semantics.md section 4) on a stream of Ethernet frames,
 store and forward, with the INCEPTIONN-style engines rewriting gradient frames."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
@@ -167,6 +167,35 @@ class _FieldsSnapshot:
         for name in (*fields._CAPTURED, "udp_length", "count_field", "header_sum", "sizes"):
             setattr(self, name, Signal.like(getattr(fields, name), name=f"snap_{name}"))
         self.bound_bits = Signal(4, name="snap_bound_bits")
+
+
+@dataclass(frozen=True)
+class _Rewriting:
+    """What the rewriting stage's states share: the frame records, buffer A's reader,
+    buffer B, the sender's entries (``leaving``), the engine; the record in hand,
+    whether it is rewritten, its headers' bytes; the stage's state, where the frame
+    starts in buffer B and the bytes written, room for the frame there; whether the
+    engine's descriptor went (or is skipped), the engine's last beat and the frame's
+    end seen, a bad message, a frame dropped now."""
+
+    records: SyncFIFOBuffered
+    reader: RangeReader
+    buffer: FrameBuffer
+    leaving: SyncFIFOBuffered
+    engine: wiring.Component
+    record: Signal
+    rewrite: object
+    header: Signal
+    state: Signal
+    write_at: Signal
+    written: Signal
+    room: Signal
+    descriptor_sent: Signal
+    skip_descriptor: Signal
+    got_last: Signal
+    got_end: Signal
+    bad: Signal
+    drop_now: Signal
 
 
 class FramePath(wiring.Component):
@@ -439,7 +468,7 @@ class FramePath(wiring.Component):
         got_last, got_end, bad = Signal(), Signal(), Signal()
         drop_now = Signal()
         m.d.sync += self.dropped.eq(self.dropped + drop_now + lost)
-        k = SimpleNamespace(
+        k = _Rewriting(
             records=records, reader=reader, buffer=buffer, leaving=leaving, engine=engine,
             record=record, rewrite=record.action == _Action.REWRITE, header=header,
             state=state, write_at=write_at, written=written, room=room,

@@ -1,6 +1,6 @@
 """Byte packer: variable-length chunks in, full fixed-width AXI4-Stream beats out."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
@@ -29,6 +29,34 @@ def packer_latency(beat_bytes):
     ``beat_bytes`` bytes per beat: the rotate stages, the window, then the output
     register."""
     return 2 + max(1, -(-_offset_bits(beat_bytes) // ROTATE_BITS))
+
+
+@dataclass(slots=True)
+class _Packing:
+    """What the packer's stages share: the beats a placed chunk can touch
+    (``field_beats``) and the window's (``window_beats``); from ``_input_chunk`` the
+    next chunk's offset in a beat (and its bits) and the chunk at the input; from
+    ``_rotate_stages`` the rotate stages' registers (the input chunk first) and the
+    offset bits each resolves from (``lows``); from ``_window`` its whole beats, whether
+    the beat after them has bytes, whether the message's final beat is in, its moves
+    (``emit``, ``take``, ``joins``: one-hot, the beat the chunk joins at), the output's
+    skid and the beat's last flag."""
+
+    field_beats: int
+    window_beats: int
+    offset: Signal = None
+    offset_bits: int = None
+    chunk: Signal = None
+    stages: list = None
+    lows: list = None
+    complete: Signal = None
+    partial: Signal = None
+    ending: Signal = None
+    emit: Signal = None
+    take: Signal = None
+    joins: Signal = None
+    out: SkidOutput = None
+    out_last: Signal = None
 
 
 class BytePacker(wiring.Component):
@@ -82,9 +110,9 @@ class BytePacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width, size = self.beat_bytes, self.chunk_bytes
-        k = SimpleNamespace()           # the signals the stages share
-        k.field_beats = -(-(width - 1 + size) // width)  # beats a placed chunk can touch
-        k.window_beats = k.field_beats + 2               # chunks join at beat 0, 1 or 2
+        field_beats = -(-(width - 1 + size) // width)
+        k = _Packing(field_beats=field_beats,
+                     window_beats=field_beats + 2)      # chunks join at beat 0, 1 or 2
         self._input_chunk(m, k)
         self._rotate_stages(k)
         self._window(m, k)

@@ -1,9 +1,9 @@
 """Rice-coded gradient compressor (docs/semantics.md section 10): value messages in, the
 codec's messages out, one value per cycle."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -53,6 +53,24 @@ class _Emit(enum.Enum, shape=3):
     CHOOSE = 2      # the block's Rice parameter
     CODES = 3       # its header and 16 codes, one a cycle
     END = 4         # the last bytes, then the CRC-32
+
+
+@dataclass(slots=True)
+class _Coder:
+    """What the banks, the accumulator and the emitter share: a bank entry's layout, the
+    two banks, the emitter's state, its job (a header or a full bank) and the job's
+    cost per Rice parameter (``_banks``); the code the emitter makes, its length, its
+    strobe and whether the accumulator has room for it (``_accumulator``)."""
+
+    entry: data.StructLayout = None
+    banks: Array = None
+    state: Signal = None
+    job: Signal = None
+    job_costs: list = None
+    code: Signal = None
+    length: Signal = None
+    make: Signal = None
+    room: Value = None
 
 
 class RiceCompressor(NicEngineBase):
@@ -223,7 +241,7 @@ class RiceCompressor(NicEngineBase):
 
     def _blocks_and_codes(self, m, quantized, packer):
         """Banks of blocks, the emitter, the bit accumulator, the CRC, the chunks."""
-        k = SimpleNamespace()           # the signals the three parts share
+        k = _Coder()
         self._banks(m, k, quantized)
         self._accumulator(m, k, packer)
         self._emitter(m, k)

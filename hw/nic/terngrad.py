@@ -1,9 +1,9 @@
 """TernGrad encoder and decoder (docs/semantics.md section 5): value messages to and from TernGrad
 messages (scaler, count, 2-bit codes four per byte), ``lanes`` values per cycle."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -234,6 +234,39 @@ class _State(enum.Enum, shape=3):
     BYPASS = 5
 
 
+@dataclass(slots=True)
+class _Decoding:
+    """What the decoder's stages share. From ``_registers``: the message's state, its
+    scaler (or 0 if not ``usable``), ``bypassed`` (``bypass`` at the first beat), the
+    values left and this beat's (``remaining``, ``this_beat``, ``final``: the last), the
+    byte slot of a beat's codes when a byte holds several beats (``sub`` of
+    ``sub_beats``), its code bytes, the input's byte window and what it holds
+    (``have_header``, ``nonempty``, ``holds[k]``: ``k`` bytes, ``have_codes``), the bad
+    message strobe (``flag``) and the output. From ``_lane_values``: each lane's value,
+    its non-ternary code and codes past the count (``stray``)."""
+
+    state: Signal
+    scaler: Signal
+    usable: Signal
+    bypassed: Signal
+    remaining: Signal
+    this_beat: Signal
+    final: Signal
+    sub_beats: int
+    sub: Signal
+    code_bytes: Signal
+    window: ByteWindow
+    have_header: Signal
+    nonempty: Signal
+    holds: Signal
+    have_codes: Value
+    flag: Signal
+    out: SkidOutput
+    values: list = None
+    not_ternary: list = None
+    stray: Value = None
+
+
 class TernGradDecoder(NicEngineBase):
     """Decode TernGrad messages into value messages of ``t_i * scaler``, ``lanes`` values
     per beat.
@@ -285,8 +318,7 @@ class TernGradDecoder(NicEngineBase):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()           # the registers and signals the stages share
-        self._registers(m, k)
+        k = self._registers(m)
         self._lane_values(m, k)
         with m.Switch(k.state):
             with m.Case(_State.HEADER):
@@ -297,9 +329,10 @@ class TernGradDecoder(NicEngineBase):
                                        out_free=k.out.free)
         return m
 
-    def _registers(self, m, k):
+    def _registers(self, m):
         """The message's state, scaler and values left; the input's byte window and what
-        it holds; bad messages counted; ``bypass`` sampled at the first beat."""
+        it holds; bad messages counted; ``bypass`` sampled at the first beat. Returns
+        them (``_Decoding``)."""
         lanes = self.lanes
         state = Signal(_State)
         scaler = Signal(32)                     # the message's, or 0 if not usable
@@ -333,7 +366,7 @@ class TernGradDecoder(NicEngineBase):
                   & self.i.valid & self.i.ready):
             m.d.sync += bypassed.eq(self.bypass)
         out = SkidOutput.driving(m, self.o)
-        vars(k).update(
+        return _Decoding(
             state=state, scaler=scaler, usable=usable, bypassed=bypassed,
             remaining=remaining, this_beat=this_beat, final=final, sub_beats=sub_beats,
             sub=sub, code_bytes=code_bytes, window=window, have_header=have_header,

@@ -3,9 +3,9 @@
 # top's parameters then drops it with a clear error, which the warning would only repeat)
 """A board-ready top: the network engine behind the UART host link."""
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,6 +20,63 @@ __all__ = ["NetworkSoc"]
 
 #: Program words whose writes the top keeps: the header's input and output regions.
 _INPUT_WORD, _OUTPUT_WORD = 3, 6
+
+
+@dataclass(slots=True)
+class _Top:
+    """What the board top's states share, each field set by the method named above it."""
+
+    # _registers: the run's abort, the request (its command, length, first five payload
+    # bytes and their fields), what the engine holds, the run's cycles, RUN's cycle limit
+    # and its cycles, the reply, a request's words (bytes before them, bytes per word).
+    abort: Signal = None
+    command: Signal = None
+    length: Signal = None
+    args: Signal = None
+    first: Value = None
+    second: Value = None
+    third: Value = None
+    program_in: Signal = None
+    weights_in: Signal = None
+    valid: Signal = None
+    image_words: Signal = None          # data words written since the run
+    cycles: Signal = None
+    budget: Signal = None
+    spent: Signal = None
+    status: Signal = None
+    reply_length: Signal = None
+    out_word: Signal = None
+    out_bytes: Signal = None
+    index: Signal = None
+    header_bytes: Signal = None
+    unit: Signal = None
+    byte_in_word: Signal = None
+    word: Signal = None
+    address: Signal = None
+    count: Signal = None
+    end: Signal = None
+    limit: Signal = None
+    # _kept_regions: the program's input and output regions (first word, channels, and
+    # whether the output is the accumulators), the input's words and their count, the
+    # maps' areas.
+    in_c: Value = None
+    out_c: Value = None
+    in_addr: Value = None
+    out_addr: Value = None
+    out_is_acc: Value = None
+    in_words: Signal = None
+    channels_left: Signal = None
+    in_area: Signal = None
+    out_area: Signal = None
+    # _class_compare: the channel and lane read, the best so far, the value read and the
+    # candidate registered from it.
+    channel: Signal = None
+    lane: Signal = None
+    best_channel: Signal = None
+    value: Value = None
+    candidate: Signal = None
+    candidate_channel: Signal = None
+    candidate_valid: Signal = None
 
 
 class NetworkSoc(wiring.Component):
@@ -111,7 +168,7 @@ class NetworkSoc(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        k = SimpleNamespace()
+        k = _Top()
         self._registers(m, k)
         self._kept_regions(m, k)
         self._class_compare(m, k)
@@ -155,7 +212,7 @@ class NetworkSoc(wiring.Component):
         k.first, k.second, k.third = k.args[:16], k.args[16:32], k.args[32:40]
         k.program_in, k.weights_in = Signal(name="program_in"), Signal(name="weights_in")
         k.valid = Signal(name="valid")
-        k.image_words = Signal(17, name="image_words")  # data words written since the run
+        k.image_words = Signal(17, name="image_words")
         k.cycles = Signal(32, name="cycles")
         # RUN's cycle limit (0: none), its cycles
         k.budget, k.spent = Signal(32, name="budget"), Signal(32, name="spent")
