@@ -199,13 +199,11 @@ def keep_holes_case(rng, codec, lanes):
     return Case(AxiStreamFrame(frame, tkeep=tkeep), expected, taken, False)
 
 
-@cocotb.test()
-async def nic_engine_matches_golden(dut):
-    config = load_config()
-    seed, lanes = config["seed"], config["lanes"]
-    engine = NIC_ENGINES[config["engine"]]
-    b = config.get("bound_bits", DEFAULT_BOUND_BITS)
-    rng = np.random.default_rng(seed)
+def _cases(config, rng, engine, lanes, b):
+    """The run's messages (the config's gradients, or random ones of its counts), their
+    codec, and the frames to send: each message's, passed as they are with ``bypass``;
+    with ``corrupt``, bad, cut and garbage frames and one with holes in its keep
+    between them."""
     if config.get("gradients"):
         flat = np.load(config["gradients"]).astype(np.float32).reshape(-1)
         size = config["message_values"]
@@ -213,8 +211,8 @@ async def nic_engine_matches_golden(dut):
     else:
         messages = [message_values(rng, n, b) for n in config["counts"]]
     codec = NicCodec(engine.codec, takes=engine.takes, gives=engine.gives, bound_bits=b,
-                     seed=config.get("codec_seed", seed), scaler=config.get("scaler"),
-                     messages=messages,
+                     seed=config.get("codec_seed", config["seed"]),
+                     scaler=config.get("scaler"), messages=messages,
                      rounding=("nearest", "stochastic")[config.get("rounding", 0)])
     cases = []
     for x in messages:
@@ -233,6 +231,17 @@ async def nic_engine_matches_golden(dut):
         for k, case in enumerate(bad):
             cases.insert(1 + k * 2, case)
         cases.insert(2, keep_holes_case(rng, codec, lanes))
+    return messages, codec, cases
+
+
+@cocotb.test()
+async def nic_engine_matches_golden(dut):
+    config = load_config()
+    seed, lanes = config["seed"], config["lanes"]
+    engine = NIC_ENGINES[config["engine"]]
+    b = config.get("bound_bits", DEFAULT_BOUND_BITS)
+    rng = np.random.default_rng(seed)
+    messages, codec, cases = _cases(config, rng, engine, lanes, b)
 
     settings = {"bound_bits": b, "scaler": int(np.float32(codec.scaler).view(np.uint32)),
                 "seed": codec.seed, "bypass": int(bool(config.get("bypass"))),

@@ -153,22 +153,8 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         "rtl": None,
     }
     if rtl_images:
-        from .rtl import run_network_on_rtl
-        sample = q[:rtl_images]
-        say(f"{len(sample)} inputs through the RTL ({simulator}), layer by layer")
-        runs = run_network_on_rtl(
-            integer, sample, rows=rows, cols=cols, alpha=alpha, mac=mac, simulator=simulator,
-            build_root=build_root,
-            progress=lambda done, total, name: say(f"  RTL layer {done}/{total} ({name}): "
-                                                   f"every result equals golden"))
-        scheduled, _ = schedule_network(integer, rows=rows, cols=cols, alpha=alpha, mac=mac,
-                                        batch=len(sample))
-        for run, layer in zip(runs, scheduled):
-            run["scheduled_cycles"] = layer.cycles
-        report["rtl"] = {"images": len(sample), "simulator": simulator, "result": "pass",
-                         "cycles_equal_model": all(r["cycles"] == r["model_cycles"]
-                                                   == r["scheduled_cycles"] for r in runs),
-                         "layers": runs}
+        report["rtl"] = _on_rtl(integer, q[:rtl_images], rows=rows, cols=cols, alpha=alpha,
+                                mac=mac, simulator=simulator, build_root=build_root, say=say)
     if device_images and device is not None:
         sample = q[:device_images]
         say(f"{len(sample)} inputs on the device, layer by layer")
@@ -179,6 +165,26 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
                                                   else y[:device_images]),
                             "layers": runs}
     return report, layers
+
+
+def _on_rtl(integer, sample, *, rows, cols, alpha, mac, simulator, build_root, say):
+    """``sample`` through the arrays' RTL layer by layer (``codnn.model.rtl``): the
+    report's ``rtl`` entry, each layer's cycles beside its model's and its schedule's."""
+    from .rtl import run_network_on_rtl
+    say(f"{len(sample)} inputs through the RTL ({simulator}), layer by layer")
+    runs = run_network_on_rtl(
+        integer, sample, rows=rows, cols=cols, alpha=alpha, mac=mac, simulator=simulator,
+        build_root=build_root,
+        progress=lambda done, total, name: say(f"  RTL layer {done}/{total} ({name}): "
+                                               f"every result equals golden"))
+    scheduled, _ = schedule_network(integer, rows=rows, cols=cols, alpha=alpha, mac=mac,
+                                    batch=len(sample))
+    for run, layer in zip(runs, scheduled):
+        run["scheduled_cycles"] = layer.cycles
+    return {"images": len(sample), "simulator": simulator, "result": "pass",
+            "cycles_equal_model": all(r["cycles"] == r["model_cycles"]
+                                      == r["scheduled_cycles"] for r in runs),
+            "layers": runs}
 
 
 def _layer_row(layer):

@@ -431,17 +431,22 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
                        **(_epoch_costs(state["epoch_rows"], dense_flops) if measured else {}),
                        **({"channels": width} if pt else {})}
                 rows.append(row)
-            _save_checkpoint(path, {
-                "spec": asdict(spec), "phase": k, "epoch": epoch + 1,
-                "model": _plain_state(model), "optimizer": optimizer.state_dict(),
-                "masks": masks, "groups": groups, "rows": rows,
-                "bfp": counter.saved() if counter else None,
-                **{key: state[key] for key in ("reconfigured", "epoch_rows", "lasso")}})
+            _save_checkpoint(path, _run_state(spec, k, epoch + 1, model, optimizer, masks,
+                                              groups, rows, counter, state))
         undo()
     report = _write_results(out, spec, model, shape, groups, rows, state["epoch_rows"],
                             (len(x), len(test_x)))
     path.unlink()
     return report
+
+
+def _run_state(spec, phase, epoch, model, optimizer, masks, groups, rows, counter, state):
+    """What a checkpoint holds after ``epoch`` of ``phase`` (``_resume`` reads it)."""
+    return {"spec": asdict(spec), "phase": phase, "epoch": epoch,
+            "model": _plain_state(model), "optimizer": optimizer.state_dict(),
+            "masks": masks, "groups": groups, "rows": rows,
+            "bfp": counter.saved() if counter else None,
+            **{key: state[key] for key in ("reconfigured", "epoch_rows", "lasso")}}
 
 
 def _model_and_data(spec, model, data):
