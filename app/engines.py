@@ -26,14 +26,15 @@ from codnn.hw.bfp import BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
-from codnn.hw.nic.ethernet_board import CORE_CLOCK_HZ, EthernetBoardTop
-from codnn.hw.nic.ethernet_bump import EthernetBump
 from codnn.hw.nic.frame_path import FramePath
 from codnn.hw.nic.layouts import DEFAULT_MAX_VALUES
 from codnn.hw.network import NetworkEngine
 from codnn.hw.soc import NetworkSoc, NicSoc, SystolicSoc, TqSoc
+from codnn.hw.soc.ethernet_board import CORE_CLOCK_HZ, EthernetBoardTop
+from codnn.hw.soc.ethernet_bump import EthernetBump
 from codnn.hw.systolic import ColumnCombinedArray
 from codnn.hw.tq import PMac, TermQuantArray, TMac
+from codnn.sim.runner import save_workload
 
 from .gradfile import load_gradients
 from .packfile import load_packed
@@ -108,25 +109,6 @@ def _packed_workload(dut, path, layer, build_root):
         packed = dataclasses.replace(packed, P=weights)
     check_fits(packed, alpha=dut.alpha, weight_bits=dut.weight_bits)
     return save_workload(build_root, packed.to_arrays())
-
-
-def save_workload(build_root, arrays):
-    """Write a testbench's input under ``BUILD_ROOT/workloads``, named by its content (an
-    existing file is reused): a dict of arrays as ``.npz``, one array as ``.npy``. Returns
-    the path."""
-    many = isinstance(arrays, dict)
-    parts = [np.ascontiguousarray(a) for a in (arrays.values() if many else [arrays])]
-    # Shapes and dtypes are part of the name: equal bytes in another shape are another input.
-    digest = hashlib.sha256(b"".join(f"{sorted(arrays) if many else ''}{a.shape}{a.dtype}"
-                                     .encode() + a.tobytes() for a in parts)).hexdigest()[:16]
-    out = Path(build_root) / "workloads" / f"{digest}.{'npz' if many else 'npy'}"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if many:
-            np.savez(out, **arrays)
-        else:
-            np.save(out, parts[0])
-    return str(out)
 
 
 def _systolic_config(dut, sim, beats, idle, backpressure, build_root):

@@ -34,14 +34,15 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from amaranth.back import verilog
 
 from . import default_build_root
 from .simulators import SIMULATORS, use_simulator
 
 __all__ = ["GENERATOR_STYLE_WARNINGS", "PRIMITIVE_MODELS", "SimulationFailure",
-           "SimulationResult", "default_build_root", "primitives_in", "simulate",
-           "write_verilog"]
+           "SimulationResult", "default_build_root", "primitives_in", "save_workload",
+           "simulate", "write_verilog"]
 
 #: Verilator warnings that Amaranth's Verilog trips by its style, whatever the design: the
 #: implicit widening and narrowing of its arithmetic, case statements without a default,
@@ -65,6 +66,25 @@ _VERILATOR_ARGS = [*(f"-Wno-{name}" for name in GENERATOR_STYLE_WARNINGS), "-O2"
 
 #: Behavioural models of the vendor primitives gateware may instantiate, one file each.
 PRIMITIVE_MODELS = Path(__file__).resolve().parent / "primitives"
+
+
+def save_workload(build_root, arrays):
+    """Write a testbench's input under ``BUILD_ROOT/workloads``, named by its content (an
+    existing file is reused): a dict of arrays as ``.npz``, one array as ``.npy``. Returns
+    the path."""
+    many = isinstance(arrays, dict)
+    parts = [np.ascontiguousarray(a) for a in (arrays.values() if many else [arrays])]
+    # Shapes and dtypes are part of the name: equal bytes in another shape are another input.
+    digest = hashlib.sha256(b"".join(f"{sorted(arrays) if many else ''}{a.shape}{a.dtype}"
+                                     .encode() + a.tobytes() for a in parts)).hexdigest()[:16]
+    out = Path(build_root) / "workloads" / f"{digest}.{'npz' if many else 'npy'}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if many:
+            np.savez(out, **arrays)
+        else:
+            np.save(out, parts[0])
+    return str(out)
 
 
 def primitives_in(verilog_text):

@@ -20,7 +20,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, Timer, with_timeout
 from cocotbext.eth import GmiiFrame, RgmiiPhy
 
 from codnn.golden.packets import MIN_FRAME, frame_path
-from codnn.hw.nic.ethernet_bump import COUNTERS
+from codnn.hw.soc.ethernet_bump import COUNTERS
 from codnn.sim.frame_fuzz import gradient_frame
 from codnn.sim.stimulus import message_values
 from codnn.sim.testbench import load_config, write_report

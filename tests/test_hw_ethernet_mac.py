@@ -9,7 +9,7 @@ import zlib
 import pytest
 from amaranth.sim import Simulator
 
-from codnn.hw.nic.ethernet_board import pll_dividers
+from codnn.hw.soc.ethernet_board import pll_dividers
 from codnn.hw.nic.ethernet_mac import IFG, PREAMBLE, SFD, MacRx, MacTx
 
 SEED = 20261126

@@ -62,3 +62,43 @@ def test_the_check_finds_a_forbidden_import(tmp_path, monkeypatch):
     (tmp_path / "golden").mkdir()
     (tmp_path / "golden" / "bad.py").write_text("import numpy\nfrom codnn.hw import x\n")
     assert violations("golden", ALLOWED["golden"]) == ["golden/bad.py:2 codnn.hw"]
+
+
+#: hw's packages (README, "Layout"), bottom to top: the codnn.hw packages each may import
+#: besides itself. The engines' packages stand on ``common``; the network engine wraps
+#: the systolic array; the board tops (``soc``) wrap engines; the proofs wrap anything.
+HW_ALLOWED = {"common": set(), "nic": {"common"}, "systolic": {"common"}, "tq": {"common"},
+              "bfp": {"common"}, "network": {"common", "systolic"},
+              "soc": {"common", "nic", "systolic", "tq", "network"},
+              "formal": {"common", "nic", "systolic", "tq", "bfp", "network", "soc"}}
+
+
+def hw_violations(package, allowed):
+    """``file:line module`` of each import in ``hw/package`` of another hw package its
+    row does not allow."""
+    found = []
+    for path in sorted((ROOT / "hw" / package).rglob("*.py")):
+        for line, name in _codnn_imports(path):
+            parts = name.split(".")
+            if parts[:2] == ["codnn", "hw"] and len(parts) > 2 \
+                    and parts[2] not in allowed | {package}:
+                found.append(f"{path.relative_to(ROOT)}:{line} {name}")
+    return found
+
+
+def test_every_hw_package_is_in_the_table():
+    assert {p.name for p in (ROOT / "hw").iterdir()
+            if (p / "__init__.py").exists()} == set(HW_ALLOWED)
+
+
+@pytest.mark.parametrize("package", list(HW_ALLOWED))
+def test_a_hw_package_imports_only_the_ones_below_it(package):
+    assert hw_violations(package, HW_ALLOWED[package]) == []
+
+
+def test_the_hw_check_finds_an_engine_importing_a_board_top(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "hw" / "nic").mkdir(parents=True)
+    (tmp_path / "hw" / "nic" / "bump.py").write_text(
+        "from codnn.hw.nic.mac import MacRx\nfrom codnn.hw.soc.uart import UartTx\n")
+    assert hw_violations("nic", HW_ALLOWED["nic"]) == ["hw/nic/bump.py:2 codnn.hw.soc.uart"]

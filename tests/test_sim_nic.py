@@ -191,7 +191,7 @@ def test_ethernet_bump_between_two_rgmii_phys():
     frames in on port 0 leave port 1 as golden compresses them (a frame with a bad FCS or
     rx_er leaves unchanged with a bad FCS), the compressed frames sent back in on port 1
     leave port 0 restored, and the counters read over the UART equal golden's counts."""
-    from codnn.hw.nic.ethernet_bump import COUNTERS, EthernetBump
+    from codnn.hw.soc.ethernet_bump import COUNTERS, EthernetBump
     config = {"bound_bits": 10, "divisor": 4, "frames": 4, "max_values": 80}
     print(f"seed=61 config={config}")
     report = simulate(EthernetBump(divisor=4), top="ethernet_bump",

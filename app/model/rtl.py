@@ -63,9 +63,7 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
         If golden's tiled run differs from the network's accumulators, or a result or the
         cycle count differs on the RTL (the simulation's failure report).
     """
-    from codnn.sim.runner import SimulationFailure, default_build_root, simulate
-
-    from ..engines import save_workload
+    from codnn.sim.runner import SimulationFailure, default_build_root, save_workload, simulate
 
     build_root = Path(build_root or default_build_root())
     tq = network.array_layers[0].tq
