@@ -2,6 +2,7 @@
 generator that builds the array's data beats from the stored map (im2col by addresses,
 docs/semantics.md section 9)."""
 
+import dataclasses
 from dataclasses import dataclass
 
 from amaranth.hdl import C, Array, Cat, Module, Mux, Signal, signed, unsigned
@@ -34,9 +35,8 @@ _FIFO_DEPTH = 8
 @dataclass(frozen=True)
 class _Pass:
     """What a pass's stages share: the geometry it samples (``geo``) and the half of the
-    table memories it reads (``buffer``), the window's top-left (``wy``, ``wx``) and its word (``base``), the
-    row's and the image's first windows' words, the output position and image, the
-    round, ``stride * width`` (``row_step``), whether positions are still issued and how
+    table memories it reads (``buffer``), where the window is (``_Distances``), the
+    output position and image, the round, ``stride * width`` (``row_step``), whether positions are still issued and how
     many beats are in flight or queued (``pending``), whether a pass was busy a cycle
     ago (``passing``: the banks' ports are then the gather's), the beat being built, the
     set-up cycle after ``start`` (``first``), a round's reads (``go``, ``last_round``)
@@ -45,11 +45,7 @@ class _Pass:
     geo: Signal
     buffer: Signal
     row_step: Signal
-    wy: Signal
-    wx: Signal
-    base: Signal
-    row_base: Signal
-    image_top: Signal
+    at: "_Distances"
     oy: Signal
     ox: Signal
     image: Signal
@@ -64,6 +60,29 @@ class _Pass:
     fifo_out: fifo.SyncFIFO
     bounds: "_Bounds"
     entries: list
+
+
+@dataclass(frozen=True)
+class _Distances:
+    """Where the window is, as the distances its bounds test (its top-left ``(wy, wx)``,
+    its word ``base``): ``above = -wy``, ``below = height - wy``, ``left = -wx``,
+    ``right = width - wx``, ``under = -base``, ``over = limit - base``; ``under`` and
+    ``over`` of the row's and the image's first windows; and ``below`` (``right``) at an
+    image's (a row's) first window. Registers kept by adding the steps, so that the
+    bounds are a register and a clamp away (no subtraction from a position)."""
+
+    above: Signal
+    below: Signal
+    left: Signal
+    right: Signal
+    under: Signal
+    over: Signal
+    row_under: Signal
+    row_over: Signal
+    image_under: Signal
+    image_over: Signal
+    below_start: Signal
+    right_start: Signal
 
 
 @dataclass(frozen=True)
@@ -154,7 +173,8 @@ class Gather(wiring.Component):
     start : In(1)
     busy : Out(1)
     limit : In(range(depth + 1))
-        The program's activation buffer words (reads at it or past it are faults).
+        The program's activation buffer words (reads at it or past it are faults),
+        sampled with the geometry.
     fault : Out(1)
     o : Out(stream.Signature(ArrayLayout(ArrayLayout(unsigned(data_bits), alpha), cols)))
     aux, aux_data : In(ArrayLayout(range(depth), ports)), Out(ArrayLayout(word, ports))
@@ -213,14 +233,13 @@ class Gather(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        span = signed(24)           # window positions: signed, padding starts them negative
+        distance = signed(26)       # window positions and the buffer's limit, and one more bit
         rnd, buffer = counter(self.rounds, name="round"), Signal(name="table_buffer")
         k = _Pass(
             geo=Signal.like(self.geometry, name="geo"), buffer=buffer,
             row_step=Signal(24, name="row_step"),
-            wy=Signal(span, name="window_y"), wx=Signal(span, name="window_x"),
-            base=Signal(span, name="base"), row_base=Signal(span, name="row_base"),
-            image_top=Signal(span, name="image_top"),
+            at=_Distances(**{f.name: Signal(distance, name=f"window_{f.name}")
+                             for f in dataclasses.fields(_Distances)}),
             oy=Signal(16, name="oy"), ox=Signal(16, name="ox"), image=Signal(16, name="image"),
             rnd=rnd, issuing=Signal(name="issuing"),
             pending=Signal(range(_FIFO_DEPTH + 1), name="pending"),
@@ -296,10 +315,10 @@ class Gather(wiring.Component):
         return entries
 
     def _positions(self, m, k):
-        """A pass's start: the geometry (sampled a cycle after ``start``, from ``first``),
-        the products it needs, the window's top-left (``oy * s - p``, ``ox * s
-        - p``) and its word, the row's and the image's first windows, the round; ``busy``
-        and who reads the banks' ports."""
+        """A pass's start: the geometry and ``limit`` (sampled a cycle after ``start``,
+        from ``first``), the products it needs, the first window's distances (its top-left
+        ``(-top, -left)``, its word ``src - top * width - left``), the round; ``busy`` and
+        who reads the banks' ports."""
         # The products the pass needs, registered as it starts: no multiplier is in front
         # of the position registers.
         corner = Signal(24, name="corner")                  # top * width + left
@@ -318,31 +337,39 @@ class Gather(wiring.Component):
             m.d.sync += [k.first.eq(1), k.issuing.eq(1)]
         m.d.sync += self.fault.eq(0)                    # a read below may set it
         with m.If(k.first):
-            top_left = g.src - corner
-            m.d.sync += [k.first.eq(0), k.geo.eq(g), k.beat.eq(0),
-                         k.wy.eq(-g.padding_top), k.wx.eq(-g.padding_left), k.oy.eq(0),
-                         k.ox.eq(0),
-                         k.rnd.eq(0), k.base.eq(top_left), k.row_base.eq(top_left),
-                         k.image_top.eq(top_left), k.image.eq(0)]
+            at, under = k.at, corner - g.src
+            over = self.limit + under
+            below, right = g.height + g.padding_top, g.width + g.padding_left
+            m.d.sync += [k.first.eq(0), k.geo.eq(g), k.beat.eq(0), k.oy.eq(0), k.ox.eq(0),
+                         k.rnd.eq(0), k.image.eq(0),
+                         at.above.eq(g.padding_top), at.below.eq(below),
+                         at.left.eq(g.padding_left), at.right.eq(right),
+                         at.below_start.eq(below), at.right_start.eq(right),
+                         at.under.eq(under), at.row_under.eq(under), at.image_under.eq(under),
+                         at.over.eq(over), at.row_over.eq(over), at.image_over.eq(over)]
 
     def _bounds(self, m, k):
         """The window's bounds (``_Bounds``): ``y = wy + ky`` lies in ``[0, height)`` when
         ``-wy <= ky < height - wy``, and ``base + offset`` in ``[0, limit)`` when ``-base <=
-        offset < limit - base``; each clamped to ``0 .. _KERNEL_SPAN`` (``0 ..
-        _OFFSET_SPAN``), the field's values and one past them."""
-        geo, b, ks = k.geo, k.bounds, _KERNEL_SPAN
+        offset < limit - base``; each distance clamped to ``0 .. _KERNEL_SPAN`` (``0 ..
+        _OFFSET_SPAN``), the field's values and one past them, by bit tests (the spans are
+        powers of two)."""
+        at, b = k.at, k.bounds
 
-        def clamp(value, high):
-            return Mux(value < 0, 0, Mux(value > high, high, value))
-        m.d.comb += [b.ky_low.eq(clamp(-k.wy, ks)), b.ky_end.eq(clamp(geo.height - k.wy, ks)),
-                     b.kx_low.eq(clamp(-k.wx, ks)), b.kx_end.eq(clamp(geo.width - k.wx, ks)),
-                     b.offset_low.eq(clamp(-k.base, _OFFSET_SPAN)),
-                     b.offset_end.eq(clamp(self.limit - k.base, _OFFSET_SPAN))]
+        def clamp(value, span):
+            bits = span.bit_length() - 1
+            return Mux(value[-1], 0, Mux(value[bits:-1].any(), span, value[:bits]))
+        m.d.comb += [b.ky_low.eq(clamp(at.above, _KERNEL_SPAN)),
+                     b.ky_end.eq(clamp(at.below, _KERNEL_SPAN)),
+                     b.kx_low.eq(clamp(at.left, _KERNEL_SPAN)),
+                     b.kx_end.eq(clamp(at.right, _KERNEL_SPAN)),
+                     b.offset_low.eq(clamp(at.under, _OFFSET_SPAN)),
+                     b.offset_end.eq(clamp(at.over, _OFFSET_SPAN))]
 
     def _rounds(self, m, k):
         """A position's rounds of reads (``go``), begun with room in the FIFO; after its
         last round the next position, row or image, or the pass's end."""
-        geo = k.geo
+        geo, at = k.geo, k.at
         begin = k.issuing & ~k.first & (k.rnd == 0) & (k.pending < _FIFO_DEPTH)
         m.d.comb += [k.go.eq(k.issuing & ~k.first & ((k.rnd != 0) | begin)),
                      k.last_round.eq(k.rnd == geo.rounds - 1)]
@@ -350,21 +377,27 @@ class Gather(wiring.Component):
             m.d.sync += k.rnd.eq(Mux(k.last_round, 0, k.rnd + 1))
             with m.If(k.last_round):
                 with m.If(k.ox == geo.out_width - 1):
-                    next_row = k.row_base + k.row_step
-                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), k.wx.eq(-geo.padding_left),
-                                 k.wy.eq(k.wy + geo.stride), k.base.eq(next_row),
-                                 k.row_base.eq(next_row)]
+                    under, over = at.row_under - k.row_step, at.row_over - k.row_step
+                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), at.left.eq(geo.padding_left),
+                                 at.right.eq(at.right_start), at.above.eq(at.above - geo.stride),
+                                 at.below.eq(at.below - geo.stride),
+                                 at.under.eq(under), at.row_under.eq(under),
+                                 at.over.eq(over), at.row_over.eq(over)]
                     with m.If(k.oy == geo.out_height - 1):
-                        next_image = k.image_top + geo.image_words
-                        m.d.sync += [k.oy.eq(0), k.wy.eq(-geo.padding_top),
-                                     k.image.eq(k.image + 1),
-                                     k.image_top.eq(next_image), k.base.eq(next_image),
-                                     k.row_base.eq(next_image)]
+                        under = at.image_under - geo.image_words
+                        over = at.image_over - geo.image_words
+                        m.d.sync += [k.oy.eq(0), k.image.eq(k.image + 1),
+                                     at.above.eq(geo.padding_top), at.below.eq(at.below_start),
+                                     at.under.eq(under), at.row_under.eq(under),
+                                     at.image_under.eq(under), at.over.eq(over),
+                                     at.row_over.eq(over), at.image_over.eq(over)]
                         with m.If(k.image == geo.images - 1):
                             m.d.sync += k.issuing.eq(0)
                 with m.Else():
-                    m.d.sync += [k.ox.eq(k.ox + 1), k.wx.eq(k.wx + geo.stride),
-                                 k.base.eq(k.base + geo.stride)]
+                    m.d.sync += [k.ox.eq(k.ox + 1), at.left.eq(at.left - geo.stride),
+                                 at.right.eq(at.right - geo.stride),
+                                 at.under.eq(at.under - geo.stride),
+                                 at.over.eq(at.over - geo.stride)]
         fifo_out = k.fifo_out
         m.d.sync += k.pending.eq(k.pending + begin - (fifo_out.r_en & fifo_out.r_rdy))
 
@@ -403,7 +436,7 @@ class Gather(wiring.Component):
         outside = (slot.offset < bounds.offset_low) | (slot.offset >= bounds.offset_end)
         with m.If(k.go & inside & outside):
             m.d.sync += self.fault.eq(1)
-        named = (k.base + slot.offset)[:len(address)]
+        named = (slot.offset - k.at.under)[:len(address)]
         m.d.sync += address.eq(Mux(inside, named, 0))
         valid = delay(m, inside, 3, f"read_l{i}_p{p}_inside")
         return read.data, stage(m, read.data, f"read_l{i}_p{p}_data"), valid
