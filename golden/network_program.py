@@ -1048,10 +1048,11 @@ def _decode(data, weight_bytes):
 #: (``codnn.hw.network.program_check``: the conditions, each operation's conjunction
 #: and the verdict, each a registered stage).
 DECIDE_CYCLES = 3
-#: Cycles of the engine's sequencer: the header (read, decided, then checked), a step's
-#: descriptor (read, decided, then dispatched).
-HEADER_CYCLES = HEADER_WORDS + 2 + DECIDE_CYCLES
-FETCH_CYCLES = STEP_WORDS + 2 + DECIDE_CYCLES
+#: Cycles of the engine's sequencer: the header (read through the memory and its output
+#: register, decided, then checked), a step's descriptor (read, decided, then
+#: dispatched).
+HEADER_CYCLES = HEADER_WORDS + 3 + DECIDE_CYCLES
+FETCH_CYCLES = STEP_WORDS + 3 + DECIDE_CYCLES
 #: Cycles from a pooling read's words landing to the lanes' accumulators taking them: the
 #: words registered, each lane's pair of them (``codnn.hw.network.PostProcess``).
 POOL_READ_STEPS = 2

@@ -46,6 +46,7 @@ class _Shared:
     post: object = None
     weights: object = None              # OnChipWeights or AxiWeights
     prog_r: object = None               # memory ports: the program's read
+    prog_data: Signal = None            # its word, registered
     psum_w: object = None
     psum_r: object = None
     acc_w: object = None
@@ -352,10 +353,13 @@ class NetworkEngine(wiring.Component):
             ext_limit=config.spill_words, program_words=p["program_words"])
         m.submodules.check = check
         m.d.comb += [check.header.eq(k.header), check.desc.eq(k.desc)]
-        k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + DECIDE_CYCLES + 2, name="fetched")
+        k.fetched = counter(max(HEADER_WORDS, STEP_WORDS) + DECIDE_CYCLES + 3, name="fetched")
         k.steps_left = Signal(32, name="steps_left")
         k.started = Signal(name="started")
         m.d.comb += k.prog_r.addr.eq(k.pc)
+        # The memory's word registered beside it before it fans out to the header's and the
+        # descriptor's registers.
+        k.prog_data = stage(m, k.prog_r.data, "program_data")
 
     def _tile_words(self, m, k):
         """Weight image words: a run from ``wptr`` per bias, table and cells
@@ -593,20 +597,21 @@ class NetworkEngine(wiring.Component):
                         # A stopped run's prefetched words go.
                         m.d.comb += k.weights.clear.eq(1)
             with m.Case(_State.HEADER, _State.FETCH):
-                # Word pc is read; the one before it arrives (from the second cycle on);
-                # then the checks decide (``DECIDE_CYCLES``).
+                # Word pc is read; the one two before it arrives (from the third cycle on:
+                # the memory, then its output register); then the checks decide
+                # (``DECIDE_CYCLES``).
                 size = Mux(state == _State.HEADER, HEADER_WORDS, STEP_WORDS)
                 for j in range(max(HEADER_WORDS, STEP_WORDS)):
-                    with m.If(k.fetched == j + 1):
+                    with m.If(k.fetched == j + 2):
                         if j < HEADER_WORDS:
                             with m.If(state == _State.HEADER):
-                                m.d.sync += _word(k.header, j).eq(k.prog_r.data)
+                                m.d.sync += _word(k.header, j).eq(k.prog_data)
                         if j < STEP_WORDS:
                             with m.If(state == _State.FETCH):
-                                m.d.sync += _word(k.desc, j).eq(k.prog_r.data)
+                                m.d.sync += _word(k.desc, j).eq(k.prog_data)
                 with m.If(k.fetched < size):
                     m.d.sync += k.pc.eq(k.pc + 1)
-                with m.If(k.fetched != size + DECIDE_CYCLES):
+                with m.If(k.fetched != size + 1 + DECIDE_CYCLES):
                     m.d.sync += k.fetched.eq(k.fetched + 1)
                 with m.Else():
                     m.d.sync += [k.fetched.eq(0), state.eq(Mux(state == _State.HEADER,
