@@ -36,11 +36,12 @@ _FIFO_DEPTH = 8
 class _Pass:
     """What a pass's stages share: the geometry it samples (``geo``) and the half of the
     table memories it reads (``buffer``), where the window is (``_Distances``), the
-    output position and image, the round, ``stride * width`` (``row_step``), whether positions are still issued and how
-    many beats are in flight or queued (``pending``), whether a pass was busy a cycle
-    ago (``passing``: the banks' ports are then the gather's), the beat being built, the
-    set-up cycle after ``start`` (``first``), a round's reads (``go``, ``last_round``)
-    and the output FIFO."""
+    output position and image, the round, ``stride * width`` (``row_step``), whether
+    positions are still issued and how many beats are in flight or queued
+    (``pending``), whether a pass was busy a cycle ago (``passing``: the banks' ports are
+    then the gather's), the beat being built, the set-up cycle after ``start``
+    (``first``), a round's reads (``go``, ``last_round``), the output FIFO, the bounds
+    and the table's entries as the round reads them (``entries``)."""
 
     geo: Signal
     buffer: Signal
@@ -379,7 +380,8 @@ class Gather(wiring.Component):
                 with m.If(k.ox == geo.out_width - 1):
                     under, over = at.row_under - k.row_step, at.row_over - k.row_step
                     m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), at.left.eq(geo.padding_left),
-                                 at.right.eq(at.right_start), at.above.eq(at.above - geo.stride),
+                                 at.right.eq(at.right_start),
+                                 at.above.eq(at.above - geo.stride),
                                  at.below.eq(at.below - geo.stride),
                                  at.under.eq(under), at.row_under.eq(under),
                                  at.over.eq(over), at.row_over.eq(over)]

@@ -293,8 +293,9 @@ class InceptionnDecompressor(NicEngineBase):
         final = Signal()
         m.d.comb += final.eq(remaining <= g.group_values)
         return _Parsing(
-            g=g, state=state, parse_at=parse_at, parse_at_loop=parse_at_loop, ring=ring, out=out,
-            flag=flag, pushed=pushed, header=header, pending=pending, push=push, room=room,
+            g=g, state=state, parse_at=parse_at, parse_at_loop=parse_at_loop, ring=ring,
+            out=out, flag=flag, pushed=pushed, header=header, pending=pending, push=push,
+            room=room,
             check_pending=check_pending, stray_seen=stray_seen, hold_valid=hold_valid,
             remaining=remaining, bound_bits=bound_bits, requested=requested,
             clamped=clamped, out_of_range=out_of_range, this_group=this_group, final=final)
