@@ -161,7 +161,8 @@ class WeightStationaryArray(wiring.Component):
     banks in a small memory (distributed RAM on ECP5) that it reads a part at a time.
 
     Partial sums that wait ``_MEMORY_DELAY`` cycles or more for their cells' products
-    wait in a block-RAM delay line (one for all rows), then in the rows' skew registers.
+    wait in a memory delay line (one for all rows up to four rows, one per row above:
+    ``row_groups``), then in the rows' skew registers.
     With ``rows_aligned`` the cells deskew their rows themselves (bit-serial row sums,
     whose skew registers are a bit wide): every row's partial sum reaches ``_cells`` in
     one cycle, and every row's result is due in one cycle.
