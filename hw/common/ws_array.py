@@ -480,13 +480,14 @@ class WeightStationaryArray(wiring.Component):
             wait = 1 + self._edge_latency + self._product_steps      # row R-1's
         if wait >= _MEMORY_DELAY:
             # A register after the memory: its read data reach no adder. A ring per group
-            # of rows (``row_groups``), each with counters of its own, so that no address
-            # register spans a large array's rows.
+            # of rows (``row_groups``), each with counters of its own (they count from
+            # their own values, so yosys keeps them apart), so that no address register
+            # spans a large array's rows.
             line = Signal.like(psum_in, name="psum_line")
             flat, bits = Value.cast(line), self.acc_bits
             for g, rows in enumerate(row_groups(R)):
                 delayed = memory_delay(m, Cat(psum_in[r] for r in rows), wait - 1,
-                                       f"psum_line{g}", phase=g)
+                                       f"psum_line{g}")
                 m.d.comb += flat[rows[0] * bits:(rows[-1] + 1) * bits].eq(delayed)
             psum_in, wait = line, 1
         # Skew in, deskew out: row r's partial sum waits R-1-r cycles more and its result r
