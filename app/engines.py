@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
-from codnn.golden.network_program import ACT_PORTS, WEIGHT_PORTS
+from codnn.golden.network_program import ACT_PORTS, REQUANT_KINDS, WEIGHT_PORTS
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS
 from codnn.golden.systolic import MAC_KINDS, check_fits, mac_timing
 from codnn.golden.term_quant import ENCODINGS
@@ -134,7 +134,8 @@ def _network_config(dut, sim, beats, idle, backpressure, build_root):
     from codnn.model.compile import compile_network
     rng = np.random.default_rng(sim["workload_seed"])
     config = dut.config
-    compiled = compile_network(residual_network(rng, alpha=min(config.alpha, 2)), config)
+    compiled = compile_network(residual_network(rng, alpha=min(config.alpha, 2),
+                                                requant=config.requant), config)
     words = len(encode_program(compiled.program)) // 4
     if words > dut.params["program_words"]:
         raise ValueError(f"the workload's program takes {words} program words, the engine "
@@ -344,7 +345,9 @@ ENGINES = {engine.name: engine for engine in [
                 Param("act_port", str, "none", "external activation memory on an AXI4 port "
                       "(load and store steps), or none", ACT_PORTS),
                 Param("gather_ports", int, 2, "read ports of each lane bank of the "
-                      "activation buffer (stream slots the gather reads a cycle)")),
+                      "activation buffer (stream slots the gather reads a cycle)"),
+                Param("requant", str, "shift", "the output stage: a shift, or a 16-bit "
+                      "multiplier per row and a shift", REQUANT_KINDS)),
         build=lambda **p: NetworkEngine(**p),
         sim_params=(Param("workload_seed", int, 1, "seed of the random network and "
                           "images"),),

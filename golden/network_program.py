@@ -17,7 +17,9 @@ The weight image is words of ``2 * cols`` bytes (an array row of cells), read in
 It holds, per array layer from its ``weights`` offset (a whole word), for each row block
 its bias (``rows`` little-endian int32, zeros past the layer's filters) and the output
 stage's shift of each row (``rows`` bytes; zeros past the filters, and for a layer without
-an output stage), padded with zeros to whole words, then its tiles, column blocks in
+an output stage), on an engine that requantizes by a multiplier (``EngineConfig.requant``)
+each row's multiplier (``rows`` u16 LE; likewise zeros), padded with zeros to whole
+words, then its tiles, column blocks in
 order, each its gather table (``alpha x max(cols, rows)`` entries of 4 bytes, stream slot
 by slot: entry ``(a, i)`` holds lane bank ``i``'s read in slot ``a``, the word offset from
 the output position's window, u16 LE, and ``ky << 4 | kx`` in its fourth byte, and in its
@@ -41,8 +43,8 @@ Steps, in program order:
   adds to
   the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``codnn.golden.systolic``
   defines; the last column block's sums of row block ``i`` go through the output stage
-  (each row with its shift from the image) into word block ``i`` of ``dst``, or stay
-  accumulators.
+  (each row with its shift, and multiplier, from the image) into word block ``i`` of
+  ``dst``, or stay accumulators.
 - ``PoolStep``: max or average pooling (``codnn.golden.network.pool``, integer), every lane at
   once.
 - ``AddStep``: the residual add with its requantization (``codnn.golden.network.Add``), every
@@ -69,11 +71,11 @@ from .column_combining import output_shape, padding_sides, padding_value
 from .network import pool, residual_add
 from .program_format import (HEADER, HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION, Op,
                              pack, unpack, unused_bits)
-from .systolic import (MAC_KINDS, Tile, latency, mac_timing, output_stage, pipeline_depth,
-                       run_tile, select_bits)
+from .systolic import (MAC_KINDS, REQUANT_BITS, Tile, latency, mac_timing, output_stage,
+                       pipeline_depth, run_tile, select_bits)
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
-           "MAX_GATHER_PORTS",
+           "MAX_GATHER_PORTS", "REQUANT_KINDS",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
            "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
@@ -82,8 +84,8 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "read_tile", "read_region", "write_region", "check_program", "run_program",
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
            "GatherTable", "lane_choices", "table_bytes", "table_entries", "table_words",
-           "step_cycles", "layer_cycles", "pool_unit_cycles", "acc_add_lanes",
-           "acc_add_groups", "acc_add_cycles", "mixed_add_lanes", "mixed_add_groups",
+           "step_cycles", "layer_cycles", "max_shift", "result_write_steps",
+           "pool_unit_cycles", "acc_add_lanes", "acc_add_groups", "acc_add_cycles", "mixed_add_lanes", "mixed_add_groups",
            "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
@@ -102,6 +104,8 @@ MULTIPLIER_BITS = 24
 MAX_STEP_IMAGES, MAX_PROGRAM_IMAGES = 0xFFFF, 256
 #: The most read ports a lane bank of the activation buffer may have.
 MAX_GATHER_PORTS = 8
+#: The output stage's requantizations (``EngineConfig.requant``), as the header codes them.
+REQUANT_KINDS = ("shift", "multiplier")
 
 
 class ProgramError(ValueError):
@@ -120,7 +124,9 @@ class EngineConfig:
     image is read through the external memory port); ``spill_words``: the external
     activation memory a program may use (0: the engine has no activation port);
     ``gather_ports``: the read ports of each of the activation buffer's lane banks (the
-    gather reads that many stream slots a cycle)."""
+    gather reads that many stream slots a cycle); ``requant``: the output stage's
+    requantization, ``"shift"`` (``clamp(acc >> shift, ...)``) or ``"multiplier"``
+    (``clamp((acc * m) >> shift, ...)``, a 16-bit ``m`` per row in the weight image)."""
 
     rows: int
     cols: int
@@ -135,6 +141,7 @@ class EngineConfig:
     weight_bytes: int = 131072
     spill_words: int = 0
     gather_ports: int = 2
+    requant: str = "shift"
 
     def check(self):
         """Raise ``ProgramError`` for a configuration the engine cannot be."""
@@ -156,6 +163,9 @@ class EngineConfig:
         if self.gather_ports > MAX_GATHER_PORTS:
             raise ProgramError(f"an engine's lane banks have 1..{MAX_GATHER_PORTS} read "
                                f"ports, not {self.gather_ports}")
+        if self.requant not in REQUANT_KINDS:
+            raise ProgramError(f"an engine's output stage requantizes by "
+                               f"{' or '.join(REQUANT_KINDS)}, not {self.requant!r}")
         if self.act_words > 1 << 16:
             raise ProgramError(f"the activation buffer holds at most 65536 words (gather "
                                f"offsets are 16 bits), not {self.act_words}")
@@ -388,9 +398,24 @@ def bursts(addr, count, stride, most=256, base=0):
 
 
 def bias_bytes(engine):
-    """Bytes of a row block's bias and shifts in the weight image: ``rows`` int32 and
-    ``rows`` bytes, padded with zeros to whole words."""
-    return -(-5 * engine.rows // image_word(engine)) * image_word(engine)
+    """Bytes of a row block's bias, shifts and (requantizing by a multiplier) multipliers
+    in the weight image: ``rows`` int32, ``rows`` bytes (and ``rows`` u16), padded with
+    zeros to whole words."""
+    row_bytes = 5 + 2 * (engine.requant == "multiplier")
+    return -(-row_bytes * engine.rows // image_word(engine)) * image_word(engine)
+
+
+def max_shift(engine):
+    """The output stage's largest shift: below the accumulator's bits, or below those of
+    its product with a multiplier (``REQUANT_BITS`` more)."""
+    return engine.acc_bits + REQUANT_BITS * (engine.requant == "multiplier") - 1
+
+
+def result_write_steps(engine):
+    """Cycles from a result taken by the engine's result writer to its last write:
+    ``RESULT_WRITE_STEPS``, and the multiplier's product steps on an engine that
+    requantizes by one."""
+    return RESULT_WRITE_STEPS + REQUANT_PRODUCT_STEPS * (engine.requant == "multiplier")
 
 
 def tile_bytes(engine):
@@ -411,22 +436,35 @@ class GatherTable:
     lane: np.ndarray
 
 
-def layer_block(tiles, tables, bias, shift, engine):
-    """A layer's block of the weight image: per row block its ``bias`` and ``shift`` (one,
-    one per filter, or None: no output stage) then its ``tiles``
-    (``codnn.golden.systolic.make_tiles``, in order), each with its ``GatherTable`` from
-    ``tables``."""
+def layer_block(tiles, tables, bias, shift, engine, multiplier=None):
+    """A layer's block of the weight image: per row block its ``bias``, ``shift`` (one,
+    one per filter, or None: no output stage) and, on an engine that requantizes by a
+    multiplier, ``multiplier`` (likewise; None: 1, or 0 without an output stage) then its
+    ``tiles`` (``codnn.golden.systolic.make_tiles``, in order), each with its
+    ``GatherTable`` from ``tables``."""
     R = engine.rows
     filters = len(bias)
+    if multiplier is not None and engine.requant != "multiplier":
+        raise ProgramError("an engine whose output stage only shifts takes no multipliers")
+    if multiplier is None:
+        multiplier = 0 if shift is None else 1
     shift = np.broadcast_to(np.asarray(0 if shift is None else shift, np.int64), filters)
+    multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), filters)
+    if np.any((shift < 0) | (shift > max_shift(engine))) \
+            or np.any((multiplier < 0) | (multiplier >= 1 << REQUANT_BITS)):
+        raise ProgramError(f"the output stage takes shifts 0..{max_shift(engine)} and "
+                           f"multipliers 0..{(1 << REQUANT_BITS) - 1}")
     pad = np.zeros(-filters % R, np.int64)
-    bias, shift = np.concatenate([np.asarray(bias), pad]), np.concatenate([shift, pad])
+    bias, shift, multiplier = (np.concatenate([np.asarray(v), pad])
+                               for v in (bias, shift, multiplier))
     parts = []
     mask = (1 << engine.weight_bits) - 1
     for tile, table in zip(tiles, tables, strict=True):
         if tile.col_block == 0:
             rows = slice(tile.row_block * R, (tile.row_block + 1) * R)
             block = bias[rows].astype("<i4").tobytes() + shift[rows].astype("u1").tobytes()
+            if engine.requant == "multiplier":
+                block += multiplier[rows].astype("<u2").tobytes()
             parts.append(block + bytes(bias_bytes(engine) - len(block)))
         cells = np.stack([tile.weights & mask, tile.selects], axis=-1)
         parts += [table_bytes(table, engine), cells.astype(np.uint8).tobytes()]
@@ -540,11 +578,12 @@ def _run_layer(step, image, memories, engine):
 def _run_image(step, src, dst, image, memories, engine):
     R = engine.rows
     at = step.weights
-    blocks = []
-    shifts = []
+    blocks, shifts, multipliers = [], [], []
     for _ in range(step.row_blocks):
         bias = np.frombuffer(image, "<i4", R, at).astype(np.int64)
         shifts.append(np.frombuffer(image, np.uint8, R, at + 4 * R).astype(np.int64))
+        multipliers.append(np.frombuffer(image, "<u2", R, at + 5 * R).astype(np.int64)
+                           if engine.requant == "multiplier" else np.ones(R, np.int64))
         at += bias_bytes(engine)
         psum = np.broadcast_to(bias, (step.positions, R))
         for j in range(step.col_blocks):
@@ -565,11 +604,12 @@ def _run_image(step, src, dst, image, memories, engine):
             psum = run_tile(tile, beats, psum, engine.acc_bits)
         blocks.append(psum.T)
     acc = np.concatenate(blocks)[:step.filters]                     # N x T
-    shift = np.concatenate(shifts)
-    if step.output_stage and shift.max(initial=0) >= engine.acc_bits:
+    shift, multiplier = np.concatenate(shifts), np.concatenate(multipliers)
+    if step.output_stage and shift.max(initial=0) >= max_shift(engine) + 1:
         raise ProgramError(f"{step.name}: a shift of {shift.max()} in the weight image; the "
-                           f"output stage shifts by at most {engine.acc_bits - 1}")
-    y = output_stage(acc, shift[:step.filters], engine.out_bits) if step.output_stage else acc
+                           f"output stage shifts by at most {max_shift(engine)}")
+    y = output_stage(acc, shift[:step.filters], engine.out_bits,
+                     multiplier[:step.filters]) if step.output_stage else acc
     write_region(memories[dst.memory], dst, y, R)
 
 
@@ -902,7 +942,8 @@ def encode_program(program):
         "output": _region_values(program.output), "rows": e.rows, "cols": e.cols,
         "alpha": e.alpha, "weight_bits": e.weight_bits, "out_bits": e.out_bits,
         "acc_bits": e.acc_bits, "gather_ports": e.gather_ports,
-        "mac": MAC_KINDS.index(e.mac), "act_words": e.act_words,
+        "mac": MAC_KINDS.index(e.mac), "requant": REQUANT_KINDS.index(e.requant),
+        "act_words": e.act_words,
         "acc_words": e.acc_words, "psum_words": e.psum_words,
         "image_words": program.weight_image_bytes // image_word(e)}
     try:
@@ -992,7 +1033,7 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes, engine=None):
         return program
     header = program.engine
     same = ("rows", "cols", "alpha", "mac", "weight_bits", "out_bits", "acc_bits",
-            "gather_ports")
+            "gather_ports", "requant")
     wrong = [name for name in same if getattr(header, name) != getattr(engine, name)]
     wrong += [name for name in ("act_words", "acc_words", "psum_words")
               if not 1 <= getattr(header, name) <= getattr(engine, name)]
@@ -1022,12 +1063,14 @@ def _decode(data, weight_bytes):
                            f"{4 * (HEADER_WORDS + count * STEP_WORDS)} bytes, not {len(data)}")
     if h["mac"] >= len(MAC_KINDS):
         raise ProgramError(f"the header: unknown MAC kind {h['mac']}")
+    if h["requant"] >= len(REQUANT_KINDS):
+        raise ProgramError(f"the header: unknown requantization {h['requant']}")
     engine = EngineConfig(rows=h["rows"], cols=h["cols"], alpha=h["alpha"],
                           mac=MAC_KINDS[h["mac"]], weight_bits=h["weight_bits"],
                           out_bits=h["out_bits"], acc_bits=h["acc_bits"],
                           gather_ports=h["gather_ports"],
-                          act_words=h["act_words"], acc_words=h["acc_words"],
-                          psum_words=h["psum_words"], weight_bytes=weight_bytes)
+                          requant=REQUANT_KINDS[h["requant"]], act_words=h["act_words"],
+                          acc_words=h["acc_words"], psum_words=h["psum_words"], weight_bytes=weight_bytes)
     try:
         engine.check()
     except ProgramError as error:
@@ -1067,6 +1110,10 @@ ACC_ADD_WORD = 4
 #: Cycles from a result taken by the engine's result writer to its write: the partial
 #: sum's read, the add, the output stage's two steps.
 RESULT_WRITE_STEPS = 4
+#: Cycles the result writer's multiplier adds before the output stage on an engine that
+#: requantizes by one: the products of the sum's and the multiplier's 17-bit pieces, their
+#: sum.
+REQUANT_PRODUCT_STEPS = 2
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
 #: Weight words an AXI4 burst of the engine's weight port asks for at most; the port holds
@@ -1258,7 +1305,7 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
     gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles`` after the
     previous tile's last), then a position every ``max(beat_cycles, rounds)``. The layer
     ends when its last result is written (the array's latency and the result writer's
-    ``RESULT_WRITE_STEPS``) and the writer is idle a cycle later."""
+    ``result_write_steps``) and the writer is idle a cycle later."""
     e = engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
@@ -1283,8 +1330,8 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
         started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)
-    return (last_in + 1 + latency(e.rows, e.cols, False, **timing) + RESULT_WRITE_STEPS
-            + 1)
+    return (last_in + 1 + latency(e.rows, e.cols, False, **timing)
+            + result_write_steps(e) + 1)
 
 
 def weight_words_read(program):

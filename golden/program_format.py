@@ -18,8 +18,10 @@ __all__ = ["MAGIC", "VERSION", "HEADER_WORDS", "STEP_WORDS", "Op", "Field", "REG
            "HEADER", "STEPS", "fields", "pack", "unpack", "unused_bits", "format_table"]
 
 MAGIC = 0x6E646F63                              # "codn"
-#: 7: a window's padding on each of its four sides (6: one padding for all four).
-VERSION = 7
+#: 8: the header's requantization (word 13, bits 8-15) and, with the multiplier, a row
+#: block's multipliers in the weight image (7: a window's padding on each of its four
+#: sides; 6: one padding for all four).
+VERSION = 8
 #: Little-endian u32 words of the header and of each step's descriptor.
 HEADER_WORDS, STEP_WORDS = 18, 16
 
@@ -61,7 +63,7 @@ HEADER = {
     "images_less_one": Field(2, 24, 8), "input": (3, REGION), "output": (6, REGION),
     "rows": Field(9), "cols": Field(10), "alpha": Field(11), "weight_bits": Field(12, 0, 8),
     "out_bits": Field(12, 8, 8), "acc_bits": Field(12, 16, 8),
-    "gather_ports": Field(12, 24, 8), "mac": Field(13),
+    "gather_ports": Field(12, 24, 8), "mac": Field(13, 0, 8), "requant": Field(13, 8, 8),
     "act_words": Field(14), "acc_words": Field(15), "psum_words": Field(16),
     "image_words": Field(17)}
 

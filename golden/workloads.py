@@ -42,30 +42,41 @@ def quantize_symmetric(w, bits):
 
 
 def random_layer(rng, name, source, output, filters, columns, *, shift, kernel=0, stride=1,
-                 padding=0, alpha=2, tq=None):
+                 padding=0, alpha=2, tq=None, multiplier=None):
     """An ``ArrayLayer`` of random 8-bit weights, 60 % of them zero, packed with ``alpha``
     (gamma 0.5), and random biases."""
     weights = rng.integers(-127, 128, (filters, columns))
     weights[rng.random(weights.shape) < 0.6] = 0
     return ArrayLayer(name, source, output, pack(weights, alpha, 0.5),
                       rng.integers(-2000, 2000, filters), shift, kernel=kernel,
-                      stride=stride, padding=padding, tq=tq)
+                      stride=stride, padding=padding, tq=tq, multiplier=multiplier)
 
 
-def residual_network(rng, *, alpha=2, tq=None):
+def residual_network(rng, *, alpha=2, tq=None, requant="shift"):
     """An integer network with every step kind: 3 x 8 x 8 -> 3 x 3 conv (a shift per
     output channel, 31 the largest) -> 3 x 3 conv
     (``tq``: term-quantized) -> residual add -> 2 x 2 max pool -> 1 x 1 conv -> global
-    average -> flatten -> dense logits, layers packed with ``alpha``."""
+    average -> flatten -> dense logits, layers packed with ``alpha``. With ``requant``
+    ``"multiplier"`` the output stages multiply before they shift, by a multiplier per
+    channel in the first and last convolutions (0, 1, 2 and 65535 among them; shifts 8
+    to 47), by one in the second."""
     def layer(*args, **kwargs):
         return random_layer(rng, *args, alpha=alpha, **kwargs)
+    if requant == "multiplier":
+        first = {"shift": np.array([24, 8, 10, 24, 22, 23, 22, 9]),
+                 "multiplier": np.array([65535, 1, 0, 40000, 32768, 12345, 50000, 2])}
+        second = {"shift": 24, "multiplier": 45000}
+        third = {"shift": np.array([23, 47, 23, 40, 9, 23]),
+                 "multiplier": np.array([30001, 65535, 30001, 65535, 1, 30001])}
+    else:
+        first = {"shift": np.array([9, 8, 10, 9, 7, 11, 9, 31])}
+        second, third = {"shift": 11}, {"shift": 8}
     steps = (
-        layer("conv_a", "x", "a", 8, 3 * 9, shift=np.array([9, 8, 10, 9, 7, 11, 9, 31]),
-              kernel=3, padding=1),
-        layer("conv_b", "a", "b", 8, 8 * 9, shift=11, kernel=3, padding=1, tq=tq),
+        layer("conv_a", "x", "a", 8, 3 * 9, **first, kernel=3, padding=1),
+        layer("conv_b", "a", "b", 8, 8 * 9, **second, kernel=3, padding=1, tq=tq),
         Add("add", "b", "a", "s", ma=40000, mb=30000),
         Pool("pool", "s", "p", "max", kernel=2, stride=2),
-        layer("conv_c", "p", "c", 6, 8, shift=8, kernel=1),
+        layer("conv_c", "p", "c", 6, 8, **third, kernel=1),
         Pool("gap", "c", "g", "avg", kernel=0),
         Flatten("flat", "g", "f"),
         layer("fc", "f", "y", 10, 6, shift=None),

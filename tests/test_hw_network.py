@@ -553,6 +553,29 @@ def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     assert {"acc"} <= {s.a.memory for s in compiled.program.steps if s.op == "add"}
 
 
+@pytest.mark.parametrize("rows,cols,alpha,mac", [
+    (4, 3, 2, "parallel"), pytest.param(3, 2, 2, "bitserial", marks=pytest.mark.long)])
+def test_engine_requantizes_by_a_multiplier_as_golden(rows, cols, alpha, mac):
+    # Output stages that multiply each row's sum by its 16-bit multiplier before the
+    # shift: per channel (0, 1 and 65535 among them, shifts from 8 to 47, past the
+    # accumulator's 32 bits) over two row blocks, and one a layer; two images. The
+    # multipliers reach the rows past the first block and the clamp at both ends.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=512,
+                          acc_words=16, psum_words=64, requant="multiplier")
+    network = residual_network(rng, requant="multiplier")
+    images = rng.integers(0, 256, (2, 3, 8, 8))
+    a = network.run(images, keep=True)["a"]
+    assert a.min() == 0 and a.max() == 255
+    compiled = _engine_equals_network(network, engine, images)
+    # Without the multipliers (each 1) the first layer's outputs differ.
+    shifted = compile_network(residual_network(np.random.default_rng(SEED)),
+                              dataclasses.replace(engine, requant="shift"))
+    assert not np.array_equal(run_program(shifted.program, shifted.image, images[0]),
+                              run_program(compiled.program, compiled.image, images[0]))
+
+
 def _engine_equals(compiled, images, want, dut=None):
     """Run ``images`` on the engine ``compiled`` was built for (or, parallel only, on
     ``dut``): every output equals ``want(image)``, every run's cycles the program's. A
@@ -670,12 +693,16 @@ def test_engine_refuses_a_program_for_another_engine():
     engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
                           psum_words=64)
     compiled = compile_network(network, engine)
-    other = compile_network(network, dataclasses.replace(engine, psum_words=128))
     dut = NetworkEngine.for_program(compiled.program)
-    runs = _engine_runs(dut, compiled.program, compiled.image, rng.integers(0, 256, (1, 3, 8, 8)),
-                        loaded_program=encode_program(other.program))
-    (got, cycles, error), = runs
-    assert error and cycles == HEADER_CYCLES and not np.any(got)
+    # Larger buffers than the engine's, and an output stage with multipliers it lacks.
+    for other in (dataclasses.replace(engine, psum_words=128),
+                  dataclasses.replace(engine, requant="multiplier")):
+        runs = _engine_runs(dut, compiled.program, compiled.image,
+                            rng.integers(0, 256, (1, 3, 8, 8)),
+                            loaded_program=encode_program(compile_network(network,
+                                                                          other).program))
+        (got, cycles, error), = runs
+        assert error and cycles == HEADER_CYCLES and not np.any(got)
 
 
 @pytest.mark.parametrize("op,field", [("pool", "src"), ("pool", "dst"), ("add", "dst"),
@@ -720,23 +747,25 @@ def test_engine_refuses_a_step_on_the_accumulator_buffer(op, field):
                                                    for j in range(k)) + FETCH_CYCLES
 
 
-@pytest.mark.parametrize("shift", [32, 255])
-def test_engine_refuses_a_shift_past_the_output_stage(shift):
+@pytest.mark.parametrize("shift,requant", [(32, "shift"), (255, "shift"),
+                                           (48, "multiplier"), (64, "multiplier")])
+def test_engine_refuses_a_shift_past_the_output_stage(shift, requant):
     # A hand-edited weight image whose second layer's first row block holds a shift the
-    # output stage cannot make: golden refuses it, the engine stops with ``error`` before
-    # that row block's first tile.
+    # output stage cannot make (32 and up; with the multiplier 48 and up): golden refuses
+    # it, the engine stops with ``error`` before that row block's first tile.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=512, acc_words=16,
-                          psum_words=64)
-    compiled = compile_network(residual_network(rng), engine)
+                          psum_words=64, requant=requant)
+    compiled = compile_network(residual_network(rng, requant=requant), engine)
     k = 1
     step = compiled.program.steps[k]
     assert step.op == "layer" and step.output_stage
     image = bytearray(compiled.image)
     image[step.weights + 4 * engine.rows + 2] = shift
     x = rng.integers(0, 256, (1, 3, 8, 8))
+    most = 31 if requant == "shift" else 47
     with pytest.raises(ProgramError, match=f"{step.name}: a shift of {shift} in the weight "
-                                           f"image; the output stage shifts by at most 31"):
+                                           f"image; the output stage shifts by at most {most}"):
         run_program(compiled.program, bytes(image), x[0])
     (_, cycles, error), = _engine_runs(NetworkEngine.for_program(compiled.program),
                                        compiled.program, bytes(image), x)

@@ -562,8 +562,9 @@ def test_a_multiplier_stage_requantizes_at_the_weights_own_scale(tmp_path, capsy
     # scale wants (the shift stage leaves them up to 2x coarser), the stage's m / 2**shift
     # is the factor from the accumulators' scale to the output's, and the outputs keep
     # within two activation steps of the float ones (half a step RMS; the inputs' own
-    # rounding takes most of it). The arrays' RTL and the engine refuse
-    # it in one line (their output stage shifts); infer reports what it used.
+    # rounding takes most of it). The arrays' RTL refuses it in one line (their output
+    # stage shifts); infer reports what it used; compile builds it for an engine whose
+    # output stage multiplies, its program equal to the integer network.
     rng = np.random.default_rng(SEED)
     weights = rng.normal(0, 1, (6, 5)) * np.exp2(rng.uniform(-6, 0, 6))[:, None]
     layer = Layer("fc1", "x", "h", weights, rng.normal(0, 0.1, 6), np.inf)
@@ -594,9 +595,13 @@ def test_a_multiplier_stage_requantizes_at_the_weights_own_scale(tmp_path, capsy
     assert code == 0, err
     report = json.loads(out)
     assert (report["requantization"], report["activation_scales"]) == ("multiplier", "mse")
-    for argv in (["infer", *common, "--rtl", "1"], ["compile", *common]):
-        code, out, err = _cli(capsys, *argv, "-o", str(tmp_path / "r"))
-        assert code == 2 and "--requant multiplier" in err and err.count("\n") == 1, err
+    code, out, err = _cli(capsys, "infer", *common, "--rtl", "1", "-o", str(tmp_path / "r"))
+    assert code == 2 and "--requant multiplier" in err and err.count("\n") == 1, err
+    code, out, err = _cli(capsys, "compile", *common, "--check", "2", "--json", "-o",
+                          str(tmp_path / "c"))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["engine"]["requant"] == "multiplier" and report["checked_inputs"] == 2
 
 
 def test_per_channel_scales_keep_small_filters():

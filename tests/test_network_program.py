@@ -364,6 +364,21 @@ def test_what_the_engine_cannot_hold_is_refused():
                                            r"than an add"):
         compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
                         EngineConfig(rows=4, cols=4, alpha=2, acc_words=4096))
+    multiplied = residual_network(np.random.default_rng(SEED), requant="multiplier")
+    with pytest.raises(CompileError, match=r"conv_a: requantized by a multiplier; the "
+                                           r"engine's output stage shifts only"):
+        compile_network(multiplied, EngineConfig(rows=4, cols=4, alpha=2))
+    steps = list(network.steps)
+    steps[0] = dataclasses.replace(steps[0], shift=32)
+    with pytest.raises(CompileError, match=r"conv_a: a shift outside the output stage's "
+                                           r"0..31"):
+        compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
+                        EngineConfig(rows=4, cols=4, alpha=2))
+    steps[0] = dataclasses.replace(steps[0], shift=48, multiplier=3)
+    with pytest.raises(CompileError, match=r"conv_a: a shift outside the output stage's "
+                                           r"0..47"):
+        compile_network(IntegerNetwork(tuple(steps), "x", "y", (3, 8, 8), 1.0, 1.0),
+                        EngineConfig(rows=4, cols=4, alpha=2, requant="multiplier"))
     big = random_layer(rng, "conv_16", "x", "a", 8, 3 * 256, shift=9, kernel=16, padding=8)
     steps = (big, *network.steps[1:])
     with pytest.raises(CompileError, match=r"conv_16: a 16 x 16 kernel; the engine's gather "
@@ -397,6 +412,16 @@ def test_binary_program_round_trip_and_bad_programs():
     bad_op[72] = 9
     with pytest.raises(ProgramError, match="step 0: unknown operation 9"):
         decode_program(bytes(bad_op))
+    # The header's requantization: a code past the two, one the engine does not have.
+    requant = bytearray(data)
+    requant[4 * 13 + 1] = 2
+    with pytest.raises(ProgramError, match="the header: unknown requantization 2"):
+        decode_program(bytes(requant))
+    requant[4 * 13 + 1] = 1
+    assert decode_program(bytes(requant)).engine.requant == "multiplier"
+    with pytest.raises(ProgramError, match="the header: requant multiplier; the engine has "
+                                           "shift"):
+        decode_program(bytes(requant), engine=engine)
     # A bit outside the step's fields: a pooling's flag past its two, a layer's past its
     # one, a pooling's unused word, an add's.
     for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 0, 9), (Op.POOL, 9, 3),

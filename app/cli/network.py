@@ -53,9 +53,10 @@ def _packing_options(sub, *, mac_default):
                      help="a weight scale (an output-stage shift) per output channel of "
                           "every layer with an activation, not one per layer")
     sub.add_argument("--requant", choices=REQUANTS, default="shift",
-                     help="the output stage's requantization: a shift alone (what the "
-                          "arrays and the engine build), or a fixed-point multiplier and "
-                          "a shift (golden only, for now) (default shift)")
+                     help="the output stage's requantization: a shift alone, or a "
+                          "fixed-point multiplier and a shift (golden, and the network "
+                          "engine of codnn compile: a 32 x 16-bit product per row) "
+                          "(default shift)")
     sub.add_argument("--calibrate", choices=CALIBRATIONS, default="max",
                      help="each activation's scale from its calibration values: their "
                           "largest, their 99.99th percentile, or the clip of least squared "
@@ -477,7 +478,8 @@ def _compile_target(args, folder):
                          f"inputs, not {args.check}")
     engine = largest_buffers(EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha,
                                           mac=args.mac, spill_words=args.spill_words,
-                                          gather_ports=args.gather_ports))
+                                          gather_ports=args.gather_ports,
+                                          requant=args.requant))
     engine = replace(engine, **{name: getattr(args, name) for name in BUFFERS
                                 if getattr(args, name) is not None})
     if on_device and args.spill_words:
@@ -549,11 +551,9 @@ def compile_model(args):
     limits, on_device, external = _compile_target(args, folder)
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
-    if args.requant != "shift":
-        raise CompileError(f"--requant {args.requant}: the engine's output stage shifts only "
-                           f"(a multiplier stage runs in golden, codnn infer, for now)")
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
-                               per_channel=args.per_channel, clip=args.calibrate)
+                               per_channel=args.per_channel, requant=args.requant,
+                               clip=args.calibrate)
     q = integer.quantize_input(x[:args.check])
     plan = None
     sized = [name for name in BUFFERS if name != "weight_bytes" or not external]

@@ -37,8 +37,8 @@ from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
 from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS,
                                           AddStep, LayerStep, LoadStep, PoolStep, Program,
                                           ProgramError, Region, StoreStep, act_stride,
-                                          bias_bytes, image_word, layer_block, step_cycles,
-                                          tile_bytes, words)
+                                          bias_bytes, image_word, layer_block, max_shift,
+                                          step_cycles, tile_bytes, words)
 from codnn.model.gather_plan import plan_layer
 
 __all__ = ["BUFFERS", "BufferAllocator", "CompileError", "Moves", "StepCost", "step_costs",
@@ -210,6 +210,15 @@ def check_network(network, engine):
         top = 1 << (engine.weight_bits - 1)
         if layer.packed.P.size and (layer.packed.P.min() < -top or layer.packed.P.max() >= top):
             raise CompileError(f"{layer.name}: weights outside {engine.weight_bits} bits")
+        if layer.multiplier is not None and layer.shift is not None \
+                and engine.requant != "multiplier":
+            raise CompileError(f"{layer.name}: requantized by a multiplier; the engine's "
+                               f"output stage shifts only (an engine with requant "
+                               f"'multiplier' runs it)")
+        if layer.shift is not None and (np.min(layer.shift) < 0
+                                        or np.max(layer.shift) > max_shift(engine)):
+            raise CompileError(f"{layer.name}: a shift outside the output stage's "
+                               f"0..{max_shift(engine)}")
     for step in network.steps:
         multipliers = ((step.ma, step.mb) if isinstance(step, Add) else
                        step.multipliers if isinstance(step, Concat) else ())
@@ -336,7 +345,10 @@ def layer_step(step, src, dst, offset, engine):
     # A layer of fewer filters than rows computes them again in the rows past them.
     again = np.arange(max(engine.rows, len(step.bias))) % len(step.bias)
     shift = None if step.shift is None else np.broadcast_to(step.shift, len(step.bias))[again]
-    block = layer_block(tiles, plan.tables, np.asarray(step.bias)[again], shift, engine)
+    multiplier = None if step.multiplier is None or step.shift is None else \
+        np.broadcast_to(step.multiplier, len(step.bias))[again]
+    block = layer_block(tiles, plan.tables, np.asarray(step.bias)[again], shift, engine,
+                        multiplier)
     col_blocks = 1 + max(t.col_block for t in tiles)
     row_blocks = len(tiles) // col_blocks
     if col_blocks > 1 and positions > engine.psum_words:

@@ -9,10 +9,10 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLES,
                                           MAX_GATHER_PORTS, PREFETCH_BURST,
-                                          PREFETCH_BURSTS, WEIGHT_PORTS,
+                                          PREFETCH_BURSTS, REQUANT_KINDS, WEIGHT_PORTS,
                                           EngineConfig, act_stride, bias_bytes,
-                                          external_weight_bytes, image_word, table_words,
-                                          word_stride)
+                                          external_weight_bytes, image_word, max_shift,
+                                          table_words, word_stride)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
 from codnn.golden.systolic import MAC_KINDS, select_bits
 from codnn.hw.common.counters import counter
@@ -123,7 +123,8 @@ class NetworkEngine(wiring.Component):
     ``start``) when the engine refuses the program (``ProgramCheck``: the header when a
     run starts, each step's descriptor when it is reached; the same decisions as
     ``codnn.golden.network_program.decode_program`` with the engine), and the run stops;
-    when a row block's shift is 32 or more (the run stops before its first tile); and,
+    when a row block's shift is past the output stage's (32 or more; 48 or more with
+    ``requant="multiplier"``: the run stops before its first tile); and,
     the run going on to its end with results that mean nothing, when a tile's part of
     the weight image names a gather lane past the rows or a stream select past alpha,
     its gather reads a word outside the program's activation buffer, or an external
@@ -157,7 +158,7 @@ class NetworkEngine(wiring.Component):
     TypeError
         If a size is not a positive integer.
     ValueError
-        If ``mac`` or ``weight_port`` is unknown.
+        If ``mac``, ``weight_port`` or ``requant`` is unknown.
 
     Parameters
     ----------
@@ -170,11 +171,17 @@ class NetworkEngine(wiring.Component):
         ``"onchip"`` or ``"axi"``.
     act_port : str
         ``"none"`` or ``"axi"``.
+    gather_ports : int
+        Read ports of each lane bank of the activation buffer.
+    requant : str
+        The output stage: ``"shift"``, or ``"multiplier"`` (each row's sum times its
+        16-bit multiplier from the row block's bias words before the shift: a 32 x 16-bit
+        product per row, ``REQUANT_PRODUCT_STEPS`` cycles more per layer).
     """
 
     def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
                  psum_words=1024, weight_words=4096, program_words=1024,
-                 weight_port="onchip", act_port="none", gather_ports=2):
+                 weight_port="onchip", act_port="none", gather_ports=2, requant="shift"):
         for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
                             (act_words, "Activation words"), (acc_words, "Accumulator words"),
                             (psum_words, "Partial-sum words"), (weight_words, "Weight words"),
@@ -185,6 +192,9 @@ class NetworkEngine(wiring.Component):
                              f"{gather_ports}")
         if mac not in MAC_KINDS:
             raise ValueError(f"MAC kind must be one of {', '.join(MAC_KINDS)}, not {mac!r}")
+        if requant not in REQUANT_KINDS:
+            raise ValueError(f"Requantization must be one of {', '.join(REQUANT_KINDS)}, "
+                             f"not {requant!r}")
         if weight_port not in WEIGHT_PORTS:
             raise ValueError(f"Weight port must be one of {', '.join(WEIGHT_PORTS)}, not "
                              f"{weight_port!r}")
@@ -194,7 +204,7 @@ class NetworkEngine(wiring.Component):
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
                        acc_words=acc_words, psum_words=psum_words, weight_words=weight_words,
                        program_words=program_words, weight_port=weight_port,
-                       act_port=act_port, gather_ports=gather_ports)
+                       act_port=act_port, gather_ports=gather_ports, requant=requant)
         if weight_port == "onchip":
             memory_ports = {"weight_write": In(data.StructLayout({
                 "addr": range(weight_words), "data": 16 * cols, "en": 1}))}
@@ -243,7 +253,8 @@ class NetworkEngine(wiring.Component):
         p = self._p
         config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
                               act_words=p["act_words"], acc_words=p["acc_words"],
-                              psum_words=p["psum_words"], gather_ports=p["gather_ports"])
+                              psum_words=p["psum_words"], gather_ports=p["gather_ports"],
+                              requant=p["requant"])
         if p["act_port"] == "axi":
             config = dataclasses.replace(config, spill_words=(1 << 32) // act_stride(config))
         if p["weight_port"] == "axi":
@@ -266,7 +277,7 @@ class NetworkEngine(wiring.Component):
                     weight_words=max(1, program.weight_image_bytes // image_word(e)),
                     program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
                     weight_port=weight_port, act_port="axi" if e.spill_words else "none",
-                    gather_ports=e.gather_ports)
+                    gather_ports=e.gather_ports, requant=e.requant)
 
     @classmethod
     def program_memories(cls, program, weight_port="onchip"):
@@ -348,7 +359,7 @@ class NetworkEngine(wiring.Component):
         k.check = check = ProgramCheck(
             rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
             act_words=p["act_words"], acc_words=p["acc_words"], psum_words=p["psum_words"],
-            gather_ports=p["gather_ports"],
+            gather_ports=p["gather_ports"], requant=p["requant"],
             weight_limit=config.weight_bytes // image_word(config),
             ext_limit=config.spill_words, program_words=p["program_words"])
         m.submodules.check = check
@@ -429,11 +440,12 @@ class NetworkEngine(wiring.Component):
             gather.geometry.images.eq(layer.images),
             gather.geometry.image_words.eq(layer.src_stride),
         ]
-        # Each row's shift, from the row block's bias words, goes with a tile to the result
-        # writer. A shift past the output stage's stops the run before the block's first
-        # tile.
+        # Each row's shift (and multiplier), from the row block's bias words, goes with a
+        # tile to the result writer. A shift past the output stage's stops the run before
+        # the block's first tile.
         row_shifts = [k.bias.word_select(4 * R + r, 8) for r in range(R)]
-        k.bad_shift = layer.output_stage & Cat(v[5:] != 0 for v in row_shifts).any()
+        k.bad_shift = layer.output_stage & Cat(v > max_shift(self.config)
+                                               for v in row_shifts).any()
         # What a tile's part of the weight image may not hold (semantics section 9): a
         # gather lane past the rows (but 0xFF, none: the gather's ``bad_table``), a stream
         # select past alpha. They set ``error`` and the run goes on to its end (as a memory
@@ -469,12 +481,15 @@ class NetworkEngine(wiring.Component):
         # tiles load and run, so where they go is queued when their tile starts.
         k.results = results = ResultWriter(
             rows=R, acc_bits=_ACC_BITS, out_bits=_DATA_BITS, act_depth=p["act_words"],
-            acc_depth=p["acc_words"], psum_depth=p["psum_words"])
+            acc_depth=p["acc_words"], psum_depth=p["psum_words"], requant=p["requant"])
         m.submodules.results = results
         wiring.connect(m, array.result, results.result)
         k.block_base = Signal(32, name="block_base")    # row_block * positions, a running sum
         k.launch = Signal(name="launch")                # the gather starts the loaded tile
         m.d.comb += [results.shifts[r].eq(row_shifts[r]) for r in range(R)]
+        if p["requant"] == "multiplier":
+            m.d.comb += [results.multipliers[r].eq(k.bias[8 * (5 * R + 2 * r):][:16])
+                         for r in range(R)]
         m.d.comb += [
             results.launch.eq(k.launch), results.to_psums.eq(~k.last_col),
             results.add_psum.eq(k.col_block != 0),

@@ -28,8 +28,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (MAX_KERNEL, MAX_SIDE,
-                                          MAX_STEP_IMAGES, MAX_STRIDE, MULTIPLIER_BITS,
+from codnn.golden.network_program import (MAX_KERNEL, MAX_SIDE, MAX_STEP_IMAGES,
+                                          MAX_STRIDE, MULTIPLIER_BITS, REQUANT_KINDS,
                                           EngineConfig, bias_bytes, image_word, tile_bytes)
 from codnn.golden.program_format import (HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION,
                                          Op, unused_bits)
@@ -94,7 +94,8 @@ class ProgramCheck(wiring.Component):
 
     Parameters
     ----------
-    rows, cols, alpha, mac, act_words, acc_words, psum_words, gather_ports : the engine's
+    rows, cols, alpha, mac, act_words, acc_words, psum_words, gather_ports, requant :
+        the engine's
     weight_limit : int
         The most weight image words the engine reaches (its on-chip memory's, or what its
         AXI4 port addresses).
@@ -107,9 +108,10 @@ class ProgramCheck(wiring.Component):
     """
 
     def __init__(self, *, rows, cols, alpha, mac, act_words, acc_words, psum_words,
-                 gather_ports, weight_limit, ext_limit, program_words):
+                 gather_ports, weight_limit, ext_limit, program_words, requant="shift"):
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
                        acc_words=acc_words, psum_words=psum_words, gather_ports=gather_ports,
+                       requant=requant,
                        weight_limit=weight_limit, ext_limit=ext_limit,
                        program_words=program_words)
         super().__init__({
@@ -126,7 +128,8 @@ class ProgramCheck(wiring.Component):
         return m
 
     def _header(self, m):
-        """The header: magic, version, the engine's array, widths and MAC kind, buffers of
+        """The header: magic, version, the engine's array, widths, MAC kind and
+        requantization, buffers of
         1 up to the engine's, a weight image the engine reaches, the input (activations
         or external memory) and output (activations or accumulators) inside them for the
         program's images."""
@@ -139,7 +142,8 @@ class ProgramCheck(wiring.Component):
         fixed = [(h.magic, MAGIC), (h.version, VERSION), (h.rows, R), (h.cols, p["cols"]),
                  (h.alpha, p["alpha"]), (h.weight_bits, 8), (h.out_bits, 8),
                  (h.acc_bits, 32), (h.gather_ports, p["gather_ports"]),
-                 (h.mac, MAC_KINDS.index(p["mac"]))]
+                 (h.mac, MAC_KINDS.index(p["mac"])),
+                 (h.requant, REQUANT_KINDS.index(p["requant"]))]
         steps_room = max(0, p["program_words"] - HEADER_WORDS) // STEP_WORDS
         sizes_ok = ((h.steps <= steps_room) & (h.act_words != 0)
                     & (h.act_words <= p["act_words"]) & (h.acc_words != 0)
@@ -218,7 +222,7 @@ class ProgramCheck(wiring.Component):
         positions = Signal(32, name="dst_positions")
         m.d.sync += positions.eq(second.height * second.width)
         # The layer's part of the weight image.
-        config = EngineConfig(rows=R, cols=p["cols"], alpha=A)
+        config = EngineConfig(rows=R, cols=p["cols"], alpha=A, requant=p["requant"])
         bias_words = bias_bytes(config) // image_word(config)
         tile_words = tile_bytes(config) // image_word(config)
         per_row_block = Signal(34, name="weights_per_row_block")

@@ -6,10 +6,15 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import RESULT_WRITE_STEPS as WRITE_STEPS
+from codnn.golden.network_program import (REQUANT_KINDS, REQUANT_PRODUCT_STEPS,
+                                          RESULT_WRITE_STEPS)
+from codnn.golden.systolic import REQUANT_BITS
 from codnn.hw.common.delays import delay, stage
+from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
 from codnn.hw.common.output_stage import output_stage, over_mask
 from codnn.hw.common.params import positive_int
+
+assert SPLIT_PRODUCT_STEPS == REQUANT_PRODUCT_STEPS
 
 __all__ = ["ResultWriter", "QUEUED_TILES"]
 
@@ -34,15 +39,18 @@ class ResultWriter(wiring.Component):
     ``k``), or, from word ``base`` of the destination, in blocks of ``positions``, each
     ``stride`` words after the one before (an image's block): the accumulator buffer
     with ``to_acc``, else the activation buffer through the output stage, row ``r`` with
-    ``shifts[r]`` (``clamp(sum >> shift, 0, 255)``). The tiles' results arrive in launch
-    order. ``idle`` is high when no tile is queued, in progress or being written.
+    ``shifts[r]`` (``clamp(sum >> shift, 0, 255)``; with ``requant="multiplier"``
+    ``clamp((sum * multipliers[r]) >> shift, 0, 255)``, a 32 x 16-bit product). The
+    tiles' results arrive in launch order. ``idle`` is high when no tile is queued, in
+    progress or being written.
 
     A result's partial sum is read as the result is taken, so a tile's result for a
-    position must be taken more than ``RESULT_WRITE_STEPS`` cycles after the previous
-    tile's (which the engine ensures: a tile's first position goes into the array at
-    least the gather's start, 7 cycles, after the previous tile's last).
+    position must be taken more than the latency after the previous tile's (which the
+    engine ensures: a tile's first position goes into the array at least the gather's
+    start, 7 cycles, after the previous tile's last).
 
-    Latency: a result is written ``RESULT_WRITE_STEPS`` cycles after ``result`` takes it.
+    Latency: a result is written ``result_write_steps`` cycles after ``result`` takes it
+    (``RESULT_WRITE_STEPS``, 4; ``REQUANT_PRODUCT_STEPS`` more with the multiplier).
     Throughput: a result a cycle; ``result`` is ready while a tile's results are due.
 
     Parameters
@@ -51,6 +59,8 @@ class ResultWriter(wiring.Component):
         Rows of a result, accumulator and activation widths.
     act_depth, acc_depth, psum_depth : int
         Words of the activation, accumulator and partial-sum buffers.
+    requant : str
+        ``"shift"`` or ``"multiplier"``.
 
     Attributes
     ----------
@@ -58,7 +68,9 @@ class ResultWriter(wiring.Component):
              "last": 1})))
     launch, to_psums, add_psum, to_acc : In(1)
     base : In(32)
-    shifts : In(ArrayLayout(range(acc_bits), rows))
+    shifts : In(ArrayLayout(range(acc_bits), rows)), with the multiplier
+             In(ArrayLayout(range(acc_bits + REQUANT_BITS), rows))
+    multipliers : In(ArrayLayout(unsigned(REQUANT_BITS), rows)), with the multiplier only
     stride : In(16)
     positions : In(17)
     total : In(33)
@@ -69,18 +81,28 @@ class ResultWriter(wiring.Component):
     act_write, acc_write, psum_write : Out(StructLayout({"addr", "data", "en"}))
     """
 
-    def __init__(self, *, rows, acc_bits, out_bits, act_depth, acc_depth, psum_depth):
+    def __init__(self, *, rows, acc_bits, out_bits, act_depth, acc_depth, psum_depth,
+                 requant="shift"):
         for value, what in ((rows, "Row count"), (acc_bits, "Accumulator width"),
                             (out_bits, "Output width"), (act_depth, "Activation words"),
                             (acc_depth, "Accumulator words"),
                             (psum_depth, "Partial-sum words")):
             positive_int(value, what)
+        if requant not in REQUANT_KINDS:
+            raise ValueError(f"Requantization must be one of {', '.join(REQUANT_KINDS)}, "
+                             f"not {requant!r}")
         self._rows, self._acc_bits, self._out_bits = rows, acc_bits, out_bits
+        self._multiply = requant == "multiplier"
+        # The output stage's input: the sum, or its product with the row's multiplier.
+        self._stage_bits = acc_bits + REQUANT_BITS * self._multiply
+        requant_ports = {"multipliers": In(data.ArrayLayout(unsigned(REQUANT_BITS), rows))} \
+            if self._multiply else {}
         super().__init__({
             "result": In(stream.Signature(data.StructLayout({
                 "acc": data.ArrayLayout(signed(acc_bits), rows), "last": 1}))),
             "launch": In(1), "to_psums": In(1), "add_psum": In(1), "to_acc": In(1),
-            "base": In(32), "shifts": In(data.ArrayLayout(range(acc_bits), rows)),
+            "base": In(32), "shifts": In(data.ArrayLayout(range(self._stage_bits), rows)),
+            **requant_ports,
             "stride": In(16), "positions": In(17), "total": In(33),
             "room": Out(1), "idle": Out(1),
             "psum_read": Out(range(psum_depth)),
@@ -92,15 +114,19 @@ class ResultWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, AB = self._rows, self._acc_bits
+        R, AB, SB = self._rows, self._acc_bits, self._stage_bits
+        requant = {"multipliers": data.ArrayLayout(unsigned(REQUANT_BITS), R)} \
+            if self._multiply else {}
         tile_layout = data.StructLayout({
             "to_psums": 1, "add_psum": 1, "base": 32,
-            "shifts": data.ArrayLayout(range(AB), R)})
+            "shifts": data.ArrayLayout(range(SB), R), **requant})
         m.submodules.queue = queue = fifo.SyncFIFO(width=tile_layout.size, depth=QUEUED_TILES)
         m.d.comb += [queue.w_en.eq(self.launch), self.room.eq(queue.w_rdy)]
         launched = data.View(tile_layout, queue.w_data)
         m.d.comb += [launched.to_psums.eq(self.to_psums), launched.add_psum.eq(self.add_psum),
                      launched.base.eq(self.base), launched.shifts.eq(self.shifts)]
+        if self._multiply:
+            m.d.comb += launched.multipliers.eq(self.multipliers)
         head = data.View(tile_layout, queue.r_data)
 
         # The tile in progress, begun from the queue's head when the previous one's last
@@ -130,9 +156,11 @@ class ResultWriter(wiring.Component):
                          at_last.eq(self.total == 1), image_position.eq(0),
                          out_addr.eq(head.base), image_addr.eq(head.base)]
 
-        # WRITE_STEPS (4) steps: the result and where it goes, the partial sum read; the
-        # sum; the output stage's two steps; then the write (the partial-sum and
-        # accumulator writes go with the activations').
+        # RESULT_WRITE_STEPS (4) steps: the result and where it goes, the partial sum
+        # read; the sum; (with the multiplier, its product with the row's multiplier, in
+        # REQUANT_PRODUCT_STEPS;) the output stage's two steps; then the write (the
+        # partial-sum and accumulator writes go with the activations').
+        steps = RESULT_WRITE_STEPS + REQUANT_PRODUCT_STEPS * self._multiply
         where = Signal(range(3))            # 0 activations, 1 accumulators, 2 partial sums
         m.d.comb += where.eq(Mux(tile.to_psums, 2, Mux(self.to_acc, 1, 0)))
         valid1 = stage(m, taken, "result_valid1", reset_less=False)
@@ -145,17 +173,26 @@ class ResultWriter(wiring.Component):
         sums = [stage(m, (acc1[r].as_unsigned() + Mux(add1, psum[r], 0))[:AB],
                       f"result_sum_r{r}")
                 for r in range(R)]
+        values = sums
+        if self._multiply:
+            multipliers1 = stage(m, tile.multipliers, "result_multipliers1")
+            factors = [stage(m, multipliers1[r], f"result_multiplier_r{r}")
+                       for r in range(R)]
+            values = [split_product(m, sums[r].as_signed(), factors[r],
+                                    f"result_requant_r{r}") for r in range(R)]
+            shifts1 = [delay(m, shifts1[r], REQUANT_PRODUCT_STEPS,
+                             f"result_product_shift_r{r}") for r in range(R)]
         shifts = [stage(m, shifts1[r], f"result_shift_r{r}") for r in range(R)]
-        masks = [stage(m, over_mask(shifts1[r], self._out_bits, AB), f"result_mask_r{r}")
+        masks = [stage(m, over_mask(shifts1[r], self._out_bits, SB), f"result_mask_r{r}")
                  for r in range(R)]
-        ys = [output_stage(m, sums[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
+        ys = [output_stage(m, values[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
               for r in range(R)]
         valid = [valid1]
-        for i in range(WRITE_STEPS - 1):
+        for i in range(steps - 1):
             valid.append(stage(m, valid[-1], f"result_valid{i + 2}", reset_less=False))
-        where_w = delay(m, where1, WRITE_STEPS - 1, "result_where")
-        addr_w = delay(m, addr1, WRITE_STEPS - 1, "result_addr")
-        sums_w = [delay(m, value, WRITE_STEPS - 2, f"result_sum_w_r{r}")
+        where_w = delay(m, where1, steps - 1, "result_where")
+        addr_w = delay(m, addr1, steps - 1, "result_addr")
+        sums_w = [delay(m, value, steps - 2, f"result_sum_w_r{r}")
                   for r, value in enumerate(sums)]
         write = valid[-1]
         for port, kind, value in ((self.act_write, 0, ys), (self.acc_write, 1, sums_w),
