@@ -5,7 +5,7 @@ docs/semantics.md section 9)."""
 import dataclasses
 from dataclasses import dataclass
 
-from amaranth.hdl import C, Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Array, Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -92,7 +92,8 @@ class _Bounds:
     entry ``(offset, ky, kx)`` lies inside the map when ``ky_low <= ky < ky_end`` and
     ``kx_low <= kx < kx_end``, and names a word inside the buffer when ``offset_low <=
     offset < offset_end`` (each bound clamped to the field's range, so that a port
-    compares a few bits instead of adding and comparing the window's full width)."""
+    compares a few bits instead of adding and comparing the window's full width).
+    Registers, set with the distances they clamp (``_moved``)."""
 
     ky_low: Signal
     ky_end: Signal
@@ -100,6 +101,35 @@ class _Bounds:
     kx_end: Signal
     offset_low: Signal
     offset_end: Signal
+
+
+#: Each distance with a bound (``_Bounds``), the bound and the span it is clamped to.
+_BOUND_OF = {"above": ("ky_low", _KERNEL_SPAN), "below": ("ky_end", _KERNEL_SPAN),
+             "left": ("kx_low", _KERNEL_SPAN), "right": ("kx_end", _KERNEL_SPAN),
+             "under": ("offset_low", _OFFSET_SPAN), "over": ("offset_end", _OFFSET_SPAN)}
+
+
+def _moved(k, **values):
+    """Statements that set distances of the window (``_Distances``: ``above``, ``below``,
+    ``left``, ``right``, ``under``, ``over``) and, from the same values, the bounds they
+    clamp to (``_Bounds``; ``y = wy + ky`` lies in ``[0, height)`` when ``-wy <= ky <
+    height - wy``, and ``base + offset`` in ``[0, limit)`` when ``-base <= offset < limit
+    - base``), so that a port compares registers: each distance clamped to ``0 ..
+    _KERNEL_SPAN`` (``0 .. _OFFSET_SPAN``), the field's values and one past them, by bit
+    tests (the spans are powers of two) of the value as its register holds it."""
+    statements = []
+    for name, value in values.items():
+        register = getattr(k.at, name)
+        value = Value.cast(value)
+        if len(value) < len(register):
+            fill = value[-1] if value.shape().signed else C(0, 1)
+            value = Cat(value, fill.replicate(len(register) - len(value)))
+        held = value[:len(register)]
+        bound, span = _BOUND_OF[name]
+        bits = span.bit_length() - 1
+        statements += [register.eq(held), getattr(k.bounds, bound).eq(
+            Mux(held[-1], 0, Mux(held[bits:-1].any(), span, held[:bits])))]
+    return statements
 
 
 def Geometry(depth, data_bits=8, rounds=8):
@@ -256,7 +286,6 @@ class Gather(wiring.Component):
             entries=self._table(m, rnd, buffer))
         m.submodules.fifo = k.fifo_out
         self._positions(m, k)
-        self._bounds(m, k)
         self._rounds(m, k)
         self._reads(m, k)
         # The beat is whole a cycle after its last round's lanes land.
@@ -343,29 +372,11 @@ class Gather(wiring.Component):
             below, right = g.height + g.padding_top, g.width + g.padding_left
             m.d.sync += [k.first.eq(0), k.geo.eq(g), k.beat.eq(0), k.oy.eq(0), k.ox.eq(0),
                          k.rnd.eq(0), k.image.eq(0),
-                         at.above.eq(g.padding_top), at.below.eq(below),
-                         at.left.eq(g.padding_left), at.right.eq(right),
                          at.below_start.eq(below), at.right_start.eq(right),
-                         at.under.eq(under), at.row_under.eq(under), at.image_under.eq(under),
-                         at.over.eq(over), at.row_over.eq(over), at.image_over.eq(over)]
-
-    def _bounds(self, m, k):
-        """The window's bounds (``_Bounds``): ``y = wy + ky`` lies in ``[0, height)`` when
-        ``-wy <= ky < height - wy``, and ``base + offset`` in ``[0, limit)`` when ``-base <=
-        offset < limit - base``; each distance clamped to ``0 .. _KERNEL_SPAN`` (``0 ..
-        _OFFSET_SPAN``), the field's values and one past them, by bit tests (the spans are
-        powers of two)."""
-        at, b = k.at, k.bounds
-
-        def clamp(value, span):
-            bits = span.bit_length() - 1
-            return Mux(value[-1], 0, Mux(value[bits:-1].any(), span, value[:bits]))
-        m.d.comb += [b.ky_low.eq(clamp(at.above, _KERNEL_SPAN)),
-                     b.ky_end.eq(clamp(at.below, _KERNEL_SPAN)),
-                     b.kx_low.eq(clamp(at.left, _KERNEL_SPAN)),
-                     b.kx_end.eq(clamp(at.right, _KERNEL_SPAN)),
-                     b.offset_low.eq(clamp(at.under, _OFFSET_SPAN)),
-                     b.offset_end.eq(clamp(at.over, _OFFSET_SPAN))]
+                         at.row_under.eq(under), at.image_under.eq(under),
+                         at.row_over.eq(over), at.image_over.eq(over),
+                         *_moved(k, above=g.padding_top, below=below, left=g.padding_left,
+                                 right=right, under=under, over=over)]
 
     def _rounds(self, m, k):
         """A position's rounds of reads (``go``), begun with room in the FIFO; after its
@@ -379,27 +390,28 @@ class Gather(wiring.Component):
             with m.If(k.last_round):
                 with m.If(k.ox == geo.out_width - 1):
                     under, over = at.row_under - k.row_step, at.row_over - k.row_step
-                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), at.left.eq(geo.padding_left),
-                                 at.right.eq(at.right_start),
-                                 at.above.eq(at.above - geo.stride),
-                                 at.below.eq(at.below - geo.stride),
-                                 at.under.eq(under), at.row_under.eq(under),
-                                 at.over.eq(over), at.row_over.eq(over)]
+                    m.d.sync += [k.ox.eq(0), k.oy.eq(k.oy + 1), at.row_under.eq(under),
+                                 at.row_over.eq(over),
+                                 *_moved(k, left=geo.padding_left, right=at.right_start,
+                                         above=at.above - geo.stride,
+                                         below=at.below - geo.stride, under=under,
+                                         over=over)]
                     with m.If(k.oy == geo.out_height - 1):
                         under = at.image_under - geo.image_words
                         over = at.image_over - geo.image_words
                         m.d.sync += [k.oy.eq(0), k.image.eq(k.image + 1),
-                                     at.above.eq(geo.padding_top), at.below.eq(at.below_start),
-                                     at.under.eq(under), at.row_under.eq(under),
-                                     at.image_under.eq(under), at.over.eq(over),
-                                     at.row_over.eq(over), at.image_over.eq(over)]
+                                     at.row_under.eq(under), at.image_under.eq(under),
+                                     at.row_over.eq(over), at.image_over.eq(over),
+                                     *_moved(k, above=geo.padding_top, below=at.below_start,
+                                             under=under, over=over)]
                         with m.If(k.image == geo.images - 1):
                             m.d.sync += k.issuing.eq(0)
                 with m.Else():
-                    m.d.sync += [k.ox.eq(k.ox + 1), at.left.eq(at.left - geo.stride),
-                                 at.right.eq(at.right - geo.stride),
-                                 at.under.eq(at.under - geo.stride),
-                                 at.over.eq(at.over - geo.stride)]
+                    m.d.sync += [k.ox.eq(k.ox + 1),
+                                 *_moved(k, left=at.left - geo.stride,
+                                         right=at.right - geo.stride,
+                                         under=at.under - geo.stride,
+                                         over=at.over - geo.stride)]
         fifo_out = k.fifo_out
         m.d.sync += k.pending.eq(k.pending + begin - (fifo_out.r_en & fifo_out.r_rdy))
 
