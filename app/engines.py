@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, check_bound_bits
-from codnn.golden.network_program import ACT_PORTS, REQUANT_KINDS, WEIGHT_PORTS
+from codnn.golden.network_program import ACT_PORTS, WEIGHT_PORTS
 from codnn.golden.packets import DEFAULT_MAX_FRAME, DIRECTIONS
-from codnn.golden.systolic import MAC_KINDS, check_fits, mac_timing
+from codnn.golden.systolic import (MAC_KINDS, REQUANT_BITS, REQUANT_KINDS, check_fits,
+                                   mac_timing)
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
 from codnn.hw.bfp import BlockDot
@@ -111,14 +112,26 @@ def _packed_workload(dut, path, layer, build_root):
     return save_workload(build_root, packed.to_arrays())
 
 
+def _stage_config(dut, sim):
+    """An array's simulation settings with its output stage's: ``requant`` and a shift
+    (and multiplier) in range."""
+    if dut.out_bits is None:
+        return {**sim, "requant": dut.requant}
+    top = dut.acc_bits + REQUANT_BITS * (dut.requant == "multiplier")
+    if not 0 <= sim["shift"] < top:
+        raise ValueError(f"Shift must lie in 0..{top - 1}, not {sim['shift']}")
+    if not 0 <= sim["multiplier"] < 1 << REQUANT_BITS:
+        raise ValueError(f"Multiplier must lie in 0..{(1 << REQUANT_BITS) - 1}, not "
+                         f"{sim['multiplier']}")
+    return {**sim, "requant": dut.requant}
+
+
 def _systolic_config(dut, sim, beats, idle, backpressure, build_root):
     config = {"rows": dut.rows, "cols": dut.cols, "alpha": dut.alpha,
               "weight_bits": dut.weight_bits, "data_bits": dut.data_bits,
               "data_signed": dut.data_signed, "acc_bits": dut.acc_bits, "mac": dut.mac,
               "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
-              "backpressure": backpressure, **sim}
-    if dut.out_bits is not None and not 0 <= sim["shift"] < dut.acc_bits:
-        raise ValueError(f"Shift must lie in 0..{dut.acc_bits - 1}, not {sim['shift']}")
+              "backpressure": backpressure, **_stage_config(dut, sim)}
     if sim["packed"]:
         config["packed"] = _packed_workload(dut, sim["packed"], sim["layer"], build_root)
     return config
@@ -159,9 +172,7 @@ def _tq_config(dut, sim, beats, idle, backpressure, build_root):
     config = {"rows": dut.rows, "cols": dut.cols, "g": dut.g, "alpha": dut.alpha,
               "beta": dut.beta, "mag_bits": dut.mag_bits, "encoding": dut.encoding,
               "acc_bits": dut.acc_bits, "out_bits": dut.out_bits, "vectors": beats, "idle": idle,
-              "backpressure": backpressure, **sim}
-    if dut.out_bits is not None and not 0 <= sim["shift"] < dut.acc_bits:
-        raise ValueError(f"Shift must lie in 0..{dut.acc_bits - 1}, not {sim['shift']}")
+              "backpressure": backpressure, **_stage_config(dut, sim)}
     for name in ("layer_rows", "layer_cols"):
         if sim[name] < 1:
             raise ValueError(f"{name.replace('_', ' ').capitalize()} must be positive, "
@@ -287,13 +298,17 @@ ENGINES = {engine.name: engine for engine in [
                 Param("data_signed", bool, False, "signed data"),
                 Param("acc_bits", int, 32, "accumulator width"),
                 Param("mac", str, "parallel", "MAC kind", MAC_KINDS),
-                Param("out_bits", int, None, "output stage width (default: none)")),
+                Param("out_bits", int, None, "output stage width (default: none)"),
+                Param("requant", str, "shift", "the output stage: a shift, or a 16-bit "
+                      "multiplier and a shift", REQUANT_KINDS)),
         build=lambda **p: ColumnCombinedArray(**p),
         sim_params=(Param("layer_rows", int, 12, "filters of the random layer"),
                     Param("layer_cols", int, 40, "input channels of the random layer"),
                     Param("sparsity", float, 0.8, "fraction of weights pruned"),
                     Param("gamma", float, 0.5, "allowed conflicts per row"),
                     Param("shift", int, 8, "output stage shift"),
+                    Param("multiplier", int, 1, "output stage multiplier (requant "
+                          "multiplier)"),
                     Param("packed", str, None, "run this packed layer file (codnn pack) "
                           "instead of a random layer; float weights are quantized"),
                     Param("layer", str, None, "layer of the packed file")),
@@ -316,11 +331,15 @@ ENGINES = {engine.name: engine for engine in [
                 Param("mag_bits", int, 7, "magnitude bits of weights and data"),
                 Param("encoding", str, "naf", "data term encoding", ENCODINGS),
                 Param("acc_bits", int, 32, "accumulator width"),
-                Param("out_bits", int, None, "output stage width (default: none)")),
+                Param("out_bits", int, None, "output stage width (default: none)"),
+                Param("requant", str, "shift", "the output stage: a shift, or a 16-bit "
+                      "multiplier and a shift", REQUANT_KINDS)),
         build=lambda **p: TermQuantArray(**p),
         sim_params=(Param("layer_rows", int, 8, "outputs of the random layer"),
                     Param("layer_cols", int, 64, "inputs of the random layer"),
-                    Param("shift", int, 12, "output stage shift")),
+                    Param("shift", int, 12, "output stage shift"),
+                    Param("multiplier", int, 1, "output stage multiplier (requant "
+                          "multiplier)")),
         testbench="codnn.sim.tb_tq_array",
         tb_config=_tq_config,
         throughput=lambda dut: (f"1 vector/{dut.beat_cycles} cycles "
@@ -441,10 +460,10 @@ class BoardDesign:
 
 
 def _soc_params(engine, **defaults):
-    """A board design's parameters: the engine's (no output stage: the host reads the
-    accumulators), new ``defaults``, and the depth of the vector memories."""
+    """A board design's parameters: the engine's (no output stage, so no requantization:
+    the host reads the accumulators), new ``defaults``, and the depth of the vector memories."""
     return tuple(dataclasses.replace(p, default=defaults.get(p.name, p.default))
-                 for p in ENGINES[engine].params if p.name != "out_bits") + (
+                 for p in ENGINES[engine].params if p.name not in ("out_bits", "requant")) + (
         Param("depth", int, 16, "data vectors and results held"),)
 
 

@@ -271,6 +271,13 @@ class IntegerNetwork:
     def array_layers(self):
         return [step for step in self.steps if isinstance(step, ArrayLayer)]
 
+    @property
+    def requant(self):
+        """The output stage it needs: ``"multiplier"`` when a layer's has a multiplier,
+        else ``"shift"``."""
+        return "multiplier" if any(layer.multiplier is not None and layer.shift is not None
+                                   for layer in self.array_layers) else "shift"
+
     def quantize_input(self, x):
         """Float inputs (``B x input_shape``) to the array's unsigned integers."""
         x = np.asarray(x, dtype=np.float64)

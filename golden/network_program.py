@@ -71,11 +71,12 @@ from .column_combining import output_shape, padding_sides, padding_value
 from .network import pool, residual_add
 from .program_format import (HEADER, HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION, Op,
                              pack, unpack, unused_bits)
-from .systolic import (MAC_KINDS, REQUANT_BITS, Tile, latency, mac_timing, output_stage,
-                       pipeline_depth, run_tile, select_bits)
+from .systolic import (MAC_KINDS, REQUANT_BITS, REQUANT_KINDS, REQUANT_PRODUCT_STEPS,
+                       Tile, latency, mac_timing, output_stage, pipeline_depth, run_tile,
+                       select_bits)
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
-           "MAX_GATHER_PORTS", "REQUANT_KINDS",
+           "MAX_GATHER_PORTS",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
            "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
@@ -104,8 +105,6 @@ MULTIPLIER_BITS = 24
 MAX_STEP_IMAGES, MAX_PROGRAM_IMAGES = 0xFFFF, 256
 #: The most read ports a lane bank of the activation buffer may have.
 MAX_GATHER_PORTS = 8
-#: The output stage's requantizations (``EngineConfig.requant``), as the header codes them.
-REQUANT_KINDS = ("shift", "multiplier")
 
 
 class ProgramError(ValueError):
@@ -413,8 +412,9 @@ def max_shift(engine):
 
 def result_write_steps(engine):
     """Cycles from a result taken by the engine's result writer to its last write:
-    ``RESULT_WRITE_STEPS``, and the multiplier's product steps on an engine that
-    requantizes by one."""
+    ``RESULT_WRITE_STEPS``, and the multiplier's product steps
+    (``codnn.golden.systolic.REQUANT_PRODUCT_STEPS``) on an engine that requantizes by
+    one."""
     return RESULT_WRITE_STEPS + REQUANT_PRODUCT_STEPS * (engine.requant == "multiplier")
 
 
@@ -1110,10 +1110,6 @@ ACC_ADD_WORD = 4
 #: Cycles from a result taken by the engine's result writer to its write: the partial
 #: sum's read, the add, the output stage's two steps.
 RESULT_WRITE_STEPS = 4
-#: Cycles the result writer's multiplier adds before the output stage on an engine that
-#: requantizes by one: the products of the sum's and the multiplier's 17-bit pieces, their
-#: sum.
-REQUANT_PRODUCT_STEPS = 2
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
 #: Weight words an AXI4 burst of the engine's weight port asks for at most; the port holds

@@ -30,7 +30,8 @@ import numpy as np
 __all__ = ["MAC_KINDS", "MAX_CELLS", "select_bits", "FIFO_LATENCY", "Tile", "check_fits",
            "make_tiles", "tile_beats", "wrap", "REQUANT_BITS", "output_stage", "run_tile",
            "run_layer",
-           "PARALLEL_PRODUCT_STEPS", "serial_word_bits", "serial_lanes", "mac_timing",
+           "PARALLEL_PRODUCT_STEPS", "OUTPUT_STAGE_STEPS", "REQUANT_PRODUCT_STEPS",
+           "REQUANT_KINDS", "output_stage_steps", "serial_word_bits", "serial_lanes", "mac_timing",
            "pipeline_depth", "latency", "cycle_model", "CycleReport"]
 
 
@@ -198,6 +199,22 @@ MAC_KINDS = ("parallel", "bitserial")
 
 #: Register steps of the parallel MAC's pipelined multiplier, operands to product.
 PARALLEL_PRODUCT_STEPS = 3
+#: Register steps of the output stage (a coarse, then a fine shift and the clamp), and of
+#: the product with the requantization multiplier before it (a stage with one: its
+#: 17-bit pieces' products, their sum).
+OUTPUT_STAGE_STEPS, REQUANT_PRODUCT_STEPS = 2, 2
+#: The output stage's requantizations: a shift, or a multiplier and a shift.
+REQUANT_KINDS = ("shift", "multiplier")
+
+
+def output_stage_steps(out_stage, requant="shift"):
+    """Register steps of an array's output stage: none without one, ``OUTPUT_STAGE_STEPS``
+    shifting, ``REQUANT_PRODUCT_STEPS`` more with a multiplier."""
+    if requant not in REQUANT_KINDS:
+        raise ValueError(f"requant must be one of {', '.join(REQUANT_KINDS)}, not {requant!r}")
+    if not out_stage:
+        return 0
+    return OUTPUT_STAGE_STEPS + REQUANT_PRODUCT_STEPS * (requant == "multiplier")
 
 
 def serial_word_bits(*, weight_bits, data_bits, cols, acc_bits):
@@ -231,21 +248,23 @@ def mac_timing(mac, *, data_bits, weight_bits, cols, acc_bits):
 
 
 def pipeline_depth(rows, cols, out_stage, beat_cycles=1, edge_latency=0,
-                   product_steps=None):
+                   product_steps=None, requant="shift"):
     """Register stages from an accepted data beat to the array's output FIFO: the input
     register, the data edge (``edge_latency``), skew and cells (``rows + cols +
     product_steps``: a cell takes an operand step and ``product_steps`` steps to its
-    product before its adder) and 2 for an output stage. ``product_steps`` (default
-    ``beat_cycles``) is 3 for parallel MACs, the row sum's width + 2 for bit-serial ones
-    (``mac_timing``), ``alpha + 2`` for TQ cells (``codnn.golden.tq_array.tq_timing``)."""
+    product before its adder) and the output stage's (``output_stage_steps``: 2, 4 with
+    ``requant`` ``"multiplier"``). ``product_steps`` (default ``beat_cycles``) is 3 for
+    parallel MACs, the row sum's width + 2 for bit-serial ones (``mac_timing``), ``alpha +
+    2`` for TQ cells (``codnn.golden.tq_array.tq_timing``)."""
     steps = beat_cycles if product_steps is None else product_steps
-    return rows + cols + 1 + edge_latency + steps + (2 if out_stage else 0)
+    return rows + cols + 1 + edge_latency + steps + output_stage_steps(out_stage, requant)
 
 
-def latency(rows, cols, out_stage, beat_cycles=1, edge_latency=0, product_steps=None):
+def latency(rows, cols, out_stage, beat_cycles=1, edge_latency=0, product_steps=None,
+            requant="shift"):
     """Cycles from a data beat's acceptance to its result being valid at the output."""
-    return (pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency, product_steps)
-            + FIFO_LATENCY)
+    return (pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency, product_steps,
+                           requant) + FIFO_LATENCY)
 
 
 @dataclass(frozen=True)
@@ -272,13 +291,13 @@ class CycleReport:
 
 
 def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latency=0,
-                product_steps=None, weight_cycles=1, used_cells=None):
+                product_steps=None, weight_cycles=1, used_cells=None, requant="shift"):
     """Exact cycles the RTL takes for tiles of ``tile_sizes`` beats each (all > 0), with
     a data beat accepted at most every ``beat_cycles`` cycles (1: parallel MACs,
     ``data_bits``: bit-serial), ``edge_latency`` cycles of data edge before the cells,
     ``product_steps`` from a cell's operands to its product (``pipeline_depth``) and a
     weight beat accepted at most every ``weight_cycles`` cycles (its parts written one a
-    cycle).
+    cycle); ``requant`` the output stage's (``output_stage_steps``).
 
     Both input streams are always valid, the output always ready. Edge ``e`` = 0 is the
     first weight beat's acceptance.
@@ -286,7 +305,8 @@ def cycle_model(tile_sizes, *, rows, cols, out_stage, beat_cycles=1, edge_latenc
     tile_sizes = [int(t) for t in tile_sizes]
     if not tile_sizes or min(tile_sizes) < 1:
         raise ValueError("Every tile needs at least one data beat")
-    L = pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency, product_steps)
+    L = pipeline_depth(rows, cols, out_stage, beat_cycles, edge_latency, product_steps,
+                       requant)
     depth = L + FIFO_LATENCY + 1          # output FIFO entries, as in the RTL
     EMPTY, FULL, BUSY = 0, 1, 2
     bank = [EMPTY, EMPTY]

@@ -1,9 +1,10 @@
 """cocotb testbench: the column-combined systolic array against ``codnn.golden.systolic``.
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``alpha``,
-``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``mac``, ``out_bits``), the run-time
-``shift`` (one, or a list with one per layer row: the rows' own, taken with their weight
-beats), the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
+``weight_bits``, ``data_bits``, ``data_signed``, ``acc_bits``, ``mac``, ``out_bits``,
+``requant``), the run-time ``shift`` (and with ``requant`` ``"multiplier"``
+``multiplier``; each one, or a list with one per layer row: the rows' own, taken with
+their weight beats), the layer (``packed``: a packed layer's arrays in an ``.npz``, or else a
 ``layer_rows`` x ``layer_cols`` filter matrix at ``sparsity``, magnitude-pruned from a
 structured random layer, packed with ``gamma``), ``vectors`` input vectors per tile (or
 ``inputs``: an ``.npy`` of the layer's input vectors, channels x vectors, and ``bias``: an
@@ -31,7 +32,7 @@ from codnn.golden.systolic import (
 )
 from codnn.golden.workloads import quantize_symmetric, structured_layer
 from codnn.sim.testbench import (load_config, pack_lanes, result_checker, run_array,
-                                  tile_shifts, write_report)
+                                  tile_stage, write_report)
 
 
 def build_workload(config):
@@ -75,23 +76,23 @@ async def array_matches_golden(dut):
 
     weight_beats, data_beats, expected = [], [], []
     for tile, beats, psum, results in per_tile:
-        shifts = tile_shifts(config, tile.row_block)
+        stages = tile_stage(config, tile.row_block)
         for r in range(R):
             weight_beats.append((pack_lanes(
                 [(int(w) & ((1 << wb) - 1)) | int(sel) << wb
                  for w, sel in zip(tile.weights[r], tile.selects[r])], wb + sel_bits),
-                shifts[r]))
+                stages[r]))
         for t in range(len(beats)):
             x = pack_lanes(beats[t].reshape(-1), db)
             word = x | pack_lanes(psum[t], ab) << (W * alpha * db)
             data_beats.append(word | int(t == len(beats) - 1) << (W * alpha * db + R * ab))
             expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
-                             results[t], t == len(beats) - 1, shifts))
+                             results[t], t == len(beats) - 1, stages))
 
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
-                        out_stage=ob is not None,
+                        out_stage=ob is not None, requant=config.get("requant", "shift"),
                         **mac_timing(config["mac"], data_bits=db, weight_bits=wb, cols=W,
                                      acc_bits=ab),
                         used_cells=[tile.used_cells for tile, *_ in per_tile])

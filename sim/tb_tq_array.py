@@ -1,9 +1,8 @@
 """cocotb testbench: the TQ array against ``codnn.golden.tq_array``.
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``g``,
-``alpha``, ``beta``, ``mag_bits``, ``encoding``, ``acc_bits``, ``out_bits``), the run-time
-``shift`` (one, or a list with one per layer row: the rows' own, taken with their weight
-beats), the layer (``layer_rows`` x ``layer_cols`` from a structured random layer,
+``alpha``, ``beta``, ``mag_bits``, ``encoding``, ``acc_bits``, ``out_bits``, ``requant``),
+the run-time ``shift`` (and ``multiplier``), as ``codnn.sim.tb_systolic``, the layer (``layer_rows`` x ``layer_cols`` from a structured random layer,
 quantized to ``mag_bits`` magnitude bits), ``vectors`` data vectors (random over the full
 range, with a full-scale one) per tile, or ``weights``, ``inputs`` and ``bias`` (``.npy``
 files: a whole network's layer), ``idle``/``backpressure`` and ``seed``.
@@ -22,7 +21,7 @@ from codnn.golden.systolic import cycle_model
 from codnn.golden.tq_array import data_vector_word, run_tq_layer, tq_timing, weight_row_word
 from codnn.golden.workloads import quantize_symmetric, structured_layer
 from codnn.sim.testbench import (load_config, pack_lanes, result_checker, run_array,
-                                  tile_shifts, write_report)
+                                  tile_stage, write_report)
 
 
 @cocotb.test()
@@ -47,24 +46,24 @@ async def tq_array_matches_golden(dut):
 
     weight_beats, data_beats, expected = [], [], []
     for tile, beats, psum, results in per_tile:
-        shifts = tile_shifts(config, tile.row_block)
+        stages = tile_stage(config, tile.row_block)
         for r in range(R):
             weight_beats.append((weight_row_word(tile.queues[r], alpha=alpha, mag_bits=mb, g=g),
-                                 shifts[r]))
+                                 stages[r]))
         for t in range(len(beats)):
             x = data_vector_word(beats[t], mag_bits=mb)
             offset = W * g * (mb + 1)
             word = x | pack_lanes(psum[t], ab) << offset
             data_beats.append(word | int(t == len(beats) - 1) << (offset + R * ab))
             expected.append((f"tile ({tile.row_block},{tile.col_block}) vector {t}",
-                             results[t], t == len(beats) - 1, shifts))
+                             results[t], t == len(beats) - 1, stages))
 
     config["beat_cycles"] = alpha
     cycles, held = await run_array(dut, config, weight_beats=weight_beats, data_beats=data_beats,
                              results=len(expected), check=result_checker(config, expected))
     model = cycle_model([len(beats) for _, beats, _, _ in per_tile], rows=R, cols=W,
                         out_stage=config["out_bits"] is not None,
-                        **tq_timing(alpha, beta, mb))
+                        requant=config.get("requant", "shift"), **tq_timing(alpha, beta, mb))
     if config["idle"] == 0 and config["backpressure"] == 0:
         assert cycles == model.cycles, (f"{cycles} cycles from first weight to last result, "
                                         f"cycle model says {model.cycles} (seed {seed})")

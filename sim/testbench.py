@@ -20,7 +20,7 @@ from codnn.golden.systolic import output_stage
 
 __all__ = ["load_config", "write_report", "start_clock_and_reset", "clock_edges",
            "StreamSource", "StreamSink", "pack_lanes", "unpack_lanes", "check_stream",
-           "run_array", "result_checker", "tile_shifts"]
+           "run_array", "result_checker", "tile_stage"]
 
 
 def load_config():
@@ -57,18 +57,17 @@ async def clock_edges(dut, limit, stalled):
 class StreamSource:
     """Drives an input stream of the DUT from a list of payload integers.
 
-    Between beats it stays idle with probability ``idle`` per cycle. With ``side =
-    (handle, values)``, ``handle`` is driven with ``values[k]`` while beat ``k`` is
-    offered (a setting the DUT takes with the beat).
+    Between beats it stays idle with probability ``idle`` per cycle. With ``side``, a
+    list of ``(handle, values)``, each ``handle`` is driven with its ``values[k]`` while
+    beat ``k`` is offered (settings the DUT takes with the beat).
     """
 
-    def __init__(self, dut, name, payloads, rng: random.Random, idle=0.0, side=None):
+    def __init__(self, dut, name, payloads, rng: random.Random, idle=0.0, side=()):
         self._valid = getattr(dut, f"{name}__valid")
         self._ready = getattr(dut, f"{name}__ready")
         self._payload = getattr(dut, f"{name}__payload")
         self._pending = list(payloads)
-        self._side, self._side_values = side if side else (None, [])
-        self._side_values = list(self._side_values)
+        self._side = [(handle, list(values)) for handle, values in side]
         self._rng = rng
         self._idle = idle
         self.sent = 0
@@ -89,8 +88,8 @@ class StreamSource:
         if accepted or not int(self._valid.value):
             if self._pending and self._rng.random() >= self._idle:
                 self._payload.value = self._pending.pop(0)
-                if self._side is not None:
-                    self._side.value = self._side_values.pop(0)
+                for handle, values in self._side:
+                    handle.value = values.pop(0)
                 self._valid.value = 1
             else:
                 self._valid.value = 0
@@ -164,22 +163,31 @@ async def check_stream(dut, config, *, source, sink, payloads, expected, check,
     return cycles
 
 
-def tile_shifts(config, row_block):
-    """The output-stage shift of each array row in a tile of row block ``row_block``, from
-    ``config["shift"]``: one for the whole layer, or a list with one per layer row (array
-    rows past the layer's take 0)."""
-    shift, rows = config["shift"], config["rows"]
-    if isinstance(shift, int):
-        return [shift] * rows
-    part = [int(v) for v in shift[row_block * rows:(row_block + 1) * rows]]
-    return part + [0] * (rows - len(part))
+def tile_stage(config, row_block):
+    """The output stage's ``(shift, multiplier)`` of each array row in a tile of row block
+    ``row_block``, from ``config["shift"]`` and ``config["multiplier"]`` (1 when absent):
+    each one for the whole layer, or a list with one per layer row (array rows past the
+    layer's take 0)."""
+    rows = config["rows"]
+
+    def per_row(value):
+        if isinstance(value, int):
+            return [value] * rows
+        part = [int(v) for v in value[row_block * rows:(row_block + 1) * rows]]
+        return part + [0] * (rows - len(part))
+    return list(zip(per_row(config["shift"]), per_row(config.get("multiplier", 1))))
 
 
 def _weight_source(dut, config, weight_beats, rng, idle=0.0):
-    """The ``weights`` stream's source for beats ``(payload, shift)``: with an output
-    stage, ``dut.shift`` holds the row's shift while its beat is offered."""
-    payloads, shifts = zip(*weight_beats) if weight_beats else ((), ())
-    side = (dut.shift, shifts) if config.get("out_bits") is not None else None
+    """The ``weights`` stream's source for beats ``(payload, (shift, multiplier))``: with
+    an output stage, ``dut.shift`` (and with the multiplier ``dut.multiplier``) holds the
+    row's setting while its beat is offered."""
+    payloads, stages = zip(*weight_beats) if weight_beats else ((), ())
+    side = []
+    if config.get("out_bits") is not None:
+        side.append((dut.shift, [shift for shift, _ in stages]))
+        if config.get("requant") == "multiplier":
+            side.append((dut.multiplier, [factor for _, factor in stages]))
     return StreamSource(dut, "weights", payloads, rng, idle=idle, side=side)
 
 
@@ -211,7 +219,7 @@ async def _reset_in_flight(dut, config, weight_beats, data_beats, check, rng):
 
 async def run_array(dut, config, *, weight_beats, data_beats, results, check):
     """Run a weight-stationary array (``codnn.hw.common.ws_array``): all weight beats on
-    ``weights`` (``(payload, shift)`` pairs, the shift its row's: ``tile_shifts``), all
+    ``weights`` (``(payload, (shift, multiplier))``, the row's: ``tile_stage``), all
     data beats on ``data`` (random idle cycles), ``results`` beats taken from ``result``
     (random backpressure), ``check(k, word)`` called on each. Returns the
     cycles from the first accepted weight beat to the last result, both included, and the
@@ -235,13 +243,13 @@ async def run_array(dut, config, *, weight_beats, data_beats, results, check):
 
 def result_checker(config, expected):
     """A ``check`` for ``run_array``: result beat ``k`` must hold ``expected[k] = (where,
-    acc, last, shifts)``: every row's ``acc`` (``acc_bits`` two's complement), with
-    ``out_bits`` every row's ``clamp(acc >> shift)`` (its tile's ``shifts``), and the
-    ``last`` flag."""
+    acc, last, stages)``: every row's ``acc`` (``acc_bits`` two's complement), with
+    ``out_bits`` every row's ``clamp((acc * multiplier) >> shift)`` (its tile's
+    ``tile_stage``), and the ``last`` flag."""
     rows, ab, ob, seed = config["rows"], config["acc_bits"], config["out_bits"], config["seed"]
 
     def check(k, word):
-        where, want, want_last, shifts = expected[k]
+        where, want, want_last, stages = expected[k]
         got = [v - (1 << ab) if v >> (ab - 1) else v for v in unpack_lanes(word, ab, rows)]
         for r in range(rows):
             assert got[r] == int(want[r]), (f"{where} row {r}: acc expected {int(want[r])}, "
@@ -249,7 +257,7 @@ def result_checker(config, expected):
         offset = rows * ab
         if ob is not None:
             y = unpack_lanes(word >> offset, ob, rows)
-            want_y = output_stage(want, shifts, ob)
+            want_y = output_stage(want, [s for s, _ in stages], ob, [f for _, f in stages])
             for r in range(rows):
                 assert y[r] == int(want_y[r]), (f"{where} row {r}: y expected "
                                                 f"{int(want_y[r])}, got {y[r]} (seed {seed})")

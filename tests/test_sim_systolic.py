@@ -15,12 +15,13 @@ from codnn.synth.devices import get_device
 #: The larger bit-serial and ECP5 configurations run in ``make test-long``.
 LONG = pytest.mark.long
 ARRAY_KEYS = ("rows", "cols", "alpha", "weight_bits", "data_bits", "data_signed",
-              "acc_bits", "mac", "out_bits")
+              "acc_bits", "mac", "out_bits", "requant")
 
 
 def _run(simulator, seed, *, stalls, vectors, **config):
     config = {"weight_bits": 8, "data_bits": 8, "data_signed": False, "acc_bits": 32,
-              "mac": "parallel", "out_bits": None, "shift": 6, "gamma": 0.5, "vectors": vectors,
+              "mac": "parallel", "out_bits": None, "shift": 6, "requant": "shift",
+              "gamma": 0.5, "vectors": vectors,
               "idle": 0.3 if stalls else 0.0, "backpressure": 0.4 if stalls else 0.0,
               **config}
     dut = ColumnCombinedArray(**{k: config[k] for k in ARRAY_KEYS})
@@ -61,6 +62,18 @@ CONFIGS = {
                                device="ecp5-25k"),
     "8x4-a2-ecp5": dict(rows=8, cols=4, alpha=2, data_bits=7, weight_bits=6, acc_bits=20,
                         layer_rows=17, layer_cols=40, sparsity=0.6, device="ecp5-25k"),
+    # the output stage multiplying before it shifts: a multiplier and a shift per output
+    # channel, 0, 1, 2 and 65535 among the multipliers, shifts 0 to 47 (past the
+    # accumulator's 32 bits), over three row blocks; parallel, and bit-serial with a row
+    # each in its own output FIFO
+    "4x3-a2-multiplier": dict(rows=4, cols=3, alpha=2, out_bits=8, requant="multiplier",
+                              shift=[20, 8, 47, 0, 24, 31, 33, 16, 19],
+                              multiplier=[65535, 1, 65535, 0, 40000, 2, 65535, 32768, 777],
+                              layer_rows=9, layer_cols=30, sparsity=0.6),
+    "5x2-a2-bitserial-multiplier": dict(rows=5, cols=2, alpha=2, mac="bitserial", out_bits=8,
+                                        requant="multiplier", shift=[21, 9, 40, 26, 3, 18],
+                                        multiplier=[50001, 3, 65535, 60000, 1, 12345],
+                                        layer_rows=6, layer_cols=20, sparsity=0.5),
     # 1-bit data: a beat a cycle, nine row sums in flight on nine lanes
     "1x1-bitserial-1bit": dict(rows=1, cols=1, alpha=2, mac="bitserial", data_bits=1,
                                layer_rows=3, layer_cols=5, sparsity=0.3),
@@ -80,7 +93,8 @@ CONFIGS = {
     pytest.param("8x3-a8-bitserial-signed", "verilator", marks=LONG),
     pytest.param("1x1-bitserial-1bit", "verilator", marks=LONG),
     pytest.param("8x3-a8-bitserial-signed", "icarus", marks=LONG),
-    ("3x2-a2-bitserial-narrow", "verilator"),
+    ("3x2-a2-bitserial-narrow", "verilator"), ("4x3-a2-multiplier", "verilator"),
+    ("5x2-a2-bitserial-multiplier", "verilator"),
     pytest.param("4x8-a4-signed-ecp5", "verilator", marks=LONG), ("8x4-a2-ecp5", "icarus"),
 ])
 def test_array_equals_golden(name, simulator, request):
@@ -100,7 +114,8 @@ def test_array_equals_golden(name, simulator, request):
 @pytest.mark.parametrize("name", [pytest.param("4x8-a4-bitserial", marks=LONG),
                                   pytest.param("8x3-a8-bitserial-signed", marks=LONG),
                                   pytest.param("8x3-a8-layer", marks=LONG),
-                                  "3x2-a2-bitserial-narrow"])
+                                  "3x2-a2-bitserial-narrow",
+                                  pytest.param("4x3-a2-multiplier", marks=LONG)])
 def test_reset_in_flight_then_a_fresh_layer(name):
     # A reset (the host link's RESET, a board's button) with the beats of three tiles in
     # the array, results held in the FIFOs, and later tiles' weights loading; then the

@@ -80,7 +80,7 @@ def test_pmac(icarus):
 
 
 ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc_bits",
-              "out_bits")
+              "out_bits", "requant")
 
 
 @pytest.mark.parametrize("config,simulator", [
@@ -90,6 +90,10 @@ ARRAY_KEYS = ("rows", "cols", "g", "alpha", "beta", "mag_bits", "encoding", "acc
     # non-square, NAF, output stage (a shift per output channel), several tiles with
     # partial sums chained
     (dict(rows=3, cols=2, g=4, alpha=6, beta=2, out_bits=8, shift=[10, 0, 31, 7, 12, 9, 3],
+          layer_rows=7, layer_cols=29), "verilator"),
+    # the output stage multiplying before it shifts, a multiplier and shift per channel
+    (dict(rows=3, cols=2, g=4, alpha=6, beta=2, out_bits=8, requant="multiplier",
+          shift=[22, 5, 40, 16, 0, 27, 30], multiplier=[65535, 1, 65535, 20000, 0, 3, 44444],
           layer_rows=7, layer_cols=29), "verilator"),
     # the paper's g=8, alpha=12, beta=3 on one cell, narrow accumulator (wraps), 5 tiles
     pytest.param(dict(rows=1, cols=1, g=8, alpha=12, beta=3, acc_bits=18, layer_rows=1,
@@ -108,7 +112,7 @@ def test_tq_array_equals_golden(config, simulator, request):
     if simulator == "icarus":
         request.getfixturevalue("icarus")
     config = {"mag_bits": 7, "encoding": "naf", "acc_bits": 32, "out_bits": None,
-              "shift": 0, "vectors": 5, **config}
+              "shift": 0, "requant": "shift", "vectors": 5, **config}
     dut = TermQuantArray(**{k: config[k] for k in ARRAY_KEYS})
     reports = []
     for seed, stalls in [(31, True), (32, False)]:
@@ -128,10 +132,12 @@ def test_tq_array_equals_golden(config, simulator, request):
 def test_tq_array_reset_in_flight_then_a_fresh_layer():
     # Five rows (an output FIFO per row): a reset with the beats of two tiles in the
     # array and results in the FIFOs, then the whole layer again, every result and the
-    # cycle count checked.
+    # cycle count checked; the output stage multiplying by a multiplier per channel.
     config = {"rows": 5, "cols": 2, "g": 2, "alpha": 3, "beta": 1, "mag_bits": 7,
-              "encoding": "naf", "acc_bits": 32, "out_bits": 8,
-              "shift": [6, 8, 4, 9, 7, 5, 6, 3, 10, 2, 6], "layer_rows": 11,
+              "encoding": "naf", "acc_bits": 32, "out_bits": 8, "requant": "multiplier",
+              "shift": [20, 22, 4, 30, 21, 19, 20, 3, 24, 18, 20],
+              "multiplier": [16384, 20000, 1, 65535, 16384, 3000, 16384, 8, 16384, 40000,
+                             16384], "layer_rows": 11,
               "layer_cols": 13, "vectors": 5, "reset_in_flight": 7}
     dut = TermQuantArray(**{k: config[k] for k in ARRAY_KEYS})
     for seed, stalls in [(33, False), (34, True)]:

@@ -54,8 +54,8 @@ def _packing_options(sub, *, mac_default):
                           "every layer with an activation, not one per layer")
     sub.add_argument("--requant", choices=REQUANTS, default="shift",
                      help="the output stage's requantization: a shift alone, or a "
-                          "fixed-point multiplier and a shift (golden, and the network "
-                          "engine of codnn compile: a 32 x 16-bit product per row) "
+                          "fixed-point multiplier and a shift (a 32 x 16-bit product per "
+                          "row in the arrays' and the network engine's output stages) "
                           "(default shift)")
     sub.add_argument("--calibrate", choices=CALIBRATIONS, default="max",
                      help="each activation's scale from its calibration values: their "

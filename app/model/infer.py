@@ -87,8 +87,9 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
     (``codnn.golden.network.TermQuantization``) the network runs on the TQ array instead;
     ``per_channel``: a weight scale per output channel; ``requant``, ``clip``: the output
-    stage's requantization and the activations' calibration (``codnn.model.quantize``; a
-    multiplier stage runs in golden only, so not with ``rtl_images`` or a device).
+    stage's requantization and the activations' calibration (``codnn.model.quantize``;
+    with a multiplier stage ``rtl_images`` run on arrays whose output stage multiplies,
+    and a device's accumulators go through golden's).
 
     Raises
     ------
@@ -106,9 +107,6 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         if unfillable:
             raise InputError(f"{unfillable}: the TQ array would spend cycles on slots no "
                              f"data can fill")
-    if requant != "shift" and (rtl_images or device_images and device is not None):
-        raise InputError(f"--requant {requant} runs in golden only: the arrays' output stage "
-                         f"shifts (use --requant shift with --rtl or a device)")
     network = load_onnx(model)
     x_cal, x, y, described = load_inputs(data, network, calibration)
     say(f"quantizing {model} " + (f"and packing it (alpha {alpha}, gamma {gamma})"

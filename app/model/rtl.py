@@ -28,26 +28,27 @@ class RtlMismatch(AssertionError):
     network's."""
 
 
-def _array(network, tq, *, rows, cols, alpha, mac):
+def _array(network, tq, *, rows, cols, alpha, mac, requant):
     """The array component every layer runs on, and its top name (``systolic`` or
     ``tq_array``, which also names its testbench)."""
     if tq is None:
         from codnn.hw.systolic import ColumnCombinedArray
         return ColumnCombinedArray(rows=rows, cols=cols, alpha=alpha, mac=mac, weight_bits=8,
                                    data_bits=network.out_bits, acc_bits=network.acc_bits,
-                                   out_bits=network.out_bits), "systolic"
+                                   out_bits=network.out_bits, requant=requant), "systolic"
     from codnn.hw.tq import TermQuantArray
     return TermQuantArray(rows=rows, cols=cols, g=tq.g, alpha=tq.alpha, beta=tq.beta,
-                   mag_bits=tq.mag_bits, encoding=tq.encoding, acc_bits=network.acc_bits,
-                   out_bits=network.out_bits), "tq_array"
+                          mag_bits=tq.mag_bits, encoding=tq.encoding,
+                          acc_bits=network.acc_bits, out_bits=network.out_bits,
+                          requant=requant), "tq_array"
 
 
-def _shift(shift):
-    """The testbench's ``shift``: one integer (0 for a layer without an output stage), or
-    a list of one per output channel."""
-    if shift is None or np.ndim(shift) == 0:
-        return int(shift or 0)
-    return [int(v) for v in shift]
+def _setting(value, default):
+    """The testbench's ``shift`` or ``multiplier``: one integer (``default`` for a layer
+    without one), or a list of one per output channel."""
+    if value is None or np.ndim(value) == 0:
+        return int(default if value is None else value)
+    return [int(v) for v in value]
 
 
 def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
@@ -67,7 +68,11 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
 
     build_root = Path(build_root or default_build_root())
     tq = network.array_layers[0].tq
-    array, top = _array(network, tq, rows=rows, cols=cols, alpha=alpha, mac=mac)
+    # Requantized by multipliers: an array whose output stage multiplies (a layer without
+    # one takes 1, the shift alone).
+    requant = network.requant
+    array, top = _array(network, tq, rows=rows, cols=cols, alpha=alpha, mac=mac,
+                        requant=requant)
     tensors = network.run(q, keep=True)
     results = []
     for k, layer in enumerate(network.array_layers):
@@ -84,7 +89,8 @@ def run_network_on_rtl(network, q, *, rows, cols, alpha, mac="parallel",
             raise RtlMismatch(f"layer {layer.name}: golden's tiled run differs from the "
                               f"network's accumulators")
         config = {"rows": rows, "cols": cols, "acc_bits": network.acc_bits,
-                  "out_bits": network.out_bits, "shift": _shift(layer.shift),
+                  "out_bits": network.out_bits, "shift": _setting(layer.shift, 0),
+                  "requant": requant, "multiplier": _setting(layer.multiplier, 1),
                   "inputs": save_workload(build_root, X.astype(np.int64)),
                   "bias": save_workload(build_root, layer.bias.astype(np.int64)),
                   "vectors": int(X.shape[1]), "idle": 0.0, "backpressure": 0.0}

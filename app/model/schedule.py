@@ -77,13 +77,14 @@ def dense_layer(packed):
                        columns=F.shape[1], pruned=0)
 
 
-def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc_bits):
+def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc_bits,
+         requant):
     tiles = make_tiles(packed, rows, cols, alpha)
     used = [tile.used_cells for tile in tiles]
     # The array has its output stage whether or not a layer uses it (the logits read the
-    # accumulators beside it), so every layer takes its two cycles.
+    # accumulators beside it), so every layer takes its cycles.
     report = cycle_model([vectors] * len(tiles), rows=rows, cols=cols, out_stage=True,
-                         used_cells=used,
+                         used_cells=used, requant=requant,
                          **mac_timing(mac, data_bits=data_bits, weight_bits=weight_bits,
                                       cols=cols, acc_bits=acc_bits))
     return tiles, report, {
@@ -92,7 +93,7 @@ def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc
         "psum_bytes": report.beats * rows * acc_bits // 8}
 
 
-def _run_tq(layer, vectors, *, rows, cols, acc_bits):
+def _run_tq(layer, vectors, *, rows, cols, acc_bits, requant):
     """The TQ array's tiles (row blocks x column blocks of ``g``-channel groups) and cycle
     report; a cell is used where its group has a nonzero weight."""
     tq, F = layer.tq, layer.packed.dense()
@@ -101,7 +102,8 @@ def _run_tq(layer, vectors, *, rows, cols, acc_bits):
     used = [int(nonzero[i:i + rows, j:j + cols].sum())
             for i in range(0, N, rows) for j in range(0, max(G, 1), cols)]
     report = cycle_model([vectors] * len(used), rows=rows, cols=cols, out_stage=True,
-                         used_cells=used, **tq_timing(tq.alpha, tq.beta, tq.mag_bits))
+                         used_cells=used, requant=requant,
+                         **tq_timing(tq.alpha, tq.beta, tq.mag_bits))
     slot_bits = term_slot_bits(tq.mag_bits, tq.g)
     return report, {
         "weight_bytes": len(used) * rows * -(-cols * tq.alpha * slot_bits // 8),
@@ -125,7 +127,8 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
     shapes = {name: value.shape[1:] for name, value in network.run(q, keep=True).items()}
     layers, host = [], []
     common = {"rows": rows, "cols": cols, "mac": mac, "data_bits": data_bits,
-              "weight_bits": weight_bits, "acc_bits": network.acc_bits}
+              "weight_bits": weight_bits, "acc_bits": network.acc_bits,
+              "requant": network.requant}
     for step in network.steps:
         if not isinstance(step, ArrayLayer):
             host.append((step.name, type(step).__name__))
@@ -136,7 +139,7 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
             blocks = (1 + max(t.row_block for t in tiles), 1 + max(t.col_block for t in tiles))
         else:
             report, moved = _run_tq(step, vectors, rows=rows, cols=cols,
-                                    acc_bits=network.acc_bits)
+                                    acc_bits=network.acc_bits, requant=network.requant)
             groups = -(-step.packed.columns // step.tq.g)
             blocks = (-(-step.packed.rows // rows), max(1, -(-groups // cols)))
         _, dense, _ = _run(dense_layer(step.packed), vectors, alpha=1, **common)

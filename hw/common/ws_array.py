@@ -9,9 +9,11 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from codnn.golden.systolic import MAX_CELLS
+from codnn.golden.systolic import (MAX_CELLS, REQUANT_BITS, REQUANT_KINDS,
+                                   REQUANT_PRODUCT_STEPS, output_stage_steps)
 from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import delay, memory_delay, stage
+from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
 from codnn.hw.common.output_stage import output_stage, over_mask
 from codnn.hw.common.params import positive_int
 
@@ -112,10 +114,11 @@ class _Stages:
     last_part: Value = None
     last_bank: Value = None
     last_row: Value = None
-    # _bank_states: a bank whole (and which), each row's shift per bank.
+    # _bank_states: a bank whole (and which), each row's shift (and multiplier) per bank.
     loaded: Signal = None
     loaded_bank: Signal = None
     row_shift: list = None
+    row_multiplier: list = None
     # _weight_banks: each cell's weight writes (where, bank) and the banks it reads.
     writes: list = None
     reads: list = None
@@ -147,11 +150,15 @@ class WeightStationaryArray(wiring.Component):
     (arithmetic shift, in two steps) with a shift per array row and tile: row r of a tile
     uses the value ``shift`` had when the tile's weight beat for row r was accepted (so
     each output channel can have its own, and it may change from one beat to the next;
-    held steady, it is the layer's one shift).
+    held steady, it is the layer's one shift). With ``requant="multiplier"`` as well,
+    ``y = clamp((acc * multiplier) >> shift, ...)``, ``multiplier`` (16 bits, unsigned)
+    taken with the row's weight beat as ``shift`` is and ``shift`` up to ``acc_bits +
+    15``: the product of the accumulator's and the multiplier's 17-bit pieces, summed,
+    ``REQUANT_PRODUCT_STEPS`` (2) steps before the output stage.
 
     Latency: ``pipeline_depth + 2`` cycles from a data beat's acceptance to its result on
     ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + product_steps`` (+2
-    with an output stage): the input register, the subclass's edge, the skew of the columns
+    with an output stage, +4 with the multiplier): the input register, the subclass's edge, the skew of the columns
     and rows, an operand step and ``product_steps`` steps to a cell's product
     (``beat_cycles`` unless the subclass says otherwise).
 
@@ -178,7 +185,7 @@ class WeightStationaryArray(wiring.Component):
 
     def __init__(self, *, rows, cols, acc_bits, out_bits, cell_weight, column_data,
                  beat_cycles, edge_latency, product_steps=None, weight_cycles=1,
-                 rows_aligned=False):
+                 rows_aligned=False, requant="shift"):
         if rows * cols > MAX_CELLS:
             raise ValueError(f"An array of {rows} x {cols} cells is larger than codnn builds "
                              f"(at most {MAX_CELLS} cells, e.g. 128 x 128, which takes minutes "
@@ -189,6 +196,12 @@ class WeightStationaryArray(wiring.Component):
                 raise ValueError(f"Output width ({out_bits}) must not exceed the accumulator "
                                  f"width ({acc_bits})")
         self._rows, self._cols, self._acc_bits, self._out_bits = rows, cols, acc_bits, out_bits
+        if requant not in REQUANT_KINDS:
+            raise ValueError(f"Requantization must be one of {', '.join(REQUANT_KINDS)}, "
+                             f"not {requant!r}")
+        self._stage_steps = output_stage_steps(out_bits is not None, requant)
+        self._multiply = out_bits is not None and requant == "multiplier"
+        assert SPLIT_PRODUCT_STEPS == REQUANT_PRODUCT_STEPS
         self._cell_weight = cell_weight
         positive_int(weight_cycles, "Weight cycle count")
         if weight_cycles > 1 and not (isinstance(cell_weight, data.ArrayLayout)
@@ -212,13 +225,17 @@ class WeightStationaryArray(wiring.Component):
             "result": Out(stream.Signature(data.StructLayout(result_fields))),
         }
         if out_bits is not None:
-            members["shift"] = In(range(acc_bits))
+            members["shift"] = In(range(acc_bits + REQUANT_BITS * self._multiply))
+        if self._multiply:
+            members["multiplier"] = In(unsigned(REQUANT_BITS))
         super().__init__(members)
 
     rows = property(lambda self: self._rows, doc="Array rows.")
     cols = property(lambda self: self._cols, doc="Array columns.")
     acc_bits = property(lambda self: self._acc_bits, doc="Accumulator width.")
     out_bits = property(lambda self: self._out_bits, doc="Output stage width or None.")
+    requant = property(lambda self: REQUANT_KINDS[self._multiply],
+                       doc="The output stage's requantization: shift or multiplier.")
     beat_cycles = property(lambda self: self._beat_cycles,
                            doc="Cycles per data beat in steady state.")
     edge_latency = property(lambda self: self._edge_latency,
@@ -232,7 +249,7 @@ class WeightStationaryArray(wiring.Component):
     def pipeline_depth(self):
         """Register stages from an accepted data beat to the output FIFOs."""
         return (self.rows + self.cols + 1 + self._edge_latency + self._product_steps
-                + (2 if self.out_bits is not None else 0))
+                + self._stage_steps)
 
     @property
     def fifo_depth(self):
@@ -254,7 +271,8 @@ class WeightStationaryArray(wiring.Component):
         ``beat_cycles - 1``; ``at_end`` is ``phase == beat_cycles - 1``, a register.
         Replace each ``row_psum[r]`` with the row's partial sum after the last column.
         With ``rows_aligned``, every ``row_psum[r]`` holds a beat's partial sum
-        ``pipeline_depth - 1`` cycles after its acceptance (``- 3`` with an output stage),
+        ``pipeline_depth - 1`` cycles after its acceptance (``- 3`` with an output stage,
+        ``- 5`` with the multiplier),
         and every row's result is due a cycle later."""
         raise NotImplementedError
 
@@ -388,14 +406,20 @@ class WeightStationaryArray(wiring.Component):
                 m.d.sync += k.bank_state[b].eq(BANK_FULL)
         with m.If(last_in):
             m.d.sync += k.use_bank.eq(~k.use_bank)
-        # Each row's output-stage shift, per bank, taken with the row's weight beat.
+        # Each row's output-stage shift (and multiplier), per bank, taken with the row's
+        # weight beat.
         if self.out_bits is not None:
-            k.row_shift = [[Signal(range(self.acc_bits), name=f"shift{b}_r{r}")
+            k.row_shift = [[Signal.like(self.shift, name=f"shift{b}_r{r}")
                             for r in range(R)] for b in range(2)]
+            k.row_multiplier = [[Signal.like(self.multiplier, name=f"multiplier{b}_r{r}")
+                                 for r in range(R)] for b in range(2)] if self._multiply \
+                else None
             for b in range(2):
                 for r in range(R):
                     with m.If(k.weights_go & (k.load_bank == b) & (k.load_row == r)):
                         m.d.sync += k.row_shift[b][r].eq(self.shift)
+                        if self._multiply:
+                            m.d.sync += k.row_multiplier[b][r].eq(self.multiplier)
         with m.If(k.weights_go):
             with m.If(k.load_row == R - 1):
                 m.d.sync += [k.load_row.eq(0), k.load_bank.eq(~k.load_bank)]
@@ -473,7 +497,7 @@ class WeightStationaryArray(wiring.Component):
         psum_in = stage(m, self.data.payload.psum, "psum_in")
         if self._rows_aligned:
             # Every row's partial sum waits until a cycle before the cells' results.
-            wait = depth - 2 - (2 if self.out_bits is not None else 0)
+            wait = depth - 2 - self._stage_steps
         else:
             # Row r's partial sum waits until its cells' products are ready: R-1-r
             # cycles of skew (below), the edge, and the cell's steps before its adder.
@@ -506,18 +530,30 @@ class WeightStationaryArray(wiring.Component):
                 m.d.comb += result.acc[r].eq(delay(m, row_psum[r], skew[r], f"deskew_r{r}"))
         else:
             # The output stage acts on each row as it leaves the cells, with the shift its
-            # row took with the tile's weights: row r's result is in the output stage's
-            # first step when its beat is pipe_bank[depth - 3 - skew[r]], so its shift and
-            # mask (bit k of acc lands at or above out_bits) are registered a cycle
-            # before, from the bank that beat used.
+            # row took with the tile's weights: row r's partial sum holds its beat when
+            # the beat is pipe_bank[base - 1 - skew[r]] (``base`` the depth without the
+            # stage), and its value (or, with the multiplier, its product, two steps
+            # later) is in the output stage's first step; the shift and mask (bit k of
+            # the value lands at or above out_bits) are registered a cycle before, from
+            # the bank that beat used, and so is the multiplier.
+            base = depth - self._stage_steps
+            bits = self.acc_bits + REQUANT_BITS * self._multiply
+
+            def own(values, r, at):
+                return Mux(k.pipe_bank[at - skew[r]], values[1][r], values[0][r])
             for r in reversed(range(R)):
-                own = Mux(k.pipe_bank[depth - 4 - skew[r]], k.row_shift[1][r],
-                          k.row_shift[0][r])
-                shift = stage(m, own, f"shift_r{r}")
-                mask = stage(m, over_mask(own, self.out_bits, self.acc_bits), f"over_mask_r{r}")
-                y = output_stage(m, row_psum[r], shift, mask, self.out_bits, f"r{r}")
+                value, at = row_psum[r], base - 2
+                if self._multiply:
+                    factor = stage(m, own(k.row_multiplier, r, at), f"multiplier_r{r}")
+                    value = split_product(m, row_psum[r], factor, f"requant_r{r}")
+                    at += REQUANT_PRODUCT_STEPS
+                shift = stage(m, own(k.row_shift, r, at), f"shift_r{r}")
+                mask = stage(m, over_mask(own(k.row_shift, r, at), self.out_bits, bits),
+                             f"over_mask_r{r}")
+                y = output_stage(m, value, shift, mask, self.out_bits, f"r{r}")
                 m.d.comb += [
-                    result.acc[r].eq(delay(m, row_psum[r], skew[r] + 2, f"deskew_r{r}")),
+                    result.acc[r].eq(delay(m, row_psum[r], skew[r] + self._stage_steps,
+                                           f"deskew_r{r}")),
                     result.y[r].eq(delay(m, y, skew[r], f"deskew_y_r{r}"))]
         self._output_fifos(m, result, k.pipe_valid)
 

@@ -9,12 +9,12 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (ACT_PORTS, DECIDE_CYCLES, HEADER_CYCLES,
                                           MAX_GATHER_PORTS, PREFETCH_BURST,
-                                          PREFETCH_BURSTS, REQUANT_KINDS, WEIGHT_PORTS,
+                                          PREFETCH_BURSTS, WEIGHT_PORTS,
                                           EngineConfig, act_stride, bias_bytes,
                                           external_weight_bytes, image_word, max_shift,
                                           table_words, word_stride)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS, Op
-from codnn.golden.systolic import MAC_KINDS, select_bits
+from codnn.golden.systolic import MAC_KINDS, REQUANT_KINDS, select_bits
 from codnn.hw.common.counters import counter
 from codnn.hw.common.delays import stage
 from codnn.hw.common.params import positive_int

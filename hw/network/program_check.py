@@ -29,11 +29,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (MAX_KERNEL, MAX_SIDE, MAX_STEP_IMAGES,
-                                          MAX_STRIDE, MULTIPLIER_BITS, REQUANT_KINDS,
-                                          EngineConfig, bias_bytes, image_word, tile_bytes)
+                                          MAX_STRIDE, MULTIPLIER_BITS, EngineConfig,
+                                          bias_bytes, image_word, tile_bytes)
 from codnn.golden.program_format import (HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION,
                                          Op, unused_bits)
-from codnn.golden.systolic import MAC_KINDS
+from codnn.golden.systolic import MAC_KINDS, REQUANT_KINDS
 from codnn.hw.common.delays import stage
 from codnn.hw.network.descriptor import HeaderLayout, StepLayout
 

@@ -6,9 +6,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (REQUANT_KINDS, REQUANT_PRODUCT_STEPS,
-                                          RESULT_WRITE_STEPS)
-from codnn.golden.systolic import REQUANT_BITS
+from codnn.golden.network_program import RESULT_WRITE_STEPS
+from codnn.golden.systolic import REQUANT_BITS, REQUANT_KINDS, REQUANT_PRODUCT_STEPS
 from codnn.hw.common.delays import delay, stage
 from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
 from codnn.hw.common.output_stage import output_stage, over_mask

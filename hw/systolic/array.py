@@ -97,6 +97,9 @@ class ColumnCombinedArray(WeightStationaryArray):
         MAC kind: ``"parallel"`` or ``"bitserial"``.
     out_bits : int or None
         Width of the output stage's result, or None for no output stage.
+    requant : str
+        The output stage's requantization: ``"shift"``, or ``"multiplier"`` (a
+        ``multiplier`` input beside ``shift``; see ``WeightStationaryArray``).
 
     Attributes
     ----------
@@ -109,19 +112,23 @@ class ColumnCombinedArray(WeightStationaryArray):
         of every row, and whether this beat ends the tile.
     result : Out(stream.Signature(StructLayout({"acc": ArrayLayout(signed(acc_bits), rows),
              ["y": ArrayLayout(unsigned(out_bits), rows),] "last": 1})))
-    shift : In(range(acc_bits)), only with ``out_bits``
+    shift : In(range(acc_bits)), only with ``out_bits`` (``range(acc_bits + 16)`` with
+        the multiplier)
         Output stage shift, registered row by row (see ``WeightStationaryArray``).
+    multiplier : In(16), only with ``out_bits`` and ``requant="multiplier"``
+        Output stage multiplier, registered row by row as ``shift`` is.
 
     Raises
     ------
     TypeError
         If a size or width is not a positive integer, or ``data_signed`` is not a bool.
     ValueError
-        If ``mac`` is unknown, a width is too small, or ``out_bits`` exceeds ``acc_bits``.
+        If ``mac`` or ``requant`` is unknown, a width is too small, or ``out_bits`` exceeds
+        ``acc_bits``.
     """
 
     def __init__(self, *, rows, cols, alpha=1, weight_bits=8, data_bits=8, data_signed=False,
-                 acc_bits=32, mac="parallel", out_bits=None):
+                 acc_bits=32, mac="parallel", out_bits=None, requant="shift"):
         positive_int(rows, "Row count")
         positive_int(cols, "Column count")
         positive_int(alpha, "Alpha")
@@ -150,7 +157,7 @@ class ColumnCombinedArray(WeightStationaryArray):
             cell_weight=data.StructLayout({"w": signed(weight_bits),
                                            "sel": unsigned(self._sel_bits)}),
             column_data=data.ArrayLayout(data_shape, alpha),
-            rows_aligned=mac == "bitserial", **mac_timing(mac, **serial))
+            rows_aligned=mac == "bitserial", requant=requant, **mac_timing(mac, **serial))
 
     alpha = property(lambda self: self._alpha, doc="Data streams per array column.")
     weight_bits = property(lambda self: self._weight_bits, doc="Weight width.")

@@ -102,17 +102,19 @@ class TermQuantArray(WeightStationaryArray):
         Data term encoding: ``"binary"``, ``"naf"`` or ``"booth"``.
     acc_bits : int
     out_bits : int or None
+    requant : str
+        ``"shift"`` or ``"multiplier"``, as ``WeightStationaryArray``.
 
     Attributes
     ----------
     weights : In(stream.Signature(ArrayLayout(ArrayLayout(weight_term, alpha), cols)))
     data : In(stream.Signature(StructLayout({"x": ArrayLayout(ArrayLayout(
            sign_magnitude(mag_bits), g), cols), "psum": ..., "last": 1})))
-    result, shift : as ``WeightStationaryArray``.
+    result, shift, multiplier : as ``WeightStationaryArray``.
     """
 
     def __init__(self, *, rows, cols, g=8, alpha=12, beta=3, mag_bits=7, encoding="naf",
-                 acc_bits=32, out_bits=None):
+                 acc_bits=32, out_bits=None, requant="shift"):
         for value, what in [(rows, "Row count"), (cols, "Column count"), (g, "Group size"),
                             (alpha, "Weight term budget"), (beta, "Data term budget"),
                             (acc_bits, "Accumulator width")]:
@@ -128,7 +130,7 @@ class TermQuantArray(WeightStationaryArray):
         super().__init__(
             rows=rows, cols=cols, acc_bits=acc_bits, out_bits=out_bits,
             cell_weight=data.ArrayLayout(weight_term(mag_bits, g), alpha),
-            column_data=data.ArrayLayout(sign_magnitude(mag_bits), g),
+            column_data=data.ArrayLayout(sign_magnitude(mag_bits), g), requant=requant,
             **tq_timing(alpha, beta, mag_bits))
 
     g = property(lambda self: self._g, doc="Values per group.")
