@@ -86,7 +86,8 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
            "GatherTable", "lane_choices", "table_bytes", "table_entries", "table_words",
            "step_cycles", "layer_cycles", "max_shift", "result_write_steps",
-           "pool_unit_cycles", "acc_add_lanes", "acc_add_groups", "acc_add_cycles", "mixed_add_lanes", "mixed_add_groups",
+           "pool_unit_cycles", "acc_add_lanes", "acc_add_groups", "acc_add_cycles",
+           "mixed_add_lanes", "mixed_add_groups",
            "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
@@ -1070,7 +1071,8 @@ def _decode(data, weight_bytes):
                           out_bits=h["out_bits"], acc_bits=h["acc_bits"],
                           gather_ports=h["gather_ports"],
                           requant=REQUANT_KINDS[h["requant"]], act_words=h["act_words"],
-                          acc_words=h["acc_words"], psum_words=h["psum_words"], weight_bytes=weight_bytes)
+                          acc_words=h["acc_words"], psum_words=h["psum_words"],
+                          weight_bytes=weight_bytes)
     try:
         engine.check()
     except ProgramError as error:

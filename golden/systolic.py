@@ -29,9 +29,9 @@ import numpy as np
 
 __all__ = ["MAC_KINDS", "MAX_CELLS", "select_bits", "FIFO_LATENCY", "Tile", "check_fits",
            "make_tiles", "tile_beats", "wrap", "REQUANT_BITS", "output_stage", "run_tile",
-           "run_layer",
-           "PARALLEL_PRODUCT_STEPS", "OUTPUT_STAGE_STEPS", "REQUANT_PRODUCT_STEPS",
-           "REQUANT_KINDS", "output_stage_steps", "serial_word_bits", "serial_lanes", "mac_timing",
+           "run_layer", "PARALLEL_PRODUCT_STEPS", "OUTPUT_STAGE_STEPS", "REQUANT_PRODUCT_STEPS",
+           "REQUANT_KINDS", "output_stage_steps", "serial_word_bits", "serial_lanes",
+           "mac_timing",
            "pipeline_depth", "latency", "cycle_model", "CycleReport"]
 
 

@@ -2,8 +2,9 @@
 
 Configuration (``CODNN_TB_CONFIG``): the array's parameters (``rows``, ``cols``, ``g``,
 ``alpha``, ``beta``, ``mag_bits``, ``encoding``, ``acc_bits``, ``out_bits``, ``requant``),
-the run-time ``shift`` (and ``multiplier``), as ``codnn.sim.tb_systolic``, the layer (``layer_rows`` x ``layer_cols`` from a structured random layer,
-quantized to ``mag_bits`` magnitude bits), ``vectors`` data vectors (random over the full
+the run-time ``shift`` (and ``multiplier``), as ``codnn.sim.tb_systolic``, the layer
+(``layer_rows`` x ``layer_cols`` from a structured random layer, quantized to
+``mag_bits`` magnitude bits), ``vectors`` data vectors (random over the full
 range, with a full-scale one) per tile, or ``weights``, ``inputs`` and ``bias`` (``.npy``
 files: a whole network's layer), ``idle``/``backpressure`` and ``seed``.
 

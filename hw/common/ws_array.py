@@ -158,9 +158,9 @@ class WeightStationaryArray(wiring.Component):
 
     Latency: ``pipeline_depth + 2`` cycles from a data beat's acceptance to its result on
     ``result``, ``pipeline_depth = rows + cols + 1 + edge_latency + product_steps`` (+2
-    with an output stage, +4 with the multiplier): the input register, the subclass's edge, the skew of the columns
-    and rows, an operand step and ``product_steps`` steps to a cell's product
-    (``beat_cycles`` unless the subclass says otherwise).
+    with an output stage, +4 with the multiplier): the input register, the subclass's
+    edge, the skew of the columns and rows, an operand step and ``product_steps`` steps to
+    a cell's product (``beat_cycles`` unless the subclass says otherwise).
 
     With ``weight_cycles`` > 1 a cell's weight is an array of that many parts, written
     one part a cycle: a ``weights`` beat is accepted at most every ``weight_cycles``
