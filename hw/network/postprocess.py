@@ -91,6 +91,7 @@ class _State(enum.Enum, shape=4):
     ADD = 6
     SETUP = 7           # a pooling step's first window, from the products of its sizes
     WIDE = 8            # the add of accumulators (``_wide_add``)
+    MIXED = 9           # the add of accumulators and activations (``_wide_add``)
 
 
 @dataclass(frozen=True)
@@ -230,8 +231,12 @@ class PostProcess(wiring.Component):
                 with m.If(self.start):
                     m.d.sync += step.eq(self.step)
                     with m.If(self.step.op == PostOp.ADD):
+                        # The add's kind is its state, so that no step flag stands
+                        # between the state and the wide operands' enables.
+                        a_acc, b_acc = self.step.a_acc, self.step.b_acc
                         m.d.sync += [index.eq(0), state.eq(Mux(
-                            self.step.a_acc | self.step.b_acc, _State.WIDE, _State.ADD))]
+                            a_acc | b_acc, Mux(a_acc ^ b_acc, _State.MIXED, _State.WIDE),
+                            _State.ADD))]
                     with m.Else():
                         g = self.step
                         m.d.sync += [pool.plane_step.eq(g.height * g.width),
@@ -431,12 +436,12 @@ class PostProcess(wiring.Component):
     def _wide_add(self, m, step, state, act_products):
         """The add with an operand in the accumulator buffer.
 
-        Both operands accumulators: ``acc_add_lanes(lanes)`` lanes a cycle through as
-        many pairs of 32 x 24-bit products; a word's operands are read one after the
-        other (through ``read[0]``, or ``acc_read``) into the next word's registers while
-        the current word's lanes go through the products, a group of lanes a cycle.
+        Both operands accumulators (state WIDE): ``acc_add_lanes(lanes)`` lanes a cycle
+        through as many pairs of 32 x 24-bit products; a word's operands are read one
+        after the other (through ``acc_read``) into the next word's registers while the
+        current word's lanes go through the products, a group of lanes a cycle.
 
-        One operand activations (``mixed``): twice as many lanes a cycle
+        One operand activations (``mixed``, state MIXED): twice as many lanes a cycle
         (``mixed_add_lanes``) through the same products, one for each lane's
         accumulator, beside the lane-parallel add's product of the lane's activation
         (``act_products``); a word's two operands are read together (``acc_read`` and
@@ -450,8 +455,8 @@ class PostProcess(wiring.Component):
         P, G = acc_add_lanes(R), acc_add_groups(R)      # lanes a group, groups a word
         Q, H = mixed_add_lanes(R), mixed_add_groups(R)  # the same with activations
         mixed = Signal(name="wide_mixed")
-        m.d.comb += mixed.eq(step.a_acc ^ step.b_acc)
-        wide = (state == _State.WIDE) & ~mixed
+        m.d.comb += mixed.eq(state == _State.MIXED)
+        wide = state == _State.WIDE
         write_word = Signal(17, name="wide_write_word")    # the next word to write
         full, issuing, last_group = self._both_accumulators(m, step, wide, P, G)
         mix_issue, mix_group, mix_operands = self._mixed_reads(m, step, state, mixed, Q, H)
@@ -499,28 +504,14 @@ class PostProcess(wiring.Component):
             m.d.sync += write_word.eq(0)
 
     def _both_accumulators(self, m, step, wide, P, G):
-        """The add of two accumulator operands (``wide``: in WIDE, neither operand
-        activations): each word's operands read one after the other (through ``read[0]``,
-        or ``acc_read``) into the next word's registers (32-bit lanes; activations as
-        their values), moved into the current word's (``full.a``, ``full.b``) once its
-        last group goes, which shift ``P`` lanes a group. Returns ``full`` (with ``a`` and
-        ``b``), ``issuing`` (a group's lanes go into the products) and ``last_group``."""
-        R, D = self._lanes, self._data_bits
-
-        def operand(is_acc, signed):
-            """The word just read, as 32-bit lanes (activations as their values), with
-            ``G * P`` lanes (the last group's spare lanes 0)."""
-            act = self.read_data[0]
-            lanes = [signed_lane(act.word_select(k, D), signed) for k in range(R)]
-            word = Mux(is_acc, self.acc_read_data,
-                       Cat(Cat(v, v[-1].replicate(_ACC_BITS - D - 1)) for v in lanes))
-            return Cat(word, C(0, (G * P - R) * _ACC_BITS))
-
-        def read(address, is_acc):
-            with m.If(is_acc):
-                m.d.comb += self.acc_read.eq(address)
-            with m.Else():
-                m.d.comb += self.read[0].eq(address)
+        """The add of two accumulator operands (``wide``: in WIDE): each word's operands
+        read one after the other through ``acc_read`` into the next word's registers
+        (``G * P`` 32-bit lanes, the last group's spare lanes 0), moved into the current
+        word's (``full.a``, ``full.b``) once its last group goes, which shift ``P`` lanes
+        a group. Returns ``full`` (with ``a`` and ``b``), ``issuing`` (a group's lanes go
+        into the products) and ``last_group``."""
+        R = self._lanes
+        operand = Cat(self.acc_read_data, C(0, (G * P - R) * _ACC_BITS))
 
         width = G * P * _ACC_BITS
         full = _Words(Signal(name="wide_full"), Signal(width, name="wide_a"),
@@ -542,13 +533,13 @@ class PostProcess(wiring.Component):
             with m.Switch(phase):
                 with m.Case(0):
                     with m.If(~next_full & (read_word != step.words)):
-                        read(step.src + read_word, step.a_acc)
+                        m.d.comb += self.acc_read.eq(step.src + read_word)
                         m.d.sync += phase.eq(1)
                 with m.Case(1):
-                    read(step.src_b + read_word, step.b_acc)
-                    m.d.sync += [a_next.eq(operand(step.a_acc, step.a_signed)), phase.eq(2)]
+                    m.d.comb += self.acc_read.eq(step.src_b + read_word)
+                    m.d.sync += [a_next.eq(operand), phase.eq(2)]
                 with m.Case(2):
-                    m.d.sync += [b_next.eq(operand(step.b_acc, step.b_signed)),
+                    m.d.sync += [b_next.eq(operand),
                                  next_full.eq(1), read_word.eq(read_word + 1), phase.eq(0)]
             with m.If(next_full & (~full.valid | last_group)):
                 m.d.sync += [full.a.eq(a_next), full.b.eq(b_next), full.valid.eq(1),
@@ -569,7 +560,7 @@ class PostProcess(wiring.Component):
         word = Signal(17, name="mixed_read_word")
         group = Signal(range(H), name="mixed_read_group")
         reading = Signal(name="mixed_reading")
-        m.d.comb += reading.eq((state == _State.WIDE) & mixed & (word != step.words))
+        m.d.comb += reading.eq(mixed & (word != step.words))
         with m.If(reading):
             m.d.comb += [self.acc_read.eq(Mux(step.a_acc, step.src, step.src_b) + word),
                          self.read[1].eq(Mux(step.a_acc, step.src_b, step.src) + word)]
