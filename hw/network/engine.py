@@ -78,7 +78,7 @@ class _Shared:
     total: Signal = None
     last_col: Signal = None
     bad_shift: object = None            # a row block's shift past the output stage
-    bad_selects: object = None
+    selects: object = None              # a cell word's stream selects, column by column
     taking: object = None
     streaming: Signal = None
     first_col: Signal = None
@@ -450,8 +450,8 @@ class NetworkEngine(wiring.Component):
         # gather lane past the rows (but 0xFF, none: the gather's ``bad_table``), a stream
         # select past alpha. They set ``error`` and the run goes on to its end (as a memory
         # error does).
-        W, A = p["cols"], p["alpha"]
-        k.bad_selects = Cat(k.word.payload.word_select(c, 16)[8:] >= A for c in range(W)).any()
+        W = p["cols"]
+        k.selects = Cat(k.word.payload.word_select(c, 16)[8:] for c in range(W))
         m.d.comb += gather.limit.eq(k.check.act_size)
         with m.If(gather.fault):
             m.d.sync += k.error.eq(1)
@@ -729,9 +729,13 @@ class NetworkEngine(wiring.Component):
         weights_go = array.weights.valid & array.weights.ready
         last = Signal(name="cells_last")
         m.d.comb += word.ready.eq(array.weights.ready)
-        # A cell's stream select past alpha sets ``error`` a cycle after it is taken: the
-        # comparison of the memory's word is registered before the flag.
-        with m.If(stage(m, weights_go & k.bad_selects, "bad_select", reset_less=False)):
+        # A cell's stream select past alpha sets ``error`` two cycles after it is taken:
+        # the memory's word (the block RAM's output, unregistered) is registered before
+        # the comparisons.
+        selects = stage(m, k.selects, "cell_selects")
+        taken = stage(m, weights_go, "cells_taken", reset_less=False)
+        A, W = self._p["alpha"], self._p["cols"]
+        with m.If(taken & Cat(selects.word_select(c, 8) >= A for c in range(W)).any()):
             m.d.sync += k.error.eq(1)
         with m.If(weights_go):
             m.d.sync += k.loaded.eq(k.loaded + 1)
