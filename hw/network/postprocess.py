@@ -459,17 +459,24 @@ class PostProcess(wiring.Component):
         wide = state == _State.WIDE
         write_word = Signal(17, name="wide_write_word")    # the next word to write
         full, issuing, last_group = self._both_accumulators(m, step, wide, P, G)
-        mix_issue, mix_group, mix_operands = self._mixed_reads(m, step, state, mixed, Q, H)
+        mix_issue, mix_group, mix_load, mix_lanes = self._mixed_reads(m, step, mixed, Q, H)
         # The products: in pairs (a lane's two accumulators) or one a lane (its
-        # accumulator; the activation's product is the lane-parallel add's).
+        # accumulator; the activation's product is the lane-parallel add's). Their
+        # operands are registers alone: the current word's first lanes, into which an add
+        # with activations loads its group's accumulators (lane u into product u), and the
+        # step's multipliers, registered every cycle (the step holds still from its start,
+        # and its first products come cycles after).
         m_acc = Mux(step.a_acc, step.ma, step.mb)
         group_at_product = delay(m, mix_group, SPLIT_PRODUCT_STEPS, "mixed_product_group")
         products = []
         for u in range(2 * P):
-            both = (full.a if u % 2 == 0 else full.b).word_select(u // 2, _ACC_BITS)
-            operand = Mux(mixed, mix_operands[u], both.as_signed())
-            multiplier = Mux(mixed, m_acc, step.ma if u % 2 == 0 else step.mb)
-            products.append(split_product(m, operand, multiplier, f"wide_{u}_p"))
+            half = full.a if u % 2 == 0 else full.b
+            with m.If(mix_load):
+                m.d.sync += half.word_select(u // 2, _ACC_BITS).eq(mix_lanes[u])
+            factor = Signal.like(step.ma, name=f"wide_{u}_factor")
+            m.d.sync += factor.eq(Mux(mixed, m_acc, step.ma if u % 2 == 0 else step.mb))
+            products.append(split_product(m, half.word_select(u // 2, _ACC_BITS).as_signed(),
+                                          factor, f"wide_{u}_p"))
         clamped_pairs, clamped_lanes = [], []
         for u in range(Q):
             act = Array(act_products[g * Q + u] if g * Q + u < R else C(0, signed(2))
@@ -549,13 +556,14 @@ class PostProcess(wiring.Component):
                          group.eq(0)]
         return full, issuing, last_group
 
-    def _mixed_reads(self, m, step, state, mixed, Q, H):
-        """The add of accumulators and activations: word ``k``'s accumulators and
-        activations read together (``acc_read``, ``read[1]``), the addresses held for
-        the word's ``H`` groups; a cycle after each read its group's ``Q`` accumulator
-        lanes are registered as the products' operands. Returns ``issue`` (those
-        operands valid: ``SPLIT_PRODUCT_STEPS`` cycles later their products, and the
-        activations' of the same read, are ready), the group and the operands."""
+    def _mixed_reads(self, m, step, mixed, Q, H):
+        """The add of accumulators and activations (``mixed``: in MIXED): word ``k``'s
+        accumulators and activations read together (``acc_read``, ``read[1]``), the
+        addresses held for the word's ``H`` groups; a cycle after each read (``load``)
+        its group's ``Q`` accumulator lanes (``lanes``) go into the products' operand
+        registers. Returns ``issue`` (those operands valid: ``SPLIT_PRODUCT_STEPS``
+        cycles later their products, and the activations' of the same read, are ready),
+        the group, ``load`` and ``lanes``."""
         R = self._lanes
         word = Signal(17, name="mixed_read_word")
         group = Signal(range(H), name="mixed_read_group")
@@ -567,13 +575,13 @@ class PostProcess(wiring.Component):
             m.d.sync += group.eq(Mux(group == H - 1, 0, group + 1))
             with m.If(group == H - 1):
                 m.d.sync += word.eq(word + 1)
-        with m.If(state == _State.IDLE):
+        with m.If(~mixed):
             m.d.sync += [word.eq(0), group.eq(0)]
         landed = stage(m, reading, "mixed_landed", reset_less=False)
         landed_group = stage(m, group, "mixed_landed_group")
-        lanes = [self.acc_read_data.word_select(k, _ACC_BITS).as_signed() if k < R
-                 else C(0, signed(_ACC_BITS)) for k in range(H * Q)]
-        operands = [stage(m, Array(lanes[g * Q + u] for g in range(H))[landed_group],
-                          f"mixed_operand_{u}") for u in range(Q)]
+        lanes = [self.acc_read_data.word_select(k, _ACC_BITS) if k < R
+                 else C(0, _ACC_BITS) for k in range(H * Q)]
+        group_lanes = [Array(lanes[g * Q + u] for g in range(H))[landed_group]
+                       for u in range(Q)]
         issue = stage(m, landed, "mixed_issue", reset_less=False)
-        return issue, stage(m, landed_group, "mixed_issue_group"), operands
+        return issue, stage(m, landed_group, "mixed_issue_group"), landed, group_lanes
