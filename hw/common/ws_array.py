@@ -547,9 +547,9 @@ class WeightStationaryArray(wiring.Component):
                     factor = stage(m, own(k.row_multiplier, r, at), f"multiplier_r{r}")
                     value = split_product(m, row_psum[r], factor, f"requant_r{r}")
                     at += REQUANT_PRODUCT_STEPS
-                shift = stage(m, own(k.row_shift, r, at), f"shift_r{r}")
-                mask = stage(m, over_mask(own(k.row_shift, r, at), self.out_bits, bits),
-                             f"over_mask_r{r}")
+                row_shift = own(k.row_shift, r, at)
+                shift = stage(m, row_shift, f"shift_r{r}")
+                mask = stage(m, over_mask(row_shift, self.out_bits, bits), f"over_mask_r{r}")
                 y = output_stage(m, value, shift, mask, self.out_bits, f"r{r}")
                 m.d.comb += [
                     result.acc[r].eq(delay(m, row_psum[r], skew[r] + self._stage_steps,
