@@ -208,7 +208,8 @@ def run_synthesis(engine_name, params, *, device, clock_mhz=None, dsp_blocks=Non
             "throughput_per_s": items * report.fmax_mhz * 1e6}
 
 
-def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, progress=None):
+def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, progress=None,
+                  seed=1):
     """Build a board design's bitstream for ``board``; return the report as a dict.
 
     Raises
@@ -231,7 +232,8 @@ def run_bitstream(design_name, params, *, board, baud=115200, build_root=None, p
         report = build_bitstream(lambda divisor: design.build(divisor=divisor, **full),
                                  board=board, baud=baud,
                                  build_root=build_root or default_build_root(),
-                                 progress=progress, top=design.top, clock_hz=design.clock_hz)
+                                 progress=progress, top=design.top, clock_hz=design.clock_hz,
+                                 seed=seed)
     except (TypeError, ValueError) as error:
         raise ParameterError(str(error)) from error
     return {"design": design_name, "parameters": full, **report.to_dict()}
@@ -259,7 +261,8 @@ def _compiled_folder(folder):
     return program, image
 
 
-def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progress=None):
+def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progress=None,
+                          seed=1):
     """Build the bitstream of the network engine's board top sized for the program that
     ``codnn compile`` wrote into ``folder`` (``NetworkSoc.for_program``: its array and
     buffers the program's, its weights on chip), so that the two cannot differ; return
@@ -298,7 +301,8 @@ def run_program_bitstream(folder, *, board, baud=115200, build_root=None, progre
     try:
         report = build_bitstream(
             lambda divisor: NetworkSoc.for_program(program, divisor=divisor), board=board,
-            baud=baud, build_root=build_root or default_build_root(), progress=progress)
+            baud=baud, build_root=build_root or default_build_root(), progress=progress,
+            seed=seed)
     except ValueError as error:                 # a baud rate the board's clock cannot make
         raise ParameterError(str(error)) from error
     return {"design": "network", "program": str(Path(folder) / "program.json"),

@@ -193,7 +193,7 @@ _PLACED = {
 
 
 def build_bitstream(make_design, *, board, baud=115200, build_root, progress=None, top=None,
-                    clock_hz=None):
+                    clock_hz=None, seed=1):
     """Build the bitstream of ``make_design(divisor)`` on ``board``; return a report.
 
     Parameters
@@ -214,6 +214,9 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
         own clocks); None: ``BoardTop`` (UART, LED, the board's clock).
     clock_hz : float or None
         The design's clock, when ``top`` makes one; None: the board's.
+    seed : int
+        nextpnr's placement seed (another one places differently: router2 may converge
+        on one placement where it diverges on another).
 
     Raises
     ------
@@ -227,7 +230,7 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
     spec, name = get_board(board), _NAME
     device = get_device(spec.device)
     platform, plan, clock_hz, divisor = board_plan(make_design, board=board, baud=baud,
-                                                   top=top, clock_hz=clock_hz)
+                                                   top=top, clock_hz=clock_hz, seed=seed)
     digest = hashlib.sha256(repr((device.synth_script(name), sorted(
         (f, plan.files[f]) for f in plan.files if isinstance(plan.files[f], str)))).encode())
     work = Path(build_root).resolve() / "bitstream" / f"{spec.name}-{digest.hexdigest()[:16]}"
@@ -257,7 +260,7 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
         return report
 
 
-def board_plan(make_design, *, board, baud=115200, top=None, clock_hz=None):
+def board_plan(make_design, *, board, baud=115200, top=None, clock_hz=None, seed=1):
     """The board top of ``make_design(divisor)`` on ``board`` (arguments as
     ``build_bitstream``'s) and the build plan the platform writes for it (``top.il``, the
     pin and clock constraints, the tool script), running no tool. Returns ``(platform,
@@ -268,7 +271,7 @@ def board_plan(make_design, *, board, baud=115200, top=None, clock_hz=None):
     divisor = uart_divisor(clock_hz, baud)
     design = make_design(divisor)
     top = top(design, spec) if top else BoardTop(design, led=spec.led)
-    nextpnr_opts = " ".join([f"--report {_NAME}.report.json --timing-allow-fail --seed 1",
+    nextpnr_opts = " ".join([f"--report {_NAME}.report.json --timing-allow-fail --seed {seed}",
                              *get_device(spec.device).nextpnr_options])
     plan = platform.prepare(top, _NAME, nextpnr_opts=nextpnr_opts)
     return platform, plan, clock_hz, divisor

@@ -364,6 +364,9 @@ def add_bitstream(sub):
                           "of parameters given by hand")
     sub.add_argument("--baud", type=positive_int, default=115200,
                      help="UART baud rate (default 115200)")
+    sub.add_argument("--seed", type=non_negative_int, default=1,
+                     help="nextpnr's placement seed (default 1; another places differently, "
+                          "where router2 may converge when it diverges on one)")
     build_dir_option(sub)
     json_option(sub)
 
@@ -382,7 +385,7 @@ def run_bitstream_command(args):
             else "systolic"
     with err_console.status(f"building {args.design} for {args.board}...") as status:
         report = run_bitstream(args.design, given, board=args.board, baud=args.baud,
-                               build_root=args.build_dir,
+                               build_root=args.build_dir, seed=args.seed,
                                progress=lambda stage: status.update(stage + "..."))
     return show(args, f"codnn bitstream --board {args.board} --design {args.design}", report)
 
@@ -394,6 +397,7 @@ def program_bitstream(args, folder, board):
             as status:
         report = run_program_bitstream(folder, board=board, baud=args.baud,
                                        build_root=args.build_dir,
+                                       seed=getattr(args, "seed", 1),
                                        progress=lambda stage: status.update(stage + "..."))
     return show(args, f"codnn bitstream --board {board} --program {folder}", report)
 
