@@ -557,7 +557,7 @@ def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
     (4, 3, 2, "parallel"), pytest.param(3, 2, 2, "bitserial", marks=pytest.mark.long)])
 def test_engine_requantizes_by_a_multiplier_as_golden(rows, cols, alpha, mac):
     # Output stages that multiply each row's sum by its 16-bit multiplier before the
-    # shift: per channel (0, 1 and 65535 among them, shifts from 8 to 47, past the
+    # shift: per channel (0, 1, 2 and 65535 among them, shifts from 8 to 47, past the
     # accumulator's 32 bits) over two row blocks, and one a layer; two images. The
     # multipliers reach the rows past the first block and the clamp at both ends.
     rng = np.random.default_rng(SEED)
