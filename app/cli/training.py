@@ -8,6 +8,7 @@ with a NIC codec instead. Without PyTorch the command says how to install it (ex
 import argparse
 
 from ..distributed import JobFailed
+from ..model.quantize import CALIBRATIONS
 from ..train import TrainError
 from .options import UsageError, build_dir_option, json_option, positive_int
 
@@ -100,6 +101,9 @@ def add_train(sub):
                           "alpha=12, beta=3, encoding=naf)")
     sub.add_argument("--tq-epochs", type=positive_int, default=5,
                      help="term-quantization fine-tuning epochs (default 5)")
+    sub.add_argument("--calibrate", choices=CALIBRATIONS, default="max",
+                     help="--tq: each activation's scale on the integer grids from its "
+                          "calibration values, as codnn infer --calibrate (default max)")
     sub.add_argument("--prunetrain", nargs="?", const={}, default=None,
                      type=_settings({"penalty": float, "interval": int, "threshold": float,
                                      "grow": flag}),
@@ -200,8 +204,8 @@ def _spec(args):
                          every=args.bfp_every)
     return TrainSpec(model=args.model, data=args.data, epochs=args.epochs, lr=args.lr,
                      batch=args.batch, seed=args.seed, column_combine=cc, tq=tq,
-                     tq_epochs=args.tq_epochs, bfp=bfp, prunetrain=pt, rows=args.rows,
-                     cols=args.cols)
+                     tq_epochs=args.tq_epochs, calibrate=args.calibrate, bfp=bfp,
+                     prunetrain=pt, rows=args.rows, cols=args.cols)
 
 
 def _run_distributed(args, spec):

@@ -208,8 +208,8 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     shift) per output channel in every layer with an activation. ``requant``
     (``REQUANTS``): ``shift``, the output stage shifts only (each layer's weight scale
     chosen so that it may); ``multiplier``, weights at their own max-abs scale and the
-    stage's ``fixed_point`` multiplier and shift (golden and the host flow only: the
-    arrays' and the engine's output stages shift). ``clip`` (``CALIBRATIONS``): how each
+    stage's ``fixed_point`` multiplier and shift (the arrays' and the
+    network engine's output stages built with ``requant="multiplier"``). ``clip`` (``CALIBRATIONS``): how each
     activation's scale comes from its calibration values (``clip_peak``).
 
     ``calibration``: float inputs (``B x input_shape``), non-negative. ``progress(name)``
@@ -237,14 +237,17 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
                      requant=requant, clip=clip, progress=progress)[0]
 
 
-def layer_scales(network, calibration, *, tq=None):
+def layer_scales(network, calibration, *, tq=None, clip="max"):
     """``{layer name: LayerScales}`` of every array layer of ``network`` as
     ``quantize_network`` (with one weight scale per layer) calibrates it on
-    ``calibration``: what a training forward needs to compute on the grids the integer
-    network will take (``codnn.train.term_quant``). Raises as ``quantize_network``."""
+    ``calibration`` with ``clip``: what a training forward needs to compute on the grids
+    the integer network will take (``codnn.train.term_quant``). Raises as
+    ``quantize_network``."""
+    if clip not in CALIBRATIONS:
+        raise ValueError(f"clip must be one of {', '.join(CALIBRATIONS)}, not {clip!r}")
     return _quantize(network, calibration, alpha=1, gamma=0.0, tq=tq, weight_bits=8,
                      out_bits=8, acc_bits=32, per_channel=False, requant="shift",
-                     clip="max", progress=None)[1]
+                     clip=clip, progress=None)[1]
 
 
 def _over_multiplier(value, multiplier):

@@ -19,7 +19,9 @@ and the epoch (so a resumed run is the same run):
   (the plain prune, pack, retrain baseline).
 - term quantization: batch normalization folded into the convolutions (as the ONNX import
   folds it, so the weights revealed are those the TQ array computes with), then
-  ``tq_epochs`` epochs at ``lr / 10`` with the forward pass of ``codnn.train.term_quant``.
+  ``tq_epochs`` epochs at ``lr / 10`` with the forward pass of ``codnn.train.term_quant``,
+  its grids calibrated (``calibrate``: max, percentile or mse, as ``codnn infer
+  --calibrate``) on the training inputs before each epoch.
 - block floating point (FAST): the dense phase itself computes in block floating point
   (``codnn.train.block_float``), from the first step.
 """
@@ -38,6 +40,7 @@ from codnn.golden.joint_optimization import prune_rate
 from codnn.golden.network import TermQuantization
 from codnn.golden.term_quant import ENCODINGS, unfillable_budget
 from codnn.model.datasets import DATASETS, as_dataset, load_dataset
+from codnn.model.quantize import CALIBRATIONS
 
 from . import TrainError, block_float, term_quant
 from .arithmetic import detach
@@ -101,6 +104,7 @@ class TrainSpec:
     column_combine: ColumnCombine | None = None
     tq: TermQuantization | None = None
     tq_epochs: int = 5
+    calibrate: str = "max"
     bfp: block_float.BlockFloat | None = None
     prunetrain: PruneTrain | None = None
     rows: int = 16
@@ -121,6 +125,12 @@ class TrainSpec:
                              f"or an existing .npz of x and y")
         if min(self.epochs, self.batch, self.rows, self.cols, self.tq_epochs) < 1:
             raise TrainError("epochs, batch, tq epochs, rows and cols must be at least 1")
+        if self.calibrate not in CALIBRATIONS:
+            raise TrainError(f"calibrate must be one of {', '.join(CALIBRATIONS)}, not "
+                             f"{self.calibrate!r}")
+        if self.calibrate != "max" and not self.tq:
+            raise TrainError("--calibrate chooses the scales of --tq's integer grids: "
+                             "give it with --tq")
         if not 0 < self.lr < 1:
             raise TrainError(f"learning rate must lie in (0, 1), not {self.lr}")
         cc, tq, bfp = self.column_combine, self.tq, self.bfp
@@ -270,7 +280,8 @@ def _arithmetic(phase, spec, model, steps, step, counted, calibration):
 
         def recalibrate():
             try:
-                term_quant.calibrate(model, spec.tq, calibration.shape[1:], calibration)
+                term_quant.calibrate(model, spec.tq, calibration.shape[1:], calibration,
+                                     clip=spec.calibrate)
             except ValueError as error:
                 raise TrainError(f"--tq calibrates on the integer network: {error}") \
                     from None

@@ -156,10 +156,11 @@ def imported(model, input_shape):
         model.train(training)
 
 
-def calibrate(model, tq, input_shape, calibration):
+def calibrate(model, tq, input_shape, calibration, clip="max"):
     """Give ``model``'s attached forward (``attach``) the integer network's grids: the
     plain model (its float weights) exported, imported and calibrated on ``calibration``
-    (float inputs, ``B x input_shape``) as ``codnn infer --engine tq`` will calibrate it.
+    (float inputs, ``B x input_shape``) with ``clip`` (``codnn.model.quantize``'s
+    ``CALIBRATIONS``) as ``codnn infer --engine tq --calibrate CLIP`` will calibrate it.
 
     Raises
     ------
@@ -172,7 +173,8 @@ def calibrate(model, tq, input_shape, calibration):
     grids.on = False
     try:
         network = imported(model, input_shape)
-        scales = layer_scales(network, np.asarray(calibration, dtype=np.float64), tq=tq)
+        scales = layer_scales(network, np.asarray(calibration, dtype=np.float64), tq=tq,
+                              clip=clip)
         candidates = [(step.name, np.asarray(step.weights, dtype=np.float64))
                       for step in network.steps if step.name in scales]
         found = {}
