@@ -21,7 +21,7 @@ from codnn.model.graph import FloatNetwork, Layer
 from codnn.cli import main
 from codnn.model import onnx_import
 from codnn.model.onnx_import import OPERATORS, ModelError, load_onnx
-from codnn.model.quantize import clip_peak, fixed_point, quantize_network
+from codnn.model.quantize import asymmetric_grid, clip_peak, fixed_point, quantize_network
 from codnn.model.schedule import dense_layer, schedule_network
 
 SEED = 20261125
@@ -494,6 +494,100 @@ def test_signed_activations_into_a_layer_are_offset_binary(tmp_path):
         integer.steps[0], dataclasses.replace(integer.steps[1], pad=0)))
     wrong = unpadded.run(integer.quantize_input(x)) * integer.output_scale
     assert np.abs(wrong - floats).max() > 0.1 * np.abs(floats).max()   # zero padding errs
+
+
+def _skewed_convolutions(rng, path, classes=None):
+    """Two padded 3 x 3 convolutions, the first without an activation and its output
+    skewed positive (mostly above 0, a little below); with ``classes``, a ReLU and a
+    dense layer to that many logits after them. Its path."""
+    inits = {"w1": rng.normal(0, 0.4, (3, 2, 3, 3)), "b1": np.full(3, 0.8),
+             "w2": rng.normal(0, 0.5, (2, 3, 3, 3))}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
+    out_shape = [1, 2, 5, 5]
+    if classes:
+        inits.update(fw=rng.normal(0, 0.3, (classes, 50)), shape=np.array([1, -1]))
+        nodes[-1].output[0] = "c"
+        nodes += [helper.make_node("Relu", ["c"], ["r"], name="act"),
+                  helper.make_node("Reshape", ["r", "shape"], ["f"], name="flat"),
+                  helper.make_node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)]
+        out_shape = [1, classes]
+    _model(nodes, inits, (2, 5, 5), out_shape, path=path)
+    return path
+
+
+def test_asymmetric_signed_activations_take_their_own_zero_point(tmp_path):
+    # docs/semantics.md section 7, --asymmetric: a signed tensor only layers read takes
+    # codes 0..255 over [low, high] and the zero point round(-low / scale); the writer's
+    # bias adds it, the reader's takes it off and pads with it.
+    assert asymmetric_grid(np.array([-1.0, 0.5, 3.0]), 255) == (4 / 255, 64)
+    assert asymmetric_grid(np.array([0.0, 2.0]), 255) == (2 / 255, 0)     # unsigned
+    assert asymmetric_grid(np.array([-2.0, -1.0]), 255) == (2 / 255, 255)
+    assert asymmetric_grid(np.zeros(3), 255) == (1 / 255, 0)
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = load_onnx(_skewed_convolutions(rng, tmp_path / "skew.onnx"))
+    x = rng.uniform(0, 1, (100, 2, 5, 5))
+    floats = network.run(x)
+    a = network.run(x, keep=True)["a"]
+    assert a.min() < 0 < 3 * -a.min() < a.max()                 # signed, not centred
+    errors = {}
+    for asymmetric in (False, True):
+        integer = quantize_network(network, x, alpha=2, gamma=0.0, asymmetric=asymmetric)
+        first, second = integer.array_layers
+        codes = integer.run(integer.quantize_input(x), keep=True)["a"]
+        scale, zero = asymmetric_grid(a, 255) if asymmetric else (np.abs(a).max() / 127, 128)
+        assert second.pad == zero and first.pad == 0
+        if asymmetric:
+            assert codes.min() <= 2 and codes.max() >= 253 and 0 < zero < 64
+        np.testing.assert_allclose((codes - zero) * scale, a, atol=2 * scale)
+        errors[asymmetric] = np.abs((codes - zero) * scale - a).mean()
+        scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+        assert np.abs(scores - floats).max() < 0.03 * np.abs(floats).max()
+    print(errors)
+    assert errors[True] < 0.75 * errors[False]          # finer codes for the same range
+    # A signed tensor a residual add reads (here through a max pooling) keeps offset
+    # binary, the add unit's codes.
+    inits = {"w1": rng.normal(0, 0.5, (4, 4)), "w2": rng.normal(0, 0.5, (4, 4)),
+             "w3": rng.normal(0, 0.5, (4, 3))}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("MatMul", ["a", "w2"], ["b"], name="mm2"),
+             helper.make_node("Add", ["a", "b"], ["c"], name="add"),
+             helper.make_node("MatMul", ["c", "w3"], ["y"], name="mm3")]
+    _model(nodes, inits, (4,), [1, 3], path=tmp_path / "res.onnx")
+    network = load_onnx(tmp_path / "res.onnx")
+    x = rng.uniform(0, 1, (100, 4))
+    integer = quantize_network(network, x, alpha=1, gamma=0.0, asymmetric=True)
+    assert [layer.pad for layer in integer.array_layers] == [0, 128, 128]
+    scores = integer.run(integer.quantize_input(x)) * integer.output_scale
+    floats = network.run(x)
+    assert np.abs(scores - floats).max() < 0.05 * np.abs(floats).max()
+
+
+def test_asymmetric_zero_points_run_on_the_arrays_and_the_engine(tmp_path, capsys):
+    # The zero point needs no new hardware: the arrays' RTL and the network engine's
+    # program (checked against golden) take it as a layer's pad code and bias.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    path = _skewed_convolutions(rng, tmp_path / "skew.onnx", classes=2)
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (12, 2, 5, 5)),
+             y=rng.integers(0, 2, 12))
+    capsys.readouterr()                     # the seed printed
+    common = [str(path), "--data", str(tmp_path / "d.npz"), "--rows", "4", "--cols", "4",
+              "--alpha", "2", "--calibration", "8", "--asymmetric"]
+    code, out, err = _cli(capsys, "infer", *common, "--rtl", "1", "--json", "-o",
+                          str(tmp_path / "r"))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["signed_activations"] == "asymmetric"
+    assert report["rtl"]["result"] == "pass" and report["rtl"]["cycles_equal_model"]
+    code, out, err = _cli(capsys, "compile", *common, "--check", "2", "--json", "-o",
+                          str(tmp_path / "c"))
+    assert code == 0, err
+    assert json.loads(out)["checked_inputs"] == 2
+    program = json.loads((tmp_path / "c" / "program.json").read_text())
+    pads = [step["pad"] for step in program["steps"] if step.get("op") == "layer"]
+    assert pads[0] == 0 and 0 < pads[1] < 64, pads
 
 
 def test_signed_activations_on_the_tq_array_are_values(tmp_path):

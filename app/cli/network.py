@@ -61,6 +61,10 @@ def _packing_options(sub, *, mac_default):
                      help="each activation's scale from its calibration values: their "
                           "largest, their 99.99th percentile, or the clip of least squared "
                           "error (default max)")
+    sub.add_argument("--asymmetric", action="store_true",
+                     help="signed activations that only layers read (a layer without a "
+                          "ReLU before another) take codes over their own range and a "
+                          "zero point of their own, not offset binary's 128")
 
 
 def _simulator_option(sub):
@@ -181,6 +185,7 @@ def _infer(args, model, data, *, per_model=False):
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
             device_images=args.device_images, device=_device(args), tq=tq,
             per_channel=args.per_channel, requant=args.requant, clip=args.calibrate,
+            asymmetric=args.asymmetric,
             progress=lambda message: err_console.print(message, highlight=False))
     except RtlMismatch as error:
         raise Failure(f"RTL run FAILED against golden: {error}") from None
@@ -553,7 +558,7 @@ def compile_model(args):
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
     integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
                                per_channel=args.per_channel, requant=args.requant,
-                               clip=args.calibrate)
+                               clip=args.calibrate, asymmetric=args.asymmetric)
     q = integer.quantize_input(x[:args.check])
     plan = None
     sized = [name for name in BUFFERS if name != "weight_bytes" or not external]

@@ -81,13 +81,14 @@ def _accuracy(scores, labels):
 def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibration=500,
           fmax_mhz=None, rtl_images=0, simulator="verilator", build_root=None,
           device_images=0, device=None, tq=None, per_channel=False, requant="shift",
-          clip="max", progress=None):
+          clip="max", asymmetric=False, progress=None):
     """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
     schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
     on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
     (``codnn.golden.network.TermQuantization``) the network runs on the TQ array instead;
-    ``per_channel``: a weight scale per output channel; ``requant``, ``clip``: the output
-    stage's requantization and the activations' calibration (``codnn.model.quantize``;
+    ``per_channel``: a weight scale per output channel; ``requant``, ``clip``,
+    ``asymmetric``: the output stage's requantization, the activations' calibration and
+    their signed codes' zero points (``codnn.model.quantize``;
     with a multiplier stage ``rtl_images`` run on arrays whose output stage multiplies,
     and a device's accumulators go through golden's).
 
@@ -113,7 +114,8 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
                                    if tq is None else f"for the TQ array ({tq})"))
     try:
         integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma, tq=tq,
-                                   per_channel=per_channel, requant=requant, clip=clip)
+                                   per_channel=per_channel, requant=requant, clip=clip,
+                                   asymmetric=asymmetric)
     except ValueError as error:
         raise ModelError(f"{model}: {error}") from None
     for layer in integer.array_layers:
@@ -136,6 +138,7 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
         if tq is None else {"engine": "tq", "rows": rows, "cols": cols, **tq.__dict__},
         "weight_scales": "per channel" if per_channel else "per layer",
         "requantization": requant, "activation_scales": clip,
+        "signed_activations": "asymmetric" if asymmetric else "offset binary",
         "float_accuracy": _accuracy(float_scores, y),
         "integer_accuracy": _accuracy(int_scores, y),
         "integer_agrees_with_float": float((int_scores.argmax(1)

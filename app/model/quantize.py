@@ -19,8 +19,9 @@ use most of ``weight_bits`` however small they are next to the layer's largest. 
 layer's integer weights are then packed (column combining, ``alpha`` and ``gamma``), with
 the groups the model carries from its training (``codnn.model.onnx_import.GROUPS_KEY``)
 when they fit ``alpha``. With ``requant="multiplier"`` the output stage multiplies before
-it shifts (golden only for now): weights keep their own max-abs scale and the stage
-takes the ``fixed_point`` multiplier and shift of the rest.
+it shifts: weights keep their own max-abs scale and the stage takes the ``fixed_point``
+multiplier and shift of the rest. With ``asymmetric``, a signed tensor only layers read
+takes a zero point of its own (``asymmetric_grid``).
 """
 
 import math
@@ -34,8 +35,8 @@ from codnn.golden.systolic import REQUANT_BITS
 
 from .graph import Concatenation, Layer, Residual
 
-__all__ = ["CALIBRATIONS", "REQUANTS", "LayerScales", "layer_scales", "quantize_network",
-           "weight_scale", "fixed_point", "clip_peak"]
+__all__ = ["CALIBRATIONS", "REQUANTS", "LayerScales", "asymmetric_grid", "clip_peak",
+           "fixed_point", "layer_scales", "quantize_network", "weight_scale"]
 
 #: How an activation's scale is chosen from the calibration sample (``clip_peak``).
 CALIBRATIONS = ("max", "percentile", "mse")
@@ -186,6 +187,29 @@ def _readers(network):
     return readers
 
 
+def _reaches_add(name, readers):
+    """Whether a residual add reads tensor ``name``, directly or through pooling (which
+    keeps its codes' zero point)."""
+    return any(isinstance(r, Residual) or (isinstance(r, Pool)
+                                           and _reaches_add(r.output, readers))
+               for r in readers.get(name, ()))
+
+
+def asymmetric_grid(values, levels, method="max"):
+    """``(scale, zero point)`` of a signed tensor's codes ``0..levels`` over its own
+    range (``--asymmetric``): its low end ``-clip_peak`` of its negative values'
+    magnitudes, its high end ``clip_peak`` of its positive values (0 always inside),
+    ``scale = (high - low) / levels`` and the zero point the code of the value 0,
+    ``round(-low / scale)`` (a tensor of zeros: scale ``1 / levels``, zero point 0)."""
+    values = np.asarray(values, np.float64).reshape(-1)
+    low = clip_peak(np.maximum(-values, 0.0), method, levels) if values.size else 0.0
+    high = clip_peak(np.maximum(values, 0.0), method, levels) if values.size else 0.0
+    if low + high <= 0:
+        return 1.0 / levels, 0
+    scale = (low + high) / levels
+    return scale, int(min(max(round(low / scale), 0), levels))
+
+
 def _check_signed_reader(step):
     """Raise ``ValueError`` for a step that cannot read a signed (offset-binary) tensor:
     a concatenation, an average that counts its padding."""
@@ -200,7 +224,7 @@ def _check_signed_reader(step):
 
 def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_bits=8,
                      acc_bits=32, tq=None, per_channel=False, requant="shift", clip="max",
-                     progress=None):
+                     asymmetric=False, progress=None):
     """The integer network of ``network`` for an array with ``alpha`` streams per column,
     or with ``tq`` (``codnn.golden.network.TermQuantization``) for the TQ array: weights and
     activations then take its sign-magnitude width (``mag_bits``: 7 gives -127..127 and
@@ -211,6 +235,9 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     stage's ``fixed_point`` multiplier and shift (the arrays' and the
     network engine's output stages built with ``requant="multiplier"``). ``clip`` (``CALIBRATIONS``): how each
     activation's scale comes from its calibration values (``clip_peak``).
+    ``asymmetric``: a signed tensor that layers read (directly or through pooling, but no
+    residual add) takes codes over its own range with a zero point of its own
+    (``asymmetric_grid``) instead of offset binary.
 
     ``calibration``: float inputs (``B x input_shape``), non-negative. ``progress(name)``
     is called as each layer is packed.
@@ -234,7 +261,8 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
                          f"{', '.join(CALIBRATIONS)}, not {requant!r} and {clip!r}")
     return _quantize(network, calibration, alpha=alpha, gamma=gamma, weight_bits=weight_bits,
                      out_bits=out_bits, acc_bits=acc_bits, tq=tq, per_channel=per_channel,
-                     requant=requant, clip=clip, progress=progress)[0]
+                     requant=requant, clip=clip, asymmetric=asymmetric,
+                     progress=progress)[0]
 
 
 def layer_scales(network, calibration, *, tq=None, clip="max"):
@@ -247,7 +275,7 @@ def layer_scales(network, calibration, *, tq=None, clip="max"):
         raise ValueError(f"clip must be one of {', '.join(CALIBRATIONS)}, not {clip!r}")
     return _quantize(network, calibration, alpha=1, gamma=0.0, tq=tq, weight_bits=8,
                      out_bits=8, acc_bits=32, per_channel=False, requant="shift",
-                     clip=clip, progress=None)[1]
+                     clip=clip, asymmetric=False, progress=None)[1]
 
 
 def _over_multiplier(value, multiplier):
@@ -258,15 +286,16 @@ def _over_multiplier(value, multiplier):
     return (2 * np.asarray(value, np.int64) + m) // (2 * m)
 
 
-def _offset_term(half, shift, multiplier):
-    """What a layer's bias takes so that its output stage adds ``half`` (the offset-binary
-    zero): ``half << shift``, over the multiplier when there is one."""
-    term = np.int64(half) << np.asarray(shift, np.int64)
+def _offset_term(zero, shift, multiplier):
+    """What a layer's bias takes so that its output stage adds ``zero`` (the code of the
+    value 0: ``2**(out_bits-1)`` in offset binary): ``zero << shift``, over the
+    multiplier when there is one."""
+    term = np.int64(zero) << np.asarray(shift, np.int64)
     return term if multiplier is None else _over_multiplier(term, multiplier)
 
 
 def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_bits, tq,
-              per_channel, requant, clip, progress):
+              per_channel, requant, clip, asymmetric, progress):
     """``(IntegerNetwork, {layer name: LayerScales})``."""
     if tq is not None:
         weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
@@ -288,12 +317,12 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
         return _code_scale(np.abs(floats[name]), half - 1, clip)
     readers = _readers(network)
     steps, grids = [], {}
-    raw, offset = set(), set()           # accumulators; signed codes in offset binary
+    raw, offset = set(), {}       # accumulators; signed codes: {tensor: its zero's code}
     for step in network.steps:
         reads = (step.source, *getattr(step, "others", ()))
         if raw.intersection(reads) and not isinstance(step, Residual):
             raise ValueError(f"{step.name!r} reads a layer's raw accumulators")
-        if offset.intersection(reads):
+        if offset.keys() & set(reads):
             _check_signed_reader(step)
         if isinstance(step, Layer):
             s_x = scale[step.source]
@@ -303,26 +332,29 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
                     isinstance(r, Residual) for r in readers[step.output]):
                 s_y = None                     # accumulators: logits, or an add's operand
                 raw.add(step.output)
+            elif asymmetric and not _reaches_add(step.output, readers):
+                s_y, offset[step.output] = asymmetric_grid(floats[step.output], levels,
+                                                           clip)
             else:                              # signed values for a layer: offset binary
-                s_y = signed_scale(step.output)
-                offset.add(step.output)
+                s_y, offset[step.output] = signed_scale(step.output), half
             grids[step.name] = LayerScales(s_x, s_y, step.source in offset)
             q, bias, shift, scale[step.output], multiplier = _weights(
                 step, s_x, s_y, weight_bits, acc_bits, per_channel, requant)
             if progress:
                 progress(step.name)
             packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)
-            if step.source in offset and tq is None:   # the input's offset, via the weights
-                bias = bias - half * packed.dense().sum(axis=1)
+            zero_in = offset.get(step.source, 0)
+            if tq is None:                     # the input's zero point, via the weights
+                bias = bias - zero_in * packed.dense().sum(axis=1)
             if step.output in offset:          # the output's, before the output stage
-                bias = bias + _offset_term(half, shift, multiplier)
+                bias = bias + _offset_term(offset[step.output], shift, multiplier)
             steps.append(ArrayLayer(step.name, step.source, step.output, packed, bias, shift,
-                                    step.kernel, step.stride, step.padding, tq,
-                                    half if step.source in offset else 0, multiplier))
+                                    step.kernel, step.stride, step.padding, tq, zero_in,
+                                    multiplier))
         elif isinstance(step, Residual):
             s_y = unsigned_scale(step.output) if step.relu else signed_scale(step.output)
             if not step.relu:
-                offset.add(step.output)
+                offset[step.output] = half
             ma, mb = (int(round(scale[name] / s_y * (1 << FRACTION)))
                       for name in (step.source, step.other))
             scale[step.output] = s_y
@@ -336,7 +368,7 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
         else:
             scale[step.output] = scale[step.source]
             if step.source in offset:
-                offset.add(step.output)
+                offset[step.output] = offset[step.source]
             steps.append(step)
     if network.output in offset:
         raise ValueError("the network ends in signed activations (an add without a ReLU); "
