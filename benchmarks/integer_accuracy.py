@@ -1,13 +1,14 @@
 """Integer accuracy against onnxruntime's int8: each network scored float, as codnn's
 integer network (one weight scale per layer and per output channel; the output stage
 shifting only, or requantizing by a fixed-point multiplier; each activation's scale by
-max-abs or by the least squared error) and as onnxruntime's ``quantize_static`` (QDQ,
+max-abs or by the least squared error; with the multiplier, signed activations also
+with zero points of their own, ``--asymmetric``) and as onnxruntime's ``quantize_static`` (QDQ,
 uint8 activations, int8 weights, MinMax calibration, per tensor and per channel), with
 the same calibration images, on the same test images.
 
 Usage: python benchmarks/integer_accuracy.py
-       [--models mobilenet,mobilenet_plain,resnet,lenet5,lenet5_cc]
-       [--epochs 6] [--calibration 300] [--test 1000] [-o PREFIX]
+       [--models mobilenet,mobilenet_plain,resnet,lenet5,lenet5_cc,FILE.onnx,...]
+       [--epochs 6] [--calibration 300] [--test 1000] [--tq] [-o PREFIX]
 
 The networks a user brings, written in plain PyTorch and trained with torch's own loop
 (Adam, ``--epochs`` on the MNIST subset's training split, seed 0), exported by
@@ -21,8 +22,12 @@ The networks a user brings, written in plain PyTorch and trained with torch's ow
 - ``resnet``: a 3 x 3 stem and basic blocks of 16, 32 and 64 channels (stride 2 and a
   1 x 1 projection where the shape changes), ``x.mean((2, 3))``, a linear head;
 
-and codnn's own LeNet-5 models (benchmarks/models, dense and column-combined). Each
-integer network here runs dense (alpha 1), so that packing prunes nothing. Prints a
+and codnn's own LeNet-5 models (benchmarks/models, dense and column-combined), and any
+ONNX file of an MNIST-shaped network named in ``--models`` (the column-combined models
+``benchmarks/mobile_networks.py`` leaves, a ``codnn train`` output). Each integer network
+here runs dense (alpha 1), so that packing prunes nothing (a column-combined model's
+zeros stay zeros). ``--tq``: also on the TQ array (g 8, budget 12, beta 3, NAF; 7-bit
+magnitudes), per layer and per channel. Prints a
 table and writes PREFIX.json. Needs the ``train`` extra and onnxruntime; about ten
 minutes a trained network on this machine's two cores (the eight integer networks'
 runs over the test images take most of it).
@@ -37,12 +42,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from codnn.golden.network import TermQuantization
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
 from codnn.model.quantize import quantize_network
 
 MODELS = Path(__file__).parent / "models"
-SETTINGS = [(requant, clip) for requant in ("shift", "multiplier") for clip in ("max", "mse")]
+# (requantization, calibration, signed activations asymmetric): every requantization and
+# calibration with offset binary, and the multiplier with zero points of their own.
+SETTINGS = [(requant, clip, False) for requant in ("shift", "multiplier")
+            for clip in ("max", "mse")] + [("multiplier", "max", True)]
 
 
 def _unit(c_in, c_out, kernel, stride=1, groups=1, activation=True, norm=True):
@@ -164,10 +173,16 @@ def measure(name, path, data, args, folder):
     row = {"model": name, "float": accuracy(network.run(x))}
     for per_channel in (False, True):
         scope = "channel" if per_channel else "layer"
-        for requant, clip in SETTINGS:
+        for requant, clip, asymmetric in SETTINGS:
             q = quantize_network(network, calibration, alpha=1, gamma=0.0,
-                                 per_channel=per_channel, requant=requant, clip=clip)
-            row[f"codnn {requant} {clip} {scope}"] = accuracy(q.run(q.quantize_input(x)))
+                                 per_channel=per_channel, requant=requant, clip=clip,
+                                 asymmetric=asymmetric)
+            setting = f"{requant} {clip}" + (" asymmetric" if asymmetric else "")
+            row[f"codnn {setting} {scope}"] = accuracy(q.run(q.quantize_input(x)))
+        if args.tq:
+            q = quantize_network(network, calibration, alpha=1, gamma=0.0,
+                                 per_channel=per_channel, tq=TermQuantization(8, 12, 3))
+            row[f"codnn tq {scope}"] = accuracy(q.run(q.quantize_input(x)))
         row[f"onnxruntime {scope}"] = accuracy(onnxruntime_int8(path, calibration, x, folder,
                                                                 per_channel))
     print(json.dumps(row), flush=True)
@@ -181,6 +196,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--calibration", type=int, default=300)
     parser.add_argument("--test", type=int, default=1000)
+    parser.add_argument("--tq", action="store_true", help="also on the TQ array")
     parser.add_argument("-o", default="build/integer_accuracy")
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -195,8 +211,12 @@ def main():
             elif name in ("lenet5", "lenet5_cc"):
                 path = MODELS / ("lenet5_mnist.onnx" if name == "lenet5" else
                                  "lenet5_mnist_cc.onnx")
+            elif name.endswith(".onnx") and Path(name).is_file():
+                path, name = Path(name), Path(name).stem
             else:
-                raise SystemExit(f"unknown model {name!r}")
+                raise SystemExit(f"unknown model {name!r}: one of mobilenet, "
+                                 f"mobilenet_plain, resnet, lenet5, lenet5_cc, or an "
+                                 f"existing .onnx file")
             rows.append(measure(name, path, data, args, folder))
     columns = list(rows[0])
     print("\n| " + " | ".join(columns) + " |")
