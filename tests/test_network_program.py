@@ -299,6 +299,23 @@ def test_compile_board_refuses_in_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("inputs,message", [
+    ("negative", "inputs must be non-negative (the calibration sample reaches -1)"),
+    ("nan", "inputs hold NaN or infinite values"),
+    ("shape", "inputs have shape (1, 28, 27) per item; the model takes (1, 28, 28)")])
+def test_compile_refuses_bad_calibration_inputs_in_one_line(tmp_path, capsys, inputs,
+                                                             message):
+    x = {"negative": -np.ones((4, 1, 28, 28)), "shape": np.zeros((4, 1, 28, 27)),
+         "nan": np.full((4, 1, 28, 28), np.nan)}[inputs]
+    np.savez(tmp_path / "d.npz", x=x, y=np.zeros(4, int))
+    assert main(["compile", str(MODELS / "lenet5_mnist_cc.onnx"), "--data",
+                 str(tmp_path / "d.npz"), "--calibration", "4", "--check", "1", "-o",
+                 str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1, error
+    assert not (tmp_path / "out").exists()
+
+
 def test_fit_buffers_keeps_the_limits_it_is_not_asked_to_size():
     network = residual_network(np.random.default_rng(SEED))
     limits = largest_buffers(EngineConfig(rows=4, cols=4, alpha=2))

@@ -556,9 +556,12 @@ def compile_model(args):
     limits, on_device, external = _compile_target(args, folder)
     network = load_onnx(args.model)
     x_cal, x, _, _ = load_inputs(args.data, network, args.calibration)
-    integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
-                               per_channel=args.per_channel, requant=args.requant,
-                               clip=args.calibrate, asymmetric=args.asymmetric)
+    try:
+        integer = quantize_network(network, x_cal, alpha=args.alpha, gamma=args.gamma,
+                                   per_channel=args.per_channel, requant=args.requant,
+                                   clip=args.calibrate, asymmetric=args.asymmetric)
+    except ValueError as error:
+        raise ModelError(f"{args.model}: {error}") from None
     q = integer.quantize_input(x[:args.check])
     plan = None
     sized = [name for name in BUFFERS if name != "weight_bytes" or not external]
