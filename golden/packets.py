@@ -17,9 +17,14 @@ decoded back into float32 values (a corrupt message raises
 ``codnn.golden.inceptionn.CorruptMessage``; so does a ToS 0x28 frame the sender could not
 compress, its payload not whole float32 values: senders mark only gradient frames).
 
+``codec`` (``FRAME_CODECS``) chooses the message: ``inceptionn`` (the default) or
+``rice`` (``codnn.golden.rice``, rounding to nearest; its settings byte names the bound,
+so the receiver decodes whatever bound the sender used). Both ends of a link use one.
+
 A compressed payload is at most ``4 + n/4`` bytes longer than the ``4n`` it replaces
-(every value raw, plus the count and the tag words), so a full-size frame of
-incompressible values grows past a 1500-byte MTU: the sender should leave that room.
+(every value raw, plus the count and the tag words; Rice: ``9 + ceil(ceil(n / 16) * 757
+/ 8)`` bytes for ``4n``, every value escaping), so a full-size frame of incompressible
+values grows past a 1500-byte MTU: the sender should leave that room.
 
 ``frame_path`` is what the gateware frame path (``codnn.hw.nic.frame_path``) does to a stream
 of frames: the packet rule in one direction, within a largest frame ``max_frame`` and
@@ -30,15 +35,11 @@ from collections import Counter
 
 import numpy as np
 
-from codnn.golden.inceptionn import (
-    DEFAULT_BOUND_BITS,
-    CorruptMessage,
-    compress,
-    decompress,
-)
+from codnn.golden import inceptionn, rice
+from codnn.golden.inceptionn import DEFAULT_BOUND_BITS, CorruptMessage
 
-__all__ = ["GRADIENT_TOS", "MIN_FRAME", "DEFAULT_MAX_FRAME", "DIRECTIONS", "ETH_HEADER",
-           "ETHERTYPE_IPV4", "IPPROTO_UDP", "UDP_HEADER", "ipv4_checksum",
+__all__ = ["GRADIENT_TOS", "MIN_FRAME", "DEFAULT_MAX_FRAME", "DIRECTIONS", "FRAME_CODECS",
+           "ETH_HEADER", "ETHERTYPE_IPV4", "IPPROTO_UDP", "UDP_HEADER", "ipv4_checksum",
            "gradient_payload", "compress_frame", "decompress_frame", "frame_path"]
 
 GRADIENT_TOS = 0x28
@@ -49,6 +50,8 @@ MIN_FRAME = 60
 DEFAULT_MAX_FRAME = 2048
 #: What a frame path does: the sender's rule or the receiver's inverse.
 DIRECTIONS = ("compress", "decompress")
+#: The messages a gradient frame may carry.
+FRAME_CODECS = ("inceptionn", "rice")
 
 #: Ethernet II header bytes, the IPv4 EtherType, UDP's IP protocol number, UDP header bytes.
 ETH_HEADER = 14
@@ -117,38 +120,52 @@ def _rewrite(frame, found, payload):
     return bytes(out.ljust(MIN_FRAME, b"\0"))
 
 
-def compress_frame(frame, bound_bits=DEFAULT_BOUND_BITS):
-    """Apply the packet rule to one frame (bytes, no FCS); return the frame to send."""
+def _check_codec(codec):
+    if codec not in FRAME_CODECS:
+        raise ValueError(f"Codec must be one of {', '.join(FRAME_CODECS)}, not {codec!r}")
+
+
+def compress_frame(frame, bound_bits=DEFAULT_BOUND_BITS, codec="inceptionn"):
+    """Apply the packet rule to one frame (bytes, no FCS) with ``codec``'s message;
+    return the frame to send."""
+    _check_codec(codec)
     frame = bytes(frame)
     values = gradient_payload(frame)
     if values is None:
         return frame
-    return _rewrite(frame, _udp_payload(frame, GRADIENT_TOS),
-                    compress(values, bound_bits))
+    message = inceptionn.compress(values, bound_bits) if codec == "inceptionn" else \
+        rice.compress(values, bound_bits)
+    return _rewrite(frame, _udp_payload(frame, GRADIENT_TOS), message)
 
 
-def decompress_frame(frame, bound_bits=DEFAULT_BOUND_BITS):
+def decompress_frame(frame, bound_bits=DEFAULT_BOUND_BITS, codec="inceptionn"):
     """The receiver's inverse: a frame with ToS 0x28 gets its float32 values back; other
-    frames pass unchanged.
+    frames pass unchanged. (A Rice message names its own bound; ``bound_bits`` is then
+    not read.)
 
     Raises
     ------
     codnn.golden.inceptionn.CorruptMessage
         If a ToS 0x28 frame's payload is not a whole compressed message.
     """
+    _check_codec(codec)
     frame = bytes(frame)
     found = _udp_payload(frame, GRADIENT_TOS)
     if found is None:
         return frame
-    values = decompress(frame[found[2]:found[3]], bound_bits)
+    payload = frame[found[2]:found[3]]
+    values = inceptionn.decompress(payload, bound_bits) if codec == "inceptionn" else \
+        rice.decompress(payload)
     return _rewrite(frame, found, np.asarray(values, dtype="<f4").tobytes())
 
 
-def frame_path(frames, direction, bound_bits=DEFAULT_BOUND_BITS, max_frame=DEFAULT_MAX_FRAME):
+def frame_path(frames, direction, bound_bits=DEFAULT_BOUND_BITS, max_frame=DEFAULT_MAX_FRAME,
+               codec="inceptionn"):
     """The frame path's output for ``frames``, in order, and its counters.
 
     Each frame is bytes (no FCS) or ``(bytes, bad)``, ``bad`` being the MAC's flag that
-    the frame arrived damaged (a bad FCS). In order:
+    the frame arrived damaged (a bad FCS); gradient frames carry ``codec``'s message
+    (the gateware frame path codes ``inceptionn``). In order:
 
     - an empty frame, or one longer than ``max_frame`` bytes, is dropped;
     - a frame flagged bad leaves unchanged and still flagged (*flagged*), never rewritten;
@@ -169,6 +186,7 @@ def frame_path(frames, direction, bound_bits=DEFAULT_BOUND_BITS, max_frame=DEFAU
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"Direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+    _check_codec(codec)
     out, counts = [], Counter(passed=0, changed=0, dropped=0, flagged=0)
     for frame in frames:
         frame, bad = (frame, False) if isinstance(frame, (bytes, bytearray)) else frame
@@ -178,19 +196,19 @@ def frame_path(frames, direction, bound_bits=DEFAULT_BOUND_BITS, max_frame=DEFAU
         elif bad:
             verdict, sent = "flagged", frame
         elif direction == "compress":
-            sent = compress_frame(frame, bound_bits)
+            sent = compress_frame(frame, bound_bits, codec)
             verdict = "changed"
             if gradient_payload(frame) is None or len(sent) > max_frame:
                 verdict, sent = "passed", frame
         else:
-            verdict, sent = _receive(frame, bound_bits, max_frame)
+            verdict, sent = _receive(frame, bound_bits, max_frame, codec)
         counts[verdict] += 1
         if sent is not None:
             out.append((sent, bad))
     return out, counts
 
 
-def _receive(frame, bound_bits, max_frame):
+def _receive(frame, bound_bits, max_frame, codec):
     """The receiving frame path's verdict on one good frame and the frame it sends."""
     found = _udp_payload(frame, GRADIENT_TOS)
     if found is None:
@@ -200,6 +218,6 @@ def _receive(frame, bound_bits, max_frame):
             > max_frame:
         return "dropped", None
     try:
-        return "changed", decompress_frame(frame, bound_bits)
+        return "changed", decompress_frame(frame, bound_bits, codec)
     except CorruptMessage:
         return "dropped", None

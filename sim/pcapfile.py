@@ -80,25 +80,29 @@ def write_frames(path, frames):
     Path(path).write_bytes(bytes(out))
 
 
-def rewrite_pcap(path, output, *, bound_bits=DEFAULT_BOUND_BITS, decompress=False):
-    """Apply the packet rule (``codnn.golden.packets``) to every frame of a capture; write
-    ``output``; return a report: frames, gradient frames, their bytes before and after.
+def rewrite_pcap(path, output, *, bound_bits=DEFAULT_BOUND_BITS, decompress=False,
+                 codec="inceptionn"):
+    """Apply the packet rule (``codnn.golden.packets``, ``codec``'s messages) to every
+    frame of a capture; write ``output``; return a report: frames, gradient frames, their
+    bytes before and after.
 
     Raises
     ------
     PcapError
         For a capture that cannot be read.
     ValueError
-        For a bound outside 7..15, or (``decompress``) a ToS 0x28 frame that does not
-        hold a whole compressed message (the message names the record).
+        For a bound outside 7..15, an unknown codec, or (``decompress``) a ToS 0x28 frame
+        that does not hold a whole compressed message (the message names the record).
     """
     check_bound_bits(bound_bits)
+    compress_frame(b"", bound_bits, codec)              # an unknown codec, before reading
     order, header, records = _read(path)
     out = bytearray(header)
     gradient, before, after, values, longest = 0, 0, 0, 0, 0
     for number, (seconds, fraction, frame, original) in enumerate(records):
         try:
-            new = (decompress_frame if decompress else compress_frame)(frame, bound_bits)
+            new = (decompress_frame if decompress else compress_frame)(frame, bound_bits,
+                                                                       codec)
         except CorruptMessage as error:
             raise ValueError(f"{path}, record {number}: {error}") from None
         if new != frame:
@@ -115,5 +119,5 @@ def rewrite_pcap(path, output, *, bound_bits=DEFAULT_BOUND_BITS, decompress=Fals
     return {"frames": len(records), "gradient_frames": gradient, "values": values,
             "gradient_bytes_in": before, "gradient_bytes_out": after,
             "ratio": round(before / after, 3) if after else None,
-            "direction": "decompress" if decompress else "compress",
+            "direction": "decompress" if decompress else "compress", "codec": codec,
             "bound_bits": bound_bits, "output": str(output)}

@@ -7,6 +7,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
+from codnn.golden import rice
 from codnn.golden.inceptionn import CorruptMessage, compress, decompress
 from codnn.golden.packets import (
     GRADIENT_TOS,
@@ -67,6 +68,57 @@ def test_gradient_frame_is_rewritten_and_restored(count, bound_bits):
     rebuilt = received[IP].copy()
     del rebuilt.chksum
     assert IP(bytes(rebuilt)).chksum == received[IP].chksum
+
+
+@pytest.mark.parametrize("count", [1, 16, 17, 300])
+@pytest.mark.parametrize("bound_bits", [7, 10, 15])
+def test_rice_gradient_frame_is_rewritten_and_restored(count, bound_bits):
+    # The packet rule with the Rice codec's message (to nearest): lengths, the IPv4
+    # checksum (scapy's) and the UDP checksum as for INCEPTIONN; the receiver decodes
+    # the bound the message names, whatever its own.
+    rng = np.random.default_rng(SEED + count)
+    print(f"seed {SEED + count}")
+    values = _values(rng, count)
+    original = _frame(values.astype("<f4").tobytes())
+    sent = compress_frame(original, bound_bits, codec="rice")
+    message = rice.compress(values, bound_bits)
+    parsed = Ether(sent)
+    assert parsed[Raw].load[:len(message)] == message and parsed[UDP].chksum == 0
+    assert parsed[IP].len == 20 + 8 + len(message) and parsed[UDP].len == 8 + len(message)
+    rebuilt = parsed[IP].copy()
+    del rebuilt.chksum
+    assert IP(bytes(rebuilt)).chksum == parsed[IP].chksum
+    assert len(sent) == max(MIN_FRAME, 14 + 20 + 8 + len(message))
+    received = Ether(decompress_frame(sent, 7 if bound_bits != 7 else 15, codec="rice"))
+    restored = np.frombuffer(received[Raw].load[:4 * count], dtype="<f4")
+    np.testing.assert_array_equal(restored.view(np.uint32),
+                                  rice.decompress(message).view(np.uint32))
+    assert received[IP].len == Ether(original)[IP].len and received[UDP].len == 8 + 4 * count
+
+
+def test_rice_frame_path_cases_and_unknown_codecs():
+    """frame_path with Rice messages: a gradient frame changed each way, a corrupt
+    message and one whose restored frame is over the largest dropped, others passed."""
+    values = np.full(100, 0.01, dtype=np.float32)
+    gradient = _frame(values.tobytes())
+    out, counts = frame_path([gradient, _frame(b"abc", tos=0)], "compress", 10,
+                             codec="rice")
+    sent = compress_frame(gradient, 10, codec="rice")
+    assert out == [(sent, False), (_frame(b"abc", tos=0), False)] and len(sent) < len(gradient) / 3
+    assert counts == {"passed": 1, "changed": 1, "dropped": 0, "flagged": 0}
+    bad = bytearray(sent)
+    bad[-20] ^= 1                                       # inside the message: its CRC fails
+    frames = [sent, bytes(bad), _frame(b"\x01\x00")]
+    out, counts = frame_path(frames, "decompress", 10, codec="rice")
+    assert out == [(decompress_frame(sent, codec="rice"), False)]
+    assert counts == {"passed": 0, "changed": 1, "dropped": 2, "flagged": 0}
+    restored = len(out[0][0])
+    assert frame_path([sent], "decompress", 10, max_frame=restored - 1,
+                      codec="rice")[1]["dropped"] == 1
+    for call in (lambda: compress_frame(gradient, codec="zfp"),
+                 lambda: frame_path([], "compress", codec="zfp")):
+        with pytest.raises(ValueError, match="Codec must be one of inceptionn, rice"):
+            call()
 
 
 def test_ip_options_are_kept():
@@ -145,6 +197,22 @@ def test_codnn_pcap_round_trip(tmp_path, capsys):
         got = np.frombuffer(back[index][Raw].load[:4 * len(v)], dtype="<f4")
         np.testing.assert_array_equal(got.view(np.uint32),
                                       decompress(compress(v)).view(np.uint32))
+    # The same capture with the Rice codec's messages, there and back.
+    capsys.readouterr()
+    assert main(["pcap", str(capture), "-o", str(sent), "--codec", "rice", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["codec"] == "rice" and report["gradient_frames"] == 3
+    out = rdpcap(str(sent))
+    assert bytes(out[1]) == bytes(packets[1]) and bytes(out[4]) == bytes(packets[4])
+    for index, v in zip((0, 2, 3), values):
+        assert out[index][Raw].load.startswith(rice.compress(v, 10))
+    assert main(["pcap", str(sent), "-o", str(received), "--decompress", "--codec",
+                 "rice"]) == 0
+    back = rdpcap(str(received))
+    for index, v in zip((0, 2, 3), values):
+        got = np.frombuffer(back[index][Raw].load[:4 * len(v)], dtype="<f4")
+        np.testing.assert_array_equal(got.view(np.uint32),
+                                      rice.decompress(rice.compress(v, 10)).view(np.uint32))
 
 
 @pytest.mark.parametrize("content, message", [

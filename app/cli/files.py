@@ -1,6 +1,8 @@
 """Commands on files, NumPy only (no Amaranth is loaded): ``pack``, ``quantize``,
 ``compress``, ``decompress``, ``pcap``."""
 
+from codnn.golden.packets import FRAME_CODECS
+
 from ..packfile import WeightFileError
 from .options import (
     UsageError,
@@ -192,6 +194,10 @@ def add_pcap(sub):
     sub.description = ("Compress every gradient frame (Ethernet II / IPv4 / UDP, ToS 0x28, "
                        "whole float32 payload) of a classic pcap capture as the NIC engine "
                        "does, or with --decompress restore them; other frames pass unchanged.")
+    sub.add_argument("--codec", choices=FRAME_CODECS, default="inceptionn",
+                     help="the gradient frames' messages: INCEPTIONN's (the frame path's "
+                          "gateware) or the Rice codec's, rounding to nearest (default "
+                          "inceptionn)")
     sub.add_argument("capture", metavar="IN.pcap")
     sub.add_argument("-o", "--output", required=True, metavar="OUT.pcap", type=output_file())
     bound_bits_option(sub, type=positive_int)
@@ -204,7 +210,7 @@ def run_pcap(args):
     from codnn.sim.pcapfile import rewrite_pcap
     try:
         report = rewrite_pcap(args.capture, args.output, bound_bits=args.bound_bits,
-                              decompress=args.decompress)
+                              decompress=args.decompress, codec=args.codec)
     except ValueError as error:             # PcapError, a bad bound, a corrupt frame
         raise UsageError(str(error)) from None
     return show(args, f"codnn pcap {args.capture}", report)
