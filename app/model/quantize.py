@@ -232,9 +232,9 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     shift) per output channel in every layer with an activation. ``requant``
     (``REQUANTS``): ``shift``, the output stage shifts only (each layer's weight scale
     chosen so that it may); ``multiplier``, weights at their own max-abs scale and the
-    stage's ``fixed_point`` multiplier and shift (the arrays' and the
-    network engine's output stages built with ``requant="multiplier"``). ``clip`` (``CALIBRATIONS``): how each
-    activation's scale comes from its calibration values (``clip_peak``).
+    stage's ``fixed_point`` multiplier and shift (the arrays' and the network engine's
+    output stages built with ``requant="multiplier"``). ``clip`` (``CALIBRATIONS``): how
+    each activation's scale comes from its calibration values (``clip_peak``).
     ``asymmetric``: a signed tensor that layers read (directly or through pooling, but no
     residual add) takes codes over its own range with a zero point of its own
     (``asymmetric_grid``) instead of offset binary.
