@@ -16,7 +16,7 @@ belongs to: the ``beta`` data terms of a value are summed in one shift-add) and 
 edge's ``edge_latency`` (``tq_timing``).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,8 +24,8 @@ from codnn.golden.lanes import pack_lanes
 from codnn.golden.systolic import wrap
 from codnn.golden.term_quant import group, group_terms, reveal, truncate
 
-__all__ = ["term_slot_bits", "TqTile", "make_tq_tiles", "run_tq_layer", "tq_products", "tq_timing",
-           "weight_row_word", "data_vector_word"]
+__all__ = ["term_slot_bits", "TqTile", "make_tq_tiles", "packed_tq_products", "reveal_packed",
+           "run_tq_layer", "tq_products", "tq_timing", "weight_row_word", "data_vector_word"]
 
 
 def tq_timing(alpha, beta, mag_bits):
@@ -39,17 +39,43 @@ def tq_timing(alpha, beta, mag_bits):
             "weight_cycles": alpha}
 
 
-def tq_products(W, X, *, g, alpha, beta, encoding="naf", mag_bits=7):
-    """``revealed(W) @ truncated(X)``: what the TQ array sums for weights ``W`` (``N x K``)
-    and data ``X`` (``K x T``), before partial sums and wrapping."""
-    W, X = np.asarray(W, dtype=np.int64), np.asarray(X, dtype=np.int64)
-    revealed = reveal(group(W, g), alpha, encoding, mag_bits).reshape(W.shape[0], -1)
+def _truncated(X, beta, encoding, mag_bits):
+    """Each data value of ``X`` cut to its top ``beta`` terms (looked up in the truncation
+    of every value); ``ValueError`` for a value past ``mag_bits``."""
+    X = np.asarray(X, dtype=np.int64)
     top = (1 << mag_bits) - 1
     if X.size and np.abs(X).max() > top:
         raise ValueError(f"data must lie in -{top}..{top} for {mag_bits} magnitude bits")
-    # Truncation is per value: look each one up in the truncation of every value.
-    table = truncate(np.arange(-top, top + 1), beta, encoding, mag_bits)
-    return revealed[:, :W.shape[1]] @ table[X + top]
+    return truncate(np.arange(-top, top + 1), beta, encoding, mag_bits)[X + top]
+
+
+def tq_products(W, X, *, g, alpha, beta, encoding="naf", mag_bits=7):
+    """``revealed(W) @ truncated(X)``: what the TQ array sums for weights ``W`` (``N x K``)
+    and data ``X`` (``K x T``), before partial sums and wrapping."""
+    W = np.asarray(W, dtype=np.int64)
+    revealed = reveal(group(W, g), alpha, encoding, mag_bits).reshape(W.shape[0], -1)
+    return revealed[:, :W.shape[1]] @ _truncated(X, beta, encoding, mag_bits)
+
+
+def reveal_packed(packed, *, g, budget, encoding="naf", mag_bits=7):
+    """A column-combined layer (``codnn.golden.column_combining.PackedLayer``) with term
+    revealing on its kept weights (semantics section 3, "Column-combined TQ cells"):
+    each row's ``P`` grouped by ``g`` consecutive packed columns, each group revealed to
+    ``budget`` terms; selects and groups unchanged."""
+    P = np.asarray(packed.P, dtype=np.int64)
+    revealed = reveal(group(P, g), budget, encoding, mag_bits).reshape(P.shape[0], -1)
+    return replace(packed, P=revealed[:, :P.shape[1]])
+
+
+def packed_tq_products(packed, X, *, g, budget, beta, encoding="naf", mag_bits=7):
+    """What the column-combined TQ array sums for the packed layer ``packed`` and data
+    ``X`` (``C x T``, the original columns), before partial sums and wrapping: each cell's
+    revealed kept weight (``reveal_packed``) times the truncated data value its select
+    names, summed along the row: ``N x T``."""
+    revealed = reveal_packed(packed, g=g, budget=budget, encoding=encoding,
+                             mag_bits=mag_bits)
+    data = _truncated(X, beta, encoding, mag_bits)[revealed.channel_matrix()]  # N x G x T
+    return np.einsum("ng,ngt->nt", revealed.P, data)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from codnn.golden.term_quant import (
     truncate,
     ungroup,
 )
-from codnn.golden.tq_array import run_tq_layer
+from codnn.golden.column_combining import PackedLayer, pack
+from codnn.golden.tq_array import packed_tq_products, reveal_packed, run_tq_layer, tq_products
 
 
 def greedy_reveal(group_values, alpha, encoding, mag_bits=7):
@@ -188,3 +189,41 @@ def test_tq_layer_equals_revealed_dense_product(rows, cols, g):
     assert len(per_tile) == -(-7 // rows) * -(-(-(-22 // g)) // cols)
     tile = per_tile[0][0]
     assert tile.queues[0][0] == group_terms(W[0, :g], 6)
+
+
+def test_column_combined_tq_cells_spec_vector():
+    # docs/semantics.md section 3, "Column-combined TQ cells": one row, two packed columns
+    # (kept weights 3 and 5, selecting original columns 1 and 2), g 2, budget 3, beta 1.
+    packed = PackedLayer(P=np.array([[3, 5]]), idx=np.array([[1, 0]]),
+                         groups=((0, 1), (2,)), alpha=2, gamma=0.0, columns=3, pruned=0)
+    assert reveal_packed(packed, g=2, budget=3).P.tolist() == [[3, 4]]
+    X = np.array([[9], [7], [2]])
+    assert packed_tq_products(packed, X, g=2, budget=3, beta=1).tolist() == [[32]]
+
+
+@pytest.mark.parametrize("alpha,gamma,g,budget,beta", [
+    (4, 0.5, 4, 6, 2), (2, 0.0, 3, 5, 1), (8, 1.0, 8, 12, 3), (1, 0.0, 4, 6, 2)])
+def test_column_combined_tq_cells_reduce_to_each_array(alpha, gamma, g, budget, beta):
+    # The combined array's sum is the revealed packed layer's dense matrix times the
+    # truncated data; with every term kept it is column combining's exact sum, and
+    # without combining (alpha 1) the TQ array's (tq_products) on the layer without its
+    # empty columns, which packing drops.
+    seed = 20261207 + alpha
+    print(f"seed={seed}")
+    rng = np.random.default_rng(seed)
+    W = rng.integers(-127, 128, (9, 30)) * (rng.random((9, 30)) < 0.3)
+    X = rng.integers(-127, 128, (30, 6))
+    packed = pack(W, alpha, gamma)
+    got = packed_tq_products(packed, X, g=g, budget=budget, beta=beta)
+    revealed = reveal_packed(packed, g=g, budget=budget)
+    np.testing.assert_array_equal(got, revealed.dense() @ truncate(X, beta))
+    np.testing.assert_array_equal(revealed.idx, packed.idx)
+    kept = packed_tq_products(packed, X, g=g, budget=g * 4, beta=4)       # NAF: <= 4 terms
+    np.testing.assert_array_equal(kept, packed.dense() @ X)
+    if alpha == 1:
+        kept_columns = [column for (column,) in packed.groups]
+        assert len(kept_columns) < W.shape[1]                           # some were empty
+        np.testing.assert_array_equal(got, tq_products(
+            W[:, kept_columns], X[kept_columns], g=g, alpha=budget, beta=beta))
+    else:
+        assert not np.array_equal(got, revealed.dense() @ X)            # beta truncates
