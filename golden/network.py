@@ -39,7 +39,7 @@ import numpy as np
 
 from .column_combining import PackedLayer, im2col, output_shape, padding_sides
 from .systolic import output_stage, wrap
-from .tq_array import tq_products
+from .tq_array import packed_tq_products, tq_products
 
 __all__ = ["FRACTION", "TermQuantization", "ArrayLayer", "Pool", "Flatten", "Add", "Concat",
            "IntegerNetwork", "batch_first", "conv_columns", "pool", "residual_add",
@@ -107,12 +107,20 @@ class ArrayLayer:
 
     def accumulate(self, X, acc_bits):
         """``wrap(F @ X + bias)``, shape ``(N, T)``, as the array computes it (on the TQ
-        array, ``F`` revealed and ``X`` truncated)."""
-        F = self.packed.dense().astype(np.int64)
+        array, ``F`` revealed and ``X`` truncated; with ``tq`` and a packing that combines
+        columns, ``packed.alpha > 1``, the column-combined TQ array's sum,
+        ``packed_tq_products``: semantics section 3)."""
         X = np.asarray(X, dtype=np.int64)
-        products = F @ X if self.tq is None else tq_products(
-            F, X, g=self.tq.g, alpha=self.tq.alpha, beta=self.tq.beta,
-            encoding=self.tq.encoding, mag_bits=self.tq.mag_bits)
+        tq = self.tq
+        if tq is None:
+            products = self.packed.dense().astype(np.int64) @ X
+        elif self.packed.alpha > 1:
+            products = packed_tq_products(self.packed, X, g=tq.g, budget=tq.alpha,
+                                          beta=tq.beta, encoding=tq.encoding,
+                                          mag_bits=tq.mag_bits)
+        else:
+            products = tq_products(self.packed.dense(), X, g=tq.g, alpha=tq.alpha,
+                                   beta=tq.beta, encoding=tq.encoding, mag_bits=tq.mag_bits)
         return wrap(products + self.bias[:, None], acc_bits)
 
     def finish(self, acc, batch, shape, out_bits):

@@ -962,6 +962,53 @@ def test_infer_on_the_tq_array_rtl_and_board(tmp_path, capsys):
     assert report["device"]["result"] == "pass"
 
 
+def test_column_combined_tq_array_in_the_integer_network(tmp_path, capsys):
+    # The column-combined TQ array (semantics section 3, --engine cc-tq): a layer whose
+    # columns all conflict packs nothing together, and then its groups of g packed columns
+    # are the TQ array's groups of g columns: the same integer network, bit for bit, and
+    # the same cycles. A sparse layer packs, and its schedule counts the packed groups.
+    from codnn.golden.network import TermQuantization
+    from codnn.golden.tq_array import packed_tq_products
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    _tiny_mlp(tmp_path, rng)
+    network = load_onnx(tmp_path / "m.onnx")
+    x = rng.uniform(0, 1, (40, 6))
+    tq = TermQuantization(g=4, alpha=5, beta=2)
+    plain = quantize_network(network, x, alpha=1, gamma=0.0, tq=tq)
+    combined = quantize_network(network, x, alpha=4, gamma=0.0, tq=tq)
+    assert all(layer.packed.alpha == 4 and len(layer.packed.groups) == layer.packed.columns
+               for layer in combined.array_layers)               # dense: nothing combines
+    q = plain.quantize_input(x)
+    np.testing.assert_array_equal(combined.run(q), plain.run(q))
+    cycles = [[layer.cycles for layer in schedule_network(n, rows=2, cols=2, alpha=1)[0]]
+              for n in (plain, combined)]
+    assert cycles[0] == cycles[1]
+    # A sparse layer: packed, each group of 4 packed columns revealed to 5 terms.
+    first = plain.array_layers[0]
+    sparse = first.packed.dense() * (rng.random(first.packed.dense().shape) < 0.3)
+    layer = dataclasses.replace(first, packed=pack(sparse, 4, 1.0))
+    assert len(layer.packed.groups) < layer.packed.columns                # it combined
+    X = rng.integers(-127, 128, (sparse.shape[1], 5))
+    np.testing.assert_array_equal(layer.accumulate(X, 32), packed_tq_products(
+        layer.packed, X, g=4, budget=5, beta=2) + layer.bias[:, None])
+    net = dataclasses.replace(plain, steps=(layer, *plain.steps[1:]))
+    scheduled = schedule_network(net, rows=2, cols=2, alpha=1)[0][0]
+    assert scheduled.groups == -(-len(layer.packed.groups) // 4)
+    # The command line: --engine cc-tq runs golden and its schedule, and refuses --rtl.
+    common = [str(tmp_path / "m.onnx"), "--data", str(tmp_path / "d.npz"), "--engine",
+              "cc-tq", "--alpha", "4", "--group", "4", "--budget", "5", "--beta", "2",
+              "--rows", "2", "--cols", "2", "--calibration", "6"]
+    capsys.readouterr()
+    code, out, err = _cli(capsys, "infer", *common, "--json", "-o", str(tmp_path / "o"))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["array"]["engine"] == "cc-tq" and report["array"]["alpha"] == 4
+    code, _, err = _cli(capsys, "infer", *common, "--rtl", "1", "-o", str(tmp_path / "r"))
+    assert code == 2 and "the column-combined TQ array has no gateware yet" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("setting, message", [
     (("--group", "2", "--budget", "9"), "budget 9: a group of 2 values has at most 8 terms"),
     (("--encoding", "binary", "--group", "1", "--budget", "8"),

@@ -118,8 +118,10 @@ def add_infer(sub):
     sub.add_argument("--data", default="mnist", metavar="NAME|FILE.npz",
                      help="mnist, digits, or an .npz with inputs x (and labels y) "
                           "(default mnist)")
-    sub.add_argument("--engine", choices=("systolic", "tq"), default="systolic",
-                     help="the column-combined array, or the term-quantization array "
+    sub.add_argument("--engine", choices=("systolic", "tq", "cc-tq"), default="systolic",
+                     help="the column-combined array, the term-quantization array, or "
+                          "the column-combined array with term-quantized cells (--alpha, "
+                          "--gamma and the tq options; golden and its schedule only) "
                           "(default systolic)")
     sub.add_argument("--group", type=positive_int, default=8,
                      help="tq: input channels per weight group (default 8)")
@@ -166,10 +168,11 @@ def _infer(args, model, data, *, per_model=False):
     from ..model.on_board import BoardMismatch
     from ..model.rtl import RtlMismatch
     from ..render import err_console
-    tq = None
-    if getattr(args, "engine", "systolic") == "tq":
+    tq, alpha, engine = None, args.alpha, getattr(args, "engine", "systolic")
+    if engine in ("tq", "cc-tq"):
         tq = TermQuantization(g=args.group, alpha=args.budget, beta=args.beta,
                               encoding=args.encoding)
+        alpha = 1 if engine == "tq" else alpha
     stem = Path(model).stem
     if args.output is None:
         folder = Path(args.build_dir or default_build_root()) / "infer" / stem
@@ -180,7 +183,7 @@ def _infer(args, model, data, *, per_model=False):
     simulator = _simulator(args.simulator)
     try:
         report, layers = infer(
-            model, data, rows=args.rows, cols=args.cols, alpha=args.alpha, gamma=args.gamma,
+            model, data, rows=args.rows, cols=args.cols, alpha=alpha, gamma=args.gamma,
             mac=args.mac, calibration=args.calibration, fmax_mhz=args.fmax_mhz,
             rtl_images=args.rtl, simulator=simulator, build_root=args.build_dir,
             device_images=args.device_images, device=_device(args), tq=tq,
@@ -193,8 +196,9 @@ def _infer(args, model, data, *, per_model=False):
         raise Failure(f"device run FAILED against golden: {error}") from None
     title = (f"{Path(model).name} on a {args.rows}x{args.cols} array, alpha {args.alpha}, "
              f"{args.mac} MACs" if tq is None else
-             f"{Path(model).name} on a {args.rows}x{args.cols} TQ array, g {tq.g}, "
-             f"budget {tq.alpha}, beta {tq.beta}, {tq.encoding}")
+             f"{Path(model).name} on a {args.rows}x{args.cols} "
+             + ("TQ array" if alpha == 1 else f"column-combined TQ array, alpha {alpha}")
+             + f", g {tq.g}, budget {tq.alpha}, beta {tq.beta}, {tq.encoding}")
     report["plots"] = write_plots(layers, folder, title)
     (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     report["report"] = str(folder / "report.json")

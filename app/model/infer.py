@@ -85,7 +85,9 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     """Run ``model`` (an ONNX file) on ``data``; return the report (a dict) and the layers'
     schedules. ``device(network, q, progress)``, when given, runs ``device_images`` inputs
     on a board (``codnn.board_flows.run_network_on_device``). With ``tq``
-    (``codnn.golden.network.TermQuantization``) the network runs on the TQ array instead;
+    (``codnn.golden.network.TermQuantization``) the network runs on the TQ array instead
+    (``alpha`` 1), or with ``alpha`` above 1 on the column-combined TQ array (golden and
+    its schedule only: no ``rtl_images``, no device);
     ``per_channel``: a weight scale per output channel; ``requant``, ``clip``,
     ``asymmetric``: the output stage's requantization, the activations' calibration and
     their signed codes' zero points (``codnn.model.quantize``;
@@ -103,6 +105,9 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
                          f"(at most {MAX_CELLS} cells, e.g. 128 x 128)")
     if not str(model).endswith(".onnx"):
         raise ModelError(f"{model}: codnn infer reads ONNX models (.onnx)")
+    if tq is not None and alpha > 1 and (rtl_images or (device_images and device)):
+        raise InputError("the column-combined TQ array has no gateware yet: run it without "
+                         "--rtl and a device, or on the TQ array (alpha 1)")
     if tq is not None:
         unfillable = unfillable_budget(tq.g, tq.alpha, tq.encoding, tq.mag_bits)
         if unfillable:
@@ -135,7 +140,11 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
     report = {
         "model": str(model), "data": described,
         "array": {"rows": rows, "cols": cols, "alpha": alpha, "gamma": gamma, "mac": mac}
-        if tq is None else {"engine": "tq", "rows": rows, "cols": cols, **tq.__dict__},
+        if tq is None else {"engine": "tq" if alpha == 1 else "cc-tq", "rows": rows,
+                            "cols": cols, **({"alpha": alpha, "gamma": gamma} if alpha > 1
+                                             else {}),
+                            "g": tq.g, "budget": tq.alpha, "beta": tq.beta,
+                            "encoding": tq.encoding, "mag_bits": tq.mag_bits},
         "weight_scales": "per channel" if per_channel else "per layer",
         "requantization": requant, "activation_scales": clip,
         "signed_activations": "asymmetric" if asymmetric else "offset binary",

@@ -228,7 +228,9 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
     """The integer network of ``network`` for an array with ``alpha`` streams per column,
     or with ``tq`` (``codnn.golden.network.TermQuantization``) for the TQ array: weights and
     activations then take its sign-magnitude width (``mag_bits``: 7 gives -127..127 and
-    0..127), and layers are not packed. ``per_channel``: a weight scale (and output-stage
+    0..127); ``alpha`` 1 is the TQ array itself (its groups of ``g`` are the layer's
+    columns), more the column-combined TQ array (layers packed, then each group of ``g``
+    packed columns revealed: semantics section 3). ``per_channel``: a weight scale (and output-stage
     shift) per output channel in every layer with an activation. ``requant``
     (``REQUANTS``): ``shift``, the output stage shifts only (each layer's weight scale
     chosen so that it may); ``multiplier``, weights at their own max-abs scale and the
@@ -298,7 +300,7 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
               per_channel, requant, clip, asymmetric, progress):
     """``(IntegerNetwork, {layer name: LayerScales})``."""
     if tq is not None:
-        weight_bits, out_bits, alpha, gamma = tq.mag_bits + 1, tq.mag_bits, 1, 0.0
+        weight_bits, out_bits = tq.mag_bits + 1, tq.mag_bits
     calibration = np.asarray(calibration, dtype=np.float64)
     if not np.all(np.isfinite(calibration)):
         raise ValueError("calibration inputs hold NaN or infinite values")
@@ -342,7 +344,7 @@ def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_
                 step, s_x, s_y, weight_bits, acc_bits, per_channel, requant)
             if progress:
                 progress(step.name)
-            packed = _pack(step, q, alpha, gamma) if tq is None else pack(q, 1, 0.0)
+            packed = _pack(step, q, alpha, gamma)
             zero_in = offset.get(step.source, 0)
             if tq is None:                     # the input's zero point, via the weights
                 bias = bias - zero_in * packed.dense().sum(axis=1)

@@ -8,7 +8,10 @@ other computes (double buffering), and every column block after the first takes 
 previous block's results as its partial sums (``psum_in``), so a layer taller or wider
 than the array needs no host work. A convolution's vectors are its im2col columns, one per
 output position. On the TQ array a column is a group of ``g`` input channels, and a
-vector takes ``alpha`` cycles (``codnn.golden.tq_array.tq_timing``). The host pools,
+vector takes ``alpha`` cycles (``codnn.golden.tq_array.tq_timing``); on the column-combined
+TQ array (a TQ layer packed with ``alpha > 1``) a column is a group of ``g`` packed
+columns, whose cell takes their ``g * alpha`` data values and a select with each weight
+term. The host pools,
 flattens, adds residuals and pads; those steps are listed
 with no cycles (they are not on the array).
 """
@@ -93,21 +96,31 @@ def _run(packed, vectors, *, rows, cols, alpha, mac, data_bits, weight_bits, acc
         "psum_bytes": report.beats * rows * acc_bits // 8}
 
 
+def _tq_groups(layer):
+    """A TQ layer's weight groups, ``N x G x g``: of the layer's columns, or on the
+    column-combined TQ array of its packed columns."""
+    packed = layer.packed
+    return group(packed.P if packed.alpha > 1 else packed.dense(), layer.tq.g)
+
+
 def _run_tq(layer, vectors, *, rows, cols, acc_bits, requant):
-    """The TQ array's tiles (row blocks x column blocks of ``g``-channel groups) and cycle
-    report; a cell is used where its group has a nonzero weight."""
-    tq, F = layer.tq, layer.packed.dense()
-    nonzero = group(F, tq.g).any(axis=2)                                 # N x G
+    """The TQ array's tiles (row blocks x column blocks of ``g``-column groups) and cycle
+    report; a cell is used where its group has a nonzero weight. On the column-combined
+    TQ array each term slot carries a select too, and each cell ``g * alpha`` data
+    values a beat."""
+    tq, streams = layer.tq, layer.packed.alpha
+    nonzero = _tq_groups(layer).any(axis=2)                              # N x G
     N, G = nonzero.shape
     used = [int(nonzero[i:i + rows, j:j + cols].sum())
             for i in range(0, N, rows) for j in range(0, max(G, 1), cols)]
     report = cycle_model([vectors] * len(used), rows=rows, cols=cols, out_stage=True,
                          used_cells=used, requant=requant,
                          **tq_timing(tq.alpha, tq.beta, tq.mag_bits))
-    slot_bits = term_slot_bits(tq.mag_bits, tq.g)
+    slot_bits = term_slot_bits(tq.mag_bits, tq.g) + (select_bits(streams) if streams > 1
+                                                     else 0)
     return report, {
         "weight_bytes": len(used) * rows * -(-cols * tq.alpha * slot_bits // 8),
-        "data_bytes": report.beats * -(-cols * tq.g * (tq.mag_bits + 1) // 8),
+        "data_bytes": report.beats * -(-cols * tq.g * streams * (tq.mag_bits + 1) // 8),
         "psum_bytes": report.beats * rows * acc_bits // 8}
 
 
@@ -137,10 +150,11 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
         if step.tq is None:
             tiles, report, moved = _run(step.packed, vectors, alpha=alpha, **common)
             blocks = (1 + max(t.row_block for t in tiles), 1 + max(t.col_block for t in tiles))
+            groups = len(step.packed.groups)
         else:
             report, moved = _run_tq(step, vectors, rows=rows, cols=cols,
                                     acc_bits=network.acc_bits, requant=network.requant)
-            groups = -(-step.packed.columns // step.tq.g)
+            groups = _tq_groups(step).shape[1]
             blocks = (-(-step.packed.rows // rows), max(1, -(-groups // cols)))
         _, dense, _ = _run(dense_layer(step.packed), vectors, alpha=1, **common)
         filled = np.count_nonzero(step.packed.P, axis=0) / step.packed.rows \
@@ -148,8 +162,7 @@ def schedule_network(network, *, rows, cols, alpha, mac="parallel", data_bits=8,
         layers.append(LayerSchedule(
             name=step.name, kind="conv" if step.kernel else "dense",
             filters=step.packed.rows, columns=step.packed.columns,
-            groups=len(step.packed.groups) if step.tq is None
-            else -(-step.packed.columns // step.tq.g),
+            groups=groups,
             vectors=vectors, tiles=report.tiles, row_blocks=blocks[0], col_blocks=blocks[1],
             cycles=report.cycles,
             macs=report.useful_macs, utilization=report.overall_util,
