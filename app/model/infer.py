@@ -115,8 +115,9 @@ def infer(model, data, *, rows, cols, alpha, gamma=0.5, mac="parallel", calibrat
                              f"data can fill")
     network = load_onnx(model)
     x_cal, x, y, described = load_inputs(data, network, calibration)
-    say(f"quantizing {model} " + (f"and packing it (alpha {alpha}, gamma {gamma})"
-                                   if tq is None else f"for the TQ array ({tq})"))
+    packing = f"and packing it (alpha {alpha}, gamma {gamma})"
+    say(f"quantizing {model} " + (packing if tq is None else f"for the TQ array ({tq})"
+                                  if alpha == 1 else f"{packing} for TQ cells ({tq})"))
     try:
         integer = quantize_network(network, x_cal, alpha=alpha, gamma=gamma, tq=tq,
                                    per_channel=per_channel, requant=requant, clip=clip,
