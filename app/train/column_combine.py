@@ -7,6 +7,7 @@ model; training then keeps them at zero with ``apply_masks`` after every optimiz
 step."""
 
 import torch
+from torch.nn.utils import parametrize
 
 from codnn.golden.column_combining import (collapse_groups, dense_tiles, expand_groups, pack,
                                            tiles)
@@ -50,10 +51,14 @@ def prune_and_pack(model, rate, alpha, gamma, previous=None):
 
 
 def apply_masks(model, masks):
-    """Zero the pruned weights of ``model`` (after an optimizer step)."""
+    """Zero the pruned weights of ``model`` (after an optimizer step): the trained
+    parameter itself where a parametrization (term quantization's) computes the weight
+    from it."""
     with torch.no_grad():
         for layer, mask in zip(array_layers(model), masks):
-            layer.weight.mul_(mask)
+            weight = layer.parametrizations.weight.original \
+                if parametrize.is_parametrized(layer, "weight") else layer.weight
+            weight.mul_(mask)
 
 
 def packing_rows(model, groups, alpha, gamma, rows, cols):

@@ -134,9 +134,6 @@ class TrainSpec:
         if not 0 < self.lr < 1:
             raise TrainError(f"learning rate must lie in (0, 1), not {self.lr}")
         cc, tq, bfp = self.column_combine, self.tq, self.bfp
-        if cc and tq:
-            raise TrainError("column combining and term quantization are two arrays: "
-                             "train for one of them")
         if bfp and (cc or tq):
             raise TrainError("block floating point training is a run of its own: not with "
                              "column combining or term quantization")
@@ -267,16 +264,17 @@ def _summary(layers):
             "dense_tiles": dense, "tile_ratio": tiles / dense}
 
 
-def _arithmetic(phase, spec, model, steps, step, counted, calibration):
+def _arithmetic(phase, spec, model, steps, step, counted, calibration, groups):
     """Attach the phase's arithmetic to ``model``: ``(block floating point state or None,
     what to run before each epoch, the function that detaches it)``. ``step``: the steps
     already run; ``counted``: the block floating point state saved by then;
     ``calibration``: the inputs term quantization calibrates its grids on before each
-    epoch (as ``codnn infer`` will)."""
+    epoch (as ``codnn infer`` will); ``groups``: column combining's (term quantization
+    then reveals the packed columns: the column-combined TQ array), or None."""
     if phase.tq:
         if not step:
             fold_batch_norm(model)
-        hooks = term_quant.attach(model, spec.tq)
+        hooks = term_quant.attach(model, spec.tq, packing=groups)
 
         def recalibrate():
             try:
@@ -390,7 +388,7 @@ def train(spec, out, *, resume=False, progress=None, model=None, data=None):
         start = state["epoch"] if k == state["phase"] else 0
         counter, before_epoch, undo = _arithmetic(
             phase, spec, model, phase.epochs * batches, start * batches, state.get("bfp"),
-            data.train_x[:term_quant.CALIBRATION])
+            data.train_x[:term_quant.CALIBRATION], groups)
         began = time.perf_counter()
         if phase.rate is not None and start == 0:
             masks, groups = prune_and_pack(model, phase.rate, cc.alpha, cc.gamma, groups)

@@ -38,13 +38,19 @@ CALIBRATION = 500
 _ACC_BITS = 32
 
 
-def revealed_weights(w, tq, groups=1, scales=None):
+def revealed_weights(w, tq, groups=1, scales=None, packing=None):
     """``w`` (a layer's weight tensor) quantized and revealed; a grouped convolution's
     (``groups``) over all input channels, as the arrays run it. ``scales``: the layer's
-    ``LayerScales`` (the integer network's weight grid), or None (max-abs scale)."""
+    ``LayerScales`` (the integer network's weight grid), or None (max-abs scale).
+    ``packing``: the layer's column groups from column combining (its columns over all
+    input channels), for the column-combined TQ array: each row's kept weights (at most
+    one a group, as the pruning masks leave them) are revealed in groups of ``g``
+    packed columns (``codnn.golden.tq_array.reveal_packed``); None: groups of ``g``
+    columns, the TQ array's."""
     if groups != 1:
         full = expand_groups(w.detach().double().numpy(), groups)
-        kept = revealed_weights(torch.from_numpy(full), tq, scales=scales).numpy()
+        kept = revealed_weights(torch.from_numpy(full), tq, scales=scales,
+                                packing=packing).numpy()
         return torch.from_numpy(collapse_groups(kept, groups)).to(w.dtype)
     matrix = w.detach().double().numpy().reshape(w.shape[0], -1)
     peak = float(np.abs(matrix).max())
@@ -54,8 +60,23 @@ def revealed_weights(w, tq, groups=1, scales=None):
     scale = peak / top if scales is None else weight_scale(
         peak, scales.input, scales.output, top, _ACC_BITS)[0]
     q = quantize(matrix, scale, tq.mag_bits)
-    kept = ungroup(reveal(group(q, tq.g), tq.alpha, tq.encoding, tq.mag_bits), q.shape[1])
+    if packing is None:
+        kept = ungroup(reveal(group(q, tq.g), tq.alpha, tq.encoding, tq.mag_bits), q.shape[1])
+    else:
+        kept = _revealed_packed(q, packing, tq)
     return torch.from_numpy(kept * scale).reshape(w.shape).to(w.dtype)
+
+
+def _revealed_packed(q, packing, tq):
+    """Integer weights ``q`` (``N x C``) revealed as the column-combined TQ array does:
+    each row's weight of each column group (the sum of the group's columns, one of them
+    nonzero), revealed in groups of ``g`` packed columns, back at its column."""
+    column_group = np.zeros(q.shape[1], dtype=np.int64)
+    for j, columns in enumerate(packing):
+        column_group[list(columns)] = j
+    P = np.stack([q[:, list(columns)].sum(axis=1) for columns in packing], axis=1)
+    revealed = ungroup(reveal(group(P, tq.g), tq.alpha, tq.encoding, tq.mag_bits), P.shape[1])
+    return np.where(q != 0, revealed[:, column_group], 0)
 
 
 def _truncation_table(tq):
@@ -96,22 +117,25 @@ class _Grids:
 
 
 class _Reveal(torch.nn.Module):
-    def __init__(self, tq, groups, grids, name):
+    def __init__(self, tq, groups, grids, name, packing):
         super().__init__()
         self.tq, self.groups, self.grids, self.name = tq, groups, grids, name
+        self.packing = packing
 
     def forward(self, w):
         if not self.grids.on:
             return w
         return straight_through(w, revealed_weights(w, self.tq, self.groups,
-                                                    self.grids.scales.get(self.name)))
+                                                    self.grids.scales.get(self.name),
+                                                    self.packing))
 
 
-def attach(model, tq):
+def attach(model, tq, packing=None):
     """Make ``model``'s array layers compute with term quantization ``tq``
     (``codnn.golden.network.TermQuantization``), at max-abs and batch scales until
-    ``calibrate`` gives them the integer network's; return the hooks for
-    ``arithmetic.detach``."""
+    ``calibrate`` gives them the integer network's; with ``packing`` (each array layer's
+    column groups, from column combining), as the column-combined TQ array does. Return
+    the hooks for ``arithmetic.detach``."""
     grids = _Grids()
     table = _truncation_table(tq)
 
@@ -120,9 +144,11 @@ def attach(model, tq):
             return x
         return straight_through(x, truncated_data(x, tq, table, grids.scales.get(name)))
     hooks = []
-    for name, layer in named_array_layers(model):
+    layers = named_array_layers(model)
+    for (name, layer), layer_packing in zip(layers, packing or [None] * len(layers)):
         parametrize.register_parametrization(
-            layer, "weight", _Reveal(tq, getattr(layer, "groups", 1), grids, name))
+            layer, "weight", _Reveal(tq, getattr(layer, "groups", 1), grids, name,
+                                     layer_packing))
         hooks.append(layer.register_forward_pre_hook(
             lambda _, args, name=name: (truncate_input(name, args[0]),)))
     return hooks
