@@ -546,8 +546,7 @@ def test_asymmetric_signed_activations_take_their_own_zero_point(tmp_path):
         assert np.abs(scores - floats).max() < 0.03 * np.abs(floats).max()
     print(errors)
     assert errors[True] < 0.75 * errors[False]          # finer codes for the same range
-    # A signed tensor a residual add reads (here through a max pooling) keeps offset
-    # binary, the add unit's codes.
+    # A signed tensor a residual add reads keeps offset binary, the add unit's codes.
     inits = {"w1": rng.normal(0, 0.5, (4, 4)), "w2": rng.normal(0, 0.5, (4, 4)),
              "w3": rng.normal(0, 0.5, (4, 3))}
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
@@ -562,6 +561,20 @@ def test_asymmetric_signed_activations_take_their_own_zero_point(tmp_path):
     scores = integer.run(integer.quantize_input(x)) * integer.output_scale
     floats = network.run(x)
     assert np.abs(scores - floats).max() < 0.05 * np.abs(floats).max()
+    # So does one the add reads through a max pooling (which keeps the codes' zero point).
+    inits = {"w1": rng.normal(0, 0.4, (3, 2, 3, 3)), "b1": np.full(3, 0.8),
+             "w2": rng.normal(0, 0.4, (3, 3, 3, 3)), "w3": rng.normal(0, 0.4, (2, 3, 3, 3))}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["a"], ["p"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w2"], ["b"], name="c2", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["p", "b"], ["s"], name="add"),
+             helper.make_node("Conv", ["s", "w3"], ["y"], name="c3", pads=[1, 1, 1, 1])]
+    _model(nodes, inits, (2, 6, 6), [1, 2, 3, 3], path=tmp_path / "pooled.onnx")
+    network = load_onnx(tmp_path / "pooled.onnx")
+    x = rng.uniform(0, 1, (50, 2, 6, 6))
+    integer = quantize_network(network, x, alpha=1, gamma=0.0, asymmetric=True)
+    assert [layer.pad for layer in integer.array_layers] == [0, 128, 128]
 
 
 def test_asymmetric_zero_points_run_on_the_arrays_and_the_engine(tmp_path, capsys):
