@@ -20,8 +20,9 @@ import numpy as np
 import torch
 from torch.nn.utils import parametrize
 
-from codnn.golden.column_combining import collapse_groups, expand_groups
+from codnn.golden.column_combining import collapse_groups, expand_groups, pack
 from codnn.golden.term_quant import group, quantize, reveal, truncate, ungroup
+from codnn.golden.tq_array import reveal_packed
 from codnn.model.onnx_import import load_onnx
 from codnn.model.quantize import layer_scales, weight_scale
 
@@ -62,21 +63,11 @@ def revealed_weights(w, tq, groups=1, scales=None, packing=None):
     q = quantize(matrix, scale, tq.mag_bits)
     if packing is None:
         kept = ungroup(reveal(group(q, tq.g), tq.alpha, tq.encoding, tq.mag_bits), q.shape[1])
-    else:
-        kept = _revealed_packed(q, packing, tq)
+    else:                       # packed with its groups, as the integer network packs it
+        packed = pack(q, max(map(len, packing)), 0.0, groups=packing)
+        kept = reveal_packed(packed, g=tq.g, budget=tq.alpha, encoding=tq.encoding,
+                             mag_bits=tq.mag_bits).dense()
     return torch.from_numpy(kept * scale).reshape(w.shape).to(w.dtype)
-
-
-def _revealed_packed(q, packing, tq):
-    """Integer weights ``q`` (``N x C``) revealed as the column-combined TQ array does:
-    each row's weight of each column group (the sum of the group's columns, one of them
-    nonzero), revealed in groups of ``g`` packed columns, back at its column."""
-    column_group = np.zeros(q.shape[1], dtype=np.int64)
-    for j, columns in enumerate(packing):
-        column_group[list(columns)] = j
-    P = np.stack([q[:, list(columns)].sum(axis=1) for columns in packing], axis=1)
-    revealed = ungroup(reveal(group(P, tq.g), tq.alpha, tq.encoding, tq.mag_bits), P.shape[1])
-    return np.where(q != 0, revealed[:, column_group], 0)
 
 
 def _truncation_table(tq):
