@@ -39,61 +39,48 @@ def test_rfc1071_checksum():
     assert ipv4_checksum(header) == 0xB861
 
 
-@pytest.mark.parametrize("count", [1, 7, 8, 9, 300])
+def _checksum_agrees(packet):
+    """Whether scapy computes the IPv4 header checksum ``packet`` carries."""
+    rebuilt = packet[IP].copy()
+    del rebuilt.chksum
+    return IP(bytes(rebuilt)).chksum == packet[IP].chksum
+
+
+#: Each codec's message and decoder, and the bound its receiver is given: INCEPTIONN's
+#: the sender's; Rice's another, since its message names its own.
+_CODECS = {"inceptionn": (compress, decompress, lambda b: b),
+           "rice": (rice.compress, lambda message, b: rice.decompress(message),
+                    lambda b: 7 if b != 7 else 15)}
+
+
+@pytest.mark.parametrize("codec, count", [*[("inceptionn", n) for n in (1, 7, 8, 9, 300)],
+                                          *[("rice", n) for n in (1, 16, 17, 300)]])
 @pytest.mark.parametrize("bound_bits", [7, 10, 15])
-def test_gradient_frame_is_rewritten_and_restored(count, bound_bits):
+def test_gradient_frame_is_rewritten_and_restored(codec, count, bound_bits):
+    # The packet rule with either codec's message (Rice to nearest): lengths, the IPv4
+    # checksum (scapy's) and the UDP checksum; restored by the receiver.
     rng = np.random.default_rng(SEED + count)
     print(f"seed {SEED + count}")
+    encode, decode, receiver_bound = _CODECS[codec]
     values = _values(rng, count)
     original = _frame(values.astype("<f4").tobytes())
-    sent = compress_frame(original, bound_bits)
-    message = compress(values, bound_bits)
+    sent = compress_frame(original, bound_bits, codec)
+    message = encode(values, bound_bits)
 
     parsed = Ether(sent)
     assert parsed[IP].tos == GRADIENT_TOS and parsed[Raw].load[:len(message)] == message
     assert parsed[IP].len == 20 + 8 + len(message) and parsed[UDP].len == 8 + len(message)
-    assert parsed[UDP].chksum == 0
-    rebuilt = parsed[IP].copy()
-    del rebuilt.chksum
-    assert IP(bytes(rebuilt)).chksum == parsed[IP].chksum        # scapy agrees
+    assert parsed[UDP].chksum == 0 and _checksum_agrees(parsed)
     assert len(sent) == max(MIN_FRAME, 14 + 20 + 8 + len(message))
     assert sent[:12] == original[:12] and parsed[UDP].sport == 4791
 
-    received = Ether(decompress_frame(sent, bound_bits))
+    received = Ether(decompress_frame(sent, receiver_bound(bound_bits), codec))
     restored = np.frombuffer(received[Raw].load[:4 * count], dtype="<f4")
-    want = decompress(message, bound_bits)
+    want = decode(message, bound_bits)
     np.testing.assert_array_equal(restored.view(np.uint32), want.view(np.uint32))
     assert received[IP].len == Ether(original)[IP].len
     assert received[UDP].len == 8 + 4 * count
-    rebuilt = received[IP].copy()
-    del rebuilt.chksum
-    assert IP(bytes(rebuilt)).chksum == received[IP].chksum
-
-
-@pytest.mark.parametrize("count", [1, 16, 17, 300])
-@pytest.mark.parametrize("bound_bits", [7, 10, 15])
-def test_rice_gradient_frame_is_rewritten_and_restored(count, bound_bits):
-    # The packet rule with the Rice codec's message (to nearest): lengths, the IPv4
-    # checksum (scapy's) and the UDP checksum as for INCEPTIONN; the receiver decodes
-    # the bound the message names, whatever its own.
-    rng = np.random.default_rng(SEED + count)
-    print(f"seed {SEED + count}")
-    values = _values(rng, count)
-    original = _frame(values.astype("<f4").tobytes())
-    sent = compress_frame(original, bound_bits, codec="rice")
-    message = rice.compress(values, bound_bits)
-    parsed = Ether(sent)
-    assert parsed[Raw].load[:len(message)] == message and parsed[UDP].chksum == 0
-    assert parsed[IP].len == 20 + 8 + len(message) and parsed[UDP].len == 8 + len(message)
-    rebuilt = parsed[IP].copy()
-    del rebuilt.chksum
-    assert IP(bytes(rebuilt)).chksum == parsed[IP].chksum
-    assert len(sent) == max(MIN_FRAME, 14 + 20 + 8 + len(message))
-    received = Ether(decompress_frame(sent, 7 if bound_bits != 7 else 15, codec="rice"))
-    restored = np.frombuffer(received[Raw].load[:4 * count], dtype="<f4")
-    np.testing.assert_array_equal(restored.view(np.uint32),
-                                  rice.decompress(message).view(np.uint32))
-    assert received[IP].len == Ether(original)[IP].len and received[UDP].len == 8 + 4 * count
+    assert _checksum_agrees(received)
 
 
 def test_rice_frame_path_cases_and_unknown_codecs():
