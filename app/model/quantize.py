@@ -258,9 +258,6 @@ def quantize_network(network, calibration, *, alpha, gamma, weight_bits=8, out_b
         where no step takes it (an average counting padding, a concatenation, the
         output).
     """
-    if requant not in REQUANTS or clip not in CALIBRATIONS:
-        raise ValueError(f"requant must be one of {', '.join(REQUANTS)} and clip one of "
-                         f"{', '.join(CALIBRATIONS)}, not {requant!r} and {clip!r}")
     return _quantize(network, calibration, alpha=alpha, gamma=gamma, weight_bits=weight_bits,
                      out_bits=out_bits, acc_bits=acc_bits, tq=tq, per_channel=per_channel,
                      requant=requant, clip=clip, asymmetric=asymmetric,
@@ -273,8 +270,6 @@ def layer_scales(network, calibration, *, tq=None, clip="max"):
     ``calibration`` with ``clip``: what a training forward needs to compute on the grids
     the integer network will take (``codnn.train.term_quant``). Raises as
     ``quantize_network``."""
-    if clip not in CALIBRATIONS:
-        raise ValueError(f"clip must be one of {', '.join(CALIBRATIONS)}, not {clip!r}")
     return _quantize(network, calibration, alpha=1, gamma=0.0, tq=tq, weight_bits=8,
                      out_bits=8, acc_bits=32, per_channel=False, requant="shift",
                      clip=clip, asymmetric=False, progress=None)[1]
@@ -299,6 +294,9 @@ def _offset_term(zero, shift, multiplier):
 def _quantize(network, calibration, *, alpha, gamma, weight_bits, out_bits, acc_bits, tq,
               per_channel, requant, clip, asymmetric, progress):
     """``(IntegerNetwork, {layer name: LayerScales})``."""
+    if requant not in REQUANTS or clip not in CALIBRATIONS:
+        raise ValueError(f"requant must be one of {', '.join(REQUANTS)} and clip one of "
+                         f"{', '.join(CALIBRATIONS)}, not {requant!r} and {clip!r}")
     if tq is not None:
         weight_bits, out_bits = tq.mag_bits + 1, tq.mag_bits
     calibration = np.asarray(calibration, dtype=np.float64)
