@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .block_float import EXPONENT_MIN, GROUP, to_block_float
+from .block_float import EXPONENT_MIN, GROUP, choose_mantissa, threshold, to_block_float
 from .term_quant import ungroup
 
-__all__ = ["Conv", "Dense", "ReLU", "MaxPool", "Flatten", "TrainingSettings",
+__all__ = ["Conv", "Dense", "ReLU", "MaxPool", "Flatten", "WidthPolicy", "TrainingSettings",
            "TrainingState", "TrainingError", "WIDTHS", "check_network", "initial_state",
            "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac"]
 
@@ -74,20 +74,42 @@ class Flatten:
 
 
 @dataclass(frozen=True)
+class WidthPolicy:
+    """FAST's choice of widths (section 8) for a run of ``steps`` steps: every ``every``
+    steps, each tensor the narrowest of ``choices`` whose next step improves it by at most
+    ``a - b*step/steps - b*layer/layers``."""
+    steps: int
+    a: float = 0.12
+    b: float = 0.05
+    every: int = 16
+    choices: tuple = (2, 4, 6, 8)
+
+    def check(self):
+        if not (self.steps >= 1 and self.every >= 1 and self.choices
+                and all(m in WIDTHS for m in self.choices)
+                and all(b == a + 2 for a, b in zip(self.choices, self.choices[1:]))):
+            raise TrainingError(f"a width policy needs steps and every of at least 1 and "
+                                f"widths in 2..8 rising by 2, not {self}")
+
+
+@dataclass(frozen=True)
 class TrainingSettings:
-    """Mantissa widths ``(mw, ma, mg)``, SGD's float32 rate, momentum and decay, the
-    mini-batch and the noise seed."""
+    """Mantissa widths ``(mw, ma, mg)`` (or FAST's ``policy``), SGD's float32 rate,
+    momentum and decay, the mini-batch and the noise seed."""
     widths: tuple = (8, 8, 8)
     lr: float = 0.01
     momentum: float = 0.9
     decay: float = 0.0
     batch: int = 64
     seed: int = 0
+    policy: WidthPolicy = None
 
     def check(self):
         if len(self.widths) != 3 or any(m not in WIDTHS for m in self.widths):
             raise TrainingError(f"widths must be three mantissa widths in 2..8 (weights, "
                                 f"activations, gradients), not {self.widths!r}")
+        if self.policy is not None:
+            self.policy.check()
         for name in ("lr", "momentum", "decay"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
@@ -100,11 +122,13 @@ class TrainingSettings:
 
 @dataclass
 class TrainingState:
-    """Master weights ``[(W, b), ...]`` and momenta of the array layers (float32), and the
-    number of steps taken."""
+    """Master weights ``[(W, b), ...]`` and momenta of the array layers (float32), the
+    number of steps taken, and the widths ``(mw, ma, mg)`` a policy chose last per array
+    layer (None: the settings' widths)."""
     weights: list
     momenta: list = field(default=None)
     step: int = 0
+    chosen: list = None
 
     def __post_init__(self):
         if self.momenta is None:
@@ -276,16 +300,30 @@ def _im2col_positions(x, conv, out_size):
     return cols.reshape(C * k * k, N * Ho * Wo)
 
 
+def _maps(x, channels):
+    """An activation or gradient as ``N x C x H x W`` (a vector as a 1 x 1 map)."""
+    return x.reshape(x.shape[0], channels, *(x.shape[2:] or (1, 1)))
+
+
+def _arranged(layer, kind, tensor):
+    """Kinds 0, 1 and 2's arrangements (blocks along channels) of the layer's input, its
+    weights and its output gradient."""
+    conv = _as_conv(layer)
+    if kind == 1:
+        return tensor.reshape(conv.filters, conv.channels, conv.kernel,
+                              conv.kernel).transpose(0, 2, 3, 1)
+    return _maps(tensor, conv.filters if kind == 2 else conv.channels).transpose(0, 2, 3, 1)
+
+
 def _array_forward(layer, index, W, b, x, widths, rounding):
     """The forward product: ``(Y, X^)`` (``X^`` the rounded input, kept)."""
     mw, ma, _ = widths
     conv = _as_conv(layer)
-    x4 = x.reshape(x.shape[0], conv.channels, *(x.shape[2:] or (1, 1)))
+    x4 = _maps(x, conv.channels)
     p, C = conv.padding, conv.channels
-    Ex, Mx = rounding.blocks(x4.transpose(0, 2, 3, 1), ma, index, 0)
+    Ex, Mx = rounding.blocks(_arranged(layer, 0, x), ma, index, 0)
     kept = _value(Ex, Mx, ma, C).transpose(0, 3, 1, 2)
-    W4 = W.reshape(conv.filters, C, conv.kernel, conv.kernel)
-    kernel = rounding.blocks(W4.transpose(0, 2, 3, 1), mw, index, 1)
+    kernel = rounding.blocks(_arranged(layer, 1, W), mw, index, 1)
     out = [(n + 2 * p - conv.kernel) // conv.stride + 1 for n in x4.shape[2:]]
     Y = _block_conv(_pad_blocks(Ex, Mx, p, (p, p)), kernel, (ma, mw), conv.stride, out, b)
     Y = Y.transpose(0, 3, 1, 2)
@@ -297,9 +335,7 @@ def _array_backward(layer, index, W, dY, kept, widths, rounding, first):
     mw, ma, mg = widths
     conv = _as_conv(layer)
     k, s, p, C, F = conv.kernel, conv.stride, conv.padding, conv.channels, conv.filters
-    N = dY.shape[0]
-    dY4 = dY.reshape(N, F, *(dY.shape[2:] or (1, 1)))
-    x4 = kept.reshape(N, C, *(kept.shape[2:] or (1, 1)))
+    dY4, x4 = _maps(dY, F), _maps(kept, C)
     out_size = dY4.shape[2:]
     rows = rounding.blocks(dY4.transpose(1, 0, 2, 3).reshape(F, -1), mg, index, 4)
     cols = rounding.blocks(_im2col_positions(x4, conv, out_size), ma, index, 5)
@@ -309,7 +345,7 @@ def _array_backward(layer, index, W, dY, kept, widths, rounding, first):
     db = _finite(_block_rows(rows, ones, (mg, mg))[:, 0])
     if first:
         return dW, db, None
-    Eg, Mg = rounding.blocks(dY4.transpose(0, 2, 3, 1), mg, index, 2)
+    Eg, Mg = rounding.blocks(_arranged(layer, 2, dY), mg, index, 2)
     W4 = W.reshape(F, C, k, k)
     Et, Mt = rounding.blocks(W4.transpose(1, 2, 3, 0), mw, index, 3)
     flipped = (Et[:, ::-1, ::-1], Mt[:, ::-1, ::-1])
@@ -342,13 +378,28 @@ def _pool_backward(dY, choice, size, shape):
     return dX
 
 
-def _forward(layers, state, x, widths, rounding):
-    """The forward pass: the logits and what each layer keeps."""
-    kept, a = [], 0
+def _choose(policy, step, widths, layer, index, kind, tensor, layers):
+    """Under ``policy``, at a step it chooses, the width of kind ``kind``'s tensor (0
+    input, 1 weights, 2 output gradient) of array layer ``index``, set in ``widths``."""
+    if policy is None or step % policy.every:
+        return
+    eps = threshold(index, layers, min(step, policy.steps), policy.steps, policy.a,
+                    policy.b)
+    slot = {1: 0, 0: 1, 2: 2}[kind]
+    widths[index][slot] = choose_mantissa(_finite(_arranged(layer, kind, tensor)), eps,
+                                          widths=policy.choices)
+
+
+def _forward(layers, state, x, widths, rounding, policy=None):
+    """The forward pass: the logits and what each layer keeps (``widths``, a list of
+    per-layer ``[mw, ma, mg]``, takes ``policy``'s choices)."""
+    kept, a, count = [], 0, len(_array_layers(layers))
     for layer in layers:
         if isinstance(layer, (Conv, Dense)):
             W, b = state.weights[a]
-            x, saved = _array_forward(layer, a, W, b, x, widths, rounding)
+            for kind, tensor in ((0, x), (1, W)):
+                _choose(policy, state.step, widths, layer, a, kind, tensor, count)
+            x, saved = _array_forward(layer, a, W, b, x, widths[a], rounding)
             a += 1
         elif isinstance(layer, ReLU):
             saved = x > 0
@@ -405,25 +456,28 @@ def _check_batch(layers, images, labels=None, classes=None):
 
 def train_step(layers, settings, state, images, labels):
     """One training step on a mini-batch. Returns ``(state, report)``: the new state (the
-    old one is left as it was) and ``{"loss", "correct", "nonfinite"}`` (``loss`` None and
-    the weights unchanged when ``nonfinite``)."""
+    old one is left as it was) and ``{"loss", "correct", "nonfinite", "macs", "bit_ops",
+    "widths"}`` (``loss`` None and the weights unchanged when ``nonfinite``)."""
     settings.check()
     images, labels = _check_batch(layers, images, labels)
     if len(images) > settings.batch:
         raise TrainingError(f"a mini-batch of {len(images)} images exceeds the program's "
                             f"batch of {settings.batch}")
-    widths, rounding = settings.widths, _Rounding(settings.seed, state.step, True)
+    rounding = _Rounding(settings.seed, state.step, True)
     arrays = _array_layers(layers)
-    later = TrainingState(state.weights, state.momenta, state.step + 1)
+    widths = _widths(settings, state, len(arrays))
+    later = TrainingState(state.weights, state.momenta, state.step + 1, state.chosen)
     try:
-        logits, kept = _forward(layers, state, images, widths, rounding)
+        logits, kept = _forward(layers, state, images, widths, rounding, settings.policy)
         gradient, loss = loss_gradient(logits, labels)
         grads, a = [None] * len(arrays), len(arrays)
         for layer, saved in zip(reversed(layers), reversed(kept)):
             if isinstance(layer, (Conv, Dense)):
                 a -= 1
+                _choose(settings.policy, state.step, widths, layer, a, 2, gradient,
+                        len(arrays))
                 dW, db, gradient = _array_backward(layer, a, state.weights[a][0], gradient,
-                                                   saved, widths, rounding, a == 0)
+                                                   saved, widths[a], rounding, a == 0)
                 grads[a] = (dW, db)
                 if a == 0:
                     break                     # nothing before layer 0 has weights
@@ -435,10 +489,30 @@ def train_step(layers, settings, state, images, labels):
                 gradient = gradient.reshape(saved)
         weights, momenta = _update(settings, state, grads)
     except _NonFinite:
-        return later, {"loss": None, "correct": None, "nonfinite": True}
+        return later, {"loss": None, "correct": None, "nonfinite": True, "bit_ops": 0,
+                       "macs": 0}
     correct = int((logits.argmax(axis=1) == labels).sum())
-    return (TrainingState(weights, momenta, state.step + 1),
-            {"loss": loss, "correct": correct, "nonfinite": False})
+    macs = [len(images) * _macs(layer, shape) for layer, shape in
+            zip(layers, check_network(layers, images.shape[1:]))
+            if isinstance(layer, (Conv, Dense))]
+    return (TrainingState(weights, momenta, state.step + 1,
+                          None if settings.policy is None else widths),
+            {"loss": loss, "correct": correct, "nonfinite": False, "macs": sum(macs),
+             "bit_ops": sum(n * bit_ops_per_mac(w) for n, w in zip(macs, widths)),
+             "widths": [tuple(w) for w in widths]})
+
+
+def _widths(settings, state, count):
+    """This step's ``[mw, ma, mg]`` per array layer: the policy's last choice, else the
+    settings'."""
+    source = state.chosen if state.chosen is not None else [settings.widths] * count
+    return [list(w) for w in source]
+
+
+def _macs(layer, out_shape):
+    """Forward multiply-accumulates of an array layer per image."""
+    conv = _as_conv(layer)
+    return int(np.prod(out_shape)) * conv.channels * conv.kernel ** 2
 
 
 def _update(settings, state, grads):
@@ -462,7 +536,8 @@ def evaluate(layers, settings, state, images):
     logit's class. ``TrainingError`` if a value overflows."""
     images, _ = _check_batch(layers, images)
     try:
-        logits, _ = _forward(layers, state, images, settings.widths,
+        logits, _ = _forward(layers, state, images,
+                             _widths(settings, state, len(_array_layers(layers))),
                              _Rounding(0, 0, False))
     except _NonFinite:
         raise TrainingError("the forward pass overflows float32 (a non-finite "

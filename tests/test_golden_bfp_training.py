@@ -221,7 +221,8 @@ def test_overflow_sets_the_flag_and_keeps_the_weights():
     state.weights[1] = (np.full((10, 64), 3e38, np.float32), state.weights[1][1])
     x, y = _digits(8)
     later, report = train_step(layers, TrainingSettings(batch=8), state, x, y)
-    assert report == {"loss": None, "correct": None, "nonfinite": True}
+    assert report == {"loss": None, "correct": None, "nonfinite": True, "bit_ops": 0,
+                      "macs": 0}
     assert later.step == 1 and later.weights is state.weights
     with pytest.raises(TrainingError, match="overflows"):
         evaluate(layers, TrainingSettings(), state, x)
@@ -308,3 +309,32 @@ def test_bad_batches_and_weights():
 
 def test_bit_operations():
     assert bit_ops_per_mac((8, 8, 8)) == 192 and bit_ops_per_mac((2, 4, 6)) == 8 + 12 + 24
+
+
+def test_width_policy_chooses_every_so_many_steps_and_counts_bit_operations():
+    from codnn.golden.bfp_training import WidthPolicy
+    from codnn.golden.block_float import choose_mantissa, threshold
+    layers, state = _tiny()
+    x, y = _digits(16)
+    policy = WidthPolicy(steps=10, every=2)
+    settings = TrainingSettings(batch=16, lr=0.1, policy=policy, seed=SEED)
+    first, report = train_step(layers, settings, state, x, y)
+    arranged_input = x.transpose(0, 2, 3, 1)
+    expected_ma = choose_mantissa(arranged_input, threshold(0, 2, 0, 10, 0.12, 0.05))
+    expected_mw = choose_mantissa(state.weights[1][0], threshold(1, 2, 0, 10, 0.12, 0.05))
+    assert report["widths"][0][1] == expected_ma and report["widths"][1][0] == expected_mw
+    assert first.chosen == [list(w) for w in report["widths"]]
+    macs = 16 * (4 * 64 * 9 + 10 * 64)
+    assert report["macs"] == macs
+    assert report["bit_ops"] == sum(n * (mw * ma + mw * mg + ma * mg) for n, (mw, ma, mg)
+                                    in zip((16 * 4 * 64 * 9, 16 * 640), report["widths"]))
+    # step 1 holds the choice whatever the tensors; step 2 chooses again
+    first.weights = [(w * 0 + np.float32(1), b) for w, b in first.weights]
+    second, report2 = train_step(layers, settings, first, x, y)
+    assert report2["widths"] == report["widths"]
+    third, report3 = train_step(layers, settings, second, x, y)
+    assert report3["widths"][1][0] == 2            # all-equal weights: 2 bits are exact
+    fixed = train_step(layers, TrainingSettings(batch=16), state, x, y)[1]
+    assert fixed["bit_ops"] == 192 * macs and fixed["widths"] == [(8, 8, 8)] * 2
+    with pytest.raises(TrainingError, match="policy"):
+        train_step(layers, TrainingSettings(policy=WidthPolicy(steps=0)), state, x, y)
