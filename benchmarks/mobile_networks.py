@@ -24,8 +24,8 @@ again with column combining (alpha 8, gamma 0.5, 80 % zeros, ``--cc-epochs`` aft
 last prune point) and run on a 16 x 16 array with alpha 8 and per-channel scales: tiles
 against the dense tiles of the same weights. Prints a table, writes PREFIX.json. Needs the
 ``train`` extra (PyTorch CPU); about ten minutes for the three on this machine's two
-cores. The column-combined models stay beside PREFIX (``PREFIX-MODEL-cc.onnx``), for
-``codnn compile`` and ``codnn infer --rtl``.
+cores. The models stay beside PREFIX (``PREFIX-MODEL.onnx``, ``PREFIX-MODEL-cc.onnx``),
+for ``codnn compile``, ``codnn infer --rtl`` and ``benchmarks/integer_accuracy.py``.
 """
 
 import argparse
@@ -137,12 +137,20 @@ def train_module(name, spec, channels, folder):
                  progress=lambda text: print(f"{name}: {text}", flush=True))
 
 
+def _keep(model, path):
+    """Copy a trained model out of the run's temporary folder; its new path."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model, path)
+    return path
+
+
 def measure(name, args, channels):
     """One model's row: dense training, the two kinds of scales, column combining."""
     row = {"model": name}
     with tempfile.TemporaryDirectory() as folder:
         report = train_module(name, TrainSpec(name, args.data, epochs=args.epochs), channels,
                           Path(folder) / "dense")
+        row["model_file"] = _keep(report["model"], f"{args.output}-{name}.onnx")
         for per_channel in (False, True):
             result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=1,
                               gamma=0.0, per_channel=per_channel)
@@ -154,10 +162,7 @@ def measure(name, args, channels):
         report = train_module(name, cc, channels, Path(folder) / "cc")
         result, _ = infer(report["model"], args.data, rows=16, cols=16, alpha=8,
                           per_channel=True)
-        kept = Path(f"{args.output}-{name}-cc.onnx")
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(report["model"], kept)
-        row["cc_model"] = str(kept)
+        row["cc_model"] = _keep(report["model"], f"{args.output}-{name}-cc.onnx")
         row.update(cc_float=result["float_accuracy"], cc_int=result["integer_accuracy"],
                    cc_tiles=result["tiles"], dense_tiles=result["dense_tiles"],
                    tile_ratio=result["tile_ratio"], cycle_ratio=result["cycle_ratio"])
@@ -176,7 +181,7 @@ def main():
     rows = [measure(name, args, channels) for name in args.models.split(",")]
     print_rows(f"{args.data}, {args.epochs} epochs; integer: 16 x 16 dense array, one scale "
                f"per layer or per channel; cc: column combining, alpha 8, 80 % zeros", rows,
-               [(k, k.replace("_", " ")) for k in rows[0] if k != "cc_model"])
+               [(k, k.replace("_", " ")) for k in rows[0] if k not in ("cc_model", "model_file")])
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
