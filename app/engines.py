@@ -23,7 +23,7 @@ from codnn.golden.systolic import (MAC_KINDS, REQUANT_BITS, REQUANT_KINDS, check
                                    mac_timing)
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
-from codnn.hw.bfp import BlockDot
+from codnn.hw.bfp import BlockAccumulate, BlockDot
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
@@ -417,6 +417,20 @@ ENGINES = {engine.name: engine for engine in [
             "g": dut.g, "m": dut.m, "out_m": dut.out_m, "blocks": beats, "idle": idle,
             "backpressure": backpressure, "latency": dut.latency},
         throughput=lambda dut: f"1 block/cycle ({dut.g} MACs/cycle)",
+        rate=lambda dut: (dut.g, "MAC"),
+    ),
+    Engine(
+        name="block_accumulate",
+        summary="a block pair added to a float32 sum, the step of the BFP training step's "
+                "products: the exact block dot product, rounded to float32, then added",
+        params=(Param("g", int, 16, "values per block"),
+                Param("m", int, 8, "widest mantissa (magnitude bits, 2..8)")),
+        build=lambda **p: BlockAccumulate(**p),
+        testbench="codnn.sim.tb_block_accumulate",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
+            "g": dut.g, "m": dut.m, "pairs": beats, "idle": idle,
+            "backpressure": backpressure, "latency": dut.latency},
+        throughput=lambda dut: f"1 block pair/cycle ({dut.g} MACs/cycle)",
         rate=lambda dut: (dut.g, "MAC"),
     ),
 ]}

@@ -19,7 +19,7 @@ from .term_quant import ungroup
 
 __all__ = ["Conv", "Dense", "ReLU", "MaxPool", "Flatten", "WidthPolicy", "TrainingSettings",
            "TrainingState", "TrainingError", "WIDTHS", "check_network", "initial_state",
-           "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac"]
+           "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac", "block_term"]
 
 #: Mantissa widths a training program may take (FAST's).
 WIDTHS = range(2, 9)
@@ -229,10 +229,25 @@ def _value(E, M, m, size):
                    size).astype(np.float32)
 
 
+def _term(P, q):
+    """``fl32(P * 2**q)`` (``P`` exact integers as float64; overflow gives an infinity)."""
+    with np.errstate(over="ignore"):
+        return np.ldexp(P, q).astype(np.float32)
+
+
 def _add_blocks(acc, P, q):
     """``acc = fl32(acc + fl32(P * 2**q))``: one block pair's exact dot product added."""
     with np.errstate(over="ignore", invalid="ignore"):     # overflow: inf, then flagged
-        return acc + np.ldexp(P, q).astype(np.float32)
+        return acc + _term(P, q)
+
+
+def block_term(Ea, Ma, Eb, Mb, m, m2):
+    """One block pair's term of section 11's sums, ``fl32(P * 2**(Ea + Eb - m - m2 +
+    2))`` with ``P = sum_j Ma_j * Mb_j`` exact (``Ma``, ``Mb``: ``... x g`` mantissas of
+    widths ``m`` and ``m2``; ``Ea``, ``Eb``: their exponents); float32, the shape of
+    ``Ea``."""
+    P = (np.asarray(Ma, np.int64) * np.asarray(Mb, np.int64)).sum(axis=-1)
+    return _term(P.astype(np.float64), np.asarray(Ea) + np.asarray(Eb) + 2 - m - m2)
 
 
 def _block_conv(maps, kernel, widths, stride, out_size, init):
