@@ -44,9 +44,9 @@ class BlockTerm(wiring.Component):
     ``o.payload``: ``a`` = the term's 32 bits, ``b`` = ``psum`` (``Float32Add``'s input).
 
     Pipeline: products; a registered adder tree (``ceil(log2 g)`` levels, at least one);
-    sign and magnitude; the leading one and the exponent; packed (a left shift into the
-    fraction, or a right shift with rounding for a subnormal). Latency: ``latency`` =
-    ``4 + max(1, ceil(log2 g))`` (8 at ``g = 16``). Throughput: one pair a cycle; it
+    sign and magnitude; the leading one and the exponent; the shifts (a left shift into
+    the fraction, or for a subnormal a right shift); rounded and packed. Latency:
+    ``latency`` = ``5 + max(1, ceil(log2 g))`` (9 at ``g = 16``). Throughput: one pair a cycle; it
     stalls as a whole under backpressure.
 
     Raises
@@ -60,7 +60,7 @@ class BlockTerm(wiring.Component):
     def __init__(self, *, g=16, m=8):
         self.check(g, m)
         self.g, self.m = g, m
-        self.latency = 4 + _tree_levels(g)
+        self.latency = 5 + _tree_levels(g)
         super().__init__({
             "i": In(stream.Signature(_beat_layout(g, m))),
             "o": Out(stream.Signature(data.StructLayout({"a": 32, "b": 32}))),
@@ -94,48 +94,67 @@ class BlockTerm(wiring.Component):
         total = level[0]
         q = delay((beat.ea + beat.eb + 2 - beat.wa - beat.wb).as_signed()[:_Q_BITS]
                   .as_signed(), 1 + _tree_levels(self.g), "q")
-        psum = delay(beat.psum, self.latency - 1, "psum")
+        psum = delay(beat.psum, self.latency - 2, "psum")
 
         # Sign and magnitude.
         width = self.sum_bits
         negative = register(total < 0, "negative")
         magnitude = register(Mux(total < 0, -total, total)[:width], "magnitude")
+        # The shift of a subnormal term, |P| * 2**(q + 149): left (exact) or right.
+        # (Each a single carry chain from q: the comparisons against constants.)
+        subnormal_left = delay(q >= -_SUBNORMAL_UNIT, 2, "subnormal_left")
+        left = delay((q + _SUBNORMAL_UNIT)[:5], 2, "left")
+        right = Mux(q < -_SUBNORMAL_UNIT - (width + 2), width + 2,
+                    (-_SUBNORMAL_UNIT - q)[:6])
+        right = delay(right[:6], 2, "right")
         q = register(q, "q_m")
 
-        # The leading one; the biased exponent of |P| * 2**q.
+        # The leading and the trailing one; the biased exponent of |P| * 2**q.
         top = Signal(range(max(width, 2)), name="top")
+        trailing = Signal(range(width + 1), name="trailing")     # zeros below the lowest one
+        m.d.comb += trailing.eq(width)
         for k in range(width):
             with m.If(magnitude[k]):
                 m.d.comb += top.eq(k)
+            with m.If(magnitude[width - 1 - k]):
+                m.d.comb += trailing.eq(width - 1 - k)
         biased = register((q + top + 127).as_signed()[:_Q_BITS + 1].as_signed(), "biased")
         top = register(top, "top_r")
+        trailing = register(trailing, "trailing_r")
         magnitude = register(magnitude, "magnitude_r")
         negative = delay(negative, 1, "negative")
 
-        # Packed. A normal term is exact (|P| has at most 23 bits below its leading one);
-        # a subnormal one is |P| * 2**(q + 149), shifted right and rounded to even.
+        # Packed, over two stages. A normal term is exact (|P| has at most 23 bits below
+        # its leading one).
         fraction = Signal(23, name="fraction")
         for k in range(max(width, 1)):
             with m.If(top == k):
                 m.d.comb += fraction.eq((magnitude << (23 - k))[:23])
-        normal = Cat(fraction, biased[:8])
-        # A subnormal's field is |P| * 2**(q + 149), q + 149 = biased - top + 22.
-        scale = (biased - top + (_SUBNORMAL_UNIT - 127)).as_signed()
-        left = Mux(scale >= 0, scale, 0)[:5]
-        right = Mux(scale < 0, -scale, 0)
-        right = Mux(right > width + 2, width + 2, right)[:6]
-        wide = Cat(Const(0, 2), magnitude)                      # two bits below the point
-        shifted = (wide >> right)
-        lost = (wide & ((Const(1, width + 3) << right) - 1)).any()
-        kept = shifted[2:]
-        guard, sticky = shifted[1], shifted[0] | lost
-        rounded = kept + (guard & (sticky | kept[0]))
-        subnormal = Mux(scale >= 0, (magnitude << left)[:24], rounded[:24])
-        word = Mux(magnitude == 0, 0,
-                   Mux(biased >= 0xFF, Cat(Const(0, 23), Const(0xFF, 8)),
-                       Mux(biased >= 1, normal, subnormal)))
+        shifted = Cat(Const(0, 2), magnitude) >> right          # two bits below the point
+        lost = trailing + 2 < right                             # ones below those two
+        kept = register(shifted[2:2 + 24], "kept")
+        guard = register(shifted[1], "guard")
+        sticky = register(shifted[0] | lost, "sticky")
+        exact = register((magnitude << left)[:24], "exact")
+        normal = register(Cat(fraction, biased[:8]), "normal")
+        form = register(Mux(magnitude == 0, 0, Mux(biased >= 0xFF, 1, Mux(
+            biased >= 1, 2, Mux(subnormal_left, 3, 4)))), "form")   # zero, inf, normal, ...
+        negative = delay(negative, 1, "negative_p")
+        psum = delay(psum, 1, "psum_p")
+
+        rounded = (kept + (guard & (sticky | kept[0])))[:24]
+        word = Signal(31, name="word")
+        with m.Switch(form):
+            with m.Case(1):
+                m.d.comb += word.eq(Cat(Const(0, 23), Const(0xFF, 8)))
+            with m.Case(2):
+                m.d.comb += word.eq(normal)
+            with m.Case(3):
+                m.d.comb += word.eq(exact)
+            with m.Case(4):
+                m.d.comb += word.eq(rounded)
         m.d.comb += [
-            self.o.payload.a.eq(register(Cat(word[:31], negative), "term")),
+            self.o.payload.a.eq(register(Cat(word, negative), "term")),
             self.o.payload.b.eq(register(psum, "psum_out")),
         ]
         return m
@@ -146,13 +165,13 @@ class BlockAccumulate(wiring.Component):
     section 11's sums (a systolic cell's, with ``psum`` from the cell above). Input beat:
     ``BlockTerm``'s; output beat: the new sum's 32 bits.
 
-    Latency: ``latency`` = ``BlockTerm``'s plus ``Float32Add.latency`` (12 at ``g = 16``). Throughput: one pair a cycle; it stalls as a whole under backpressure.
+    Latency: ``latency`` = ``BlockTerm``'s plus ``Float32Add.latency`` (17 at ``g = 16``). Throughput: one pair a cycle; it stalls as a whole under backpressure.
     """
 
     def __init__(self, *, g=16, m=8):
         BlockTerm.check(g, m)
         self.g, self.m = g, m
-        self.latency = 4 + _tree_levels(g) + Float32Add.latency
+        self.latency = 5 + _tree_levels(g) + Float32Add.latency
         super().__init__({"i": In(stream.Signature(_beat_layout(g, m))),
                           "o": Out(stream.Signature(32))})
 

@@ -25,14 +25,15 @@ class Float32Add(wiring.Component):
     Input beat ``i.payload``: ``a``, ``b`` (32 bits each, IEEE encoding). Output beat
     ``o.payload``: the sum's 32 bits.
 
-    Pipeline: operands unpacked and ordered by magnitude; the smaller aligned (a right
-    shift, the bits shifted out kept as a sticky bit); added or subtracted; normalized (a
-    carry shifted out, or leading zeros shifted away down to the smallest exponent);
-    rounded and packed. Latency: ``latency`` = 4 cycles. Throughput: one sum a cycle; the
-    pipeline stalls as a whole under backpressure.
+    Pipeline: operands ordered by magnitude, then unpacked; the smaller aligned (a right
+    shift; the bits it drops, known from the trailing zeros, make a sticky bit); added or
+    subtracted; its leading zeros counted; normalized (a carry shifted out, or leading
+    zeros shifted away down to the smallest exponent); rounded; packed. Latency:
+    ``latency`` = 8 cycles. Throughput: one sum a cycle; the pipeline stalls as a whole
+    under backpressure.
     """
 
-    latency = 4
+    latency = 8
 
     def __init__(self):
         super().__init__({
@@ -46,8 +47,23 @@ class Float32Add(wiring.Component):
         register = pipe.register
         a, b = self.i.payload.a, self.i.payload.b
 
-        # 1. Unpack; order by magnitude (the 31 bits below the sign compare as integers).
-        swap = b[:31] > a[:31]
+        # 1. Order by magnitude (the 31 bits below the sign compare as integers); each
+        # significand's trailing zeros (what an alignment shift loses is below them).
+        swap = register(b[:31] > a[:31], "swap")
+
+        def trailing(x):
+            count = Signal(range(25), name="trailing")
+            significand = Cat(x[:23], x[23:31] != 0)
+            m.d.comb += count.eq(24)
+            for k in reversed(range(24)):
+                with m.If(significand[k]):
+                    m.d.comb += count.eq(k)
+            return count
+
+        zeros_a, zeros_b = register(trailing(a), "zeros_a"), register(trailing(b), "zeros_b")
+        a, b = register(a, "a_r"), register(b, "b_r")
+
+        # 2. Unpack.
         big, small = Mux(swap, b, a), Mux(swap, a, b)
 
         def fields(x):
@@ -71,15 +87,14 @@ class Float32Add(wiring.Component):
         distance = register((e_big - e_small)[:8], "distance")
         m_big = register(m_big, "m_big")
         m_small = register(m_small, "m_small")
+        zeros_small = register(Mux(swap, zeros_a, zeros_b), "zeros_small")
 
-        # 2. Align the smaller significand: a right shift, the lost bits into the sticky.
+        # 3. Align the smaller significand: a right shift, the lost bits into the sticky.
         wide_small = Cat(Const(0, 3), m_small)                           # 27 bits
         shifted = Signal(_WIDE, name="shifted")
         lost = Signal(name="lost")
         m.d.comb += [shifted.eq(Mux(distance >= _WIDE, 0, wide_small >> distance)),
-                     lost.eq(Mux(distance >= _WIDE, m_small != 0,
-                                 (wide_small & ((Const(1, _WIDE + 1) << distance) - 1))
-                                 .any()))]
+                     lost.eq((zeros_small != 24) & (zeros_small + 3 < distance))]
         aligned = register(shifted | lost, "aligned")
         wide_big = register(Cat(Const(0, 3), m_big), "wide_big")
         sign, subtract, exponent, special, is_special, both_negative_zero = (
@@ -88,7 +103,7 @@ class Float32Add(wiring.Component):
                 (special, "special"), (is_special, "is_special"),
                 (both_negative_zero, "both_negative_zero")))
 
-        # 3. Add or subtract (|big| >= |small|: a difference is never negative).
+        # 4. Add or subtract (|big| >= |small|: a difference is never negative).
         total = register(Mux(subtract, wide_big - aligned, wide_big + aligned)[:_WIDE + 1],
                          "total")
         sign, exponent, special, is_special, both_negative_zero = (
@@ -96,14 +111,24 @@ class Float32Add(wiring.Component):
                 (sign, "sign"), (exponent, "exponent"), (special, "special"),
                 (is_special, "is_special"), (both_negative_zero, "both_negative_zero")))
 
-        # 4. Normalize, round to nearest even, pack.
-        carry = total[_WIDE]
+        # 5. The leading zeros, and how far the exponent lets them be shifted away.
         leading = Signal(range(_WIDE + 1), name="leading")         # zeros above bit 26
         m.d.comb += leading.eq(_WIDE)
         for k in range(_WIDE):
             with m.If(total[k]):
                 m.d.comb += leading.eq(_WIDE - 1 - k)
-        room = (exponent - 1)[:8]                                  # shifts above subnormal
+        room = register((exponent - 1)[:8], "room")               # shifts above subnormal
+        leading = register(leading, "leading_r")
+        zero = register(total == 0, "zero")
+        total = register(total, "total_r")
+        exponent = register(exponent, "exponent_r")
+        sign, special, is_special, both_negative_zero = (
+            pipe.delay(s, 1, n + "_z") for s, n in (
+                (sign, "sign"), (special, "special"), (is_special, "is_special"),
+                (both_negative_zero, "both_negative_zero")))
+
+        # 6. Normalize: a carry shifted out, or leading zeros shifted away.
+        carry = total[_WIDE]
         left = Signal(range(_WIDE + 1), name="left")
         m.d.comb += left.eq(Mux(leading > room, room, leading))
         normal = Signal(_WIDE, name="normal")
@@ -113,17 +138,29 @@ class Float32Add(wiring.Component):
                          e_norm.eq(exponent + 1)]
         with m.Else():
             m.d.comb += [normal.eq((total << left)[:_WIDE]), e_norm.eq(exponent - left)]
+        normal, e_norm = register(normal, "normal"), register(e_norm, "e_norm")
+        zero = register(zero, "zero_n")
+        sign, special, is_special, both_negative_zero = (
+            pipe.delay(s, 1, n + "_n") for s, n in (
+                (sign, "sign"), (special, "special"), (is_special, "is_special"),
+                (both_negative_zero, "both_negative_zero")))
+
+        # 7. Round to nearest even: the increment, and the word it is added to (its
+        # exponent field 0 for a subnormal, so that a carry out of the fraction makes the
+        # next exponent, or the smallest normal).
         kept, guard, rest = normal[3:], normal[2], normal[:2].any()
-        up = guard & (rest | kept[0])
-        rounded = Signal(25, name="rounded")
-        m.d.comb += rounded.eq(kept + up)
-        e_out = Mux(rounded[24], e_norm + 1, e_norm)
-        significand = Mux(rounded[24], rounded[1:24], rounded[:23])
-        hidden = Mux(rounded[24], 1, rounded[23])
-        zero = total == 0
-        overflow = e_out >= 0xFF
-        packed = Mux(overflow, Cat(Const(0, 23), Const(0xFF, 8), sign),
-                     Cat(significand, Mux(hidden, e_out[:8], 0), sign))
+        up = register(guard & (rest | kept[0]), "up")
+        base = register(Cat(kept[:23], Mux(kept[23], e_norm[:8], 0)), "base")
+        overflow = register(e_norm >= 0xFF, "overflow")
+        zero = register(zero, "zero_r")
+        sign, special, is_special, both_negative_zero = (
+            pipe.delay(s, 1, n + "_r") for s, n in (
+                (sign, "sign"), (special, "special"), (is_special, "is_special"),
+                (both_negative_zero, "both_negative_zero")))
+
+        # 8. Pack (a rounding that carries into an exponent of 255 makes the infinity).
+        rounded = (base + up)[:31]
+        packed = Mux(overflow, Cat(Const(0, 23), Const(0xFF, 8), sign), Cat(rounded, sign))
         result = Mux(is_special, special,
                      Mux(zero, Cat(Const(0, 31), both_negative_zero), packed))
         m.d.comb += self.o.payload.eq(register(result, "sum"))
