@@ -23,7 +23,7 @@ from codnn.golden.systolic import (MAC_KINDS, REQUANT_BITS, REQUANT_KINDS, check
                                    mac_timing)
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
-from codnn.hw.bfp import BlockAccumulate, BlockDot
+from codnn.hw.bfp import BlockAccumulate, BlockDot, SgdUpdate
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
@@ -432,6 +432,19 @@ ENGINES = {engine.name: engine for engine in [
             "backpressure": backpressure, "latency": dut.latency},
         throughput=lambda dut: f"1 block pair/cycle ({dut.g} MACs/cycle)",
         rate=lambda dut: (dut.g, "MAC"),
+    ),
+    Engine(
+        name="sgd_update",
+        summary="the BFP training step's update: SGD with momentum and weight decay on "
+                "float32 master weights, a weight a cycle",
+        params=(),
+        build=lambda **p: SgdUpdate(),
+        testbench="codnn.sim.tb_sgd_update",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
+            "weights": beats, "idle": idle, "backpressure": backpressure,
+            "latency": dut.latency},
+        throughput=lambda dut: "1 weight/cycle",
+        rate=lambda dut: (1, "weight"),
     ),
 ]}
 

@@ -19,7 +19,7 @@ from .term_quant import ungroup
 
 __all__ = ["Conv", "Dense", "ReLU", "MaxPool", "Flatten", "WidthPolicy", "TrainingSettings",
            "TrainingState", "TrainingError", "WIDTHS", "check_network", "initial_state",
-           "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac", "block_term"]
+           "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac", "block_term", "sgd_update"]
 
 #: Mantissa widths a training program may take (FAST's).
 WIDTHS = range(2, 9)
@@ -530,16 +530,24 @@ def _macs(layer, out_shape):
     return int(np.prod(out_shape)) * conv.channels * conv.kernel ** 2
 
 
+def sgd_update(w, v, g, lr, momentum, decay):
+    """Section 11's update of float32 weights ``w`` with momenta ``v`` and gradients
+    ``g``: ``(w', v')``, ``v' = fl32(fl32(momentum * v) + fl32(g + fl32(decay * w)))``,
+    ``w' = fl32(w - fl32(lr * v'))`` (an overflow gives an infinity)."""
+    lr, momentum, decay = (np.float32(x) for x in (lr, momentum, decay))
+    w, v, g = (np.asarray(x, np.float32) for x in (w, v, g))
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = momentum * v + (g + decay * w)
+        return w - lr * v, v
+
+
 def _update(settings, state, grads):
     """SGD with momentum and weight decay, in float32, on every ``W`` then ``b``."""
-    lr, mu, decay = (np.float32(v) for v in (settings.lr, settings.momentum, settings.decay))
     weights, momenta = [], []
     for params, moments, gradients in zip(state.weights, state.momenta, grads):
         pairs = []
         for w, v, g in zip(params, moments, gradients):
-            with np.errstate(over="ignore", invalid="ignore"):
-                v = mu * v + (g + decay * w)
-                w = w - lr * v
+            w, v = sgd_update(w, v, g, settings.lr, settings.momentum, settings.decay)
             pairs.append((_finite(w), _finite(v)))
         weights.append(tuple(w for w, _ in pairs))
         momenta.append(tuple(v for _, v in pairs))

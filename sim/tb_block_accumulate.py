@@ -19,7 +19,7 @@ import numpy as np
 
 from codnn.golden.bfp_training import block_term
 from codnn.golden.lanes import pack_lanes
-from codnn.hw.bfp.float_add import CANONICAL_NAN
+from codnn.hw.bfp.float32 import CANONICAL_NAN
 from codnn.sim.testbench import check_stream, load_config, write_report
 
 

@@ -7,11 +7,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.bfp_training import WIDTHS
-from codnn.hw.bfp.float_add import Float32Add
+from codnn.hw.bfp.float32 import ADD_LATENCY, add_stages, highest_one, lowest_one
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.pipeline import StallPipeline
 
-__all__ = ["BlockTerm", "BlockAccumulate"]
+__all__ = ["BlockAccumulate"]
 
 _EXPONENT_BITS = 8
 #: Bits of ``q = ea + eb - wa - wb + 2`` (-270..252) and of the term's exponent.
@@ -25,29 +25,25 @@ def _tree_levels(g):
     return max(1, (g - 1).bit_length())
 
 
-def _beat_layout(g, m):
-    return data.StructLayout({
-        "ea": signed(_EXPONENT_BITS), "eb": signed(_EXPONENT_BITS),
-        "wa": unsigned(4), "wb": unsigned(4),
-        "ma": data.ArrayLayout(signed(m + 1), g), "mb": data.ArrayLayout(signed(m + 1), g),
-        "psum": unsigned(32)})
-
-
-class BlockTerm(wiring.Component):
-    """``fl32(P * 2**(ea + eb - wa - wb + 2))`` of a block pair, ``P = sum_j ma_j * mb_j``
-    exact, rounded to nearest even where it falls below float32's normal range (a
-    subnormal), an infinity where it overflows; ``P = 0`` gives ``+0.0``.
+class BlockAccumulate(wiring.Component):
+    """``fl32(psum + fl32(P * 2**(ea + eb - wa - wb + 2)))``, ``P = sum_j ma_j * mb_j``
+    exact: the step of section 11's sums, a cell of a BFP systolic array with ``psum``
+    from the cell above. The term is exact when normal, rounded to nearest even below
+    float32's normal range (a subnormal), an infinity on overflow, ``+0.0`` for ``P =
+    0``; the addition is ``codnn.hw.bfp.float32``'s.
 
     Input beat ``i.payload``: ``ea``, ``eb`` (signed 8-bit shared exponents), ``wa``,
     ``wb`` (the blocks' mantissa widths, 2..``m``), ``ma``, ``mb`` (``g`` signed ``m +
-    1``-bit mantissas each) and ``psum`` (32 bits, carried through). Output beat
-    ``o.payload``: ``a`` = the term's 32 bits, ``b`` = ``psum`` (``Float32Add``'s input).
+    1``-bit mantissas each) and ``psum`` (32 bits). Output beat ``o.payload``: the new
+    sum's 32 bits. (With ``psum`` = ``-0.0`` it is the term itself.)
 
     Pipeline: products; a registered adder tree (``ceil(log2 g)`` levels, at least one);
-    sign and magnitude; the leading one and the exponent; the shifts (a left shift into
-    the fraction, or for a subnormal a right shift); rounded and packed. Latency:
-    ``latency`` = ``5 + max(1, ceil(log2 g))`` (9 at ``g = 16``). Throughput: one pair a cycle; it
-    stalls as a whole under backpressure.
+    sign and magnitude (and the subnormal shift's amount, from ``q``); the highest and
+    lowest one and the exponent; the shifts (into the fraction, or for a subnormal right,
+    the lowest one saying what it drops); rounded and packed; then ``ADD_LATENCY`` stages
+    of the addition. Latency: ``latency`` = ``5 + max(1, ceil(log2 g)) + ADD_LATENCY``
+    (17 at ``g = 16``). Throughput: one pair (``g`` MACs) a cycle; it stalls as a whole
+    under backpressure.
 
     Raises
     ------
@@ -58,22 +54,22 @@ class BlockTerm(wiring.Component):
     """
 
     def __init__(self, *, g=16, m=8):
-        self.check(g, m)
-        self.g, self.m = g, m
-        self.latency = 5 + _tree_levels(g)
-        super().__init__({
-            "i": In(stream.Signature(_beat_layout(g, m))),
-            "o": Out(stream.Signature(data.StructLayout({"a": 32, "b": 32}))),
-        })
-
-    @staticmethod
-    def check(g, m):
-        """The parameter checks (``TypeError``, ``ValueError``)."""
         positive_int(g, "Block size")
         positive_int(m, "Mantissa width")
         if m not in WIDTHS:
             raise ValueError(f"Mantissa width must lie in {WIDTHS.start}..{WIDTHS.stop - 1}, "
                              f"not {m}")
+        self.g, self.m = g, m
+        self.term_latency = 5 + _tree_levels(g)
+        self.latency = self.term_latency + ADD_LATENCY
+        super().__init__({
+            "i": In(stream.Signature(data.StructLayout({
+                "ea": signed(_EXPONENT_BITS), "eb": signed(_EXPONENT_BITS),
+                "wa": unsigned(4), "wb": unsigned(4),
+                "ma": data.ArrayLayout(signed(m + 1), g),
+                "mb": data.ArrayLayout(signed(m + 1), g), "psum": unsigned(32)}))),
+            "o": Out(stream.Signature(32)),
+        })
 
     @property
     def sum_bits(self):
@@ -83,9 +79,15 @@ class BlockTerm(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         pipe = StallPipeline(m, self.i, self.o, self.latency)
+        term = self._term(m, pipe)
+        psum = pipe.delay(self.i.payload.psum, self.term_latency, "psum")
+        m.d.comb += self.o.payload.eq(add_stages(m, pipe, psum, term))
+        return m
+
+    def _term(self, m, pipe):
+        """``fl32(P * 2**q)`` after ``term_latency`` stages."""
         register, delay = pipe.register, pipe.delay
         beat = self.i.payload
-
         level = [register(beat.ma[j] * beat.mb[j], f"product{j}") for j in range(self.g)]
         for depth in range(_tree_levels(self.g)):
             pairs = [a + b for a, b in zip(level[::2], level[1::2])]
@@ -94,7 +96,6 @@ class BlockTerm(wiring.Component):
         total = level[0]
         q = delay((beat.ea + beat.eb + 2 - beat.wa - beat.wb).as_signed()[:_Q_BITS]
                   .as_signed(), 1 + _tree_levels(self.g), "q")
-        psum = delay(beat.psum, self.latency - 2, "psum")
 
         # Sign and magnitude.
         width = self.sum_bits
@@ -110,14 +111,8 @@ class BlockTerm(wiring.Component):
         q = register(q, "q_m")
 
         # The leading and the trailing one; the biased exponent of |P| * 2**q.
-        top = Signal(range(max(width, 2)), name="top")
-        trailing = Signal(range(width + 1), name="trailing")     # zeros below the lowest one
-        m.d.comb += trailing.eq(width)
-        for k in range(width):
-            with m.If(magnitude[k]):
-                m.d.comb += top.eq(k)
-            with m.If(magnitude[width - 1 - k]):
-                m.d.comb += trailing.eq(width - 1 - k)
+        top = highest_one(m, magnitude, width, "top")
+        trailing = lowest_one(m, magnitude, width, "trailing")  # zeros below the lowest one
         biased = register((q + top + 127).as_signed()[:_Q_BITS + 1].as_signed(), "biased")
         top = register(top, "top_r")
         trailing = register(trailing, "trailing_r")
@@ -140,7 +135,6 @@ class BlockTerm(wiring.Component):
         form = register(Mux(magnitude == 0, 0, Mux(biased >= 0xFF, 1, Mux(
             biased >= 1, 2, Mux(subnormal_left, 3, 4)))), "form")   # zero, inf, normal, ...
         negative = delay(negative, 1, "negative_p")
-        psum = delay(psum, 1, "psum_p")
 
         rounded = (kept + (guard & (sticky | kept[0])))[:24]
         word = Signal(31, name="word")
@@ -153,33 +147,4 @@ class BlockTerm(wiring.Component):
                 m.d.comb += word.eq(exact)
             with m.Case(4):
                 m.d.comb += word.eq(rounded)
-        m.d.comb += [
-            self.o.payload.a.eq(register(Cat(word, negative), "term")),
-            self.o.payload.b.eq(register(psum, "psum_out")),
-        ]
-        return m
-
-
-class BlockAccumulate(wiring.Component):
-    """``fl32(psum + fl32(P * 2**q))``: ``BlockTerm`` then ``Float32Add``, the step of
-    section 11's sums (a systolic cell's, with ``psum`` from the cell above). Input beat:
-    ``BlockTerm``'s; output beat: the new sum's 32 bits.
-
-    Latency: ``latency`` = ``BlockTerm``'s plus ``Float32Add.latency`` (17 at ``g = 16``). Throughput: one pair a cycle; it stalls as a whole under backpressure.
-    """
-
-    def __init__(self, *, g=16, m=8):
-        BlockTerm.check(g, m)
-        self.g, self.m = g, m
-        self.latency = 5 + _tree_levels(g) + Float32Add.latency
-        super().__init__({"i": In(stream.Signature(_beat_layout(g, m))),
-                          "o": Out(stream.Signature(32))})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.term = term = BlockTerm(g=self.g, m=self.m)
-        m.submodules.add = add = Float32Add()
-        wiring.connect(m, wiring.flipped(self.i), term.i)
-        wiring.connect(m, term.o, add.i)
-        wiring.connect(m, add.o, wiring.flipped(self.o))
-        return m
+        return register(Cat(word, negative), "term")
