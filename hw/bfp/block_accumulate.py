@@ -42,7 +42,7 @@ class BlockAccumulate(wiring.Component):
     lowest one and the exponent; the shifts (into the fraction, or for a subnormal right,
     the lowest one saying what it drops); rounded and packed; then ``ADD_LATENCY`` stages
     of the addition. Latency: ``latency`` = ``5 + max(1, ceil(log2 g)) + ADD_LATENCY``
-    (17 at ``g = 16``). Throughput: one pair (``g`` MACs) a cycle; it stalls as a whole
+    (18 at ``g = 16``). Throughput: one pair (``g`` MACs) a cycle; it stalls as a whole
     under backpressure.
 
     Raises

@@ -21,7 +21,7 @@ __all__ = ["CANONICAL_NAN", "ADD_LATENCY", "MUL_LATENCY", "add_stages", "mul_sta
 #: The NaN every NaN result is (a quiet NaN, sign 0, payload 0).
 CANONICAL_NAN = 0x7FC00000
 #: Stages of an addition and of a multiplication.
-ADD_LATENCY, MUL_LATENCY = 8, 7
+ADD_LATENCY, MUL_LATENCY = 9, 9
 #: Bits of an aligned significand in the adder: 24 of it, then guard, round and sticky.
 _WIDE = 27
 _INFINITY = 0xFF << 23
@@ -98,9 +98,9 @@ def add_stages(m, pipe, a, b, name="add"):
     Stages: the operands ordered by magnitude (the 31 bits below the sign compare as
     integers) and each significand's trailing zeros counted; unpacked; the smaller one
     aligned (a right shift; the bits it drops, known from the trailing zeros, make a
-    sticky bit); added or subtracted; the leading zeros counted; normalized (a carry
-    shifted out, or leading zeros shifted away down to the smallest exponent); rounded;
-    packed."""
+    sticky bit); added or subtracted; the leading zeros counted (in two stages);
+    normalized (a carry shifted out, or leading zeros shifted away down to the smallest
+    exponent); rounded; packed."""
     register = pipe.register
 
     def trailing(x, tag):
@@ -141,10 +141,21 @@ def add_stages(m, pipe, a, b, name="add"):
     exponent = register(exponent, f"{name}_exponent_t")
     side.step("t")
 
-    leading = _WIDE - 1 - highest_one(m, total[:_WIDE], _WIDE, f"{name}_top")
-    room = register((exponent - 1)[:8], f"{name}_room")       # shifts above subnormal
-    leading = register(Mux(total[:_WIDE] == 0, _WIDE, leading)[:5], f"{name}_leading")
+    # The leading zeros over two stages: within each third of the 27 bits, then of the
+    # highest third that holds a one.
+    thirds = [total[9 * k:9 * k + 9] for k in range(3)]
+    holds = [register(third != 0, f"{name}_holds{k}") for k, third in enumerate(thirds)]
+    within = [register(8 - highest_one(m, third, 9, f"{name}_top{k}"), f"{name}_within{k}")
+              for k, third in enumerate(thirds)]
     side.values["zero"] = total == 0
+    side.step("y")
+    total = register(total, f"{name}_total_y")
+    exponent = register(exponent, f"{name}_exponent_y")
+
+    leading = Mux(holds[2], within[2], Mux(holds[1], 9 + within[1],
+                                           Mux(holds[0], 18 + within[0], _WIDE)))
+    room = register((exponent - 1)[:8], f"{name}_room")       # shifts above subnormal
+    leading = register(leading[:5], f"{name}_leading")
     side.step("z")
     total = register(total, f"{name}_total_z")
     exponent = register(exponent, f"{name}_exponent_z")
@@ -163,10 +174,12 @@ def mul_stages(m, pipe, a, b, name="mul"):
     """``fl32(a * b)`` after ``MUL_LATENCY`` stages of ``pipe`` (a zero product has the
     operands' sign; ``inf * 0`` is ``CANONICAL_NAN``).
 
-    Stages: unpacked; the significands' 48-bit product; its highest and lowest one;
-    normalized (the highest one to bit 47, the exponent from it); shifted into 24 bits,
-    further for a subnormal (what the shift drops, known from the lowest one, makes the
-    sticky bit); rounded; packed."""
+    Stages: unpacked; four 12 x 12-bit parts of the significands' product (and its
+    lowest and highest one, from theirs); the 48-bit product; its highest one (the
+    product's bit above the sum of theirs);
+    normalized (the highest one to bit 47, the exponent from it); the shift into 24 bits,
+    further for a subnormal; shifted (what the shift drops, known from the lowest one,
+    makes the sticky bit); rounded; packed."""
     register = pipe.register
     e_a, m_a, inf_a, nan_a, zero_a = _fields(a)
     e_b, m_b, inf_b, nan_b, zero_b = _fields(b)
@@ -180,12 +193,27 @@ def mul_stages(m, pipe, a, b, name="mul"):
     m_a, m_b = register(m_a, f"{name}_m_a"), register(m_b, f"{name}_m_b")
     e_sum = register(e_a + e_b, f"{name}_e_sum")
 
-    product = register(m_a * m_b, f"{name}_product")
+    # The product from four registered 12 x 12-bit parts; its lowest one is the sum of
+    # the significands' lowest ones.
+    parts = [register(m_a[12 * i:12 * i + 12] * m_b[12 * j:12 * j + 12],
+                      f"{name}_part{i}{j}") for i in range(2) for j in range(2)]
+    low = register(lowest_one(m, m_a, 24, f"{name}_low_a") + lowest_one(m, m_b, 24,
+                                                                         f"{name}_low_b"),
+                   f"{name}_low")
+    # Its highest one is one above the sum of theirs, or that sum itself.
+    high = register(highest_one(m, m_a, 24, f"{name}_high_a")
+                    + highest_one(m, m_b, 24, f"{name}_high_b"), f"{name}_high")
+    e_sum = register(e_sum, f"{name}_e_sum_q")
+    side.step("q")
+    product = register((parts[0] + ((parts[1] + parts[2]) << 12) + (parts[3] << 24))[:48],
+                       f"{name}_product")
+    low = register(low, f"{name}_low_p")
+    high = register(high, f"{name}_high_p")
     e_sum = register(e_sum, f"{name}_e_sum_p")
     side.step("p")
 
-    top = register(highest_one(m, product, 48, f"{name}_top_c"), f"{name}_top")
-    low = register(lowest_one(m, product, 48, f"{name}_low_c"), f"{name}_low")
+    top = register(high + (product >> (high + 1)[:6])[0], f"{name}_top")
+    low = register(low, f"{name}_low_t")
     product = register(product, f"{name}_product_t")
     e_sum = register(e_sum, f"{name}_e_sum_t")
     side.step("t")
@@ -197,9 +225,14 @@ def mul_stages(m, pipe, a, b, name="mul"):
     low = register(low + 47 - top, f"{name}_low_n")
     side.step("n")
 
-    # Into 24 bits: 24 places right, and 1 - exponent more below the smallest normal.
+    # Into 24 bits: 24 places right, and 1 - exponent more below the smallest normal
+    # (the amount a stage ahead of the shift).
     extra = Mux(exponent < 1, 1 - exponent, 0)
-    right = Mux(extra > 26, 50, 24 + extra)[:6]
+    right = register(Mux(extra > 26, 50, 24 + extra)[:6], f"{name}_right")
+    normal = register(normal, f"{name}_normal_r")
+    low = register(low, f"{name}_low_r")
+    exponent = register(exponent, f"{name}_exponent_r")
+    side.step("a")
     kept = register((normal >> right)[:24], f"{name}_kept")
     guard = register((normal >> (right - 1)[:6])[0], f"{name}_guard")
     sticky = register(low + 1 < right, f"{name}_sticky")
@@ -228,14 +261,14 @@ class _Binary(wiring.Component):
 
 
 class Float32Add(_Binary):
-    """``fl32(a + b)`` (``add_stages``). Latency ``ADD_LATENCY`` (8)."""
+    """``fl32(a + b)`` (``add_stages``). Latency ``ADD_LATENCY`` (9)."""
 
     latency = ADD_LATENCY
     _stages = staticmethod(add_stages)
 
 
 class Float32Mul(_Binary):
-    """``fl32(a * b)`` (``mul_stages``). Latency ``MUL_LATENCY`` (7)."""
+    """``fl32(a * b)`` (``mul_stages``). Latency ``MUL_LATENCY`` (9)."""
 
     latency = MUL_LATENCY
     _stages = staticmethod(mul_stages)

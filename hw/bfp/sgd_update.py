@@ -24,7 +24,7 @@ class SgdUpdate(wiring.Component):
 
     Pipeline: ``decay * w`` and ``momentum * v`` side by side; ``g +`` the first; the
     second plus that (the new momentum); ``lr *`` it; ``w -`` that, the new momentum
-    carried beside. Latency: ``latency`` = ``3 * ADD_LATENCY + 2 * MUL_LATENCY`` (38).
+    carried beside. Latency: ``latency`` = ``3 * ADD_LATENCY + 2 * MUL_LATENCY`` (45).
     Throughput: one weight a cycle; it stalls as a whole under backpressure.
     """
 
