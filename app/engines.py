@@ -23,7 +23,7 @@ from codnn.golden.systolic import (MAC_KINDS, REQUANT_BITS, REQUANT_KINDS, check
                                    mac_timing)
 from codnn.golden.term_quant import ENCODINGS
 from codnn.golden.workloads import quantize_symmetric
-from codnn.hw.bfp import BlockAccumulate, BlockDot, SgdUpdate
+from codnn.hw.bfp import BlockAccumulate, BlockDot, BlockRound, SgdUpdate
 from codnn.hw.common.fmix32 import Fmix32Unit
 from codnn.hw.nic import NIC_ENGINES
 from codnn.hw.nic import AxiStreamTop
@@ -432,6 +432,20 @@ ENGINES = {engine.name: engine for engine in [
             "backpressure": backpressure, "latency": dut.latency},
         throughput=lambda dut: f"1 block pair/cycle ({dut.g} MACs/cycle)",
         rate=lambda dut: (dut.g, "MAC"),
+    ),
+    Engine(
+        name="block_round",
+        summary="float32 values into a block of block floating point (the shared exponent, "
+                "mantissas rounded stochastically or to nearest), a block a cycle",
+        params=(Param("g", int, 16, "values per block"),
+                Param("m", int, 8, "widest mantissa (magnitude bits, 2..8)")),
+        build=lambda **p: BlockRound(**p),
+        testbench="codnn.sim.tb_block_round",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
+            "g": dut.g, "m": dut.m, "blocks": beats, "idle": idle,
+            "backpressure": backpressure, "latency": dut.latency},
+        throughput=lambda dut: f"1 block/cycle ({dut.g} values/cycle)",
+        rate=lambda dut: (dut.g, "value"),
     ),
     Engine(
         name="sgd_update",
