@@ -132,13 +132,12 @@ class BlockRound(wiring.Component):
         E = register(E, "E_c")
         sign = [register(v, f"sign{j}_c") for j, v in enumerate(sign)]
         nonfinite = register(nonfinite, "nonfinite_c")
-        width = delay(width, 2, "width_c")
+        limit = delay(((Const(1, top_m + 1) << width) - 1)[:top_m], 2, "limit")
 
         mantissas = []
         for j in range(g):
             r = Mux(stochastic, noise[j], 1 << (NOISE_BITS - 1))
             rounded = (cut[j] + r) >> NOISE_BITS
-            limit = ((Const(1, top_m + 1) << width) - 1)[:top_m]
             magnitude = Mux(rounded > limit, limit, rounded)[:top_m]
             mantissas.append(register(Mux(nonfinite, 0, Mux(sign[j], -magnitude, magnitude)),
                                       f"mantissa{j}"))
