@@ -259,6 +259,25 @@ def _frame_path_config(dut, sim, beats, idle, backpressure, build_root):
             "idle": idle, "backpressure": backpressure, **sim}
 
 
+#: The training step's units' parameters.
+_TRAINING_BLOCK = (Param("g", int, 16, "values per block"),
+                   Param("m", int, 8, "widest mantissa (magnitude bits, 2..8)"))
+
+
+def _unit_engine(name, component, summary, params, count, rate, item):
+    """A stream unit of the block floating point family: built from its parameters, its
+    testbench ``codnn.sim.tb_NAME`` given them, ``count`` items and the unit's latency;
+    one ``item`` a cycle."""
+    return Engine(
+        name=name, summary=summary, params=params,
+        build=lambda **p: component(**p), testbench=f"codnn.sim.tb_{name}",
+        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
+            **{p.name: getattr(dut, p.name) for p in params}, count: beats, "idle": idle,
+            "backpressure": backpressure, "latency": dut.latency},
+        throughput=lambda dut: f"1 {item}/cycle ({rate(dut)[0]} {rate(dut)[1]}s/cycle)",
+        rate=rate)
+
+
 def _mac_engine(name, cls, summary, sim_params, group_beats):
     return Engine(
         name=name, summary=summary,
@@ -404,62 +423,23 @@ ENGINES = {engine.name: engine for engine in [
                  Param("encoding", str, "naf", "term encoding", ENCODINGS)), "term pair"),
     _mac_engine("pmac", PMac, "parallel MAC baseline (one product per cycle)",
                 (Param("g", int, 8, "values per group"),), "product"),
-    Engine(
-        name="block_dot",
-        summary="FAST block floating point MAC: a block dot product per cycle, its result "
-                "rounded stochastically",
-        params=(Param("g", int, 16, "values per block"),
-                Param("m", int, 4, "mantissa magnitude bits of the operands"),
-                Param("out_m", int, 8, "mantissa magnitude bits of the result")),
-        build=lambda **p: BlockDot(**p),
-        testbench="codnn.sim.tb_block_dot",
-        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
-            "g": dut.g, "m": dut.m, "out_m": dut.out_m, "blocks": beats, "idle": idle,
-            "backpressure": backpressure, "latency": dut.latency},
-        throughput=lambda dut: f"1 block/cycle ({dut.g} MACs/cycle)",
-        rate=lambda dut: (dut.g, "MAC"),
-    ),
-    Engine(
-        name="block_accumulate",
-        summary="a block pair added to a float32 sum, the step of the BFP training step's "
-                "products: the exact block dot product, rounded to float32, then added",
-        params=(Param("g", int, 16, "values per block"),
-                Param("m", int, 8, "widest mantissa (magnitude bits, 2..8)")),
-        build=lambda **p: BlockAccumulate(**p),
-        testbench="codnn.sim.tb_block_accumulate",
-        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
-            "g": dut.g, "m": dut.m, "pairs": beats, "idle": idle,
-            "backpressure": backpressure, "latency": dut.latency},
-        throughput=lambda dut: f"1 block pair/cycle ({dut.g} MACs/cycle)",
-        rate=lambda dut: (dut.g, "MAC"),
-    ),
-    Engine(
-        name="block_round",
-        summary="float32 values into a block of block floating point (the shared exponent, "
-                "mantissas rounded stochastically or to nearest), a block a cycle",
-        params=(Param("g", int, 16, "values per block"),
-                Param("m", int, 8, "widest mantissa (magnitude bits, 2..8)")),
-        build=lambda **p: BlockRound(**p),
-        testbench="codnn.sim.tb_block_round",
-        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
-            "g": dut.g, "m": dut.m, "blocks": beats, "idle": idle,
-            "backpressure": backpressure, "latency": dut.latency},
-        throughput=lambda dut: f"1 block/cycle ({dut.g} values/cycle)",
-        rate=lambda dut: (dut.g, "value"),
-    ),
-    Engine(
-        name="sgd_update",
-        summary="the BFP training step's update: SGD with momentum and weight decay on "
-                "float32 master weights, a weight a cycle",
-        params=(),
-        build=lambda **p: SgdUpdate(),
-        testbench="codnn.sim.tb_sgd_update",
-        tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
-            "weights": beats, "idle": idle, "backpressure": backpressure,
-            "latency": dut.latency},
-        throughput=lambda dut: "1 weight/cycle",
-        rate=lambda dut: (1, "weight"),
-    ),
+    _unit_engine("block_dot", BlockDot, "FAST block floating point MAC: a block dot product "
+                 "per cycle, its result rounded stochastically",
+                 (Param("g", int, 16, "values per block"),
+                  Param("m", int, 4, "mantissa magnitude bits of the operands"),
+                  Param("out_m", int, 8, "mantissa magnitude bits of the result")),
+                 "blocks", lambda dut: (dut.g, "MAC"), "block"),
+    _unit_engine("block_round", BlockRound, "float32 values into a block of block floating "
+                 "point (the shared exponent, mantissas rounded stochastically or to "
+                 "nearest), a block a cycle", _TRAINING_BLOCK, "blocks",
+                 lambda dut: (dut.g, "value"), "block"),
+    _unit_engine("block_accumulate", BlockAccumulate, "a block pair added to a float32 sum, "
+                 "the step of the BFP training step's products: the exact block dot "
+                 "product, rounded to float32, then added", _TRAINING_BLOCK, "pairs",
+                 lambda dut: (dut.g, "MAC"), "block pair"),
+    _unit_engine("sgd_update", SgdUpdate, "the BFP training step's update: SGD with momentum "
+                 "and weight decay on float32 master weights, a weight a cycle", (),
+                 "weights", lambda dut: (1, "weight"), "weight"),
 ]}
 
 

@@ -6,9 +6,9 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.bfp_training import WIDTHS
+from codnn.hw.bfp.dot import dot_stages, sum_bits, tree_levels
 from codnn.hw.bfp.float32 import ADD_LATENCY, add_stages, highest_one, lowest_one
-from codnn.hw.common.params import positive_int
+from codnn.hw.common.params import training_block
 from codnn.hw.common.pipeline import StallPipeline
 
 __all__ = ["BlockAccumulate"]
@@ -18,11 +18,6 @@ _EXPONENT_BITS = 8
 _Q_BITS = 11
 #: Smallest float32 step: a subnormal's unit is ``2**-149``.
 _SUBNORMAL_UNIT = 149
-
-
-def _tree_levels(g):
-    """Levels of the registered adder tree over ``g`` products (at least one)."""
-    return max(1, (g - 1).bit_length())
 
 
 class BlockAccumulate(wiring.Component):
@@ -54,13 +49,9 @@ class BlockAccumulate(wiring.Component):
     """
 
     def __init__(self, *, g=16, m=8):
-        positive_int(g, "Block size")
-        positive_int(m, "Mantissa width")
-        if m not in WIDTHS:
-            raise ValueError(f"Mantissa width must lie in {WIDTHS.start}..{WIDTHS.stop - 1}, "
-                             f"not {m}")
+        training_block(g, m)
         self.g, self.m = g, m
-        self.term_latency = 5 + _tree_levels(g)
+        self.term_latency = 5 + tree_levels(g)
         self.latency = self.term_latency + ADD_LATENCY
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({
@@ -70,11 +61,6 @@ class BlockAccumulate(wiring.Component):
                 "mb": data.ArrayLayout(signed(m + 1), g), "psum": unsigned(32)}))),
             "o": Out(stream.Signature(32)),
         })
-
-    @property
-    def sum_bits(self):
-        """Magnitude bits of ``|P| <= g * (2**m - 1)**2``."""
-        return (self.g * ((1 << self.m) - 1) ** 2).bit_length()
 
     def elaborate(self, platform):
         m = Module()
@@ -88,17 +74,12 @@ class BlockAccumulate(wiring.Component):
         """``fl32(P * 2**q)`` after ``term_latency`` stages."""
         register, delay = pipe.register, pipe.delay
         beat = self.i.payload
-        level = [register(beat.ma[j] * beat.mb[j], f"product{j}") for j in range(self.g)]
-        for depth in range(_tree_levels(self.g)):
-            pairs = [a + b for a, b in zip(level[::2], level[1::2])]
-            level = [register(value, f"sum{depth}_{k}")
-                     for k, value in enumerate(pairs + level[len(level) & ~1:])]
-        total = level[0]
+        total = dot_stages(register, beat.ma, beat.mb, self.g)
         q = delay((beat.ea + beat.eb + 2 - beat.wa - beat.wb).as_signed()[:_Q_BITS]
-                  .as_signed(), 1 + _tree_levels(self.g), "q")
+                  .as_signed(), 1 + tree_levels(self.g), "q")
 
         # Sign and magnitude.
-        width = self.sum_bits
+        width = sum_bits(self.g, self.m)
         negative = register(total < 0, "negative")
         magnitude = register(Mux(total < 0, -total, total)[:width], "magnitude")
         # The shift of a subnormal term, |P| * 2**(q + 149): left (exact) or right.

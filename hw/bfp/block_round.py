@@ -6,11 +6,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.bfp_training import WIDTHS
 from codnn.golden.block_float import EXPONENT_MIN, NOISE_BITS
 from codnn.hw.bfp.float32 import highest_one
 from codnn.hw.common.fmix32 import fmix32_stages
-from codnn.hw.common.params import positive_int
+from codnn.hw.common.params import training_block
 from codnn.hw.common.pipeline import StallPipeline
 
 __all__ = ["BlockRound"]
@@ -48,11 +47,7 @@ class BlockRound(wiring.Component):
     """
 
     def __init__(self, *, g=16, m=8):
-        positive_int(g, "Block size")
-        positive_int(m, "Mantissa width")
-        if m not in WIDTHS:
-            raise ValueError(f"Mantissa width must lie in {WIDTHS.start}..{WIDTHS.stop - 1}, "
-                             f"not {m}")
+        training_block(g, m)
         self.g, self.m = g, m
         # (At least two levels, so that the hashes are ready by the rounding.)
         self._levels = max(2, (g - 1).bit_length())

@@ -10,12 +10,34 @@ from codnn.hw.common.fmix32 import fmix32_stages
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.pipeline import StallPipeline
 
-__all__ = ["BlockDot", "RESULT_EXPONENT_BITS"]
+__all__ = ["BlockDot", "RESULT_EXPONENT_BITS", "tree_levels", "sum_bits", "dot_stages"]
 
 #: Width of the result exponent (two's complement): it holds ``2 * EXPONENT_MIN - 2m + 2``
 #: up to ``2 * EXPONENT_MAX + log2(g)``.
 RESULT_EXPONENT_BITS = 10
 _EXPONENT_BITS = 8
+
+
+def tree_levels(g):
+    """Levels of the registered adder tree over ``g`` products (at least one)."""
+    return max(1, (g - 1).bit_length())
+
+
+def sum_bits(g, m):
+    """Magnitude bits of an exact block sum: ``|P| <= g * (2**m - 1)**2``."""
+    return (g * ((1 << m) - 1) ** 2).bit_length()
+
+
+def dot_stages(register, ma, mb, g):
+    """``sum_j ma[j] * mb[j]``, exact, after ``1 + tree_levels(g)`` stages of
+    ``register`` (a ``StallPipeline``'s): the products, then the tree, every level
+    registered, an odd one out carried along."""
+    level = [register(ma[j] * mb[j], f"product{j}") for j in range(g)]
+    for depth in range(tree_levels(g)):
+        pairs = [a + b for a, b in zip(level[::2], level[1::2])]
+        level = [register(value, f"sum{depth}_{k}")
+                 for k, value in enumerate(pairs + level[len(level) & ~1:])]
+    return level[0]
 
 
 class BlockDot(wiring.Component):
@@ -55,7 +77,6 @@ class BlockDot(wiring.Component):
                 raise ValueError(f"{what} must lie in {MANTISSA_BITS.start}.."
                                  f"{MANTISSA_BITS.stop - 1}, not {value}")
         self.g, self.m, self.out_m = g, m, out_m
-        self._tree_levels = max(1, (g - 1).bit_length())
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({
                 "ea": signed(_EXPONENT_BITS), "eb": signed(_EXPONENT_BITS),
@@ -69,12 +90,12 @@ class BlockDot(wiring.Component):
     @property
     def latency(self):
         """Cycles from an accepted input beat to its output beat."""
-        return 6 + self._tree_levels
+        return 6 + tree_levels(self.g)
 
     @property
     def sum_bits(self):
         """Magnitude bits of the exact block sum: ``|P| < g * (2**m - 1)**2``."""
-        return (self.g * ((1 << self.m) - 1) ** 2).bit_length()
+        return sum_bits(self.g, self.m)
 
     def elaborate(self, platform):
         m = Module()
@@ -82,14 +103,8 @@ class BlockDot(wiring.Component):
         register, delay = pipe.register, pipe.delay
         beat = self.i.payload
 
-        # Products, then the tree: every level registered, an odd one out carried along.
-        level = [register(beat.ma[j] * beat.mb[j], f"product{j}") for j in range(self.g)]
-        for depth in range(self._tree_levels):
-            pairs = [a + b for a, b in zip(level[::2], level[1::2])]
-            level = [register(value, f"sum{depth}_{k}")
-                     for k, value in enumerate(pairs + level[len(level) & ~1:])]
-        total = level[0]
-        q = delay(beat.ea + beat.eb - (2 * self.m - 2), 1 + self._tree_levels, "q")
+        total = dot_stages(register, beat.ma, beat.mb, self.g)
+        q = delay(beat.ea + beat.eb - (2 * self.m - 2), 1 + tree_levels(self.g), "q")
         noise = delay(fmix32_stages(register, beat.counter, "noise")[32 - NOISE_BITS:],
                       self.latency - 7, "noise")
         stochastic = delay(beat.stochastic, self.latency - 2, "stochastic")
