@@ -19,15 +19,13 @@ from .term_quant import ungroup
 
 __all__ = ["Conv", "Dense", "ReLU", "MaxPool", "Flatten", "WidthPolicy", "TrainingSettings",
            "TrainingState", "TrainingError", "WIDTHS", "check_network", "initial_state",
-           "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac", "block_term", "sgd_update"]
+           "train_step", "evaluate", "loss_gradient", "bit_ops_per_mac", "block_term",
+           "sgd_update"]
 
 #: Mantissa widths a training program may take (FAST's).
 WIDTHS = range(2, 9)
 #: Largest mini-batch.
 MAX_BATCH = 4096
-#: The tensor kinds of section 11's rounding table, by name.
-KINDS = ("input", "weight", "gradient", "transposed weight", "position gradient",
-         "position input")
 #: ``fl32(log2(e))`` and the loss gradient's table ``T[i] = fl32(2**(i / 256))``.
 LOG2E = np.float32(1.4426950408889634)
 EXP2_TABLE = np.exp2(np.arange(256) / 256.0).astype(np.float32)
