@@ -71,3 +71,48 @@ class _Residual(nn.Module):
 def test_models_that_are_not_training_programs(model, message):
     with pytest.raises(TrainingError, match=message):
         program_layers(model(), (1, 8, 8) if message != "no backward pass" else (1, 28, 28))
+
+
+def _cli(capsys, *argv):
+    from codnn.cli import main
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_codnn_train_device_step_learns_and_exports(capsys, tmp_path):
+    import json
+
+    from codnn.model.onnx_import import load_onnx
+    code, out, err = _cli(capsys, "train", "lenet5", "--data", "digits", "--device-step",
+                          "--epochs", "6", "--lr", "0.1", "--bfp-widths", "4,6", "--seed",
+                          str(SEED), "-o", str(tmp_path / "run"), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    accuracies = [row["accuracy"] for row in report["epochs"]]
+    assert accuracies[-1] > 0.6 and accuracies[-1] > accuracies[0] + 0.3
+    assert 4 * 4 * 3 <= report["bits_per_mac"] <= 6 * 6 * 3
+    assert all(set(w) <= {4, 6} for w in report["widths"])
+    assert "epoch 6/6" in err
+    network = load_onnx(report["model"])
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["accuracy"] == \
+        report["accuracy"]
+    assert network is not None
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--tq", "g=8"], "not with --tq"),
+    (["--column-combine", "alpha=8"], "not with --column-combine"),
+    (["--bfp-widths", "9"], "widths must lie in 2..8"),
+    (["--batch", "5000"], "batch must lie"),
+])
+def test_codnn_train_device_step_bad_settings(capsys, tmp_path, argv, message):
+    code, _, err = _cli(capsys, "train", "lenet5", "--data", "digits", "--device-step",
+                        "--epochs", "1", *argv, "-o", str(tmp_path / "run"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_codnn_train_device_step_refuses_a_residual_network(capsys, tmp_path):
+    code, _, err = _cli(capsys, "train", "resnet20", "--data", "digits", "--device-step",
+                        "-o", str(tmp_path / "run"))
+    assert code == 2 and "no backward pass" in err

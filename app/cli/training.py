@@ -63,7 +63,9 @@ def add_train(sub):
                        "package: dense, then with --column-combine prune points with "
                        "retraining (the paper's joint optimization), or with --tq "
                        "term-quantization-aware fine-tuning; or with --block-float in "
-                       "FAST's block floating point throughout. Writes model.onnx (for codnn "
+                       "FAST's block floating point throughout, or with --device-step in the "
+                       "arithmetic of a training engine (the golden training step). "
+                       "Writes model.onnx (for codnn "
                        "infer) and report.json into the output folder, and a checkpoint "
                        "after every epoch that --resume continues from.")
     sub.add_argument("model", metavar="MODEL",
@@ -76,8 +78,9 @@ def add_train(sub):
                           "(default mnist)")
     sub.add_argument("--epochs", type=positive_int, default=15,
                      help="dense training epochs (default 15)")
-    sub.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate of the "
-                     "dense phase; later phases take half (default 0.001)")
+    sub.add_argument("--lr", type=float, default=None, help="Adam learning rate of the "
+                     "dense phase; later phases take half (default 0.001); with "
+                     "--device-step SGD's (default 0.05)")
     sub.add_argument("--batch", type=positive_int, default=64, help="batch size (default 64)")
     sub.add_argument("--seed", type=int, default=SEED, help=f"seed (default {SEED})")
     sub.add_argument("--column-combine", type=_settings({"alpha": int, "gamma": float}),
@@ -128,6 +131,13 @@ def add_train(sub):
                           f"{defaults.b})")
     sub.add_argument("--bfp-every", type=positive_int, default=defaults.every,
                      help=f"steps between width choices (default {defaults.every})")
+    sub.add_argument("--device-step", action="store_true",
+                     help="train with the training step a training engine computes "
+                          "(semantics section 11, NumPy: slow): block floating point at "
+                          "--bfp-widths (one width fixed, several FAST's policy, 2..8), "
+                          "SGD with --momentum and --decay")
+    sub.add_argument("--decay", type=float, default=5e-4,
+                     help="--device-step: SGD's weight decay (default 5e-4)")
     sub.add_argument("--rows", type=positive_int, default=16,
                      help="array rows the report counts tiles on (default 16)")
     sub.add_argument("--cols", type=positive_int, default=16,
@@ -202,7 +212,8 @@ def _spec(args):
     if args.block_float:
         bfp = BlockFloat(widths=args.bfp_widths, a=args.bfp_a, b=args.bfp_b,
                          every=args.bfp_every)
-    return TrainSpec(model=args.model, data=args.data, epochs=args.epochs, lr=args.lr,
+    return TrainSpec(model=args.model, data=args.data, epochs=args.epochs,
+                     lr=1e-3 if args.lr is None else args.lr,
                      batch=args.batch, seed=args.seed, column_combine=cc, tq=tq,
                      tq_epochs=args.tq_epochs, calibrate=args.calibrate, bfp=bfp,
                      prunetrain=pt, rows=args.rows, cols=args.cols)
@@ -249,6 +260,40 @@ def _run_distributed(args, spec):
     return 0
 
 
+def _run_device_step(args, out):
+    """``--device-step``: the golden training step's run (``codnn.train.device_run``)."""
+    from ..render import err_console, print_json, print_rows
+    from ..train.device_run import DeviceRun, device_train
+    others = [name for name, on in (("--column-combine", args.column_combine),
+                                    ("--tq", args.tq), ("--prunetrain", args.prunetrain),
+                                    ("--block-float", args.block_float),
+                                    ("--nodes", args.nodes), ("--resume", args.resume))
+              if on not in (None, False)]
+    if others:
+        raise TrainError(f"--device-step trains with its own arithmetic: not with "
+                         f"{', '.join(others)}")
+    run = DeviceRun(model=args.model, data=args.data, epochs=args.epochs, batch=args.batch,
+                    lr=0.05 if args.lr is None else args.lr, momentum=args.momentum,
+                    decay=args.decay, widths=args.bfp_widths, a=args.bfp_a, b=args.bfp_b,
+                    every=args.bfp_every, seed=args.seed)
+    try:
+        report = device_train(run, out,
+                              progress=lambda text: err_console.print(text, highlight=False))
+    except ValueError as error:          # a model, data set or setting it cannot take
+        raise TrainError(str(error)) from None
+    if args.json:
+        print_json(report)
+        return 0
+    print_rows(f"codnn train {args.model} --device-step on {args.data} "
+               f"({report['train_images']} train / {report['test_images']} test images; "
+               f"{report['bits_per_mac']:.1f} bit operations per MAC, "
+               f"{report['nonfinite_steps']} steps with a non-finite value)",
+               report["epochs"], [("epoch", "epoch"), ("loss", "loss"),
+                                  ("accuracy", "test accuracy"), ("seconds", "seconds")])
+    print(f"model: {report['model']}\nreport: {out / 'report.json'}")
+    return 0
+
+
 def run_train(args):
     from pathlib import Path
 
@@ -256,6 +301,10 @@ def run_train(args):
     from ..sim import default_build_root
     from ..train.models import model_label
     from ..train.run import train
+    if args.device_step:
+        return _run_device_step(args, Path(args.output) if args.output else Path(
+            args.build_dir or default_build_root()) / "train" /
+            f"{model_label(args.model)}-{Path(args.data).stem}-device")
     spec = _spec(args)
     if args.nodes is not None:
         return _run_distributed(args, spec)
