@@ -176,10 +176,10 @@ def mul_stages(m, pipe, a, b, name="mul"):
 
     Stages: unpacked; four 12 x 12-bit parts of the significands' product (and its
     lowest and highest one, from theirs); the 48-bit product; its highest one (the
-    product's bit above the sum of theirs);
-    normalized (the highest one to bit 47, the exponent from it); the shift into 24 bits,
-    further for a subnormal; shifted (what the shift drops, known from the lowest one,
-    makes the sticky bit); rounded; packed."""
+    product's bit above the sum of theirs); normalized (the highest one to bit 47, the
+    exponent from it); the shift into 24 bits, further for a subnormal; shifted (what
+    the shift drops, known from the lowest one, makes the sticky bit); rounded;
+    packed."""
     register = pipe.register
     e_a, m_a, inf_a, nan_a, zero_a = _fields(a)
     e_b, m_b, inf_b, nan_b, zero_b = _fields(b)
