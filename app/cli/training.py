@@ -286,7 +286,7 @@ def _run_device_step(args, out):
         return 0
     print_rows(f"codnn train {args.model} --device-step on {args.data} "
                f"({report['train_images']} train / {report['test_images']} test images; "
-               f"{report['bits_per_mac']:.1f} bit operations per MAC, "
+               f"{report['bits_per_mac'] or 0:.1f} bit operations per MAC, "
                f"{report['nonfinite_steps']} steps with a non-finite value)",
                report["epochs"], [("epoch", "epoch"), ("loss", "loss"),
                                   ("accuracy", "test accuracy"), ("seconds", "seconds")])

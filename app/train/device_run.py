@@ -69,6 +69,8 @@ def device_train(run, out, progress=print):
     TrainingError
         For a model that is not a training program, or settings out of range (one line).
     """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)        # before the run: a bad folder fails now
     data = as_dataset(run.data)
     x = data.train_x.astype(np.float32)
     test_x = data.test_x.astype(np.float32)
@@ -101,8 +103,6 @@ def device_train(run, out, progress=print):
         progress(f"epoch {row['epoch']}/{run.epochs}, loss {row['loss']:.4f}, test "
                  f"accuracy {row['accuracy']:.2%}" if row["loss"] is not None else
                  f"epoch {row['epoch']}/{run.epochs}: every step overflowed")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     load_weights(model, state.weights)
     export_onnx(model, out / "model.onnx", shape)
     report = {"model": str(out / "model.onnx"), "train_images": len(x),
