@@ -31,12 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from codnn.golden.bfp_training import (TrainingSettings, WidthPolicy, evaluate,
-                                       initial_state, train_step)
 from codnn.model.datasets import load_dataset
 from codnn.render import print_rows
 from codnn.train.block_float import BlockFloat, attach
-from codnn.train.device_program import program_layers, program_weights
+from codnn.train.device_run import DeviceRun, device_train
 from codnn.train.models import lenet5
 
 SEED = 20261207
@@ -77,29 +75,17 @@ def _torch_run(model, data, args, bfp):
     return curve, seconds, bits
 
 
-def _golden_run(model, data, args):
-    layers = program_layers(model, data.train_x.shape[1:])
-    steps = args.epochs * -(-len(data.train_x) // args.batch)
-    fast = args.widths == "fast"
-    settings = TrainingSettings(widths=(8 if fast else int(args.widths),) * 3, lr=args.lr,
-                                momentum=args.momentum, decay=args.decay, batch=args.batch,
-                                seed=SEED, policy=WidthPolicy(steps) if fast else None)
-    state = initial_state(layers, program_weights(model))
-    curve, seconds, flagged, bit_ops, macs = [], 0.0, 0, 0, 0
-    for epoch in range(args.epochs):
-        began = time.perf_counter()
-        for chosen in _batches(len(data.train_x), args.batch, epoch):
-            state, report = train_step(layers, settings, state, data.train_x[chosen],
-                                       data.train_y[chosen])
-            flagged += report["nonfinite"]
-            bit_ops, macs = bit_ops + report["bit_ops"], macs + report["macs"]
-        seconds += time.perf_counter() - began
-        predicted = np.concatenate([
-            evaluate(layers, settings, state, data.test_x[k:k + 250])[0]
-            for k in range(0, len(data.test_x), 250)])
-        curve.append(float((predicted == data.test_y).mean()))
-        print(f"  epoch {epoch + 1}: {curve[-1]:.2%}", flush=True)
-    return curve, seconds, bit_ops / macs, flagged
+def _golden_run(args):
+    """The golden step's run (``codnn.train.device_run``: the same initialization, seed
+    and batch order as the torch runs)."""
+    widths = (2, 4, 6, 8) if args.widths == "fast" else (int(args.widths),)
+    report = device_train(DeviceRun(model="lenet5", data="mnist", epochs=args.epochs,
+                                    batch=args.batch, lr=args.lr, momentum=args.momentum,
+                                    decay=args.decay, widths=widths, seed=SEED),
+                          args.out / "golden", progress=lambda text: print(f"  {text}"))
+    epochs = report["epochs"]
+    return ([row["accuracy"] for row in epochs], sum(row["seconds"] for row in epochs),
+            report["bits_per_mac"], report["nonfinite_steps"])
 
 
 def main():
@@ -131,7 +117,7 @@ def main():
         print(label, flush=True)
         model = copy.deepcopy(start)
         if label == "golden":
-            curve, seconds, bits, flagged = _golden_run(model, data, args)
+            curve, seconds, bits, flagged = _golden_run(args)
         else:
             curve, seconds, bits = _torch_run(model, data, args, label == "torch bfp")
             flagged = 0
