@@ -34,15 +34,10 @@ import torch
 from codnn.model.datasets import load_dataset
 from codnn.render import print_rows
 from codnn.train.block_float import BlockFloat, attach
-from codnn.train.device_run import DeviceRun, device_train
+from codnn.train.device_run import DeviceRun, batches, device_train
 from codnn.train.models import lenet5
 
 SEED = 20261207
-
-
-def _batches(count, batch, epoch):
-    order = np.random.default_rng(SEED + epoch).permutation(count)
-    return [order[k:k + batch] for k in range(0, count, batch)]
 
 
 def _torch_run(model, data, args, bfp):
@@ -59,7 +54,7 @@ def _torch_run(model, data, args, bfp):
     for epoch in range(args.epochs):
         began = time.perf_counter()
         model.train()
-        for chosen in _batches(len(x), args.batch, epoch):
+        for chosen in batches(len(x), args.batch, SEED, epoch):
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x[chosen]), y[chosen]).backward()
             optimizer.step()

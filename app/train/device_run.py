@@ -21,7 +21,7 @@ from .device_program import load_weights, program_layers, program_weights
 from .export import export_onnx
 from .models import build_model
 
-__all__ = ["DeviceRun", "device_train"]
+__all__ = ["DeviceRun", "device_train", "batches"]
 
 #: Test images evaluated at once.
 _CHUNK = 250
@@ -60,6 +60,13 @@ class DeviceRun:
         return settings
 
 
+def batches(count, batch, seed, epoch):
+    """The mini-batches (index arrays) of epoch ``epoch``: a permutation of ``count``
+    images drawn from ``seed + epoch``, cut every ``batch``."""
+    order = np.random.default_rng(seed + epoch).permutation(count)
+    return [order[k:k + batch] for k in range(0, count, batch)]
+
+
 def device_train(run, out, progress=print):
     """Train ``run.model`` on ``run.data`` with the golden training step; write
     ``OUT/model.onnx`` and ``OUT/report.json``; return the report.
@@ -84,9 +91,7 @@ def device_train(run, out, progress=print):
     epochs, bit_ops, macs, flagged = [], 0, 0, 0
     for epoch in range(run.epochs):
         began, losses = time.perf_counter(), []
-        order = np.random.default_rng(run.seed + epoch).permutation(len(x))
-        for start in range(0, len(x), run.batch):
-            chosen = order[start:start + run.batch]
+        for chosen in batches(len(x), run.batch, run.seed, epoch):
             state, report = train_step(layers, settings, state, x[chosen],
                                        data.train_y[chosen])
             bit_ops, macs = bit_ops + report["bit_ops"], macs + report["macs"]

@@ -7,10 +7,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.block_float import EXPONENT_MIN, NOISE_BITS
+from codnn.hw.bfp.dot import tree_levels
 from codnn.hw.bfp.float32 import highest_one
 from codnn.hw.common.fmix32 import fmix32_stages
 from codnn.hw.common.params import training_block
 from codnn.hw.common.pipeline import StallPipeline
+from codnn.hw.common.trees import registered
 
 __all__ = ["BlockRound"]
 
@@ -50,7 +52,7 @@ class BlockRound(wiring.Component):
         training_block(g, m)
         self.g, self.m = g, m
         # (At least two levels, so that the hashes are ready by the rounding.)
-        self._levels = max(2, (g - 1).bit_length())
+        self._levels = max(2, tree_levels(g))
         self.latency = 4 + self._levels
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({
@@ -93,13 +95,9 @@ class BlockRound(wiring.Component):
             bad.append(register(biased == 0xFF, f"bad{j}"))
 
         # 2. The largest exponent of the nonzero values (at least EXPONENT_MIN).
-        level = [Mux(nz & (e > EXPONENT_MIN), e, EXPONENT_MIN)
-                 for nz, e in zip(nonzero, exponent)]
-        for depth in range(self._levels):
-            pairs = [Mux(a > b, a, b) for a, b in zip(level[::2], level[1::2])]
-            level = [register(v, f"max{depth}_{k}")
-                     for k, v in enumerate(pairs + level[len(level) & ~1:])]
-        E = level[0]
+        E = registered([Mux(nz & (e > EXPONENT_MIN), e, EXPONENT_MIN)
+                        for nz, e in zip(nonzero, exponent)],
+                       lambda a, b: Mux(a > b, a, b), register, "max", self._levels)
         depth = self._levels
         sign, significand, unit = ([delay(v, depth, f"{n}{j}_d") for j, v in enumerate(vs)]
                                    for vs, n in ((sign, "sign"), (significand, "sig"),

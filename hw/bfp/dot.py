@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from codnn.golden.block_float import MANTISSA_BITS, NOISE_BITS
 from codnn.hw.common.fmix32 import fmix32_stages
+from codnn.hw.common.trees import registered
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.pipeline import StallPipeline
 
@@ -32,12 +33,8 @@ def dot_stages(register, ma, mb, g):
     """``sum_j ma[j] * mb[j]``, exact, after ``1 + tree_levels(g)`` stages of
     ``register`` (a ``StallPipeline``'s): the products, then the tree, every level
     registered, an odd one out carried along."""
-    level = [register(ma[j] * mb[j], f"product{j}") for j in range(g)]
-    for depth in range(tree_levels(g)):
-        pairs = [a + b for a, b in zip(level[::2], level[1::2])]
-        level = [register(value, f"sum{depth}_{k}")
-                 for k, value in enumerate(pairs + level[len(level) & ~1:])]
-    return level[0]
+    products = [register(ma[j] * mb[j], f"product{j}") for j in range(g)]
+    return registered(products, lambda a, b: a + b, register, "sum")
 
 
 class BlockDot(wiring.Component):
