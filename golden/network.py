@@ -72,7 +72,9 @@ class ArrayLayer:
     one per output channel; ``None``: 1, the shift-only stage the arrays build);
     ``tq`` the TQ array's arithmetic, or ``None`` for the column-combined array's exact
     products; ``pad`` the code a padded position carries (0; the offset-binary zero,
-    ``2**(out_bits-1)``, for a layer that reads signed codes)."""
+    ``2**(out_bits-1)``, for a layer that reads signed codes); ``pool``: its codes
+    max-pooled 2 x 2, stride 2 (the network engine's fused pooling: a convolution with an
+    output stage and the max pooling after it, as one step)."""
 
     name: str
     source: str
@@ -86,6 +88,7 @@ class ArrayLayer:
     tq: TermQuantization | None = None
     pad: int = 0
     multiplier: int | np.ndarray | None = None
+    pool: bool = False
 
     def columns(self, x):
         """The array's input vectors for ``x``: ``(C', T)`` and the output's shape after
@@ -128,7 +131,8 @@ class ArrayLayer:
         inputs (``shape`` as ``columns`` gives it): the output stage's, or ``acc``."""
         y = acc if self.shift is None else output_stage(
             acc, self.shift, out_bits, 1 if self.multiplier is None else self.multiplier)
-        return batch_first(y, batch, shape)
+        y = batch_first(y, batch, shape)
+        return pool(y, "max", 2, 2, 0, False, integer=True) if self.pool else y
 
     def run(self, x, *, acc_bits, out_bits):
         X, shape = self.columns(x)

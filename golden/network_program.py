@@ -76,7 +76,7 @@ from .systolic import (MAC_KINDS, REQUANT_BITS, REQUANT_KINDS, REQUANT_PRODUCT_S
                        select_bits)
 
 __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BITS",
-           "MAX_GATHER_PORTS",
+           "MAX_GATHER_PORTS", "POOL_LINE_WORDS", "POOL_WRITE_STEPS", "layer_map",
            "MAX_STEP_IMAGES", "MAX_PROGRAM_IMAGES", "image_region", "external_reach",
            "EngineConfig", "Region", "LayerStep", "PoolStep", "AddStep", "LoadStep",
            "StoreStep", "Program", "ProgramError", "words", "gather_entries",
@@ -206,7 +206,9 @@ class LayerStep:
     rounds of reads per position, which read stream slots ``0 .. gather_ports * rounds -
     1`` (the others carry 0; ``None``: all of the engine's, ``gather_rounds``);
     ``images``: the images it runs through each tile, image ``m`` of ``src`` and ``dst``
-    ``m`` times their words past them."""
+    ``m`` times their words past them; ``pool``: its results (through the output stage)
+    max-pooled 2 x 2, stride 2, as they are written, ``dst`` the pooled map (the
+    window's map ``H x W`` gives ``H // 2 x W // 2``; ``positions`` stays the window's)."""
 
     name: str
     src: Region
@@ -223,6 +225,7 @@ class LayerStep:
     pad: int = 0
     rounds: int | None = None
     images: int = 1
+    pool: bool = False
     op: str = field(default="layer", init=False)
 
 
@@ -611,6 +614,9 @@ def _run_image(step, src, dst, image, memories, engine):
                            f"output stage shifts by at most {max_shift(engine)}")
     y = output_stage(acc, shift[:step.filters], engine.out_bits,
                      multiplier[:step.filters]) if step.output_stage else acc
+    if step.pool:
+        h, w = layer_map(step)
+        y = pool(y.reshape(1, -1, h, w), "max", 2, 2, 0, False, integer=True)[0]
     write_region(memories[dst.memory], dst, y, R)
 
 
@@ -631,6 +637,18 @@ def external_reach(program):
 #: The largest channel count, map side and layer or pooling stride and padding a program
 #: may name (the engine's registers: 16-bit sizes, 4-bit strides and paddings).
 MAX_SIDE, MAX_STRIDE = 0xFFFF, 15
+#: The widest result a layer with fused pooling may have: the result writer's line of a
+#: row's partial maxima (``codnn.hw.network.ResultWriter``), a word per pooled position.
+POOL_LINE_WORDS = 512
+
+
+def layer_map(step):
+    """A layer step's window map ``(H, W)``: its result's, or with ``pool`` the map its
+    window gives (which the pooling halves); a dense layer's is 1 x 1."""
+    if not step.kernel:
+        return 1, 1
+    _, h, w = step.src.map_shape
+    return output_shape(h, w, step.kernel, step.stride, step.padding)
 #: Region addresses are 29 bits (bits 29-31 of the binary word are flags).
 MAX_ADDR = (1 << 29) - 1
 
@@ -694,11 +712,16 @@ def _check_layer(where, step, engine, sizes, image_bytes):
     if step.output_stage != (step.dst.memory == "act"):
         _fail(where, "a layer with an output stage writes the activation buffer, one "
                      "without writes the accumulator buffer")
-    _check_window(where, step.kernel, step.stride, step.padding, step.src, step.dst,
-                  pool=False)
+    if step.pool:
+        _check_pooled(where, step)
+    else:
+        _check_window(where, step.kernel, step.stride, step.padding, step.src, step.dst,
+                      pool=False)
     c, h, w = step.dst.map_shape
+    h, w = layer_map(step) if step.pool else (h, w)
     if step.positions != h * w:
-        _fail(where, f"positions {step.positions}; its dst map has {h * w}")
+        _fail(where, f"positions {step.positions}; its {'window' if step.pool else 'dst'} "
+                     f"map has {h * w}")
     if step.filters != c or step.row_blocks != -(-c // R):
         _fail(where, f"filters {step.filters} and row blocks {step.row_blocks}; its dst "
                      f"has {c} channels, {-(-c // R)} blocks of {R}")
@@ -721,6 +744,27 @@ def _check_layer(where, step, engine, sizes, image_bytes):
     if step.col_blocks > 1 and step.positions * n > engine.psum_words:
         _fail(where, f"its partial sums ({step.positions * n} words) do not fit the "
                      f"partial-sum buffer's {engine.psum_words} words")
+
+
+def _check_pooled(where, step):
+    """A layer with fused pooling: a convolution with an output stage whose window's map
+    pooled 2 x 2 is its result's, at most ``POOL_LINE_WORDS`` wide. (The window's map is
+    under 65536 a side: one past it would need a source and a result larger than the
+    activation buffer.)"""
+    if not step.kernel or not step.output_stage:
+        _fail(where, "a layer with fused pooling is a convolution with an output stage")
+    c, h, w = step.dst.map_shape
+    window = dataclasses.replace(step.dst, shape=(c, *layer_map(step))) \
+        if step.stride >= 1 else step.dst
+    _check_window(where, step.kernel, step.stride, step.padding, step.src, window,
+                  pool=False)
+    if (h, w) != tuple(n // 2 for n in window.map_shape[1:]):
+        _fail(where, f"its pooled map is {h} x {w}; its window's "
+                     f"{window.map_shape[1]} x {window.map_shape[2]} map pools to its "
+                     f"halves")
+    if w > POOL_LINE_WORDS:
+        _fail(where, f"its pooled map is {w} wide; fused pooling keeps a row of at most "
+                     f"{POOL_LINE_WORDS}")
 
 
 def _check_step(where, step, engine, sizes, image_bytes):
@@ -895,12 +939,22 @@ def _padding(values):
                          values["padding_bottom"], values["padding_right"])
 
 
+def _pool_values(step):
+    """A layer step's fused pooling fields: the flag, and whether its window's map is of
+    odd height and width (the engine's map is then twice the result's plus those)."""
+    if not step.pool:
+        return {}
+    h, w = layer_map(step)
+    return {"pool": 1, "pool_odd_height": h % 2, "pool_odd_width": w % 2}
+
+
 def _step_values(step, e):
     """A step's descriptor fields (``STEPS``), the format's nested dict."""
     if isinstance(step, LayerStep):
         src_stride, dst_stride = _strides(step, e.rows)
         return Op.LAYER, {
-            "output_stage": int(step.output_stage), "src": _region_values(step.src),
+            "output_stage": int(step.output_stage), **_pool_values(step),
+            "src": _region_values(step.src),
             "dst": _region_values(step.dst), "filters": step.filters,
             "row_blocks": step.row_blocks, "col_blocks": step.col_blocks,
             "positions": step.positions, "weights": step.weights // image_word(e),
@@ -987,7 +1041,14 @@ def _decode_step(s, k, engine):
         layer = LayerStep(name, region("src"), region("dst"), v["filters"], v["row_blocks"],
                           v["col_blocks"], v["positions"], v["weights"] * image_word(engine),
                           bool(v["output_stage"]), v["kernel"], v["stride"], _padding(v),
-                          v["pad"], v["rounds"], v["images"])
+                          v["pad"], v["rounds"], v["images"], bool(v["pool"]))
+        odd = (v["pool_odd_height"], v["pool_odd_width"])
+        if (not layer.pool and any(odd)) or (
+                layer.pool and layer.kernel and layer.stride
+                and odd != tuple(n % 2 for n in layer_map(layer))):
+            raise ProgramError(f"{where}: odd map flags {odd} with fused pooling "
+                               f"{v['pool']}; its window gives "
+                               f"{layer_map(layer) if layer.kernel and layer.stride else '-'}")
         wide = layer.images > 1 and max(layer.src.words(R), layer.dst.words(R)) >= 1 << 16
         strides = (v["src_stride"], v["dst_stride"])
         if strides != _strides(layer, R) and not wide:      # wide: check_program refuses
@@ -1112,6 +1173,9 @@ ACC_ADD_WORD = 4
 #: Cycles from a result taken by the engine's result writer to its write: the partial
 #: sum's read, the add, the output stage's two steps.
 RESULT_WRITE_STEPS = 4
+#: Cycles a layer's result writer takes more with fused pooling: a pair's maximum with
+#: the row above's, registered, then the write.
+POOL_WRITE_STEPS = 2
 #: Cycles of a load or store before its first burst's address: the start, the sizing.
 TRANSFER_START = 2
 #: Weight words an AXI4 burst of the engine's weight port asks for at most; the port holds
@@ -1303,7 +1367,9 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
     gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles`` after the
     previous tile's last), then a position every ``max(beat_cycles, rounds)``. The layer
     ends when its last result is written (the array's latency and the result writer's
-    ``result_write_steps``) and the writer is idle a cycle later."""
+    ``result_write_steps``; with fused pooling its last window's maximum, up to
+    ``POOL_WRITE_STEPS`` later: ``_pooled_write_tail``) and the writer is idle a cycle
+    later."""
     e = engine
     timing = mac_timing(e.mac, data_bits=e.out_bits, weight_bits=e.weight_bits, cols=e.cols,
                         acc_bits=e.acc_bits)
@@ -1329,7 +1395,19 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)
     return (last_in + 1 + latency(e.rows, e.cols, False, **timing)
-            + result_write_steps(e) + 1)
+            + result_write_steps(e) + _pooled_write_tail(step, period) + 1)
+
+
+def _pooled_write_tail(step, period):
+    """Cycles a layer with fused pooling ends after its last result's write: its last
+    window's maximum is written ``POOL_WRITE_STEPS`` after that window's last result,
+    which comes ``period`` cycles a result before the layer's last when the map's last
+    row or column is dropped."""
+    if not step.pool:
+        return 0
+    h, w = layer_map(step)
+    after = h * w - ((h // 2 * 2 - 1) * w + w // 2 * 2)
+    return max(0, POOL_WRITE_STEPS - after * period)
 
 
 def weight_words_read(program):

@@ -18,10 +18,11 @@ __all__ = ["MAGIC", "VERSION", "HEADER_WORDS", "STEP_WORDS", "Op", "Field", "REG
            "HEADER", "STEPS", "fields", "pack", "unpack", "unused_bits", "format_table"]
 
 MAGIC = 0x6E646F63                              # "codn"
-#: 8: the header's requantization (word 13, bits 8-15) and, with the multiplier, a row
-#: block's multipliers in the weight image (7: a window's padding on each of its four
-#: sides; 6: one padding for all four).
-VERSION = 8
+#: 9: a layer's fused 2 x 2 max pooling (word 0, bits 9-11); 8: the header's
+#: requantization (word 13, bits 8-15) and, with the multiplier, a row block's
+#: multipliers in the weight image (7: a window's padding on each of its four sides; 6:
+#: one padding for all four).
+VERSION = 9
 #: Little-endian u32 words of the header and of each step's descriptor.
 HEADER_WORDS, STEP_WORDS = 18, 16
 
@@ -74,7 +75,9 @@ _TRANSFER = {**_OP, "buffer": (1, REGION), "ext_addr": Field(4), "words": Field(
 #: second at word 4 (the engine's checks share their products between operations).
 STEPS = {
     Op.LAYER: {
-        **_OP, "output_stage": Field(0, 8, 1), "src": (1, REGION), "dst": (4, REGION),
+        **_OP, "output_stage": Field(0, 8, 1), "pool": Field(0, 9, 1),
+        "pool_odd_height": Field(0, 10, 1), "pool_odd_width": Field(0, 11, 1),
+        "src": (1, REGION), "dst": (4, REGION),
         "filters": Field(7), "row_blocks": Field(8), "col_blocks": Field(9),
         "positions": Field(10), "weights": Field(11), "pad": Field(12, 0, 8),
         "padding_left": Field(12, 8, 8), "padding_bottom": Field(12, 16, 8),

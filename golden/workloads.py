@@ -16,7 +16,8 @@ from .joint_optimization import magnitude_prune
 from .network import Add, ArrayLayer, Concat, Flatten, IntegerNetwork, Pool
 
 __all__ = ["structured_layer", "quantize_symmetric", "random_layer", "residual_network",
-           "padded_network", "projection_network", "bottleneck_network", "concat_network"]
+           "pooled_network", "padded_network", "projection_network", "bottleneck_network",
+           "concat_network"]
 
 
 def structured_layer(rng, rows, cols, sparsity, spread=0.8):
@@ -82,6 +83,24 @@ def residual_network(rng, *, alpha=2, tq=None, requant="shift"):
         layer("fc", "f", "y", 10, 6, shift=None),
     )
     return IntegerNetwork(steps, "x", "y", (3, 8, 8), 1.0, 1.0)
+
+
+def pooled_network(rng, *, alpha=2):
+    """Convolutions each followed by a 2 x 2 max pooling (the network engine fuses them)
+    on maps of odd sides: 3 x 11 x 13 -> 3 x 3 conv, padding 1, 10 filters -> pool to 10
+    x 5 x 6 (the last row and column dropped) -> 2 x 2 conv over its 40 inputs -> pool to
+    6 x 2 x 2 (from 4 x 5) -> flatten -> dense logits."""
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=alpha, **kwargs)
+    return IntegerNetwork((
+        layer("conv_a", "x", "a", 10, 3 * 9, shift=9, kernel=3, padding=1),
+        Pool("pool_a", "a", "p", "max", kernel=2, stride=2),
+        layer("conv_b", "p", "b", 6, 10 * 4, shift=np.array([10, 9, 11, 10, 8, 10]),
+              kernel=2),
+        Pool("pool_b", "b", "q", "max", kernel=2, stride=2),
+        Flatten("flat", "q", "f"),
+        layer("fc", "f", "y", 10, 6 * 4, shift=None)),
+        "x", "y", (3, 11, 13), 1.0, 1.0)
 
 
 def padded_network(rng, *, alpha=2):

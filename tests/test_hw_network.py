@@ -32,8 +32,8 @@ from codnn.hw.network.weights import AxiWeights
 from codnn.golden.network_program import PREFETCH_BURST, PREFETCH_BURSTS
 from codnn.model.compile import compile_network
 from codnn.model.engine_rtl import run_on_engine
-from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
-                                    residual_network)
+from codnn.golden.workloads import (bottleneck_network, concat_network, pooled_network,
+                                    projection_network, residual_network)
 
 SEED = 20261128
 
@@ -1232,3 +1232,23 @@ def test_a_program_for_smaller_buffers_runs_on_a_larger_engine():
     large = compile_network(network, dataclasses.replace(small, act_words=600))
     (_, cycles, error), = _engine_runs(dut, large.program, large.image, x[:1])
     assert error and cycles == HEADER_CYCLES
+
+
+@pytest.mark.parametrize("rows,cols,alpha,mac", [
+    (4, 4, 2, "parallel"), (3, 5, 4, "bitserial")])
+def test_engine_fuses_pooling_as_golden(rows, cols, alpha, mac):
+    # Convolutions with their 2 x 2 max pooling fused into the result writer: maps of
+    # odd sides (the last row and column dropped), several row and column blocks (the
+    # partial sums through the buffer before the pooled write), two images one after
+    # the other. The program has no pooling step and runs in the cycles of the model,
+    # fewer than with the poolings as steps.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = pooled_network(rng)
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=1024,
+                          acc_words=16, psum_words=256)
+    compiled = _engine_equals_network(network, engine, rng.integers(0, 256, (2, 3, 11, 13)))
+    layers = [s for s in compiled.program.steps if s.op == "layer"]
+    assert [s.pool for s in layers] == [True, True, False]
+    assert layers[0].row_blocks > 1 and layers[1].col_blocks > 1
+    assert compiled.cycles < compile_network(network, engine, fuse=False).cycles

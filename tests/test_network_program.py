@@ -189,7 +189,9 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     assert (tmp_path / "weights.bin").stat().st_size == program.weight_image_bytes
     binary = decode_program((tmp_path / "program.bin").read_bytes())
     assert [step.op for step in binary.steps] == [step.op for step in program.steps]
-    assert len(report["per_step"]) == len(program.steps) == 7
+    # Two convolutions, each with its pooling fused, and three dense layers.
+    assert len(report["per_step"]) == len(program.steps) == 5
+    assert [step.pool for step in program.steps] == [True, True, False, False, False]
     assert main(["compile", str(model), "--calibration", "100", "--act-words", "1000",
                  "-o", str(tmp_path / "small")]) == 2
     error = capsys.readouterr().err.strip()
@@ -440,8 +442,8 @@ def test_binary_program_round_trip_and_bad_programs():
                                            "shift"):
         decode_program(bytes(requant), engine=engine)
     # A bit outside the step's fields: a pooling's flag past its two, a layer's past its
-    # one, a pooling's unused word, an add's.
-    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 0, 9), (Op.POOL, 9, 3),
+    # four, a pooling's unused word, an add's.
+    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 0, 12), (Op.POOL, 9, 3),
                           (Op.ADD, 13, 0)):
         k = next(k for k, s in enumerate(compiled.program.steps) if s.op == op.name.lower())
         stray = bytearray(data)

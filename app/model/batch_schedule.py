@@ -36,8 +36,8 @@ from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LoadStep, Program,
                                           Region, StoreStep, act_stride, image_region)
 
 from .compile import (BufferAllocator, CompiledNetwork, CompileError, Moves, check_network,
-                      choose_packings, last_uses, layer_step, network_shapes, post_steps,
-                      step_costs, step_reads)
+                      choose_packings, fuse_pools, last_uses, layer_step, network_shapes,
+                      post_steps, step_costs, step_reads)
 from .training_traffic import Group
 
 __all__ = ["SCHEDULES", "BatchPlan", "compile_batch"]
@@ -240,7 +240,7 @@ def compile_batch(network, engine, images, schedule="mbs"):
     if not engine.spill_words:
         raise CompileError("a batch program needs an engine with external activation "
                            "memory (its input waits there)")
-    net = _Network(network, engine, images)
+    net = _Network(fuse_pools(network), engine, images)
     R = engine.rows
     out_words = net.words(net.output)
     if net.output in net.raw:

@@ -20,6 +20,10 @@ every weight kept) where that runs in fewer cycles on the engine: a layer of man
 positions with wide groups is bound by the gather's reads (a round of two per cycle),
 a layer of few positions by its tiles (unless the narrower weight image would not fit).
 
+Fused pooling: a convolution with an output stage whose result only a 2 x 2, stride 2 max
+pooling reads becomes one layer step with ``pool`` (``fuse_pools``): the result writer
+pools as it writes, so the pooling step, its reads and the unpooled map's words are gone.
+
 Cycles are the engine's (``codnn.golden.network_program.step_cycles``, which
 ``codnn.hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
 layer's row blocks and tiles one after another (a bias, a gather table and the cells
@@ -34,8 +38,10 @@ import numpy as np
 
 from codnn.golden.column_combining import im2col, pack
 from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
+from codnn.golden.column_combining import padding_sides
 from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS,
-                                          AddStep, LayerStep, LoadStep, PoolStep, Program,
+                                          POOL_LINE_WORDS, AddStep, LayerStep, LoadStep,
+                                          PoolStep, Program,
                                           ProgramError, Region, StoreStep, act_stride,
                                           bias_bytes, image_word, layer_block, max_shift,
                                           step_cycles, tile_bytes, words)
@@ -43,7 +49,7 @@ from codnn.model.gather_plan import plan_layer
 
 __all__ = ["BUFFERS", "BufferAllocator", "CompileError", "Moves", "StepCost", "step_costs",
            "CompiledNetwork",
-           "check_network", "choose_packings", "compile_network", "fit_buffers",
+           "check_network", "choose_packings", "compile_network", "fit_buffers", "fuse_pools",
            "largest_buffers", "last_uses", "layer_step", "network_shapes", "post_steps",
            "step_reads"]
 
@@ -234,6 +240,39 @@ def step_reads(step):
             *getattr(step, "others", ())]
 
 
+def fuse_pools(network):
+    """``network`` with each convolution that has an output stage and whose result only a
+    max pooling of 2 x 2, stride 2, no padding reads (a pooled map at most
+    ``POOL_LINE_WORDS`` wide) made one ``ArrayLayer`` with ``pool`` in the convolution's
+    place, the pooling's output its output (semantics section 9: the result writer pools
+    as it writes)."""
+    readers = {}
+    for step in network.steps:
+        for name in step_reads(step):
+            readers.setdefault(name, []).append(step)
+    shapes = None
+    fused, dropped = {}, set()
+    for step in network.steps:
+        after = readers.get(step.output, [])
+        if not (isinstance(step, ArrayLayer) and step.kernel and step.shift is not None
+                and not step.pool and step.output != network.output and len(after) == 1):
+            continue
+        pooling = after[0]
+        if not (isinstance(pooling, Pool) and pooling.kind == "max" and pooling.kernel == 2
+                and pooling.stride == 2
+                and padding_sides(pooling.padding) == ((0, 0), (0, 0))):
+            continue
+        shapes = shapes or network_shapes(network)
+        if shapes[pooling.output][-1] > POOL_LINE_WORDS:
+            continue
+        fused[step.name] = dataclasses.replace(step, output=pooling.output, pool=True)
+        dropped.add(pooling.name)
+    if not fused:
+        return network
+    return dataclasses.replace(network, steps=tuple(
+        fused.get(step.name, step) for step in network.steps if step.name not in dropped))
+
+
 def _concat_steps(step, parts, dst, lanes):
     """A Concat as the engine's adds: each part copied through the add's requantization
     (``b`` the part again, with multiplier 0) into its channels' words of ``dst``; each
@@ -362,8 +401,8 @@ def layer_step(step, src, dst, offset, engine):
                       weights=offset, output_stage=step.shift is not None,
                       kernel=step.kernel, pad=step.pad,
                       stride=step.stride, padding=step.padding,
-                      rounds=plan.rounds)
-    written = row_blocks * positions
+                      rounds=plan.rounds, pool=step.pool)
+    written = row_blocks * (dst.map_shape[1] * dst.map_shape[2] if step.pool else positions)
     moved = Moves(act_reads=act_reads, act_writes=written if dst.memory == "act" else 0,
                   acc_writes=written if dst.memory == "acc" else 0,
                   psum_words=2 * positions * row_blocks * (col_blocks - 1),
@@ -461,9 +500,10 @@ def choose_packings(network, engine, shapes):
     return packings
 
 
-def compile_network(network, engine):
+def compile_network(network, engine, *, fuse=True):
     """Compile ``network`` for ``engine`` (an ``EngineConfig``); return a
-    ``CompiledNetwork``.
+    ``CompiledNetwork``. With ``fuse`` its max poolings of 2 x 2 that follow a
+    convolution are fused into it (``fuse_pools``); without, each is a pooling step.
 
     Raises
     ------
@@ -476,6 +516,7 @@ def compile_network(network, engine):
     except ProgramError as error:
         raise CompileError(str(error)) from None
     check_network(network, engine)
+    network = fuse_pools(network) if fuse else network
     shapes = network_shapes(network)
     storage, last = last_uses(network)
     packings = choose_packings(network, engine, shapes)

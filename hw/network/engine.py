@@ -72,6 +72,8 @@ class _Shared:
     table_we: Signal = None
     loaded: Signal = None
     # _layer: a layer step's tiles, positions and results.
+    map_height: object = None           # the window's map (before fused pooling)
+    map_width: object = None
     row_block: Signal = None
     col_block: Signal = None
     position: Signal = None
@@ -418,6 +420,11 @@ class NetworkEngine(wiring.Component):
         p = self._p
         R = p["rows"]
         array, gather, layer = k.array, k.gather, k.desc.layer
+        # The window's map: the result's, or twice it plus the odd flags with fused
+        # pooling (the program checks hold it under 65536 a side).
+        k.map_height, k.map_width = (
+            Mux(layer.pool, Cat(odd, side), side)[:16] for odd, side in
+            ((layer.pool_odd_height, layer.dst.height), (layer.pool_odd_width, layer.dst.width)))
         k.row_block, k.col_block = Signal(16, name="row_block"), Signal(16, name="col_block")
         k.position, k.total = Signal(33, name="position"), Signal(33, name="total")
         # The step's last position, registered from ``total`` (set at dispatch).
@@ -430,8 +437,8 @@ class NetworkEngine(wiring.Component):
             gather.geometry.src.eq(layer.src.addr),
             gather.geometry.height.eq(layer.src.height),
             gather.geometry.width.eq(layer.src.width),
-            gather.geometry.out_height.eq(layer.dst.height),
-            gather.geometry.out_width.eq(layer.dst.width),
+            gather.geometry.out_height.eq(k.map_height),
+            gather.geometry.out_width.eq(k.map_width),
             gather.geometry.stride.eq(Mux(layer.kernel == 0, 1, layer.stride)),
             gather.geometry.padding_top.eq(Mux(layer.kernel == 0, 0, layer.padding_top)),
             gather.geometry.padding_left.eq(Mux(layer.kernel == 0, 0, layer.padding_left)),
@@ -484,7 +491,8 @@ class NetworkEngine(wiring.Component):
             acc_depth=p["acc_words"], psum_depth=p["psum_words"], requant=p["requant"])
         m.submodules.results = results
         wiring.connect(m, array.result, results.result)
-        k.block_base = Signal(32, name="block_base")    # row_block * positions, a running sum
+        # row_block * the result's positions per block of lanes, a running sum
+        k.block_base = Signal(32, name="block_base")
         k.launch = Signal(name="launch")                # the gather starts the loaded tile
         m.d.comb += [results.shifts[r].eq(row_shifts[r]) for r in range(R)]
         if p["requant"] == "multiplier":
@@ -495,6 +503,8 @@ class NetworkEngine(wiring.Component):
             results.add_psum.eq(k.col_block != 0),
             results.to_acc.eq(layer.dst.acc), results.base.eq(layer.dst.addr + k.block_base),
             results.stride.eq(layer.dst_stride), results.positions.eq(layer.positions),
+            results.pool.eq(layer.pool), results.map_width.eq(k.map_width),
+            results.out_height.eq(layer.dst.height), results.out_width.eq(layer.dst.width),
             results.total.eq(k.total),
             k.psum_r.addr.eq(results.psum_read), results.psum_read_data.eq(k.psum_r.data),
             k.psum_w.addr.eq(results.psum_write.addr),
@@ -676,7 +686,7 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += [k.col_block.eq(k.col_block + 1), state.eq(_State.TABLE)]
             with m.Elif(k.row_block != layer.row_blocks - 1):
                 m.d.sync += [k.row_block.eq(k.row_block + 1), k.col_block.eq(0),
-                             k.block_base.eq(k.block_base + layer.positions),
+                             k.block_base.eq(k.block_base + k.check.dst_plane),
                              state.eq(_State.BIAS)]
             with m.Else():
                 m.d.sync += state.eq(_State.DRAIN)

@@ -29,8 +29,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from codnn.golden.network_program import (MAX_KERNEL, MAX_SIDE, MAX_STEP_IMAGES,
-                                          MAX_STRIDE, MULTIPLIER_BITS, EngineConfig,
-                                          bias_bytes, image_word, tile_bytes)
+                                          MAX_STRIDE, MULTIPLIER_BITS, POOL_LINE_WORDS,
+                                          EngineConfig, bias_bytes, image_word, tile_bytes)
 from codnn.golden.program_format import (HEADER_WORDS, MAGIC, STEP_WORDS, STEPS, VERSION,
                                          Op, unused_bits)
 from codnn.golden.systolic import MAC_KINDS, REQUANT_KINDS
@@ -84,8 +84,9 @@ class ProgramCheck(wiring.Component):
     ``1 + DECIDE_CYCLES`` cycles after its last word lands), ``step_bad`` from ``desc``
     (likewise), with the header's buffer sizes and weight image words (``act_size``,
     ``acc_size``, ``psum_size``, ``image_words``) for the steps, and a layer step's
-    weight image words (``layer_words``: its row blocks' biases and tiles, valid with
-    ``step_bad``).
+    weight image words (``layer_words``: its row blocks' biases and tiles) and its
+    result's positions (``dst_plane``: ``H * W`` of ``dst``, pooled with fused pooling),
+    both valid with ``step_bad``.
 
     Latency: ``DECIDE_CYCLES`` cycles beyond the program's words (the products are
     ready when the conditions are registered). Refuses what
@@ -118,7 +119,7 @@ class ProgramCheck(wiring.Component):
             "header": In(HeaderLayout), "desc": In(StepLayout),
             "header_bad": Out(1), "step_bad": Out(1),
             "act_size": Out(32), "acc_size": Out(32), "psum_size": Out(32),
-            "image_words": Out(32), "layer_words": Out(32),
+            "image_words": Out(32), "layer_words": Out(32), "dst_plane": Out(32),
         })
 
     def elaborate(self, platform):
@@ -163,11 +164,12 @@ class ProgramCheck(wiring.Component):
                                  + [sizes_ok] + ends)
         m.d.sync += self.header_bad.eq(~header_ok)
 
-    def _window(self, m, is_pool, first, second):
+    def _window(self, m, is_pool, first, out_height, out_width):
         """The window (a layer's or a pooling's) against the source's map (``first``) and
-        the result's (``second``): along each axis out = (H + p + q - k) // s + 1 (p, q
-        its padding before and after the map), as (out - 1) * s <= H + p + q - k < out *
-        s. The operation's kernel, stride, paddings and largest padding are registered
+        the map it gives (``out_height x out_width``: the result's, or a layer's before
+        its fused pooling): along each axis out = (H + p + q - k) // s + 1 (p, q its
+        padding before and after the map), as (out - 1) * s <= H + p + q - k < out * s.
+        The operation's kernel, stride, paddings and largest padding are registered
         first. Returns the conditions (a dense layer's: stride 1, no padding, a 1 x 1
         result)."""
         layer, pool = self.desc.layer, self.desc.pool
@@ -181,8 +183,7 @@ class ProgramCheck(wiring.Component):
         most = chosen(pool.kernel - 1, MAX_STRIDE, "most_padding")
         dense = k == 0
         checks = []
-        axes = ((first.height, second.height, sides[:2]), (first.width, second.width,
-                                                           sides[2:]))
+        axes = ((first.height, out_height, sides[:2]), (first.width, out_width, sides[2:]))
         for axis, (side, out, (pad, after)) in enumerate(axes):
             # Registered a stage ahead: out * s, and H + p + q - k (alone and plus s).
             out_s = Signal(24, name=f"window_out_times_stride{axis}")
@@ -192,8 +193,8 @@ class ProgramCheck(wiring.Component):
                          room_s.eq(side + pad + after - k + s)]
             checks += [room >= 0, out_s <= room_s, room < out_s]
         return [
-            Mux(dense, (s == 1) & ~Cat(*sides).any() & (second.height == 1)
-                & (second.width == 1), 1),
+            Mux(dense, (s == 1) & ~Cat(*sides).any() & (out_height == 1)
+                & (out_width == 1), 1),
             dense | ((k <= MAX_KERNEL) & (s >= 1) & (s <= MAX_STRIDE)),
             dense | Cat(v <= most for v in sides).all(),
             *(dense | check for check in checks)]
@@ -217,10 +218,20 @@ class ProgramCheck(wiring.Component):
             m.d.sync += span.eq(region.words * layer.images[:16])
             spans.append(span)
 
-        window_ok = self._window(m, op == Op.POOL, first, second)
-        # Positions: the result's map.
-        positions = Signal(32, name="dst_positions")
-        m.d.sync += positions.eq(second.height * second.width)
+        # A layer's window map: its result's, or with fused pooling twice the result's
+        # plus the odd flags (17 bits; a map past 65535 a side has no room in the
+        # activation buffer).
+        pooled = (op == Op.LAYER) & layer.pool
+        map_height, map_width = (
+            Mux(pooled, Cat(odd, side), side) for odd, side in
+            ((layer.pool_odd_height, second.height), (layer.pool_odd_width, second.width)))
+        window_ok = self._window(m, op == Op.POOL, first, map_height, map_width)
+        # Positions: the window's map.
+        positions = Signal(34, name="map_positions")
+        plane = Signal(32, name="dst_plane")
+        m.d.sync += [positions.eq(map_height * map_width),
+                     plane.eq(second.height * second.width)]
+        m.d.comb += self.dst_plane.eq(plane)
         # The layer's part of the weight image.
         config = EngineConfig(rows=R, cols=p["cols"], alpha=A, requant=p["requant"])
         bias_words = bias_bytes(config) // image_word(config)
@@ -240,6 +251,8 @@ class ProgramCheck(wiring.Component):
             *region_ok, _fits(m, "layer_src", first.addr, spans[0], act),
             _fits(m, "layer_dst", second.addr, spans[1], size_of(second)),
             layer.output_stage == ~second.acc, *window_ok,
+            Mux(layer.pool, layer.output_stage & (second.width <= POOL_LINE_WORDS),
+                ~layer.pool_odd_height & ~layer.pool_odd_width),
             layer.positions == positions, layer.filters == second.channels,
             layer.row_blocks == second.blocks,
             (layer.col_blocks != 0) & (layer.col_blocks <= 0xFFFF),

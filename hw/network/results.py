@@ -2,11 +2,13 @@
 through the output stage, to where it goes (the partial-sum buffer between column blocks,
 or a layer's destination, image by image; docs/semantics.md section 9)."""
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import RESULT_WRITE_STEPS
+from codnn.golden.network_program import POOL_LINE_WORDS, POOL_WRITE_STEPS, RESULT_WRITE_STEPS
 from codnn.golden.systolic import REQUANT_BITS, REQUANT_KINDS, REQUANT_PRODUCT_STEPS
 from codnn.hw.common.delays import delay, stage
 from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
@@ -21,6 +23,17 @@ __all__ = ["ResultWriter", "QUEUED_TILES"]
 #: weight bank, free once the tile two before has left the cells, so no more than three
 #: are ever between launch and last result).
 QUEUED_TILES = 4
+
+
+@dataclass(frozen=True)
+class _PooledWrite:
+    """Fused pooling's write of a window's maximum (``valid``, ``addr``, ``data``) and
+    ``busy``: a window is in its steps."""
+
+    valid: object
+    addr: object
+    data: object
+    busy: object
 
 
 def _write_port(depth, bits):
@@ -43,13 +56,22 @@ class ResultWriter(wiring.Component):
     tiles' results arrive in launch order. ``idle`` is high when no tile is queued, in
     progress or being written.
 
+    With ``pool`` (held with the others) the activations are max-pooled 2 x 2, stride 2
+    as they are written (semantics section 9, fused pooling): an image's ``positions``
+    are a map ``map_width`` wide, row by row, and the pooled ``out_height x out_width``
+    map goes from the image's block's first word; a pair of a row's results is kept in
+    a register, the pairs of the row above in a line of ``POOL_LINE_WORDS`` words
+    (``out_width`` at most that), and each window's maximum is written when its fourth
+    result has its code (results past the pooled map are dropped).
+
     A result's partial sum is read as the result is taken, so a tile's result for a
     position must be taken more than the latency after the previous tile's (which the
     engine ensures: a tile's first position goes into the array at least the gather's
     start, 7 cycles, after the previous tile's last).
 
     Latency: a result is written ``result_write_steps`` cycles after ``result`` takes it
-    (``RESULT_WRITE_STEPS``, 4; ``REQUANT_PRODUCT_STEPS`` more with the multiplier).
+    (``RESULT_WRITE_STEPS``, 4; ``REQUANT_PRODUCT_STEPS`` more with the multiplier;
+    ``POOL_WRITE_STEPS`` more for a pooled window's maximum).
     Throughput: a result a cycle; ``result`` is ready while a tile's results are due.
 
     Parameters
@@ -73,6 +95,8 @@ class ResultWriter(wiring.Component):
     stride : In(16)
     positions : In(17)
     total : In(33)
+    pool : In(1)
+    map_width, out_height, out_width : In(16)
     room, idle : Out(1)
     psum_read : Out(range(psum_depth))
     psum_read_data : In(rows * acc_bits)
@@ -103,6 +127,7 @@ class ResultWriter(wiring.Component):
             "base": In(32), "shifts": In(data.ArrayLayout(range(self._stage_bits), rows)),
             **requant_ports,
             "stride": In(16), "positions": In(17), "total": In(33),
+            "pool": In(1), "map_width": In(16), "out_height": In(16), "out_width": In(16),
             "room": Out(1), "idle": Out(1),
             "psum_read": Out(range(psum_depth)),
             "psum_read_data": In(rows * acc_bits),
@@ -137,23 +162,40 @@ class ResultWriter(wiring.Component):
         image_addr = Signal(32)             # ... in the block of the image from here,
         image_position = Signal(17)         # ... at this position of the image
         at_last = Signal()                  # the next result is the tile's last
+        # With pooling: the next result's map column ``x`` and whether its row is odd;
+        # its pooled row, that row's first word and its window's word.
+        x, y_odd = Signal(16, name="pool_x"), Signal(name="pool_y_odd")
+        pooled_row, row_addr = Signal(16, name="pooled_row"), Signal(32, name="pool_row_addr")
+        pool_addr = Signal(32, name="pool_addr")
         taken = self.result.valid & self.result.ready
         last = taken & at_last
         m.d.comb += [self.result.ready.eq(pending), self.psum_read.eq(count)]
         with m.If(taken):
             m.d.sync += [count.eq(count + 1), at_last.eq(count == self.total - 2),
-                         image_position.eq(image_position + 1), out_addr.eq(out_addr + 1)]
+                         image_position.eq(image_position + 1), out_addr.eq(out_addr + 1),
+                         x.eq(x + 1), pool_addr.eq(pool_addr + x[0])]
+            with m.If(x == self.map_width - 1):
+                m.d.sync += [x.eq(0), y_odd.eq(~y_odd), pool_addr.eq(row_addr)]
+                with m.If(y_odd):
+                    m.d.sync += [pooled_row.eq(pooled_row + 1),
+                                 row_addr.eq(row_addr + self.out_width),
+                                 pool_addr.eq(row_addr + self.out_width)]
             with m.If(image_position == self.positions - 1):
                 # The image's block is whole: the next image's is a stride further.
                 m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + self.stride),
                              out_addr.eq(image_addr + self.stride)]
+                m.d.sync += [x.eq(0), y_odd.eq(0), pooled_row.eq(0),
+                             row_addr.eq(image_addr + self.stride),
+                             pool_addr.eq(image_addr + self.stride)]
         with m.If(last):
             m.d.sync += pending.eq(0)
         m.d.comb += queue.r_en.eq(~pending | last)
         with m.If(queue.r_en & queue.r_rdy):
             m.d.sync += [pending.eq(1), tile.eq(head), count.eq(0),
                          at_last.eq(self.total == 1), image_position.eq(0),
-                         out_addr.eq(head.base), image_addr.eq(head.base)]
+                         out_addr.eq(head.base), image_addr.eq(head.base),
+                         x.eq(0), y_odd.eq(0), pooled_row.eq(0), row_addr.eq(head.base),
+                         pool_addr.eq(head.base)]
 
         # RESULT_WRITE_STEPS (4) steps: the result and where it goes, the partial sum
         # read; the sum; (with the multiplier, its product with the row's multiplier, in
@@ -166,7 +208,17 @@ class ResultWriter(wiring.Component):
         acc1 = stage(m, self.result.payload.acc, "result_acc1")
         add1 = stage(m, tile.add_psum, "result_add1")
         where1 = stage(m, where, "result_where1")
-        addr1 = stage(m, Mux(tile.to_psums, count, out_addr), "result_addr1")
+        pooling = self.pool & (where == 0)
+        addr1 = stage(m, Mux(tile.to_psums, count, Mux(pooling, pool_addr, out_addr)),
+                      "result_addr1")
+        # A pooled result: whether it begins its pair (an even column), its window (an
+        # even row), whether its window is inside the pooled map, its window's column.
+        pool_line = data.StructLayout({"on": 1, "first_x": 1, "first_y": 1, "inside": 1,
+                                       "column": range(POOL_LINE_WORDS)})
+        pool1 = Signal(pool_line, name="result_pool1")
+        m.d.sync += [pool1.on.eq(pooling), pool1.first_x.eq(~x[0]), pool1.first_y.eq(~y_odd),
+                     pool1.inside.eq((x[1:] < self.out_width) & (pooled_row < self.out_height)),
+                     pool1.column.eq(x[1:])]
         shifts1 = stage(m, tile.shifts, "result_shifts1")
         psum = data.View(data.ArrayLayout(unsigned(AB), R), self.psum_read_data)
         sums = [stage(m, (acc1[r].as_unsigned() + Mux(add1, psum[r], 0))[:AB],
@@ -194,10 +246,53 @@ class ResultWriter(wiring.Component):
         sums_w = [delay(m, value, steps - 2, f"result_sum_w_r{r}")
                   for r, value in enumerate(sums)]
         write = valid[-1]
+        pool_w = data.View(pool_line, delay(m, pool1.as_value(), steps - 1, "result_pool"))
+        pooled = self._pool(m, write & pool_w.on, pool_w, addr_w, Cat(*ys))
         for port, kind, value in ((self.act_write, 0, ys), (self.acc_write, 1, sums_w),
                                   (self.psum_write, 2, sums_w)):
             m.d.comb += [port.addr.eq(addr_w), port.en.eq(write & (where_w == kind))]
             for r, v in enumerate(value):
                 m.d.comb += port.data.word_select(r, len(v)).eq(v)
-        m.d.comb += self.idle.eq(~pending & ~queue.r_rdy & ~Cat(*valid).any())
+        # A pooled step's activations are written as windows only (a window's write may
+        # come while the next tile's first results go to the partial sums).
+        with m.If(pool_w.on):
+            m.d.comb += self.act_write.en.eq(0)
+        with m.If(pooled.valid):
+            m.d.comb += [self.act_write.addr.eq(pooled.addr),
+                         self.act_write.data.eq(pooled.data), self.act_write.en.eq(1)]
+        m.d.comb += self.idle.eq(~pending & ~queue.r_rdy & ~Cat(*valid).any() & ~pooled.busy)
         return m
+
+    def _pool(self, m, write, where, addr, codes):
+        """Fused pooling at the write: ``codes`` (a word of the rows' activations) taken
+        when ``write``; ``where`` its pair, window and column (``pool_line``), ``addr``
+        its window's word. A pair's first word waits in a register; the pair's maximum
+        goes into the line at an even row's window, or, at an odd row's, out with the
+        line's word of the row above (``POOL_WRITE_STEPS`` registered steps: the pair's
+        maximum with the line's read, then the window's maximum). Returns a record of
+        the window's write (``valid``, ``addr``, ``data``) and ``busy``."""
+        R, B = self._rows, self._out_bits
+        assert POOL_WRITE_STEPS == 2
+
+        def maximum(a, b):
+            return Cat(Mux(a[r * B:][:B] > b[r * B:][:B], a[r * B:][:B], b[r * B:][:B])
+                       for r in range(R))
+        first = Signal(R * B, name="pool_pair_first")
+        with m.If(write & where.first_x):
+            m.d.sync += first.eq(codes)
+        line = memory.Memory(shape=unsigned(R * B), depth=POOL_LINE_WORDS, init=[])
+        m.submodules.pool_line = line
+        line_w, line_r = line.write_port(), line.read_port(transparent_for=())
+        pair = stage(m, maximum(first, codes), "pool_pair")
+        pair_valid = stage(m, write & ~where.first_x & where.inside, "pool_pair_valid",
+                           reset_less=False)
+        pair_first_y = stage(m, where.first_y, "pool_pair_first_y")
+        pair_column = stage(m, where.column, "pool_pair_column")
+        pair_addr = stage(m, addr, "pool_pair_addr")
+        m.d.comb += [line_r.addr.eq(where.column),
+                     line_w.addr.eq(pair_column), line_w.data.eq(pair),
+                     line_w.en.eq(pair_valid & pair_first_y)]
+        valid = stage(m, pair_valid & ~pair_first_y, "pool_out_valid", reset_less=False)
+        return _PooledWrite(valid=valid, addr=stage(m, pair_addr, "pool_out_addr"),
+                            data=stage(m, maximum(pair, line_r.data), "pool_out"),
+                            busy=pair_valid | valid)
