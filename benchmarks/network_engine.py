@@ -16,7 +16,8 @@ tiles back to back, pooling and adds left to the host), their ratio, images per 
 at ``--fmax-mhz`` (default: the engine's largest baseline entry on the ECP5-85k in
 synth/baselines.json), and, measured in the same run, onnxruntime's images per second
 on one core of this machine for the same ONNX file (batch 1, float; the best of five
-rounds of 200 images). The networks:
+rounds of 200 images). Beside the engine's cycles, ``unfused``: the same program with
+its max poolings as pooling steps (``compile_network(..., fuse=False)``). The networks:
 LeNet-5 dense and column-combined (benchmarks/models), ResNet-20 dense and
 column-combined as ``codnn train`` builds them (``RESNET_RUNS``: trained on the first run,
 about two minutes, and kept beside PREFIX; integer accuracy on the 1,000 test images),
@@ -198,6 +199,7 @@ def _engine_rows(args, data, fmax):
                                       network.run(image[None])[0]):
                     raise SystemExit(f"{name}: the program differs from golden")
             adds = sum(c.cycles for c in compiled.costs if c.op == "add")
+            apart = compile_network(network, engine, fuse=False)
             for port in ("onchip", "axi"):
                 cycles = (compiled.cycles if port == "onchip"
                           else compiled.external_cycles(args.memory_latency))
@@ -207,6 +209,8 @@ def _engine_rows(args, data, fmax):
                     "weights": "on chip" if port == "onchip" else "AXI",
                     "weight_image": len(compiled.image), "cycles": cycles,
                     "add_cycles": adds, "array_cycles": array,
+                    "pool_steps_cycles": (apart.cycles if port == "onchip" else
+                                          apart.external_cycles(args.memory_latency)),
                     "vs_array": round(cycles / array, 2),
                     "images_per_s": round(per_s, 1) if per_s else None,
                     "onnxruntime_per_s": round(ort, 1),
@@ -263,7 +267,8 @@ def main():
                f"({f'{fmax} MHz' if fmax else 'no Fmax given'}; AXI weights: latency "
                f"{args.memory_latency}), against the bare array and onnxruntime on one core",
                rows, [("model", "model"), ("accuracy", "acc %"), ("mac", "MACs"),
-                      ("ports", "ports"), ("weights", "weights"), ("cycles", "cycles"), ("add_cycles", "adds"),
+                      ("ports", "ports"), ("weights", "weights"), ("cycles", "cycles"),
+                      ("pool_steps_cycles", "unfused"), ("add_cycles", "adds"),
                       ("array_cycles", "array"), ("vs_array", "x array"),
                       ("images_per_s", "img/s"), ("onnxruntime_per_s", "ORT img/s"),
                       ("vs_onnxruntime", "x ORT")])

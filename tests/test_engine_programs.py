@@ -16,7 +16,7 @@ from codnn.golden.network_program import (HEADER_CYCLES, EngineConfig, ProgramEr
                                           bias_bytes, decode_program, encode_program,
                                           run_program, step_cycles)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
-from codnn.golden.workloads import residual_network
+from codnn.golden.workloads import pooled_network, residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network
 from codnn.sim.runner import simulate
@@ -27,10 +27,12 @@ ENGINE = EngineConfig(rows=4, cols=3, alpha=3, mac="parallel", act_words=400,
                       acc_words=24, psum_words=64)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    network = residual_network(np.random.default_rng(SEED), alpha=2)
-    return compile_network(network, ENGINE)
+@pytest.fixture(scope="module", params=["residual", "pooled"])
+def compiled(request):
+    """Every step kind (``residual_network``), or layers with their pooling fused
+    (``pooled_network``: maps of odd sides, the flags that say so)."""
+    workload = {"residual": residual_network, "pooled": pooled_network}[request.param]
+    return compile_network(workload(np.random.default_rng(SEED), alpha=2), ENGINE)
 
 
 #: Each step kind's regions (their first words) and packed byte fields.

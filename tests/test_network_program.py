@@ -11,17 +11,18 @@ import pytest
 
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
-from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, EngineConfig,
-                                          GatherTable,
+from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, POOL_LINE_WORDS,
+                                          POOL_WRITE_STEPS, EngineConfig, GatherTable,
                                           NO_LANE, acc_add_cycles, LayerStep, Program, ProgramError,
-                                          bias_bytes, bursts, decode_program, encode_program,
-                                          gather_entries, image_word, layer_block,
-                                          read_tile, run_program, step_cycles, tile_bytes)
+                                          bias_bytes, bursts, check_program, decode_program,
+                                          encode_program, gather_entries, image_word,
+                                          layer_block, read_tile, run_program, step_cycles,
+                                          tile_bytes)
 from codnn.golden.program_format import (HEADER, HEADER_WORDS, STEP_WORDS, STEPS, VERSION,
                                          Op, format_table, pack, unpack, unused_bits)
 from codnn.golden.systolic import Tile
-from codnn.golden.workloads import (bottleneck_network, concat_network, projection_network,
-                                    random_layer, residual_network)
+from codnn.golden.workloads import (bottleneck_network, concat_network, pooled_network,
+                                    projection_network, random_layer, residual_network)
 from codnn.model.compile import CompileError, compile_network, fit_buffers, largest_buffers
 from codnn.model.datasets import load_dataset
 from codnn.model.onnx_import import load_onnx
@@ -192,11 +193,11 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     # Two convolutions, each with its pooling fused, and three dense layers.
     assert len(report["per_step"]) == len(program.steps) == 5
     assert [step.pool for step in program.steps] == [True, True, False, False, False]
-    assert main(["compile", str(model), "--calibration", "100", "--act-words", "1000",
+    assert main(["compile", str(model), "--calibration", "100", "--act-words", "900",
                  "-o", str(tmp_path / "small")]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("codnn: error: /features/features.0/Conv: its output (6 x 28 x "
-                            "28: 784 words of 16) does not fit") and "\n" not in error
+    assert error.startswith("codnn: error: /features/features.0/Conv: its output (6 x 14 x "
+                            "14: 196 words of 16) does not fit") and "\n" not in error
     assert not (tmp_path / "small").exists()
 
 
@@ -655,3 +656,84 @@ def test_tensors_that_do_not_fit_wait_in_external_memory():
 ])
 def test_bursts_stay_in_their_page(addr, count, stride, want):
     assert bursts(addr, count, stride) == want
+
+
+@pytest.mark.parametrize("rows,cols,alpha,mac", [(4, 4, 2, "parallel"), (3, 5, 4, "bitserial"),
+                                                 (16, 16, 8, "bitserial")])
+def test_fused_pooling_equals_the_pooling_steps(rows, cols, alpha, mac):
+    # Each convolution that only a 2 x 2 max pooling reads is one layer step that writes
+    # the pooled map (maps of odd sides: the last row, or the last column, dropped), equal
+    # to the network and to the program with pooling steps; it costs its layer's cycles
+    # and the last window's write tail, and writes the pooled words only.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = pooled_network(rng)
+    engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=1024,
+                          acc_words=16, psum_words=256)
+    fused, apart = (compile_network(network, engine, fuse=f) for f in (True, False))
+    assert [(s.op, s.pool) for s in fused.program.steps] == [("layer", True)] * 2 + [
+        ("layer", False)]
+    assert [s.op for s in apart.program.steps] == ["layer", "pool", "layer", "pool", "layer"]
+    images = rng.integers(0, 256, (4, 3, 11, 13))
+    _check(fused, network, images)
+    _check(apart, network, images)
+    back = decode_program(encode_program(fused.program), engine=engine)
+    assert [s.pool for s in back.steps] == [True, True, False]
+    assert np.array_equal(run_program(back, fused.image, images[0]), network.run(images[:1])[0])
+    costs = {c.name: c for c in apart.costs}
+    period = 1 if mac == "parallel" else 9
+    tails = {"conv_a": 0, "conv_b": max(0, POOL_WRITE_STEPS - period)}  # 11 x 13, 4 x 5 maps
+    for step, cost in zip(fused.program.steps[:2], fused.costs):
+        assert cost.cycles == costs[step.name].cycles + tails[step.name], step.name
+        pooling = costs[step.name.replace("conv", "pool")]
+        assert cost.act_writes == step.dst.words(rows) == pooling.act_writes
+        assert cost.act_reads == costs[step.name].act_reads
+    assert fused.cycles < apart.cycles
+
+
+def test_fused_pooling_is_refused_where_it_cannot_run():
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=4, alpha=2, act_words=1024, acc_words=16,
+                          psum_words=256)
+    compiled = compile_network(pooled_network(rng), engine)
+    program, data = compiled.program, encode_program(compiled.program)
+
+    def flip(k, *bits):
+        edited = bytearray(data)
+        for bit in bits:
+            edited[4 * (HEADER_WORDS + k * STEP_WORDS) + bit // 8] ^= 1 << bit % 8
+        return bytes(edited)
+    # The odd flags say the window's map: conv_a's 11 x 13, fc's none (no pooling).
+    for k, bit in ((0, 10), (0, 11), (2, 10), (2, 11)):
+        with pytest.raises(ProgramError, match=f"step {k}: odd map flags"):
+            decode_program(flip(k, bit))
+    with pytest.raises(ProgramError, match=r"step 2 \(step2\): a layer with fused pooling "
+                                           r"is a convolution with an output stage"):
+        decode_program(flip(2, 9), engine=engine)
+    # Unpooled (its flags cleared), conv_a's 11 x 13 map is not its 5 x 6 result.
+    with pytest.raises(ProgramError, match=r"step 0 \(step0\): its dst map is 5 x 6; the "
+                                           r"window gives 11 x 13"):
+        decode_program(flip(0, 9, 10, 11), engine=engine)
+    steps = list(program.steps)
+    raw = dataclasses.replace(steps[0], output_stage=False,
+                              dst=dataclasses.replace(steps[0].dst, memory="acc", addr=0))
+    with pytest.raises(ProgramError, match="a layer with fused pooling is a convolution "
+                                           "with an output stage"):
+        check_program(dataclasses.replace(program, steps=(raw, *steps[1:]), engine=(
+            dataclasses.replace(engine, acc_words=128))))
+    # A result wider than the line of partial maxima: a 3 x 2 x 1026 source.
+    wide = dataclasses.replace(
+        steps[0], src=dataclasses.replace(steps[0].src, addr=0, shape=(3, 2, 1026)),
+        dst=dataclasses.replace(steps[0].dst, addr=3000, shape=(10, 1, 513)),
+        positions=2 * 1026)
+    big = dataclasses.replace(program, engine=dataclasses.replace(engine, act_words=8192,
+                                                                  psum_words=4096),
+                              steps=(wide,), input=wide.src, output=wide.dst)
+    with pytest.raises(ProgramError, match=f"its pooled map is 513 wide; fused pooling "
+                                           f"keeps a row of at most {POOL_LINE_WORDS}"):
+        check_program(big)
+    narrow = dataclasses.replace(wide, src=dataclasses.replace(wide.src, shape=(3, 2, 1024)),
+                                 dst=dataclasses.replace(wide.dst, shape=(10, 1, 512)),
+                                 positions=2 * 1024)
+    check_program(dataclasses.replace(big, steps=(narrow,), input=narrow.src,
+                                      output=narrow.dst))
