@@ -384,6 +384,8 @@ ENGINES = {engine.name: engine for engine in [
                       "(load and store steps), or none", ACT_PORTS),
                 Param("gather_ports", int, 2, "read ports of each lane bank of the "
                       "activation buffer (stream slots the gather reads a cycle)"),
+                Param("weight_ports", int, 2, "read ports of the on-chip weight memory: 2 "
+                      "reads a tile's gather table beside its cells, 1 after them"),
                 Param("requant", str, "shift", "the output stage: a shift, or a 16-bit "
                       "multiplier per row and a shift", REQUANT_KINDS)),
         build=lambda **p: NetworkEngine(**p),

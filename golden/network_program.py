@@ -126,7 +126,10 @@ class EngineConfig:
     ``gather_ports``: the read ports of each of the activation buffer's lane banks (the
     gather reads that many stream slots a cycle); ``requant``: the output stage's
     requantization, ``"shift"`` (``clamp(acc >> shift, ...)``) or ``"multiplier"``
-    (``clamp((acc * m) >> shift, ...)``, a 16-bit ``m`` per row in the weight image)."""
+    (``clamp((acc * m) >> shift, ...)``, a 16-bit ``m`` per row in the weight image);
+    ``weight_ports``: the on-chip weight memory's read ports, 2 (a tile's gather table
+    read beside its cells; yosys builds the memory twice for it on ECP5) or 1 (the table
+    and then the cells). It sets cycles only: a program runs on either."""
 
     rows: int
     cols: int
@@ -142,6 +145,7 @@ class EngineConfig:
     spill_words: int = 0
     gather_ports: int = 2
     requant: str = "shift"
+    weight_ports: int = 2
 
     def check(self):
         """Raise ``ProgramError`` for a configuration the engine cannot be."""
@@ -163,6 +167,9 @@ class EngineConfig:
         if self.gather_ports > MAX_GATHER_PORTS:
             raise ProgramError(f"an engine's lane banks have 1..{MAX_GATHER_PORTS} read "
                                f"ports, not {self.gather_ports}")
+        if isinstance(self.weight_ports, bool) or self.weight_ports not in (1, 2):
+            raise ProgramError(f"an engine's on-chip weight memory has 1 or 2 read ports, "
+                               f"not {self.weight_ports!r}")
         if self.requant not in REQUANT_KINDS:
             raise ProgramError(f"an engine's output stage requantizes by "
                                f"{' or '.join(REQUANT_KINDS)}, not {self.requant!r}")
@@ -1104,7 +1111,7 @@ def decode_program(data, weight_bytes=EngineConfig.weight_bytes, engine=None):
                            f"{', '.join(str(getattr(header, n)) for n in wrong)}; the engine "
                            f"has {', '.join(str(getattr(engine, n)) for n in wrong)}")
     program = dataclasses.replace(program, engine=dataclasses.replace(
-        header, spill_words=engine.spill_words))
+        header, spill_words=engine.spill_words, weight_ports=engine.weight_ports))
     check_program(program)
     return program
 
@@ -1354,16 +1361,19 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
     after tile ``k - 1`` starts. A row block's first tile takes its bias words (from the
     cycle after the previous tile's last position went into the array, since that
     tile's data take the bias; a cycle to ask, then a word a cycle), then every tile its
-    gather table and its cells, a word a cycle (they are consecutive in the image). The
-    array takes the cells once its weight bank is free: tile ``k - 2``'s (the same
-    bank's) last position has left the cells, ``pipeline_depth + 1`` cycles after it went
-    in. On chip (``memory_latency`` None) each word is there when asked for, so a tile's
-    last cell is taken ``t + rows`` cycles after its table is asked for (``t`` the
-    ``table_words``), or ``rows - 1`` after the bank is free if that is later. In
-    external memory the layer's words are prefetched (``_WeightWords``; word ``k`` at
-    byte ``weight_base + k * word_stride``) and none is taken before it is there. A
-    tile starts in the cycle its last cell is taken, or the cycle after the previous
-    tile's last position went in if that is later; its first position goes in the
+    gather table and its cells (consecutive in the image). The array takes the cells
+    once its weight bank is free: tile ``k - 2``'s (the same bank's) last position has
+    left the cells, ``pipeline_depth + 1`` cycles after it went in. On chip
+    (``memory_latency`` None) with ``weight_ports`` 2 the table and the cells are two
+    runs at once, through the weight memory's two read ports, each asked for in the cycle
+    the tile's loading starts: the table's ``t`` words (``table_words``) a cycle apart, the cells a row a
+    cycle from that cycle or from the bank's freeing if later; the tile is loaded at its
+    last cell, or a cycle after its table's last word if that is later; with one port
+    the table's words and then the cells are one run, each word there when asked for.
+    In external memory the layer's words are prefetched (``_WeightWords``; word ``k`` at byte
+    ``weight_base + k * word_stride``) and none is taken before it is there: the table's
+    words, then the cells once the bank is free. A tile starts in the cycle it is loaded,
+    or the cycle after the previous tile's last position went in if that is later; its first position goes in the
     gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles`` after the
     previous tile's last), then a position every ``max(beat_cycles, rounds)``. The layer
     ends when its last result is written (the array's latency and the result writer's
@@ -1389,8 +1399,13 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
         if k % step.col_blocks == 0:
             load = words.take(max(load, last_in + 1), bias_words) + 1
         free = bank_free[k - 2] if k >= 2 else load
-        table = words.take(load, table_words(e))
-        loaded = words.take(max(table + 1, free) - 1, e.rows)
+        if memory_latency is None and e.weight_ports == 2:
+            # Two runs at once: the table's words and the cells (as the bank takes them).
+            table = load + table_words(e)
+            loaded = max(table + 1, max(load + 1, free) + e.rows - 1)
+        else:
+            table = words.take(load, table_words(e))
+            loaded = words.take(max(table + 1, free) - 1, e.rows)
         started = max(loaded, last_in + 1)
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)

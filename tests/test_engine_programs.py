@@ -24,7 +24,7 @@ from codnn.sim.tb_engine_programs import golden_view
 
 SEED = 20261206
 ENGINE = EngineConfig(rows=4, cols=3, alpha=3, mac="parallel", act_words=400,
-                      acc_words=24, psum_words=64)
+                      acc_words=24, psum_words=160)
 
 
 @pytest.fixture(scope="module", params=["residual", "pooled"])

@@ -1234,19 +1234,20 @@ def test_a_program_for_smaller_buffers_runs_on_a_larger_engine():
     assert error and cycles == HEADER_CYCLES
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac", [
-    (4, 4, 2, "parallel"), (3, 5, 4, "bitserial")])
-def test_engine_fuses_pooling_as_golden(rows, cols, alpha, mac):
+@pytest.mark.parametrize("rows,cols,alpha,mac,weight_ports", [
+    (4, 4, 2, "parallel", 2), (4, 4, 2, "parallel", 1), (3, 5, 4, "bitserial", 2)])
+def test_engine_fuses_pooling_as_golden(rows, cols, alpha, mac, weight_ports):
     # Convolutions with their 2 x 2 max pooling fused into the result writer: maps of
     # odd sides (the last row and column dropped), several row and column blocks (the
     # partial sums through the buffer before the pooled write), two images one after
     # the other. The program has no pooling step and runs in the cycles of the model,
-    # fewer than with the poolings as steps.
+    # fewer than with the poolings as steps. The tiles' tables come beside their cells
+    # (two read ports of the weight memory) or before them (one).
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     network = pooled_network(rng)
     engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=1024,
-                          acc_words=16, psum_words=256)
+                          acc_words=16, psum_words=256, weight_ports=weight_ports)
     compiled = _engine_equals_network(network, engine, rng.integers(0, 256, (2, 3, 11, 13)))
     layers = [s for s in compiled.program.steps if s.op == "layer"]
     assert [s.pool for s in layers] == [True, True, False]

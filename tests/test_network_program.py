@@ -17,7 +17,7 @@ from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, POOL_LINE
                                           bias_bytes, bursts, check_program, decode_program,
                                           encode_program, gather_entries, image_word,
                                           layer_block, read_tile, run_program, step_cycles,
-                                          tile_bytes)
+                                          table_words, tile_bytes)
 from codnn.golden.program_format import (HEADER, HEADER_WORDS, STEP_WORDS, STEPS, VERSION,
                                          Op, format_table, pack, unpack, unused_bits)
 from codnn.golden.systolic import Tile
@@ -737,3 +737,27 @@ def test_fused_pooling_is_refused_where_it_cannot_run():
                                  positions=2 * 1024)
     check_program(dataclasses.replace(big, steps=(narrow,), input=narrow.src,
                                       output=narrow.dst))
+
+
+def test_a_tiles_table_beside_its_cells_halves_a_dense_layers_loads():
+    # With the weight memory's two read ports a dense tile (one position) loads in
+    # max(t + 1, rows) cycles, its table beside its cells, instead of t + rows (on an
+    # 8 x 8 array, where the weight words and not the weight banks' turnaround bound a
+    # dense layer's tiles); a convolution's tiles load while the one before streams and
+    # gain little. The program is the same, and runs either way.
+    rng = np.random.default_rng(SEED)
+    network = pooled_network(rng)
+    two, one = (EngineConfig(rows=8, cols=8, alpha=4, act_words=1024, acc_words=16,
+                             psum_words=256, weight_ports=n) for n in (2, 1))
+    fast, slow = compile_network(network, two), compile_network(network, one)
+    assert encode_program(fast.program) == encode_program(slow.program)
+    assert fast.image == slow.image
+    t = table_words(two)
+    dense = fast.program.steps[-1]
+    tiles = dense.row_blocks * dense.col_blocks
+    saved = slow.costs[-1].cycles - fast.costs[-1].cycles
+    assert tiles > 1 and saved >= (tiles - 1) * (t + two.rows - max(t + 1, two.rows)), (
+        saved, tiles, t)
+    assert all(f.cycles <= s.cycles for f, s in zip(fast.costs, slow.costs))
+    with pytest.raises(ProgramError, match="1 or 2 read ports, not 3"):
+        dataclasses.replace(two, weight_ports=3).check()

@@ -400,6 +400,11 @@ def add_compile(sub):
                      help="read ports of each of the activation buffer's lane banks: the "
                           "gather reads P stream slots a cycle, for P copies of the "
                           "buffer's block RAMs (default 2)")
+    sub.add_argument("--weight-ports", type=int, choices=(1, 2), default=2,
+                     help="read ports of the on-chip weight memory: 2 reads a tile's gather "
+                          "table beside its cells (a dense layer's tiles load in about half "
+                          "the cycles), for a second copy of the memory's block RAMs; 1 "
+                          "reads them one after the other (default 2)")
     sub.add_argument("--weight-port", choices=WEIGHT_PORTS, default="onchip",
                      help="where the weight image is: on-chip (--weight-bytes of it) or in "
                           "external memory on the engine's AXI4 read port (default onchip)")
@@ -488,6 +493,7 @@ def _compile_target(args, folder):
     engine = largest_buffers(EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha,
                                           mac=args.mac, spill_words=args.spill_words,
                                           gather_ports=args.gather_ports,
+                                          weight_ports=args.weight_ports,
                                           requant=args.requant))
     engine = replace(engine, **{name: getattr(args, name) for name in BUFFERS
                                 if getattr(args, name) is not None})

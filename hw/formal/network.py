@@ -15,14 +15,19 @@ def onchip_weights_top(word_bits, words):
     """The network engine's on-chip weight reader (``codnn.hw.network.OnChipWeights``)
     under ``stream_engine_top``'s environment, with the rules the engine keeps: a run
     starts (``start``, a count of 1 or more, as documented) only while ``o`` offers no
-    word, and the memory is written only then too, not in a run's first cycle. Property:
-    ``o`` keeps the stream rules."""
-    dut = OnChipWeights(word_bits=word_bits, words=words)
+    word, and the memory is written only then too, not in a run's first cycle; the same
+    for the ``aside`` run. Property: ``o`` and ``aside.o`` keep the stream rules."""
+    dut = OnChipWeights(word_bits=word_bits, words=words, aside=True)
     m = stream_engine_top(dut)
-    m.d.comb += [Assume(~dut.start | ~dut.o.valid),
-                 Assume(~dut.write.en | ~(dut.o.valid | dut.start))]
-    with m.If(dut.start):
-        m.d.comb += Assume(dut.count != 0)
+    aside = dut.aside
+    m.d.comb += [aside.start.eq(AnySeq(1)), aside.addr.eq(AnySeq(len(aside.addr))),
+                 aside.count.eq(AnySeq(len(aside.count))), aside.o.ready.eq(AnySeq(1))]
+    stream_rules(m, aside.o, "aside_o")
+    for run in (dut, aside):
+        m.d.comb += [Assume(~run.start | ~run.o.valid),
+                     Assume(~dut.write.en | ~(run.o.valid | run.start))]
+        with m.If(run.start):
+            m.d.comb += Assume(run.count != 0)
     return m
 
 

@@ -71,6 +71,8 @@ class _Shared:
     table_words: Signal = None
     table_we: Signal = None
     loaded: Signal = None
+    aside: bool = None                  # the table through the weight memory's second port
+    table_at: Signal = None             # ... and its words taken of a tile
     # _layer: a layer step's tiles, positions and results.
     map_height: object = None           # the window's map (before fused pooling)
     map_width: object = None
@@ -144,8 +146,8 @@ class NetworkEngine(wiring.Component):
 
     Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
     its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
-    and cells (one run; the array takes a row a cycle into its other weight bank once
-    that bank is free), and its positions (every image's, for a step of several) through
+    and cells (with ``weight_ports`` 2 on chip two runs at once, else one; the array takes
+    a row a cycle into its other weight bank once that bank is free), and its positions (every image's, for a step of several) through
     the gather and the array; the next tile loads while a tile streams and starts once
     the tile's last position is in (the result writer adds the
     partial sums behind the array); the layer ends with its last result written
@@ -175,6 +177,9 @@ class NetworkEngine(wiring.Component):
         ``"none"`` or ``"axi"``.
     gather_ports : int
         Read ports of each lane bank of the activation buffer.
+    weight_ports : int
+        Read ports of the on-chip weight memory: 2 reads a tile's gather table beside its
+        cells (a copy of the memory's block RAMs for the second), 1 one after the other.
     requant : str
         The output stage: ``"shift"``, or ``"multiplier"`` (each row's sum times its
         16-bit multiplier from the row block's bias words before the shift: a 32 x 16-bit
@@ -183,7 +188,8 @@ class NetworkEngine(wiring.Component):
 
     def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
                  psum_words=1024, weight_words=4096, program_words=1024,
-                 weight_port="onchip", act_port="none", gather_ports=2, requant="shift"):
+                 weight_port="onchip", act_port="none", gather_ports=2, requant="shift",
+                 weight_ports=2):
         for value, what in ((rows, "Row count"), (cols, "Column count"), (alpha, "Alpha"),
                             (act_words, "Activation words"), (acc_words, "Accumulator words"),
                             (psum_words, "Partial-sum words"), (weight_words, "Weight words"),
@@ -192,6 +198,8 @@ class NetworkEngine(wiring.Component):
         if gather_ports > MAX_GATHER_PORTS:
             raise ValueError(f"Gather ports must be at most {MAX_GATHER_PORTS}, not "
                              f"{gather_ports}")
+        if weight_ports not in (1, 2) or isinstance(weight_ports, bool):
+            raise ValueError(f"Weight ports must be 1 or 2, not {weight_ports!r}")
         if mac not in MAC_KINDS:
             raise ValueError(f"MAC kind must be one of {', '.join(MAC_KINDS)}, not {mac!r}")
         if requant not in REQUANT_KINDS:
@@ -206,7 +214,8 @@ class NetworkEngine(wiring.Component):
         self._p = dict(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=act_words,
                        acc_words=acc_words, psum_words=psum_words, weight_words=weight_words,
                        program_words=program_words, weight_port=weight_port,
-                       act_port=act_port, gather_ports=gather_ports, requant=requant)
+                       act_port=act_port, gather_ports=gather_ports, requant=requant,
+                       weight_ports=weight_ports)
         if weight_port == "onchip":
             memory_ports = {"weight_write": In(data.StructLayout({
                 "addr": range(weight_words), "data": 16 * cols, "en": 1}))}
@@ -256,7 +265,7 @@ class NetworkEngine(wiring.Component):
         config = EngineConfig(rows=p["rows"], cols=p["cols"], alpha=p["alpha"], mac=p["mac"],
                               act_words=p["act_words"], acc_words=p["acc_words"],
                               psum_words=p["psum_words"], gather_ports=p["gather_ports"],
-                              requant=p["requant"])
+                              requant=p["requant"], weight_ports=p["weight_ports"])
         if p["act_port"] == "axi":
             config = dataclasses.replace(config, spill_words=(1 << 32) // act_stride(config))
         if p["weight_port"] == "axi":
@@ -279,7 +288,8 @@ class NetworkEngine(wiring.Component):
                     weight_words=max(1, program.weight_image_bytes // image_word(e)),
                     program_words=HEADER_WORDS + STEP_WORDS * len(program.steps),
                     weight_port=weight_port, act_port="axi" if e.spill_words else "none",
-                    gather_ports=e.gather_ports, requant=e.requant)
+                    gather_ports=e.gather_ports, requant=e.requant,
+                    weight_ports=e.weight_ports)
 
     @classmethod
     def program_memories(cls, program, weight_port="onchip"):
@@ -323,7 +333,8 @@ class NetworkEngine(wiring.Component):
         prog_w, k.prog_r = store("program", 32, p["program_words"])
         k.error = Signal(name="error")
         if p["weight_port"] == "onchip":
-            k.weights = OnChipWeights(word_bits=k.word_bits, words=p["weight_words"])
+            k.weights = OnChipWeights(word_bits=k.word_bits, words=p["weight_words"],
+                                      aside=p["weight_ports"] == 2)
             m.d.comb += k.weights.write.eq(self.weight_write)
         else:
             k.weights = AxiWeights(word_bits=k.word_bits)
@@ -385,28 +396,43 @@ class NetworkEngine(wiring.Component):
         k.wptr = Signal(32, name="wptr")
         k.requested = Signal(name="requested")
         k.word = word = k.weights.o
-        if self._p["weight_port"] == "axi":
-            # A layer's words are asked for as one run at its dispatch (prefetched).
-            m.d.comb += [k.weights.addr.eq(k.desc.layer.weights),
-                         k.weights.count.eq(k.check.layer_words)]
-        else:
-            m.d.comb += k.weights.addr.eq(k.wptr)
         k.bias_words = bias_bytes(self.config) // image_word(self.config)
         k.bias = Signal(k.bias_words * word_bits, name="bias")
         k.table_words = table_words(self.config)
         k.loaded = counter(max(k.bias_words, k.table_words, R) + 2, name="loaded")
+        # With two read ports on chip a tile's table comes through the memory's second
+        # (``aside``) while its cells come through the first: ``table_at`` counts its words.
+        k.table_at = counter(k.table_words + 1, name="table_at")
+        on_chip = self._p["weight_port"] == "onchip"
+        k.aside = on_chip and self._p["weight_ports"] == 2
+        in_table = k.state == _State.TABLE
+        table_word = k.weights.aside.o if k.aside else word
+        if k.aside:
+            m.d.comb += [k.weights.addr.eq(Mux(in_table, k.wptr + k.table_words, k.wptr)),
+                         k.weights.count.eq(Mux(in_table, R, k.bias_words)),
+                         k.weights.aside.addr.eq(k.wptr),
+                         k.weights.aside.count.eq(k.table_words)]
+        elif on_chip:
+            # The table's words and then the cells as one run.
+            m.d.comb += [k.weights.addr.eq(k.wptr),
+                         k.weights.count.eq(Mux(in_table, k.table_words + R, k.bias_words))]
+        else:
+            # A layer's words are asked for as one run at its dispatch (prefetched).
+            m.d.comb += [k.weights.addr.eq(k.desc.layer.weights),
+                         k.weights.count.eq(k.check.layer_words)]
         # A table word goes to the gather a cycle after it is taken, from a register, so
         # that no sequencer decision drives the write of the table memories (the gather
-        # swaps its tables as the tile launches in WEIGHTS, its lanes checked a cycle
-        # later).
+        # swaps its tables as the tile launches, its lanes checked a cycle later).
         table_write, k.table_we = k.gather.table_write, Signal(name="table_we")
-        m.d.sync += [table_write.data.eq(word.payload[:word_bits]),
-                     table_write.addr.eq(k.loaded), k.table_we.eq(0)]
+        m.d.sync += [table_write.data.eq(table_word.payload[:word_bits]),
+                     table_write.addr.eq(k.table_at if k.aside else k.loaded),
+                     k.table_we.eq(0)]
         m.d.comb += table_write.en.eq(k.table_we)
-        # Weight beats: a cell word a cycle as the array takes them.
+        # Weight beats: a cell word a cycle as the array takes them (on chip beside the
+        # table's words, behind the AXI4 port after them).
         array = k.array
-        m.d.comb += array.weights.valid.eq((k.state == _State.WEIGHTS) & k.requested
-                                           & word.valid)
+        m.d.comb += array.weights.valid.eq(
+            (in_table if k.aside else k.state == _State.WEIGHTS) & k.requested & word.valid)
         sel_bits = select_bits(A)
         for c in range(W):
             cell = word.payload.word_select(c, 16)
@@ -661,11 +687,16 @@ class NetworkEngine(wiring.Component):
                     m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
                 if self._p["weight_port"] == "axi":
                     m.d.comb += k.weights.start.eq((desc.op == Op.LAYER) & ~invalid)
-            with m.Case(_State.BIAS, _State.TABLE):
+            with m.Case(_State.BIAS):
                 self._load_run(m, k)
+            with m.Case(_State.TABLE):
+                if k.aside:
+                    self._tile_runs(m, k, can_launch)
+                else:
+                    self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
                 with m.If(self._cells_run(m, k)):
-                    m.d.sync += [k.wptr.eq(k.wptr + k.table_words + R),
+                    m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + k.table_words + R),
                                  state.eq(_State.LAUNCH)]
                     m.d.comb += k.launch.eq(can_launch)
             with m.Case(_State.LAUNCH):
@@ -692,19 +723,16 @@ class NetworkEngine(wiring.Component):
                 m.d.sync += state.eq(_State.DRAIN)
 
     def _load_run(self, m, k):
-        """BIAS and TABLE: a run of words into the bias or the table register. The bias is
-        asked for once the previous tile's last position is in (its data take the bias).
-        A tile's table and cells are one run (consecutive in the image), its cells taken
-        in WEIGHTS as the array's weight bank takes them (behind the AXI4 port the words
-        come from the layer's prefetched run instead of a run each). A bad shift stops
-        the run once the earlier tiles' results are written."""
-        R = self._p["rows"]
+        """BIAS, and TABLE with one read port: a run of words into the bias register or
+        the gather's table. The bias is asked for once the previous tile's last position
+        is in (its data take the bias). A tile's table and cells come one after the
+        other (one run on chip; behind the AXI4 port from the layer's prefetched run),
+        its cells taken in WEIGHTS as the array's weight bank takes them. A bad shift
+        stops the run once the earlier tiles' results are written."""
         state, word, weights = k.state, k.word, k.weights
         in_bias = state == _State.BIAS
         size = Mux(in_bias, k.bias_words, k.table_words)
         on_chip = self._p["weight_port"] == "onchip"
-        if on_chip:
-            m.d.comb += weights.count.eq(Mux(in_bias, k.bias_words, k.table_words + R))
         with m.If((state == _State.TABLE) & k.bad_shift):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
@@ -750,9 +778,41 @@ class NetworkEngine(wiring.Component):
         with m.If(weights_go):
             m.d.sync += k.loaded.eq(k.loaded + 1)
             with m.If(k.loaded == R - 1):
-                m.d.sync += [k.requested.eq(0), k.loaded.eq(0)]
+                m.d.sync += k.loaded.eq(0)
                 m.d.comb += last.eq(1)
         return last
+
+    def _tile_runs(self, m, k, can_launch):
+        """TABLE with two read ports on chip: a tile's table and cells as two runs at
+        once, the table's through the memory's second port into the gather's table, a
+        word a cycle, its cells to the array as its weight bank takes them
+        (``_cells_run``). The tile
+        launches once its last cell is taken and its table's last word was taken a cycle
+        before or more (the word reaches the gather a cycle after it is taken). A bad
+        shift stops the run once the earlier tiles' results are written."""
+        R, t = self._p["rows"], k.table_words
+        state, aside = k.state, k.weights.aside
+        table_done, cells_done = Signal(name="table_done"), Signal(name="cells_done")
+        with m.If(k.bad_shift):
+            with m.If(k.results.idle):
+                m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
+        with m.Elif(~k.requested):
+            m.d.comb += [k.weights.start.eq(1), aside.start.eq(1)]
+            m.d.sync += [k.requested.eq(1), k.table_at.eq(0), table_done.eq(0),
+                         cells_done.eq(0)]
+        with m.Else():
+            m.d.comb += aside.o.ready.eq(~table_done)
+            with m.If(aside.o.valid & ~table_done):
+                m.d.sync += [k.table_we.eq(1), k.table_at.eq(k.table_at + 1)]
+                with m.If(k.table_at == t - 1):
+                    m.d.sync += table_done.eq(1)
+            last_cell = self._cells_run(m, k)
+            with m.If(last_cell):
+                m.d.sync += cells_done.eq(1)
+            with m.If(table_done & (cells_done | last_cell)):
+                m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + t + R),
+                             state.eq(_State.LAUNCH)]
+                m.d.comb += k.launch.eq(can_launch)
 
     def _unit_step(self, m, k):
         """POST and TRANSFER: pooling and adds on the post-processing unit, loads and
@@ -777,7 +837,7 @@ def _memories(p):
              "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
              "program": (32, p["program_words"], 1)}
     if p["weight_port"] == "onchip":
-        found["weights"] = (16 * W, p["weight_words"], 1)
+        found["weights"] = (16 * W, p["weight_words"], p["weight_ports"])
     else:
         found["weight_prefetch"] = (16 * W, PREFETCH_BURST * PREFETCH_BURSTS, 1)
     return found

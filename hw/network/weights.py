@@ -53,41 +53,58 @@ class _Reader(wiring.Component):
 
 class OnChipWeights(_Reader):
     """The weight image in on-chip memory (``words`` words of ``word_bits``), written
-    through ``write`` (address, data, enable).
+    through ``write`` (address, data, enable), read through one port (``start``,
+    ``addr``, ``count`` and ``o``: a run) or, with ``aside``, two: ``aside`` another run
+    at the same time (``start``, ``addr``, ``count``, ``o``: a tile's gather table beside
+    its cells; yosys builds the memory's block RAMs twice on ECP5, a copy per read
+    port). ``bytes_read`` counts both.
 
-    Latency: a run's first word is on ``o`` the cycle after ``start``; then a word a cycle
-    while ``o`` is taken."""
+    Latency: a run's first word is on its ``o`` the cycle after its ``start``; then a
+    word a cycle while ``o`` is taken."""
 
-    def __init__(self, *, word_bits, words):
-        super().__init__(word_bits, words, {"write": In(data.StructLayout({
-            "addr": range(words), "data": word_bits, "en": 1}))})
-        self.words = words
+    def __init__(self, *, word_bits, words, aside=False):
+        run = wiring.Signature({"start": Out(1), "addr": Out(range(words)),
+                                "count": Out(range(MAX_RUN + 1)),
+                                "o": In(stream.Signature(word_bits))})
+        super().__init__(word_bits, words, {
+            "write": In(data.StructLayout({"addr": range(words), "data": word_bits,
+                                           "en": 1})),
+            **({"aside": In(run)} if aside else {})})
+        self.words, self._aside = words, aside
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.memory = mem = memory.Memory(shape=self.word_bits, depth=self.words,
                                                   init=[])
-        write, read = mem.write_port(), mem.read_port(transparent_for=())
+        write = mem.write_port()
         m.d.comb += [write.addr.eq(self.write.addr), write.data.eq(self.write.data),
                      write.en.eq(self.write.en)]
-        following = Signal(range(self.words + 1))       # the next word to read
-        left = Signal(range(MAX_RUN + 1))               # words of the run not yet read
-        valid = Signal()
-        m.d.comb += [self.o.valid.eq(valid), self.o.payload.eq(read.data)]
-        with m.If(self.start):
-            m.d.comb += read.addr.eq(self.addr)
-            m.d.sync += [following.eq(self.addr + 1), left.eq(self.count - 1),
-                         valid.eq(self.count != 0)]
-        with m.Elif(~valid | self.o.ready):
+        runs = [(self, "run")] + ([(self.aside, "aside")] if self._aside else [])
+        taken = [self._run(m, mem.read_port(transparent_for=()), run, name)
+                 for run, name in runs]
+        m.d.sync += self.bytes_read.eq(self.bytes_read
+                                       + sum(taken) * (self.word_bits // 8))
+        return m
+
+    def _run(self, m, read, run, name):
+        """A run through memory read port ``read``; returns whether a word of it is
+        taken."""
+        following = Signal(range(self.words + 1), name=f"{name}_following")
+        left = Signal(range(MAX_RUN + 1), name=f"{name}_left")
+        valid = Signal(name=f"{name}_valid")
+        m.d.comb += [run.o.valid.eq(valid), run.o.payload.eq(read.data)]
+        with m.If(run.start):
+            m.d.comb += read.addr.eq(run.addr)
+            m.d.sync += [following.eq(run.addr + 1), left.eq(run.count - 1),
+                         valid.eq(run.count != 0)]
+        with m.Elif(~valid | run.o.ready):
             m.d.comb += read.addr.eq(following)
             m.d.sync += valid.eq(left != 0)
             with m.If(left != 0):
                 m.d.sync += [following.eq(following + 1), left.eq(left - 1)]
         with m.Else():
             m.d.comb += read.addr.eq(following - 1)     # hold the word on offer
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.bytes_read.eq(self.bytes_read + self.word_bits // 8)
-        return m
+        return run.o.valid & run.o.ready
 
 
 class AxiWeights(_Reader):

@@ -115,7 +115,7 @@ class NetworkSoc(wiring.Component):
     Parameters
     ----------
     rows, cols, alpha, mac, act_words, acc_words, psum_words, weight_words, program_words,
-    gather_ports, requant
+    gather_ports, requant, weight_ports
         The engine's (``NetworkEngine``); rows and cols at most 255 and 127, the buffers at
         most 65535 words, the program and weight memories at most 65536.
     divisor, timeout_bytes
@@ -136,12 +136,12 @@ class NetworkSoc(wiring.Component):
 
     def __init__(self, *, rows, cols, alpha, mac="bitserial", act_words=2048, acc_words=16,
                  psum_words=1024, weight_words=4096, program_words=1024, gather_ports=2,
-                 requant="shift", divisor=104, timeout_bytes=2000):
+                 requant="shift", weight_ports=2, divisor=104, timeout_bytes=2000):
         self._engine = NetworkEngine(rows=rows, cols=cols, alpha=alpha, mac=mac,
                                      act_words=act_words, acc_words=acc_words,
                                      psum_words=psum_words, weight_words=weight_words,
                                      program_words=program_words, gather_ports=gather_ports,
-                                     requant=requant)
+                                     requant=requant, weight_ports=weight_ports)
         for value, what, top in ((rows, "Row count", 255), (cols, "Column count", 127),
                                  (alpha, "Alpha", 255), (act_words, "Activation words", 0xFFFF),
                                  (acc_words, "Accumulator words", 0xFFFF),
@@ -165,7 +165,8 @@ class NetworkSoc(wiring.Component):
         p = NetworkEngine.program_params(program)
         return cls(**{name: p[name] for name in (
             "rows", "cols", "alpha", "mac", "act_words", "acc_words", "psum_words",
-            "weight_words", "program_words", "gather_ports", "requant")}, divisor=divisor,
+            "weight_words", "program_words", "gather_ports", "requant", "weight_ports")},
+            divisor=divisor,
             timeout_bytes=timeout_bytes)
 
     def elaborate(self, platform):
