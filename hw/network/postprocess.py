@@ -500,9 +500,12 @@ class PostProcess(wiring.Component):
         # A word is whole a cycle after its last group's sums are clamped: written then.
         done = delay_line(m, Mux(mixed, mix_last, last_group), ADD_PRODUCT_STEPS + 1,
                           "wide_done", reset_less=False)[-1]
+        # Which result a word's write takes, from a register (the state holds for the
+        # add's whole step, and its first write comes cycles after its start).
+        mixed_words = stage(m, mixed, "wide_mixed_words")
         with m.If(done):
             m.d.comb += [self.write.addr.eq(step.dst + write_word),
-                         self.write.data.eq(Mux(mixed, results[1], results[0])),
+                         self.write.data.eq(Mux(mixed_words, results[1], results[0])),
                          self.write.en.eq(1)]
             m.d.sync += write_word.eq(write_word + 1)
             with m.If(write_word == step.words - 1):
@@ -528,7 +531,10 @@ class PostProcess(wiring.Component):
         group = Signal(range(G), name="wide_group")
         phase = Signal(range(3), name="wide_read_phase")   # a's read, b's read, b lands
         read_word = Signal(17, name="wide_read_word")      # the next word to read
-        issuing = full.valid & wide
+        # ``full.valid`` and ``next_full`` are set in WIDE only and cleared outside it (the
+        # state leaves WIDE after its last word's write, when both are clear already), so
+        # the wide registers' loads and shifts test those registers alone, not the state.
+        issuing = full.valid
         last_group = issuing & (group == G - 1)
         with m.If(issuing):
             m.d.sync += [full.a.eq(full.a >> (P * _ACC_BITS)),
@@ -548,9 +554,9 @@ class PostProcess(wiring.Component):
                 with m.Case(2):
                     m.d.sync += [b_next.eq(operand),
                                  next_full.eq(1), read_word.eq(read_word + 1), phase.eq(0)]
-            with m.If(next_full & (~full.valid | last_group)):
-                m.d.sync += [full.a.eq(a_next), full.b.eq(b_next), full.valid.eq(1),
-                             next_full.eq(0), group.eq(0)]
+        with m.If(next_full & (~full.valid | last_group)):
+            m.d.sync += [full.a.eq(a_next), full.b.eq(b_next), full.valid.eq(1),
+                         next_full.eq(0), group.eq(0)]
         with m.If(~wide):
             m.d.sync += [phase.eq(0), read_word.eq(0), full.valid.eq(0), next_full.eq(0),
                          group.eq(0)]
