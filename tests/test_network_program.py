@@ -193,6 +193,16 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     # Two convolutions, each with its pooling fused, and three dense layers.
     assert len(report["per_step"]) == len(program.steps) == 5
     assert [step.pool for step in program.steps] == [True, True, False, False, False]
+    # One read port of the weight memory: the same program, its dense tiles slower.
+    assert program.engine.weight_ports == 2
+    assert main(["compile", str(model), "--calibration", "100", "--weight-ports", "1",
+                 "-o", str(tmp_path / "one"), "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["cycles_per_image"] > report["cycles_per_image"]
+    assert (tmp_path / "one" / "program.bin").read_bytes() == \
+        (tmp_path / "program.bin").read_bytes()
+    assert json.loads((tmp_path / "one" / "program.json").read_text())["engine"][
+        "weight_ports"] == 1
     assert main(["compile", str(model), "--calibration", "100", "--act-words", "900",
                  "-o", str(tmp_path / "small")]) == 2
     error = capsys.readouterr().err.strip()
