@@ -1362,18 +1362,18 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
     cycle after the previous tile's last position went into the array, since that
     tile's data take the bias; a cycle to ask, then a word a cycle), then every tile its
     gather table and its cells (consecutive in the image). The array takes the cells
-    once its weight bank is free: tile ``k - 2``'s (the same bank's) last position has
-    left the cells, ``pipeline_depth + 1`` cycles after it went in. On chip
-    (``memory_latency`` None) with ``weight_ports`` 2 the table and the cells are two
-    runs at once, through the weight memory's two read ports, each asked for in the cycle
-    the tile's loading starts: the table's ``t`` words (``table_words``) a cycle apart, the cells a row a
-    cycle from that cycle or from the bank's freeing if later; the tile is loaded at its
-    last cell, or a cycle after its table's last word if that is later; with one port
-    the table's words and then the cells are one run, each word there when asked for.
-    In external memory the layer's words are prefetched (``_WeightWords``; word ``k`` at byte
-    ``weight_base + k * word_stride``) and none is taken before it is there: the table's
-    words, then the cells once the bank is free. A tile starts in the cycle it is loaded,
-    or the cycle after the previous tile's last position went in if that is later; its first position goes in the
+    once its weight bank is free: tile ``k - 2``'s (the same bank's) last position has left
+    the cells, ``pipeline_depth + 1`` cycles after it went in. On chip (``memory_latency``
+    None) with ``weight_ports`` 2 the table and the cells are two runs at once, through the
+    weight memory's two read ports, each asked for in the cycle the tile's loading starts:
+    the table's ``t`` words (``table_words``) a cycle apart, the cells a row a cycle from
+    that cycle or from the bank's freeing if later; the tile is loaded at its last cell, or
+    a cycle after its table's last word if that is later; with one port the table's words
+    and then the cells are one run, each word there when asked for. In external memory the
+    layer's words are prefetched (``_WeightWords``; word ``k`` at byte ``weight_base + k *
+    word_stride``) and none is taken before it is there: the table's words, then the cells
+    once the bank is free. A tile starts in the cycle it is loaded, or the cycle after the
+    previous tile's last position went in if that is later; its first position goes in the
     gather's ``rounds + GATHER_START`` cycles later (at least ``beat_cycles`` after the
     previous tile's last), then a position every ``max(beat_cycles, rounds)``. The layer
     ends when its last result is written (the array's latency and the result writer's

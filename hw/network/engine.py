@@ -144,14 +144,15 @@ class NetworkEngine(wiring.Component):
     (``codnn.hw.network.activations.AxiActivations``), counted in ``act_bytes_read`` and
     ``act_bytes_written``. Without it, a load or store is an unknown operation.
 
-    Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per step
-    its descriptor, then a layer's tiles: a row block's bias words, a tile's gather table
-    and cells (with ``weight_ports`` 2 on chip two runs at once, else one; the array takes
-    a row a cycle into its other weight bank once that bank is free), and its positions (every image's, for a step of several) through
-    the gather and the array; the next tile loads while a tile streams and starts once
-    the tile's last position is in (the result writer adds the
-    partial sums behind the array); the layer ends with its last result written
-    (``layer_cycles``); pooling and the add take the post-processing unit's cycles and 2.
+    Cycles, exactly ``codnn.golden.network_program.step_cycles`` (plus the header's): per
+    step its descriptor, then a layer's tiles: a row block's bias words, a tile's gather
+    table and cells (with ``weight_ports`` 2 on chip two runs at once, else one; the array
+    takes a row a cycle into its other weight bank once that bank is free), and its
+    positions (every image's, for a step of several) through the gather and the array; the
+    next tile loads while a tile streams and starts once the tile's last position is in (the
+    result writer adds the partial sums behind the array); the layer ends with its last
+    result written (``layer_cycles``; with fused pooling up to ``POOL_WRITE_STEPS`` later);
+    pooling and the add take the post-processing unit's cycles and 2.
     External weights are a layer's run, prefetched from its dispatch in bursts of
     ``PREFETCH_BURST`` words, ``PREFETCH_BURSTS`` held at once (``AxiWeights``): the
     model takes the memory's latency from a burst's address to its first word, then a
@@ -447,10 +448,11 @@ class NetworkEngine(wiring.Component):
         R = p["rows"]
         array, gather, layer = k.array, k.gather, k.desc.layer
         # The window's map: the result's, or twice it plus the odd flags with fused
-        # pooling (the program checks hold it under 65536 a side).
+        # pooling (under 65536 a side: a larger map has no room in the activation buffer).
         k.map_height, k.map_width = (
-            Mux(layer.pool, Cat(odd, side), side)[:16] for odd, side in
-            ((layer.pool_odd_height, layer.dst.height), (layer.pool_odd_width, layer.dst.width)))
+            Mux(layer.pool, Cat(odd, side), side)[:16] for odd, side in (
+                (layer.pool_odd_height, layer.dst.height),
+                (layer.pool_odd_width, layer.dst.width)))
         k.row_block, k.col_block = Signal(16, name="row_block"), Signal(16, name="col_block")
         k.position, k.total = Signal(33, name="position"), Signal(33, name="total")
         # The step's last position, registered from ``total`` (set at dispatch).
