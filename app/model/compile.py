@@ -36,13 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codnn.golden.column_combining import im2col, pack
+from codnn.golden.column_combining import im2col, pack, padding_sides
 from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
-from codnn.golden.column_combining import padding_sides
 from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS,
                                           POOL_LINE_WORDS, AddStep, LayerStep, LoadStep,
-                                          PoolStep, Program,
-                                          ProgramError, Region, StoreStep, act_stride,
+                                          PoolStep, Program, ProgramError, Region, StoreStep,
+                                          act_stride,
                                           bias_bytes, image_word, layer_block, max_shift,
                                           step_cycles, tile_bytes, words)
 from codnn.model.gather_plan import plan_layer
