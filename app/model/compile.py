@@ -41,9 +41,8 @@ from codnn.golden.network import Add, ArrayLayer, Concat, Flatten, Pool
 from codnn.golden.network_program import (HEADER_CYCLES, MAX_KERNEL, MULTIPLIER_BITS,
                                           POOL_LINE_WORDS, AddStep, LayerStep, LoadStep,
                                           PoolStep, Program, ProgramError, Region, StoreStep,
-                                          act_stride,
-                                          bias_bytes, image_word, layer_block, max_shift,
-                                          step_cycles, tile_bytes, words)
+                                          act_stride, bias_bytes, image_word, layer_block,
+                                          max_shift, step_cycles, tile_bytes, words)
 from codnn.model.gather_plan import plan_layer
 
 __all__ = ["BUFFERS", "BufferAllocator", "CompileError", "Moves", "StepCost", "step_costs",
