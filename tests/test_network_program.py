@@ -193,16 +193,25 @@ def test_codnn_compile_writes_the_program_and_refuses_in_one_line(tmp_path, caps
     # Two convolutions, each with its pooling fused, and three dense layers.
     assert len(report["per_step"]) == len(program.steps) == 5
     assert [step.pool for step in program.steps] == [True, True, False, False, False]
-    # One read port of the weight memory: the same program, its dense tiles slower.
-    assert program.engine.weight_ports == 2
-    assert main(["compile", str(model), "--calibration", "100", "--weight-ports", "1",
-                 "-o", str(tmp_path / "one"), "--json"]) == 0
-    one = json.loads(capsys.readouterr().out)
-    assert one["cycles_per_image"] > report["cycles_per_image"]
-    assert (tmp_path / "one" / "program.bin").read_bytes() == \
+    # The weight memory's read ports: on this bit-serial engine a second saves under 5 %
+    # of the cycles (a dense tile waits for its weight bank anyway), so --weight-ports
+    # auto builds one; asked for, two give the same program in fewer cycles. With
+    # parallel MACs the dense layers' tiles are bound by their words: auto builds two.
+    assert program.engine.weight_ports == 1
+    runs = {}
+    for name, extra in (("two", ["--weight-ports", "2"]), ("parallel", ["--mac", "parallel"]),
+                        ("parallel_one", ["--mac", "parallel", "--weight-ports", "1"])):
+        assert main(["compile", str(model), "--calibration", "100", *extra,
+                     "-o", str(tmp_path / name), "--json"]) == 0
+        runs[name] = json.loads(capsys.readouterr().out)
+    assert report["cycles_per_image"] * 0.95 < runs["two"]["cycles_per_image"] \
+        < report["cycles_per_image"]
+    assert (tmp_path / "two" / "program.bin").read_bytes() == \
         (tmp_path / "program.bin").read_bytes()
-    assert json.loads((tmp_path / "one" / "program.json").read_text())["engine"][
-        "weight_ports"] == 1
+    assert runs["two"]["engine"]["weight_ports"] == 2
+    assert runs["parallel"]["engine"]["weight_ports"] == 2
+    assert runs["parallel"]["cycles_per_image"] <= \
+        0.95 * runs["parallel_one"]["cycles_per_image"]
     assert main(["compile", str(model), "--calibration", "100", "--act-words", "900",
                  "-o", str(tmp_path / "small")]) == 2
     error = capsys.readouterr().err.strip()

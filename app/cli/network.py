@@ -400,11 +400,12 @@ def add_compile(sub):
                      help="read ports of each of the activation buffer's lane banks: the "
                           "gather reads P stream slots a cycle, for P copies of the "
                           "buffer's block RAMs (default 2)")
-    sub.add_argument("--weight-ports", type=int, choices=(1, 2), default=2,
+    sub.add_argument("--weight-ports", choices=("auto", "1", "2"), default="auto",
                      help="read ports of the on-chip weight memory: 2 reads a tile's gather "
                           "table beside its cells (a dense layer's tiles load in about half "
                           "the cycles), for a second copy of the memory's block RAMs; 1 "
-                          "reads them one after the other (default 2)")
+                          "reads them one after the other; auto (default) takes 2 where it "
+                          "saves at least 5 %% of the program's cycles")
     sub.add_argument("--weight-port", choices=WEIGHT_PORTS, default="onchip",
                      help="where the weight image is: on-chip (--weight-bytes of it) or in "
                           "external memory on the engine's AXI4 read port (default onchip)")
@@ -475,6 +476,24 @@ def _compiled_on_device(args, compiled, q):
     return report
 
 
+#: The least share of a program's cycles the weight memory's second read port must save
+#: for ``codnn compile --weight-ports auto`` to build it (it doubles the memory's block
+#: RAMs on ECP5).
+AUTO_WEIGHT_PORTS_GAIN = 0.05
+
+
+def _weight_ports_that_pay(build, result, engine, external):
+    """``--weight-ports auto``: ``(result, engine)`` as compiled with two read ports of the
+    on-chip weight memory if they take at least ``AUTO_WEIGHT_PORTS_GAIN`` fewer cycles than
+    one, else compiled again (``build``) with one; one for weights in external memory."""
+    single = replace(engine, weight_ports=1)
+    alone = build(single)
+    two, one = (getattr(r, "compiled", r).cycles for r in (result, alone))
+    if not external and two <= (1 - AUTO_WEIGHT_PORTS_GAIN) * one:
+        return result, engine
+    return alone, single
+
+
 def _compile_target(args, folder):
     """The engine ``codnn compile`` sizes its buffers within (each at its flag, or the
     largest the engine can have), whether it runs on a device (``--port`` or
@@ -493,7 +512,8 @@ def _compile_target(args, folder):
     engine = largest_buffers(EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha,
                                           mac=args.mac, spill_words=args.spill_words,
                                           gather_ports=args.gather_ports,
-                                          weight_ports=args.weight_ports,
+                                          weight_ports=2 if args.weight_ports == "auto"
+                                          else int(args.weight_ports),
                                           requant=args.requant))
     engine = replace(engine, **{name: getattr(args, name) for name in BUFFERS
                                 if getattr(args, name) is not None})
@@ -578,15 +598,19 @@ def compile_model(args):
     # A program per size tried: seconds for LeNet-5, half a minute for ResNet-20.
     with err_console.status("compiling, the engine's buffers sized to the program..."):
         if args.batch > 1:
-            plan, engine = fit_buffers(
-                lambda e: compile_batch(integer, e, args.batch, args.schedule), limits,
-                sized=sized)
-            compiled = plan.compiled
+            def build(e):
+                return compile_batch(integer, e, args.batch, args.schedule)
+        else:
+            def build(e):
+                return compile_network(integer, e)
+        result, engine = fit_buffers(build, limits, sized=sized)
+        if args.weight_ports == "auto":
+            result, engine = _weight_ports_that_pay(build, result, engine, external)
+        compiled = getattr(result, "compiled", result)
+        if args.batch > 1:
+            plan = result
             # The batch is the check inputs, repeated as often as it takes.
             q = q[np.arange(args.batch) % len(q)][None] if len(q) else q
-        else:
-            compiled, engine = fit_buffers(lambda e: compile_network(integer, e), limits,
-                                           sized=sized)
     golden = [integer.run(x) for x in q] if plan else (integer.run(q) if len(q) else q)
     for k, image in enumerate(q):
         got = run_program(compiled.program, compiled.image, image)
