@@ -482,14 +482,23 @@ def _compiled_on_device(args, compiled, q):
 AUTO_WEIGHT_PORTS_GAIN = 0.05
 
 
-def _weight_ports_that_pay(build, result, engine, external):
+def _weight_ports(args):
+    """The weight memory's read ports ``codnn compile`` first compiles for: the flag's, or
+    for ``auto`` two (``_weight_ports_that_pay`` then decides), one with the weights in
+    external memory (there is no on-chip weight memory)."""
+    if args.weight_ports != "auto":
+        return int(args.weight_ports)
+    return 1 if args.weight_port == "axi" else 2
+
+
+def _weight_ports_that_pay(build, result, engine):
     """``--weight-ports auto``: ``(result, engine)`` as compiled with two read ports of the
     on-chip weight memory if they take at least ``AUTO_WEIGHT_PORTS_GAIN`` fewer cycles than
-    one, else compiled again (``build``) with one; one for weights in external memory."""
+    one, else compiled again (``build``) with one."""
     single = replace(engine, weight_ports=1)
     alone = build(single)
     two, one = (getattr(r, "compiled", r).cycles for r in (result, alone))
-    if not external and two <= (1 - AUTO_WEIGHT_PORTS_GAIN) * one:
+    if two <= (1 - AUTO_WEIGHT_PORTS_GAIN) * one:
         return result, engine
     return alone, single
 
@@ -512,8 +521,7 @@ def _compile_target(args, folder):
     engine = largest_buffers(EngineConfig(rows=args.rows, cols=args.cols, alpha=args.alpha,
                                           mac=args.mac, spill_words=args.spill_words,
                                           gather_ports=args.gather_ports,
-                                          weight_ports=2 if args.weight_ports == "auto"
-                                          else int(args.weight_ports),
+                                          weight_ports=_weight_ports(args),
                                           requant=args.requant))
     engine = replace(engine, **{name: getattr(args, name) for name in BUFFERS
                                 if getattr(args, name) is not None})
@@ -604,8 +612,8 @@ def compile_model(args):
             def build(e):
                 return compile_network(integer, e)
         result, engine = fit_buffers(build, limits, sized=sized)
-        if args.weight_ports == "auto":
-            result, engine = _weight_ports_that_pay(build, result, engine, external)
+        if args.weight_ports == "auto" and not external:
+            result, engine = _weight_ports_that_pay(build, result, engine)
         compiled = getattr(result, "compiled", result)
         if args.batch > 1:
             plan = result

@@ -7,7 +7,7 @@ second for LeNet-5 on MNIST."""
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +115,6 @@ def device_train(run, out, progress=print):
               "test_images": len(test_x), "accuracy": epochs[-1]["accuracy"],
               "epochs": epochs, "bits_per_mac": bit_ops / macs if macs else None,
               "nonfinite_steps": flagged, "widths": state.chosen or [list(settings.widths)],
-              "settings": {k: v for k, v in vars(run).items()}}
+              "settings": asdict(run)}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

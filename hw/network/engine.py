@@ -629,7 +629,6 @@ class NetworkEngine(wiring.Component):
         """The state machine: the header fetched and checked, then each step's descriptor
         fetched and dispatched, a layer's tiles loaded and run, pooling, adds, loads and
         stores started and awaited."""
-        R = self._p["rows"]
         state, desc, layer = k.state, k.desc, k.desc.layer
         is_transfer = (desc.op == Op.LOAD) | (desc.op == Op.STORE)
         # A loaded tile starts once the previous one's last position is in the array.
@@ -698,9 +697,7 @@ class NetworkEngine(wiring.Component):
                     self._load_run(m, k)
             with m.Case(_State.WEIGHTS):
                 with m.If(self._cells_run(m, k)):
-                    m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + k.table_words + R),
-                                 state.eq(_State.LAUNCH)]
-                    m.d.comb += k.launch.eq(can_launch)
+                    self._tile_loaded(m, k, can_launch)
             with m.Case(_State.LAUNCH):
                 m.d.comb += k.launch.eq(can_launch)
             with m.Case(_State.DRAIN):
@@ -788,33 +785,35 @@ class NetworkEngine(wiring.Component):
         """TABLE with two read ports on chip: a tile's table and cells as two runs at
         once, the table's through the memory's second port into the gather's table, a
         word a cycle, its cells to the array as its weight bank takes them
-        (``_cells_run``). The tile
-        launches once its last cell is taken and its table's last word was taken a cycle
-        before or more (the word reaches the gather a cycle after it is taken). A bad
-        shift stops the run once the earlier tiles' results are written."""
-        R, t = self._p["rows"], k.table_words
+        (``_cells_run``). The tile launches once its last cell is taken and its table's
+        last word was taken a cycle before or more (the word reaches the gather a cycle
+        after it is taken: ``table_at`` has counted all ``t`` then). A bad shift stops
+        the run once the earlier tiles' results are written."""
         state, aside = k.state, k.weights.aside
-        table_done, cells_done = Signal(name="table_done"), Signal(name="cells_done")
+        cells_done = Signal(name="cells_done")
         with m.If(k.bad_shift):
             with m.If(k.results.idle):
                 m.d.sync += [k.error.eq(1), state.eq(_State.ERROR)]
         with m.Elif(~k.requested):
             m.d.comb += [k.weights.start.eq(1), aside.start.eq(1)]
-            m.d.sync += [k.requested.eq(1), k.table_at.eq(0), table_done.eq(0),
-                         cells_done.eq(0)]
+            m.d.sync += [k.requested.eq(1), k.table_at.eq(0), cells_done.eq(0)]
         with m.Else():
-            m.d.comb += aside.o.ready.eq(~table_done)
-            with m.If(aside.o.valid & ~table_done):
+            # The table's run is ``t`` words: its valid falls after the last.
+            m.d.comb += aside.o.ready.eq(1)
+            with m.If(aside.o.valid):
                 m.d.sync += [k.table_we.eq(1), k.table_at.eq(k.table_at + 1)]
-                with m.If(k.table_at == t - 1):
-                    m.d.sync += table_done.eq(1)
             last_cell = self._cells_run(m, k)
             with m.If(last_cell):
                 m.d.sync += cells_done.eq(1)
-            with m.If(table_done & (cells_done | last_cell)):
-                m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + t + R),
-                             state.eq(_State.LAUNCH)]
-                m.d.comb += k.launch.eq(can_launch)
+            with m.If((k.table_at == k.table_words) & (cells_done | last_cell)):
+                self._tile_loaded(m, k, can_launch)
+
+    def _tile_loaded(self, m, k, can_launch):
+        """A tile's table and cells are in: the next tile's words from past them, the
+        tile launched now if it can (else in LAUNCH)."""
+        m.d.sync += [k.requested.eq(0), k.wptr.eq(k.wptr + k.table_words + self._p["rows"]),
+                     k.state.eq(_State.LAUNCH)]
+        m.d.comb += k.launch.eq(can_launch)
 
     def _unit_step(self, m, k):
         """POST and TRANSFER: pooling and adds on the post-processing unit, loads and
