@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from codnn.golden.network_program import FETCH_CYCLES, HEADER_CYCLES, EngineConfig
-from codnn.golden.workloads import (bottleneck_network, padded_network, projection_network,
-                                    residual_network)
+from codnn.golden.workloads import (bottleneck_network, padded_network, pooled_network,
+                                    projection_network, residual_network)
 from codnn.hw.network import NetworkEngine
 from codnn.model.batch_schedule import SCHEDULES, compile_batch
 from codnn.model.compile import compile_network
@@ -67,6 +67,21 @@ def test_windows_padded_unequally_before_and_after_on_verilator(tmp_path):
                             workload=padded_network, reset_after=400)
     paddings = [s.padding for s in compiled.program.steps if s.op in ("layer", "pool")]
     assert paddings[:4] == [(0, 1), (0, 1), (1, 0, 0, 1), (1, 0)]
+    assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
+
+
+def test_fused_pooling_on_verilator_with_a_reset_in_flight(tmp_path):
+    # Convolutions with their pooling fused, on six rows (more than four, lanes of two
+    # blocks), parallel MACs, maps of odd sides: a reset a few hundred cycles into the
+    # first image (inside the first layer's pooled writes, its line of pairs half
+    # filled), then two images from fresh starts, equal to golden in the model's cycles.
+    engine = EngineConfig(rows=6, cols=3, alpha=2, mac="parallel", act_words=1024,
+                          acc_words=16, psum_words=256)
+    report, compiled = _run("verilator", tmp_path, rows=6, cols=3, alpha=2, mac="parallel",
+                            workload=pooled_network, engine=engine, reset_after=400)
+    assert [s.pool for s in compiled.program.steps] == [True, True, False]
+    first = HEADER_CYCLES + compiled.costs[0].cycles
+    assert 400 < first, first                       # the reset lands in the first layer
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
