@@ -74,7 +74,11 @@ class ArrayLayer:
     products; ``pad`` the code a padded position carries (0; the offset-binary zero,
     ``2**(out_bits-1)``, for a layer that reads signed codes); ``pool``: its codes
     max-pooled 2 x 2, stride 2 (the network engine's fused pooling: a convolution with an
-    output stage and the max pooling after it, as one step)."""
+    output stage and the max pooling after it, as one step); ``residual``: an ``Add``
+    whose operand ``a`` is this layer's accumulators (no output stage) and whose
+    ``other`` is read as the layer writes, its result the layer's output (the network
+    engine's fused add: a residual branch's last layer and the add after it, as one
+    step)."""
 
     name: str
     source: str
@@ -89,6 +93,7 @@ class ArrayLayer:
     pad: int = 0
     multiplier: int | np.ndarray | None = None
     pool: bool = False
+    residual: "Add | None" = None
 
     def columns(self, x):
         """The array's input vectors for ``x``: ``(C', T)`` and the output's shape after
@@ -317,4 +322,7 @@ class IntegerNetwork:
             parts = [tensors[name] for name in (step.source, *step.others)]
             return np.concatenate([np.clip((x * m + half) >> FRACTION, 0, top)
                                    for x, m in zip(parts, step.multipliers)], axis=1)
-        return step.run(tensors[step.source], acc_bits=self.acc_bits, out_bits=self.out_bits)
+        y = step.run(tensors[step.source], acc_bits=self.acc_bits, out_bits=self.out_bits)
+        if isinstance(step, ArrayLayer) and step.residual is not None:
+            return step.residual.combine(y, tensors[step.residual.other], self.out_bits)
+        return y

@@ -215,7 +215,11 @@ class LayerStep:
     ``images``: the images it runs through each tile, image ``m`` of ``src`` and ``dst``
     ``m`` times their words past them; ``pool``: its results (through the output stage)
     max-pooled 2 x 2, stride 2, as they are written, ``dst`` the pooled map (the
-    window's map ``H x W`` gives ``H // 2 x W // 2``; ``positions`` stays the window's)."""
+    window's map ``H x W`` gives ``H // 2 x W // 2``; ``positions`` stays the window's);
+    ``add_b``: its accumulators (no output stage) added to the activations of the same
+    shape as ``dst`` at word ``add_b`` of the activation buffer as they are written, the
+    residual add with ``ma``, ``mb``, ``signed_b``, ``signed_out`` (``AddStep``, the
+    accumulators its ``a``), ``dst`` activations (``None``: no add)."""
 
     name: str
     src: Region
@@ -233,7 +237,22 @@ class LayerStep:
     rounds: int | None = None
     images: int = 1
     pool: bool = False
+    add_b: int | None = None
+    ma: int = 0
+    mb: int = 0
+    signed_b: bool = False
+    signed_out: bool = False
     op: str = field(default="layer", init=False)
+
+    def fused_add(self, image=0, lanes=1):
+        """The residual add fused into the layer (``add_b``) as the ``AddStep`` it
+        equals for image ``image`` (``lanes``: the engine's rows), or ``None``."""
+        if self.add_b is None:
+            return None
+        dst = image_region(self.dst, image, lanes)
+        b = image_region(Region("act", self.add_b, self.dst.shape), image, lanes)
+        return AddStep(self.name, dst, b, dst, self.ma, self.mb, False, self.signed_b,
+                       self.signed_out)
 
 
 @dataclass(frozen=True)
@@ -421,11 +440,13 @@ def max_shift(engine):
     return engine.acc_bits + REQUANT_BITS * (engine.requant == "multiplier") - 1
 
 
-def result_write_steps(engine):
-    """Cycles from a result taken by the engine's result writer to its last write:
+def result_write_steps(engine, step=None):
+    """Cycles from a result taken by the engine's result writer to its write:
     ``RESULT_WRITE_STEPS``, and the multiplier's product steps
-    (``codnn.golden.systolic.REQUANT_PRODUCT_STEPS``) on an engine that requantizes by
-    one."""
+    (``REQUANT_PRODUCT_STEPS``) on an engine that requantizes by one; for a layer step
+    with a fused add, ``ADD_WRITE_STEPS``."""
+    if step is not None and step.add_b is not None:
+        return ADD_WRITE_STEPS
     return RESULT_WRITE_STEPS + REQUANT_PRODUCT_STEPS * (engine.requant == "multiplier")
 
 
@@ -583,10 +604,11 @@ def image_region(region, m, lanes):
 def _run_layer(step, image, memories, engine):
     for m in range(step.images):
         _run_image(step, image_region(step.src, m, engine.rows),
-                   image_region(step.dst, m, engine.rows), image, memories, engine)
+                   image_region(step.dst, m, engine.rows), image, memories, engine,
+                   step.fused_add(m, engine.rows))
 
 
-def _run_image(step, src, dst, image, memories, engine):
+def _run_image(step, src, dst, image, memories, engine, add):
     R = engine.rows
     at = step.weights
     blocks, shifts, multipliers = [], [], []
@@ -624,6 +646,9 @@ def _run_image(step, src, dst, image, memories, engine):
     if step.pool:
         h, w = layer_map(step)
         y = pool(y.reshape(1, -1, h, w), "max", 2, 2, 0, False, integer=True)[0]
+    if add is not None:
+        b = read_region(memories["act"], add.b, R).reshape(y.shape)
+        y = residual_add(y, b, add, engine.out_bits)
     write_region(memories[dst.memory], dst, y, R)
 
 
@@ -716,9 +741,13 @@ def _check_layer(where, step, engine, sizes, image_bytes):
         _fail(where, f"{n} images; a layer step runs 1..{MAX_STEP_IMAGES}")
     _check_region(where, "src", step.src, sizes, R, n)
     _check_region(where, "dst", step.dst, sizes, R, n, ("act", "acc"))
-    if step.output_stage != (step.dst.memory == "act"):
-        _fail(where, "a layer with an output stage writes the activation buffer, one "
-                     "without writes the accumulator buffer")
+    if (step.output_stage or step.add_b is not None) != (step.dst.memory == "act"):
+        _fail(where, "a layer with an output stage or a fused add writes the activation "
+                     "buffer, one without writes the accumulator buffer")
+    if step.add_b is not None:
+        _check_fused_add(where, step, sizes, R)
+    elif step.ma or step.mb or step.signed_b or step.signed_out:
+        _fail(where, "add multipliers or flags on a layer without a fused add")
     if step.pool:
         _check_pooled(where, step)
     else:
@@ -751,6 +780,23 @@ def _check_layer(where, step, engine, sizes, image_bytes):
     if step.col_blocks > 1 and step.positions * n > engine.psum_words:
         _fail(where, f"its partial sums ({step.positions * n} words) do not fit the "
                      f"partial-sum buffer's {engine.psum_words} words")
+
+
+def _check_fused_add(where, step, sizes, lanes):
+    """A layer with a fused add: no output stage, no pooling, its operand ``b`` (the
+    shape of ``dst``, every image's) inside the activation buffer and either ``dst``
+    itself or apart from it, multipliers of ``MULTIPLIER_BITS``."""
+    if step.output_stage or step.pool:
+        _fail(where, "a layer with a fused add has no output stage and no fused pooling")
+    b = Region("act", step.add_b, step.dst.shape)
+    _check_region(where, "add operand", b, sizes, lanes, step.images)
+    span = step.images * step.dst.words(lanes)
+    if b.addr != step.dst.addr and abs(b.addr - step.dst.addr) < span:
+        _fail(where, f"its add operand (word {b.addr}) overlaps its dst (word "
+                     f"{step.dst.addr}, {span} words) without being it")
+    if not (0 <= step.ma < 1 << MULTIPLIER_BITS and 0 <= step.mb < 1 << MULTIPLIER_BITS):
+        _fail(where, f"multipliers {step.ma} and {step.mb} outside {MULTIPLIER_BITS} "
+                     f"unsigned bits")
 
 
 def _check_pooled(where, step):
@@ -955,6 +1001,14 @@ def _pool_values(step):
     return {"pool": 1, "pool_odd_height": h % 2, "pool_odd_width": w % 2}
 
 
+def _add_values(step):
+    """A layer step's fused add fields (none without ``add_b``)."""
+    if step.add_b is None:
+        return {}
+    return {"add": 1, "add_b": step.add_b, "add_ma": step.ma, "add_mb": step.mb,
+            "add_signed_b": int(step.signed_b), "add_signed_out": int(step.signed_out)}
+
+
 def _step_values(step, e):
     """A step's descriptor fields (``STEPS``), the format's nested dict."""
     if isinstance(step, LayerStep):
@@ -967,7 +1021,8 @@ def _step_values(step, e):
             "positions": step.positions, "weights": step.weights // image_word(e),
             "pad": step.pad, "kernel": step.kernel, "stride": step.stride,
             **_padding_values(step.padding), "rounds": layer_rounds(step, e),
-            "images": step.images, "src_stride": src_stride, "dst_stride": dst_stride}
+            "images": step.images, "src_stride": src_stride, "dst_stride": dst_stride,
+            **_add_values(step)}
     if isinstance(step, PoolStep):
         return Op.POOL, {
             "avg": int(step.kind == "avg"), "count_pad": int(step.count_pad),
@@ -1048,7 +1103,12 @@ def _decode_step(s, k, engine):
         layer = LayerStep(name, region("src"), region("dst"), v["filters"], v["row_blocks"],
                           v["col_blocks"], v["positions"], v["weights"] * image_word(engine),
                           bool(v["output_stage"]), v["kernel"], v["stride"], _padding(v),
-                          v["pad"], v["rounds"], v["images"], bool(v["pool"]))
+                          v["pad"], v["rounds"], v["images"], bool(v["pool"]),
+                          v["add_b"] if v["add"] else None, v["add_ma"], v["add_mb"],
+                          bool(v["add_signed_b"]), bool(v["add_signed_out"]))
+        if not v["add"] and v["add_b"]:
+            raise ProgramError(f"{where}: an add operand at word {v['add_b']} without "
+                               f"the add flag")
         odd = (v["pool_odd_height"], v["pool_odd_width"])
         if (not layer.pool and any(odd)) or (
                 layer.pool and layer.kernel and layer.stride
@@ -1180,6 +1240,9 @@ ACC_ADD_WORD = 4
 #: Cycles from a result taken by the engine's result writer to its write: the partial
 #: sum's read, the add, the output stage's two steps.
 RESULT_WRITE_STEPS = 4
+#: Cycles from a result taken to its write with a fused add: the partial sum's read and
+#: the add (the operand's read beside them), ``ADD_PRODUCT_STEPS``, the clamp.
+ADD_WRITE_STEPS = 3 + ADD_PRODUCT_STEPS
 #: Cycles a layer's result writer takes more with fused pooling: a pair's maximum with
 #: the row above's, registered, then the write.
 POOL_WRITE_STEPS = 2
@@ -1410,7 +1473,7 @@ def layer_cycles(step, engine, memory_latency=None, weight_base=0):
         last_in = max(started + first, last_in + timing["beat_cycles"]) + rest
         bank_free.append(last_in + depth + 1)
     return (last_in + 1 + latency(e.rows, e.cols, False, **timing)
-            + result_write_steps(e) + _pooled_write_tail(step, period) + 1)
+            + result_write_steps(e, step) + _pooled_write_tail(step, period) + 1)
 
 
 def _pooled_write_tail(step, period):

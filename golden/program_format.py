@@ -18,13 +18,14 @@ __all__ = ["MAGIC", "VERSION", "HEADER_WORDS", "STEP_WORDS", "Op", "Field", "REG
            "HEADER", "STEPS", "fields", "pack", "unpack", "unused_bits", "format_table"]
 
 MAGIC = 0x6E646F63                              # "codn"
-#: 9: a layer's fused 2 x 2 max pooling (word 0, bits 9-11); 8: the header's
+#: 10: a layer's fused residual add (word 0, bits 12-14; words 16-18); 9: a layer's
+#: fused 2 x 2 max pooling (word 0, bits 9-11); 8: the header's
 #: requantization (word 13, bits 8-15) and, with the multiplier, a row block's
 #: multipliers in the weight image (7: a window's padding on each of its four sides; 6:
 #: one padding for all four).
-VERSION = 9
+VERSION = 10
 #: Little-endian u32 words of the header and of each step's descriptor.
-HEADER_WORDS, STEP_WORDS = 18, 16
+HEADER_WORDS, STEP_WORDS = 18, 19
 
 
 class Op(enum.IntEnum):
@@ -82,7 +83,10 @@ STEPS = {
         "positions": Field(10), "weights": Field(11), "pad": Field(12, 0, 8),
         "padding_left": Field(12, 8, 8), "padding_bottom": Field(12, 16, 8),
         "padding_right": Field(12, 24, 8), **_window(13, "rounds"), "images": Field(14),
-        "src_stride": Field(15, 0, 16), "dst_stride": Field(15, 16, 16)},
+        "src_stride": Field(15, 0, 16), "dst_stride": Field(15, 16, 16),
+        "add": Field(0, 12, 1), "add_signed_b": Field(0, 13, 1),
+        "add_signed_out": Field(0, 14, 1), "add_b": Field(16, 0, 29),
+        "add_ma": Field(17, 0, 24), "add_mb": Field(18, 0, 24)},
     Op.POOL: {
         **_OP, "avg": Field(0, 8, 1), "count_pad": Field(0, 9, 1), "src": (1, REGION),
         "dst": (4, REGION), **_window(7, "padding_left"), "blocks": Field(8, 0, 16),

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from codnn.golden.network_program import (HEADER_CYCLES, EngineConfig, ProgramError,
-                                          bias_bytes, decode_program, encode_program,
+                                          Region, bias_bytes, decode_program, encode_program,
                                           run_program, step_cycles)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
-from codnn.golden.workloads import pooled_network, residual_network
+from codnn.golden.workloads import pooled_network, projection_network, residual_network
 from codnn.hw.network import NetworkEngine
 from codnn.model.compile import compile_network
 from codnn.sim.runner import simulate
@@ -24,14 +24,16 @@ from codnn.sim.tb_engine_programs import golden_view
 
 SEED = 20261206
 ENGINE = EngineConfig(rows=4, cols=3, alpha=3, mac="parallel", act_words=400,
-                      acc_words=24, psum_words=160)
+                      acc_words=80, psum_words=160)
 
 
-@pytest.fixture(scope="module", params=["residual", "pooled"])
+@pytest.fixture(scope="module", params=["residual", "pooled", "projection"])
 def compiled(request):
-    """Every step kind (``residual_network``), or layers with their pooling fused
-    (``pooled_network``: maps of odd sides, the flags that say so)."""
-    workload = {"residual": residual_network, "pooled": pooled_network}[request.param]
+    """Every step kind (``residual_network``), layers with their pooling fused
+    (``pooled_network``: maps of odd sides, the flags that say so), or an add of two
+    accumulator operands and one fused into its layer (``projection_network``)."""
+    workload = {"residual": residual_network, "pooled": pooled_network,
+                "projection": projection_network}[request.param]
     return compile_network(workload(np.random.default_rng(SEED), alpha=2), ENGINE)
 
 
@@ -79,8 +81,14 @@ def mutants(program, quick=False):
     for k, step in enumerate(program.steps):
         at = HEADER_WORDS + k * STEP_WORDS
         word0 = int(base[at])
-        for bit in range(8, 14):
+        for bit in range(8, 16):
             put(at, word0 ^ 1 << bit)
+        if step.op == "layer" and step.add_b is not None:
+            # A fused add's operand: its flag bits, and on the buffer's last words.
+            for bit in (29, 30, 31):
+                put(at + 16, int(base[at + 16]) ^ 1 << bit)
+            region_edges(at + 16, Region("act", step.add_b, step.dst.shape), step.images,
+                         e.act_words)
         for j, name in _REGIONS[step.op]:
             first = int(base[at + j])
             for bit in (29, 30, 31):

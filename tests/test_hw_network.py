@@ -538,19 +538,24 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
     _engine_equals(compiled, images, lambda x: run_program(compiled.program, compiled.image, x))
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac", [
-    (4, 3, 2, "parallel"), (3, 2, 2, "bitserial"),
-    pytest.param(6, 2, 2, "parallel", marks=pytest.mark.long)])
-def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
+@pytest.mark.parametrize("rows,cols,alpha,mac,fuse", [
+    (4, 3, 2, "parallel", True), (3, 2, 2, "bitserial", True), (4, 3, 2, "parallel", False),
+    pytest.param(6, 2, 2, "parallel", True, marks=pytest.mark.long)])
+def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac, fuse):
     # Branches that end in accumulators: a projection block (both operands of its add in
-    # the accumulator buffer) and an identity block (one), strides of 2.
+    # the accumulator buffer) and an identity block (one: its add fused into the
+    # branch's last layer, or apart on the post-processing unit), strides of 2.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=256,
                           acc_words=64, psum_words=64)
     network = projection_network(rng)
-    compiled = _engine_equals_network(network, engine, rng.integers(0, 256, (2, 3, 8, 8)))
-    assert {"acc"} <= {s.a.memory for s in compiled.program.steps if s.op == "add"}
+    compiled = _engine_equals_network(network, engine, rng.integers(0, 256, (2, 3, 8, 8)),
+                                      fuse=fuse)
+    adds = [(s.a.memory, s.b.memory) for s in compiled.program.steps if s.op == "add"]
+    assert adds == [("acc", "acc")] + [("acc", "act")] * (not fuse)
+    assert fuse == any(s.op == "layer" and s.add_b is not None
+                       for s in compiled.program.steps)
 
 
 @pytest.mark.parametrize("rows,cols,alpha,mac", [
@@ -595,11 +600,11 @@ def _engine_equals(compiled, images, want, dut=None):
         assert cycles == compiled.cycles
 
 
-def _engine_equals_network(network, engine, images):
-    """Compile ``network`` for ``engine``, run ``images`` on the engine: every output
-    equals the integer network's, every run's cycles the program's. Returns the
-    compiled network."""
-    compiled = compile_network(network, engine)
+def _engine_equals_network(network, engine, images, fuse=True):
+    """Compile ``network`` for ``engine`` (``fuse``: its poolings and adds into layers),
+    run ``images`` on the engine: every output equals the integer network's, every run's
+    cycles the program's. Returns the compiled network."""
+    compiled = compile_network(network, engine, fuse=fuse)
     _engine_equals(compiled, images, lambda x: network.run(x[None])[0])
     return compiled
 
@@ -618,9 +623,11 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     tensors = network.run(images, keep=True)
     assert tensors["k"].min() == 0 or tensors["k"].max() == 255   # a clamp reached
     compiled = _engine_equals_network(network, engine, images)
+    # The first block's add fused into its projection layer, the second's on the unit.
+    fused = [s for s in compiled.program.steps if s.op == "layer" and s.add_b is not None]
+    assert [(s.name, s.signed_b, s.signed_out) for s in fused] == [("project_a", False, True)]
     adds = [s for s in compiled.program.steps if s.op == "add"]
-    assert [(s.signed_a, s.signed_b, s.signed_out) for s in adds] == [
-        (False, False, True), (True, True, True)]
+    assert [(s.signed_a, s.signed_b, s.signed_out) for s in adds] == [(True, True, True)]
 
 
 @pytest.mark.parametrize("op,edit,message", [

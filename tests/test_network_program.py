@@ -71,8 +71,9 @@ def test_residual_network_program_equals_golden(rows, cols, alpha, mac):
 @pytest.mark.parametrize("rows", [4, 3, 16])
 def test_branches_of_accumulators_compile_to_adds_that_read_them(rows):
     # ResNet's blocks as quantized: each branch's last layer leaves its accumulators in
-    # the accumulator buffer (a projection block's two, an identity block's one), the
-    # add reads them there; the program equals golden, and each accumulator word is
+    # the accumulator buffer (a projection block's two), the add reads them there; an
+    # identity block's add is fused into its last layer (over the identity's words) or,
+    # unfused, reads them too; the program equals golden, and each accumulator word is
     # counted once written and once read.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
@@ -83,8 +84,13 @@ def test_branches_of_accumulators_compile_to_adds_that_read_them(rows):
     _check(compiled, network, rng.integers(0, 256, (4, 3, 8, 8)))
     steps = {step.name: step for step in compiled.program.steps}
     assert [steps["join_a"].a.memory, steps["join_a"].b.memory] == ["acc", "acc"]
-    assert [steps["join_b"].a.memory, steps["join_b"].b.memory] == ["acc", "act"]
-    assert steps["join_b"].dst == steps["join_a"].dst          # over the identity
+    assert "join_b" not in steps and steps["body_c"].add_b == steps["join_a"].dst.addr
+    assert steps["body_c"].dst == steps["join_a"].dst          # over the identity
+    unfused = compile_network(network, engine, fuse=False)
+    _check(unfused, network, rng.integers(0, 256, (2, 3, 8, 8)))
+    join_b = next(step for step in unfused.program.steps if step.name == "join_b")
+    assert [join_b.a.memory, join_b.b.memory] == ["acc", "act"]
+    assert join_b.dst == steps["join_a"].dst
     words = steps["join_a"].dst.words(rows)
     costs = {cost.name: cost for cost in compiled.costs}
     assert sum(cost.acc_writes for cost in compiled.costs) == \
@@ -292,8 +298,9 @@ def test_compile_sizes_the_buffers_of_plain_torch_networks(tmp_path, capsys, kin
     assert chosen == {name: report["engine"][name] for name in chosen}
     program = Program.from_dict(json.loads((tmp_path / "out/program.json").read_text()))
     assert program.engine.act_words == chosen["act_words"]
-    # A bank of 8-bit lanes per row, copied for each of its two read ports.
-    assert report["buffers"]["memory_bits"]["activations"] == 8 * 8 * 2 * chosen["act_words"]
+    # A bank of 8-bit lanes per row, copied for each of its two gather read ports and the
+    # result writer's.
+    assert report["buffers"]["memory_bits"]["activations"] == 8 * 8 * 3 * chosen["act_words"]
     network = load_onnx(tmp_path / "net.onnx")
     integer = quantize_network(network, x[:30], alpha=4, gamma=0.5)
     for name in ("act_words", "acc_words"):
@@ -302,10 +309,12 @@ def test_compile_sizes_the_buffers_of_plain_torch_networks(tmp_path, capsys, kin
             assert compile_network(integer, smaller).cycles > report["cycles_per_image"]
         except CompileError:
             pass
-    assert main([*common, "--acc-words", "2", "-o", str(tmp_path / "small")]) == 2
+    too_few = chosen["acc_words"] - 1
+    assert main([*common, "--acc-words", str(too_few), "-o", str(tmp_path / "small")]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.endswith(f"does not fit the accumulator buffer of 2 words; it needs an "
-                          f"accumulator buffer of {chosen['acc_words']} words"), error
+    assert f"does not fit the accumulator buffer of {too_few} words" in error, error
+    assert error.endswith(f"it needs an accumulator buffer of {chosen['acc_words']} "
+                          f"words"), error
     assert "\n" not in error and not (tmp_path / "small").exists()
 
 
@@ -433,7 +442,7 @@ def test_binary_program_round_trip_and_bad_programs():
                           acc_words=16, psum_words=64)
     compiled = compile_network(network, engine)
     data = encode_program(compiled.program)
-    assert len(data) == 4 * (18 + 16 * len(compiled.program.steps))
+    assert len(data) == 4 * (HEADER_WORDS + STEP_WORDS * len(compiled.program.steps))
     back = decode_program(data, weight_bytes=engine.weight_bytes)
     renamed = tuple(dataclasses.replace(step, name=f"step{k}")
                     for k, step in enumerate(compiled.program.steps))
@@ -445,7 +454,8 @@ def test_binary_program_round_trip_and_bad_programs():
         decode_program(data[:70])
     with pytest.raises(ProgramError, match=f"not a network engine program of version {VERSION}"):
         decode_program(b"\0" * 4 + data[4:])
-    with pytest.raises(ProgramError, match=r"a program of 7 steps has 520 bytes, not 456"):
+    with pytest.raises(ProgramError, match=rf"a program of 7 steps has {len(data)} bytes, "
+                                           rf"not {len(data) - 64}"):
         decode_program(data[:-64])
     bad_op = bytearray(data)
     bad_op[72] = 9
@@ -462,9 +472,10 @@ def test_binary_program_round_trip_and_bad_programs():
                                            "shift"):
         decode_program(bytes(requant), engine=engine)
     # A bit outside the step's fields: a pooling's flag past its two, a layer's past its
-    # four, a pooling's unused word, an add's.
-    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 0, 12), (Op.POOL, 9, 3),
-                          (Op.ADD, 13, 0)):
+    # seven, a pooling's unused word, an add's, a layer's add operand word past its 29
+    # address bits.
+    for op, word, bit in ((Op.POOL, 0, 10), (Op.LAYER, 0, 15), (Op.POOL, 9, 3),
+                          (Op.ADD, 13, 0), (Op.LAYER, 16, 29)):
         k = next(k for k, s in enumerate(compiled.program.steps) if s.op == op.name.lower())
         stray = bytearray(data)
         at = 4 * (HEADER_WORDS + k * STEP_WORDS + word) + bit // 8
@@ -637,7 +648,8 @@ def test_codnn_compile_runs_on_the_simulated_board_top(tmp_path, capsys):
 
 def test_tensors_that_do_not_fit_wait_in_external_memory():
     # Two linear-bottleneck blocks need 180 words of 6 lanes; with 150 the compiler stores
-    # each block's shortcut while its depthwise layer runs and loads it back for the add.
+    # each block's shortcut while its depthwise layer runs and loads it back for the add
+    # (the first block's fused into its projection layer).
     # The program (and its binary form) equals the golden network, the loads and stores
     # are counted as external traffic, and too small an external memory is refused by
     # name.
@@ -650,7 +662,7 @@ def test_tensors_that_do_not_fit_wait_in_external_memory():
         compile_network(network, dataclasses.replace(engine, spill_words=0))
     compiled = compile_network(network, engine)
     moves = [(s.op, s.name) for s in compiled.program.steps if s.op in ("load", "store")]
-    assert moves == [("store", "spatial_a/store s"), ("load", "join_a/load s"),
+    assert moves == [("store", "spatial_a/store s"), ("load", "project_a/load s"),
                      ("store", "spatial_b/store j"), ("load", "join_b/load j")]
     images = rng.integers(0, 256, (3, *network.input_shape))
     _check(compiled, network, images)

@@ -36,7 +36,7 @@ from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LoadStep, Program,
                                           Region, StoreStep, act_stride, image_region)
 
 from .compile import (BufferAllocator, CompiledNetwork, CompileError, Moves, check_network,
-                      choose_packings, fuse_pools, last_uses, layer_step, network_shapes,
+                      choose_packings, fuse_steps, last_uses, layer_step, network_shapes,
                       post_steps, step_costs, step_reads)
 from .training_traffic import Group
 
@@ -81,7 +81,7 @@ class _Network:
         self.makes = [self.root(s.output) for s in self.steps]
         self.output = self.root(network.output)
         self.raw = {self.makes[k] for k, s in enumerate(self.steps)
-                    if isinstance(s, ArrayLayer) and s.shift is None}
+                    if isinstance(s, ArrayLayer) and s.shift is None and s.residual is None}
         self.readers = {}
         for k, reads in enumerate(self.reads):
             for name in reads:
@@ -91,7 +91,8 @@ class _Network:
         for s in network.array_layers:
             src = Region("act", 0, tuple(self.shapes[self.root(s.source)]))
             dst = Region("act", 0, tuple(self.shapes[s.output]))
-            layer, block, moves = layer_step(packings[s.name], src, dst, offset, engine)
+            layer, block, moves = layer_step(packings[s.name], src, dst, offset, engine,
+                                             dst if s.residual is not None else None)
             self.layers[s.name] = (layer, len(block), moves)
             blocks.append(block)
             offset += len(block)
@@ -240,7 +241,7 @@ def compile_batch(network, engine, images, schedule="mbs"):
     if not engine.spill_words:
         raise CompileError("a batch program needs an engine with external activation "
                            "memory (its input waits there)")
-    net = _Network(fuse_pools(network), engine, images)
+    net = _Network(fuse_steps(network), engine, images)
     R = engine.rows
     out_words = net.words(net.output)
     if net.output in net.raw:
@@ -285,8 +286,9 @@ def compile_batch(network, engine, images, schedule="mbs"):
                 sources = [regions[net.root(name)] for name in step_reads(step)]
                 if isinstance(step, ArrayLayer):
                     layer, block_bytes, moves = net.layers[step.name]
+                    fused = {} if layer.add_b is None else {"add_b": sources[1].addr}
                     steps.append(dataclasses.replace(layer, src=sources[0], dst=dst,
-                                                     images=n))
+                                                     images=n, **fused))
                     moved.append(dataclasses.replace(moves.for_images(n),
                                                      weight_bytes=block_bytes))
                     continue

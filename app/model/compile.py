@@ -23,6 +23,10 @@ a layer of few positions by its tiles (unless the narrower weight image would no
 Fused pooling: a convolution with an output stage whose result only a 2 x 2, stride 2 max
 pooling reads becomes one layer step with ``pool`` (``fuse_pools``): the result writer
 pools as it writes, so the pooling step, its reads and the unpooled map's words are gone.
+Fused adds: a layer without an output stage whose accumulators only a residual add reads,
+the add's other operand activations made before the layer, becomes one layer step with
+the add (``fuse_adds``): the result writer adds as it writes, so the add step and the
+accumulators' words are gone.
 
 Cycles are the engine's (``codnn.golden.network_program.step_cycles``, which
 ``codnn.hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
@@ -47,7 +51,8 @@ from codnn.model.gather_plan import plan_layer
 
 __all__ = ["BUFFERS", "BufferAllocator", "CompileError", "Moves", "StepCost", "step_costs",
            "CompiledNetwork",
-           "check_network", "choose_packings", "compile_network", "fit_buffers", "fuse_pools",
+           "check_network", "choose_packings", "compile_network", "fit_buffers", "fuse_adds",
+           "fuse_pools", "fuse_steps",
            "largest_buffers", "last_uses", "layer_step", "network_shapes", "post_steps",
            "step_reads"]
 
@@ -233,9 +238,21 @@ def check_network(network, engine):
 
 
 def step_reads(step):
-    """The tensors ``step`` reads."""
+    """The tensors ``step`` reads (a layer with a fused add: its source, then the add's
+    other operand)."""
+    residual = step.residual if isinstance(step, ArrayLayer) else None
     return [step.source, *([step.other] if isinstance(step, Add) else []),
+            *([residual.other] if residual is not None else []),
             *getattr(step, "others", ())]
+
+
+def _readers(network):
+    """The steps that read each tensor, by name."""
+    readers = {}
+    for step in network.steps:
+        for name in step_reads(step):
+            readers.setdefault(name, []).append(step)
+    return readers
 
 
 def fuse_pools(network):
@@ -244,10 +261,7 @@ def fuse_pools(network):
     ``POOL_LINE_WORDS`` wide) made one ``ArrayLayer`` with ``pool`` in the convolution's
     place, the pooling's output its output (semantics section 9: the result writer pools
     as it writes)."""
-    readers = {}
-    for step in network.steps:
-        for name in step_reads(step):
-            readers.setdefault(name, []).append(step)
+    readers = _readers(network)
     shapes = None
     fused, dropped = {}, set()
     for step in network.steps:
@@ -269,6 +283,46 @@ def fuse_pools(network):
         return network
     return dataclasses.replace(network, steps=tuple(
         fused.get(step.name, step) for step in network.steps if step.name not in dropped))
+
+
+def fuse_adds(network):
+    """``network`` with each residual add one of whose operands is the accumulators of an
+    ``ArrayLayer`` without an output stage (and not offset binary) that only this add
+    reads, and whose other operand is activations made before that layer, made one
+    ``ArrayLayer`` with ``residual`` in the layer's place, the add's output its output
+    (semantics section 9: the result writer adds as it writes). The add's operands are
+    swapped where the layer's accumulators are its ``other``."""
+    readers = _readers(network)
+    made = {step.output: k for k, step in enumerate(network.steps)}
+    raw = {step.output for step in network.steps
+           if isinstance(step, ArrayLayer) and step.shift is None and step.residual is None}
+    fused, dropped = {}, set()
+    for add in network.steps:
+        if not isinstance(add, Add) or add.source == add.other:
+            continue
+        for acc, other, ma, mb, signed_acc, signed_other in (
+                (add.source, add.other, add.ma, add.mb, add.signed_a, add.signed_b),
+                (add.other, add.source, add.mb, add.ma, add.signed_b, add.signed_a)):
+            layer = network.steps[made[acc]] if acc in made else None
+            if (acc not in raw or other in raw or signed_acc or layer.pool
+                    or layer.name in fused or readers[acc] != [add]
+                    or made.get(other, -1) >= made[acc]):
+                continue
+            fused[layer.name] = dataclasses.replace(layer, output=add.output, residual=Add(
+                add.name, acc, other, add.output, ma, mb, False, signed_other,
+                add.signed_out))
+            dropped.add(add.name)
+            break
+    if not fused:
+        return network
+    return dataclasses.replace(network, steps=tuple(
+        fused.get(step.name, step) for step in network.steps if step.name not in dropped))
+
+
+def fuse_steps(network):
+    """``network`` with its poolings and adds fused into the layers before them where the
+    engine can (``fuse_pools``, then ``fuse_adds``)."""
+    return fuse_adds(fuse_pools(network))
 
 
 def _concat_steps(step, parts, dst, lanes):
@@ -370,9 +424,10 @@ def _in_bounds(shape, kernel, stride, padding):
     return im2col(np.ones((1, *shape), np.int64), kernel, stride, padding)
 
 
-def layer_step(step, src, dst, offset, engine):
+def layer_step(step, src, dst, offset, engine, other=None):
     """The ``LayerStep`` of array layer ``step`` (its packing) from ``src`` to ``dst``
-    with its weights at byte ``offset``, its block of the weight image and what it moves
+    with its weights at byte ``offset`` (and, with a fused add, that add's ``other``
+    operand at region ``other``), its block of the weight image and what it moves
     (``StepCost``'s word and byte counts)."""
     inside = _in_bounds(src.map_shape if step.kernel else src.shape, step.kernel,
                         step.stride, step.padding)
@@ -394,14 +449,18 @@ def layer_step(step, src, dst, offset, engine):
                            f"words")
     padded = np.concatenate([inside, np.zeros((1, positions), np.int64)])
     act_reads = sum(int(padded[t.channels].sum()) for t in tiles)
+    add = step.residual
+    fields = {} if add is None else dict(add_b=other.addr, ma=add.ma, mb=add.mb,
+                                         signed_b=add.signed_b, signed_out=add.signed_out)
     layer = LayerStep(name=step.name, src=src, dst=dst, filters=step.packed.rows,
                       row_blocks=row_blocks, col_blocks=col_blocks, positions=positions,
                       weights=offset, output_stage=step.shift is not None,
                       kernel=step.kernel, pad=step.pad,
                       stride=step.stride, padding=step.padding,
-                      rounds=plan.rounds, pool=step.pool)
+                      rounds=plan.rounds, pool=step.pool, **fields)
     written = row_blocks * (dst.map_shape[1] * dst.map_shape[2] if step.pool else positions)
-    moved = Moves(act_reads=act_reads, act_writes=written if dst.memory == "act" else 0,
+    moved = Moves(act_reads=act_reads + (written if add is not None else 0),
+                  act_writes=written if dst.memory == "act" else 0,
                   acc_writes=written if dst.memory == "acc" else 0,
                   psum_words=2 * positions * row_blocks * (col_blocks - 1),
                   weight_bytes=len(block))
@@ -441,7 +500,7 @@ def _fastest_packing(step, src_shape, dst_shape, engine):
 
     def cycles(option):
         try:
-            layer, block, _ = layer_step(option, src, dst, 0, engine)
+            layer, block, _ = layer_step(option, src, dst, 0, engine, dst)
         except CompileError:                # its partial sums do not fit: not an option
             return float("inf")
         return step_cycles(Program(engine, (layer,), src, dst, len(block)))[0]
@@ -501,7 +560,8 @@ def choose_packings(network, engine, shapes):
 def compile_network(network, engine, *, fuse=True):
     """Compile ``network`` for ``engine`` (an ``EngineConfig``); return a
     ``CompiledNetwork``. With ``fuse`` its max poolings of 2 x 2 that follow a
-    convolution are fused into it (``fuse_pools``); without, each is a pooling step.
+    convolution and its residual adds of a layer's accumulators are fused into the
+    layer (``fuse_steps``); without, each is a step of the post-processing unit.
 
     Raises
     ------
@@ -514,7 +574,7 @@ def compile_network(network, engine, *, fuse=True):
     except ProgramError as error:
         raise CompileError(str(error)) from None
     check_network(network, engine)
-    network = fuse_pools(network) if fuse else network
+    network = fuse_steps(network) if fuse else network
     shapes = network_shapes(network)
     storage, last = last_uses(network)
     packings = choose_packings(network, engine, shapes)
@@ -535,7 +595,7 @@ def compile_network(network, engine, *, fuse=True):
             allocator.free_after(k - 1)
         reads = {storage.get(name, name) for name in step_reads(step)}
         spill.bring_back(sorted(reads), k, last, step.name, steps, moved)
-        raw = isinstance(step, ArrayLayer) and step.shift is None
+        raw = isinstance(step, ArrayLayer) and step.shift is None and step.residual is None
         if raw and any(step.output in step_reads(later) for later in network.steps[k + 1:]
                        if not isinstance(later, Add)):
             raise CompileError(f"{step.name}: its output, accumulators (no ReLU or output "
@@ -546,8 +606,10 @@ def compile_network(network, engine, *, fuse=True):
         # in effect, and fewer holes than first fit).
         source = regions[step.source]
         name = storage.get(step.output, step.output)
-        reused = [other for other in ((step.other, step.source) if isinstance(step, Add)
-                                      else ()) if last[storage.get(other, other)] == k
+        operands = ((step.other, step.source) if isinstance(step, Add) else
+                    (step.residual.other,) if isinstance(step, ArrayLayer)
+                    and step.residual is not None else ())
+        reused = [other for other in operands if last[storage.get(other, other)] == k
                   and regions[other].memory == "act"]
         if reused:
             # An add reads each element of its inputs before it writes that element, so
@@ -562,8 +624,9 @@ def compile_network(network, engine, *, fuse=True):
                                f"{step.name}: its output", high=middle < target.size / 2)
         regions[step.output] = dst
         if isinstance(step, ArrayLayer):
+            other = regions[step.residual.other] if step.residual is not None else None
             layer, block, moves = layer_step(packings[step.name], regions[step.source], dst,
-                                         offset, engine)
+                                             offset, engine, other)
             steps.append(layer)
             blocks.append(block)
             offset += len(block)

@@ -296,7 +296,8 @@ class NetworkEngine(wiring.Component):
     def program_memories(cls, program, weight_port="onchip"):
         """The on-chip memories of ``for_program``'s engine, without building it: ``{name:
         (width in bits, depth, copies)}``; the activation buffer is a bank per lane, which
-        yosys copies for each of the gather's ``gather_ports`` read ports; behind the
+        yosys copies for each of the gather's ``gather_ports`` read ports and the result
+        writer's (a fused add's operand); behind the
         AXI4 port the weight memory is the prefetch FIFO's words."""
         return _memories(cls.program_params(program, weight_port))
 
@@ -534,6 +535,11 @@ class NetworkEngine(wiring.Component):
             results.pool.eq(layer.pool), results.map_width.eq(k.map_width),
             results.out_height.eq(layer.dst.height), results.out_width.eq(layer.dst.width),
             results.total.eq(k.total),
+            results.add.eq(layer.add), results.signed_b.eq(layer.add_signed_b),
+            results.signed_out.eq(layer.add_signed_out), results.ma.eq(layer.add_ma),
+            results.mb.eq(layer.add_mb),
+            results.add_offset.eq(layer.add_b - layer.dst.addr),
+            gather.side.eq(results.side), results.side_data.eq(gather.side_data),
             k.psum_r.addr.eq(results.psum_read), results.psum_read_data.eq(k.psum_r.data),
             k.psum_w.addr.eq(results.psum_write.addr),
             k.psum_w.data.eq(results.psum_write.data), k.psum_w.en.eq(results.psum_write.en),
@@ -833,7 +839,7 @@ class NetworkEngine(wiring.Component):
 def _memories(p):
     """The on-chip memories of an engine of parameters ``p`` (``NetworkEngine.memories``)."""
     R, W = p["rows"], p["cols"]
-    found = {"activations": (_DATA_BITS, p["act_words"], R * p["gather_ports"]),
+    found = {"activations": (_DATA_BITS, p["act_words"], R * (p["gather_ports"] + 1)),
              "accumulators": (R * _ACC_BITS, p["acc_words"], 1),
              "partial_sums": (R * _ACC_BITS, p["psum_words"], 1),
              "program": (32, p["program_words"], 1)}

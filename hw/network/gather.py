@@ -212,6 +212,9 @@ class Gather(wiring.Component):
         The banks' read ports for others (the post-processing unit, the host), a word each,
         from the cycle after ``busy`` falls until the cycle after a ``start``: data a cycle
         after the address.
+    side, side_data : In(range(depth)), Out(word)
+        A read port of every bank of its own (the result writer's fused add), at any
+        time: data a cycle after the address.
 
     Raises
     ------
@@ -247,6 +250,7 @@ class Gather(wiring.Component):
             "fault": Out(1),
             "aux": In(data.ArrayLayout(range(depth), ports)),
             "aux_data": Out(data.ArrayLayout(unsigned(lanes * data_bits), ports)),
+            "side": In(range(depth)), "side_data": Out(unsigned(lanes * data_bits)),
             "o": Out(stream.Signature(data.ArrayLayout(
                 data.ArrayLayout(unsigned(data_bits), alpha), cols))),
         })
@@ -417,8 +421,8 @@ class Gather(wiring.Component):
 
     def _reads(self, m, k):
         """The banks, one per lane, each written by ``write`` and read through ``ports``
-        ports (which also serve ``aux``); each bank port's reads (``_bank_port``), and
-        each column's streams from them (``_column_port``)."""
+        ports (which also serve ``aux``) and ``side``; each bank port's reads
+        (``_bank_port``), and each column's streams from them (``_column_port``)."""
         D, P = self._data_bits, self._ports
         reads = [[None] * P for _ in range(self._lanes)]
         for i in range(self._lanes):
@@ -430,6 +434,8 @@ class Gather(wiring.Component):
                          write.en.eq(self.write.en)]
             for p in range(P):
                 reads[i][p] = self._bank_port(m, k, i, p, bank.read_port())
+            side = bank.read_port(transparent_for=())
+            m.d.comb += [side.addr.eq(self.side), self.side_data.word_select(i, D).eq(side.data)]
         for p in range(P):
             m.d.comb += self.aux_data[p].eq(Cat(reads[i][p][0] for i in range(self._lanes)))
         for g in range(self._cols):

@@ -15,8 +15,9 @@ from codnn.golden.network_program import (ADD_PRODUCT_STEPS, MULTIPLIER_BITS,
 from codnn.hw.common.params import positive_int
 from codnn.hw.common.delays import delay, delay_line, stage
 from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
+from codnn.hw.network.residual import clamp_lane, rounded_sum, signed_lane
 
-__all__ = ["PostOp", "PostStep", "PostProcess", "signed_lane", "clamp_lane"]
+__all__ = ["PostOp", "PostStep", "PostProcess"]
 
 #: Steps of the add from a word's read to its write: the memory, the words, the products
 #: (``ADD_PRODUCT_STEPS``: the pieces', their sum, the rounded sum), the clamp.
@@ -51,34 +52,6 @@ def PostStep(depth, acc_depth=1):
         "padding_top": unsigned(4), "padding_left": unsigned(4),
         "ma": unsigned(MULTIPLIER_BITS),
         "mb": unsigned(MULTIPLIER_BITS)})
-
-
-def signed_lane(value, offset):
-    """An activation lane as a signed value one bit wider: the lane, or with ``offset``
-    its offset-binary value ``value - 2**(width-1)`` (the top bit flipped, then copied)."""
-    top = value[-1]
-    return Cat(value[:-1], top ^ offset, ~top & offset).as_signed()
-
-
-def clamp_lane(total, offset, bits):
-    """``clamp(total, 0, 2**bits - 1)``, or with ``offset`` the offset-binary code of
-    ``clamp(total, -2**(bits-1), 2**(bits-1) - 1)``. Either way a total below the range
-    gives the code 0 and one above it all ones, and a total inside the range is the one
-    whose bits above the code's are copies of its sign (all 0 unsigned): bit tests, no
-    comparison of the total's width (``total`` is signed)."""
-    assert total.shape().signed
-    top = total[bits - 1:]
-    inside = Mux(offset, ~top.any() | top.all(), ~total[bits:].any())
-    code = Cat(total[:bits - 1], total[bits - 1] ^ offset)
-    return Mux(inside, code, Mux(total[-1], 0, (1 << bits) - 1))
-
-
-def _rounded(m, pa, pb, name):
-    """``(pa + pb + 2**15) >> 16`` registered: two products' rounded sum, the last of
-    ``ADD_PRODUCT_STEPS`` (3) steps after the products' operands (``split_product``'s
-    two, then this)."""
-    assert ADD_PRODUCT_STEPS == SPLIT_PRODUCT_STEPS + 1
-    return stage(m, (pa + pb + (1 << (FRACTION - 1))) >> FRACTION, f"{name}_sum")
 
 
 class _State(enum.Enum, shape=4):
@@ -424,7 +397,7 @@ class PostProcess(wiring.Component):
             pa = split_product(m, signed_lane(a, step.a_signed), step.ma, f"add_l{i}_pa")
             pb = split_product(m, signed_lane(b, b_signed), mb, f"add_l{i}_pb")
             products.append(pb)
-            total = _rounded(m, pa, pb, f"add_l{i}")
+            total = rounded_sum(m, pa, pb, f"add_l{i}")
             m.d.sync += sums.word_select(i, D).eq(clamp_lane(total, step.out_signed, D))
         with m.If(add_valid[-1]):
             m.d.comb += [self.write.addr.eq(add_dst[-1]), self.write.data.eq(sums),
@@ -482,7 +455,7 @@ class PostProcess(wiring.Component):
             act = Array(act_products[g * Q + u] if g * Q + u < R else C(0, signed(2))
                         for g in range(H))[group_at_product]
             pair = products[u + 1] if u % 2 == 0 else C(0, signed(2))
-            total = _rounded(m, products[u], Mux(mixed, act, pair), f"wide_{u}")
+            total = rounded_sum(m, products[u], Mux(mixed, act, pair), f"wide_{u}")
             clamped_lanes.append(clamp_lane(total, step.out_signed, D))
             if u % 2 == 0:
                 clamped_pairs.append(clamped_lanes[-1])

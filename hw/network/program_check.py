@@ -17,7 +17,7 @@ early enough that it holds the current step's value when the verdict is read
 lands). The latest operands: a layer's images (word 14), one stage before the
 conditions; its window (word 13), two (its fields chosen by the operation, then its
 extents); the weights' counts (words 8, 9), two; an add's result region (words 7 to
-9), four.
+9), four; a layer's fused add operand (word 16), two.
 
 Every operation's first region is at word 1 and its second at word 4
 (``codnn.golden.program_format.STEPS``), so their products are shared: they are read
@@ -245,12 +245,25 @@ class ProgramCheck(wiring.Component):
         psum_span = Signal(48, name="psum_span")
         m.d.sync += psum_span.eq(layer.positions * layer.images[:16])
 
+        # A fused add's operand: inside the activation buffer for every image, and the
+        # result's own words or apart from them (each end registered a stage ahead).
+        b_end, dst_end = Signal(34, name="fused_add_b_end"), Signal(34, name="layer_dst_end")
+        m.d.sync += [b_end.eq(layer.add_b + spans[1]), dst_end.eq(second.addr + spans[1])]
+        fused_add = Mux(
+            layer.add,
+            ~layer.output_stage & ~layer.pool
+            & _fits(m, "fused_add", layer.add_b, spans[1], act)
+            & ((layer.add_b == second.addr) | (layer.add_b >= dst_end)
+               | (second.addr >= b_end)),
+            (layer.add_b == 0) & (layer.add_ma == 0) & (layer.add_mb == 0)
+            & ~layer.add_signed_b & ~layer.add_signed_out)
+
         gather_rounds = -(-A // p["gather_ports"])
         region_ok = [first.ok, ~first.acc, ~first.ext, second.ok, ~second.ext]
         layer_ok = [
             *region_ok, _fits(m, "layer_src", first.addr, spans[0], act),
             _fits(m, "layer_dst", second.addr, spans[1], size_of(second)),
-            layer.output_stage == ~second.acc, *window_ok,
+            (layer.output_stage | layer.add) == ~second.acc, fused_add, *window_ok,
             Mux(layer.pool, layer.output_stage & (second.width <= POOL_LINE_WORDS),
                 ~layer.pool_odd_height & ~layer.pool_odd_width),
             layer.positions == positions, layer.filters == second.channels,

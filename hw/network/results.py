@@ -8,12 +8,14 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import POOL_LINE_WORDS, POOL_WRITE_STEPS, RESULT_WRITE_STEPS
+from codnn.golden.network_program import (ADD_WRITE_STEPS, MULTIPLIER_BITS, POOL_LINE_WORDS,
+                                          POOL_WRITE_STEPS, RESULT_WRITE_STEPS)
 from codnn.golden.systolic import REQUANT_BITS, REQUANT_KINDS, REQUANT_PRODUCT_STEPS
 from codnn.hw.common.delays import delay, stage
 from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
 from codnn.hw.common.output_stage import output_stage, over_mask
 from codnn.hw.common.params import positive_int
+from codnn.hw.network.residual import clamp_lane, rounded_sum, signed_lane
 
 assert SPLIT_PRODUCT_STEPS == REQUANT_PRODUCT_STEPS
 
@@ -64,6 +66,13 @@ class ResultWriter(wiring.Component):
     (``out_width`` at most that), and each window's maximum is written when its fourth
     result has its code (results past the pooled map are dropped).
 
+    With ``add`` (held with the others; not with ``pool``) the sums are the accumulators of
+    a residual add (semantics section 9, fused add): each goes to the activation buffer as
+    ``clamp((sum * ma + b * mb + 2**15) >> 16)`` (``signed_b``, ``signed_out``: offset
+    binary), ``b`` the activation at ``add_offset`` words past the result's word, read
+    through ``side`` (data a cycle after the address) as the result is taken: a 32 x
+    24-bit and a 9 x 24-bit product per row.
+
     A result's partial sum is read as the result is taken, so a tile's result for a
     position must be taken more than the latency after the previous tile's (which the
     engine ensures: a tile's first position goes into the array at least the gather's
@@ -71,7 +80,8 @@ class ResultWriter(wiring.Component):
 
     Latency: a result is written ``result_write_steps`` cycles after ``result`` takes it
     (``RESULT_WRITE_STEPS``, 4; ``REQUANT_PRODUCT_STEPS`` more with the multiplier;
-    ``POOL_WRITE_STEPS`` more for a pooled window's maximum).
+    ``POOL_WRITE_STEPS`` more for a pooled window's maximum; with ``add``
+    ``ADD_WRITE_STEPS``, 6).
     Throughput: a result a cycle; ``result`` is ready while a tile's results are due.
 
     Parameters
@@ -97,6 +107,12 @@ class ResultWriter(wiring.Component):
     total : In(33)
     pool : In(1)
     map_width, out_height, out_width : In(16)
+    add, signed_b, signed_out : In(1)
+    add_offset : In(32)
+    ma, mb : In(MULTIPLIER_BITS)
+    side : Out(range(act_depth))
+    side_data : In(rows * out_bits)
+        The activation buffer's read port for the add's operand.
     room, idle : Out(1)
     psum_read : Out(range(psum_depth))
     psum_read_data : In(rows * acc_bits)
@@ -128,6 +144,9 @@ class ResultWriter(wiring.Component):
             **requant_ports,
             "stride": In(16), "positions": In(17), "total": In(33),
             "pool": In(1), "map_width": In(16), "out_height": In(16), "out_width": In(16),
+            "add": In(1), "signed_b": In(1), "signed_out": In(1), "add_offset": In(32),
+            "ma": In(MULTIPLIER_BITS), "mb": In(MULTIPLIER_BITS),
+            "side": Out(range(act_depth)), "side_data": In(rows * out_bits),
             "room": Out(1), "idle": Out(1),
             "psum_read": Out(range(psum_depth)),
             "psum_read_data": In(rows * acc_bits),
@@ -160,6 +179,8 @@ class ResultWriter(wiring.Component):
         count = Signal(33)                  # results taken of the tile
         out_addr = Signal(32)               # where the next one goes,
         image_addr = Signal(32)             # ... in the block of the image from here,
+        b_addr = Signal(32)                 # ... and its add operand's word,
+        b_image = Signal(32)                # ... in the operand's block from here,
         image_position = Signal(17)         # ... at this position of the image
         at_last = Signal()                  # the next result is the tile's last
         # With pooling: the next result's map column ``x`` and whether its row is odd;
@@ -169,10 +190,12 @@ class ResultWriter(wiring.Component):
         pool_addr = Signal(32, name="pool_addr")
         taken = self.result.valid & self.result.ready
         last = taken & at_last
-        m.d.comb += [self.result.ready.eq(pending), self.psum_read.eq(count)]
+        m.d.comb += [self.result.ready.eq(pending), self.psum_read.eq(count),
+                     self.side.eq(b_addr)]
         with m.If(taken):
             m.d.sync += [count.eq(count + 1), at_last.eq(count == self.total - 2),
                          image_position.eq(image_position + 1), out_addr.eq(out_addr + 1),
+                         b_addr.eq(b_addr + 1),
                          x.eq(x + 1), pool_addr.eq(pool_addr + x[0])]
             with m.If(x == self.map_width - 1):
                 m.d.sync += [x.eq(0), y_odd.eq(~y_odd), pool_addr.eq(row_addr)]
@@ -183,7 +206,9 @@ class ResultWriter(wiring.Component):
             with m.If(image_position == self.positions - 1):
                 # The image's block is whole: the next image's is a stride further.
                 m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + self.stride),
-                             out_addr.eq(image_addr + self.stride)]
+                             out_addr.eq(image_addr + self.stride),
+                             b_image.eq(b_image + self.stride),
+                             b_addr.eq(b_image + self.stride)]
                 m.d.sync += [x.eq(0), y_odd.eq(0), pooled_row.eq(0),
                              row_addr.eq(image_addr + self.stride),
                              pool_addr.eq(image_addr + self.stride)]
@@ -194,6 +219,8 @@ class ResultWriter(wiring.Component):
             m.d.sync += [pending.eq(1), tile.eq(head), count.eq(0),
                          at_last.eq(self.total == 1), image_position.eq(0),
                          out_addr.eq(head.base), image_addr.eq(head.base),
+                         b_addr.eq(head.base + self.add_offset),
+                         b_image.eq(head.base + self.add_offset),
                          x.eq(0), y_odd.eq(0), pooled_row.eq(0), row_addr.eq(head.base),
                          pool_addr.eq(head.base)]
 
@@ -239,13 +266,13 @@ class ResultWriter(wiring.Component):
         ys = [output_stage(m, values[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
               for r in range(R)]
         valid = [valid1]
-        for i in range(steps - 1):
+        for i in range(max(steps, ADD_WRITE_STEPS) - 1):
             valid.append(stage(m, valid[-1], f"result_valid{i + 2}", reset_less=False))
         where_w = delay(m, where1, steps - 1, "result_where")
         addr_w = delay(m, addr1, steps - 1, "result_addr")
         sums_w = [delay(m, value, steps - 2, f"result_sum_w_r{r}")
                   for r, value in enumerate(sums)]
-        write = valid[-1]
+        write = valid[steps - 1]
         pool_w = data.View(pool_line, delay(m, pool1.as_value(), steps - 1, "result_pool"))
         pooled = self._pool(m, write & pool_w.on, pool_w, addr_w, Cat(*ys))
         for port, kind, value in ((self.act_write, 0, ys), (self.acc_write, 1, sums_w),
@@ -253,6 +280,14 @@ class ResultWriter(wiring.Component):
             m.d.comb += [port.addr.eq(addr_w), port.en.eq(write & (where_w == kind))]
             for r, v in enumerate(value):
                 m.d.comb += port.data.word_select(r, len(v)).eq(v)
+        # A fused add's activations, written ADD_WRITE_STEPS after their results.
+        codes = self._add(m, sums)
+        add_write = valid[ADD_WRITE_STEPS - 1] & delay(m, where1 == 0, ADD_WRITE_STEPS - 1,
+                                                       "result_add_act")
+        add_addr = delay(m, addr1, ADD_WRITE_STEPS - 1, "result_add_addr")
+        with m.If(self.add):
+            m.d.comb += [self.act_write.en.eq(add_write), self.act_write.addr.eq(add_addr),
+                         self.act_write.data.eq(codes)]
         # A pooled step's activations are written as windows only (a window's write may
         # come while the next tile's first results go to the partial sums).
         with m.If(pool_w.on):
@@ -260,8 +295,27 @@ class ResultWriter(wiring.Component):
         with m.If(pooled.valid):
             m.d.comb += [self.act_write.addr.eq(pooled.addr),
                          self.act_write.data.eq(pooled.data), self.act_write.en.eq(1)]
-        m.d.comb += self.idle.eq(~pending & ~queue.r_rdy & ~Cat(*valid).any() & ~pooled.busy)
+        writing = Mux(self.add, Cat(*valid).any(), Cat(*valid[:steps]).any())
+        m.d.comb += self.idle.eq(~pending & ~queue.r_rdy & ~writing & ~pooled.busy)
         return m
+
+    def _add(self, m, sums):
+        """Fused add: each row's sum (a register, a cycle after its result's operand word
+        landed) times ``ma`` plus the operand's code times ``mb``, rounded and clamped:
+        ``ADD_WRITE_STEPS - 2`` register steps. Returns the word of codes."""
+        R, B = self._rows, self._out_bits
+        b = stage(m, self.side_data, "add_operand")
+        ma, mb = stage(m, self.ma, "add_ma"), stage(m, self.mb, "add_mb")
+        signed_b = stage(m, self.signed_b, "add_signed_b")
+        signed_out = stage(m, self.signed_out, "add_signed_out")
+        codes = []
+        for r in range(R):
+            pa = split_product(m, sums[r].as_signed(), ma, f"add_r{r}_pa")
+            pb = split_product(m, signed_lane(b.word_select(r, B), signed_b), mb,
+                               f"add_r{r}_pb")
+            total = rounded_sum(m, pa, pb, f"add_r{r}")
+            codes.append(stage(m, clamp_lane(total, signed_out, B), f"add_r{r}_code"))
+        return Cat(*codes)
 
     def _pool(self, m, write, where, addr, codes):
         """Fused pooling at the write: ``codes`` (a word of the rows' activations) taken
