@@ -44,7 +44,9 @@ Steps, in program order:
   the partial sums of tile ``(i, j - 1)`` (the bias for ``j = 0``) as ``codnn.golden.systolic``
   defines; the last column block's sums of row block ``i`` go through the output stage
   (each row with its shift, and multiplier, from the image) into word block ``i`` of
-  ``dst``, or stay accumulators.
+  ``dst``, or stay accumulators; with fused pooling they are max-pooled 2 x 2 as they
+  are written, with a fused add (``add_b``) the accumulators go through the residual
+  add with the activations at ``add_b`` into ``dst``.
 - ``PoolStep``: max or average pooling (``codnn.golden.network.pool``, integer), every lane at
   once.
 - ``AddStep``: the residual add with its requantization (``codnn.golden.network.Add``), every

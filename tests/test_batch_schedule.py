@@ -14,9 +14,10 @@ from codnn.cli import main
 from codnn.golden.network import Flatten
 from codnn.golden.network_program import (EngineConfig, LayerStep, ProgramError,
                                           decode_program, encode_program, run_program)
+from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
 from codnn.golden.workloads import projection_network, residual_network
 from codnn.model.batch_schedule import SCHEDULES, compile_batch
-from codnn.model.compile import CompileError, compile_network
+from codnn.model.compile import CompileError, compile_network, fuse_steps
 
 SEED = 20261128
 ENGINE = EngineConfig(rows=4, cols=3, alpha=2, act_words=1024, acc_words=256,
@@ -49,7 +50,7 @@ def test_batch_programs_equal_the_network(workload, images):
             [s.images for s in program.steps if s.op == "layer"]
         # Every group's layers run its sub-batches; the groups cover every step once.
         assert [n for names in plan.names for n in names] == [
-            s.name for s in network.steps if not isinstance(s, Flatten)]
+            s.name for s in fuse_steps(network).steps if not isinstance(s, Flatten)]
         layers = [s for s in program.steps if isinstance(s, LayerStep)]
         assert sum(s.images for s in layers) == images * len(network.array_layers)
     if images > 1:
@@ -112,7 +113,7 @@ def test_bad_batch_programs_are_refused():
     data = bytearray(encode_program(program.program))
     k = next(k for k, s in enumerate(program.program.steps) if s.op == "layer"
              and s.images > 1)
-    at = 4 * (18 + 16 * k + 15)
+    at = 4 * (HEADER_WORDS + STEP_WORDS * k + 15)
     data[at] ^= 1
     with pytest.raises(ProgramError, match=f"step {k}: image strides"):
         decode_program(bytes(data))

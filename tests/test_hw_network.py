@@ -646,7 +646,7 @@ def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
                           psum_words=64)
-    compiled = compile_network(bottleneck_network(rng), engine)
+    compiled = compile_network(bottleneck_network(rng), engine, fuse=False)
     steps = list(compiled.program.steps)
     k = next(k for k, s in enumerate(steps) if s.op == op
              and (s.a.memory == "acc" if op == "add" else s.pad))

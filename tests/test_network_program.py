@@ -11,8 +11,9 @@ import pytest
 
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
-from codnn.golden.network_program import (FETCH_CYCLES, HEADER_CYCLES, POOL_LINE_WORDS,
-                                          POOL_WRITE_STEPS, EngineConfig, GatherTable,
+from codnn.golden.network_program import (ADD_WRITE_STEPS, FETCH_CYCLES, HEADER_CYCLES,
+                                          POOL_LINE_WORDS, POOL_WRITE_STEPS,
+                                          RESULT_WRITE_STEPS, EngineConfig, GatherTable,
                                           NO_LANE, acc_add_cycles, LayerStep, Program, ProgramError,
                                           bias_bytes, bursts, check_program, decode_program,
                                           encode_program, gather_entries, image_word,
@@ -792,3 +793,79 @@ def test_a_tiles_table_beside_its_cells_halves_a_dense_layers_loads():
     assert all(f.cycles <= s.cycles for f, s in zip(fast.costs, slow.costs))
     with pytest.raises(ProgramError, match="1 or 2 read ports, not 3"):
         dataclasses.replace(two, weight_ports=3).check()
+
+
+@pytest.mark.parametrize("workload,rows", [("projection", 4), ("bottleneck", 6),
+                                           ("projection", 3)])
+def test_fused_adds_equal_the_add_after_the_layer(workload, rows):
+    # An identity block's add fused into the branch's last layer: the result equals the
+    # network (and the program with the add apart), on one image and on a batch of
+    # layer steps of several images; the fused layer writes activations, not the
+    # accumulators, reads the operand's words, and takes the add's longer write.
+    rng = np.random.default_rng(SEED)
+    print(f"seed={SEED}")
+    network = {"projection": projection_network,
+               "bottleneck": bottleneck_network}[workload](rng)
+    engine = EngineConfig(rows=rows, cols=3, alpha=2, act_words=512, acc_words=128,
+                          psum_words=64)
+    fused, apart = (compile_network(network, engine, fuse=f) for f in (True, False))
+    images = rng.integers(0, 256, (3, *network.input_shape))
+    _check(fused, network, images)
+    _check(apart, network, images)
+    layer = next(s for s in fused.program.steps if s.op == "layer" and s.add_b is not None)
+    add = next(s for s in apart.program.steps if s.op == "add" and s.a.memory != s.b.memory)
+    assert len(fused.program.steps) == len(apart.program.steps) - 1
+    assert (layer.dst.memory, layer.output_stage) == ("act", False)
+    assert layer.add_b == add.b.addr and (layer.ma, layer.mb) == (add.ma, add.mb)
+    assert (layer.signed_b, layer.signed_out) == (add.signed_b, add.signed_out)
+    costs = {c.name: c for c in apart.costs}
+    cost = next(c for c in fused.costs if c.name == layer.name)
+    assert cost.cycles == costs[layer.name].cycles + ADD_WRITE_STEPS - RESULT_WRITE_STEPS
+    assert cost.acc_writes == 0 and costs[layer.name].acc_writes == layer.dst.words(rows)
+    assert cost.act_reads == costs[layer.name].act_reads + layer.dst.words(rows)
+    assert fused.cycles < apart.cycles
+    assert fused.peak_words["acc_words"] <= apart.peak_words["acc_words"]
+    back = decode_program(encode_program(fused.program), engine=engine)
+    assert [s.add_b for s in back.steps if s.op == "layer"] == [
+        s.add_b for s in fused.program.steps if s.op == "layer"]
+    assert np.array_equal(run_program(back, fused.image, images[0]),
+                          network.run(images[:1])[0])
+
+
+def test_fused_add_is_refused_where_it_cannot_run():
+    rng = np.random.default_rng(SEED)
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
+                          psum_words=64)
+    compiled = compile_network(projection_network(rng), engine)
+    program = compiled.program
+    k = next(j for j, s in enumerate(program.steps) if s.op == "layer" and s.add_b is not None)
+    layer = program.steps[k]
+    span = layer.dst.words(engine.rows)
+
+    def checked(step):
+        check_program(dataclasses.replace(program, steps=(
+            *program.steps[:k], step, *program.steps[k + 1:])))
+    checked(dataclasses.replace(layer, add_b=layer.dst.addr))         # over the result
+    beside = layer.dst.addr + span if layer.dst.addr + 2 * span <= engine.act_words else \
+        layer.dst.addr - span
+    checked(dataclasses.replace(layer, add_b=beside))                 # just beside it
+    for edit, message in (
+            ({"output_stage": True}, "no output stage and no fused pooling"),
+            ({"add_b": engine.act_words - span + 1}, r"its add operand \(words"),
+            ({"add_b": (layer.dst.addr + beside) // 2}, "overlaps its dst"),
+            ({"add_b": beside + (1 if beside < layer.dst.addr else -1)}, "overlaps its dst"),
+            ({"ma": 1 << 24}, "multipliers 16777216"),
+            ({"add_b": None}, "one without writes the accumulator buffer")):
+        with pytest.raises(ProgramError, match=f"step {k} .*{message}"):
+            checked(dataclasses.replace(layer, **edit))
+    other = next(j for j, s in enumerate(program.steps) if s.op == "layer" and s.add_b is None
+                 and s.output_stage)
+    with pytest.raises(ProgramError, match="add multipliers or flags on a layer without"):
+        check_program(dataclasses.replace(program, steps=tuple(
+            dataclasses.replace(s, signed_out=True) if j == other else s
+            for j, s in enumerate(program.steps))))
+    # In the binary form: an operand's word without the add flag.
+    data = bytearray(encode_program(program))
+    data[4 * (HEADER_WORDS + k * STEP_WORDS) + 1] &= ~(1 << 4)          # bit 12: add
+    with pytest.raises(ProgramError, match=f"step {k}: an add operand at word"):
+        decode_program(bytes(data))

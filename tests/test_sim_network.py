@@ -24,11 +24,11 @@ def _engine(rows, cols, alpha, mac):
 
 
 def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, workload=residual_network,
-         engine=None, **config):
+         engine=None, fuse=True, **config):
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED} rows={rows} cols={cols} alpha={alpha} mac={mac} {config}")
     network = workload(rng, alpha=min(alpha, 2))
-    compiled = compile_network(network, engine or _engine(rows, cols, alpha, mac))
+    compiled = compile_network(network, engine or _engine(rows, cols, alpha, mac), fuse=fuse)
     x = rng.integers(0, 256, (images, *network.input_shape))
     x[0, 1] = 255
     if not config:
@@ -92,24 +92,31 @@ def test_engine_on_icarus(tmp_path, icarus):
     assert report["cycles"] == [compiled.cycles]
 
 
-@pytest.mark.parametrize("add", [0, 1])
-def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, icarus, add):
+@pytest.mark.parametrize("step,into,fuse", [("join_a", 10, True), ("join_b", 10, False),
+                                           ("body_c", -4, True)])
+def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, icarus, step,
+                                                                     into, fuse):
     # Adds of a branch's accumulators (a projection block's two, an identity block's
     # one). The first run is reset ten cycles into the projection block's add of two
-    # accumulator maps (add 0: a word's lanes through the products) or the identity
-    # block's of accumulators and activations (add 1: both read together), then two
-    # images run from fresh starts.
-    into_add = _cycles_into_add(projection_network, _engine(4, 3, 2, "parallel"), add)
+    # accumulator maps (join_a: a word's lanes through the products), into the identity
+    # block's of accumulators and activations on the post-processing unit (join_b
+    # unfused: both read together), or four cycles before the end of the layer the
+    # identity block's add is fused into (body_c: its last words' products in flight);
+    # then two images run from fresh starts.
+    reset = _cycles_into(projection_network, _engine(4, 3, 2, "parallel"), step, into, fuse)
     report, compiled = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
-                            workload=projection_network, reset_after=into_add)
+                            workload=projection_network, reset_after=reset, fuse=fuse)
+    assert fuse == any(s.op == "layer" and s.add_b is not None for s in compiled.program.steps)
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
-def _cycles_into_add(workload, engine, k):
-    """Cycles from a run's start to ten cycles into add ``k`` of ``workload``'s program."""
-    costs = compile_network(workload(np.random.default_rng(SEED)), engine).costs
-    add = [j for j, c in enumerate(costs) if c.op == "add"][k]
-    return HEADER_CYCLES + sum(c.cycles for c in costs[:add]) + FETCH_CYCLES + 10
+def _cycles_into(workload, engine, name, into, fuse=True):
+    """Cycles from a run's start to ``into`` cycles into step ``name`` of ``workload``'s
+    program (past its descriptor), or with ``into`` negative that many before its end."""
+    costs = compile_network(workload(np.random.default_rng(SEED)), engine, fuse=fuse).costs
+    k = next(j for j, c in enumerate(costs) if c.name == name)
+    start = HEADER_CYCLES + sum(c.cycles for c in costs[:k])
+    return start + (FETCH_CYCLES + into if into >= 0 else costs[k].cycles + into)
 
 
 @pytest.mark.long
@@ -117,7 +124,7 @@ def test_linear_bottlenecks_on_icarus_with_a_reset_in_a_signed_add(tmp_path, ica
     # Six rows (an output FIFO per row, words of six lanes): adds with signed operands and
     # results and a 3 x 3 padded with the code 128. The first run is reset ten cycles
     # into the add of two signed operands, then two images run from fresh starts.
-    into_add = _cycles_into_add(bottleneck_network, _engine(6, 2, 2, "parallel"), 1)
+    into_add = _cycles_into(bottleneck_network, _engine(6, 2, 2, "parallel"), "join_b", 10)
     report, compiled = _run(icarus, tmp_path, rows=6, cols=2, alpha=2, mac="parallel",
                             workload=bottleneck_network, reset_after=into_add)
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
@@ -174,7 +181,8 @@ def test_activations_spilled_to_external_memory_on_verilator(tmp_path):
 @pytest.mark.long
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule):
-    # A batch of 6 images through ResNet-style blocks (adds of accumulators), its input
+    # A batch of 6 images through ResNet-style blocks (adds of accumulators, the identity
+    # block's fused into its layer for the six images at once), its input
     # in cocotbext-axi's AxiRam behind the activation port, the weight image in an
     # AxiRamRead: layer by layer (each layer's sub-batch through every tile, every tensor
     # out and back) and MBS's groups (tensors kept on chip, weights read per smaller
@@ -194,6 +202,9 @@ def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule
     assert totals["mbs"] < totals["layer"], totals
     compiled = plans[schedule].compiled
     assert compiled.program.input.memory == "ext" and compiled.program.images == 6
+    # The identity block's add fused into its layer, run for the whole batch at once.
+    assert [(s.name, s.images) for s in compiled.program.steps
+            if s.op == "layer" and s.add_b is not None] == [("body_c", 6)]
     x = rng.integers(0, 256, (1, 6, *network.input_shape))
     k = next(k for k, s in enumerate(compiled.program.steps) if s.op == "layer"
              and s.images > 1)
