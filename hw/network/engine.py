@@ -512,14 +512,20 @@ class NetworkEngine(wiring.Component):
             with m.If(k.position == final):
                 m.d.sync += k.streaming.eq(0)
 
-        # Results: plus the previous column blocks' partial sums, to the partial-sum
-        # buffer or through the output stage to the layer's output. They come while later
-        # tiles load and run, so where they go is queued when their tile starts.
+        self._results(m, k, row_shifts)
+
+    def _results(self, m, k, row_shifts):
+        """The result writer: the array's results plus the previous column blocks'
+        partial sums, to the partial-sum buffer or through the output stage (or a fused
+        add) to the layer's output. They come while later tiles load and run, so where
+        they go is queued when their tile starts."""
+        p, layer, gather = self._p, k.desc.layer, k.gather
+        R = p["rows"]
         k.results = results = ResultWriter(
             rows=R, acc_bits=_ACC_BITS, out_bits=_DATA_BITS, act_depth=p["act_words"],
             acc_depth=p["acc_words"], psum_depth=p["psum_words"], requant=p["requant"])
         m.submodules.results = results
-        wiring.connect(m, array.result, results.result)
+        wiring.connect(m, k.array.result, results.result)
         # row_block * the result's positions per block of lanes, a running sum
         k.block_base = Signal(32, name="block_base")
         k.launch = Signal(name="launch")                # the gather starts the loaded tile

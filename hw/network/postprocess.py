@@ -8,7 +8,6 @@ from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network import FRACTION
 from codnn.golden.network_program import (ADD_PRODUCT_STEPS, MULTIPLIER_BITS,
                                           POOL_READ_STEPS, acc_add_groups, acc_add_lanes,
                                           mixed_add_groups, mixed_add_lanes)

@@ -245,25 +245,13 @@ class ProgramCheck(wiring.Component):
         psum_span = Signal(48, name="psum_span")
         m.d.sync += psum_span.eq(layer.positions * layer.images[:16])
 
-        # A fused add's operand: inside the activation buffer for every image, and the
-        # result's own words or apart from them (each end registered a stage ahead).
-        b_end, dst_end = Signal(34, name="fused_add_b_end"), Signal(34, name="layer_dst_end")
-        m.d.sync += [b_end.eq(layer.add_b + spans[1]), dst_end.eq(second.addr + spans[1])]
-        fused_add = Mux(
-            layer.add,
-            ~layer.output_stage & ~layer.pool
-            & _fits(m, "fused_add", layer.add_b, spans[1], act)
-            & ((layer.add_b == second.addr) | (layer.add_b >= dst_end)
-               | (second.addr >= b_end)),
-            (layer.add_b == 0) & (layer.add_ma == 0) & (layer.add_mb == 0)
-            & ~layer.add_signed_b & ~layer.add_signed_out)
-
         gather_rounds = -(-A // p["gather_ports"])
         region_ok = [first.ok, ~first.acc, ~first.ext, second.ok, ~second.ext]
         layer_ok = [
             *region_ok, _fits(m, "layer_src", first.addr, spans[0], act),
             _fits(m, "layer_dst", second.addr, spans[1], size_of(second)),
-            (layer.output_stage | layer.add) == ~second.acc, fused_add, *window_ok,
+            (layer.output_stage | layer.add) == ~second.acc,
+            _fused_add(m, layer, second.addr, spans[1], act), *window_ok,
             Mux(layer.pool, layer.output_stage & (second.width <= POOL_LINE_WORDS),
                 ~layer.pool_odd_height & ~layer.pool_odd_width),
             layer.positions == positions, layer.filters == second.channels,
@@ -311,6 +299,21 @@ class ProgramCheck(wiring.Component):
             ok = _conjunction(m, f"step_{o.name.lower()}", conditions[o] + clean)
             verdicts.append((op == o) & ok)
         m.d.sync += self.step_bad.eq(~Cat(*verdicts).any())
+
+
+def _fused_add(m, layer, dst, span, act):
+    """A layer's fused add: without an output stage and pooling, its operand inside the
+    activation buffer (``act`` words) for every image (``span`` words from it, as the
+    result at ``dst``) and the result's own words or apart from them, each end
+    registered a stage ahead; without the add, its fields 0."""
+    b_end, dst_end = Signal(34, name="fused_add_b_end"), Signal(34, name="layer_dst_end")
+    m.d.sync += [b_end.eq(layer.add_b + span), dst_end.eq(dst + span)]
+    return Mux(
+        layer.add,
+        ~layer.output_stage & ~layer.pool & _fits(m, "fused_add", layer.add_b, span, act)
+        & ((layer.add_b == dst) | (layer.add_b >= dst_end) | (dst >= b_end)),
+        (layer.add_b == 0) & (layer.add_ma == 0) & (layer.add_mb == 0)
+        & ~layer.add_signed_b & ~layer.add_signed_out)
 
 
 def _fits(m, name, addr, words, size):

@@ -38,6 +38,24 @@ class _PooledWrite:
     busy: object
 
 
+@dataclass(frozen=True)
+class _Cursor:
+    """The tile in progress: whether one is (``pending``), its settings (``tile``), its
+    results taken (``count``; ``taken``: one is this cycle), and its next result's word
+    (``out_addr``), with fused pooling its window's word (``pool_addr``), its map column
+    ``x``, whether its row is odd (``y_odd``) and its pooled row (``pooled_row``)."""
+
+    pending: object
+    tile: object
+    count: object
+    taken: object
+    out_addr: object
+    pool_addr: object
+    x: object
+    y_odd: object
+    pooled_row: object
+
+
 def _write_port(depth, bits):
     return Out(data.StructLayout({"addr": range(depth), "data": unsigned(bits), "en": 1}))
 
@@ -157,72 +175,9 @@ class ResultWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, AB, SB = self._rows, self._acc_bits, self._stage_bits
-        requant = {"multipliers": data.ArrayLayout(unsigned(REQUANT_BITS), R)} \
-            if self._multiply else {}
-        tile_layout = data.StructLayout({
-            "to_psums": 1, "add_psum": 1, "base": 32,
-            "shifts": data.ArrayLayout(range(SB), R), **requant})
-        m.submodules.queue = queue = fifo.SyncFIFO(width=tile_layout.size, depth=QUEUED_TILES)
-        m.d.comb += [queue.w_en.eq(self.launch), self.room.eq(queue.w_rdy)]
-        launched = data.View(tile_layout, queue.w_data)
-        m.d.comb += [launched.to_psums.eq(self.to_psums), launched.add_psum.eq(self.add_psum),
-                     launched.base.eq(self.base), launched.shifts.eq(self.shifts)]
-        if self._multiply:
-            m.d.comb += launched.multipliers.eq(self.multipliers)
-        head = data.View(tile_layout, queue.r_data)
-
-        # The tile in progress, begun from the queue's head when the previous one's last
-        # result is taken (or none is in progress).
-        pending = Signal()
-        tile = Signal(tile_layout)
-        count = Signal(33)                  # results taken of the tile
-        out_addr = Signal(32)               # where the next one goes,
-        image_addr = Signal(32)             # ... in the block of the image from here,
-        b_addr = Signal(32)                 # ... and its add operand's word,
-        b_image = Signal(32)                # ... in the operand's block from here,
-        image_position = Signal(17)         # ... at this position of the image
-        at_last = Signal()                  # the next result is the tile's last
-        # With pooling: the next result's map column ``x`` and whether its row is odd;
-        # its pooled row, that row's first word and its window's word.
-        x, y_odd = Signal(16, name="pool_x"), Signal(name="pool_y_odd")
-        pooled_row, row_addr = Signal(16, name="pooled_row"), Signal(32, name="pool_row_addr")
-        pool_addr = Signal(32, name="pool_addr")
-        taken = self.result.valid & self.result.ready
-        last = taken & at_last
-        m.d.comb += [self.result.ready.eq(pending), self.psum_read.eq(count),
-                     self.side.eq(b_addr)]
-        with m.If(taken):
-            m.d.sync += [count.eq(count + 1), at_last.eq(count == self.total - 2),
-                         image_position.eq(image_position + 1), out_addr.eq(out_addr + 1),
-                         b_addr.eq(b_addr + 1),
-                         x.eq(x + 1), pool_addr.eq(pool_addr + x[0])]
-            with m.If(x == self.map_width - 1):
-                m.d.sync += [x.eq(0), y_odd.eq(~y_odd), pool_addr.eq(row_addr)]
-                with m.If(y_odd):
-                    m.d.sync += [pooled_row.eq(pooled_row + 1),
-                                 row_addr.eq(row_addr + self.out_width),
-                                 pool_addr.eq(row_addr + self.out_width)]
-            with m.If(image_position == self.positions - 1):
-                # The image's block is whole: the next image's is a stride further.
-                m.d.sync += [image_position.eq(0), image_addr.eq(image_addr + self.stride),
-                             out_addr.eq(image_addr + self.stride),
-                             b_image.eq(b_image + self.stride),
-                             b_addr.eq(b_image + self.stride)]
-                m.d.sync += [x.eq(0), y_odd.eq(0), pooled_row.eq(0),
-                             row_addr.eq(image_addr + self.stride),
-                             pool_addr.eq(image_addr + self.stride)]
-        with m.If(last):
-            m.d.sync += pending.eq(0)
-        m.d.comb += queue.r_en.eq(~pending | last)
-        with m.If(queue.r_en & queue.r_rdy):
-            m.d.sync += [pending.eq(1), tile.eq(head), count.eq(0),
-                         at_last.eq(self.total == 1), image_position.eq(0),
-                         out_addr.eq(head.base), image_addr.eq(head.base),
-                         b_addr.eq(head.base + self.add_offset),
-                         b_image.eq(head.base + self.add_offset),
-                         x.eq(0), y_odd.eq(0), pooled_row.eq(0), row_addr.eq(head.base),
-                         pool_addr.eq(head.base)]
+        R, AB = self._rows, self._acc_bits
+        queue, t = self._tiles(m)
+        tile = t.tile
 
         # RESULT_WRITE_STEPS (4) steps: the result and where it goes, the partial sum
         # read; the sum; (with the multiplier, its product with the row's multiplier, in
@@ -231,40 +186,28 @@ class ResultWriter(wiring.Component):
         steps = RESULT_WRITE_STEPS + REQUANT_PRODUCT_STEPS * self._multiply
         where = Signal(range(3))            # 0 activations, 1 accumulators, 2 partial sums
         m.d.comb += where.eq(Mux(tile.to_psums, 2, Mux(self.to_acc, 1, 0)))
-        valid1 = stage(m, taken, "result_valid1", reset_less=False)
+        valid1 = stage(m, t.taken, "result_valid1", reset_less=False)
         acc1 = stage(m, self.result.payload.acc, "result_acc1")
         add1 = stage(m, tile.add_psum, "result_add1")
         where1 = stage(m, where, "result_where1")
         pooling = self.pool & (where == 0)
-        addr1 = stage(m, Mux(tile.to_psums, count, Mux(pooling, pool_addr, out_addr)),
+        addr1 = stage(m, Mux(tile.to_psums, t.count, Mux(pooling, t.pool_addr, t.out_addr)),
                       "result_addr1")
         # A pooled result: whether it begins its pair (an even column), its window (an
         # even row), whether its window is inside the pooled map, its window's column.
         pool_line = data.StructLayout({"on": 1, "first_x": 1, "first_y": 1, "inside": 1,
                                        "column": range(POOL_LINE_WORDS)})
         pool1 = Signal(pool_line, name="result_pool1")
-        m.d.sync += [pool1.on.eq(pooling), pool1.first_x.eq(~x[0]), pool1.first_y.eq(~y_odd),
-                     pool1.inside.eq((x[1:] < self.out_width) & (pooled_row < self.out_height)),
-                     pool1.column.eq(x[1:])]
-        shifts1 = stage(m, tile.shifts, "result_shifts1")
+        m.d.sync += [pool1.on.eq(pooling), pool1.first_x.eq(~t.x[0]),
+                     pool1.first_y.eq(~t.y_odd),
+                     pool1.inside.eq((t.x[1:] < self.out_width)
+                                     & (t.pooled_row < self.out_height)),
+                     pool1.column.eq(t.x[1:])]
         psum = data.View(data.ArrayLayout(unsigned(AB), R), self.psum_read_data)
         sums = [stage(m, (acc1[r].as_unsigned() + Mux(add1, psum[r], 0))[:AB],
                       f"result_sum_r{r}")
                 for r in range(R)]
-        values = sums
-        if self._multiply:
-            multipliers1 = stage(m, tile.multipliers, "result_multipliers1")
-            factors = [stage(m, multipliers1[r], f"result_multiplier_r{r}")
-                       for r in range(R)]
-            values = [split_product(m, sums[r].as_signed(), factors[r],
-                                    f"result_requant_r{r}") for r in range(R)]
-            shifts1 = [delay(m, shifts1[r], REQUANT_PRODUCT_STEPS,
-                             f"result_product_shift_r{r}") for r in range(R)]
-        shifts = [stage(m, shifts1[r], f"result_shift_r{r}") for r in range(R)]
-        masks = [stage(m, over_mask(shifts1[r], self._out_bits, SB), f"result_mask_r{r}")
-                 for r in range(R)]
-        ys = [output_stage(m, values[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
-              for r in range(R)]
+        ys = self._output_stage(m, tile, sums)
         valid = [valid1]
         for i in range(max(steps, ADD_WRITE_STEPS) - 1):
             valid.append(stage(m, valid[-1], f"result_valid{i + 2}", reset_less=False))
@@ -296,8 +239,95 @@ class ResultWriter(wiring.Component):
             m.d.comb += [self.act_write.addr.eq(pooled.addr),
                          self.act_write.data.eq(pooled.data), self.act_write.en.eq(1)]
         writing = Mux(self.add, Cat(*valid).any(), Cat(*valid[:steps]).any())
-        m.d.comb += self.idle.eq(~pending & ~queue.r_rdy & ~writing & ~pooled.busy)
+        m.d.comb += self.idle.eq(~t.pending & ~queue.r_rdy & ~writing & ~pooled.busy)
         return m
+
+    def _tiles(self, m):
+        """The queue of launched tiles and the tile in progress, begun from the queue's
+        head when the previous one's last result is taken (or none is in progress), with
+        where its next result goes. Returns the queue and a ``_Cursor``."""
+        R, SB = self._rows, self._stage_bits
+        requant = {"multipliers": data.ArrayLayout(unsigned(REQUANT_BITS), R)} \
+            if self._multiply else {}
+        tile_layout = data.StructLayout({
+            "to_psums": 1, "add_psum": 1, "base": 32,
+            "shifts": data.ArrayLayout(range(SB), R), **requant})
+        m.submodules.queue = queue = fifo.SyncFIFO(width=tile_layout.size, depth=QUEUED_TILES)
+        m.d.comb += [queue.w_en.eq(self.launch), self.room.eq(queue.w_rdy)]
+        launched = data.View(tile_layout, queue.w_data)
+        m.d.comb += [launched.to_psums.eq(self.to_psums), launched.add_psum.eq(self.add_psum),
+                     launched.base.eq(self.base), launched.shifts.eq(self.shifts)]
+        if self._multiply:
+            m.d.comb += launched.multipliers.eq(self.multipliers)
+        head = data.View(tile_layout, queue.r_data)
+        t = _Cursor(pending=Signal(name="tile_pending"), tile=Signal(tile_layout),
+                    count=Signal(33, name="tile_count"),
+                    taken=self.result.valid & self.result.ready,
+                    out_addr=Signal(32, name="out_addr"), pool_addr=Signal(32, name="pool_addr"),
+                    x=Signal(16, name="pool_x"), y_odd=Signal(name="pool_y_odd"),
+                    pooled_row=Signal(16, name="pooled_row"))
+        image_addr = Signal(32)             # the block of the next result's image,
+        b_addr = Signal(32)                 # ... its add operand's word,
+        b_image = Signal(32)                # ... in the operand's block from here,
+        image_position = Signal(17)         # ... at this position of the image
+        at_last = Signal()                  # the next result is the tile's last
+        row_addr = Signal(32, name="pool_row_addr")     # its pooled row's first word
+        last = t.taken & at_last
+        m.d.comb += [self.result.ready.eq(t.pending), self.psum_read.eq(t.count),
+                     self.side.eq(b_addr)]
+        with m.If(t.taken):
+            m.d.sync += [t.count.eq(t.count + 1), at_last.eq(t.count == self.total - 2),
+                         image_position.eq(image_position + 1),
+                         t.out_addr.eq(t.out_addr + 1), b_addr.eq(b_addr + 1),
+                         t.x.eq(t.x + 1), t.pool_addr.eq(t.pool_addr + t.x[0])]
+            with m.If(t.x == self.map_width - 1):
+                m.d.sync += [t.x.eq(0), t.y_odd.eq(~t.y_odd), t.pool_addr.eq(row_addr)]
+                with m.If(t.y_odd):
+                    m.d.sync += [t.pooled_row.eq(t.pooled_row + 1),
+                                 row_addr.eq(row_addr + self.out_width),
+                                 t.pool_addr.eq(row_addr + self.out_width)]
+            with m.If(image_position == self.positions - 1):
+                # The image's block is whole: the next image's is a stride further.
+                next_image = image_addr + self.stride
+                m.d.sync += [image_position.eq(0), image_addr.eq(next_image),
+                             t.out_addr.eq(next_image), b_image.eq(b_image + self.stride),
+                             b_addr.eq(b_image + self.stride),
+                             t.x.eq(0), t.y_odd.eq(0), t.pooled_row.eq(0),
+                             row_addr.eq(next_image), t.pool_addr.eq(next_image)]
+        with m.If(last):
+            m.d.sync += t.pending.eq(0)
+        m.d.comb += queue.r_en.eq(~t.pending | last)
+        with m.If(queue.r_en & queue.r_rdy):
+            m.d.sync += [t.pending.eq(1), t.tile.eq(head), t.count.eq(0),
+                         at_last.eq(self.total == 1), image_position.eq(0),
+                         t.out_addr.eq(head.base), image_addr.eq(head.base),
+                         b_addr.eq(head.base + self.add_offset),
+                         b_image.eq(head.base + self.add_offset),
+                         t.x.eq(0), t.y_odd.eq(0), t.pooled_row.eq(0), row_addr.eq(head.base),
+                         t.pool_addr.eq(head.base)]
+        return queue, t
+
+    def _output_stage(self, m, tile, sums):
+        """Each row's sum (a register) through the output stage with its shift (and,
+        requantizing by a multiplier, its product with the row's multiplier first):
+        the rows' codes, ``RESULT_WRITE_STEPS - 2`` register steps later (and
+        ``REQUANT_PRODUCT_STEPS`` more)."""
+        R, SB = self._rows, self._stage_bits
+        shifts1 = stage(m, tile.shifts, "result_shifts1")
+        values = sums
+        if self._multiply:
+            multipliers1 = stage(m, tile.multipliers, "result_multipliers1")
+            factors = [stage(m, multipliers1[r], f"result_multiplier_r{r}")
+                       for r in range(R)]
+            values = [split_product(m, sums[r].as_signed(), factors[r],
+                                    f"result_requant_r{r}") for r in range(R)]
+            shifts1 = [delay(m, shifts1[r], REQUANT_PRODUCT_STEPS,
+                             f"result_product_shift_r{r}") for r in range(R)]
+        shifts = [stage(m, shifts1[r], f"result_shift_r{r}") for r in range(R)]
+        masks = [stage(m, over_mask(shifts1[r], self._out_bits, SB), f"result_mask_r{r}")
+                 for r in range(R)]
+        return [output_stage(m, values[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
+                for r in range(R)]
 
     def _add(self, m, sums):
         """Fused add: each row's sum (a register, a cycle after its result's operand word
