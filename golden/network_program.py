@@ -46,12 +46,13 @@ Steps, in program order:
   (each row with its shift, and multiplier, from the image) into word block ``i`` of
   ``dst``, or stay accumulators; with fused pooling they are max-pooled 2 x 2 as they
   are written, with a fused add (``add_b``) the accumulators go through the residual
-  add with the activations at ``add_b`` into ``dst``.
+  add with the operand at ``add_b`` (activations or accumulators) into ``dst``.
 - ``PoolStep``: max or average pooling (``codnn.golden.network.pool``, integer), every lane at
   once.
-- ``AddStep``: the residual add with its requantization (``codnn.golden.network.Add``), every
-  lane at once; either operand may be accumulators (a residual branch that ends without
-  an output stage), the result is activations.
+- ``AddStep``: the residual add of two activation operands with its requantization
+  (``codnn.golden.network.Add``), every lane at once; an add of a residual branch's
+  accumulators (a branch that ends without an output stage) is fused into the layer
+  that makes them.
 - ``StoreStep`` and ``LoadStep``: words of the activation buffer to the engine's external
   activation memory and back (a tensor that does not fit beside the others waits there),
   word for word; external word ``k`` lies at byte ``base + k * word_stride(rows)``.
@@ -88,8 +89,7 @@ __all__ = ["WEIGHT_PORTS", "ACT_PORTS", "NO_LANE", "MAX_KERNEL", "MULTIPLIER_BIT
            "encode_program", "decode_program", "gather_rounds", "layer_rounds",
            "GatherTable", "lane_choices", "table_bytes", "table_entries", "table_words",
            "step_cycles", "layer_cycles", "max_shift", "result_write_steps",
-           "pool_unit_cycles", "acc_add_lanes", "acc_add_groups", "acc_add_cycles",
-           "mixed_add_lanes", "mixed_add_groups",
+           "pool_unit_cycles",
            "weight_words_read", "host_words", "output_values"]
 
 #: Where an engine's weight image is: on-chip memory, or external memory on an AXI4 read
@@ -218,10 +218,10 @@ class LayerStep:
     ``m`` times their words past them; ``pool``: its results (through the output stage)
     max-pooled 2 x 2, stride 2, as they are written, ``dst`` the pooled map (the
     window's map ``H x W`` gives ``H // 2 x W // 2``; ``positions`` stays the window's);
-    ``add_b``: its accumulators (no output stage) added to the activations of the same
-    shape as ``dst`` at word ``add_b`` of the activation buffer as they are written, the
-    residual add with ``ma``, ``mb``, ``signed_b``, ``signed_out`` (``AddStep``, the
-    accumulators its ``a``), ``dst`` activations (``None``: no add)."""
+    ``add_b``: its accumulators (no output stage) added, as they are written, to the
+    region ``add_b`` of the shape of ``dst`` (activations, or another layer's
+    accumulators), the residual add with ``ma``, ``mb``, ``signed_b``, ``signed_out``
+    (``AddStep``, the accumulators its ``a``), ``dst`` activations (``None``: no add)."""
 
     name: str
     src: Region
@@ -239,7 +239,7 @@ class LayerStep:
     rounds: int | None = None
     images: int = 1
     pool: bool = False
-    add_b: int | None = None
+    add_b: Region | None = None
     ma: int = 0
     mb: int = 0
     signed_b: bool = False
@@ -252,7 +252,7 @@ class LayerStep:
         if self.add_b is None:
             return None
         dst = image_region(self.dst, image, lanes)
-        b = image_region(Region("act", self.add_b, self.dst.shape), image, lanes)
+        b = image_region(self.add_b, image, lanes)
         return AddStep(self.name, dst, b, dst, self.ma, self.mb, False, self.signed_b,
                        self.signed_out)
 
@@ -649,7 +649,7 @@ def _run_image(step, src, dst, image, memories, engine, add):
         h, w = layer_map(step)
         y = pool(y.reshape(1, -1, h, w), "max", 2, 2, 0, False, integer=True)[0]
     if add is not None:
-        b = read_region(memories["act"], add.b, R).reshape(y.shape)
+        b = read_region(memories[add.b.memory], add.b, R).reshape(y.shape)
         y = residual_add(y, b, add, engine.out_bits)
     write_region(memories[dst.memory], dst, y, R)
 
@@ -786,14 +786,20 @@ def _check_layer(where, step, engine, sizes, image_bytes):
 
 def _check_fused_add(where, step, sizes, lanes):
     """A layer with a fused add: no output stage, no pooling, its operand ``b`` (the
-    shape of ``dst``, every image's) inside the activation buffer and either ``dst``
-    itself or apart from it, multipliers of ``MULTIPLIER_BITS``."""
+    shape of ``dst``, every image's) inside the activation or accumulator buffer (offset
+    binary only as activations) and either ``dst`` itself or apart from it, multipliers
+    of ``MULTIPLIER_BITS``."""
     if step.output_stage or step.pool:
         _fail(where, "a layer with a fused add has no output stage and no fused pooling")
-    b = Region("act", step.add_b, step.dst.shape)
-    _check_region(where, "add operand", b, sizes, lanes, step.images)
+    b = step.add_b
+    _check_region(where, "add operand", b, sizes, lanes, step.images, ("act", "acc"))
+    if b.map_shape != step.dst.map_shape:
+        _fail(where, f"its add operand's shape {b.shape} is not its dst's {step.dst.shape}")
+    if step.signed_b and b.memory == "acc":
+        _fail(where, "an add operand in the accumulator buffer is not an offset-binary "
+                     "activation (no signed flag)")
     span = step.images * step.dst.words(lanes)
-    if b.addr != step.dst.addr and abs(b.addr - step.dst.addr) < span:
+    if b.memory == "act" and b.addr != step.dst.addr and abs(b.addr - step.dst.addr) < span:
         _fail(where, f"its add operand (word {b.addr}) overlaps its dst (word "
                      f"{step.dst.addr}, {span} words) without being it")
     if not (0 <= step.ma < 1 << MULTIPLIER_BITS and 0 <= step.mb < 1 << MULTIPLIER_BITS):
@@ -836,10 +842,7 @@ def _check_step(where, step, engine, sizes, image_bytes):
                       pool=True)
     elif isinstance(step, AddStep):
         for name in ("a", "b"):
-            _check_region(where, name, getattr(step, name), sizes, R, 1, ("act", "acc"))
-            if getattr(step, f"signed_{name}") and getattr(step, name).memory == "acc":
-                _fail(where, "an operand in the accumulator buffer is not an offset-binary "
-                             "activation (no signed flag)")
+            _check_region(where, name, getattr(step, name), sizes, R)
         _check_region(where, "dst", step.dst, sizes, R)
         if not step.a.map_shape == step.b.map_shape == step.dst.map_shape:
             _fail(where, f"operands {step.a.map_shape} and {step.b.map_shape} and result "
@@ -1007,7 +1010,8 @@ def _add_values(step):
     """A layer step's fused add fields (none without ``add_b``)."""
     if step.add_b is None:
         return {}
-    return {"add": 1, "add_b": step.add_b, "add_ma": step.ma, "add_mb": step.mb,
+    return {"add": 1, "add_b": step.add_b.addr, "add_b_acc": int(step.add_b.memory == "acc"),
+            "add_ma": step.ma, "add_mb": step.mb,
             "add_signed_b": int(step.signed_b), "add_signed_out": int(step.signed_out)}
 
 
@@ -1106,9 +1110,12 @@ def _decode_step(s, k, engine):
                           v["col_blocks"], v["positions"], v["weights"] * image_word(engine),
                           bool(v["output_stage"]), v["kernel"], v["stride"], _padding(v),
                           v["pad"], v["rounds"], v["images"], bool(v["pool"]),
-                          v["add_b"] if v["add"] else None, v["add_ma"], v["add_mb"],
-                          bool(v["add_signed_b"]), bool(v["add_signed_out"]))
-        if not v["add"] and v["add_b"]:
+                          None, v["add_ma"], v["add_mb"], bool(v["add_signed_b"]),
+                          bool(v["add_signed_out"]))
+        if v["add"]:
+            layer = dataclasses.replace(layer, add_b=Region(
+                "acc" if v["add_b_acc"] else "act", v["add_b"], layer.dst.shape))
+        elif v["add_b"] or v["add_b_acc"]:
             raise ProgramError(f"{where}: an add operand at word {v['add_b']} without "
                                f"the add flag")
         odd = (v["pool_odd_height"], v["pool_odd_width"])
@@ -1236,9 +1243,6 @@ GATHER_START = 6
 #: Cycles of the post-processing unit's add from its operands' registers to their rounded
 #: sum: the products of the operands' 17-bit pieces, their sum, the rounded sum.
 ADD_PRODUCT_STEPS = 3
-#: Cycles an add with an accumulator operand takes per word at least: its operands' two
-#: reads, the second's arrival, the move into the products' registers.
-ACC_ADD_WORD = 4
 #: Cycles from a result taken by the engine's result writer to its write: the partial
 #: sum's read, the add, the output stage's two steps.
 RESULT_WRITE_STEPS = 4
@@ -1307,60 +1311,10 @@ def step_cycles(program, memory_latency=None, act_latency=0, write_latency=0,
             each = (1 + write_latency) if store else act_latency
             work = TRANSFER_START + sum(each + n for _, n in bursts(
                 step.addr, region.words(e.rows), act_stride(e))) + 1
-        elif "acc" in (step.a.memory, step.b.memory):
-            work = acc_add_cycles(step.dst.words(e.rows), e.rows,
-                                  mixed=step.a.memory != step.b.memory) + 2
         else:
             work = step.dst.words(e.rows) + 3 + ADD_PRODUCT_STEPS + 2
         cycles.append(FETCH_CYCLES + work)
     return cycles
-
-
-def acc_add_lanes(rows):
-    """Lanes a cycle the post-processing unit adds when an operand is accumulators (as
-    many pairs of 32 x 24-bit products): ``ceil(rows / 4)``, so that a word takes at most
-    four cycles of products."""
-    return -(-rows // 4)
-
-
-def acc_add_groups(rows):
-    """Groups of ``acc_add_lanes(rows)`` lanes a word of ``rows`` lanes takes through the
-    accumulator add's products, a cycle each (the last group padded)."""
-    return -(-rows // acc_add_lanes(rows))
-
-
-def mixed_add_lanes(rows):
-    """Lanes a cycle the post-processing unit adds when one operand is accumulators and
-    the other activations: twice ``acc_add_lanes(rows)`` (each pair of products then
-    serves two lanes' accumulators; the activations' products are the lane-parallel
-    add's)."""
-    return 2 * acc_add_lanes(rows)
-
-
-def mixed_add_groups(rows):
-    """Groups of ``mixed_add_lanes(rows)`` lanes a word of ``rows`` lanes takes, a cycle
-    each (the last group padded)."""
-    return -(-rows // mixed_add_lanes(rows))
-
-
-def acc_add_cycles(words, rows, mixed=False):
-    """The post-processing unit's cycles for an add of ``words`` words with an operand in
-    the accumulator buffer.
-
-    Both operands accumulators: a word's operands are read (two cycles, the second
-    landing a cycle later) while the word before goes through the products, ``g =
-    acc_add_groups(rows)`` cycles of lane groups; so a word every ``max(g,
-    ACC_ADD_WORD)`` cycles after the first's five, the last one's groups, and its write
-    ``ADD_PRODUCT_STEPS + 1`` cycles after them.
-
-    One operand activations (``mixed``): a word's two operands read together and held
-    for its ``h = mixed_add_groups(rows)`` cycles of lane groups, so a word every ``h``
-    cycles; after the last read a cycle for its words to land, one for the products'
-    operands, ``ADD_PRODUCT_STEPS`` and the write."""
-    if mixed:
-        return words * mixed_add_groups(rows) + 3 + ADD_PRODUCT_STEPS
-    groups = acc_add_groups(rows)
-    return (words - 1) * max(groups, ACC_ADD_WORD) + groups + 5 + ADD_PRODUCT_STEPS
 
 
 def pool_unit_cycles(kind, kernel_h, kernel_w, words, out_bits):

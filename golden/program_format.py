@@ -86,6 +86,7 @@ STEPS = {
         "src_stride": Field(15, 0, 16), "dst_stride": Field(15, 16, 16),
         "add": Field(0, 12, 1), "add_signed_b": Field(0, 13, 1),
         "add_signed_out": Field(0, 14, 1), "add_b": Field(16, 0, 29),
+        "add_b_acc": Field(16, 31, 1),
         "add_ma": Field(17, 0, 24), "add_mb": Field(18, 0, 24)},
     Op.POOL: {
         **_OP, "avg": Field(0, 8, 1), "count_pad": Field(0, 9, 1), "src": (1, REGION),

@@ -20,13 +20,13 @@ from codnn.golden.network_program import (ADD_PRODUCT_STEPS, FETCH_CYCLES, GATHE
                                           Region, bias_bytes, bursts, decode_program,
                                           GatherTable, encode_program, gather_entries,
                                           gather_values,
-                                          pool_unit_cycles, acc_add_cycles,
+                                          pool_unit_cycles,
                                           host_words, image_word, output_values,
                                           read_region, run_program, step_cycles,
                                           table_bytes,
                                           write_region)
 from codnn.golden.program_format import HEADER_WORDS, STEP_WORDS
-from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess
+from codnn.hw.network import Gather, NetworkEngine, PostOp, PostProcess, ResultWriter
 from codnn.hw.network.activations import AxiActivations
 from codnn.hw.network.weights import AxiWeights
 from codnn.golden.network_program import PREFETCH_BURST, PREFETCH_BURSTS
@@ -301,36 +301,30 @@ def _packed(words, bits):
 
 class _BufferHarness(wiring.Component):
     """A ``PostProcess`` on a buffer of its size (two read ports, not transparent, and its
-    write port) and an accumulator buffer (one read port)."""
+    write port)."""
 
-    def __init__(self, dut, init, acc_init):
+    def __init__(self, dut, init):
         self.dut, self.buffer = dut, memory.Memory(
             shape=unsigned(dut.lanes * 8), depth=dut.depth, init=init)
-        self.acc = memory.Memory(shape=unsigned(dut.lanes * 32), depth=len(acc_init),
-                                 init=acc_init)
         super().__init__({})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut, m.submodules.buffer = self.dut, self.buffer
-        m.submodules.acc = self.acc
         write = self.buffer.write_port()
         m.d.comb += [write.addr.eq(self.dut.write.addr), write.data.eq(self.dut.write.data),
                      write.en.eq(self.dut.write.en)]
         for k in range(2):
             read = self.buffer.read_port(transparent_for=())
             m.d.comb += [read.addr.eq(self.dut.read[k]), self.dut.read_data[k].eq(read.data)]
-        read = self.acc.read_port(transparent_for=())
-        m.d.comb += [read.addr.eq(self.dut.acc_read), self.dut.acc_read_data.eq(read.data)]
         return m
 
 
-def _post_run(lanes, words, step, acc=((0,),)):
-    """Run one post-processing ``step`` over a buffer holding ``words`` (depth x lanes) and
-    an accumulator buffer holding ``acc``; return the buffer after it and the cycles
-    ``busy`` stayed high."""
-    dut = PostProcess(lanes=lanes, depth=len(words), acc_depth=len(acc))
-    harness = _BufferHarness(dut, _packed(words, 8), _packed(acc, 32))
+def _post_run(lanes, words, step):
+    """Run one post-processing ``step`` over a buffer holding ``words`` (depth x lanes);
+    return the buffer after it and the cycles ``busy`` stayed high."""
+    dut = PostProcess(lanes=lanes, depth=len(words))
+    harness = _BufferHarness(dut, _packed(words, 8))
     result, cycles = [], [0]
     sim = Simulator(harness)
     sim.add_clock(1e-8)
@@ -416,47 +410,101 @@ def test_residual_add_equals_golden(in_place, signs, lanes):
     assert cycles == ra.words(lanes) + 3 + ADD_PRODUCT_STEPS
 
 
-@pytest.mark.parametrize("a_acc,b_acc,lanes,ma,mb,signed", [
-    (True, False, 4, 300, 40_000, False), (True, True, 3, 2 ** 24 - 1, 250, False),
-    (False, True, 1, 65_000, 120, False), (True, False, 2, 2 ** 24 - 1, 100, False),
-    (True, False, 4, 300, 40_000, True), (False, True, 3, 65_000, 2 ** 24 - 1, True),
-    (True, False, 6, 300, 40_000, True), (True, True, 5, 2 ** 24 - 1, 77, True),
-    (True, False, 16, 300, 40_000, False)])
-def test_accumulator_add_equals_golden(a_acc, b_acc, lanes, ma, mb, signed):
-    # A residual branch that ends without an output stage: 32-bit accumulators (their
-    # extremes included) times a multiplier (up to the largest), plus the other operand,
-    # clamped; written over the activation operand when there is one. ``signed``: the
-    # activation operand and the result in offset binary (a linear bottleneck).
-    rng = np.random.default_rng(SEED + lanes)
-    print(f"seed={SEED + lanes}")
-    shape = (5, 3, 2)
-    ra = Region("acc" if a_acc else "act", 1, shape)
-    rb = Region("acc" if b_acc else "act", 2 + ra.words(lanes), shape)
-    out = rb if not b_acc else (ra if not a_acc else Region("act", 3, shape))
-    values = {}
-    for region, m in ((ra, ma), (rb, mb)):
-        if region.memory == "acc":
-            reach = 2 ** 25 // m + 1                # products of about -512..512 after >> 16
-            x = rng.integers(-reach, reach, shape)
-            x.flat[:4] = [-2 ** 31, 2 ** 31 - 1, 0, -1]
-        else:
-            x = rng.integers(0, 256, shape)
-        values[region] = x
-    words = np.zeros((rb.addr + rb.words(lanes) + 2, lanes), np.int64)
-    acc = np.zeros((rb.addr + rb.words(lanes) + 1, lanes), np.int64)
-    for region, x in values.items():
-        write_region(acc if region.memory == "acc" else words, region, x, lanes)
-    signs = (signed and not a_acc, signed and not b_acc, signed)
-    step = {"op": PostOp.ADD, "a_acc": a_acc, "b_acc": b_acc, "src": ra.addr,
-            "src_b": rb.addr, "dst": out.addr, "words": ra.words(lanes), "ma": ma, "mb": mb,
-            **dict(zip(("a_signed", "b_signed", "out_signed"), signs))}
-    after, cycles = _post_run(lanes, words, step, acc)
-    a, b = values[ra], values[rb]
+class _WriterHarness(wiring.Component):
+    """A ``ResultWriter`` with an activation and an accumulator buffer (a read port each
+    for the fused add's operand, not transparent; the activations' write port)."""
+
+    def __init__(self, dut, rows, act_init, acc_init):
+        self.dut = dut
+        self.act = memory.Memory(shape=unsigned(rows * 8), depth=len(act_init), init=act_init)
+        self.acc = memory.Memory(shape=unsigned(rows * 32), depth=len(acc_init), init=acc_init)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut, m.submodules.act, m.submodules.acc = self.dut, self.act, self.acc
+        write = self.act.write_port()
+        m.d.comb += [write.addr.eq(self.dut.act_write.addr),
+                     write.data.eq(self.dut.act_write.data), write.en.eq(self.dut.act_write.en)]
+        for buffer, data in ((self.act, self.dut.side_data), (self.acc, self.dut.acc_side_data)):
+            read = buffer.read_port(transparent_for=())
+            m.d.comb += [read.addr.eq(self.dut.side), data.eq(read.data)]
+        return m
+
+
+@pytest.mark.parametrize("b_acc,lanes,ma,mb,signed,in_place", [
+    (False, 4, 300, 40_000, False, False), (False, 3, 2 ** 24 - 1, 250, True, True),
+    (True, 4, 2 ** 24 - 1, 2 ** 24 - 1, False, False), (True, 2, 120, 65_000, True, False),
+    (False, 1, 65_000, 2 ** 24 - 1, False, True), (True, 6, 77, 2 ** 24 - 1, True, False)])
+def test_fused_add_in_the_result_writer_equals_golden(b_acc, lanes, ma, mb, signed, in_place):
+    # The result writer's fused add on its own: results of 32-bit accumulators (their
+    # extremes included) times a multiplier (up to the largest) plus the operand at the
+    # same place (activations, offset binary with ``signed``, or accumulators), clamped,
+    # written over the operand (``in_place``) or beside it, the results offered at
+    # random; both clamps reached; nothing else written.
+    seed = SEED + lanes + 10 * b_acc
+    rng = np.random.default_rng(seed)
+    print(f"seed={seed}")
+    shape = (5, 2, 3)
+    b_region = Region("acc" if b_acc else "act", 3, shape)
+    dst = b_region if in_place and not b_acc else Region("act", 40, shape)
+    words = b_region.words(lanes)
+    reach = 2 ** 25 // ma + 1                      # products of about -512..512 after >> 16
+    a = rng.integers(-reach, reach, shape)
+    a.flat[:4] = [-2 ** 31, 2 ** 31 - 1, 0, -1]
+    b = rng.integers(-(2 ** 25 // mb + 1), 2 ** 25 // mb + 1, shape) if b_acc else \
+        rng.integers(0, 256, shape)
+    if b_acc:
+        b.flat[4:6] = [-2 ** 31, 2 ** 31 - 1]
+    act = np.zeros((96, lanes), np.int64)
+    acc = np.zeros((48, lanes), np.int64)
+    write_region(acc if b_acc else act, b_region, b, lanes)
+    before = act.copy()
+    signs = (False, signed and not b_acc, signed)
+    dut = ResultWriter(rows=lanes, acc_bits=32, out_bits=8, act_depth=len(act),
+                       acc_depth=len(acc), psum_depth=4)
+    harness = _WriterHarness(dut, lanes, _packed(act, 8), _packed(acc, 32))
+    results = np.zeros((words, lanes), np.int64)
+    write_region(results, Region("act", 0, shape), a, lanes)
+    sim = Simulator(harness)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        for name, value in (("base", dst.addr), ("stride", 0), ("positions", words),
+                            ("total", words), ("add", 1), ("b_acc", b_acc),
+                            ("signed_b", signs[1]), ("signed_out", signs[2]), ("ma", ma),
+                            ("mb", mb), ("add_offset", (b_region.addr - dst.addr) % 2 ** 32),
+                            ("map_width", 1), ("out_height", 1), ("out_width", 1)):
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.launch, 1)
+        await ctx.tick()
+        ctx.set(dut.launch, 0)
+        sent = 0
+        while sent < words:
+            offer = bool(rng.integers(0, 3))
+            ctx.set(dut.result.valid, offer)
+            ctx.set(dut.result.payload.acc, [int(v) for v in results[sent]])
+            taken = offer and ctx.get(dut.result.ready)
+            await ctx.tick()
+            sent += taken
+        ctx.set(dut.result.valid, 0)
+        waited = 0
+        while not ctx.get(dut.idle):
+            await ctx.tick()
+            waited += 1
+            assert waited < 100
+        for addr in range(len(act)):
+            value = ctx.get(harness.act.data[addr])
+            act[addr] = [(value >> (8 * k)) & 0xFF for k in range(lanes)]
+
+    sim.add_testbench(bench)
+    sim.run()
     want = residual_add(a, b, Add("add", "a", "b", "y", ma, mb, *signs), 8)
-    assert np.array_equal(read_region(after, out, lanes), want)
+    assert np.array_equal(read_region(act, dst, lanes), want)
     assert want.min() == 0 and want.max() == 255          # both clamps reached
-    assert ((want > 0) & (want < 255)).any() or 2 ** 24 - 1 in (ma, mb)
-    assert cycles == acc_add_cycles(ra.words(lanes), lanes, mixed=a_acc != b_acc)
+    outside = np.ones(len(act), bool)
+    outside[dst.addr:dst.addr + words] = False
+    assert np.array_equal(act[outside], before[outside])
 
 
 def _engine_runs(dut, program, image, images, *, loaded_program=None, act_base=0):
@@ -538,24 +586,22 @@ def test_engine_runs_a_residual_network_as_golden_and_its_cycle_model(rows, cols
     _engine_equals(compiled, images, lambda x: run_program(compiled.program, compiled.image, x))
 
 
-@pytest.mark.parametrize("rows,cols,alpha,mac,fuse", [
-    (4, 3, 2, "parallel", True), (3, 2, 2, "bitserial", True), (4, 3, 2, "parallel", False),
-    pytest.param(6, 2, 2, "parallel", True, marks=pytest.mark.long)])
-def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac, fuse):
-    # Branches that end in accumulators: a projection block (both operands of its add in
-    # the accumulator buffer) and an identity block (one: its add fused into the
-    # branch's last layer, or apart on the post-processing unit), strides of 2.
+@pytest.mark.parametrize("rows,cols,alpha,mac", [
+    (4, 3, 2, "parallel"), (3, 2, 2, "bitserial"),
+    pytest.param(6, 2, 2, "parallel", marks=pytest.mark.long)])
+def test_engine_runs_resnet_blocks_as_golden(rows, cols, alpha, mac):
+    # Branches that end in accumulators, their adds fused into a layer: a projection
+    # block's into its projection, which reads the other branch's accumulators from the
+    # accumulator buffer, and an identity block's into its last layer, over the
+    # identity's activations; strides of 2.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     engine = EngineConfig(rows=rows, cols=cols, alpha=alpha, mac=mac, act_words=256,
                           acc_words=64, psum_words=64)
     network = projection_network(rng)
-    compiled = _engine_equals_network(network, engine, rng.integers(0, 256, (2, 3, 8, 8)),
-                                      fuse=fuse)
-    adds = [(s.a.memory, s.b.memory) for s in compiled.program.steps if s.op == "add"]
-    assert adds == [("acc", "acc")] + [("acc", "act")] * (not fuse)
-    assert fuse == any(s.op == "layer" and s.add_b is not None
-                       for s in compiled.program.steps)
+    compiled = _engine_equals_network(network, engine, rng.integers(0, 256, (2, 3, 8, 8)))
+    assert [s.add_b.memory for s in compiled.program.steps
+            if s.op == "layer" and s.add_b is not None] == ["acc", "act"]
 
 
 @pytest.mark.parametrize("rows,cols,alpha,mac", [
@@ -600,11 +646,11 @@ def _engine_equals(compiled, images, want, dut=None):
         assert cycles == compiled.cycles
 
 
-def _engine_equals_network(network, engine, images, fuse=True):
-    """Compile ``network`` for ``engine`` (``fuse``: its poolings and adds into layers),
-    run ``images`` on the engine: every output equals the integer network's, every run's
-    cycles the program's. Returns the compiled network."""
-    compiled = compile_network(network, engine, fuse=fuse)
+def _engine_equals_network(network, engine, images):
+    """Compile ``network`` for ``engine``, run ``images`` on the engine: every output
+    equals the integer network's, every run's cycles the program's. Returns the
+    compiled network."""
+    compiled = compile_network(network, engine)
     _engine_equals(compiled, images, lambda x: network.run(x[None])[0])
     return compiled
 
@@ -631,8 +677,7 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
 
 
 @pytest.mark.parametrize("op,edit,message", [
-    ("add", {"signed_a": True},
-     "an operand in the accumulator buffer is not an offset-binary activation"),
+    ("add", {"a": Region("acc", 0, (6, 6, 6))}, "its a must be in the activation buffer"),
     pytest.param("layer", {"rounds": 0}, r"0 rounds of gather reads; the engine reads 1..1",
                  marks=pytest.mark.long),
     pytest.param("layer", {"rounds": 2}, r"2 rounds of gather reads; the engine reads 1..1",
@@ -640,16 +685,16 @@ def test_engine_runs_linear_bottlenecks_as_golden(rows, cols, alpha, mac):
     pytest.param("layer", {"images": 0}, r"0 images; a layer step runs 1..65535",
                  marks=pytest.mark.long)])
 def test_engine_refuses_a_step_it_cannot_run(op, edit, message):
-    # A hand-edited program whose add calls its accumulator operand an offset-binary
-    # activation, or whose layer reads in no rounds or more than the gather has, or runs
-    # no images: golden refuses it, the engine stops with ``error`` at that step.
+    # A hand-edited program whose add (of two activation operands) reads an operand
+    # from the accumulator buffer, or whose layer reads in no rounds or more than the
+    # gather has, or runs no images: golden refuses it, the engine stops with ``error``
+    # at that step.
     rng = np.random.default_rng(SEED)
     engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
                           psum_words=64)
-    compiled = compile_network(bottleneck_network(rng), engine, fuse=False)
+    compiled = compile_network(bottleneck_network(rng), engine)
     steps = list(compiled.program.steps)
-    k = next(k for k, s in enumerate(steps) if s.op == op
-             and (s.a.memory == "acc" if op == "add" else s.pad))
+    k = next(k for k, s in enumerate(steps) if s.op == op and (op == "add" or s.pad))
     steps[k] = dataclasses.replace(steps[k], **edit)
     edited = dataclasses.replace(compiled.program, steps=tuple(steps))
     x = rng.integers(0, 256, (1, 3, 6, 6))

@@ -11,10 +11,10 @@ import pytest
 
 from codnn.cli import main
 from codnn.golden.network import Add, IntegerNetwork, TermQuantization
-from codnn.golden.network_program import (ADD_WRITE_STEPS, FETCH_CYCLES, HEADER_CYCLES,
+from codnn.golden.network_program import (ADD_WRITE_STEPS, HEADER_CYCLES,
                                           POOL_LINE_WORDS, POOL_WRITE_STEPS,
                                           RESULT_WRITE_STEPS, EngineConfig, GatherTable,
-                                          NO_LANE, acc_add_cycles, LayerStep, Program, ProgramError,
+                                          NO_LANE, LayerStep, Program, ProgramError, Region,
                                           bias_bytes, bursts, check_program, decode_program,
                                           encode_program, gather_entries, image_word,
                                           layer_block, read_tile, run_program, step_cycles,
@@ -70,12 +70,13 @@ def test_residual_network_program_equals_golden(rows, cols, alpha, mac):
 
 
 @pytest.mark.parametrize("rows", [4, 3, 16])
-def test_branches_of_accumulators_compile_to_adds_that_read_them(rows):
-    # ResNet's blocks as quantized: each branch's last layer leaves its accumulators in
-    # the accumulator buffer (a projection block's two), the add reads them there; an
-    # identity block's add is fused into its last layer (over the identity's words) or,
-    # unfused, reads them too; the program equals golden, and each accumulator word is
-    # counted once written and once read.
+def test_branches_of_accumulators_compile_to_fused_adds(rows):
+    # ResNet's blocks as quantized: each branch's last layer leaves its accumulators, and
+    # the add is fused into the layer: a projection block's into its later layer (the
+    # projection), which reads the other branch's accumulators from the accumulator
+    # buffer, an identity block's into its last layer (over the identity's words). The
+    # program equals golden, with or without fused pooling, and each accumulator word
+    # is counted once written and once read.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     network = projection_network(rng)
@@ -83,21 +84,22 @@ def test_branches_of_accumulators_compile_to_adds_that_read_them(rows):
                           psum_words=64)
     compiled = compile_network(network, engine)
     _check(compiled, network, rng.integers(0, 256, (4, 3, 8, 8)))
+    assert [s.name for s in compiled.program.steps] == [
+        "stem", "body_a", "projection", "body_b", "body_c", "gap", "fc"]
     steps = {step.name: step for step in compiled.program.steps}
-    assert [steps["join_a"].a.memory, steps["join_a"].b.memory] == ["acc", "acc"]
-    assert "join_b" not in steps and steps["body_c"].add_b == steps["join_a"].dst.addr
-    assert steps["body_c"].dst == steps["join_a"].dst          # over the identity
-    unfused = compile_network(network, engine, fuse=False)
-    _check(unfused, network, rng.integers(0, 256, (2, 3, 8, 8)))
-    join_b = next(step for step in unfused.program.steps if step.name == "join_b")
-    assert [join_b.a.memory, join_b.b.memory] == ["acc", "act"]
-    assert join_b.dst == steps["join_a"].dst
-    words = steps["join_a"].dst.words(rows)
+    body_a, projection, body_c = steps["body_a"], steps["projection"], steps["body_c"]
+    assert body_a.dst.memory == "acc" and projection.add_b == body_a.dst
+    assert (projection.dst.memory, projection.ma, projection.mb) == ("act", 1200, 500)
+    assert body_c.add_b == body_c.dst == projection.dst         # over the identity
+    assert (body_c.ma, body_c.mb) == (1500, 70000)
+    assert encode_program(compile_network(network, engine, fuse=False).program) == \
+        encode_program(compiled.program)                        # no pooling to fuse
+    words = body_a.dst.words(rows)
     costs = {cost.name: cost for cost in compiled.costs}
     assert sum(cost.acc_writes for cost in compiled.costs) == \
         sum(cost.acc_reads for cost in compiled.costs) + steps["fc"].dst.words(rows)
-    assert costs["join_a"].acc_reads == 2 * words and costs["join_a"].act_reads == 0
-    assert costs["join_a"].cycles == FETCH_CYCLES + acc_add_cycles(words, rows) + 2
+    assert costs["body_a"].acc_writes == costs["projection"].acc_reads == words
+    assert costs["body_c"].acc_reads == 0
     with pytest.raises(CompileError, match=r"body_a: its output \(6 x 4 x 4: \d+ words of "
                                            r"\d+\) does not fit the accumulator buffer of "
                                            r"4 words"):
@@ -798,37 +800,40 @@ def test_a_tiles_table_beside_its_cells_halves_a_dense_layers_loads():
 @pytest.mark.parametrize("workload,rows", [("projection", 4), ("bottleneck", 6),
                                            ("projection", 3)])
 def test_fused_adds_equal_the_add_after_the_layer(workload, rows):
-    # An identity block's add fused into the branch's last layer: the result equals the
-    # network (and the program with the add apart), on one image and on a batch of
-    # layer steps of several images; the fused layer writes activations, not the
-    # accumulators, reads the operand's words, and takes the add's longer write.
+    # Every add of a layer's accumulators fused into a layer: the result equals the
+    # network; each fused layer writes activations, not accumulators, reads its operand's
+    # words where they are (activations, or the other branch's accumulators) and takes
+    # the cycles of the same layer into the accumulator buffer plus the add's longer
+    # write; the binary form keeps every operand.
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED}")
     network = {"projection": projection_network,
                "bottleneck": bottleneck_network}[workload](rng)
     engine = EngineConfig(rows=rows, cols=3, alpha=2, act_words=512, acc_words=128,
                           psum_words=64)
-    fused, apart = (compile_network(network, engine, fuse=f) for f in (True, False))
+    compiled = compile_network(network, engine)
     images = rng.integers(0, 256, (3, *network.input_shape))
-    _check(fused, network, images)
-    _check(apart, network, images)
-    layer = next(s for s in fused.program.steps if s.op == "layer" and s.add_b is not None)
-    add = next(s for s in apart.program.steps if s.op == "add" and s.a.memory != s.b.memory)
-    assert len(fused.program.steps) == len(apart.program.steps) - 1
-    assert (layer.dst.memory, layer.output_stage) == ("act", False)
-    assert layer.add_b == add.b.addr and (layer.ma, layer.mb) == (add.ma, add.mb)
-    assert (layer.signed_b, layer.signed_out) == (add.signed_b, add.signed_out)
-    costs = {c.name: c for c in apart.costs}
-    cost = next(c for c in fused.costs if c.name == layer.name)
-    assert cost.cycles == costs[layer.name].cycles + ADD_WRITE_STEPS - RESULT_WRITE_STEPS
-    assert cost.acc_writes == 0 and costs[layer.name].acc_writes == layer.dst.words(rows)
-    assert cost.act_reads == costs[layer.name].act_reads + layer.dst.words(rows)
-    assert fused.cycles < apart.cycles
-    assert fused.peak_words["acc_words"] <= apart.peak_words["acc_words"]
-    back = decode_program(encode_program(fused.program), engine=engine)
+    _check(compiled, network, images)
+    adds = {s.name: s for s in network.steps if isinstance(s, Add)}
+    fused = [(s, c) for s, c in zip(compiled.program.steps, compiled.costs)
+             if s.op == "layer" and s.add_b is not None]
+    assert len(fused) == {"projection": 2, "bottleneck": 1}[workload]
+    assert {s.op for s in compiled.program.steps} == {"layer", "pool"} | (
+        {"add"} if workload == "bottleneck" else set())    # two offset-binary codes' add
+    for layer, cost in fused:
+        assert (layer.dst.memory, layer.output_stage) == ("act", False)
+        words = layer.dst.words(rows)
+        raw = dataclasses.replace(layer, dst=Region("acc", 0, layer.dst.shape), add_b=None,
+                                  ma=0, mb=0, signed_b=False, signed_out=False)
+        alone = step_cycles(dataclasses.replace(compiled.program, steps=(raw,)))[0]
+        assert cost.cycles == alone + ADD_WRITE_STEPS - RESULT_WRITE_STEPS
+        assert cost.acc_writes == 0
+        assert (cost.acc_reads if layer.add_b.memory == "acc" else cost.act_reads) >= words
+        assert {layer.ma, layer.mb} <= {v for a in adds.values() for v in (a.ma, a.mb)}
+    back = decode_program(encode_program(compiled.program), engine=engine)
     assert [s.add_b for s in back.steps if s.op == "layer"] == [
-        s.add_b for s in fused.program.steps if s.op == "layer"]
-    assert np.array_equal(run_program(back, fused.image, images[0]),
+        s.add_b for s in compiled.program.steps if s.op == "layer"]
+    assert np.array_equal(run_program(back, compiled.image, images[0]),
                           network.run(images[:1])[0])
 
 
@@ -838,34 +843,51 @@ def test_fused_add_is_refused_where_it_cannot_run():
                           psum_words=64)
     compiled = compile_network(projection_network(rng), engine)
     program = compiled.program
-    k = next(j for j, s in enumerate(program.steps) if s.op == "layer" and s.add_b is not None)
+    fused = {s.add_b.memory: j for j, s in enumerate(program.steps)
+             if s.op == "layer" and s.add_b is not None}
+    k = fused["act"]                                # the identity block's
     layer = program.steps[k]
     span = layer.dst.words(engine.rows)
 
-    def checked(step):
+    def checked(j, step):
         check_program(dataclasses.replace(program, steps=(
-            *program.steps[:k], step, *program.steps[k + 1:])))
-    checked(dataclasses.replace(layer, add_b=layer.dst.addr))         # over the result
+            *program.steps[:j], step, *program.steps[j + 1:])))
+
+    def moved(addr, memory="act"):
+        return dataclasses.replace(layer.add_b, memory=memory, addr=addr)
+    checked(k, dataclasses.replace(layer, add_b=moved(layer.dst.addr)))  # over the result
     beside = layer.dst.addr + span if layer.dst.addr + 2 * span <= engine.act_words else \
         layer.dst.addr - span
-    checked(dataclasses.replace(layer, add_b=beside))                 # just beside it
+    checked(k, dataclasses.replace(layer, add_b=moved(beside)))         # just beside it
+    checked(k, dataclasses.replace(layer, add_b=moved(layer.dst.addr, "acc")))  # no overlap
     for edit, message in (
             ({"output_stage": True}, "no output stage and no fused pooling"),
-            ({"add_b": engine.act_words - span + 1}, r"its add operand \(words"),
-            ({"add_b": (layer.dst.addr + beside) // 2}, "overlaps its dst"),
-            ({"add_b": beside + (1 if beside < layer.dst.addr else -1)}, "overlaps its dst"),
+            ({"add_b": moved(engine.act_words - span + 1)}, r"its add operand \(words"),
+            ({"add_b": moved(engine.acc_words - span + 1, "acc")}, r"its add operand \(words"),
+            ({"add_b": moved((layer.dst.addr + beside) // 2)}, "overlaps its dst"),
+            ({"add_b": moved(beside + (1 if beside < layer.dst.addr else -1))},
+             "overlaps its dst"),
+            ({"add_b": dataclasses.replace(moved(0), shape=(6, 2, 8))}, "is not its dst's"),
+            ({"add_b": moved(0, "ext")}, "must be in the activation buffer or"),
             ({"ma": 1 << 24}, "multipliers 16777216"),
             ({"add_b": None}, "one without writes the accumulator buffer")):
         with pytest.raises(ProgramError, match=f"step {k} .*{message}"):
-            checked(dataclasses.replace(layer, **edit))
+            checked(k, dataclasses.replace(layer, **edit))
+    projection = program.steps[fused["acc"]]       # reads the other branch's accumulators
+    with pytest.raises(ProgramError, match="an add operand in the accumulator buffer is not "
+                                           "an offset-binary activation"):
+        checked(fused["acc"], dataclasses.replace(projection, signed_b=True))
     other = next(j for j, s in enumerate(program.steps) if s.op == "layer" and s.add_b is None
                  and s.output_stage)
     with pytest.raises(ProgramError, match="add multipliers or flags on a layer without"):
         check_program(dataclasses.replace(program, steps=tuple(
             dataclasses.replace(s, signed_out=True) if j == other else s
             for j, s in enumerate(program.steps))))
-    # In the binary form: an operand's word without the add flag.
-    data = bytearray(encode_program(program))
-    data[4 * (HEADER_WORDS + k * STEP_WORDS) + 1] &= ~(1 << 4)          # bit 12: add
-    with pytest.raises(ProgramError, match=f"step {k}: an add operand at word"):
-        decode_program(bytes(data))
+    # In the binary form, the add flag cleared: an operand's word without it, or its
+    # multipliers on a layer without an add.
+    for j, message in ((fused["acc"], f"step {fused['acc']}: an add operand at word"),
+                       (k, f"step {k} .*one without writes the accumulator buffer")):
+        data = bytearray(encode_program(program))
+        data[4 * (HEADER_WORDS + j * STEP_WORDS) + 1] &= ~(1 << 4)      # bit 12: add
+        with pytest.raises(ProgramError, match=message):
+            decode_program(bytes(data), engine=engine)

@@ -24,11 +24,11 @@ def _engine(rows, cols, alpha, mac):
 
 
 def _run(simulator, tmp_path, *, rows, cols, alpha, mac, images=2, workload=residual_network,
-         engine=None, fuse=True, **config):
+         engine=None, **config):
     rng = np.random.default_rng(SEED)
     print(f"seed={SEED} rows={rows} cols={cols} alpha={alpha} mac={mac} {config}")
     network = workload(rng, alpha=min(alpha, 2))
-    compiled = compile_network(network, engine or _engine(rows, cols, alpha, mac), fuse=fuse)
+    compiled = compile_network(network, engine or _engine(rows, cols, alpha, mac))
     x = rng.integers(0, 256, (images, *network.input_shape))
     x[0, 1] = 255
     if not config:
@@ -92,28 +92,24 @@ def test_engine_on_icarus(tmp_path, icarus):
     assert report["cycles"] == [compiled.cycles]
 
 
-@pytest.mark.parametrize("step,into,fuse", [("join_a", 10, True), ("join_b", 10, False),
-                                           ("body_c", -4, True)])
-def test_resnet_blocks_on_icarus_with_a_reset_in_an_accumulator_add(tmp_path, icarus, step,
-                                                                     into, fuse):
-    # Adds of a branch's accumulators (a projection block's two, an identity block's
-    # one). The first run is reset ten cycles into the projection block's add of two
-    # accumulator maps (join_a: a word's lanes through the products), into the identity
-    # block's of accumulators and activations on the post-processing unit (join_b
-    # unfused: both read together), or four cycles before the end of the layer the
-    # identity block's add is fused into (body_c: its last words' products in flight);
-    # then two images run from fresh starts.
-    reset = _cycles_into(projection_network, _engine(4, 3, 2, "parallel"), step, into, fuse)
+@pytest.mark.parametrize("step", ["projection", "body_c"])
+def test_resnet_blocks_on_icarus_with_a_reset_in_a_fused_add(tmp_path, icarus, step):
+    # Adds of a branch's accumulators, fused into a layer: a projection block's (its
+    # operand the other branch's accumulators) and an identity block's (over the
+    # identity's activations). The first run is reset four cycles before the end of the
+    # layer the add is fused into (its last words' products in flight), then two images
+    # run from fresh starts.
+    reset = _cycles_into(projection_network, _engine(4, 3, 2, "parallel"), step, -4)
     report, compiled = _run(icarus, tmp_path, rows=4, cols=3, alpha=2, mac="parallel",
-                            workload=projection_network, reset_after=reset, fuse=fuse)
-    assert fuse == any(s.op == "layer" and s.add_b is not None for s in compiled.program.steps)
+                            workload=projection_network, reset_after=reset)
+    assert any(s.name == step and s.add_b is not None for s in compiled.program.steps)
     assert report["resets"] == 1 and report["cycles"] == [compiled.cycles] * 2
 
 
-def _cycles_into(workload, engine, name, into, fuse=True):
+def _cycles_into(workload, engine, name, into):
     """Cycles from a run's start to ``into`` cycles into step ``name`` of ``workload``'s
     program (past its descriptor), or with ``into`` negative that many before its end."""
-    costs = compile_network(workload(np.random.default_rng(SEED)), engine, fuse=fuse).costs
+    costs = compile_network(workload(np.random.default_rng(SEED)), engine).costs
     k = next(j for j, c in enumerate(costs) if c.name == name)
     start = HEADER_CYCLES + sum(c.cycles for c in costs[:k])
     return start + (FETCH_CYCLES + into if into >= 0 else costs[k].cycles + into)
@@ -181,8 +177,8 @@ def test_activations_spilled_to_external_memory_on_verilator(tmp_path):
 @pytest.mark.long
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule):
-    # A batch of 6 images through ResNet-style blocks (adds of accumulators, the identity
-    # block's fused into its layer for the six images at once), its input
+    # A batch of 6 images through ResNet-style blocks (adds of accumulators fused into
+    # their layers, each for several images at once), its input
     # in cocotbext-axi's AxiRam behind the activation port, the weight image in an
     # AxiRamRead: layer by layer (each layer's sub-batch through every tile, every tensor
     # out and back) and MBS's groups (tensors kept on chip, weights read per smaller
@@ -202,9 +198,9 @@ def test_batch_schedules_move_the_modelled_bytes_on_verilator(tmp_path, schedule
     assert totals["mbs"] < totals["layer"], totals
     compiled = plans[schedule].compiled
     assert compiled.program.input.memory == "ext" and compiled.program.images == 6
-    # The identity block's add fused into its layer, run for the whole batch at once.
-    assert [(s.name, s.images) for s in compiled.program.steps
-            if s.op == "layer" and s.add_b is not None] == [("body_c", 6)]
+    # Both blocks' adds fused into their layers, each run for a sub-batch at once.
+    assert {s.name for s in compiled.program.steps if s.op == "layer" and s.add_b is not None
+            and s.images > 1} == {"projection", "body_c"}
     x = rng.integers(0, 256, (1, 6, *network.input_shape))
     k = next(k for k, s in enumerate(compiled.program.steps) if s.op == "layer"
              and s.images > 1)

@@ -286,7 +286,7 @@ def compile_batch(network, engine, images, schedule="mbs"):
                 sources = [regions[net.root(name)] for name in step_reads(step)]
                 if isinstance(step, ArrayLayer):
                     layer, block_bytes, moves = net.layers[step.name]
-                    fused = {} if layer.add_b is None else {"add_b": sources[1].addr}
+                    fused = {} if layer.add_b is None else {"add_b": sources[1]}
                     steps.append(dataclasses.replace(layer, src=sources[0], dst=dst,
                                                      images=n, **fused))
                     moved.append(dataclasses.replace(moves.for_images(n),

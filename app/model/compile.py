@@ -287,11 +287,12 @@ def fuse_pools(network):
 
 def fuse_adds(network):
     """``network`` with each residual add one of whose operands is the accumulators of an
-    ``ArrayLayer`` without an output stage (and not offset binary) that only this add
-    reads, and whose other operand is activations made before that layer, made one
-    ``ArrayLayer`` with ``residual`` in the layer's place, the add's output its output
-    (semantics section 9: the result writer adds as it writes). The add's operands are
-    swapped where the layer's accumulators are its ``other``."""
+    ``ArrayLayer`` without an output stage (not offset binary) that only this add reads
+    made one ``ArrayLayer`` with ``residual``, in the add's place, the add's output its
+    output (semantics section 9: the result writer adds as it writes). Where both
+    operands are such accumulators (a projection block), the layer made later takes the
+    add and reads the other's; the add's operands are swapped where the layer's
+    accumulators are its ``other``."""
     readers = _readers(network)
     made = {step.output: k for k, step in enumerate(network.steps)}
     raw = {step.output for step in network.steps
@@ -300,23 +301,42 @@ def fuse_adds(network):
     for add in network.steps:
         if not isinstance(add, Add) or add.source == add.other:
             continue
-        for acc, other, ma, mb, signed_acc, signed_other in (
-                (add.source, add.other, add.ma, add.mb, add.signed_a, add.signed_b),
-                (add.other, add.source, add.mb, add.ma, add.signed_b, add.signed_a)):
-            layer = network.steps[made[acc]] if acc in made else None
-            if (acc not in raw or other in raw or signed_acc or layer.pool
-                    or layer.name in fused or readers[acc] != [add]
-                    or made.get(other, -1) >= made[acc]):
+        candidates = [(add.source, add.other, add.ma, add.mb, add.signed_a, add.signed_b),
+                      (add.other, add.source, add.mb, add.ma, add.signed_b, add.signed_a)]
+        candidates.sort(key=lambda c: -made.get(c[0], -1))      # the later layer first
+        for acc, other, ma, mb, signed_acc, signed_other in candidates:
+            if acc not in raw or signed_acc or readers[acc] != [add]:
                 continue
-            fused[layer.name] = dataclasses.replace(layer, output=add.output, residual=Add(
+            layer = network.steps[made[acc]]
+            fused[add.name] = dataclasses.replace(layer, output=add.output, residual=Add(
                 add.name, acc, other, add.output, ma, mb, False, signed_other,
                 add.signed_out))
-            dropped.add(add.name)
+            dropped.add(layer.name)
             break
     if not fused:
         return network
     return dataclasses.replace(network, steps=tuple(
         fused.get(step.name, step) for step in network.steps if step.name not in dropped))
+
+
+def _check_accumulators_read(layer, later):
+    """``CompileError`` unless the accumulators of ``layer`` (no output stage) are read by
+    a fused add alone (the add's other operand) or by no step (the logits)."""
+    for step in later:
+        if layer.output not in step_reads(step):
+            continue
+        if isinstance(step, ArrayLayer) and step.residual is not None \
+                and step.residual.other == layer.output and step.source != layer.output:
+            continue
+        if isinstance(step, Add):
+            raise CompileError(f"{layer.name}: its accumulators feed {step.name}, an add "
+                               f"that cannot be fused into a layer (the accumulators are "
+                               f"read by another step too, added to themselves or taken as "
+                               f"offset binary); the engine adds accumulators only as a "
+                               f"layer writes them")
+        raise CompileError(f"{layer.name}: its output, accumulators (no ReLU or output "
+                           f"stage after it), feeds a step other than an add; the "
+                           f"engine's layers and pooling read activations")
 
 
 def fuse_steps(network):
@@ -450,7 +470,7 @@ def layer_step(step, src, dst, offset, engine, other=None):
     padded = np.concatenate([inside, np.zeros((1, positions), np.int64)])
     act_reads = sum(int(padded[t.channels].sum()) for t in tiles)
     add = step.residual
-    fields = {} if add is None else dict(add_b=other.addr, ma=add.ma, mb=add.mb,
+    fields = {} if add is None else dict(add_b=other, ma=add.ma, mb=add.mb,
                                          signed_b=add.signed_b, signed_out=add.signed_out)
     layer = LayerStep(name=step.name, src=src, dst=dst, filters=step.packed.rows,
                       row_blocks=row_blocks, col_blocks=col_blocks, positions=positions,
@@ -459,7 +479,11 @@ def layer_step(step, src, dst, offset, engine, other=None):
                       stride=step.stride, padding=step.padding,
                       rounds=plan.rounds, pool=step.pool, **fields)
     written = row_blocks * (dst.map_shape[1] * dst.map_shape[2] if step.pool else positions)
-    moved = Moves(act_reads=act_reads + (written if add is not None else 0),
+    # A fused add reads its operand's words from where they are.
+    b_reads = 0 if add is None else written
+    from_acc = add is not None and other.memory == "acc"
+    moved = Moves(act_reads=act_reads + (0 if from_acc else b_reads),
+                  acc_reads=b_reads if from_acc else 0,
                   act_writes=written if dst.memory == "act" else 0,
                   acc_writes=written if dst.memory == "acc" else 0,
                   psum_words=2 * positions * row_blocks * (col_blocks - 1),
@@ -525,11 +549,9 @@ def post_steps(step, sources, dst, lanes):
         return [(add, Moves(act_reads=2 * add.dst.words(R), act_writes=add.dst.words(R)))
                 for add in _concat_steps(step, sources, dst, R)]
     a, b = sources
-    from_acc = [a.memory, b.memory].count("acc")
     return [(AddStep(step.name, a, b, dst, step.ma, step.mb, step.signed_a, step.signed_b,
                      step.signed_out),
-             Moves(act_reads=(2 - from_acc) * dst.words(R), act_writes=dst.words(R),
-                   acc_reads=from_acc * dst.words(R)))]
+             Moves(act_reads=2 * dst.words(R), act_writes=dst.words(R)))]
 
 
 def network_shapes(network):
@@ -560,21 +582,23 @@ def choose_packings(network, engine, shapes):
 def compile_network(network, engine, *, fuse=True):
     """Compile ``network`` for ``engine`` (an ``EngineConfig``); return a
     ``CompiledNetwork``. With ``fuse`` its max poolings of 2 x 2 that follow a
-    convolution and its residual adds of a layer's accumulators are fused into the
-    layer (``fuse_steps``); without, each is a step of the post-processing unit.
+    convolution are fused into it (``fuse_pools``); without, each is a pooling step. Its
+    residual adds of a layer's accumulators are always fused into a layer
+    (``fuse_adds``: the engine adds accumulators only as a layer writes them).
 
     Raises
     ------
     CompileError
-        If the engine's parameters do not match the network, or a tensor or a layer's
-        partial sums do not fit their buffer.
+        If the engine's parameters do not match the network, a layer's accumulators feed
+        a step other than one add, or a tensor or a layer's partial sums do not fit
+        their buffer.
     """
     try:
         engine.check()
     except ProgramError as error:
         raise CompileError(str(error)) from None
     check_network(network, engine)
-    network = fuse_steps(network) if fuse else network
+    network = fuse_adds(fuse_pools(network) if fuse else network)
     shapes = network_shapes(network)
     storage, last = last_uses(network)
     packings = choose_packings(network, engine, shapes)
@@ -596,11 +620,8 @@ def compile_network(network, engine, *, fuse=True):
         reads = {storage.get(name, name) for name in step_reads(step)}
         spill.bring_back(sorted(reads), k, last, step.name, steps, moved)
         raw = isinstance(step, ArrayLayer) and step.shift is None and step.residual is None
-        if raw and any(step.output in step_reads(later) for later in network.steps[k + 1:]
-                       if not isinstance(later, Add)):
-            raise CompileError(f"{step.name}: its output, accumulators (no ReLU or output "
-                               f"stage after it), feeds a step other than an add; the "
-                               f"engine's layers and pooling read activations")
+        if raw:
+            _check_accumulators_read(step, network.steps[k + 1:])
         target = acc if raw else act
         # The output goes to the end of the buffer away from the step's input (two banks
         # in effect, and fewer holes than first fit).

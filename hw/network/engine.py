@@ -151,7 +151,8 @@ class NetworkEngine(wiring.Component):
     positions (every image's, for a step of several) through the gather and the array; the
     next tile loads while a tile streams and starts once the tile's last position is in (the
     result writer adds the partial sums behind the array); the layer ends with its last
-    result written (``layer_cycles``; with fused pooling up to ``POOL_WRITE_STEPS`` later);
+    result written (``layer_cycles``; with fused pooling up to ``POOL_WRITE_STEPS`` later,
+    with a fused add ``ADD_WRITE_STEPS - RESULT_WRITE_STEPS`` later);
     pooling and the add take the post-processing unit's cycles and 2.
     External weights are a layer's run, prefetched from its dispatch in bursts of
     ``PREFETCH_BURST`` words, ``PREFETCH_BURSTS`` held at once (``AxiWeights``): the
@@ -324,7 +325,7 @@ class NetworkEngine(wiring.Component):
                                       data_bits=_DATA_BITS, acc_bits=_ACC_BITS, mac=p["mac"])
         k.gather = Gather(cols=W, alpha=A, lanes=R, depth=p["act_words"],
                           ports=p["gather_ports"])
-        k.post = PostProcess(lanes=R, depth=p["act_words"], acc_depth=p["acc_words"])
+        k.post = PostProcess(lanes=R, depth=p["act_words"])
         m.submodules.array, m.submodules.gather, m.submodules.post = k.array, k.gather, k.post
 
         def store(name, shape, depth):
@@ -541,11 +542,13 @@ class NetworkEngine(wiring.Component):
             results.pool.eq(layer.pool), results.map_width.eq(k.map_width),
             results.out_height.eq(layer.dst.height), results.out_width.eq(layer.dst.width),
             results.total.eq(k.total),
-            results.add.eq(layer.add), results.signed_b.eq(layer.add_signed_b),
+            results.add.eq(layer.add), results.b_acc.eq(layer.add_b_acc),
+            results.signed_b.eq(layer.add_signed_b),
             results.signed_out.eq(layer.add_signed_out), results.ma.eq(layer.add_ma),
             results.mb.eq(layer.add_mb),
             results.add_offset.eq(layer.add_b - layer.dst.addr),
             gather.side.eq(results.side), results.side_data.eq(gather.side_data),
+            results.acc_side_data.eq(k.acc_host.data),
             k.psum_r.addr.eq(results.psum_read), results.psum_read_data.eq(k.psum_r.data),
             k.psum_w.addr.eq(results.psum_write.addr),
             k.psum_w.data.eq(results.psum_write.data), k.psum_w.en.eq(results.psum_write.en),
@@ -575,7 +578,6 @@ class NetworkEngine(wiring.Component):
             post.step.op.eq(Mux(is_add, PostOp.ADD,
                                 Mux(pool.avg, PostOp.AVG_POOL, PostOp.MAX_POOL))),
             post.step.count_pad.eq(pool.count_pad),
-            post.step.a_acc.eq(add.a.acc), post.step.b_acc.eq(add.b.acc),
             post.step.a_signed.eq(add.signed_a), post.step.b_signed.eq(add.signed_b),
             post.step.out_signed.eq(add.signed_out),
             post.step.src.eq(Mux(is_add, add.a.addr, pool.src.addr)),
@@ -597,8 +599,9 @@ class NetworkEngine(wiring.Component):
             gather.aux[1].eq(post.read[1]),
             post.read_data[0].eq(gather.aux_data[0]), post.read_data[1].eq(gather.aux_data[1]),
             self.act_read_data.eq(gather.aux_data[0]),
-            k.acc_host.addr.eq(Mux(k.state == _State.POST, post.acc_read, self.acc_read)),
-            post.acc_read_data.eq(k.acc_host.data),
+            # The accumulator buffer's read port: a fused add's operands while the engine
+            # runs, the host's reads while it is idle.
+            k.acc_host.addr.eq(Mux(self.busy, k.results.side, self.acc_read)),
         ]
 
     def _transfers(self, m, k):

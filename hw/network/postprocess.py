@@ -1,19 +1,16 @@
-"""The network engine's post-processing unit: pooling and the residual add on words of the
-activation buffer, every lane at once; an add of a layer's raw accumulators a group of
-lanes at a time (docs/semantics.md sections 7 and 9)."""
+"""The network engine's post-processing unit: pooling and the residual add of two
+activation operands on words of the activation buffer, every lane at once (an add of a
+layer's accumulators is fused into the layer: ``codnn.hw.network.ResultWriter``;
+docs/semantics.md sections 7 and 9)."""
 
-from dataclasses import dataclass
-
-from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
-from codnn.golden.network_program import (ADD_PRODUCT_STEPS, MULTIPLIER_BITS,
-                                          POOL_READ_STEPS, acc_add_groups, acc_add_lanes,
-                                          mixed_add_groups, mixed_add_lanes)
+from codnn.golden.network_program import ADD_PRODUCT_STEPS, MULTIPLIER_BITS, POOL_READ_STEPS
 from codnn.hw.common.params import positive_int
-from codnn.hw.common.delays import delay, delay_line, stage
-from codnn.hw.common.multiplier import SPLIT_PRODUCT_STEPS, split_product
+from codnn.hw.common.delays import stage
+from codnn.hw.common.multiplier import split_product
 from codnn.hw.network.residual import clamp_lane, rounded_sum, signed_lane
 
 __all__ = ["PostOp", "PostStep", "PostProcess"]
@@ -21,8 +18,6 @@ __all__ = ["PostOp", "PostStep", "PostProcess"]
 #: Steps of the add from a word's read to its write: the memory, the words, the products
 #: (``ADD_PRODUCT_STEPS``: the pieces', their sum, the rounded sum), the clamp.
 _ADD_STEPS = 3 + ADD_PRODUCT_STEPS
-#: Bits of an accumulator-buffer lane.
-_ACC_BITS = 32
 
 
 class PostOp(enum.Enum, shape=2):
@@ -31,20 +26,18 @@ class PostOp(enum.Enum, shape=2):
     ADD = 2
 
 
-def PostStep(depth, acc_depth=1):
+def PostStep(depth):
     """A step as the unit takes it. Pooling: ``blocks`` lane blocks of a ``height x width``
     map at ``src`` to ``out_height x out_width`` at ``dst``, a ``kernel_h x kernel_w``
     window, ``stride``, the padding above and left of the map (``padding_top``,
     ``padding_left``), ``count_pad`` (an average counts padded positions).
     Add: ``words`` words of ``src`` and ``src_b`` to ``dst``, multipliers ``ma``, ``mb``;
-    ``a_acc`` (``b_acc``): ``src`` (``src_b``) is in the accumulator buffer; ``a_signed``,
-    ``b_signed``, ``out_signed``: that operand (an activation) or the result is signed,
-    in offset binary."""
-    address = range(max(depth, acc_depth))
+    ``a_signed``, ``b_signed``, ``out_signed``: that operand or the result is signed, in
+    offset binary."""
+    address = range(depth)
     return data.StructLayout({
-        "op": PostOp, "count_pad": 1, "a_acc": 1, "b_acc": 1,
-        "a_signed": 1, "b_signed": 1, "out_signed": 1,
-        "src": address, "src_b": address, "dst": range(depth),
+        "op": PostOp, "count_pad": 1, "a_signed": 1, "b_signed": 1, "out_signed": 1,
+        "src": address, "src_b": address, "dst": address,
         "blocks": unsigned(16), "words": unsigned(17), "height": unsigned(16),
         "width": unsigned(16), "out_height": unsigned(16), "out_width": unsigned(16),
         "kernel_h": unsigned(16), "kernel_w": unsigned(16), "stride": unsigned(4),
@@ -62,18 +55,6 @@ class _State(enum.Enum, shape=4):
     WRITE = 5
     ADD = 6
     SETUP = 7           # a pooling step's first window, from the products of its sizes
-    WIDE = 8            # the add of accumulators (``_wide_add``)
-    MIXED = 9           # the add of accumulators and activations (``_wide_add``)
-
-
-@dataclass(frozen=True)
-class _Words:
-    """The add of two accumulator operands' current word: ``valid``, and its operands'
-    lanes ``a`` and ``b`` (32 bits each), shifted a group at a time."""
-
-    valid: Signal
-    a: Signal
-    b: Signal
 
 
 class _PoolRegisters:
@@ -138,52 +119,38 @@ class PostProcess(wiring.Component):
       * mb + 2**15) >> 16, 0, 2**data_bits - 1)`` per lane, written six cycles later to
       ``dst + k`` (``dst`` may be ``src`` or ``src_b``); signed operands and a signed
       result are offset binary (``codnn.golden.network.residual_add``).
-    - an add with an operand in the accumulator buffer (``a_acc`` or ``b_acc``: 32-bit
-      two's complement lanes, read through ``acc_read``): the same sum. With both
-      operands accumulators, word ``k`` of each read one after the other (while the word
-      before goes through the products), then ``acc_add_lanes(lanes)`` lanes a cycle
-      through as many pairs of products; with the other operand activations, both read
-      together, then ``mixed_add_lanes(lanes)`` lanes a cycle, each lane's accumulator
-      through one of the same products and its activation through the lane-parallel
-      add's.
 
     Cycles per step (``busy`` high from the edge that takes ``start``): pooling,
     ``codnn.golden.network_program.pool_unit_cycles``: with ``v = kernel_w *
     ceil(kernel_h / 2)`` cycles of reads a window, max takes ``1 + words * v + 4`` and
     average ``1 + words * (v + data_bits + 5)`` (a read's words reach the lanes'
     accumulators ``POOL_READ_STEPS``, 2, cycles after they land); add, ``words + 3 +
-    ADD_PRODUCT_STEPS`` (``words + 6``); add of accumulators,
-    ``codnn.golden.network_program.acc_add_cycles``.
+    ADD_PRODUCT_STEPS`` (``words + 6``).
 
     Parameters
     ----------
     lanes, depth, data_bits : int
-    acc_depth : int
-        Words of the accumulator buffer.
 
     Attributes
     ----------
-    step : In(PostStep(depth, acc_depth))
+    step : In(PostStep(depth))
     start : In(1)
     busy : Out(1)
     read : Out(ArrayLayout(range(depth), 2)); read_data : In(ArrayLayout(lanes * data_bits, 2))
-    acc_read : Out(range(acc_depth)); acc_read_data : In(lanes * 32)
     write : Out(StructLayout({"addr", "data", "en"}))
     """
 
-    def __init__(self, *, lanes, depth, data_bits=8, acc_depth=1):
+    def __init__(self, *, lanes, depth, data_bits=8):
         for value, what in ((lanes, "Lane count"), (depth, "Buffer depth"),
-                            (data_bits, "Data width"), (acc_depth, "Accumulator depth")):
+                            (data_bits, "Data width")):
             positive_int(value, what)
         self._lanes, self._depth, self._data_bits = lanes, depth, data_bits
         super().__init__({
-            "step": In(PostStep(depth, acc_depth)),
+            "step": In(PostStep(depth)),
             "start": In(1),
             "busy": Out(1),
             "read": Out(data.ArrayLayout(range(depth), 2)),
             "read_data": In(data.ArrayLayout(unsigned(lanes * data_bits), 2)),
-            "acc_read": Out(range(acc_depth)),
-            "acc_read_data": In(lanes * _ACC_BITS),
             "write": Out(data.StructLayout({"addr": range(depth),
                                             "data": unsigned(lanes * data_bits), "en": 1})),
         })
@@ -203,12 +170,7 @@ class PostProcess(wiring.Component):
                 with m.If(self.start):
                     m.d.sync += step.eq(self.step)
                     with m.If(self.step.op == PostOp.ADD):
-                        # The add's kind is its state, so that no step flag stands
-                        # between the state and the wide operands' enables.
-                        a_acc, b_acc = self.step.a_acc, self.step.b_acc
-                        m.d.sync += [index.eq(0), state.eq(Mux(
-                            a_acc | b_acc, Mux(a_acc ^ b_acc, _State.MIXED, _State.WIDE),
-                            _State.ADD))]
+                        m.d.sync += [index.eq(0), state.eq(_State.ADD)]
                     with m.Else():
                         g = self.step
                         m.d.sync += [pool.plane_step.eq(g.height * g.width),
@@ -226,8 +188,7 @@ class PostProcess(wiring.Component):
                     m.d.sync += state.eq(_State.IDLE)
                 m.d.sync += index.eq(index + 1)
         self._pool_write(m, step, state, pool)
-        act_products = self._add_pipeline(m, step, state, index)
-        self._wide_add(m, step, state, act_products)
+        self._add_pipeline(m, step, state, index)
         return m
 
     def _pool_registers(self, m, step):
@@ -374,11 +335,7 @@ class PostProcess(wiring.Component):
         """The add's pipeline runs on after its last read (the state is IDLE by then; a new
         step waits for busy, which covers it): the words read (a cycle after their
         address), registered; the two products (``split_product``, two steps); their
-        sum, rounded; clamped; the write. Returns each lane's product of its second
-        operand (``read[1]``'s word registered, two steps), which the add of
-        accumulators and activations takes for its activation operand (its multiplier
-        and offset then that operand's: ``ma`` and ``a_signed`` when ``b`` is the
-        accumulators)."""
+        sum, rounded; clamped; the write."""
         R, D = self._lanes, self._data_bits
         add_valid = Signal(_ADD_STEPS, name="add_valid")
         sums = Signal(R * D, name="add_sums")
@@ -387,15 +344,11 @@ class PostProcess(wiring.Component):
         m.d.sync += add_valid.eq(Cat(reading, add_valid[:-1]))
         m.d.sync += add_dst[0].eq(step.dst + index)
         m.d.sync += [add_dst[i].eq(add_dst[i - 1]) for i in range(1, len(add_dst))]
-        mb = Mux(step.b_acc, step.ma, step.mb)
-        b_signed = Mux(step.b_acc, step.a_signed, step.b_signed)
-        products = []
         for i in range(R):
             a = stage(m, self.read_data[0].word_select(i, D), f"add_a_l{i}")
             b = stage(m, self.read_data[1].word_select(i, D), f"add_b_l{i}")
             pa = split_product(m, signed_lane(a, step.a_signed), step.ma, f"add_l{i}_pa")
-            pb = split_product(m, signed_lane(b, b_signed), mb, f"add_l{i}_pb")
-            products.append(pb)
+            pb = split_product(m, signed_lane(b, step.b_signed), step.mb, f"add_l{i}_pb")
             total = rounded_sum(m, pa, pb, f"add_l{i}")
             m.d.sync += sums.word_select(i, D).eq(clamp_lane(total, step.out_signed, D))
         with m.If(add_valid[-1]):
@@ -403,163 +356,3 @@ class PostProcess(wiring.Component):
                          self.write.en.eq(1)]
         with m.If(add_valid.any()):
             m.d.comb += self.busy.eq(1)
-        return products
-
-    def _wide_add(self, m, step, state, act_products):
-        """The add with an operand in the accumulator buffer.
-
-        Both operands accumulators (state WIDE): ``acc_add_lanes(lanes)`` lanes a cycle
-        through as many pairs of 32 x 24-bit products; a word's operands are read one
-        after the other (through ``acc_read``) into the next word's registers while the
-        current word's lanes go through the products, a group of lanes a cycle.
-
-        One operand activations (``mixed``, state MIXED): twice as many lanes a cycle
-        (``mixed_add_lanes``) through the same products, one for each lane's
-        accumulator, beside the lane-parallel add's product of the lane's activation
-        (``act_products``); a word's two operands are read together (``acc_read`` and
-        ``read[1]``) and held for its ``mixed_add_groups`` cycles of groups, while the
-        activation's products follow them.
-
-        Each group's clamped sums shift into the result word, written
-        ``ADD_PRODUCT_STEPS + 1`` cycles after its last group.
-        """
-        R, D = self._lanes, self._data_bits
-        P, G = acc_add_lanes(R), acc_add_groups(R)      # lanes a group, groups a word
-        Q, H = mixed_add_lanes(R), mixed_add_groups(R)  # the same with activations
-        mixed = Signal(name="wide_mixed")
-        m.d.comb += mixed.eq(state == _State.MIXED)
-        wide = state == _State.WIDE
-        write_word = Signal(17, name="wide_write_word")    # the next word to write
-        full, issuing, last_group = self._both_accumulators(m, step, wide, P, G)
-        mix_issue, mix_group, mix_load, mix_lanes = self._mixed_reads(m, step, mixed, Q, H)
-        # The products: in pairs (a lane's two accumulators) or one a lane (its
-        # accumulator; the activation's product is the lane-parallel add's). Their
-        # operands are registers alone: the current word's first lanes, into which an add
-        # with activations loads its group's accumulators (lane u into product u), and the
-        # step's multipliers, registered every cycle (the step holds still from its start,
-        # and its first products come cycles after).
-        m_acc = Mux(step.a_acc, step.ma, step.mb)
-        group_at_product = delay(m, mix_group, SPLIT_PRODUCT_STEPS, "mixed_product_group")
-        products = []
-        for u in range(2 * P):
-            half = full.a if u % 2 == 0 else full.b
-            with m.If(mix_load):
-                m.d.sync += half.word_select(u // 2, _ACC_BITS).eq(mix_lanes[u])
-            factor = Signal.like(step.ma, name=f"wide_{u}_factor")
-            m.d.sync += factor.eq(Mux(mixed, m_acc, step.ma if u % 2 == 0 else step.mb))
-            products.append(split_product(m, half.word_select(u // 2, _ACC_BITS).as_signed(),
-                                          factor, f"wide_{u}_p"))
-        clamped_pairs, clamped_lanes = [], []
-        for u in range(Q):
-            act = Array(act_products[g * Q + u] if g * Q + u < R else C(0, signed(2))
-                        for g in range(H))[group_at_product]
-            pair = products[u + 1] if u % 2 == 0 else C(0, signed(2))
-            total = rounded_sum(m, products[u], Mux(mixed, act, pair), f"wide_{u}")
-            clamped_lanes.append(clamp_lane(total, step.out_signed, D))
-            if u % 2 == 0:
-                clamped_pairs.append(clamped_lanes[-1])
-        # Each group's sums, ``ADD_PRODUCT_STEPS`` cycles after it is taken, shift into
-        # the result word a cycle later.
-        results = []
-        for lanes, groups, taken, clamped, name in (
-                (P, G, issuing, clamped_pairs, "wide"),
-                (Q, H, mix_issue, clamped_lanes, "mixed")):
-            result = Signal(groups * lanes * D, name=f"{name}_result")
-            with m.If(delay(m, taken, ADD_PRODUCT_STEPS, f"{name}_summed")):
-                m.d.sync += result.eq(Cat(result[lanes * D:], *clamped))
-            results.append(result[:R * D])
-        mix_last = mix_issue & (mix_group == H - 1)
-        # A word is whole a cycle after its last group's sums are clamped: written then.
-        done = delay_line(m, Mux(mixed, mix_last, last_group), ADD_PRODUCT_STEPS + 1,
-                          "wide_done", reset_less=False)[-1]
-        # Which result a word's write takes, from a register (the state holds for the
-        # add's whole step, and its first write comes cycles after its start).
-        mixed_words = stage(m, mixed, "wide_mixed_words")
-        with m.If(done):
-            m.d.comb += [self.write.addr.eq(step.dst + write_word),
-                         self.write.data.eq(Mux(mixed_words, results[1], results[0])),
-                         self.write.en.eq(1)]
-            m.d.sync += write_word.eq(write_word + 1)
-            with m.If(write_word == step.words - 1):
-                m.d.sync += state.eq(_State.IDLE)
-        with m.If(state == _State.IDLE):
-            m.d.sync += write_word.eq(0)
-
-    def _both_accumulators(self, m, step, wide, P, G):
-        """The add of two accumulator operands (``wide``: in WIDE): each word's operands
-        read one after the other through ``acc_read`` into the next word's registers
-        (``G * P`` 32-bit lanes, the last group's spare lanes 0), moved into the current
-        word's (``full.a``, ``full.b``) once its last group goes, which shift ``P`` lanes
-        a group. Returns ``full`` (with ``a`` and ``b``), ``issuing`` (a group's lanes go
-        into the products) and ``last_group``."""
-        R = self._lanes
-        operand = Cat(self.acc_read_data, C(0, (G * P - R) * _ACC_BITS))
-
-        width = G * P * _ACC_BITS
-        full = _Words(Signal(name="wide_full"), Signal(width, name="wide_a"),
-                      Signal(width, name="wide_b"))
-        a_next, b_next = Signal(width, name="wide_a_next"), Signal(width, name="wide_b_next")
-        next_full = Signal(name="wide_next_full")
-        group = Signal(range(G), name="wide_group")
-        phase = Signal(range(3), name="wide_read_phase")   # a's read, b's read, b lands
-        read_word = Signal(17, name="wide_read_word")      # the next word to read
-        # ``full.valid`` and ``next_full`` are set in WIDE only and cleared outside it (the
-        # state leaves WIDE after its last word's write, when both are clear already), so
-        # the wide registers' loads and shifts test those registers alone, not the state.
-        issuing = full.valid
-        last_group = issuing & (group == G - 1)
-        with m.If(issuing):
-            m.d.sync += [full.a.eq(full.a >> (P * _ACC_BITS)),
-                         full.b.eq(full.b >> (P * _ACC_BITS)), group.eq(group + 1)]
-            with m.If(group == G - 1):
-                m.d.sync += [full.valid.eq(0), group.eq(0)]
-        # The next word's operands, read once its registers are free.
-        with m.If(wide):
-            with m.Switch(phase):
-                with m.Case(0):
-                    with m.If(~next_full & (read_word != step.words)):
-                        m.d.comb += self.acc_read.eq(step.src + read_word)
-                        m.d.sync += phase.eq(1)
-                with m.Case(1):
-                    m.d.comb += self.acc_read.eq(step.src_b + read_word)
-                    m.d.sync += [a_next.eq(operand), phase.eq(2)]
-                with m.Case(2):
-                    m.d.sync += [b_next.eq(operand),
-                                 next_full.eq(1), read_word.eq(read_word + 1), phase.eq(0)]
-        with m.If(next_full & (~full.valid | last_group)):
-            m.d.sync += [full.a.eq(a_next), full.b.eq(b_next), full.valid.eq(1),
-                         next_full.eq(0), group.eq(0)]
-        with m.If(~wide):
-            m.d.sync += [phase.eq(0), read_word.eq(0), full.valid.eq(0), next_full.eq(0),
-                         group.eq(0)]
-        return full, issuing, last_group
-
-    def _mixed_reads(self, m, step, mixed, Q, H):
-        """The add of accumulators and activations (``mixed``: in MIXED): word ``k``'s
-        accumulators and activations read together (``acc_read``, ``read[1]``), the
-        addresses held for the word's ``H`` groups; a cycle after each read (``load``)
-        its group's ``Q`` accumulator lanes (``lanes``) go into the products' operand
-        registers. Returns ``issue`` (those operands valid: ``SPLIT_PRODUCT_STEPS``
-        cycles later their products, and the activations' of the same read, are ready),
-        the group, ``load`` and ``lanes``."""
-        R = self._lanes
-        word = Signal(17, name="mixed_read_word")
-        group = Signal(range(H), name="mixed_read_group")
-        reading = Signal(name="mixed_reading")
-        m.d.comb += reading.eq(mixed & (word != step.words))
-        with m.If(reading):
-            m.d.comb += [self.acc_read.eq(Mux(step.a_acc, step.src, step.src_b) + word),
-                         self.read[1].eq(Mux(step.a_acc, step.src_b, step.src) + word)]
-            m.d.sync += group.eq(Mux(group == H - 1, 0, group + 1))
-            with m.If(group == H - 1):
-                m.d.sync += word.eq(word + 1)
-        with m.If(~mixed):
-            m.d.sync += [word.eq(0), group.eq(0)]
-        landed = stage(m, reading, "mixed_landed", reset_less=False)
-        landed_group = stage(m, group, "mixed_landed_group")
-        lanes = [self.acc_read_data.word_select(k, _ACC_BITS) if k < R
-                 else C(0, _ACC_BITS) for k in range(H * Q)]
-        group_lanes = [Array(lanes[g * Q + u] for g in range(H))[landed_group]
-                       for u in range(Q)]
-        issue = stage(m, landed, "mixed_issue", reset_less=False)
-        return issue, stage(m, landed_group, "mixed_issue_group"), landed, group_lanes

@@ -207,9 +207,6 @@ class ProgramCheck(wiring.Component):
                                 enumerate((layer.src, layer.dst, add.dst)))
         act, acc = self.act_size, self.acc_size
 
-        def size_of(region):
-            return Mux(region.acc, acc, act)
-
         # A layer's images times its regions' words (other steps take one image: their
         # regions' words).
         spans = []
@@ -249,9 +246,9 @@ class ProgramCheck(wiring.Component):
         region_ok = [first.ok, ~first.acc, ~first.ext, second.ok, ~second.ext]
         layer_ok = [
             *region_ok, _fits(m, "layer_src", first.addr, spans[0], act),
-            _fits(m, "layer_dst", second.addr, spans[1], size_of(second)),
+            _fits(m, "layer_dst", second.addr, spans[1], Mux(second.acc, acc, act)),
             (layer.output_stage | layer.add) == ~second.acc,
-            _fused_add(m, layer, second.addr, spans[1], act), *window_ok,
+            _fused_add(m, layer, second.addr, spans[1], act, acc), *window_ok,
             Mux(layer.pool, layer.output_stage & (second.width <= POOL_LINE_WORDS),
                 ~layer.pool_odd_height & ~layer.pool_odd_width),
             layer.positions == positions, layer.filters == second.channels,
@@ -274,12 +271,12 @@ class ProgramCheck(wiring.Component):
                     first.height == second.height, second.height == third.height,
                     first.width == second.width, second.width == third.width]
         add_ok = [
-            first.ok, ~first.ext, second.ok, ~second.ext, third.ok, ~third.acc, ~third.ext,
-            ~(add.signed_a & first.acc), ~(add.signed_b & second.acc), *same_map,
+            first.ok, ~first.ext, ~first.acc, second.ok, ~second.ext, ~second.acc, third.ok,
+            ~third.acc, ~third.ext, *same_map,
             (add.ma < 1 << MULTIPLIER_BITS) & (add.mb < 1 << MULTIPLIER_BITS),
             add.words == third.words,
-            _fits(m, "add_a", first.addr, third.words, size_of(first)),
-            _fits(m, "add_b", second.addr, third.words, size_of(second)),
+            _fits(m, "add_a", first.addr, third.words, act),
+            _fits(m, "add_b", second.addr, third.words, act),
             _fits(m, "add_dst", third.addr, third.words, act)]
         transfer_ok = [
             Const(p["ext_limit"] != 0), first.ok, ~first.acc, ~first.ext,
@@ -301,18 +298,22 @@ class ProgramCheck(wiring.Component):
         m.d.sync += self.step_bad.eq(~Cat(*verdicts).any())
 
 
-def _fused_add(m, layer, dst, span, act):
+def _fused_add(m, layer, dst, span, act, acc):
     """A layer's fused add: without an output stage and pooling, its operand inside the
-    activation buffer (``act`` words) for every image (``span`` words from it, as the
-    result at ``dst``) and the result's own words or apart from them, each end
-    registered a stage ahead; without the add, its fields 0."""
+    activation or accumulator buffer (``act``, ``acc`` words; offset binary only as
+    activations) for every image (``span`` words from it, as the result at ``dst``), and
+    as activations the result's own words or apart from them, each end registered a
+    stage ahead; without the add, its fields 0."""
     b_end, dst_end = Signal(34, name="fused_add_b_end"), Signal(34, name="layer_dst_end")
     m.d.sync += [b_end.eq(layer.add_b + span), dst_end.eq(dst + span)]
+    in_acc = layer.add_b_acc
     return Mux(
         layer.add,
-        ~layer.output_stage & ~layer.pool & _fits(m, "fused_add", layer.add_b, span, act)
-        & ((layer.add_b == dst) | (layer.add_b >= dst_end) | (dst >= b_end)),
-        (layer.add_b == 0) & (layer.add_ma == 0) & (layer.add_mb == 0)
+        ~layer.output_stage & ~layer.pool & ~(in_acc & layer.add_signed_b)
+        & Mux(in_acc, _fits(m, "fused_add_acc", layer.add_b, span, acc),
+              _fits(m, "fused_add", layer.add_b, span, act))
+        & (in_acc | (layer.add_b == dst) | (layer.add_b >= dst_end) | (dst >= b_end)),
+        (layer.add_b == 0) & ~in_acc & (layer.add_ma == 0) & (layer.add_mb == 0)
         & ~layer.add_signed_b & ~layer.add_signed_out)
 
 

@@ -87,9 +87,10 @@ class ResultWriter(wiring.Component):
     With ``add`` (held with the others; not with ``pool``) the sums are the accumulators of
     a residual add (semantics section 9, fused add): each goes to the activation buffer as
     ``clamp((sum * ma + b * mb + 2**15) >> 16)`` (``signed_b``, ``signed_out``: offset
-    binary), ``b`` the activation at ``add_offset`` words past the result's word, read
-    through ``side`` (data a cycle after the address) as the result is taken: a 32 x
-    24-bit and a 9 x 24-bit product per row.
+    binary), ``b`` the operand at ``add_offset`` words past the result's word, read
+    through ``side`` (data a cycle after the address) as the result is taken: an
+    activation (``side_data``), or with ``b_acc`` an accumulator (``acc_side_data``);
+    two 32 x 24-bit products per row.
 
     A result's partial sum is read as the result is taken, so a tile's result for a
     position must be taken more than the latency after the previous tile's (which the
@@ -125,12 +126,12 @@ class ResultWriter(wiring.Component):
     total : In(33)
     pool : In(1)
     map_width, out_height, out_width : In(16)
-    add, signed_b, signed_out : In(1)
+    add, b_acc, signed_b, signed_out : In(1)
     add_offset : In(32)
     ma, mb : In(MULTIPLIER_BITS)
     side : Out(range(act_depth))
-    side_data : In(rows * out_bits)
-        The activation buffer's read port for the add's operand.
+    side_data, acc_side_data : In(rows * out_bits), In(rows * acc_bits)
+        The activation and accumulator buffers' read ports for the add's operand.
     room, idle : Out(1)
     psum_read : Out(range(psum_depth))
     psum_read_data : In(rows * acc_bits)
@@ -162,9 +163,10 @@ class ResultWriter(wiring.Component):
             **requant_ports,
             "stride": In(16), "positions": In(17), "total": In(33),
             "pool": In(1), "map_width": In(16), "out_height": In(16), "out_width": In(16),
-            "add": In(1), "signed_b": In(1), "signed_out": In(1), "add_offset": In(32),
-            "ma": In(MULTIPLIER_BITS), "mb": In(MULTIPLIER_BITS),
-            "side": Out(range(act_depth)), "side_data": In(rows * out_bits),
+            "add": In(1), "b_acc": In(1), "signed_b": In(1), "signed_out": In(1),
+            "add_offset": In(32), "ma": In(MULTIPLIER_BITS), "mb": In(MULTIPLIER_BITS),
+            "side": Out(range(max(act_depth, acc_depth))),
+            "side_data": In(rows * out_bits), "acc_side_data": In(rows * acc_bits),
             "room": Out(1), "idle": Out(1),
             "psum_read": Out(range(psum_depth)),
             "psum_read_data": In(rows * acc_bits),
@@ -331,18 +333,22 @@ class ResultWriter(wiring.Component):
 
     def _add(self, m, sums):
         """Fused add: each row's sum (a register, a cycle after its result's operand word
-        landed) times ``ma`` plus the operand's code times ``mb``, rounded and clamped:
-        ``ADD_WRITE_STEPS - 2`` register steps. Returns the word of codes."""
-        R, B = self._rows, self._out_bits
+        landed) times ``ma`` plus the operand's value (its code's, or its accumulator)
+        times ``mb``, rounded and clamped: ``ADD_WRITE_STEPS - 2`` register steps.
+        Returns the word of codes."""
+        R, B, AB = self._rows, self._out_bits, self._acc_bits
         b = stage(m, self.side_data, "add_operand")
+        b_acc = stage(m, self.acc_side_data, "add_acc_operand")
+        from_acc = stage(m, self.b_acc, "add_from_acc")
         ma, mb = stage(m, self.ma, "add_ma"), stage(m, self.mb, "add_mb")
         signed_b = stage(m, self.signed_b, "add_signed_b")
         signed_out = stage(m, self.signed_out, "add_signed_out")
         codes = []
         for r in range(R):
             pa = split_product(m, sums[r].as_signed(), ma, f"add_r{r}_pa")
-            pb = split_product(m, signed_lane(b.word_select(r, B), signed_b), mb,
-                               f"add_r{r}_pb")
+            value = Mux(from_acc, b_acc.word_select(r, AB).as_signed(),
+                        signed_lane(b.word_select(r, B), signed_b))
+            pb = split_product(m, value, mb, f"add_r{r}_pb")
             total = rounded_sum(m, pa, pb, f"add_r{r}")
             codes.append(stage(m, clamp_lane(total, signed_out, B), f"add_r{r}_code"))
         return Cat(*codes)
