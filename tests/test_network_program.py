@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from codnn.cli import main
-from codnn.golden.network import Add, IntegerNetwork, TermQuantization
+from codnn.golden.network import Add, Flatten, IntegerNetwork, Pool, TermQuantization
 from codnn.golden.network_program import (ADD_WRITE_STEPS, HEADER_CYCLES,
                                           POOL_LINE_WORDS, POOL_WRITE_STEPS,
                                           RESULT_WRITE_STEPS, EngineConfig, GatherTable,
@@ -891,3 +891,30 @@ def test_fused_add_is_refused_where_it_cannot_run():
         data[4 * (HEADER_WORDS + j * STEP_WORDS) + 1] &= ~(1 << 4)      # bit 12: add
         with pytest.raises(ProgramError, match=message):
             decode_program(bytes(data), engine=engine)
+
+
+def test_accumulators_read_other_than_by_one_add_are_refused_in_one_line():
+    # A layer without an output stage leaves accumulators, which the engine adds only as
+    # a layer writes them (a fused add): one read by two adds, added to itself or pooled
+    # is refused by name, before anything runs.
+    rng = np.random.default_rng(SEED)
+
+    def layer(*args, **kwargs):
+        return random_layer(rng, *args, alpha=2, **kwargs)
+    stem = layer("stem", "x", "s", 4, 3 * 9, shift=9, kernel=3, padding=1)
+    body = layer("body", "s", "a", 4, 4 * 9, shift=None, kernel=3, padding=1)
+    tail = (Pool("gap", "k", "g", "avg", kernel=0), Flatten("flat", "g", "f"),
+            layer("fc", "f", "y", 10, 4, shift=None))
+    engine = EngineConfig(rows=4, cols=3, alpha=2, act_words=512, acc_words=128,
+                          psum_words=64)
+    for middle, message in (
+            ((Add("one", "a", "s", "j", 1000, 2000), Add("two", "a", "j", "k", 1000, 2000)),
+             "body: its accumulators feed one, an add that cannot be fused"),
+            ((Add("self", "a", "a", "k", 1000, 2000),),
+             "body: its accumulators feed self, an add that cannot be fused"),
+            ((Pool("pool", "a", "k", "max", kernel=1),),
+             "body: its output, accumulators .* feeds a step other than an add")):
+        network = IntegerNetwork((stem, body, *middle, *tail), "x", "y", (3, 6, 6), 1.0, 1.0)
+        with pytest.raises(CompileError, match=message) as refused:
+            compile_network(network, engine)
+        assert "\n" not in str(refused.value)
