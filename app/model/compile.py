@@ -23,10 +23,12 @@ a layer of few positions by its tiles (unless the narrower weight image would no
 Fused pooling: a convolution with an output stage whose result only a 2 x 2, stride 2 max
 pooling reads becomes one layer step with ``pool`` (``fuse_pools``): the result writer
 pools as it writes, so the pooling step, its reads and the unpooled map's words are gone.
-Fused adds: a layer without an output stage whose accumulators only a residual add reads,
-the add's other operand activations made before the layer, becomes one layer step with
-the add (``fuse_adds``): the result writer adds as it writes, so the add step and the
-accumulators' words are gone.
+Fused adds: every residual add of a layer's accumulators (a layer without an output
+stage that only this add reads) becomes that layer with the add, in the add's place
+(``fuse_adds``; a projection block's, both operands accumulators, goes into the later
+layer): the result writer adds as it writes, so the add step and the accumulators'
+words are gone. The engine runs no other add of accumulators, so a network whose
+accumulators another step reads too is refused.
 
 Cycles are the engine's (``codnn.golden.network_program.step_cycles``, which
 ``codnn.hw.network.NetworkEngine`` equals): its sequencer reads a step's descriptor, then a
