@@ -102,3 +102,27 @@ def test_the_hw_check_finds_an_engine_importing_a_board_top(tmp_path, monkeypatc
     (tmp_path / "hw" / "nic" / "bump.py").write_text(
         "from codnn.hw.nic.mac import MacRx\nfrom codnn.hw.soc.uart import UartTx\n")
     assert hw_violations("nic", HW_ALLOWED["nic"]) == ["hw/nic/bump.py:2 codnn.hw.soc.uart"]
+
+
+#: The longest a function or method may be, in lines (its decorators aside).
+MOST_LINES = 100
+
+
+def long_functions(folders, most=MOST_LINES):
+    """``file:line name (lines)`` of each function in ``folders`` longer than ``most``."""
+    found = []
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > most:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
+                                     f"({lines})")
+    return found
+
+
+def test_no_function_outside_the_tests_is_longer_than_a_screenful():
+    assert long_functions(("app", "golden", "hw", "sim", "synth", "benchmarks")) == []
+    # The check finds one: every function of this file at one line.
+    assert "tests/test_layers.py" in " ".join(long_functions(("tests",), most=1))
