@@ -555,6 +555,15 @@ def test_without_pytorch_the_command_says_how_to_install_it():
 
 def test_a_tq_budget_no_data_can_fill_is_refused(tmp_path, capsys):
     code, _, err = _cli(capsys, "train", "lenet5", "--data", "digits", "--tq",
-                        "g=8,alpha=40,beta=2", "-o", str(tmp_path / "o"))
+                        "g=8,budget=40,beta=2", "-o", str(tmp_path / "o"))
     assert code == 2 and "budget 40: a group of 8 values has at most 32 terms" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_the_tq_budget_is_not_spelled_alpha(tmp_path, capsys):
+    # --column-combine's alpha is data streams a column; the TQ array's terms a group are
+    # its budget: --tq refuses alpha= in one line, naming the keys it takes.
+    code, _, err = _cli(capsys, "train", "lenet5", "--data", "digits", "--tq",
+                        "g=8,alpha=12,beta=3", "-o", str(tmp_path / "o"))
+    assert code == 2 and "expected g=...,budget=...,beta=...,encoding=..." in err, err
+    assert not (tmp_path / "o").exists()

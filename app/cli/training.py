@@ -97,11 +97,12 @@ def add_train(sub):
     sub.add_argument("--schedule", choices=SCHEDULES, default="joint",
                      help="joint: prune points on the ramp; oneshot: prune once to "
                           "--sparsity, retrain as many epochs (default joint)")
-    sub.add_argument("--tq", type=_settings({"g": int, "alpha": int, "beta": int,
+    sub.add_argument("--tq", type=_settings({"g": int, "budget": int, "beta": int,
                                              "encoding": str}),
-                     metavar="g=G,alpha=A,beta=B", default=None,
-                     help="fine-tune for the term-quantization array (defaults g=8, "
-                          "alpha=12, beta=3, encoding=naf)")
+                     metavar="g=G,budget=K,beta=B", default=None,
+                     help="fine-tune for the term-quantization array: G weights a group, "
+                          "K terms kept per group (the TQ paper's alpha), B terms per "
+                          "value (defaults g=8, budget=12, beta=3, encoding=naf)")
     sub.add_argument("--tq-epochs", type=positive_int, default=5,
                      help="term-quantization fine-tuning epochs (default 5)")
     sub.add_argument("--calibrate", choices=CALIBRATIONS, default="max",
@@ -206,7 +207,8 @@ def _spec(args):
                            schedule=args.schedule,
                            **{"alpha": 8, "gamma": 0.5, **args.column_combine})
     if args.tq is not None:
-        tq = TermQuantization(**{"g": 8, "alpha": 12, "beta": 3, **args.tq})
+        settings = {"g": 8, "budget": 12, "beta": 3, **args.tq}
+        tq = TermQuantization(alpha=settings.pop("budget"), **settings)
     if args.prunetrain is not None:
         pt = PruneTrain(**args.prunetrain)
     if args.block_float:
