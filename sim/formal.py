@@ -80,6 +80,32 @@ def _environment():
     return env
 
 
+def _end_solvers(folder):
+    """Kill what still runs in ``folder`` once sby has stopped (a solver it signalled may
+    still be exiting), and wait up to ``_STOP_SECONDS`` for it to be gone. Where the
+    system has no ``/proc``, sby's own stop is all there is."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    deadline, where = time.monotonic() + _STOP_SECONDS, str(Path(folder).resolve())
+    while time.monotonic() < deadline:
+        left = []
+        for entry in proc.iterdir():
+            try:
+                if entry.name.isdigit() and os.readlink(entry / "cwd").startswith(where):
+                    left.append(int(entry.name))
+            except OSError:
+                continue                    # gone, or not ours to read
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
 def run_proof(top, name, folder, *, mode="prove", depth=20, timeout=600):
     """Run sby on ``top`` (an elaboratable whose properties are its ``Assert``, ``Assume``
     and ``Cover`` statements, driven by ``AnyConst`` / ``AnySeq`` where it has inputs) in
@@ -118,6 +144,7 @@ def run_proof(top, name, folder, *, mode="prove", depth=20, timeout=600):
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGKILL)
             run.communicate()
+        _end_solvers(folder)
         raise ProofError(f"{name}: sby did not finish in {timeout} s") from None
     (folder / f"{name}.log").write_text(log)
     done = _DONE.search(log)
