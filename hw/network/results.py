@@ -129,7 +129,7 @@ class ResultWriter(wiring.Component):
     add, b_acc, signed_b, signed_out : In(1)
     add_offset : In(32)
     ma, mb : In(MULTIPLIER_BITS)
-    side : Out(range(act_depth))
+    side : Out(range(max(act_depth, acc_depth)))
     side_data, acc_side_data : In(rows * out_bits), In(rows * acc_bits)
         The activation and accumulator buffers' read ports for the add's operand.
     room, idle : Out(1)
