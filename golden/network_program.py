@@ -802,6 +802,11 @@ def _check_fused_add(where, step, sizes, lanes):
     if b.memory == "act" and b.addr != step.dst.addr and abs(b.addr - step.dst.addr) < span:
         _fail(where, f"its add operand (word {b.addr}) overlaps its dst (word "
                      f"{step.dst.addr}, {span} words) without being it")
+    _check_multipliers(where, step)
+
+
+def _check_multipliers(where, step):
+    """An add's multipliers ``ma`` and ``mb``: ``MULTIPLIER_BITS`` unsigned bits each."""
     if not (0 <= step.ma < 1 << MULTIPLIER_BITS and 0 <= step.mb < 1 << MULTIPLIER_BITS):
         _fail(where, f"multipliers {step.ma} and {step.mb} outside {MULTIPLIER_BITS} "
                      f"unsigned bits")
@@ -847,9 +852,7 @@ def _check_step(where, step, engine, sizes, image_bytes):
         if not step.a.map_shape == step.b.map_shape == step.dst.map_shape:
             _fail(where, f"operands {step.a.map_shape} and {step.b.map_shape} and result "
                          f"{step.dst.map_shape} differ")
-        if not (0 <= step.ma < 1 << MULTIPLIER_BITS and 0 <= step.mb < 1 << MULTIPLIER_BITS):
-            _fail(where, f"multipliers {step.ma} and {step.mb} outside "
-                         f"{MULTIPLIER_BITS} unsigned bits")
+        _check_multipliers(where, step)
     else:
         store = isinstance(step, StoreStep)
         region = step.src if store else step.dst

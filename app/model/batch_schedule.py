@@ -36,7 +36,7 @@ from codnn.golden.network_program import (MAX_PROGRAM_IMAGES, LoadStep, Program,
                                           Region, StoreStep, act_stride, image_region)
 
 from .compile import (BufferAllocator, CompiledNetwork, CompileError, Moves, check_network,
-                      choose_packings, fuse_steps, last_uses, layer_step, network_shapes,
+                      choose_packings, fuse_steps, last_uses, layer_step, leaves_accumulators, network_shapes,
                       post_steps, step_costs, step_reads)
 from .training_traffic import Group
 
@@ -80,8 +80,7 @@ class _Network:
         self.reads = [sorted({self.root(n) for n in step_reads(s)}) for s in self.steps]
         self.makes = [self.root(s.output) for s in self.steps]
         self.output = self.root(network.output)
-        self.raw = {self.makes[k] for k, s in enumerate(self.steps)
-                    if isinstance(s, ArrayLayer) and s.shift is None and s.residual is None}
+        self.raw = {self.makes[k] for k, s in enumerate(self.steps) if leaves_accumulators(s)}
         self.readers = {}
         for k, reads in enumerate(self.reads):
             for name in reads:

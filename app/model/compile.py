@@ -55,7 +55,8 @@ __all__ = ["BUFFERS", "BufferAllocator", "CompileError", "Moves", "StepCost", "s
            "CompiledNetwork",
            "check_network", "choose_packings", "compile_network", "fit_buffers", "fuse_adds",
            "fuse_pools", "fuse_steps",
-           "largest_buffers", "last_uses", "layer_step", "network_shapes", "post_steps",
+           "largest_buffers", "last_uses", "layer_step", "leaves_accumulators",
+           "network_shapes", "post_steps",
            "step_reads"]
 
 #: The engine's on-chip buffers that ``fit_buffers`` sizes (``EngineConfig`` fields).
@@ -248,6 +249,12 @@ def step_reads(step):
             *getattr(step, "others", ())]
 
 
+def leaves_accumulators(step):
+    """Whether network step ``step`` writes accumulators: an ``ArrayLayer`` without an
+    output stage or a fused add (the logits, or a residual branch an add reads)."""
+    return isinstance(step, ArrayLayer) and step.shift is None and step.residual is None
+
+
 def _readers(network):
     """The steps that read each tensor, by name."""
     readers = {}
@@ -297,8 +304,7 @@ def fuse_adds(network):
     accumulators are its ``other``."""
     readers = _readers(network)
     made = {step.output: k for k, step in enumerate(network.steps)}
-    raw = {step.output for step in network.steps
-           if isinstance(step, ArrayLayer) and step.shift is None and step.residual is None}
+    raw = {step.output for step in network.steps if leaves_accumulators(step)}
     fused, dropped = {}, set()
     for add in network.steps:
         if not isinstance(add, Add) or add.source == add.other:
@@ -621,7 +627,7 @@ def compile_network(network, engine, *, fuse=True):
             allocator.free_after(k - 1)
         reads = {storage.get(name, name) for name in step_reads(step)}
         spill.bring_back(sorted(reads), k, last, step.name, steps, moved)
-        raw = isinstance(step, ArrayLayer) and step.shift is None and step.residual is None
+        raw = leaves_accumulators(step)
         if raw:
             _check_accumulators_read(step, network.steps[k + 1:])
         target = acc if raw else act
