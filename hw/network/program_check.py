@@ -310,8 +310,7 @@ def _fused_add(m, layer, dst, span, act, acc):
     return Mux(
         layer.add,
         ~layer.output_stage & ~layer.pool & ~(in_acc & layer.add_signed_b)
-        & Mux(in_acc, _fits(m, "fused_add_acc", layer.add_b, span, acc),
-              _fits(m, "fused_add", layer.add_b, span, act))
+        & _fits(m, "fused_add", layer.add_b, span, Mux(in_acc, acc, act))
         & (in_acc | (layer.add_b == dst) | (layer.add_b >= dst_end) | (dst >= b_end)),
         (layer.add_b == 0) & ~in_acc & (layer.add_ma == 0) & (layer.add_mb == 0)
         & ~layer.add_signed_b & ~layer.add_signed_out)
