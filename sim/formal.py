@@ -22,10 +22,13 @@ from amaranth.back import rtlil
 
 from codnn.synth.tools import tool_path
 
-__all__ = ["MODES", "Proof", "ProofError", "run_proof"]
+__all__ = ["DECIDED", "MODES", "Proof", "ProofError", "run_proof"]
 
 #: sby modes: bounded model check, k-induction, cover.
 MODES = ("bmc", "prove", "cover")
+#: The status each mode promises; any other (failed, unknown: induction did not close,
+#: not covered, not finished) is not what was asked for.
+DECIDED = {"prove": "proved", "bmc": "bounded", "cover": "covered"}
 
 #: Seconds sby gets to end its solvers after the time limit.
 _STOP_SECONDS = 10

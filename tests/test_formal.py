@@ -3,8 +3,11 @@ every proof ends as docs/formal.md says; a broken design fails with the cycle, t
 property's line and a counterexample VCD; cover mode tells reached from unreached; bad
 settings are refused."""
 
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -18,18 +21,22 @@ from codnn.cli import main
 from codnn.hw.common.skid import SkidOutput
 from codnn.hw.formal import link_answers
 from codnn.hw.formal import network as formal_network
+from codnn.hw.formal import proofs
 from codnn.hw.formal.arrays import array_banks_top, array_values_top
 from codnn.hw.formal.environment import flat_axis_streams, stream_engine_top
 from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.network import axi_weights_top
+from codnn.hw.formal import nic as formal_nic
 from codnn.hw.formal.nic import (answers_top, header_counts_top, inceptionn_value_top,
-                                 message_bytes_top, messages_top, settings_edge_top, waits_top)
+                                 message_bytes_top, messages_top, settings_edge_top,
+                                 terngrad_value_top, waits_top)
+from codnn.hw.formal.mutations import MUTATIONS, install, mutated_source
 from codnn.hw.formal.proofs import PROOFS
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import no_reset, value_frames
 from codnn.hw.formal.units import skid_top
 from codnn.hw.network import weights
-from codnn.hw.nic import NIC_ENGINES, NicDescriptor
+from codnn.hw.nic import NIC_ENGINES, NicDescriptor, terngrad
 from codnn.hw.nic.axis import axis_ports
 from codnn.hw.nic.engine_base import NicEngineBase
 from codnn.hw.nic.inceptionn_format import Thresholds
@@ -66,7 +73,7 @@ def test_the_quick_proofs_are_the_documented_ones():
         *(f"{name}_frames" for name in decoders), "systolic_beats", "tq_array_beats",
         "ring_links", "tq_array_latency", *(f"{name}_messages" for name in NIC_ENGINES),
         *(name for name in PROOFS if name.endswith("_waits")), "maxabs_answers",
-        "terngrad_bytes", "terngrad_decoder_counts", "tq_array_values"}
+        "terngrad_bytes", "terngrad_decoder_counts", "tq_array_values", "terngrad_value"}
 
 
 def test_every_proof_is_in_the_docs():
@@ -238,6 +245,9 @@ def _mutant(module, old, new):
     # The received frame's CRC started one off.
     ("m.d.sync += crc.eq(0xFFFF)\n                    m.next = \"CODE\"",
      "m.d.sync += crc.eq(0xFFFE)\n                    m.next = \"CODE\"", 8),
+    # Every answer sent with a wrong CRC (the sending CRC started one off; the issue's
+    # second mutation, which once left the proof unknown and `codnn prove` at exit 0).
+    ("out_crc.eq(0xFFFF), left.eq(length)", "out_crc.eq(0xFFFE), left.eq(length)", 8),
 ])
 def test_the_answer_proof_holds_the_links_decisions(tmp_path, monkeypatch, old, new, depth):
     # The link's decisions (which frames it offers as requests, which it answers with
@@ -248,6 +258,62 @@ def test_the_answer_proof_holds_the_links_decisions(tmp_path, monkeypatch, old, 
                       "decisions", tmp_path, mode="bmc", depth=depth)
     assert proof.status == "failed", proof.summary()
     assert all("link_answers.py" in where for where in proof.failed)
+
+
+def test_prove_exits_non_zero_on_a_link_sending_wrong_crcs(tmp_path, monkeypatch, capsys):
+    # `codnn prove host_link_answers` as a user or CI job runs it, on the issue's second
+    # mutation: the proof's documented status is "proved", anything else exits 1.
+    mutant = _mutant(link_frames, "out_crc.eq(0xFFFF), left.eq(length)",
+                     "out_crc.eq(0xFFFE), left.eq(length)")
+    monkeypatch.setattr(proofs, "LinkFrames", mutant.LinkFrames)
+    monkeypatch.setattr(link_answers, "LinkFrames", mutant.LinkFrames)
+    assert main(["prove", "host_link_answers", "--build-dir", str(tmp_path), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)[0]["status"] in ("failed", "unknown")
+
+
+def test_a_terngrad_lane_off_its_threshold_fails_the_value_proof(tmp_path, monkeypatch):
+    # The proof takes minutes (`codnn prove all` runs it); a lane comparing with half its
+    # threshold fails it in seconds, with a counterexample.
+    mutation = next(m for m in MUTATIONS if m.name == "ternary_threshold_shifted")
+    mutant = _mutant(terngrad, mutation.old, mutation.new)
+    monkeypatch.setattr(formal_nic, "survives", mutant.survives)
+    proof = run_proof(terngrad_value_top(), "threshold", tmp_path, mode="bmc", depth=1)
+    assert proof.status == "failed" and proof.vcd.exists(), proof.summary()
+
+
+def test_the_mutation_table_names_real_texts_and_proofs():
+    # Each mutation's text is in its design once and each proof it names exists, so the
+    # table (docs/formal.md, benchmarks/formal_proofs.py --mutations) cannot go stale.
+    assert len({m.name for m in MUTATIONS}) == len(MUTATIONS)
+    for mutation in MUTATIONS:
+        path, text = mutated_source(mutation)
+        assert mutation.new in text and path.exists()
+        named = [*mutation.catch, *mutation.gaps]
+        assert named and len(set(named)) == len(named)
+        assert set(named) <= set(PROOFS), mutation.name
+    with pytest.raises(ValueError, match="0 times, not once"):
+        mutated_source(dataclasses.replace(MUTATIONS[0], old="no such text"))
+
+
+def test_a_mutation_is_imported_in_place_of_the_design():
+    # In a process of its own, as the benchmark runs it: the design's users get the
+    # mutant; in one that has imported the design already, install refuses.
+    script = ("from codnn.hw.formal.mutations import MUTATIONS, install\n"
+              "install(MUTATIONS[1])\n"
+              "from codnn.hw.formal import proofs\n"
+              "import sys, types\n"
+              "def consts(code):\n"
+              "    for c in code.co_consts:\n"
+              "        yield c\n"
+              "        if isinstance(c, types.CodeType): yield from consts(c)\n"
+              "functions = vars(proofs.LinkFrames).values()\n"
+              "print(any(0xFFFE in consts(f.__code__) for f in functions\n"
+              "          if isinstance(f, types.FunctionType)))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    assert MUTATIONS[1].name == "crc_sent_wrong" and done.stdout.split() == ["True"]
+    with pytest.raises(RuntimeError, match="imported already"):
+        install(MUTATIONS[1])
 
 
 @pytest.mark.parametrize("dut, message", [

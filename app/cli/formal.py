@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from codnn.sim.formal import MODES, ProofError, run_proof
+from codnn.sim.formal import DECIDED, MODES, ProofError, run_proof
 from codnn.sim.runner import default_build_root
 from codnn.synth.tools import ToolMissing
 
@@ -15,9 +15,6 @@ USAGE_ERRORS = ()
 FAILURES = (ProofError, ToolMissing)
 #: Seconds a proof may take by default: the longest ones in docs/formal.md take minutes.
 TIME_LIMIT = 1800
-#: The status each mode promises; any other (failed, unknown: induction did not close,
-#: not covered, not finished) exits 1.
-DECIDED = {"prove": "proved", "bmc": "bounded", "cover": "covered"}
 
 
 def _setting(text):

@@ -1,6 +1,6 @@
 """Proofs of the NIC engines (``codnn.hw.nic``): value frames, messages counted, input
 waits, message bytes, header counts, answers, settings taken at their edge, and the
-INCEPTIONN-style value path."""
+INCEPTIONN-style and TernGrad value paths."""
 
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Module, Mux, Shape, Signal
@@ -11,9 +11,11 @@ from codnn.hw.formal.environment import stream_engine_top
 from codnn.hw.formal.streams import beats, messages, no_reset, stream_rules, value_frames
 from codnn.hw.nic.decompressor import decode_value
 from codnn.hw.nic.inceptionn_format import Thresholds, classify_value, value_payload
+from codnn.hw.nic.terngrad import float_parts, survives
 
 __all__ = ["value_frames_top", "messages_top", "waits_top", "message_bytes_top",
-           "header_counts_top", "answers_top", "settings_edge_top", "inceptionn_value_top"]
+           "header_counts_top", "answers_top", "settings_edge_top", "inceptionn_value_top",
+           "terngrad_value_top"]
 
 
 def value_frames_top(engine, lanes, max_values):
@@ -268,4 +270,31 @@ def inceptionn_value_top(thresholds=Thresholds):
                                       & (shrink < (1 << (149 - b)[:8]))
                                       & ((y == 0) | (y[31] == x[31])))),
     ]
+    return m
+
+
+def terngrad_value_top():
+    """One lane's TernGrad decision in gateware (``codnn.hw.nic.terngrad.survives``, as
+    every lane of the encoder has it, with its register stages taken out: the same logic
+    on values that do not change) on a finite float32 ``g``, a finite non-negative
+    scaler ``s`` and any 48-bit ``product`` of a uniform ``u`` and the scaler's
+    significand (``AnyConst``). Property: the lane keeps ``g`` exactly when ``|g| * 2**24
+    > u * s`` (semantics section 5), written apart from the design's exponent logic:
+    both sides as integers in units of ``2**-150``, shifts of up to 303 bits, no
+    saturation. The product itself (four 12 x 12 products in the encoder) is held
+    to golden by simulation: a solver does not show two multipliers equal in reasonable
+    time."""
+    m = Module()
+    g, s, product = AnyConst(32), AnyConst(32), AnyConst(48)
+    m.d.comb += Assume((g[23:31] != 0xFF) & ~s[31] & (s[23:31] != 0xFF))
+    g_significand, g_exponent = float_parts(m, g, "g")
+    _, s_exponent = float_parts(m, s, "s")
+    keep = survives(m, lambda value, name: value, g_significand, g_exponent, product,
+                    s_exponent, "lane")
+
+    def scaled(significand, exponent_bits, extra):      # significand * 2**(e + extra)
+        return significand << (Mux(exponent_bits == 0, 1, exponent_bits) + extra)
+    left = scaled(Cat(g[:23], g[23:31] != 0), g[23:31], 24)     # |g| * 2**24 * 2**150
+    right = scaled(product, s[23:31], 0)                        # u * s * 2**150
+    m.d.comb += Assert(keep == (left > right))
     return m

@@ -17,7 +17,7 @@ from codnn.hw.formal.link_answers import check_answer_bounds, link_answers_top
 from codnn.hw.formal.network import axi_weights_top, onchip_weights_top
 from codnn.hw.formal.nic import (answers_top, header_counts_top, inceptionn_value_top,
                                  message_bytes_top, messages_top, settings_edge_top,
-                                 value_frames_top, waits_top)
+                                 terngrad_value_top, value_frames_top, waits_top)
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.units import fmix32_top, skid_top
 from codnn.hw.network.gather import Gather
@@ -232,6 +232,10 @@ PROOFS = {
         "every float32 and every bound 7..15 through the INCEPTIONN-style compressor's "
         "class and payload and the decompressor's decode: the value of semantics "
         "section 4's table, and a finite |x| < 1 within 2**-b below |x|, its sign kept",)),
+    "terngrad_value": ProofSpec(terngrad_value_top, {}, "prove", 1, (
+        "every finite float32 g, finite non-negative scaler s and 24-bit uniform u through "
+        "a TernGrad encoder lane's product and comparison: g is kept exactly when "
+        "|g| * 2**24 > u * s (semantics section 5)",), quick=False),
     "block_dot": _streams_proof(lambda g: BlockDot(g=g), {"g": 4}, "the block dot unit"),
     "term_encoder": _streams_proof(
         lambda lanes, mag_bits: TermEncoder(lanes=lanes, mag_bits=mag_bits),

@@ -17,7 +17,8 @@ from codnn.hw.nic.packer import BytePacker
 from codnn.hw.nic.reader import Item, MessageReader
 from codnn.hw.nic.window import ByteWindow
 
-__all__ = ["TernGradEncoder", "TernGradDecoder", "float_parts", "finite_non_negative"]
+__all__ = ["TernGradEncoder", "TernGradDecoder", "float_parts", "finite_non_negative",
+           "survives"]
 
 
 def float_parts(m, bits, name):
@@ -46,7 +47,7 @@ def _product(stage, u, s, name):
     return stage((Cat(low, high) + (middle << 12))[:48], name)
 
 
-def _survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
+def survives(m, stage, g_significand, g_exponent, product, s_exponent, name):
     """``|g| * 2**24 > u * s`` exactly, from ``g``'s parts, ``product = u * s_significand``
     (48 bits) and ``s``'s exponent: ``g_significand * 2**k > product`` with
     ``k = g_exponent - s_exponent + 24``, as ``g_significand << k > product`` for ``k >= 0``
@@ -175,8 +176,8 @@ class TernGradEncoder(NicEngineBase):
             product = _product(pipe.register, u, s_significand, f"lane{k}_product")
             g_significand, g_exponent = float_parts(m, early.bits[32 * k:32 * (k + 1)],
                                                     f"lane{k}_g")
-            keep = _survives(m, pipe.register, g_significand, g_exponent, product, s_exponent,
-                             f"lane{k}")
+            keep = survives(m, pipe.register, g_significand, g_exponent, product, s_exponent,
+                            f"lane{k}")
             g = late.bits[32 * k:32 * (k + 1)]
             finite = g[23:31] != 0xFF
             codes.append(Mux(keep & finite & s_usable, Mux(g[31], 3, 1), 0))
