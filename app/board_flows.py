@@ -79,7 +79,7 @@ def run_network_on_device(network, q, *, rows, cols, alpha, port=None, baud=1152
                 "timeout_bytes": 16}
         if tq is None:
             return BOARD_DESIGNS["systolic"].build(alpha=alpha, **size)
-        return BOARD_DESIGNS["tq"].build(g=tq.g, alpha=tq.alpha, beta=tq.beta,
+        return BOARD_DESIGNS["tq"].build(g=tq.g, budget=tq.alpha, beta=tq.beta,
                                          mag_bits=tq.mag_bits, encoding=tq.encoding, **size)
 
     return _on_board(host, None if sim_depth is None else design, port, baud)
@@ -197,7 +197,7 @@ def run_layer_file(layers, inputs, *, layer=None, port=None, baud=115200, sim=No
                 "timeout_bytes": 16}
         if tq:
             return BOARD_DESIGNS["tq"].build(
-                g=chosen.g, alpha=chosen.alpha, beta=sim["beta"], mag_bits=chosen.mag_bits,
+                g=chosen.g, budget=chosen.alpha, beta=sim["beta"], mag_bits=chosen.mag_bits,
                 encoding=chosen.encoding, **size)
         return BOARD_DESIGNS["systolic"].build(alpha=chosen.alpha, **size)
 

@@ -36,7 +36,7 @@ DEMO_STEPS = [
     ("systolic", {"rows": 2, "cols": 4, "alpha": 8, "out_bits": 8},
      {"layer_rows": 6, "layer_cols": 64, "sparsity": 0.8, "gamma": 0.5}, 16, ("ice40-up5k",),
      False),
-    ("tq", {"rows": 2, "cols": 2, "g": 4, "alpha": 6, "beta": 2},
+    ("tq", {"rows": 2, "cols": 2, "g": 4, "budget": 6, "beta": 2},
      {"layer_rows": 4, "layer_cols": 32}, 8, ("ice40-up5k",), False),
     ("compressor", {"lanes": 1}, {"gradients": str(GRADIENTS), "bound_bits": 10}, 1,
      ("ice40-hx8k",), False),

@@ -288,7 +288,8 @@ def _mac_engine(name, cls, summary, sim_params, group_beats):
         testbench="codnn.sim.tb_tq",
         tb_config=lambda dut, sim, beats, idle, backpressure, build_root: {
             "unit": name, "mag_bits": dut.mag_bits, "acc_bits": dut.acc_bits, "groups": beats,
-            "idle": idle, "backpressure": backpressure, "latency": dut.latency, **sim},
+            "idle": idle, "backpressure": backpressure, "latency": dut.latency,
+            **{("alpha" if key == "budget" else key): value for key, value in sim.items()}},
         throughput=lambda dut: f"1 {group_beats}/cycle",
         rate=lambda dut: (1, group_beats))
 
@@ -345,7 +346,7 @@ ENGINES = {engine.name: engine for engine in [
         params=(Param("rows", int, 4, "array rows"),
                 Param("cols", int, 4, "array columns (groups per row)"),
                 Param("g", int, 8, "values per group"),
-                Param("alpha", int, 12, "weight terms per group"),
+                Param("budget", int, 12, "weight terms per group (the TQ paper's alpha)"),
                 Param("beta", int, 3, "terms kept per data value"),
                 Param("mag_bits", int, 7, "magnitude bits of weights and data"),
                 Param("encoding", str, "naf", "data term encoding", ENCODINGS),
@@ -353,7 +354,7 @@ ENGINES = {engine.name: engine for engine in [
                 Param("out_bits", int, None, "output stage width (default: none)"),
                 Param("requant", str, "shift", "the output stage: a shift, or a 16-bit "
                       "multiplier and a shift", REQUANT_KINDS)),
-        build=lambda **p: TermQuantArray(**p),
+        build=lambda budget, **p: TermQuantArray(alpha=budget, **p),
         sim_params=(Param("layer_rows", int, 8, "outputs of the random layer"),
                     Param("layer_cols", int, 64, "inputs of the random layer"),
                     Param("shift", int, 12, "output stage shift"),
@@ -420,7 +421,7 @@ ENGINES = {engine.name: engine for engine in [
     ),
     _mac_engine("tmac", TMac, "term-pair MAC (one term pair per cycle)",
                 (Param("g", int, 8, "values per group"),
-                 Param("alpha", int, 12, "weight terms per group"),
+                 Param("budget", int, 12, "weight terms per group (the TQ paper's alpha)"),
                  Param("beta", int, 3, "terms kept per data value"),
                  Param("encoding", str, "naf", "term encoding", ENCODINGS)), "term pair"),
     _mac_engine("pmac", PMac, "parallel MAC baseline (one product per cycle)",
@@ -506,8 +507,8 @@ BOARD_DESIGNS = {design.name: design for design in [
     BoardDesign(
         name="tq",
         summary="the TQ array with memories for one tile (codnn.hw.soc.TqSoc)",
-        params=_soc_params("tq", rows=2, cols=2, g=4, alpha=6, beta=2),
-        build=lambda **p: TqSoc(**p)),
+        params=_soc_params("tq", rows=2, cols=2, g=4, budget=6, beta=2),
+        build=lambda budget, **p: TqSoc(alpha=budget, **p)),
     BoardDesign(
         name="nic",
         summary="a NIC engine with memories for one frame in and out (codnn.hw.soc.NicSoc)",

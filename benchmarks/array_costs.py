@@ -25,7 +25,7 @@ from reproduction import write_csv
 ARRAYS = {
     "parallel": ("systolic", {"alpha": 8, "mac": "parallel"}),
     "bitserial": ("systolic", {"alpha": 8, "mac": "bitserial"}),
-    "tq": ("tq", {"g": 8, "alpha": 12, "beta": 3}),
+    "tq": ("tq", {"g": 8, "budget": 12, "beta": 3}),
 }
 
 

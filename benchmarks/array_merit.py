@@ -49,9 +49,9 @@ ARRAYS = {
     "parallel, no DSP": ("systolic", {"alpha": 8, "mac": "parallel"}, 0,
                          {"mac": "parallel"}),
     "bitserial": ("systolic", {"alpha": 8, "mac": "bitserial"}, None, {"mac": "bitserial"}),
-    "tq": ("tq", {"g": 8, "alpha": 12, "beta": 3}, None,
+    "tq": ("tq", {"g": 8, "budget": 12, "beta": 3}, None,
            {"tq": TermQuantization(8, 12, 3)}),
-    "tq a8 b2, tuned": ("tq", {"g": 8, "alpha": 8, "beta": 2}, None,
+    "tq a8 b2, tuned": ("tq", {"g": 8, "budget": 8, "beta": 2}, None,
                         {"tq": TermQuantization(8, 8, 2), TUNED: True}),
 }
 #: How each network was trained (``codnn train``), for its TQ-fine-tuned twin.

@@ -331,7 +331,7 @@ def test_quantize_bad_arguments_exit_2(capsys, tmp_path, argv, expected):
 def test_simulate_tq_array(capsys):
     # The demo's array, so the compiled model is shared.
     code, out, _ = run(capsys, "simulate", "tq", "--rows", "2", "--cols", "2", "--g", "4",
-                       "--alpha", "6", "--beta", "2", "--layer-rows", "3", "--layer-cols",
+                       "--budget", "6", "--beta", "2", "--layer-rows", "3", "--layer-cols",
                        "20", "--beats", "4", "--idle", "0", "--backpressure", "0",
                        "--seed", "5", "--json")
     report = json.loads(out)
@@ -341,8 +341,14 @@ def test_simulate_tq_array(capsys):
 
 
 def test_tq_bad_parameters_exit_2(capsys):
-    code, _, err = run(capsys, "generate", "tq", "--alpha", "0", "-o", "x")
+    code, _, err = run(capsys, "generate", "tq", "--budget", "0", "-o", "x")
     assert code == 2 and "Weight term budget must be a positive integer" in err
+    # The TQ budget is --budget on every command line: --alpha is the column-combined
+    # array's streams per column, and the TQ engines do not take it.
+    for argv in (["generate", "tq", "--alpha", "4", "-o", "x"],
+                 ["simulate", "tmac", "--alpha", "4"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "--alpha" in err
     code, _, err = run(capsys, "simulate", "tq", "--layer-cols", "0")
     assert code == 2 and "Layer cols must be positive" in err
 

@@ -21,7 +21,7 @@ from codnn.sim.simulators import use_simulator
 _WALL_STYLE = ("UNUSEDSIGNAL", "PROCASSINIT", "DECLFILENAME")
 #: Small configurations, so that linting stays quick; the rest keep their defaults.
 _SMALL = {"fmix32": {"lanes": 2}, "systolic": {"rows": 2, "cols": 2, "alpha": 2},
-          "tq": {"rows": 1, "cols": 2, "g": 4, "alpha": 4, "beta": 2}}
+          "tq": {"rows": 1, "cols": 2, "g": 4, "budget": 4, "beta": 2}}
 _LANES = (1, 8)
 _NIC = {"compressor", "decompressor", "loopback", "terngrad", "terngrad_decoder", "maxabs"}
 
