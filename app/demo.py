@@ -63,7 +63,7 @@ def _sim_figures(report):
     if "groups" not in report and "tiles" in report:
         p = report["parameters"]
         return (f"{w['layer_rows']}x{w['layer_cols']} layer, groups of {p['g']} revealed "
-                f"to {p['alpha']} terms, data to {p['beta']}: {report['tiles']} tiles, "
+                f"to {p['budget']} terms, data to {p['beta']}: {report['tiles']} tiles, "
                 f"{report['beats']} vectors equal golden in {report['cycles']} cycles "
                 f"(model {report['model_cycles_without_stalls']} without stalls)")
     if "tiles" in report:
