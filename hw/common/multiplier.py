@@ -59,8 +59,18 @@ def pipelined_product(m, plan, a, b, name):
     width = len(a) + len(b)
     form = plan.form(len(a), len(b))
     if form == "ecp5_dsp":
+        product = Signal(36, name=f"{name}_p")
+        pins = {f"i_A{k}": bit for k, bit in enumerate(_extend(a, _ECP5_DSP_BITS))}
+        pins.update({f"i_B{k}": bit for k, bit in enumerate(_extend(b, _ECP5_DSP_BITS))})
+        pins.update({f"o_P{k}": product[k] for k in range(36)})
+        m.submodules[f"{name}_dsp"] = Instance(
+            "MULT18X18D",
+            p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",
+            p_GSR="DISABLED",
+            i_CLK0=ClockSignal("sync"), i_CE0=Const(1), i_RST0=Const(0),
+            i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
+            **pins)
         # The third step in the fabric, next to the adder the product feeds.
-        product = _ecp5_product(m, a, b, name, output_register=True)
         return stage(m, product[:width].as_signed(), f"{name}_product")
     if form == "lut_tree":
         # Step 1: a times each 2-bit digit of b (one adder each; the top digit signed).
@@ -77,14 +87,12 @@ def pipelined_product(m, plan, a, b, name):
     return delay(m, a * b, PRODUCT_STEPS, f"{name}_product")
 
 
-def split_product(m, a, b, name, platform=None):
+def split_product(m, a, b, name):
     """``a * b`` for operands wider than a DSP block's (``a`` signed or unsigned, ``b``
     unsigned), ``SPLIT_PRODUCT_STEPS`` register steps later: each operand cut into
     17-bit pieces (the top piece of a signed ``a`` keeps its sign), each pair of pieces'
     product registered (a MULT18X18D or an SB_MAC16 apiece, with a register beside it),
-    then their sum. On an ECP5 ``platform`` (``MultiplierPlan``'s) each pair of pieces
-    is a MULT18X18D with its input registers in use instead: the operands' way to the
-    DSP column is the first step, the product's way back and the sum the second.
+    then their sum.
 
     Latency: ``SPLIT_PRODUCT_STEPS`` (2) cycles. Throughput: one product per cycle.
     """
@@ -94,41 +102,13 @@ def split_product(m, a, b, name, platform=None):
                  if signed and start + _PIECE_BITS >= len(value)
                  else value[start:start + _PIECE_BITS]) for start in cuts]
     signed = a.shape().signed
-    ecp5 = getattr(platform, "dsp_primitive", None) == "MULT18X18D"
-
-    def product(x, y, piece):
-        if not ecp5:
-            return stage(m, x * y, f"{name}_piece{piece}")
-        value = _ecp5_product(m, x, y, f"{name}_piece{piece}",
-                              output_register=False)[:len(x) + len(y)]
-        return value.as_signed() if x.shape().signed else value
-    parts = [product(x, y, f"{i}_{j}") << (i_start + j_start)
+    parts = [stage(m, x * y, f"{name}_piece{i}_{j}") << (i_start + j_start)
              for i, (i_start, x) in enumerate(pieces(a, signed))
              for j, (j_start, y) in enumerate(pieces(b, False))]
     total = sum(parts)[:len(a) + len(b)]
     return stage(m, total.as_signed() if signed else total, f"{name}_sum")
 
 
-def _ecp5_product(m, a, b, name, output_register):
-    """``a * b`` (each at most 18 bits, two's complement where signed) on one MULT18X18D,
-    its input registers in use, and its output register with ``output_register``: 1 or 2
-    steps. Returns the block's 36-bit product."""
-    product = Signal(36, name=f"{name}_p")
-    pins = {f"i_A{k}": bit for k, bit in enumerate(_extend(a, _ECP5_DSP_BITS))}
-    pins.update({f"i_B{k}": bit for k, bit in enumerate(_extend(b, _ECP5_DSP_BITS))})
-    pins.update({f"o_P{k}": product[k] for k in range(36)})
-    m.submodules[f"{name}_dsp"] = Instance(
-        "MULT18X18D",
-        p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0",
-        p_REG_OUTPUT_CLK="CLK0" if output_register else "NONE", p_GSR="DISABLED",
-        i_CLK0=ClockSignal("sync"), i_CE0=Const(1), i_RST0=Const(0),
-        i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
-        **pins)
-    return product
-
-
 def _extend(value, bits):
-    """The bits of ``value`` extended to ``bits``: by its sign bit if it is signed, by
-    zeros if not."""
-    fill = value[-1] if value.shape().signed else Const(0, 1)
-    return [value[k] if k < len(value) else fill for k in range(bits)]
+    """The bits of signed ``value`` sign-extended to ``bits``."""
+    return [value[k] if k < len(value) else value[-1] for k in range(bits)]

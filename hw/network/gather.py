@@ -174,9 +174,9 @@ class Gather(wiring.Component):
     ``start`` to the next when that pass's table names a lane at ``lanes`` or past it
     (but ``0xFF``) for a column's stream.
     ``write`` writes a word, a lane into each bank (not while a pass reads what it
-    writes). ``fault`` is high for a cycle, two cycles after a bank's read inside the map
-    named a word below 0 or at ``limit`` or past it (the program's buffer; the word read
-    is then not the one named).
+    writes). ``fault`` is high for a cycle after a bank's read inside the map named a
+    word below 0 or at ``limit`` or past it (the program's buffer; the word read is
+    then not the one named).
 
     Latency: ``rounds + 6`` cycles from the edge that takes ``start`` to the first beat
     valid on ``o`` (a cycle to set up, the reads' rounds, the address, memory, memory
@@ -354,14 +354,13 @@ class Gather(wiring.Component):
         ``(-top, -left)``, its word ``src - top * width - left``), the round; ``busy`` and
         who reads the banks' ports."""
         # The products the pass needs, registered as it starts: no multiplier is in front
-        # of the position registers. They load every cycle no pass issues (so also at the
-        # edge that takes ``start``): the start decision drives no wide enable.
+        # of the position registers.
         corner = Signal(24, name="corner")                  # top * width + left
         # ``start`` loads a few registers; the geometry is sampled from a register a cycle
         # later (``first``), so that the start decision does not drive the enable of every
         # geometry bit.
         g = self.geometry
-        with m.If(~k.issuing):
+        with m.If(self.start & ~self.busy):
             m.d.sync += [k.row_step.eq(g.stride * g.width),
                          corner.eq(g.padding_top * g.width + g.padding_left)]
         m.d.comb += self.busy.eq(k.issuing | (k.pending != 0))
@@ -370,6 +369,7 @@ class Gather(wiring.Component):
         m.d.sync += k.passing.eq(self.busy)
         with m.If(self.start & ~self.busy):
             m.d.sync += [k.first.eq(1), k.issuing.eq(1)]
+        m.d.sync += self.fault.eq(0)                    # a read below may set it
         with m.If(k.first):
             at, under = k.at, corner - g.src
             over = self.limit + under
@@ -425,7 +425,6 @@ class Gather(wiring.Component):
         (``_bank_port``), and each column's streams from them (``_column_port``)."""
         D, P = self._data_bits, self._ports
         reads = [[None] * P for _ in range(self._lanes)]
-        faults = []
         for i in range(self._lanes):
             bank = memory.Memory(shape=unsigned(D), depth=self._depth, init=[])
             m.submodules[f"act_lane{i}"] = bank
@@ -433,17 +432,10 @@ class Gather(wiring.Component):
             m.d.comb += [write.addr.eq(self.write.addr),
                          write.data.eq(self.write.data.word_select(i, D)),
                          write.en.eq(self.write.en)]
-            faulted = []
             for p in range(P):
-                reads[i][p], bad = self._bank_port(m, k, i, p, bank.read_port())
-                faulted.append(bad)
-            # A register a bank beside its ports, their OR a cycle later: no path from
-            # every port across the device into one flip-flop.
-            faults.append(stage(m, Cat(faulted).any(), f"read_l{i}_fault",
-                                reset_less=False))
+                reads[i][p] = self._bank_port(m, k, i, p, bank.read_port())
             side = bank.read_port(transparent_for=())
             m.d.comb += [side.addr.eq(self.side), self.side_data.word_select(i, D).eq(side.data)]
-        m.d.sync += self.fault.eq(Cat(faults).any())
         for p in range(P):
             m.d.comb += self.aux_data[p].eq(Cat(reads[i][p][0] for i in range(self._lanes)))
         for g in range(self._cols):
@@ -455,18 +447,19 @@ class Gather(wiring.Component):
         whether it lies inside the map; step 2, the memory's read; step 3, its data
         registered (nothing stands between the memory and a register). Returns the
         read's data (for ``aux``, in step 3), and the registered data and whether it was
-        inside, in step 4; and whether its read in step 1 is a fault."""
+        inside, in step 4."""
         slot, bounds = k.entries[p][i], k.bounds
         inside = ((slot.ky >= bounds.ky_low) & (slot.ky < bounds.ky_end)
                   & (slot.kx >= bounds.kx_low) & (slot.kx < bounds.kx_end))
         address = Signal(range(self._depth), name=f"read_l{i}_p{p}_addr")
         m.d.comb += read.addr.eq(Mux(k.passing, address, self.aux[p]))
         outside = (slot.offset < bounds.offset_low) | (slot.offset >= bounds.offset_end)
+        with m.If(k.go & inside & outside):
+            m.d.sync += self.fault.eq(1)
         named = (slot.offset - k.at.under)[:len(address)]
         m.d.sync += address.eq(Mux(inside, named, 0))
         valid = delay(m, inside, 3, f"read_l{i}_p{p}_inside")
-        return (read.data, stage(m, read.data, f"read_l{i}_p{p}_data"), valid), \
-            k.go & inside & outside
+        return read.data, stage(m, read.data, f"read_l{i}_p{p}_data"), valid
 
     def _column_port(self, m, k, g, p, reads):
         """Column ``g``'s streams through port ``p``: step 1, the lane its entry names

@@ -209,7 +209,7 @@ class ResultWriter(wiring.Component):
         sums = [stage(m, (acc1[r].as_unsigned() + Mux(add1, psum[r], 0))[:AB],
                       f"result_sum_r{r}")
                 for r in range(R)]
-        ys = self._output_stage(m, tile, sums, platform)
+        ys = self._output_stage(m, tile, sums)
         valid = [valid1]
         for i in range(max(steps, ADD_WRITE_STEPS) - 1):
             valid.append(stage(m, valid[-1], f"result_valid{i + 2}", reset_less=False))
@@ -226,7 +226,7 @@ class ResultWriter(wiring.Component):
             for r, v in enumerate(value):
                 m.d.comb += port.data.word_select(r, len(v)).eq(v)
         # A fused add's activations, written ADD_WRITE_STEPS after their results.
-        codes = self._add(m, sums, platform)
+        codes = self._add(m, sums)
         add_write = valid[ADD_WRITE_STEPS - 1] & delay(m, where1 == 0, ADD_WRITE_STEPS - 1,
                                                        "result_add_act")
         add_addr = delay(m, addr1, ADD_WRITE_STEPS - 1, "result_add_addr")
@@ -309,7 +309,7 @@ class ResultWriter(wiring.Component):
                          t.pool_addr.eq(head.base)]
         return queue, t
 
-    def _output_stage(self, m, tile, sums, platform):
+    def _output_stage(self, m, tile, sums):
         """Each row's sum (a register) through the output stage with its shift (and,
         requantizing by a multiplier, its product with the row's multiplier first):
         the rows' codes, ``RESULT_WRITE_STEPS - 2`` register steps later (and
@@ -322,7 +322,7 @@ class ResultWriter(wiring.Component):
             factors = [stage(m, multipliers1[r], f"result_multiplier_r{r}")
                        for r in range(R)]
             values = [split_product(m, sums[r].as_signed(), factors[r],
-                                    f"result_requant_r{r}", platform) for r in range(R)]
+                                    f"result_requant_r{r}") for r in range(R)]
             shifts1 = [delay(m, shifts1[r], REQUANT_PRODUCT_STEPS,
                              f"result_product_shift_r{r}") for r in range(R)]
         shifts = [stage(m, shifts1[r], f"result_shift_r{r}") for r in range(R)]
@@ -331,12 +331,11 @@ class ResultWriter(wiring.Component):
         return [output_stage(m, values[r], shifts[r], masks[r], self._out_bits, f"result_r{r}")
                 for r in range(R)]
 
-    def _add(self, m, sums, platform):
+    def _add(self, m, sums):
         """Fused add: each row's sum (a register, a cycle after its result's operand word
         landed) times ``ma`` plus the operand's value (its code's, or its accumulator)
         times ``mb``, rounded and clamped: ``ADD_WRITE_STEPS - 2`` register steps.
-        Returns the word of codes. On an ECP5 ``platform`` the products' operands are
-        registered in the DSP blocks (``split_product``)."""
+        Returns the word of codes."""
         R, B, AB = self._rows, self._out_bits, self._acc_bits
         b = stage(m, self.side_data, "add_operand")
         b_acc = stage(m, self.acc_side_data, "add_acc_operand")
@@ -346,10 +345,10 @@ class ResultWriter(wiring.Component):
         signed_out = stage(m, self.signed_out, "add_signed_out")
         codes = []
         for r in range(R):
-            pa = split_product(m, sums[r].as_signed(), ma, f"add_r{r}_pa", platform)
+            pa = split_product(m, sums[r].as_signed(), ma, f"add_r{r}_pa")
             value = Mux(from_acc, b_acc.word_select(r, AB).as_signed(),
                         signed_lane(b.word_select(r, B), signed_b))
-            pb = split_product(m, value, mb, f"add_r{r}_pb", platform)
+            pb = split_product(m, value, mb, f"add_r{r}_pb")
             total = rounded_sum(m, pa, pb, f"add_r{r}")
             codes.append(stage(m, clamp_lane(total, signed_out, B), f"add_r{r}_code"))
         return Cat(*codes)
