@@ -30,7 +30,7 @@ from codnn.hw.formal import nic as formal_nic
 from codnn.hw.formal.nic import (answers_top, header_counts_top, inceptionn_value_top,
                                  message_bytes_top, messages_top, settings_edge_top,
                                  terngrad_value_top, waits_top)
-from codnn.hw.formal.mutations import MUTATIONS, install, mutated_source
+from codnn.hw.formal.mutations import MUTATIONS, Mutation, install, mutated_source
 from codnn.hw.formal.proofs import PROOFS
 from codnn.hw.formal.soc_reset import LinkPorts, soc_reset_top
 from codnn.hw.formal.streams import no_reset, value_frames
@@ -228,11 +228,10 @@ def test_a_link_that_times_out_late_fails_the_answer_proof(tmp_path):
 def _mutant(module, old, new):
     """A copy of ``module`` with the text ``old`` of its source (there once) made ``new``:
     a mutation of one decision, for a proof to catch."""
-    source = Path(module.__file__).read_text()
-    assert source.count(old) == 1, f"{old!r} is not once in {module.__file__}"
+    path, source = mutated_source(Mutation("test", module.__name__, old, new, ""))
     mutant = types.ModuleType(module.__name__ + "_mutant")
-    mutant.__file__, mutant.__package__ = module.__file__, module.__package__
-    exec(compile(source.replace(old, new), module.__file__, "exec"), mutant.__dict__)
+    mutant.__file__, mutant.__package__ = str(path), module.__package__
+    exec(compile(source, str(path), "exec"), mutant.__dict__)
     return mutant
 
 
